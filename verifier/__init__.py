@@ -1,0 +1,1 @@
+"""A validator's side of veriloco: replay of challenged segments and the verdicts it posts."""
