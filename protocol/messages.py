@@ -1,0 +1,97 @@
+"""What participants post to the chain in an epoch: beacon commit/reveal, commitments, verdicts, proposals.
+
+These are the Ledger's inputs. Each is validated here before it is sent (and again by the contract).
+Losses travel as fixed-point integers (micro-nats) so that no float is ever hashed or compared on chain.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from protocol.hashing import HexDigest, Tag, tagged_hash, tagged_hash_hex, u64be
+from protocol.types import Address, Boundary, Count, Dec
+
+Role = Literal["host", "validator"]
+Outcome = Literal["pass", "fail", "unavailable"]
+MAX_SEGMENTS = 1024
+MICRO = 1_000_000
+
+
+def loss_micro(loss: float) -> int:
+    """A loss in micro-nats, rounded half to even: the only form a loss is hashed or posted in."""
+    if loss != loss or loss in (float("inf"), float("-inf")):
+        raise ValueError("loss is not finite")
+    return round(loss * MICRO)
+
+
+def loss_digest(losses_micro: list[int]) -> str:
+    """``H("losses", u64be(count) || i64be(l_0) || i64be(l_1) || ...)`` over all H per-step losses."""
+    parts = [u64be(len(losses_micro))]
+    parts += [int(x).to_bytes(8, "big", signed=True) for x in losses_micro]
+    return tagged_hash_hex(Tag.LOSSES, *parts)
+
+
+class BeaconJoin(Boundary):
+    """Joining an epoch: the beacon commitment ``H("beacon/commit", address || 0 || epoch || secret)``."""
+
+    epoch: Count
+    beacon_commit: HexDigest
+
+
+class BeaconReveal(Boundary):
+    """Revealing the beacon secret (32 bytes, hex) after commitments are closed."""
+
+    epoch: Count
+    secret: HexDigest
+
+
+class Commitment(Boundary):
+    """A host's commitment to its epoch of work, posted before the commit deadline.
+
+    ``checkpoint_root`` is the Merkle root over the ``segments + 1`` checkpoint leaf hashes
+    (leaf 0 is the start state θ_e); ``delta_hash`` hashes the quantized pseudo-gradient exactly
+    as it will be served; ``loss_digest`` commits to all per-step losses; ``train_loss_micro`` is
+    the mean loss of the last segment, for the report.
+    """
+
+    epoch: Count
+    checkpoint_root: HexDigest
+    delta_hash: HexDigest
+    loss_digest: HexDigest
+    segments: int = Field(ge=1, le=MAX_SEGMENTS, strict=True)
+    train_loss_micro: Count
+
+
+class Verdict(Boundary):
+    """A validator's verdict on one challenged segment of one host."""
+
+    epoch: Count
+    host: Address
+    segment: int = Field(ge=0, lt=MAX_SEGMENTS, strict=True)
+    outcome: Outcome
+    distance: Dec = Decimal(0)
+    evidence: HexDigest
+
+    @field_validator("distance")
+    @classmethod
+    def _distance(cls, v: Decimal) -> Decimal:
+        if v < 0 or v > Decimal(10) ** 9:
+            raise ValueError("distance must be in [0, 1e9]")
+        # Keep the on-chain text short: 9 significant digits are plenty for a relative distance.
+        return v if len(v.as_tuple().digits) <= 9 else Decimal(f"{v:.9g}")
+
+
+class ModelProposal(Boundary):
+    """An accepted host's proposal for the next global model, with its measured validation loss."""
+
+    epoch: Count
+    model_hash: HexDigest
+    val_loss_micro: Count
+
+
+def evidence_hash(*parts: bytes) -> str:
+    """Digest of a validator's evidence (the bytes it measured), posted with a verdict."""
+    return tagged_hash(Tag.EVIDENCE, *parts).hex()

@@ -1,0 +1,262 @@
+"""The run spec: every parameter of a training run, stored by the contract at instantiation.
+
+The canonical JSON of a :class:`RunSpec` (see :mod:`protocol.encoding`) is what the operator
+deploys; its tagged hash is the run id that names the run everywhere (``H("run-spec", bytes)``).
+The contract parses the ``economics``, ``phases``, ``verification`` and ``train`` sections, so the
+field names here are part of the contract's interface (``docs/protocol.md``).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from protocol.encoding import canonical_json
+from protocol.hashing import HexDigest, Tag, tagged_hash
+from protocol.types import Amount, Blocks, Boundary, Bps, Count, Dec
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_FACTORY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
+_DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}$")
+
+AggregationRule = Literal["mean", "median", "trimmed_mean", "centered_clip", "krum", "multi_krum",
+                          "geometric_median"]
+QuantScheme = Literal["none", "int8", "int4"]
+
+
+class ModelSpec(Boundary):
+    """Which model to build: a factory ``module:function`` called with ``params``."""
+
+    factory: str = "trainer.model:build_gpt"
+    params: dict[str, int | bool | str] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("factory")
+    @classmethod
+    def _factory(cls, v: str) -> str:
+        if not _FACTORY.match(v):
+            raise ValueError("factory must look like 'package.module:function'")
+        return v
+
+
+class DataSpec(Boundary):
+    """The corpus, its content address, and how windows are cut from it."""
+
+    corpus: str = Field(pattern=r"^[a-z0-9_-]{1,64}$")
+    dataset_hash: HexDigest
+    tokenizer: Literal["bytes"] = "bytes"
+    seq_len: int = Field(ge=8, le=65_536, strict=True)
+    val_fraction: Dec = Decimal("0.05")
+
+    @field_validator("val_fraction")
+    @classmethod
+    def _val(cls, v: Decimal) -> Decimal:
+        if not Decimal("0.001") <= v <= Decimal("0.5"):
+            raise ValueError("val_fraction must be between 0.001 and 0.5")
+        return v
+
+
+class TrainSpec(Boundary):
+    """The inner loop: H AdamW steps per epoch, a checkpoint every c steps."""
+
+    inner_steps: int = Field(ge=1, le=1_000_000, strict=True)
+    segment_steps: int = Field(ge=1, le=1_000_000, strict=True)
+    batch_size: int = Field(ge=1, le=65_536, strict=True)
+    lr: Dec
+    beta1: Dec = Decimal("0.9")
+    beta2: Dec = Decimal("0.95")
+    eps: Dec = Decimal("1e-8")
+    weight_decay: Dec = Decimal("0.1")
+    grad_clip: Dec = Decimal("1.0")
+    seed: int = Field(default=0, ge=0, le=2**63 - 1, strict=True)
+
+    @model_validator(mode="after")
+    def _segments(self) -> TrainSpec:
+        if self.inner_steps % self.segment_steps:
+            raise ValueError(f"inner_steps ({self.inner_steps}) must be a multiple of "
+                             f"segment_steps ({self.segment_steps})")
+        if self.inner_steps // self.segment_steps > 1024:
+            raise ValueError("at most 1024 segments per epoch")
+        for name in ("lr", "eps"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1)")
+        if self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("weight_decay and grad_clip must be >= 0 (grad_clip 0 turns clipping off)")
+        return self
+
+    @property
+    def segments(self) -> int:
+        """S = H / c."""
+        return self.inner_steps // self.segment_steps
+
+
+class OuterSpec(Boundary):
+    """The outer optimizer: SGD with (Nesterov) momentum on the pseudo-gradient (DiLoCo: 0.7, 0.9)."""
+
+    lr: Dec = Decimal("0.7")
+    momentum: Dec = Decimal("0.9")
+    nesterov: bool = True
+
+    @model_validator(mode="after")
+    def _ranges(self) -> OuterSpec:
+        if not 0 < self.lr <= 10:
+            raise ValueError("outer lr must be in (0, 10]")
+        if not 0 <= self.momentum < 1:
+            raise ValueError("outer momentum must be in [0, 1)")
+        return self
+
+
+class AggregationSpec(Boundary):
+    """The robust rule over accepted pseudo-gradients, and its parameters."""
+
+    rule: AggregationRule = "mean"
+    trim_fraction: Dec = Decimal("0.2")
+    krum_f: Count = 1
+    multi_krum_m: Count = 0
+    clip_radius: Dec = Decimal("1.0")
+    clip_iters: int = Field(default=3, ge=1, le=100, strict=True)
+    gm_iters: int = Field(default=16, ge=1, le=1000, strict=True)
+    gm_eps: Dec = Decimal("1e-8")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> AggregationSpec:
+        if not 0 <= self.trim_fraction < Decimal("0.5"):
+            raise ValueError("trim_fraction must be in [0, 0.5)")
+        if self.clip_radius <= 0 or self.gm_eps <= 0:
+            raise ValueError("clip_radius and gm_eps must be positive")
+        return self
+
+
+class QuantizationSpec(Boundary):
+    """How pseudo-gradients travel: blockwise int8/int4 with one scale per block, or unquantized."""
+
+    scheme: QuantScheme = "int8"
+    block_size: int = Field(default=64, ge=8, le=65_536, strict=True)
+
+
+class VerificationSpec(Boundary):
+    """Spot checks: k challenged segments (plus the last), r validators each, and the pass thresholds."""
+
+    enabled: bool = True
+    challenges_k: Count = 2
+    validators_r: Count = 2
+    tau: Dec = Decimal("0.01")
+    loss_tolerance: Dec = Decimal("0.001")
+    min_update_ratio: Dec = Decimal("0.1")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> VerificationSpec:
+        if self.enabled and self.validators_r < 1:
+            raise ValueError("validators_r must be >= 1 when verification is enabled")
+        if self.tau <= 0 or self.loss_tolerance < 0 or self.min_update_ratio < 0:
+            raise ValueError("tau must be positive; loss_tolerance and min_update_ratio >= 0")
+        return self
+
+
+class EconomicsSpec(Boundary):
+    """Stake, slashing and rewards. Amounts in base units of ``denom``; fractions in basis points."""
+
+    denom: str
+    min_host_stake: Amount
+    min_validator_stake: Amount
+    unbonding_epochs: int = Field(default=2, ge=0, le=10_000, strict=True)
+    slash_invalid_bps: Bps = 5_000
+    slash_unavailable_bps: Bps = 1_000
+    slash_absent_bps: Bps = 500
+    slash_no_reveal_bps: Bps = 500
+    slash_validator_wrong_bps: Bps = 2_000
+    slash_validator_silent_bps: Bps = 500
+    catcher_share_bps: Bps = 5_000
+    reward_per_epoch: Amount = "0"
+    host_reward_share_bps: Bps = 8_000
+
+    @field_validator("denom")
+    @classmethod
+    def _denom(cls, v: str) -> str:
+        if not _DENOM.match(v):
+            raise ValueError("denom must be 3-128 characters: a letter, then letters, digits, '/:._-'")
+        return v
+
+
+class PhaseSpec(Boundary):
+    """Phase deadlines in blocks, and how many participants an epoch needs and admits."""
+
+    join_blocks: Blocks = 20
+    train_blocks: Blocks = 200
+    reveal_blocks: Blocks = 20
+    verify_blocks: Blocks = 100
+    propose_blocks: Blocks = 50
+    min_hosts: int = Field(default=1, ge=1, le=1024, strict=True)
+    min_validators: int = Field(default=1, ge=0, le=1024, strict=True)
+    max_hosts: int = Field(default=64, ge=1, le=1024, strict=True)
+    max_validators: int = Field(default=32, ge=0, le=1024, strict=True)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> PhaseSpec:
+        if self.min_hosts > self.max_hosts or self.min_validators > self.max_validators:
+            raise ValueError("min_hosts/min_validators must not exceed max_hosts/max_validators")
+        return self
+
+
+class RunSpec(Boundary):
+    """Everything that defines a run. Its canonical JSON is deployed; its hash is the run id."""
+
+    version: Literal[1] = 1
+    name: str
+    model: ModelSpec
+    data: DataSpec
+    train: TrainSpec
+    outer: OuterSpec = OuterSpec()
+    aggregation: AggregationSpec = AggregationSpec()
+    quantization: QuantizationSpec = QuantizationSpec()
+    verification: VerificationSpec = VerificationSpec()
+    economics: EconomicsSpec
+    phases: PhaseSpec = PhaseSpec()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError("run names are 1-64 characters: lowercase letters, digits, '.', '_', '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunSpec:
+        ver = self.verification
+        if ver.enabled and self.phases.min_validators < 1:
+            raise ValueError("verification needs phases.min_validators >= 1")
+        if ver.enabled and ver.validators_r > self.phases.max_validators:
+            raise ValueError("verification.validators_r exceeds phases.max_validators")
+        return self
+
+    def canonical(self) -> bytes:
+        """The canonical JSON bytes that are deployed and hashed."""
+        return canonical_json(self.model_dump(mode="json"))
+
+    def run_id(self) -> bytes:
+        """``H("run-spec", canonical bytes)``: the run's name everywhere."""
+        return tagged_hash(Tag.RUN_SPEC, self.canonical())
+
+    @classmethod
+    def from_canonical(cls, data: bytes | str) -> RunSpec:
+        """Parse canonical JSON (non-canonical bytes are refused, so the run id is unambiguous)."""
+        from protocol.encoding import parse_canonical
+
+        return cls.model_validate(parse_canonical(data))
+
+    def with_changes(self, **sections: Any) -> RunSpec:
+        """A copy with whole sections or fields replaced (dicts are merged into sections), re-validated."""
+        data = self.model_dump(mode="json")
+        for key, value in sections.items():
+            if isinstance(value, dict) and isinstance(data.get(key), dict):
+                data[key] = {**data[key], **value}
+            elif isinstance(value, Boundary):
+                data[key] = value.model_dump(mode="json")
+            else:
+                data[key] = value
+        return RunSpec.model_validate(data)

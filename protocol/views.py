@@ -1,0 +1,147 @@
+"""What the chain tells its readers: members, epochs, challenges, and the per-epoch report.
+
+These models mirror the contract's query responses field for field; the Ledger validates every
+response into them, so code above ``chain/`` never handles raw JSON. The contract is the single
+source of these values; nothing here recomputes settlement.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from protocol.hashing import HexDigest
+from protocol.messages import Commitment, ModelProposal, Outcome, Role
+from protocol.types import Address, Amount, Boundary, Count, Dec
+
+Phase = Literal["join", "train", "reveal", "verify", "propose", "closed"]
+ChallengeOutcome = Literal["pending", "pass", "fail", "unavailable", "inconclusive"]
+HostOutcome = Literal["pending", "accepted", "invalid", "unavailable", "inconclusive", "absent",
+                      "no_reveal"]
+ValidatorOutcome = Literal["pending", "diligent", "wrong", "silent", "no_reveal", "idle"]
+
+
+class Unbonding(Boundary):
+    amount: Amount
+    release_epoch: Count
+
+
+class Member(Boundary):
+    """A bonded participant. Unbonding stake stays slashable until it is claimed."""
+
+    address: Address
+    role: Role
+    endpoint: str
+    bonded: Amount
+    unbonding: list[Unbonding] = Field(default_factory=list)
+    slashed_total: Amount = "0"
+    rewarded_total: Amount = "0"
+
+
+class Config(Boundary):
+    """The contract's configuration: the run spec (canonical JSON) and where the run started."""
+
+    run_id: HexDigest
+    spec_json: str
+    initial_model_hash: HexDigest
+    denom: str
+    treasury: Address
+    admin: Address | None = None
+
+
+class Accounting(Boundary):
+    """Everything the contract holds, by purpose; their sum equals its bank balance."""
+
+    bonded: Amount
+    unbonding: Amount
+    reward_pool: Amount
+
+
+class EpochInfo(Boundary):
+    """The state of one epoch as participants need it to act."""
+
+    epoch: Count
+    phase: Phase
+    phase_deadline: Count
+    started_at: Count
+    model_hash: HexDigest
+    prev_seed: HexDigest
+    seed: HexDigest | None = None
+    next_model_hash: HexDigest | None = None
+    hosts: list[Address] = Field(default_factory=list)
+    validators: list[Address] = Field(default_factory=list)
+    committed: list[Address] = Field(default_factory=list)
+    accepted: list[Address] = Field(default_factory=list)
+
+
+class Challenge(Boundary):
+    """One challenged segment as a validator sees it: what to replay and against which root."""
+
+    epoch: Count
+    host: Address
+    segment: Count
+    segments: Count
+    checkpoint_root: HexDigest
+    delta_hash: HexDigest
+    loss_digest: HexDigest
+    endpoint: str
+    validators: list[Address]
+    voted: bool = False
+
+
+class Vote(Boundary):
+    validator: Address
+    outcome: Outcome | None = None
+    distance: Dec | None = None
+    evidence: HexDigest | None = None
+
+
+class ChallengeReport(Boundary):
+    host: Address
+    segment: Count
+    votes: list[Vote]
+    outcome: ChallengeOutcome
+
+
+class HostReport(Boundary):
+    address: Address
+    stake: Amount
+    revealed: bool
+    commitment: Commitment | None = None
+    outcome: HostOutcome
+    slashed: Amount = "0"
+    reward: Amount = "0"
+    proposal: ModelProposal | None = None
+
+
+class ValidatorReport(Boundary):
+    address: Address
+    stake: Amount
+    revealed: bool
+    assigned: Count = 0
+    voted: Count = 0
+    against_majority: Count = 0
+    outcome: ValidatorOutcome
+    slashed: Amount = "0"
+    reward: Amount = "0"
+    catcher_reward: Amount = "0"
+
+
+class EpochReport(Boundary):
+    """Everything an operator wants to see about one epoch, straight from the contract."""
+
+    run_id: HexDigest
+    epoch: Count
+    phase: Phase
+    started_at: Count
+    model_hash: HexDigest
+    next_model_hash: HexDigest | None = None
+    seed: HexDigest | None = None
+    hosts: list[HostReport]
+    validators: list[ValidatorReport]
+    challenges: list[ChallengeReport]
+    slashed_total: Amount = "0"
+    to_treasury: Amount = "0"
+    to_catchers: Amount = "0"
+    rewards_total: Amount = "0"

@@ -1,0 +1,81 @@
+"""Run spec and messages: strict validation with clear messages; canonical form; stable run id."""
+
+import pytest
+from pydantic import ValidationError
+
+from protocol.encoding import EncodingError
+from protocol.messages import Commitment, Verdict, loss_digest, loss_micro
+from protocol.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
+
+
+def make_spec(**changes) -> RunSpec:
+    spec = RunSpec(
+        name="test-run",
+        model=ModelSpec(params={"n_layer": 1, "n_embd": 32}),
+        data=DataSpec(corpus="shakespeare", dataset_hash="ab" * 32, seq_len=32),
+        train=TrainSpec(inner_steps=20, segment_steps=5, batch_size=4, lr="3e-3"),
+        economics=EconomicsSpec(denom="inj", min_host_stake="1000", min_validator_stake="500"),
+    )
+    return spec.with_changes(**changes) if changes else spec
+
+
+def test_canonical_round_trip_and_run_id() -> None:
+    spec = make_spec()
+    assert RunSpec.from_canonical(spec.canonical()) == spec
+    assert spec.run_id() == make_spec().run_id()
+    assert spec.run_id() != make_spec(train={"seed": 1}).run_id()
+    assert spec.train.segments == 4
+
+
+def test_non_canonical_spec_bytes_refused() -> None:
+    text = spec_text = make_spec().canonical().decode()
+    with pytest.raises(EncodingError):
+        RunSpec.from_canonical(text.replace('"version":1', '"version": 1'))
+    assert spec_text.startswith("{")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"train": {"segment_steps": 3}}, "multiple of segment_steps"),
+    ({"train": {"lr": 0.001}}, "floats are ambiguous"),
+    ({"train": {"lr": "-1"}}, "lr must be positive"),
+    ({"train": {"beta2": "1"}}, "beta2 must be in"),
+    ({"economics": {"min_host_stake": "-5"}}, "not an integer"),
+    ({"economics": {"min_host_stake": str(2**128)}}, "not an integer"),
+    ({"economics": {"slash_invalid_bps": 10_001}}, "less than or equal to 10000"),
+    ({"economics": {"denom": "x"}}, "denom must be"),
+    ({"name": "Has Spaces"}, "run names"),
+    ({"model": {"factory": "not a factory"}}, "factory must look like"),
+    ({"data": {"dataset_hash": "AB" * 32}}, "64 lowercase hex"),
+    ({"verification": {"validators_r": 0}}, "validators_r must be >= 1"),
+    ({"phases": {"min_hosts": 5, "max_hosts": 2}}, "must not exceed"),
+    ({"outer": {"momentum": "1.0"}}, "momentum must be in"),
+    ({"aggregation": {"rule": "mode"}}, "Input should be"),
+    ({"unknown_section": {}}, "Extra inputs are not permitted"),
+])
+def test_bad_specs_rejected_with_clear_message(changes, message) -> None:
+    with pytest.raises(ValidationError, match=message):
+        make_spec(**changes)
+
+
+def test_commitment_and_verdict_validation() -> None:
+    ok = Commitment(epoch=0, checkpoint_root="00" * 32, delta_hash="11" * 32, loss_digest="22" * 32,
+                    segments=4, train_loss_micro=2_500_000)
+    assert ok.segments == 4
+    with pytest.raises(ValidationError):
+        Commitment(**{**ok.model_dump(), "segments": 0})
+    with pytest.raises(ValidationError):
+        Commitment(**{**ok.model_dump(), "segments": "4"})
+    host = "inj1tp7fhly84qm6q4hhzmp0nh5frtdugmyskr53z3"
+    v = Verdict(epoch=0, host=host, segment=1, outcome="fail", distance="0.123456789123", evidence="33" * 32)
+    assert v.model_dump(mode="json")["distance"] == "0.123456789"
+    with pytest.raises(ValidationError, match="bech32"):
+        Verdict(epoch=0, host="inj1nothing", segment=1, outcome="pass", evidence="33" * 32)
+    with pytest.raises(ValidationError):
+        Verdict(epoch=0, host=host, segment=1, outcome="maybe", evidence="33" * 32)
+
+
+def test_loss_fixed_point() -> None:
+    assert loss_micro(2.5) == 2_500_000 and loss_micro(1e-7) == 0
+    with pytest.raises(ValueError):
+        loss_micro(float("nan"))
+    assert loss_digest([1, 2]) != loss_digest([2, 1]) != loss_digest([1, 2, 0])

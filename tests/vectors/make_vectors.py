@@ -1,0 +1,117 @@
+"""Write the shared test vectors under tests/vectors/*.json.
+
+The JSON files are committed. ``tests/protocol/test_vectors.py`` recomputes every entry from the
+Python implementation, and the contract's Rust tests read the same files, so Python and Rust
+derivations cannot drift apart silently. Regenerate only when the protocol deliberately changes:
+
+    .venv/bin/python tests/vectors/make_vectors.py
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from protocol.beacon import beacon_commit, epoch_seed, genesis_seed
+from protocol.hashing import Tag, tagged_hash
+from protocol.keys import PrivateKey
+from protocol.merkle import merkle_proof, merkle_root
+from protocol.messages import loss_digest
+from protocol.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
+
+HERE = Path(__file__).parent
+def _address(label: str) -> str:
+    return PrivateKey(tagged_hash("test-vector-key", label.encode())).address("inj")
+
+
+HOSTS = [_address(f"host{i}") for i in range(3)]
+# The last validator is also a host: it must never be assigned to validate itself.
+VALIDATORS = [_address(f"validator{i}") for i in range(3)] + [HOSTS[0]]
+
+
+def seed(label: str) -> bytes:
+    return tagged_hash("test-vector", label.encode())
+
+
+def hashing() -> dict:
+    return {"cases": [
+        {"tag": tag, "data_hex": data.hex(), "digest": tagged_hash(tag, data).hex()}
+        for tag, data in [(Tag.RUN_SPEC, b"{}"), (Tag.MERKLE_LEAF, bytes(32)),
+                          (Tag.CHECKPOINT, b"abc"), (Tag.BEACON_COMMIT, b"")]
+    ]}
+
+
+def streams() -> dict:
+    cases = []
+    for label, n, count in [("a", 10, 8), ("b", 3, 8), ("c", 2**63 + 5, 6), ("d", 1, 3)]:
+        s = Stream(Tag.SAMPLE_BATCH, seed(label))
+        raw = [str(s.next_u64()) for _ in range(4)]
+        s = Stream(Tag.SAMPLE_BATCH, seed(label))
+        cases.append({"tag": Tag.SAMPLE_BATCH, "material_hex": seed(label).hex(), "first_u64": raw,
+                      "n": str(n), "uniform": [str(uniform(s, n)) for _ in range(count)]})
+    return {"cases": cases}
+
+
+def sampling() -> dict:
+    run_id, prev = seed("run"), seed("prev")
+    batches = [
+        {"run_id": run_id.hex(), "prev_epoch_seed": prev.hex(), "host": host, "step": step,
+         "batch_size": bs, "n_windows": n,
+         "indices": batch_indices(run_id, prev, host, step, bs, n)}
+        for host in HOSTS[:2] for step, bs, n in [(0, 4, 1000), (7, 8, 5_000_000), (99, 3, 17)]
+    ]
+    segments = []
+    for i, host in enumerate(HOSTS):
+        for s, k in [(8, 2), (8, 0), (1, 3), (4, 10), (64, 5)]:
+            es = seed(f"epoch{i}")
+            segments.append({"epoch_seed": es.hex(), "host": host, "segments": s, "k": k,
+                             "challenged": challenged_segments(es, host, s, k)})
+    validators = []
+    for host in HOSTS:
+        for segment, r in [(0, 2), (3, 1), (7, 3), (2, 10)]:
+            es = seed("validators")
+            validators.append({"epoch_seed": es.hex(), "host": host, "segment": segment,
+                               "validators": VALIDATORS, "r": r,
+                               "assigned": challenge_validators(es, host, segment, VALIDATORS, r)})
+    return {"batch_indices": batches, "challenged_segments": segments, "challenge_validators": validators}
+
+
+def beacon() -> dict:
+    run_id = seed("run")
+    secrets = {addr: seed(f"secret-{addr}") for addr in HOSTS + VALIDATORS[:3]}
+    commits = [{"address": a, "epoch": e, "secret": s.hex(), "commit": beacon_commit(a, e, s).hex()}
+               for a, s in list(secrets.items())[:3] for e in (0, 5)]
+    seeds = [
+        {"run_id": run_id.hex(), "epoch": 3,
+         "reveals": [{"address": a, "secret": s.hex()} for a, s in secrets.items()],
+         "seed": epoch_seed(run_id, 3, secrets).hex()},
+        {"run_id": run_id.hex(), "epoch": 4, "reveals": [], "seed": epoch_seed(run_id, 4, {}).hex()},
+    ]
+    return {"commits": commits, "epoch_seeds": seeds,
+            "genesis": {"run_id": run_id.hex(), "seed": genesis_seed(run_id).hex()}}
+
+
+def merkle() -> dict:
+    cases = []
+    for n in (1, 2, 3, 5, 8, 9):
+        leaves = [seed(f"leaf{i}") for i in range(n)]
+        cases.append({"leaves": [x.hex() for x in leaves], "root": merkle_root(leaves).hex(),
+                      "proofs": [merkle_proof(leaves, i).model_dump() for i in range(n)]})
+    return {"cases": cases}
+
+
+def losses() -> dict:
+    return {"cases": [{"losses_micro": xs, "digest": loss_digest(xs)}
+                      for xs in ([], [5_545_177], [3_000_000, 2_999_999, -1, 0])]}
+
+
+def main() -> None:
+    for name, build in [("hashing", hashing), ("stream", streams), ("sampling", sampling),
+                        ("beacon", beacon), ("merkle", merkle), ("losses", losses)]:
+        path = HERE / f"{name}.json"
+        path.write_text(json.dumps(build(), indent=1, sort_keys=True) + "\n")
+        print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
