@@ -40,6 +40,13 @@ class Tag:
     MESSAGE = "message"
 
 
+def tagged_hasher(tag: str) -> "hashlib._Hash":
+    """A sha256 object already fed ``"veriloco:" || tag || 0x00``, for streaming large data."""
+    if "\x00" in tag or not tag.isascii():
+        raise ValueError(f"hash tag {tag!r} must be ASCII without NUL")
+    return hashlib.sha256(_PREFIX + tag.encode() + b"\x00")
+
+
 def tagged_hash(tag: str, *parts: bytes) -> bytes:
     """``sha256("veriloco:" || tag || 0x00 || part_0 || part_1 || ...)``.
 
@@ -47,9 +54,7 @@ def tagged_hash(tag: str, *parts: bytes) -> bytes:
         tag: the domain, ASCII without NUL.
         parts: the data, concatenated as given (callers fix widths or add separators).
     """
-    if "\x00" in tag or not tag.isascii():
-        raise ValueError(f"hash tag {tag!r} must be ASCII without NUL")
-    h = hashlib.sha256(_PREFIX + tag.encode() + b"\x00")
+    h = tagged_hasher(tag)
     for part in parts:
         h.update(part)
     return h.digest()
