@@ -1,0 +1,82 @@
+"""The keyring file on disk: load, add, and open keys sealed by :mod:`protocol.keyring`.
+
+The file is JSON (``<home>/keyring.json``, mode 0600) holding only sealed entries; writes go to a
+temporary file that replaces the old one, so a crash never leaves a half-written keyring.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from protocol.keyring import KeyringError, KeyringFile, SealedKey, seal, unseal
+from protocol.keys import DEFAULT_PREFIX, PrivateKey
+from veriloco.errors import VerilocoError
+
+PASSPHRASE_ENV = "VERILOCO_PASSPHRASE"
+
+
+class Keystore:
+    """A keyring file. Keys are unsealed only on demand, with a passphrase, and never written in the clear."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def in_home(cls, home: Path) -> Keystore:
+        return cls(home / "keyring.json")
+
+    def load(self) -> KeyringFile:
+        if not self.path.exists():
+            return KeyringFile()
+        try:
+            return KeyringFile.model_validate_json(self.path.read_bytes())
+        except ValidationError as exc:
+            raise VerilocoError(f"keyring {self.path} is corrupt: {exc.errors()[0]['msg']}") from None
+
+    def _save(self, ring: KeyringFile) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".keyring.")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(ring.model_dump_json(indent=1))
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def add(self, name: str, key: PrivateKey, passphrase: str, prefix: str = DEFAULT_PREFIX,
+            scrypt_n: int | None = None) -> SealedKey:
+        """Seal ``key`` as ``name`` and persist it.
+
+        Raises:
+            VerilocoError: the name exists, is malformed, or the passphrase is empty.
+        """
+        ring = self.load()
+        try:
+            entry = seal(name, key, passphrase, prefix=prefix, **({"n": scrypt_n} if scrypt_n else {}))
+            ring.add(entry)
+        except KeyringError as exc:
+            raise VerilocoError(str(exc)) from None
+        self._save(ring)
+        return entry
+
+    def entry(self, name: str) -> SealedKey:
+        try:
+            return self.load().get(name)
+        except KeyringError as exc:
+            raise VerilocoError(str(exc)) from None
+
+    def open(self, name: str, passphrase: str | None = None) -> PrivateKey:
+        """Unseal key ``name`` with ``passphrase`` (default: ``$VERILOCO_PASSPHRASE``)."""
+        passphrase = passphrase if passphrase is not None else os.environ.get(PASSPHRASE_ENV)
+        if passphrase is None:
+            raise VerilocoError(f"key {name!r} is sealed: give a passphrase or set {PASSPHRASE_ENV}")
+        try:
+            return unseal(self.entry(name), passphrase)
+        except KeyringError as exc:
+            raise VerilocoError(str(exc)) from None
