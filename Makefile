@@ -1,0 +1,43 @@
+# The two entry points of the README. Everything they need is installed here, so a fresh
+# machine (and CI, through .ci/run) gets the same result.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+
+.PHONY: simulate test install install-dev toolchain clean
+
+# A stamp per extras set, so `make test` after `make simulate` still installs the dev extras.
+$(VENV)/.installed-base: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch is pinned to the CPU wheel on this machine's disk; nothing else may pull another torch.
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-base
+	$(BIN)/pip install --quiet -e '.[dev,devnet]'
+	touch $@
+
+install: $(VENV)/.installed-base
+install-dev: $(VENV)/.installed-dev
+
+# Debian's Rust toolchain for rebuilding the contract (the reproducibility test needs it).
+RUST_PKGS = cargo rustc libstd-rust-dev-wasm32 librust-serde-dev librust-serde-derive-dev \
+            librust-serde-json-dev librust-sha2-dev
+toolchain:
+	@missing=$$(for p in $(RUST_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
+	    | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+simulate: install
+	$(BIN)/veriloco simulate
+
+test: install-dev toolchain
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
