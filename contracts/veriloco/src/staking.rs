@@ -1,0 +1,183 @@
+//! Stake: bond, unbond, claim.
+//!
+//! A member's stake is `bonded` plus its unbonding entries. Unbonding moves stake out of
+//! `bonded` into an entry released at `current_epoch + unbonding_epochs`; until it is claimed it
+//! stays in the member record, so slashing (epoch logic) can still reach it.
+
+use crate::error::{fail, ContractError};
+use crate::funds::{bank_send, must_pay, nonpayable};
+use crate::state::{self, Member, Role, UnbondingEntry};
+use crate::types::{Env, Event, MessageInfo, Response, Uint128};
+
+/// Longest endpoint accepted, in bytes.
+pub const MAX_ENDPOINT_LEN: usize = 256;
+
+/// An endpoint is an http(s) URL of printable ASCII without spaces.
+fn validate_endpoint(endpoint: &str) -> Result<(), ContractError> {
+    if endpoint.len() > MAX_ENDPOINT_LEN {
+        fail!(
+            "endpoint is {} bytes, longer than {MAX_ENDPOINT_LEN}",
+            endpoint.len()
+        );
+    }
+    let rest = endpoint
+        .strip_prefix("https://")
+        .or_else(|| endpoint.strip_prefix("http://"));
+    match rest {
+        Some(rest) if !rest.is_empty() => {}
+        _ => fail!("endpoint {endpoint:?} must be an http:// or https:// URL"),
+    }
+    if !endpoint.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        fail!("endpoint {endpoint:?} must be printable ASCII without spaces");
+    }
+    Ok(())
+}
+
+fn min_stake(role: Role, economics: &crate::spec::Economics) -> Uint128 {
+    match role {
+        Role::Host => economics.min_host_stake,
+        Role::Validator => economics.min_validator_stake,
+    }
+}
+
+/// The `wasm-stake` event every stake change emits, for indexers.
+fn stake_event(action: &str, member: &Member, amount: Uint128) -> Event {
+    Event::new("stake")
+        .add_attribute("action", action)
+        .add_attribute("member", &member.address)
+        .add_attribute("role", member.role.as_str())
+        .add_attribute("amount", amount)
+        .add_attribute("bonded", member.bonded)
+}
+
+pub fn bond(
+    env: &Env,
+    info: &MessageInfo,
+    role: Role,
+    endpoint: String,
+) -> Result<Response, ContractError> {
+    let config = state::load_config()?;
+    let amount = must_pay(info, &config.denom, "bond")?;
+    validate_endpoint(&endpoint).map_err(|e| e.context("bond"))?;
+    let existing = state::load_member(&info.sender)?;
+    let mut member = match existing {
+        Some(member) if member.role != role => fail!(
+            "bond: {} is bonded as {}; a member's role cannot change to {}",
+            info.sender,
+            member.role.as_str(),
+            role.as_str()
+        ),
+        Some(member) => member,
+        None => Member {
+            address: info.sender.clone(),
+            role,
+            endpoint: endpoint.clone(),
+            bonded: Uint128::zero(),
+            unbonding: Vec::new(),
+            since_height: env.block.height,
+        },
+    };
+    member.bonded = member.bonded.checked_add(amount)?;
+    member.endpoint = endpoint;
+    let minimum = min_stake(role, &config.economics);
+    if member.bonded < minimum {
+        fail!(
+            "bond: bonded stake would be {}{}, below the run's minimum for a {} ({}{})",
+            member.bonded,
+            config.denom,
+            role.as_str(),
+            minimum,
+            config.denom
+        );
+    }
+    let mut ledger = state::load_ledger()?;
+    ledger.total_bonded = ledger.total_bonded.checked_add(amount)?;
+    state::save_member(&member);
+    state::save_ledger(&ledger);
+    Ok(Response::new()
+        .add_attribute("action", "bond")
+        .add_attribute("member", &member.address)
+        .add_attribute("role", role.as_str())
+        .add_attribute("amount", amount)
+        .add_attribute("bonded", member.bonded)
+        .add_event(stake_event("bond", &member, amount)))
+}
+
+pub fn unbond(info: &MessageInfo, amount: Uint128) -> Result<Response, ContractError> {
+    nonpayable(info, "unbond")?;
+    if amount.is_zero() {
+        fail!("unbond: amount must be nonzero");
+    }
+    let config = state::load_config()?;
+    let mut member = match state::load_member(&info.sender)? {
+        Some(member) => member,
+        None => fail!("unbond: {} is not a member", info.sender),
+    };
+    if amount > member.bonded {
+        fail!(
+            "unbond: cannot unbond {}{}, only {}{} is bonded",
+            amount,
+            config.denom,
+            member.bonded,
+            config.denom
+        );
+    }
+    let mut ledger = state::load_ledger()?;
+    let release_epoch = ledger
+        .current_epoch
+        .checked_add(config.economics.unbonding_epochs)
+        .ok_or_else(|| ContractError::new("unbond: release epoch overflows"))?;
+    member.bonded = member.bonded.checked_sub(amount)?;
+    // Entries stay ordered by release epoch; one entry per epoch.
+    match member
+        .unbonding
+        .iter_mut()
+        .find(|e| e.release_epoch == release_epoch)
+    {
+        Some(entry) => entry.amount = entry.amount.checked_add(amount)?,
+        None => member.unbonding.push(UnbondingEntry {
+            amount,
+            release_epoch,
+        }),
+    }
+    ledger.total_bonded = ledger.total_bonded.checked_sub(amount)?;
+    ledger.total_unbonding = ledger.total_unbonding.checked_add(amount)?;
+    state::save_member(&member);
+    state::save_ledger(&ledger);
+    Ok(Response::new()
+        .add_attribute("action", "unbond")
+        .add_attribute("member", &member.address)
+        .add_attribute("amount", amount)
+        .add_attribute("release_epoch", release_epoch)
+        .add_event(stake_event("unbond", &member, amount).add_attribute("release_epoch", release_epoch)))
+}
+
+pub fn claim(info: &MessageInfo) -> Result<Response, ContractError> {
+    nonpayable(info, "claim")?;
+    let config = state::load_config()?;
+    let mut member = match state::load_member(&info.sender)? {
+        Some(member) => member,
+        None => fail!("claim: {} is not a member", info.sender),
+    };
+    let mut ledger = state::load_ledger()?;
+    let epoch = ledger.current_epoch;
+    let amount = member.claimable(epoch)?;
+    if amount.is_zero() {
+        match member.unbonding.iter().map(|e| e.release_epoch).min() {
+            Some(next) => fail!(
+                "claim: nothing to claim at epoch {epoch}; the next release is at epoch {next}"
+            ),
+            None => fail!("claim: nothing to claim; {} has no unbonding stake", info.sender),
+        }
+    }
+    member.unbonding.retain(|e| e.release_epoch > epoch);
+    ledger.total_unbonding = ledger.total_unbonding.checked_sub(amount)?;
+    state::save_member(&member);
+    state::save_ledger(&ledger);
+    Ok(Response::new()
+        .add_message(bank_send(&member.address, &config.denom, amount))
+        .add_attribute("action", "claim")
+        .add_attribute("member", &member.address)
+        .add_attribute("amount", amount)
+        .add_event(stake_event("claim", &member, amount)))
+}

@@ -1,0 +1,204 @@
+//! What the contract stores, and under which keys.
+//!
+//! Keys are ASCII: fixed names for singletons, `prefix/` + address for per-member records (so a
+//! prefix scan yields members ordered by address). Values are JSON. Epoch logic should add its
+//! own prefixes here (e.g. `epoch/<e>`), never reuse one.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ContractError;
+use crate::spec::Economics;
+use crate::storage::{self, Order};
+use crate::types::Uint128;
+
+const CONFIG_KEY: &[u8] = b"config";
+const SPEC_KEY: &[u8] = b"spec";
+const LEDGER_KEY: &[u8] = b"ledger";
+/// cw2's key for contract name and version, so explorers and migrations can read them.
+const CONTRACT_INFO_KEY: &[u8] = b"contract_info";
+const MEMBER_PREFIX: &[u8] = b"member/";
+
+/// Fixed at instantiation.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Config {
+    /// hex(sha256("veriloco:run-spec\0" || spec_json)).
+    pub run_id: String,
+    /// θ_0: hash of the initial global model (64 lowercase hex).
+    pub initial_model_hash: String,
+    /// The only denom the contract accepts and pays.
+    pub denom: String,
+    /// Receives the treasury's share of slashed funds.
+    pub treasury: String,
+    pub admin: Option<String>,
+    pub economics: Economics,
+    pub instantiated_height: u64,
+    /// Nanoseconds since the Unix epoch, as a decimal string.
+    pub instantiated_time: String,
+}
+
+/// The contract's books. Every coin the contract holds in `denom` is one of these liabilities:
+/// bank balance == total_bonded + total_unbonding + reward_pool + treasury_owed.
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
+pub struct Ledger {
+    /// Epoch counter; stays 0 until the epoch logic advances it.
+    pub current_epoch: u64,
+    /// Sum of every member's `bonded`.
+    pub total_bonded: Uint128,
+    /// Sum of every member's unbonding entries (not yet claimed; still slashable).
+    pub total_unbonding: Uint128,
+    /// Funded by `fund_rewards`; paid out by epoch settlement.
+    pub reward_pool: Uint128,
+    /// Slashed funds due to the treasury and not yet sent.
+    pub treasury_owed: Uint128,
+}
+
+impl Ledger {
+    pub fn total_liabilities(&self) -> Result<Uint128, ContractError> {
+        self.total_bonded
+            .checked_add(self.total_unbonding)?
+            .checked_add(self.reward_pool)?
+            .checked_add(self.treasury_owed)
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Host,
+    Validator,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Host => "host",
+            Role::Validator => "validator",
+        }
+    }
+}
+
+/// Stake on its way out: paid by `claim` once `release_epoch <= current_epoch`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct UnbondingEntry {
+    pub amount: Uint128,
+    pub release_epoch: u64,
+}
+
+/// A host or validator. The role is fixed by the first bond.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Member {
+    pub address: String,
+    pub role: Role,
+    /// Where the member serves artifacts (hosts) or can be reached (validators).
+    pub endpoint: String,
+    pub bonded: Uint128,
+    /// Ordered by release epoch; still slashable until claimed.
+    pub unbonding: Vec<UnbondingEntry>,
+    /// Height of the first bond.
+    pub since_height: u64,
+}
+
+impl Member {
+    pub fn unbonding_total(&self) -> Result<Uint128, ContractError> {
+        self.unbonding
+            .iter()
+            .try_fold(Uint128::zero(), |acc, e| acc.checked_add(e.amount))
+    }
+
+    /// Sum of entries released at or before `epoch`.
+    pub fn claimable(&self, epoch: u64) -> Result<Uint128, ContractError> {
+        self.unbonding
+            .iter()
+            .filter(|e| e.release_epoch <= epoch)
+            .try_fold(Uint128::zero(), |acc, e| acc.checked_add(e.amount))
+    }
+}
+
+/// The name/version record cw2 defines (`{"contract": ..., "version": ...}`).
+#[derive(Serialize, Deserialize)]
+pub struct ContractVersion {
+    pub contract: String,
+    pub version: String,
+}
+
+fn must_exist<T>(value: Option<T>, what: &str) -> Result<T, ContractError> {
+    value.ok_or_else(|| ContractError::new(format!("{what} missing: contract not instantiated")))
+}
+
+pub fn load_config() -> Result<Config, ContractError> {
+    must_exist(storage::load(CONFIG_KEY)?, "config")
+}
+
+pub fn save_config(config: &Config) {
+    storage::save(CONFIG_KEY, config);
+}
+
+/// The spec text exactly as deployed (its hash is the run id).
+pub fn load_spec_json() -> Result<String, ContractError> {
+    let bytes = must_exist(storage::get(SPEC_KEY), "spec")?;
+    String::from_utf8(bytes).map_err(|_| ContractError::new("stored spec is not UTF-8"))
+}
+
+pub fn save_spec_json(spec_json: &str) {
+    storage::set(SPEC_KEY, spec_json.as_bytes());
+}
+
+pub fn load_ledger() -> Result<Ledger, ContractError> {
+    must_exist(storage::load(LEDGER_KEY)?, "ledger")
+}
+
+pub fn save_ledger(ledger: &Ledger) {
+    storage::save(LEDGER_KEY, ledger);
+}
+
+pub fn save_contract_version() {
+    storage::save(
+        CONTRACT_INFO_KEY,
+        &ContractVersion {
+            contract: env!("CARGO_PKG_NAME").to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+    );
+}
+
+fn member_key(address: &str) -> Vec<u8> {
+    let mut key = MEMBER_PREFIX.to_vec();
+    key.extend_from_slice(address.as_bytes());
+    key
+}
+
+pub fn load_member(address: &str) -> Result<Option<Member>, ContractError> {
+    storage::load(&member_key(address))
+}
+
+pub fn save_member(member: &Member) {
+    storage::save(&member_key(&member.address), member);
+}
+
+/// Members in address order, starting after `start_after`; stops after `limit` records that
+/// pass `keep`.
+pub fn members_page(
+    start_after: Option<&str>,
+    limit: usize,
+    keep: impl Fn(&Member) -> bool,
+) -> Result<Vec<Member>, ContractError> {
+    let mut out = Vec::new();
+    if limit == 0 {
+        return Ok(out);
+    }
+    for (_, value) in storage::prefix_range(
+        MEMBER_PREFIX,
+        start_after.map(|s| s.as_bytes()),
+        Order::Ascending,
+    ) {
+        let member: Member = serde_json::from_slice(&value)
+            .map_err(|e| ContractError::new(format!("corrupt member record: {e}")))?;
+        if keep(&member) {
+            out.push(member);
+            if out.len() == limit {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
