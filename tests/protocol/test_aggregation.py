@@ -1,0 +1,79 @@
+"""Robust aggregation: exact on hand examples, robust to outliers where promised, bitwise deterministic."""
+
+import random
+
+import pytest
+import torch
+
+from protocol.aggregation import RULES, AggregationError, aggregate
+from protocol.spec import AggregationSpec
+from protocol.tensors import tensors_digest
+
+HOSTS = [f"inj1host{i}" for i in range(7)]
+
+
+def deltas_from(values: list[list[float]]) -> dict[str, dict[str, torch.Tensor]]:
+    return {HOSTS[i]: {"w": torch.tensor(v, dtype=torch.float32)} for i, v in enumerate(values)}
+
+
+def run(rule: str, values: list[list[float]], **params) -> list[float]:
+    return aggregate(AggregationSpec(rule=rule, **params), deltas_from(values))["w"].tolist()
+
+
+def test_hand_examples() -> None:
+    vals = [[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [100.0, -50.0]]
+    assert run("mean", vals) == [26.5, 2.5]
+    assert run("median", vals) == [2.5, 15.0]
+    assert run("median", vals[:3]) == [2.0, 20.0]
+    assert run("trimmed_mean", vals, trim_fraction="0.25") == [2.5, 15.0]
+    # Krum with f=1: scores use K-f-2 = 1 nearest neighbour; inputs 0,1,2 tie on distance^2 = 101,
+    # and the tie goes to the first in address order.
+    assert run("krum", vals, krum_f=1) == [1.0, 10.0]
+    assert run("multi_krum", vals, krum_f=1) == pytest.approx([2.0, 20.0])
+    assert run("geometric_median", [[0.0], [0.0], [0.0], [9.0]], gm_iters=50) == pytest.approx([0.0], abs=1e-3)
+
+
+@pytest.mark.parametrize("rule", sorted(set(RULES) - {"mean"}))
+def test_outliers_do_not_drag_robust_rules(rule) -> None:
+    g = torch.Generator().manual_seed(0)
+    honest = [(torch.ones(50) + 0.1 * torch.randn(50, generator=g)).tolist() for _ in range(5)]
+    attack = [(-100 * torch.ones(50)).tolist() for _ in range(2)]
+    out = torch.tensor(run(rule, honest + attack, krum_f=2, trim_fraction="0.3"))
+    assert (out - torch.ones(50)).norm() < 0.5 * torch.ones(50).norm()
+    mean = torch.tensor(run("mean", honest + attack))
+    assert (mean - torch.ones(50)).norm() > 10 * torch.ones(50).norm()
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_bitwise_independent_of_arrival_order_and_threads(rule) -> None:
+    g = torch.Generator().manual_seed(1)
+    base = {h: {"a": torch.randn(33, 7, generator=g), "b": torch.randn(5, generator=g)} for h in HOSTS[:6]}
+    spec = AggregationSpec(rule=rule)
+    reference = tensors_digest("model", aggregate(spec, base))
+    items = list(base.items())
+    random.Random(3).shuffle(items)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert tensors_digest("model", aggregate(spec, dict(items))) == reference
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_single_input_and_shapes_preserved() -> None:
+    d = {HOSTS[0]: {"x": torch.arange(6.0).reshape(2, 3), "s": torch.tensor(2.0)}}
+    for rule in RULES:
+        out = aggregate(AggregationSpec(rule=rule), d)
+        assert torch.equal(out["x"], d[HOSTS[0]]["x"]) and out["s"].shape == () and out["x"].dtype == torch.float32
+
+
+def test_bad_inputs_rejected() -> None:
+    spec = AggregationSpec()
+    with pytest.raises(AggregationError, match="no accepted"):
+        aggregate(spec, {})
+    with pytest.raises(AggregationError, match="shape"):
+        aggregate(spec, {"a": {"w": torch.zeros(2)}, "b": {"w": torch.zeros(3)}})
+    with pytest.raises(AggregationError, match="names"):
+        aggregate(spec, {"a": {"w": torch.zeros(2)}, "b": {"v": torch.zeros(2)}})
+    with pytest.raises(AggregationError, match="NaN"):
+        aggregate(spec, {"a": {"w": torch.zeros(2)}, "b": {"w": torch.tensor([0.0, float("nan")])}})
