@@ -153,8 +153,7 @@ fn install_panic_hook() {
 
 /// Parse a JSON argument; a failure names what was being parsed.
 pub fn parse_json<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ContractError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| ContractError::new(format!("invalid {what}: {e}")))
+    serde_json::from_slice(bytes).map_err(|e| ContractError::new(format!("invalid {what}: {e}")))
 }
 
 /// Serialize a ContractResult and hand it to the host.

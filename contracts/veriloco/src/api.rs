@@ -51,7 +51,8 @@ pub fn addr_canonicalize(address: &str) -> Result<Vec<u8>, ContractError> {
     check_length(address)?;
     let source = borrow_region(address.as_bytes());
     let destination = output_region(MAX_CANONICAL_ADDRESS);
-    let result = unsafe { imports::addr_canonicalize(region_ptr(&source), region_ptr(&destination)) };
+    let result =
+        unsafe { imports::addr_canonicalize(region_ptr(&source), region_ptr(&destination)) };
     let written = take_written(destination);
     if result == 0 {
         Ok(written)

@@ -8,11 +8,10 @@ use crate::api;
 use crate::error::{fail, ContractError};
 use crate::funds::nonpayable;
 use crate::msg::{
-    AccountingResponse, ConfigResponse, ExecuteMsg, InstantiateMsg, MemberResponse,
-    MembersResponse, QueryMsg,
+    AccountingResponse, ConfigResponse, ExecuteMsg, InstantiateMsg, MembersResponse, QueryMsg,
 };
 use crate::spec::{is_hex_digest, parse_spec};
-use crate::state::{self, Config, Ledger, Member};
+use crate::state::{self, Config, Member, Totals};
 use crate::types::{Binary, Env, MessageInfo, Response};
 use crate::{rewards, staking};
 
@@ -20,7 +19,7 @@ use crate::{rewards, staking};
 const DEFAULT_PAGE: u32 = 30;
 const MAX_PAGE: u32 = 100;
 
-pub fn instantiate(env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response, ContractError> {
+pub fn instantiate(_env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response, ContractError> {
     let msg: InstantiateMsg = parse_json("instantiate message", msg)?;
     nonpayable(info, "instantiate")?;
     let spec = parse_spec(&msg.spec_json).map_err(|e| e.context("instantiate"))?;
@@ -49,12 +48,10 @@ pub fn instantiate(env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response
         treasury: msg.treasury,
         admin: msg.admin,
         economics,
-        instantiated_height: env.block.height,
-        instantiated_time: env.block.time.0.to_string(),
     };
     state::save_config(&config);
     state::save_spec_json(&msg.spec_json);
-    state::save_ledger(&Ledger::default());
+    state::save_totals(&Totals::default());
     state::save_contract_version();
     Ok(Response::new()
         .add_attribute("action", "instantiate")
@@ -63,10 +60,10 @@ pub fn instantiate(env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response
         .add_attribute("denom", &config.denom))
 }
 
-pub fn execute(env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response, ContractError> {
+pub fn execute(_env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response, ContractError> {
     let msg: ExecuteMsg = parse_json("execute message", msg)?;
     match msg {
-        ExecuteMsg::Bond { role, endpoint } => staking::bond(env, info, role, endpoint),
+        ExecuteMsg::Bond { role, endpoint } => staking::bond(info, role, endpoint),
         ExecuteMsg::Unbond { amount } => staking::unbond(info, amount),
         ExecuteMsg::Claim {} => staking::claim(info),
         ExecuteMsg::FundRewards {} => rewards::fund_rewards(info),
@@ -84,13 +81,9 @@ pub fn query(_env: &Env, msg: &[u8]) -> Result<Binary, ContractError> {
             limit,
         } => {
             let limit = limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE) as usize;
-            let ledger = state::load_ledger()?;
             let members = state::members_page(start_after.as_deref(), limit, |m| {
                 role.map_or(true, |r| m.role == r)
-            })?
-            .into_iter()
-            .map(|m| member_response(m, ledger.current_epoch))
-            .collect::<Result<Vec<_>, _>>()?;
+            })?;
             to_json(&MembersResponse { members })
         }
         QueryMsg::Accounting {} => to_json(&query_accounting()?),
@@ -111,45 +104,20 @@ fn query_config() -> Result<ConfigResponse, ContractError> {
         denom: config.denom,
         treasury: config.treasury,
         admin: config.admin,
-        economics: config.economics,
-        instantiated_height: config.instantiated_height,
-        instantiated_time: config.instantiated_time,
-    })
-}
-
-fn member_response(member: Member, epoch: u64) -> Result<MemberResponse, ContractError> {
-    Ok(MemberResponse {
-        unbonding_total: member.unbonding_total()?,
-        claimable: member.claimable(epoch)?,
-        address: member.address,
-        role: member.role,
-        endpoint: member.endpoint,
-        bonded: member.bonded,
-        unbonding: member.unbonding,
-        since_height: member.since_height,
     })
 }
 
 /// The member at `address`, or `null` if it never bonded.
-fn query_member(address: &str) -> Result<Option<MemberResponse>, ContractError> {
+fn query_member(address: &str) -> Result<Option<Member>, ContractError> {
     api::addr_validate(address).map_err(|e| e.context("member"))?;
-    let ledger = state::load_ledger()?;
-    match state::load_member(address)? {
-        Some(member) => member_response(member, ledger.current_epoch).map(Some),
-        None => Ok(None),
-    }
+    state::load_member(address)
 }
 
 fn query_accounting() -> Result<AccountingResponse, ContractError> {
-    let config = state::load_config()?;
-    let ledger = state::load_ledger()?;
+    let totals = state::load_totals()?;
     Ok(AccountingResponse {
-        denom: config.denom,
-        current_epoch: ledger.current_epoch,
-        total_bonded: ledger.total_bonded,
-        total_unbonding: ledger.total_unbonding,
-        reward_pool: ledger.reward_pool,
-        treasury_owed: ledger.treasury_owed,
-        total_liabilities: ledger.total_liabilities()?,
+        bonded: totals.bonded,
+        unbonding: totals.unbonding,
+        reward_pool: totals.reward_pool,
     })
 }

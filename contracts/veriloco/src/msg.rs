@@ -5,8 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::Economics;
-use crate::state::{Role, UnbondingEntry};
+use crate::state::{Member, Role};
 use crate::types::Uint128;
 
 #[derive(Deserialize, Debug)]
@@ -54,7 +53,7 @@ pub enum QueryMsg {
     Accounting {},
 }
 
-/// Answer to `config {}`.
+/// Answer to `config {}` (`protocol.views.Config`).
 #[derive(Serialize)]
 pub struct ConfigResponse {
     pub run_id: String,
@@ -63,42 +62,20 @@ pub struct ConfigResponse {
     pub denom: String,
     pub treasury: String,
     pub admin: Option<String>,
-    pub economics: Economics,
-    pub instantiated_height: u64,
-    pub instantiated_time: String,
 }
 
-/// A member as queries show it.
-#[derive(Serialize)]
-pub struct MemberResponse {
-    pub address: String,
-    pub role: Role,
-    pub endpoint: String,
-    pub bonded: Uint128,
-    pub unbonding: Vec<UnbondingEntry>,
-    /// Sum of `unbonding`.
-    pub unbonding_total: Uint128,
-    /// Part of `unbonding` that `claim` would pay now.
-    pub claimable: Uint128,
-    pub since_height: u64,
-}
-
-/// Answer to `members {...}`.
+/// Answer to `members {...}`: members ordered by address.
 #[derive(Serialize)]
 pub struct MembersResponse {
-    pub members: Vec<MemberResponse>,
+    pub members: Vec<Member>,
 }
 
-/// Answer to `accounting {}`: everything the contract owes, and what it should hold.
+/// Answer to `accounting {}` (`protocol.views.Accounting`): everything the contract holds, by
+/// purpose. Their sum equals the contract's bank balance in the run's denom (more only if
+/// someone sent coins to the contract outside its messages).
 #[derive(Serialize)]
 pub struct AccountingResponse {
-    pub denom: String,
-    pub current_epoch: u64,
-    pub total_bonded: Uint128,
-    pub total_unbonding: Uint128,
+    pub bonded: Uint128,
+    pub unbonding: Uint128,
     pub reward_pool: Uint128,
-    pub treasury_owed: Uint128,
-    /// Sum of the four above: the contract's bank balance in `denom` should equal it (more only
-    /// if someone sent coins to the contract outside its messages).
-    pub total_liabilities: Uint128,
 }

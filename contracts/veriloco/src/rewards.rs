@@ -8,12 +8,12 @@ use crate::types::{MessageInfo, Response};
 pub fn fund_rewards(info: &MessageInfo) -> Result<Response, ContractError> {
     let config = state::load_config()?;
     let amount = must_pay(info, &config.denom, "fund_rewards")?;
-    let mut ledger = state::load_ledger()?;
-    ledger.reward_pool = ledger.reward_pool.checked_add(amount)?;
-    state::save_ledger(&ledger);
+    let mut totals = state::load_totals()?;
+    totals.reward_pool = totals.reward_pool.checked_add(amount)?;
+    state::save_totals(&totals);
     Ok(Response::new()
         .add_attribute("action", "fund_rewards")
         .add_attribute("funder", &info.sender)
         .add_attribute("amount", amount)
-        .add_attribute("reward_pool", ledger.reward_pool))
+        .add_attribute("reward_pool", totals.reward_pool))
 }

@@ -46,7 +46,10 @@ impl Economics {
             ("slash_absent_bps", self.slash_absent_bps),
             ("slash_no_reveal_bps", self.slash_no_reveal_bps),
             ("slash_validator_wrong_bps", self.slash_validator_wrong_bps),
-            ("slash_validator_silent_bps", self.slash_validator_silent_bps),
+            (
+                "slash_validator_silent_bps",
+                self.slash_validator_silent_bps,
+            ),
             ("catcher_share_bps", self.catcher_share_bps),
             ("host_reward_share_bps", self.host_reward_share_bps),
         ];
@@ -91,7 +94,10 @@ pub fn parse_spec(spec_json: &str) -> Result<ParsedSpec, ContractError> {
     let view: RunSpecView = serde_json::from_value(value)
         .map_err(|e| ContractError::new(format!("spec_json does not match the run spec: {e}")))?;
     if view.version != 1 {
-        fail!("spec version {} is not supported (expected 1)", view.version);
+        fail!(
+            "spec version {} is not supported (expected 1)",
+            view.version
+        );
     }
     view.economics.validate()?;
     Ok(ParsedSpec {

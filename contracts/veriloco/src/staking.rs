@@ -7,7 +7,7 @@
 use crate::error::{fail, ContractError};
 use crate::funds::{bank_send, must_pay, nonpayable};
 use crate::state::{self, Member, Role, UnbondingEntry};
-use crate::types::{Env, Event, MessageInfo, Response, Uint128};
+use crate::types::{Event, MessageInfo, Response, Uint128};
 
 /// Longest endpoint accepted, in bytes.
 pub const MAX_ENDPOINT_LEN: usize = 256;
@@ -33,13 +33,6 @@ fn validate_endpoint(endpoint: &str) -> Result<(), ContractError> {
     Ok(())
 }
 
-fn min_stake(role: Role, economics: &crate::spec::Economics) -> Uint128 {
-    match role {
-        Role::Host => economics.min_host_stake,
-        Role::Validator => economics.min_validator_stake,
-    }
-}
-
 /// The `wasm-stake` event every stake change emits, for indexers.
 fn stake_event(action: &str, member: &Member, amount: Uint128) -> Event {
     Event::new("stake")
@@ -50,12 +43,7 @@ fn stake_event(action: &str, member: &Member, amount: Uint128) -> Event {
         .add_attribute("bonded", member.bonded)
 }
 
-pub fn bond(
-    env: &Env,
-    info: &MessageInfo,
-    role: Role,
-    endpoint: String,
-) -> Result<Response, ContractError> {
+pub fn bond(info: &MessageInfo, role: Role, endpoint: String) -> Result<Response, ContractError> {
     let config = state::load_config()?;
     let amount = must_pay(info, &config.denom, "bond")?;
     validate_endpoint(&endpoint).map_err(|e| e.context("bond"))?;
@@ -74,26 +62,16 @@ pub fn bond(
             endpoint: endpoint.clone(),
             bonded: Uint128::zero(),
             unbonding: Vec::new(),
-            since_height: env.block.height,
+            slashed_total: Uint128::zero(),
+            rewarded_total: Uint128::zero(),
         },
     };
     member.bonded = member.bonded.checked_add(amount)?;
     member.endpoint = endpoint;
-    let minimum = min_stake(role, &config.economics);
-    if member.bonded < minimum {
-        fail!(
-            "bond: bonded stake would be {}{}, below the run's minimum for a {} ({}{})",
-            member.bonded,
-            config.denom,
-            role.as_str(),
-            minimum,
-            config.denom
-        );
-    }
-    let mut ledger = state::load_ledger()?;
-    ledger.total_bonded = ledger.total_bonded.checked_add(amount)?;
+    let mut totals = state::load_totals()?;
+    totals.bonded = totals.bonded.checked_add(amount)?;
     state::save_member(&member);
-    state::save_ledger(&ledger);
+    state::save_totals(&totals);
     Ok(Response::new()
         .add_attribute("action", "bond")
         .add_attribute("member", &member.address)
@@ -122,9 +100,7 @@ pub fn unbond(info: &MessageInfo, amount: Uint128) -> Result<Response, ContractE
             config.denom
         );
     }
-    let mut ledger = state::load_ledger()?;
-    let release_epoch = ledger
-        .current_epoch
+    let release_epoch = state::current_epoch()?
         .checked_add(config.economics.unbonding_epochs)
         .ok_or_else(|| ContractError::new("unbond: release epoch overflows"))?;
     member.bonded = member.bonded.checked_sub(amount)?;
@@ -140,16 +116,19 @@ pub fn unbond(info: &MessageInfo, amount: Uint128) -> Result<Response, ContractE
             release_epoch,
         }),
     }
-    ledger.total_bonded = ledger.total_bonded.checked_sub(amount)?;
-    ledger.total_unbonding = ledger.total_unbonding.checked_add(amount)?;
+    let mut totals = state::load_totals()?;
+    totals.bonded = totals.bonded.checked_sub(amount)?;
+    totals.unbonding = totals.unbonding.checked_add(amount)?;
     state::save_member(&member);
-    state::save_ledger(&ledger);
+    state::save_totals(&totals);
     Ok(Response::new()
         .add_attribute("action", "unbond")
         .add_attribute("member", &member.address)
         .add_attribute("amount", amount)
         .add_attribute("release_epoch", release_epoch)
-        .add_event(stake_event("unbond", &member, amount).add_attribute("release_epoch", release_epoch)))
+        .add_event(
+            stake_event("unbond", &member, amount).add_attribute("release_epoch", release_epoch),
+        ))
 }
 
 pub fn claim(info: &MessageInfo) -> Result<Response, ContractError> {
@@ -159,21 +138,24 @@ pub fn claim(info: &MessageInfo) -> Result<Response, ContractError> {
         Some(member) => member,
         None => fail!("claim: {} is not a member", info.sender),
     };
-    let mut ledger = state::load_ledger()?;
-    let epoch = ledger.current_epoch;
+    let epoch = state::current_epoch()?;
     let amount = member.claimable(epoch)?;
     if amount.is_zero() {
         match member.unbonding.iter().map(|e| e.release_epoch).min() {
             Some(next) => fail!(
                 "claim: nothing to claim at epoch {epoch}; the next release is at epoch {next}"
             ),
-            None => fail!("claim: nothing to claim; {} has no unbonding stake", info.sender),
+            None => fail!(
+                "claim: nothing to claim; {} has no unbonding stake",
+                info.sender
+            ),
         }
     }
     member.unbonding.retain(|e| e.release_epoch > epoch);
-    ledger.total_unbonding = ledger.total_unbonding.checked_sub(amount)?;
+    let mut totals = state::load_totals()?;
+    totals.unbonding = totals.unbonding.checked_sub(amount)?;
     state::save_member(&member);
-    state::save_ledger(&ledger);
+    state::save_totals(&totals);
     Ok(Response::new()
         .add_message(bank_send(&member.address, &config.denom, amount))
         .add_attribute("action", "claim")

@@ -13,7 +13,8 @@ use crate::types::Uint128;
 
 const CONFIG_KEY: &[u8] = b"config";
 const SPEC_KEY: &[u8] = b"spec";
-const LEDGER_KEY: &[u8] = b"ledger";
+const TOTALS_KEY: &[u8] = b"totals";
+const CURRENT_EPOCH_KEY: &[u8] = b"current_epoch";
 /// cw2's key for contract name and version, so explorers and migrations can read them.
 const CONTRACT_INFO_KEY: &[u8] = b"contract_info";
 const MEMBER_PREFIX: &[u8] = b"member/";
@@ -31,34 +32,19 @@ pub struct Config {
     pub treasury: String,
     pub admin: Option<String>,
     pub economics: Economics,
-    pub instantiated_height: u64,
-    /// Nanoseconds since the Unix epoch, as a decimal string.
-    pub instantiated_time: String,
 }
 
-/// The contract's books. Every coin the contract holds in `denom` is one of these liabilities:
-/// bank balance == total_bonded + total_unbonding + reward_pool + treasury_owed.
+/// The contract's books. Every coin the contract holds in `denom` is in one of these:
+/// bank balance == bonded + unbonding + reward_pool. (Slashed funds are paid to catchers and
+/// the treasury in the same message that slashes, so nothing else is held.)
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
-pub struct Ledger {
-    /// Epoch counter; stays 0 until the epoch logic advances it.
-    pub current_epoch: u64,
+pub struct Totals {
     /// Sum of every member's `bonded`.
-    pub total_bonded: Uint128,
+    pub bonded: Uint128,
     /// Sum of every member's unbonding entries (not yet claimed; still slashable).
-    pub total_unbonding: Uint128,
+    pub unbonding: Uint128,
     /// Funded by `fund_rewards`; paid out by epoch settlement.
     pub reward_pool: Uint128,
-    /// Slashed funds due to the treasury and not yet sent.
-    pub treasury_owed: Uint128,
-}
-
-impl Ledger {
-    pub fn total_liabilities(&self) -> Result<Uint128, ContractError> {
-        self.total_bonded
-            .checked_add(self.total_unbonding)?
-            .checked_add(self.reward_pool)?
-            .checked_add(self.treasury_owed)
-    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +70,8 @@ pub struct UnbondingEntry {
     pub release_epoch: u64,
 }
 
-/// A host or validator. The role is fixed by the first bond.
+/// A host or validator; queries return this record as is (`protocol.views.Member`).
+/// The role is fixed by the first bond.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Member {
     pub address: String,
@@ -94,17 +81,13 @@ pub struct Member {
     pub bonded: Uint128,
     /// Ordered by release epoch; still slashable until claimed.
     pub unbonding: Vec<UnbondingEntry>,
-    /// Height of the first bond.
-    pub since_height: u64,
+    /// Everything slashed from this member so far.
+    pub slashed_total: Uint128,
+    /// Everything paid to this member as rewards so far.
+    pub rewarded_total: Uint128,
 }
 
 impl Member {
-    pub fn unbonding_total(&self) -> Result<Uint128, ContractError> {
-        self.unbonding
-            .iter()
-            .try_fold(Uint128::zero(), |acc, e| acc.checked_add(e.amount))
-    }
-
     /// Sum of entries released at or before `epoch`.
     pub fn claimable(&self, epoch: u64) -> Result<Uint128, ContractError> {
         self.unbonding
@@ -143,12 +126,22 @@ pub fn save_spec_json(spec_json: &str) {
     storage::set(SPEC_KEY, spec_json.as_bytes());
 }
 
-pub fn load_ledger() -> Result<Ledger, ContractError> {
-    must_exist(storage::load(LEDGER_KEY)?, "ledger")
+pub fn load_totals() -> Result<Totals, ContractError> {
+    must_exist(storage::load(TOTALS_KEY)?, "totals")
 }
 
-pub fn save_ledger(ledger: &Ledger) {
-    storage::save(LEDGER_KEY, ledger);
+pub fn save_totals(totals: &Totals) {
+    storage::save(TOTALS_KEY, totals);
+}
+
+/// The epoch unbonding counts in: 0 until the epoch logic stores one.
+pub fn current_epoch() -> Result<u64, ContractError> {
+    Ok(storage::load(CURRENT_EPOCH_KEY)?.unwrap_or(0))
+}
+
+#[allow(dead_code)] // the epoch logic will call it
+pub fn save_current_epoch(epoch: u64) {
+    storage::save(CURRENT_EPOCH_KEY, &epoch);
 }
 
 pub fn save_contract_version() {
