@@ -1,0 +1,37 @@
+"""The embedded backend: an in-process CosmWasm chain running the contract's ``.wasm`` on wasmtime.
+
+Modules, one concept each: ``addresses`` (bech32, contract addresses), ``state`` (journaled
+storage for atomic transactions), ``bank`` (balances and transfers), ``vm`` (the CosmWasm
+interface_version_8 host: static checks, Regions, imports, gas), ``chain`` (blocks, transactions,
+events, save/load). See ``docs/chain.md`` for how it maps to wasmd.
+"""
+
+from chain.embedded.addresses import AddressCodec, AddressError, contract_address
+from chain.embedded.chain import CodeInfo, ContractInfo, EmbeddedChain
+from chain.embedded.errors import (
+    ChainError,
+    ContractError,
+    InsufficientFundsError,
+    InvalidWasmError,
+    OutOfGasError,
+    VmError,
+)
+from chain.embedded.types import Coin, Event, TxResult
+
+__all__ = [
+    "AddressCodec",
+    "AddressError",
+    "ChainError",
+    "CodeInfo",
+    "Coin",
+    "ContractError",
+    "ContractInfo",
+    "EmbeddedChain",
+    "Event",
+    "InsufficientFundsError",
+    "InvalidWasmError",
+    "OutOfGasError",
+    "TxResult",
+    "VmError",
+    "contract_address",
+]
