@@ -118,6 +118,10 @@ def _make_engine() -> wasmtime.Engine:
     config = wasmtime.Config()
     config.consume_fuel = True
     config.epoch_interruption = True
+    # Explicit checks instead of signal handlers for traps: a signal handler installed after ours
+    # (Python's faulthandler, which pytest enables) would otherwise turn a wasm trap into a crash
+    # of the whole process.
+    config.signals_based_traps = False
     # What CosmWasm's validator refuses (cosmwasm-vm parsed_wasm.rs WasmFeatures). Reference types
     # cannot be turned off in this wasmtime build (component-model-async needs them).
     config.wasm_bulk_memory = False
