@@ -194,7 +194,8 @@ class EmbeddedChain:
             events = [self._message_event("/cosmos.bank.v1beta1.MsgSend", sender, "bank")]
             return _Outcome(events + self.bank.send(sender, recipient, funds))
 
-        return self._transaction("send", sender, {"to": recipient, "amount": [c.to_json() for c in funds]}, body)
+        details = {"to": recipient, "amount": [c.to_json() for c in funds]}
+        return self._transaction("send", sender, details, body)
 
     # -- wasm ------------------------------------------------------------------------------------
 
@@ -396,22 +397,28 @@ class EmbeddedChain:
             block_time_s=state["block_time_ns"] / 1e9,
             gas_limit=state["gas_limit"],
         )
-        chain.block_time_ns = state["block_time_ns"]
+        chain.block_time_ns = state["block_time_ns"]  # exact, whatever the float round trip did
         chain._height = state["height"]
         chain._time_ns = state["time_ns"]
-        chain._sequences = JournaledDict(chain._journal, state["sequences"])
-        chain.bank = Bank(chain._journal, {(b["address"], b["denom"]): int(b["amount"]) for b in state["balances"]})
+        journal = chain._journal
+        chain._sequences = JournaledDict(journal, state["sequences"])
+        chain.bank = Bank(journal, {(b["address"], b["denom"]): int(b["amount"]) for b in state["balances"]})
+        codes = {}
         for code in state["codes"]:
             wasm_code = chain._load_code(base64.b64decode(code.pop("wasm")))
             info = CodeInfo(**code)
             if wasm_code.checksum.hex() != info.checksum:
                 raise ChainError(f"code {info.code_id}: wasm does not match its checksum")
-            chain._codes._data[info.code_id] = info
+            codes[info.code_id] = info
+        contracts, stores = {}, {}
         for contract in state["contracts"]:
             storage = {bytes.fromhex(k): base64.b64decode(v) for k, v in contract.pop("storage")}
             info = ContractInfo(**contract)
-            chain._contracts._data[info.address] = info
-            chain._stores._data[info.address] = JournaledDict(chain._journal, storage)
+            contracts[info.address] = info
+            stores[info.address] = JournaledDict(journal, storage)
+        chain._codes = JournaledDict(journal, codes)
+        chain._contracts = JournaledDict(journal, contracts)
+        chain._stores = JournaledDict(journal, stores)
         return chain
 
     # -- internals -------------------------------------------------------------------------------

@@ -191,8 +191,9 @@ def contract(deploy_contract) -> ContractHandle:
 
 @pytest.fixture
 def embedded(contract: ContractHandle) -> EmbeddedHandle:
-    """The contract handle, for tests that look inside the embedded chain."""
-    assert isinstance(contract, EmbeddedHandle)
+    """The contract handle, for tests that look inside the embedded chain (skipped elsewhere)."""
+    if not isinstance(contract, EmbeddedHandle):
+        pytest.skip("looks inside the embedded chain")
     return contract
 
 
@@ -210,7 +211,8 @@ _BANK = json.dumps(
         "gas_limit": None, "reply_on": "never"}],
         "attributes": [{"key": "action", "value": "probe"}], "events": [], "data": None}},
     separators=(",", ":")).encode()
-_RESERVED = b'{"ok":{"messages":[],"attributes":[{"key":"_contract_address","value":"forged"}],"events":[],"data":null}}'
+_RESERVED = (b'{"ok":{"messages":[],"attributes":[{"key":"_contract_address","value":"forged"}],'
+             b'"events":[],"data":null}}')
 _REPLY = (b'{"ok":{"messages":[{"id":7,"payload":"","msg":{"bank":{"burn":{"amount":[]}}},'
           b'"gas_limit":null,"reply_on":"success"}],"attributes":[],"events":[],"data":null}}')
 _EVENTS = (b'{"ok":{"messages":[],"attributes":[{"key":" spaced ","value":" v "}],'

@@ -55,8 +55,10 @@ def probe_contract(chain: EmbeddedChain, alice: str, probe) -> str:
 
 def test_contract_addresses_follow_wasmd() -> None:
     # wasmd's keeper tests: code 1, instance 1.
-    assert contract_address(1, 1, "cosmos") == "cosmos14hj2tavq8fpesdwxxcu44rty3hh90vhujrvcmstl4zr3txmfvw9s4hmalr"
-    assert contract_address(1, 1, "purple") == "purple14hj2tavq8fpesdwxxcu44rty3hh90vhujrvcmstl4zr3txmfvw9smc2vxm"
+    cosmos = "cosmos14hj2tavq8fpesdwxxcu44rty3hh90vhujrvcmstl4zr3txmfvw9s4hmalr"
+    purple = "purple14hj2tavq8fpesdwxxcu44rty3hh90vhujrvcmstl4zr3txmfvw9smc2vxm"
+    assert contract_address(1, 1, "cosmos") == cosmos
+    assert contract_address(1, 1, "purple") == purple
     assert contract_address(1, 2, "inj") != contract_address(2, 1, "inj")
 
 
@@ -115,7 +117,8 @@ def test_invalid_addresses_are_refused(chain: EmbeddedChain, alice: str) -> None
 # -- codes ---------------------------------------------------------------------------------------
 
 
-def test_store_code_reports_checksum_and_refuses_invalid_wasm(chain: EmbeddedChain, alice: str, probe) -> None:
+def test_store_code_reports_checksum_and_refuses_invalid_wasm(chain: EmbeddedChain, alice: str,
+                                                              probe) -> None:
     result = chain.store_code(alice, probe.wasm)
     assert result.code_id == 1
     event = result.events_of("store_code")[0].to_dict()
@@ -143,7 +146,8 @@ def test_contract_sees_env_and_info_like_wasmd(chain: EmbeddedChain, alice: str,
     }
     info = json.loads(chain.raw_storage(probe_contract, b"info"))
     # Funds sorted by denom, amounts as strings (sdk.Coins, cosmwasm Coin).
-    assert info == {"sender": alice, "funds": [{"denom": DENOM, "amount": "5"}, {"denom": "uatom", "amount": "3"}]}
+    assert info == {"sender": alice,
+                    "funds": [{"denom": DENOM, "amount": "5"}, {"denom": "uatom", "amount": "3"}]}
     assert chain.raw_storage(probe_contract, b"msg") == b"hello"
     assert chain.balances(probe_contract) == {DENOM: 5, "uatom": 3}
 
@@ -173,7 +177,8 @@ def test_events_follow_wasmd(chain: EmbeddedChain, alice: str, probe_contract: s
     assert "wasm" not in [e.type for e in chain.execute(alice, probe_contract, b"ok").events]
 
 
-def test_reserved_attribute_keys_and_replies_are_refused(chain: EmbeddedChain, alice: str, probe_contract: str) -> None:
+def test_reserved_attribute_keys_and_replies_are_refused(chain: EmbeddedChain, alice: str,
+                                                         probe_contract: str) -> None:
     with pytest.raises(ChainError, match="reserved prefix"):
         chain.execute(alice, probe_contract, b"r")
     with pytest.raises(ChainError, match="replies are not supported"):
@@ -208,7 +213,8 @@ def test_a_failed_execute_changes_nothing(alice: str, probe, msg, error, match) 
     assert chain.height == height
 
 
-def test_contract_bank_message_pays_from_the_contract(chain: EmbeddedChain, alice: str, probe_contract: str, probe) -> None:
+def test_contract_bank_message_pays_from_the_contract(chain: EmbeddedChain, alice: str,
+                                                      probe_contract: str, probe) -> None:
     result = chain.execute(alice, probe_contract, b"bank", funds={DENOM: 1_000})
     assert chain.balance(probe_contract, DENOM) == 1_000 - probe.bank_amount
     assert chain.balance(probe.bank_recipient, DENOM) == probe.bank_amount
@@ -287,7 +293,8 @@ def test_save_and_load_round_trip(embedded, tmp_path) -> None:
     b = loaded.execute(sender, contract, msg, funds={DENOM: 7})
     assert (a.height, a.tx_hash, a.gas_used, a.events) == (b.height, b.tx_hash, b.gas_used, b.events)
     # Codes survive too: a new contract can be instantiated from the loaded state.
-    assert loaded.instantiate(sender, 1, embedded.instantiate_msg()).contract_address == contract_address(1, 2, "inj")
+    again = loaded.instantiate(sender, 1, embedded.instantiate_msg())
+    assert again.contract_address == contract_address(1, 2, "inj")
 
 
 def test_load_refuses_other_files(tmp_path) -> None:
