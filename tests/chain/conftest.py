@@ -352,13 +352,13 @@ class Probe:
     @staticmethod
     def build(**breakage: Any) -> bytes:
         """A broken variant (see :func:`probe_wat`) as wasm bytes."""
-        return wasmtime.wat2wasm(probe_wat(**breakage))
+        return bytes(wasmtime.wat2wasm(probe_wat(**breakage)))
 
 
 @pytest.fixture(scope="session")
 def probe() -> Probe:
     """The probe contract, compiled from :func:`probe_wat`."""
-    return Probe(wasmtime.wat2wasm(probe_wat()))
+    return Probe(Probe.build())
 
 
 @pytest.fixture
