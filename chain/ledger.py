@@ -1,9 +1,11 @@
 """The Ledger: the one API through which everything above ``chain/`` talks to the contract.
 
 It speaks the protocol's pydantic models (``protocol.messages`` in, ``protocol.views`` out) and
-hides wasm, JSON, gas and transactions. Two backends implement it: ``chain.embedded`` (the same
-``.wasm`` in-process under wasmtime) and ``chain.cosmos`` (a real node through cosmpy). Code that
-holds a ``Ledger`` cannot tell which one it has.
+hides wasm, JSON, gas and transactions. The mapping from typed calls to the contract's JSON is
+written once, here; a backend only moves bytes (:class:`ContractBackend`): ``chain.embedded``
+runs the same ``.wasm`` in-process under wasmtime, ``chain.cosmos`` talks to a real node through
+cosmpy. Code that holds a ``Ledger`` cannot tell which one it has, and the two cannot disagree
+about what a message means.
 
 Every write takes the signer's :class:`~protocol.keys.PrivateKey`: one ledger serves many
 participants (``simulate`` runs a whole network in one process), and a key is only used to sign.
@@ -13,14 +15,17 @@ Writes raise :class:`ContractError` with the contract's own message when the con
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Role, Verdict
 from protocol.spec import RunSpec
 from protocol.views import Accounting, Challenge, Config, EpochInfo, EpochReport, Member
+
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class LedgerError(Exception):
@@ -58,10 +63,8 @@ class TxResult(BaseModel):
         return None
 
 
-class Ledger(ABC):
-    """A veriloco contract on some chain, with typed reads and signed writes."""
-
-    # -- the chain -----------------------------------------------------------------------------
+class ContractBackend(ABC):
+    """How a Ledger reaches its contract: signed executes, smart queries, blocks and balances."""
 
     @property
     @abstractmethod
@@ -74,6 +77,19 @@ class Ledger(ABC):
         """The address of the deployed contract."""
 
     @abstractmethod
+    def execute(self, key: PrivateKey, msg: dict[str, Any], funds: int = 0) -> TxResult:
+        """Sign and execute ``msg`` on the contract with ``funds`` of :attr:`denom` attached.
+
+        Raises:
+            ContractError: the contract refused (its message is the error's text).
+            LedgerError: the transaction could not be carried out.
+        """
+
+    @abstractmethod
+    def query(self, msg: dict[str, Any]) -> Any:
+        """A smart query; returns the decoded JSON answer."""
+
+    @abstractmethod
     def height(self) -> int:
         """The latest block height."""
 
@@ -83,82 +99,140 @@ class Ledger(ABC):
 
     @abstractmethod
     def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
-        """Return once the chain has reached ``height`` (the embedded chain produces the blocks)."""
+        """Return once the chain has reached ``height`` (an embedded chain produces the blocks)."""
+
+
+def instantiate_msg(spec: RunSpec, initial_model_hash: str, treasury: str,
+                    admin: str | None = None) -> dict[str, Any]:
+    """The contract's instantiate message for a run."""
+    return {"spec_json": spec.canonical().decode(), "initial_model_hash": initial_model_hash,
+            "denom": spec.economics.denom, "treasury": treasury, "admin": admin}
+
+
+class Ledger:
+    """A veriloco contract on some chain, with typed reads and signed writes.
+
+    Args:
+        backend: the transport to the deployed contract.
+    """
+
+    def __init__(self, backend: ContractBackend) -> None:
+        self.backend = backend
+
+    # -- the chain -----------------------------------------------------------------------------
+
+    @property
+    def denom(self) -> str:
+        return self.backend.denom
+
+    @property
+    def contract_address(self) -> str:
+        return self.backend.contract_address
+
+    def height(self) -> int:
+        return self.backend.height()
+
+    def balance(self, address: str) -> int:
+        return self.backend.balance(address)
+
+    def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
+        return self.backend.wait_for_height(height, timeout)
 
     # -- members -------------------------------------------------------------------------------
 
-    @abstractmethod
     def bond(self, key: PrivateKey, role: Role, endpoint: str, amount: int) -> TxResult:
         """Stake ``amount`` as ``role``, advertising the artifact server at ``endpoint``."""
+        return self.backend.execute(key, {"bond": {"role": role, "endpoint": endpoint}}, funds=amount)
 
-    @abstractmethod
     def unbond(self, key: PrivateKey, amount: int) -> TxResult:
-        """Start unbonding ``amount`` (stays slashable until claimed)."""
+        """Start unbonding ``amount`` (it stays slashable until claimed)."""
+        return self.backend.execute(key, {"unbond": {"amount": str(amount)}})
 
-    @abstractmethod
     def claim(self, key: PrivateKey) -> TxResult:
         """Withdraw matured unbonding entries."""
+        return self.backend.execute(key, {"claim": {}})
 
-    @abstractmethod
     def fund_rewards(self, key: PrivateKey, amount: int) -> TxResult:
         """Add ``amount`` to the reward pool."""
+        return self.backend.execute(key, {"fund_rewards": {}}, funds=amount)
 
     # -- the epoch -----------------------------------------------------------------------------
 
-    @abstractmethod
-    def join(self, key: PrivateKey, msg: BeaconJoin) -> TxResult: ...
+    def join(self, key: PrivateKey, msg: BeaconJoin) -> TxResult:
+        return self.backend.execute(key, {"join": self._to_json(msg)})
 
-    @abstractmethod
-    def commit(self, key: PrivateKey, msg: Commitment) -> TxResult: ...
+    def commit(self, key: PrivateKey, msg: Commitment) -> TxResult:
+        return self.backend.execute(key, {"commit": self._to_json(msg)})
 
-    @abstractmethod
-    def reveal(self, key: PrivateKey, msg: BeaconReveal) -> TxResult: ...
+    def reveal(self, key: PrivateKey, msg: BeaconReveal) -> TxResult:
+        return self.backend.execute(key, {"reveal": self._to_json(msg)})
 
-    @abstractmethod
-    def verdict(self, key: PrivateKey, msg: Verdict) -> TxResult: ...
+    def verdict(self, key: PrivateKey, msg: Verdict) -> TxResult:
+        return self.backend.execute(key, {"verdict": self._to_json(msg)})
 
-    @abstractmethod
-    def propose_model(self, key: PrivateKey, msg: ModelProposal) -> TxResult: ...
+    def propose_model(self, key: PrivateKey, msg: ModelProposal) -> TxResult:
+        return self.backend.execute(key, {"propose_model": self._to_json(msg)})
 
-    @abstractmethod
     def advance(self, key: PrivateKey) -> TxResult:
         """Close every phase whose deadline has passed (anyone may call it)."""
+        return self.backend.execute(key, {"advance": {}})
 
     # -- reads ---------------------------------------------------------------------------------
 
-    @abstractmethod
-    def config(self) -> Config: ...
+    def config(self) -> Config:
+        return self._read(Config, {"config": {}})
 
-    @abstractmethod
-    def accounting(self) -> Accounting: ...
+    def accounting(self) -> Accounting:
+        return self._read(Accounting, {"accounting": {}})
 
-    @abstractmethod
-    def member(self, address: str) -> Member | None: ...
+    def member(self, address: str) -> Member | None:
+        answer = self.backend.query({"member": {"address": address}})
+        return None if answer is None else self._validate(Member, answer)
 
-    @abstractmethod
     def members(self, role: Role | None = None, start_after: str | None = None,
-                limit: int = 100) -> list[Member]: ...
+                limit: int = 100) -> list[Member]:
+        answer = self.backend.query({"members": {"role": role, "start_after": start_after, "limit": limit}})
+        return [self._validate(Member, m) for m in self._field(answer, "members")]
 
-    @abstractmethod
     def epoch(self, epoch: int | None = None) -> EpochInfo:
         """One epoch (the current one when ``epoch`` is None)."""
+        return self._read(EpochInfo, {"epoch": {"epoch": epoch}})
 
-    @abstractmethod
-    def epochs(self, start_after: int | None = None, limit: int = 100) -> list[EpochInfo]: ...
+    def epochs(self, start_after: int | None = None, limit: int = 100) -> list[EpochInfo]:
+        answer = self.backend.query({"epochs": {"start_after": start_after, "limit": limit}})
+        return [self._validate(EpochInfo, e) for e in self._field(answer, "epochs")]
 
-    @abstractmethod
     def challenges(self, epoch: int, validator: str) -> list[Challenge]:
         """The challenges ``validator`` must replay in ``epoch``."""
+        answer = self.backend.query({"challenges": {"epoch": epoch, "validator": validator}})
+        return [self._validate(Challenge, c) for c in self._field(answer, "challenges")]
 
-    @abstractmethod
-    def report(self, epoch: int) -> EpochReport: ...
-
-    # -- helpers shared by all backends --------------------------------------------------------
+    def report(self, epoch: int) -> EpochReport:
+        return self._read(EpochReport, {"report": {"epoch": epoch}})
 
     def spec(self) -> RunSpec:
         """The run spec the contract was deployed with."""
         return RunSpec.from_canonical(self.config().spec_json)
 
+    # -- plumbing ------------------------------------------------------------------------------
+
     @staticmethod
     def _to_json(model: BaseModel) -> dict[str, Any]:
         return model.model_dump(mode="json")
+
+    def _read(self, model: type[M], msg: dict[str, Any]) -> M:
+        return self._validate(model, self.backend.query(msg))
+
+    @staticmethod
+    def _validate(model: type[M], answer: Any) -> M:
+        # A response that does not fit the model is a backend or contract bug, not user error.
+        try:
+            return model.model_validate(answer)
+        except ValidationError as exc:
+            raise LedgerError(f"malformed {model.__name__} from the contract: {exc.errors()[0]['msg']}") from None
+
+    @staticmethod
+    def _field(answer: Any, name: str) -> list[Any]:
+        if not isinstance(answer, dict) or not isinstance(answer.get(name), list):
+            raise LedgerError(f"malformed answer from the contract: expected a list under {name!r}")
+        return answer[name]
