@@ -53,6 +53,7 @@ class TxResult(BaseModel):
     height: int
     tx_hash: str
     gas_used: int
+    fee: int = 0  # paid by the signer in the ledger's denom; 0 on the embedded chain
     events: list[Event] = Field(default_factory=list)
 
     def attribute(self, key: str, event_type: str = "wasm") -> str | None:
