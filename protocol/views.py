@@ -59,7 +59,15 @@ class Accounting(Boundary):
 
 
 class EpochInfo(Boundary):
-    """The state of one epoch as participants need it to act."""
+    """The state of one epoch as participants need it to act.
+
+    ``phase_deadline`` is the height at which the phase closes (a message at that height is
+    already late); for a closed epoch it is the height it closed at. The stored phase changes only
+    with a transaction, so a phase past its deadline shows until someone's transaction (any
+    ``advance``) closes it. ``agreed`` is set when the epoch closes: whether θ_{e+1}
+    (``next_model_hash``) was backed by more than 2/3 of the accepted hosts' stake; when it is
+    false, θ_{e+1} = θ_e.
+    """
 
     epoch: Count
     phase: Phase
@@ -69,6 +77,7 @@ class EpochInfo(Boundary):
     prev_seed: HexDigest
     seed: HexDigest | None = None
     next_model_hash: HexDigest | None = None
+    agreed: bool | None = None
     hosts: list[Address] = Field(default_factory=list)
     validators: list[Address] = Field(default_factory=list)
     committed: list[Address] = Field(default_factory=list)
@@ -134,9 +143,11 @@ class EpochReport(Boundary):
     run_id: HexDigest
     epoch: Count
     phase: Phase
+    phase_deadline: Count = 0
     started_at: Count
     model_hash: HexDigest
     next_model_hash: HexDigest | None = None
+    agreed: bool | None = None
     seed: HexDigest | None = None
     hosts: list[HostReport]
     validators: list[ValidatorReport]

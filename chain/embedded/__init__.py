@@ -3,10 +3,12 @@
 Modules, one concept each: ``addresses`` (bech32, contract addresses), ``state`` (journaled
 storage for atomic transactions), ``bank`` (balances and transfers), ``vm`` (the CosmWasm
 interface_version_8 host: static checks, Regions, imports, gas), ``chain`` (blocks, transactions,
-events, save/load). See ``docs/chain.md`` for how it maps to wasmd.
+events, save/load), ``backend`` (the Ledger's transport over it: ``EmbeddedBackend``,
+``deploy_embedded``). See ``docs/chain.md`` for how it maps to wasmd.
 """
 
 from chain.embedded.addresses import AddressCodec, AddressError, contract_address
+from chain.embedded.backend import EmbeddedBackend, deploy_embedded, ledger_tx_result
 from chain.embedded.chain import CodeInfo, ContractInfo, EmbeddedChain
 from chain.embedded.errors import (
     ChainError,
@@ -26,6 +28,7 @@ __all__ = [
     "Coin",
     "ContractError",
     "ContractInfo",
+    "EmbeddedBackend",
     "EmbeddedChain",
     "Event",
     "InsufficientFundsError",
@@ -34,4 +37,6 @@ __all__ = [
     "TxResult",
     "VmError",
     "contract_address",
+    "deploy_embedded",
+    "ledger_tx_result",
 ]

@@ -1,11 +1,20 @@
 """Fixtures for the chain tests.
 
-``contract`` is backend-neutral: a :class:`ContractHandle` on a freshly deployed veriloco contract
-with funded accounts. It is parametrized by backend; only ``embedded`` exists so far. A ``devnet``
-backend (a real injectived node through cosmpy) plugs in by adding a subclass of
-:class:`ContractHandle` and a param, and every test written against the handle runs on both: the
-embedded chain is trusted only as far as that parity holds. Refusals surface as
-``chain.ledger.ContractError`` on every backend.
+``ledger_env`` is backend-neutral: a :class:`ledger_env.LedgerEnv` on a freshly deployed veriloco
+contract, with named funded keys, a Ledger, block progress (``mine``, ``wait_past_deadline``)
+and the moves of an epoch. It is parametrized by the backends in :data:`LEDGER_BACKENDS`; every
+test written against it runs on each. ``make_ledger_env(spec=None, names=DEFAULT_NAMES)`` makes
+more (other specs, other participants). Refusals surface as ``chain.ledger.ContractError``.
+
+Adding a backend is one entry in :data:`LEDGER_BACKENDS`: the name of a fixture that returns a
+factory ``(spec, names) -> driver`` (see ``ledger_env.py`` for the driver's shape) and the marks
+its tests carry. For the devnet (``devnet_backend.py``) that is::
+
+    @pytest.fixture
+    def devnet_ledger_driver(devnet_deploy):
+        return lambda spec, names: devnet_deploy(spec, names)
+
+    LEDGER_BACKENDS["devnet"] = LedgerBackend("devnet_ledger_driver", (pytest.mark.devnet,))
 
 ``probe_wasm`` is a tiny hand-written CosmWasm module (WAT) for testing the VM and the chain
 directly: it exposes each import through a thin export and misbehaves on request.
@@ -15,186 +24,72 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import wasmtime
 
-from chain.embedded import EmbeddedChain, TxResult
-from chain.wasm_artifact import load_contract_wasm
-from protocol.keys import PrivateKey
+from ledger_env import DEFAULT_NAMES, DENOM, EmbeddedDriver, LedgerEnv, account_key, make_spec
 from protocol.spec import RunSpec
 
-DENOM = "inj"
-OTHER_DENOM = "uatom"  # also in every test account, to test refusals of foreign coins
-INITIAL_BALANCE = 10**24  # 1e6 INJ in base units (18 decimals)
-INITIAL_MODEL_HASH = hashlib.sha256(b"theta_0").hexdigest()
-ACCOUNT_NAMES = ("operator", "treasury", "host1", "host2", "host3", "validator1", "validator2",
-                 "funder", "outsider")
+
+@dataclass(frozen=True)
+class LedgerBackend:
+    """A backend of ``ledger_env``: the fixture that returns its driver factory, and marks."""
+
+    fixture: str
+    marks: tuple[Any, ...] = ()
 
 
-def account_key(name: str) -> PrivateKey:
-    """A deterministic test key per name (never use such keys outside tests)."""
-    return PrivateKey(hashlib.sha256(b"veriloco-test-account:" + name.encode()).digest())
+LEDGER_BACKENDS: dict[str, LedgerBackend] = {
+    "embedded": LedgerBackend("embedded_ledger_driver"),
+}
 
 
-def make_spec(**economics: Any) -> RunSpec:
-    """A small valid run spec; ``economics`` overrides fields of the economics section."""
-    base = {
-        "name": "chain-test",
-        "model": {},
-        "data": {"corpus": "test", "dataset_hash": "0" * 64, "seq_len": 16},
-        "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
-        "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
-                      "unbonding_epochs": 2, **economics},
-    }
-    return RunSpec.model_validate(base)
+@pytest.fixture
+def embedded_ledger_driver() -> Callable[[RunSpec, Sequence[str]], EmbeddedDriver]:
+    return lambda spec, names: EmbeddedDriver(spec, names)
 
 
-def instantiate_msg(spec: RunSpec, default_treasury: str, **overrides: Any) -> dict[str, Any]:
-    """The instantiate message for ``spec``, with fields overridden."""
-    msg = {
-        "spec_json": spec.canonical().decode(),
-        "initial_model_hash": INITIAL_MODEL_HASH,
-        "denom": spec.economics.denom,
-        "treasury": default_treasury,
-        "admin": None,
-    }
-    msg.update(overrides)
-    return msg
+@pytest.fixture(params=[pytest.param(name, marks=b.marks) for name, b in LEDGER_BACKENDS.items()])
+def make_ledger_env(request: pytest.FixtureRequest) -> Callable[..., LedgerEnv]:
+    """A factory: ``make_ledger_env(spec=None, names=DEFAULT_NAMES)`` -> LedgerEnv on the
+    parametrized backend (``spec`` defaults to :func:`ledger_env.make_spec`)."""
+    factory = request.getfixturevalue(LEDGER_BACKENDS[request.param].fixture)
+
+    def make(spec: RunSpec | None = None, names: Sequence[str] = DEFAULT_NAMES) -> LedgerEnv:
+        return LedgerEnv(factory(spec or make_spec(), tuple(names)))
+
+    return make
 
 
-class ContractHandle(ABC):
-    """A deployed veriloco contract and funded accounts, independent of the backend.
-
-    Attributes:
-        backend: ``embedded`` (later also ``devnet``).
-        address: the contract's address.
-        spec: the run spec it was deployed with.
-        accounts: test account name -> address, each funded with INITIAL_BALANCE of DENOM and
-            of OTHER_DENOM.
-    """
-
-    backend: str
-    denom = DENOM
-    other_denom = OTHER_DENOM
-    initial_model_hash = INITIAL_MODEL_HASH
-
-    def __init__(self, address: str, spec: RunSpec, accounts: dict[str, str]) -> None:
-        self.address = address
-        self.spec = spec
-        self.accounts = accounts
-
-    @abstractmethod
-    def execute(self, sender: str, msg: Mapping[str, Any],
-                funds: Mapping[str, int] | None = None) -> TxResult:
-        """Execute as the account named ``sender``."""
-
-    @abstractmethod
-    def query(self, msg: Mapping[str, Any]) -> Any: ...
-
-    @abstractmethod
-    def balance(self, address: str) -> int:
-        """Bank balance in the run's denom."""
-
-    @abstractmethod
-    def deploy(self, msg: Mapping[str, Any]) -> str:
-        """Instantiate another contract from the same code; returns its address."""
-
-    # Helpers every backend shares.
-
-    def instantiate_msg(self, spec: RunSpec | None = None, **overrides: Any) -> dict[str, Any]:
-        """An instantiate message for ``spec`` (default: this contract's) with the test treasury."""
-        return instantiate_msg(spec or self.spec, self.accounts["treasury"], **overrides)
-
-    def addr(self, name: str) -> str:
-        return self.accounts[name]
-
-    def member(self, name_or_address: str) -> dict[str, Any] | None:
-        address = self.accounts.get(name_or_address, name_or_address)
-        return self.query({"member": {"address": address}})
-
-    def accounting(self) -> dict[str, int]:
-        return {k: int(v) for k, v in self.query({"accounting": {}}).items()}
-
-    def holdings(self) -> int:
-        """Sum of the contract's liabilities (what it should hold)."""
-        return sum(self.accounting().values())
-
-    def total_funds(self) -> int:
-        """Balances of every test account plus the contract: constant unless coins leave the set."""
-        return sum(self.balance(a) for a in self.accounts.values()) + self.balance(self.address)
+@pytest.fixture
+def ledger_env(make_ledger_env) -> LedgerEnv:
+    """The contract deployed with :func:`ledger_env.make_spec`, on each backend."""
+    return make_ledger_env()
 
 
-class EmbeddedHandle(ContractHandle):
-    """:class:`ContractHandle` on :class:`chain.embedded.EmbeddedChain`."""
-
-    backend = "embedded"
-
-    def __init__(self, spec: RunSpec) -> None:
-        accounts = {name: account_key(name).address() for name in ACCOUNT_NAMES}
-        self.chain = EmbeddedChain(
-            genesis_balances={a: {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE}
-                              for a in accounts.values()}
-        )
-        code_id = self.chain.store_code(accounts["operator"], load_contract_wasm()).code_id
-        assert code_id is not None
-        self.code_id = code_id
-        result = self.chain.instantiate(accounts["operator"], code_id,
-                                        instantiate_msg(spec, accounts["treasury"]), label="veriloco")
-        assert result.contract_address is not None
-        super().__init__(result.contract_address, spec, accounts)
-
-    def execute(self, sender: str, msg: Mapping[str, Any],
-                funds: Mapping[str, int] | None = None) -> TxResult:
-        return self.chain.execute(self.accounts[sender], self.address, msg, funds=funds)
-
-    def query(self, msg: Mapping[str, Any]) -> Any:
-        return self.chain.query(self.address, msg)
-
-    def balance(self, address: str) -> int:
-        return self.chain.balance(address, DENOM)
-
-    def deploy(self, msg: Mapping[str, Any]) -> str:
-        result = self.chain.instantiate(self.accounts["operator"], self.code_id, msg, label="other")
-        assert result.contract_address is not None
-        return result.contract_address
-
-
-BACKENDS = {"embedded": EmbeddedHandle}
+@pytest.fixture
+def embedded_env(ledger_env: LedgerEnv) -> LedgerEnv:
+    """``ledger_env``, for tests that look inside the embedded chain (``env.driver.chain``);
+    skipped on other backends."""
+    if not isinstance(ledger_env.driver, EmbeddedDriver):
+        pytest.skip("looks inside the embedded chain")
+    return ledger_env
 
 
 @pytest.fixture(name="make_spec")
 def make_spec_fixture():
-    """:func:`make_spec`, for tests (they import nothing from conftest)."""
+    """:func:`ledger_env.make_spec`, for tests that build their own chain."""
     return make_spec
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def deploy_contract(request: pytest.FixtureRequest):
-    """A factory: ``deploy_contract(spec=None)`` -> ContractHandle on the parametrized backend."""
-
-    def deploy(spec: RunSpec | None = None) -> ContractHandle:
-        return BACKENDS[request.param](spec or make_spec())
-
-    return deploy
-
-
 @pytest.fixture
-def contract(deploy_contract) -> ContractHandle:
-    """The veriloco contract deployed with :func:`make_spec` (unbonding_epochs = 2)."""
-    return deploy_contract()
-
-
-@pytest.fixture
-def embedded(contract: ContractHandle) -> EmbeddedHandle:
-    """The contract handle, for tests that look inside the embedded chain (skipped elsewhere)."""
-    if not isinstance(contract, EmbeddedHandle):
-        pytest.skip("looks inside the embedded chain")
-    return contract
+def account():
+    """``account(name)`` -> the deterministic test address for ``name``."""
+    return lambda name: account_key(name).address()
 
 
 # -- the probe contract ----------------------------------------------------------------------
@@ -360,8 +255,3 @@ def probe() -> Probe:
     """The probe contract, compiled from :func:`probe_wat`."""
     return Probe(Probe.build())
 
-
-@pytest.fixture
-def account():
-    """``account(name)`` -> the deterministic test address for ``name``."""
-    return lambda name: account_key(name).address()

@@ -267,15 +267,20 @@ def _scenario(chain: EmbeddedChain, contract: str, accounts: dict[str, str]) -> 
     return outcomes
 
 
-def test_same_transactions_same_results(embedded) -> None:
-    twin = type(embedded)(embedded.spec)
-    assert _scenario(embedded.chain, embedded.address, embedded.accounts) == _scenario(
-        twin.chain, twin.address, twin.accounts)
+def _accounts(env) -> dict[str, str]:
+    return {name: env.addr(name) for name in env.keys}
 
 
-def test_save_and_load_round_trip(embedded, tmp_path) -> None:
-    chain, contract = embedded.chain, embedded.address
-    _scenario(chain, contract, embedded.accounts)
+def test_same_transactions_same_results(embedded_env) -> None:
+    twin = type(embedded_env.driver)(embedded_env.spec, tuple(embedded_env.keys))
+    assert _scenario(embedded_env.driver.chain, embedded_env.address, _accounts(embedded_env)) == _scenario(
+        twin.chain, twin.address, {name: k.address() for name, k in twin.keys.items()})
+
+
+def test_save_and_load_round_trip(embedded_env, tmp_path) -> None:
+    chain, contract = embedded_env.driver.chain, embedded_env.address
+    accounts = _accounts(embedded_env)
+    _scenario(chain, contract, accounts)
     chain.advance_blocks(3)
     path = tmp_path / "chain.json"
     chain.save(path)
@@ -285,15 +290,15 @@ def test_save_and_load_round_trip(embedded, tmp_path) -> None:
     assert loaded.bank.all_balances() == chain.bank.all_balances()
     assert loaded.storage_items(contract) == chain.storage_items(contract)
     assert loaded.contract_info(contract) == chain.contract_info(contract)
-    for query in ({"config": {}}, {"members": {}}, {"accounting": {}}):
+    for query in ({"config": {}}, {"members": {}}, {"accounting": {}}, {"epoch": {}}, {"report": {"epoch": 0}}):
         assert loaded.query(contract, query) == chain.query(contract, query)
     # Both continue identically.
-    msg, sender = {"bond": {"role": "host", "endpoint": "http://y"}}, embedded.accounts["host3"]
+    msg, sender = {"bond": {"role": "host", "endpoint": "http://y"}}, accounts["host3"]
     a = chain.execute(sender, contract, msg, funds={DENOM: 7})
     b = loaded.execute(sender, contract, msg, funds={DENOM: 7})
     assert (a.height, a.tx_hash, a.gas_used, a.events) == (b.height, b.tx_hash, b.gas_used, b.events)
     # Codes survive too: a new contract can be instantiated from the loaded state.
-    again = loaded.instantiate(sender, 1, embedded.instantiate_msg())
+    again = loaded.instantiate(sender, 1, embedded_env.instantiate_msg())
     assert again.contract_address == contract_address(1, 2, "inj")
 
 
@@ -304,10 +309,10 @@ def test_load_refuses_other_files(tmp_path) -> None:
         EmbeddedChain.load(path)
 
 
-def test_total_supply_is_constant(embedded) -> None:
-    chain = embedded.chain
+def test_total_supply_is_constant(embedded_env) -> None:
+    chain = embedded_env.driver.chain
     supply = chain.total_supply(DENOM)
-    _scenario(chain, embedded.address, embedded.accounts)
+    _scenario(chain, embedded_env.address, _accounts(embedded_env))
     with pytest.raises(ContractError):
-        chain.execute(embedded.accounts["host1"], embedded.address, {"unbond": {"amount": "99999"}})
+        chain.execute(embedded_env.addr("host1"), embedded_env.address, {"unbond": {"amount": "99999"}})
     assert chain.total_supply(DENOM) == supply

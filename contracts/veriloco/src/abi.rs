@@ -13,14 +13,15 @@
 //! * Exports `allocate`, `deallocate` and exactly one marker `interface_version_8` are required.
 //! * Imports come only from module `env` (declared in [`imports`]).
 //!
-//! Everything unsafe in the contract lives in this module.
+//! Everything unsafe in the contract lives in this module. It is compiled for wasm32 only; a
+//! native build (`cargo test`) replaces the imports with in-memory stand-ins (`storage`, `api`).
 
 use std::mem;
 
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::error::ContractError;
+use crate::msg::parse_json;
 use crate::types::{ContractResult, Env, MessageInfo, Response};
 
 /// A view of bytes in the contract's linear memory; the unit of exchange with the VM.
@@ -149,11 +150,6 @@ fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         crate::api::abort(&info.to_string());
     }));
-}
-
-/// Parse a JSON argument; a failure names what was being parsed.
-pub fn parse_json<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ContractError> {
-    serde_json::from_slice(bytes).map_err(|e| ContractError::new(format!("invalid {what}: {e}")))
 }
 
 /// Serialize a ContractResult and hand it to the host.

@@ -1,29 +1,36 @@
 //! Entry points: instantiate, the execute dispatch, the query dispatch.
 //!
-//! Each message's logic lives in its own module (`staking`, `rewards`; epoch logic to come in
-//! e.g. `epoch.rs`, `challenge.rs`, `settle.rs`); this file only parses and routes.
+//! Each message's logic lives in its own module (`staking`, `rewards`, `epoch`, `settle`,
+//! `query`); this file parses, runs the auto-advance around every execute, and routes.
 
-use crate::abi::parse_json;
+use crate::msg::parse_json;
 use crate::api;
 use crate::error::{fail, ContractError};
 use crate::funds::nonpayable;
+use crate::epoch::{self, Epoch};
+use crate::hashing::is_hex_digest;
 use crate::msg::{
-    AccountingResponse, ConfigResponse, ExecuteMsg, InstantiateMsg, MembersResponse, QueryMsg,
+    AccountingResponse, ChallengesResponse, ConfigResponse, EpochsResponse, ExecuteMsg,
+    InstantiateMsg, MembersResponse, QueryMsg,
 };
-use crate::spec::{is_hex_digest, parse_spec};
-use crate::state::{self, Config, Member, Totals};
+use crate::records::Commitment;
+use crate::spec::parse_spec;
+use crate::state::{self, Config, Eligible, Member, Totals};
 use crate::types::{Binary, Env, MessageInfo, Response};
-use crate::{rewards, staking};
+use crate::query as epoch_query;
+use crate::{rewards, settle, staking};
 
 /// Default and maximum page size of `members`.
 const DEFAULT_PAGE: u32 = 30;
 const MAX_PAGE: u32 = 100;
 
-pub fn instantiate(_env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response, ContractError> {
+pub fn instantiate(env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response, ContractError> {
     let msg: InstantiateMsg = parse_json("instantiate message", msg)?;
     nonpayable(info, "instantiate")?;
     let spec = parse_spec(&msg.spec_json).map_err(|e| e.context("instantiate"))?;
-    let economics = spec.view.economics;
+    let segments = spec.view.segments();
+    let view = spec.view;
+    let economics = view.economics;
     if msg.denom != economics.denom {
         fail!(
             "instantiate: denom {:?} differs from the spec's economics.denom {:?}",
@@ -48,26 +55,83 @@ pub fn instantiate(_env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Respons
         treasury: msg.treasury,
         admin: msg.admin,
         economics,
+        phases: view.phases,
+        verification: view.verification,
+        segments,
     };
     state::save_config(&config);
     state::save_spec_json(&msg.spec_json);
     state::save_totals(&Totals::default());
+    state::save_eligible(&Eligible::default());
     state::save_contract_version();
+    epoch::open_first(&config, env.block.height)?;
     Ok(Response::new()
         .add_attribute("action", "instantiate")
         .add_attribute("run_id", &config.run_id)
-        .add_attribute("run_name", &spec.view.name)
-        .add_attribute("denom", &config.denom))
+        .add_attribute("run_name", &view.name)
+        .add_attribute("denom", &config.denom)
+        .add_attribute("epoch", 0)
+        .add_attribute("phase_deadline", env.block.height + config.phases.join_blocks))
 }
 
-pub fn execute(_env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response, ContractError> {
+/// Every execute: close what is due (auto-advance), run the message, close what the message
+/// completed, save the epoch once. A refused message reverts all of it, auto-advance included.
+pub fn execute(env: &Env, info: &MessageInfo, msg: &[u8]) -> Result<Response, ContractError> {
     let msg: ExecuteMsg = parse_json("execute message", msg)?;
-    match msg {
-        ExecuteMsg::Bond { role, endpoint } => staking::bond(info, role, endpoint),
-        ExecuteMsg::Unbond { amount } => staking::unbond(info, amount),
-        ExecuteMsg::Claim {} => staking::claim(info),
-        ExecuteMsg::FundRewards {} => rewards::fund_rewards(info),
-    }
+    let config = state::load_config()?;
+    let height = env.block.height;
+    let mut ep = Epoch::load_current()?;
+    let mut before = Response::new();
+    let transitions = epoch::advance(&config, &mut ep, height, &mut before)?;
+    let response = match msg {
+        ExecuteMsg::Bond { role, endpoint } => staking::bond(&config, info, role, endpoint)?,
+        ExecuteMsg::Unbond { amount } => staking::unbond(&config, info, amount)?,
+        ExecuteMsg::Claim {} => staking::claim(&config, info)?,
+        ExecuteMsg::FundRewards {} => rewards::fund_rewards(&config, info)?,
+        ExecuteMsg::Join {
+            epoch,
+            beacon_commit,
+        } => epoch::join(&config, &mut ep, info, epoch, beacon_commit)?,
+        ExecuteMsg::Commit {
+            epoch,
+            checkpoint_root,
+            delta_hash,
+            loss_digest,
+            segments,
+            train_loss_micro,
+        } => epoch::commit(
+            &config,
+            &mut ep,
+            info,
+            epoch,
+            Commitment {
+                checkpoint_root,
+                delta_hash,
+                loss_digest,
+                segments,
+                train_loss_micro,
+            },
+        )?,
+        ExecuteMsg::Reveal { epoch, secret } => epoch::reveal(&mut ep, info, epoch, secret)?,
+        ExecuteMsg::Verdict {
+            epoch,
+            host,
+            segment,
+            outcome,
+            distance,
+            evidence,
+        } => settle::verdict(&mut ep, info, epoch, host, segment, outcome, distance, evidence)?,
+        ExecuteMsg::ProposeModel {
+            epoch,
+            model_hash,
+            val_loss_micro,
+        } => epoch::propose_model(&mut ep, info, epoch, model_hash, val_loss_micro)?,
+        ExecuteMsg::Advance {} => epoch::advance_msg(&ep, info, height, transitions)?,
+    };
+    let mut after = Response::new();
+    epoch::advance(&config, &mut ep, height, &mut after)?;
+    ep.save();
+    Ok(before.merge(response).merge(after))
 }
 
 pub fn query(_env: &Env, msg: &[u8]) -> Result<Binary, ContractError> {
@@ -87,6 +151,14 @@ pub fn query(_env: &Env, msg: &[u8]) -> Result<Binary, ContractError> {
             to_json(&MembersResponse { members })
         }
         QueryMsg::Accounting {} => to_json(&query_accounting()?),
+        QueryMsg::Epoch { epoch } => to_json(&epoch_query::epoch(epoch)?),
+        QueryMsg::Epochs { start_after, limit } => to_json(&EpochsResponse {
+            epochs: epoch_query::epochs(start_after, limit)?,
+        }),
+        QueryMsg::Challenges { epoch, validator } => to_json(&ChallengesResponse {
+            challenges: epoch_query::challenges(epoch, &validator)?,
+        }),
+        QueryMsg::Report { epoch } => to_json(&epoch_query::report(epoch)?),
     };
     Ok(answer)
 }

@@ -3,8 +3,12 @@
 //! Messages are externally tagged, snake_case (`{"bond": {"role": "host", "endpoint": "..."}}`),
 //! unknown fields are errors (a typo must not be silently ignored), amounts are decimal strings.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::error::ContractError;
+
+use crate::records::{ChallengeOutcome, VoteOutcome};
 use crate::state::{Member, Role};
 use crate::types::Uint128;
 
@@ -33,6 +37,36 @@ pub enum ExecuteMsg {
     Claim {},
     /// Add the attached funds to the reward pool.
     FundRewards {},
+    /// Join `epoch` (in its join phase) with a beacon commitment.
+    Join { epoch: u64, beacon_commit: String },
+    /// A host's commitment to its epoch of work (train phase).
+    Commit {
+        epoch: u64,
+        checkpoint_root: String,
+        delta_hash: String,
+        loss_digest: String,
+        segments: u32,
+        train_loss_micro: u64,
+    },
+    /// Reveal the beacon secret (reveal phase).
+    Reveal { epoch: u64, secret: String },
+    /// A validator's verdict on one challenged segment (verify phase).
+    Verdict {
+        epoch: u64,
+        host: String,
+        segment: u32,
+        outcome: VoteOutcome,
+        distance: String,
+        evidence: String,
+    },
+    /// An accepted host's hash of θ_{e+1} (propose phase).
+    ProposeModel {
+        epoch: u64,
+        model_hash: String,
+        val_loss_micro: u64,
+    },
+    /// Close every phase that is due; fails if nothing is.
+    Advance {},
 }
 
 #[derive(Deserialize, Debug)]
@@ -51,6 +85,22 @@ pub enum QueryMsg {
         limit: Option<u32>,
     },
     Accounting {},
+    /// One epoch (the current one when `epoch` is omitted).
+    Epoch {
+        #[serde(default)]
+        epoch: Option<u64>,
+    },
+    /// Epochs in ascending order after `start_after`.
+    Epochs {
+        #[serde(default)]
+        start_after: Option<u64>,
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    /// The challenges `validator` must replay in `epoch`.
+    Challenges { epoch: u64, validator: String },
+    /// Everything about one epoch (`protocol.views.EpochReport`).
+    Report { epoch: u64 },
 }
 
 /// Answer to `config {}` (`protocol.views.Config`).
@@ -78,4 +128,138 @@ pub struct AccountingResponse {
     pub bonded: Uint128,
     pub unbonding: Uint128,
     pub reward_pool: Uint128,
+}
+
+/// Answer to `epoch {}` and an item of `epochs {}` (`protocol.views.EpochInfo`).
+#[derive(Serialize)]
+pub struct EpochInfo {
+    pub epoch: u64,
+    pub phase: &'static str,
+    pub phase_deadline: u64,
+    pub started_at: u64,
+    pub model_hash: String,
+    pub prev_seed: String,
+    pub seed: Option<String>,
+    pub next_model_hash: Option<String>,
+    pub agreed: Option<bool>,
+    pub hosts: Vec<String>,
+    pub validators: Vec<String>,
+    pub committed: Vec<String>,
+    pub accepted: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct EpochsResponse {
+    pub epochs: Vec<EpochInfo>,
+}
+
+/// `protocol.messages.Commitment`.
+#[derive(Serialize)]
+pub struct CommitmentView {
+    pub epoch: u64,
+    pub checkpoint_root: String,
+    pub delta_hash: String,
+    pub loss_digest: String,
+    pub segments: u32,
+    pub train_loss_micro: u64,
+}
+
+/// `protocol.messages.ModelProposal`.
+#[derive(Serialize)]
+pub struct ProposalView {
+    pub epoch: u64,
+    pub model_hash: String,
+    pub val_loss_micro: u64,
+}
+
+/// An item of `challenges {}` (`protocol.views.Challenge`).
+#[derive(Serialize)]
+pub struct ChallengeInfo {
+    pub epoch: u64,
+    pub host: String,
+    pub segment: u32,
+    pub segments: u32,
+    pub checkpoint_root: String,
+    pub delta_hash: String,
+    pub loss_digest: String,
+    pub endpoint: String,
+    pub validators: Vec<String>,
+    pub voted: bool,
+}
+
+#[derive(Serialize)]
+pub struct ChallengesResponse {
+    pub challenges: Vec<ChallengeInfo>,
+}
+
+/// `protocol.views.Vote`.
+#[derive(Serialize)]
+pub struct VoteView {
+    pub validator: String,
+    pub outcome: Option<VoteOutcome>,
+    pub distance: Option<String>,
+    pub evidence: Option<String>,
+}
+
+/// `protocol.views.ChallengeReport`.
+#[derive(Serialize)]
+pub struct ChallengeReport {
+    pub host: String,
+    pub segment: u32,
+    pub votes: Vec<VoteView>,
+    pub outcome: ChallengeOutcome,
+}
+
+/// `protocol.views.HostReport`.
+#[derive(Serialize)]
+pub struct HostReport {
+    pub address: String,
+    pub stake: Uint128,
+    pub revealed: bool,
+    pub commitment: Option<CommitmentView>,
+    pub outcome: &'static str,
+    pub slashed: Uint128,
+    pub reward: Uint128,
+    pub proposal: Option<ProposalView>,
+}
+
+/// `protocol.views.ValidatorReport`.
+#[derive(Serialize)]
+pub struct ValidatorReport {
+    pub address: String,
+    pub stake: Uint128,
+    pub revealed: bool,
+    pub assigned: u32,
+    pub voted: u32,
+    pub against_majority: u32,
+    pub outcome: &'static str,
+    pub slashed: Uint128,
+    pub reward: Uint128,
+    pub catcher_reward: Uint128,
+}
+
+/// Answer to `report {}` (`protocol.views.EpochReport`).
+#[derive(Serialize)]
+pub struct EpochReport {
+    pub run_id: String,
+    pub epoch: u64,
+    pub phase: &'static str,
+    pub phase_deadline: u64,
+    pub started_at: u64,
+    pub model_hash: String,
+    pub next_model_hash: Option<String>,
+    pub agreed: Option<bool>,
+    pub seed: Option<String>,
+    pub hosts: Vec<HostReport>,
+    pub validators: Vec<ValidatorReport>,
+    pub challenges: Vec<ChallengeReport>,
+    pub slashed_total: Uint128,
+    pub to_treasury: Uint128,
+    pub to_catchers: Uint128,
+    pub rewards_total: Uint128,
+}
+
+/// Parse a JSON argument; a failure names what was being parsed.
+pub fn parse_json<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ContractError> {
+    serde_json::from_slice(bytes).map_err(|e| ContractError::new(format!("invalid {what}: {e}")))
 }

@@ -1,12 +1,11 @@
-//! The reward pool. Funded by anyone; epoch settlement (to come) pays rewards out of it.
+//! The reward pool. Funded by anyone; epoch settlement (`settle.rs`) pays rewards out of it.
 
 use crate::error::ContractError;
 use crate::funds::must_pay;
-use crate::state;
+use crate::state::{self, Config};
 use crate::types::{MessageInfo, Response};
 
-pub fn fund_rewards(info: &MessageInfo) -> Result<Response, ContractError> {
-    let config = state::load_config()?;
+pub fn fund_rewards(config: &Config, info: &MessageInfo) -> Result<Response, ContractError> {
     let amount = must_pay(info, &config.denom, "fund_rewards")?;
     let mut totals = state::load_totals()?;
     totals.reward_pool = totals.reward_pool.checked_add(amount)?;

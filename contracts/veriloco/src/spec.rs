@@ -8,14 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::error::{fail, ContractError};
+use crate::hashing::{hex, tag, tagged_hash};
 use crate::types::Uint128;
-
-/// Domain tag of the run id: `sha256("veriloco:run-spec" || 0x00 || spec_json)`
-/// (`protocol/hashing.py`, `Tag.RUN_SPEC`).
-const RUN_SPEC_TAG: &[u8] = b"veriloco:run-spec\x00";
 
 /// Basis points in one whole.
 pub const BPS_ONE: u16 = 10_000;
@@ -62,13 +58,121 @@ impl Economics {
     }
 }
 
-/// The parts of `RunSpec` the contract uses. Epoch logic adds `phases`, `verification` and
-/// `train` here.
+/// Most segments per epoch (`protocol.messages.MAX_SEGMENTS`).
+pub const MAX_SEGMENTS: u64 = 1024;
+/// Most participants of one role per epoch (`protocol.spec.PhaseSpec`): bounds the work of
+/// closing a phase.
+pub const MAX_PARTICIPANTS: u32 = 1024;
+
+/// `RunSpec.train`: the contract needs only the segment count `S = inner_steps / segment_steps`.
+#[derive(Deserialize, Clone, Debug)]
+pub struct Train {
+    pub inner_steps: u64,
+    pub segment_steps: u64,
+}
+
+/// `RunSpec.verification`: spot checks on or off, `k` challenges plus the last segment, `r`
+/// validators per challenge.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Verification {
+    pub enabled: bool,
+    pub challenges_k: u32,
+    pub validators_r: u32,
+}
+
+/// `RunSpec.phases`: phase lengths in blocks, and how many participants an epoch needs and
+/// admits.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Phases {
+    pub join_blocks: u64,
+    pub train_blocks: u64,
+    pub reveal_blocks: u64,
+    pub verify_blocks: u64,
+    pub propose_blocks: u64,
+    pub min_hosts: u32,
+    pub min_validators: u32,
+    pub max_hosts: u32,
+    pub max_validators: u32,
+}
+
+/// Longest phase accepted (`protocol.types.Blocks`).
+const MAX_BLOCKS: u64 = 10_000_000;
+
+impl Phases {
+    fn validate(&self) -> Result<(), ContractError> {
+        let lengths = [
+            ("join_blocks", self.join_blocks),
+            ("train_blocks", self.train_blocks),
+            ("reveal_blocks", self.reveal_blocks),
+            ("verify_blocks", self.verify_blocks),
+            ("propose_blocks", self.propose_blocks),
+        ];
+        for (name, value) in lengths.iter() {
+            if *value < 1 || *value > MAX_BLOCKS {
+                fail!("phases.{name} is {value}, outside 1..={MAX_BLOCKS}");
+            }
+        }
+        if self.min_hosts < 1 {
+            fail!("phases.min_hosts must be at least 1");
+        }
+        if self.max_hosts > MAX_PARTICIPANTS || self.max_validators > MAX_PARTICIPANTS {
+            fail!("phases.max_hosts and phases.max_validators must be at most {MAX_PARTICIPANTS}");
+        }
+        if self.min_hosts > self.max_hosts || self.min_validators > self.max_validators {
+            fail!("phases.min_hosts/min_validators must not exceed max_hosts/max_validators");
+        }
+        Ok(())
+    }
+}
+
+/// The parts of `RunSpec` the contract uses.
 #[derive(Deserialize, Clone, Debug)]
 pub struct RunSpecView {
     pub version: u32,
     pub name: String,
     pub economics: Economics,
+    pub train: Train,
+    pub verification: Verification,
+    pub phases: Phases,
+}
+
+impl RunSpecView {
+    /// `S`: segments per epoch (checked by [`parse_spec`]).
+    pub fn segments(&self) -> u32 {
+        (self.train.inner_steps / self.train.segment_steps) as u32
+    }
+
+    fn validate(&self) -> Result<(), ContractError> {
+        self.economics.validate()?;
+        self.phases.validate()?;
+        let train = &self.train;
+        if train.inner_steps < 1 || train.segment_steps < 1 {
+            fail!("train.inner_steps and train.segment_steps must be at least 1");
+        }
+        if train.inner_steps % train.segment_steps != 0 {
+            fail!(
+                "train.inner_steps ({}) must be a multiple of train.segment_steps ({})",
+                train.inner_steps,
+                train.segment_steps
+            );
+        }
+        if train.inner_steps / train.segment_steps > MAX_SEGMENTS {
+            fail!("at most {MAX_SEGMENTS} segments per epoch");
+        }
+        let ver = &self.verification;
+        if ver.enabled {
+            if ver.validators_r < 1 {
+                fail!("verification.validators_r must be at least 1 when verification is enabled");
+            }
+            if self.phases.min_validators < 1 {
+                fail!("verification needs phases.min_validators >= 1");
+            }
+        }
+        if u64::from(ver.challenges_k) > MAX_SEGMENTS {
+            fail!("verification.challenges_k must be at most {MAX_SEGMENTS}");
+        }
+        Ok(())
+    }
 }
 
 /// A spec that passed every check, with its run id.
@@ -99,35 +203,16 @@ pub fn parse_spec(spec_json: &str) -> Result<ParsedSpec, ContractError> {
             view.version
         );
     }
-    view.economics.validate()?;
+    view.validate()?;
     Ok(ParsedSpec {
         run_id: run_id(spec_json.as_bytes()),
         view,
     })
 }
 
-/// hex(sha256("veriloco:run-spec" || 0x00 || spec bytes)).
+/// hex(H("run-spec", spec bytes)): the run id.
 pub fn run_id(spec_bytes: &[u8]) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(RUN_SPEC_TAG);
-    hasher.update(spec_bytes);
-    hex(&hasher.finalize())
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
-    out
-}
-
-/// True for 64 lowercase hex characters (a sha256 digest, `protocol.hashing.HexDigest`).
-pub fn is_hex_digest(text: &str) -> bool {
-    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    hex(&tagged_hash(tag::RUN_SPEC, &[spec_bytes]))
 }
 
 /// Canonical JSON has integers in the i64 range only: floats (including `-0`, `1e3`) and

@@ -6,7 +6,7 @@
 
 use crate::error::{fail, ContractError};
 use crate::funds::{bank_send, must_pay, nonpayable};
-use crate::state::{self, Member, Role, UnbondingEntry};
+use crate::state::{self, Config, Member, Role, Totals, UnbondingEntry};
 use crate::types::{Event, MessageInfo, Response, Uint128};
 
 /// Longest endpoint accepted, in bytes.
@@ -43,8 +43,7 @@ fn stake_event(action: &str, member: &Member, amount: Uint128) -> Event {
         .add_attribute("bonded", member.bonded)
 }
 
-pub fn bond(info: &MessageInfo, role: Role, endpoint: String) -> Result<Response, ContractError> {
-    let config = state::load_config()?;
+pub fn bond(config: &Config, info: &MessageInfo, role: Role, endpoint: String) -> Result<Response, ContractError> {
     let amount = must_pay(info, &config.denom, "bond")?;
     validate_endpoint(&endpoint).map_err(|e| e.context("bond"))?;
     let existing = state::load_member(&info.sender)?;
@@ -66,8 +65,10 @@ pub fn bond(info: &MessageInfo, role: Role, endpoint: String) -> Result<Response
             rewarded_total: Uint128::zero(),
         },
     };
+    let before = member.bonded;
     member.bonded = member.bonded.checked_add(amount)?;
     member.endpoint = endpoint;
+    state::update_eligibility(config, role, before, member.bonded)?;
     let mut totals = state::load_totals()?;
     totals.bonded = totals.bonded.checked_add(amount)?;
     state::save_member(&member);
@@ -81,12 +82,11 @@ pub fn bond(info: &MessageInfo, role: Role, endpoint: String) -> Result<Response
         .add_event(stake_event("bond", &member, amount)))
 }
 
-pub fn unbond(info: &MessageInfo, amount: Uint128) -> Result<Response, ContractError> {
+pub fn unbond(config: &Config, info: &MessageInfo, amount: Uint128) -> Result<Response, ContractError> {
     nonpayable(info, "unbond")?;
     if amount.is_zero() {
         fail!("unbond: amount must be nonzero");
     }
-    let config = state::load_config()?;
     let mut member = match state::load_member(&info.sender)? {
         Some(member) => member,
         None => fail!("unbond: {} is not a member", info.sender),
@@ -103,7 +103,9 @@ pub fn unbond(info: &MessageInfo, amount: Uint128) -> Result<Response, ContractE
     let release_epoch = state::current_epoch()?
         .checked_add(config.economics.unbonding_epochs)
         .ok_or_else(|| ContractError::new("unbond: release epoch overflows"))?;
+    let before = member.bonded;
     member.bonded = member.bonded.checked_sub(amount)?;
+    state::update_eligibility(config, member.role, before, member.bonded)?;
     // Entries stay ordered by release epoch; one entry per epoch.
     match member
         .unbonding
@@ -131,9 +133,8 @@ pub fn unbond(info: &MessageInfo, amount: Uint128) -> Result<Response, ContractE
         ))
 }
 
-pub fn claim(info: &MessageInfo) -> Result<Response, ContractError> {
+pub fn claim(config: &Config, info: &MessageInfo) -> Result<Response, ContractError> {
     nonpayable(info, "claim")?;
-    let config = state::load_config()?;
     let mut member = match state::load_member(&info.sender)? {
         Some(member) => member,
         None => fail!("claim: {} is not a member", info.sender),
@@ -162,4 +163,89 @@ pub fn claim(info: &MessageInfo) -> Result<Response, ContractError> {
         .add_attribute("member", &member.address)
         .add_attribute("amount", amount)
         .add_event(stake_event("claim", &member, amount)))
+}
+
+/// Slash `stake × bps / 10000` of `member`'s total stake (bonded plus unbonding): from bonded
+/// first, then from unbonding entries, latest release first. Updates `totals` to match and
+/// adds to `slashed_total`; returns the amount taken (the caller pays it out).
+pub fn slash(member: &mut Member, bps: u16, totals: &mut Totals) -> Result<Uint128, ContractError> {
+    let unbonding = member
+        .unbonding
+        .iter()
+        .try_fold(Uint128::zero(), |acc, e| acc.checked_add(e.amount))?;
+    let amount = member.bonded.checked_add(unbonding)?.mul_bps(bps);
+    let from_bonded = amount.min(member.bonded);
+    member.bonded = member.bonded.checked_sub(from_bonded)?;
+    totals.bonded = totals.bonded.checked_sub(from_bonded)?;
+    let mut left = amount.checked_sub(from_bonded)?;
+    member.unbonding.sort_by_key(|e| e.release_epoch);
+    for entry in member.unbonding.iter_mut().rev() {
+        if left.is_zero() {
+            break;
+        }
+        let take = left.min(entry.amount);
+        entry.amount = entry.amount.checked_sub(take)?;
+        totals.unbonding = totals.unbonding.checked_sub(take)?;
+        left = left.checked_sub(take)?;
+    }
+    member.unbonding.retain(|e| !e.amount.is_zero());
+    member.slashed_total = member.slashed_total.checked_add(amount)?;
+    Ok(amount)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(bonded: u128, unbonding: &[(u128, u64)]) -> Member {
+        Member {
+            address: "inj1x".into(),
+            role: Role::Host,
+            endpoint: "http://x".into(),
+            bonded: Uint128(bonded),
+            unbonding: unbonding
+                .iter()
+                .map(|(a, r)| UnbondingEntry {
+                    amount: Uint128(*a),
+                    release_epoch: *r,
+                })
+                .collect(),
+            slashed_total: Uint128::zero(),
+            rewarded_total: Uint128::zero(),
+        }
+    }
+
+    #[test]
+    fn slash_takes_bonded_first_then_latest_unbonding() {
+        let mut m = member(100, &[(300, 2), (600, 5)]);
+        let mut totals = Totals {
+            bonded: Uint128(100),
+            unbonding: Uint128(900),
+            reward_pool: Uint128::zero(),
+        };
+        // 50 % of 1000 = 500: 100 bonded, then 400 of the entry released at 5.
+        assert_eq!(slash(&mut m, 5_000, &mut totals).unwrap(), Uint128(500));
+        assert_eq!(m.bonded, Uint128::zero());
+        assert_eq!(
+            m.unbonding,
+            vec![
+                UnbondingEntry { amount: Uint128(300), release_epoch: 2 },
+                UnbondingEntry { amount: Uint128(200), release_epoch: 5 }
+            ]
+        );
+        assert_eq!((totals.bonded, totals.unbonding), (Uint128(0), Uint128(500)));
+        assert_eq!(m.slashed_total, Uint128(500));
+        // 100 % empties the entries.
+        assert_eq!(slash(&mut m, 10_000, &mut totals).unwrap(), Uint128(500));
+        assert!(m.unbonding.is_empty());
+        assert_eq!(totals.unbonding, Uint128::zero());
+    }
+
+    #[test]
+    fn mul_bps_is_exact_floor() {
+        assert_eq!(Uint128(9_999).mul_bps(5_000), Uint128(4_999));
+        assert_eq!(Uint128(u128::MAX).mul_bps(10_000), Uint128(u128::MAX));
+        assert_eq!(Uint128(u128::MAX).mul_bps(1), Uint128(u128::MAX / 10_000));
+        assert_eq!(Uint128(3).mul_bps(3_333), Uint128(0));
+    }
 }

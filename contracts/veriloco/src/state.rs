@@ -1,13 +1,13 @@
 //! What the contract stores, and under which keys.
 //!
-//! Keys are ASCII: fixed names for singletons, `prefix/` + address for per-member records (so a
-//! prefix scan yields members ordered by address). Values are JSON. Epoch logic should add its
-//! own prefixes here (e.g. `epoch/<e>`), never reuse one.
+//! Keys: fixed ASCII names for singletons, `member/` + address for members (so a prefix scan
+//! yields members ordered by address). Values are JSON. The per-epoch records live in
+//! `records.rs` under their own short prefixes.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::ContractError;
-use crate::spec::Economics;
+use crate::spec::{Economics, Phases, Verification};
 use crate::storage::{self, Order};
 use crate::types::Uint128;
 
@@ -18,6 +18,7 @@ const CURRENT_EPOCH_KEY: &[u8] = b"current_epoch";
 /// cw2's key for contract name and version, so explorers and migrations can read them.
 const CONTRACT_INFO_KEY: &[u8] = b"contract_info";
 const MEMBER_PREFIX: &[u8] = b"member/";
+const ELIGIBLE_KEY: &[u8] = b"eligible";
 
 /// Fixed at instantiation.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -32,6 +33,26 @@ pub struct Config {
     pub treasury: String,
     pub admin: Option<String>,
     pub economics: Economics,
+    pub phases: Phases,
+    pub verification: Verification,
+    /// S = train.inner_steps / train.segment_steps: what every commitment must declare.
+    pub segments: u32,
+}
+
+impl Config {
+    /// The stake a member of `role` needs to join an epoch.
+    pub fn min_stake(&self, role: Role) -> Uint128 {
+        match role {
+            Role::Host => self.economics.min_host_stake,
+            Role::Validator => self.economics.min_validator_stake,
+        }
+    }
+
+    /// May a member of `role` with `bonded` stake join an epoch? (At least the minimum, and never
+    /// with nothing at stake.)
+    pub fn is_eligible(&self, role: Role, bonded: Uint128) -> bool {
+        !bonded.is_zero() && bonded >= self.min_stake(role)
+    }
 }
 
 /// The contract's books. Every coin the contract holds in `denom` is in one of these:
@@ -97,6 +118,63 @@ impl Member {
     }
 }
 
+/// How many members could join an epoch now (bonded at least the minimum of their role). The
+/// join phase closes early once all of them (up to the caps) joined. Kept up to date by every
+/// change of a member's bonded stake: bond, unbond, slash.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Eligible {
+    pub hosts: u32,
+    pub validators: u32,
+}
+
+pub fn load_eligible() -> Result<Eligible, ContractError> {
+    Ok(storage::load(ELIGIBLE_KEY)?.unwrap_or_default())
+}
+
+pub fn save_eligible(eligible: &Eligible) {
+    storage::save(ELIGIBLE_KEY, eligible);
+}
+
+/// Adjust `eligible` for a member of `role` whose bonded stake went from `before` to `after`.
+/// Returns whether it changed (the caller saves it).
+pub fn track_eligibility(
+    config: &Config,
+    eligible: &mut Eligible,
+    role: Role,
+    before: Uint128,
+    after: Uint128,
+) -> bool {
+    let was = config.is_eligible(role, before);
+    let is = config.is_eligible(role, after);
+    if was == is {
+        return false;
+    }
+    let count = match role {
+        Role::Host => &mut eligible.hosts,
+        Role::Validator => &mut eligible.validators,
+    };
+    if is {
+        *count += 1;
+    } else {
+        *count -= 1;
+    }
+    true
+}
+
+/// [`track_eligibility`] for one change, loading and saving the counts.
+pub fn update_eligibility(
+    config: &Config,
+    role: Role,
+    before: Uint128,
+    after: Uint128,
+) -> Result<(), ContractError> {
+    let mut eligible = load_eligible()?;
+    if track_eligibility(config, &mut eligible, role, before, after) {
+        save_eligible(&eligible);
+    }
+    Ok(())
+}
+
 /// The name/version record cw2 defines (`{"contract": ..., "version": ...}`).
 #[derive(Serialize, Deserialize)]
 pub struct ContractVersion {
@@ -134,12 +212,11 @@ pub fn save_totals(totals: &Totals) {
     storage::save(TOTALS_KEY, totals);
 }
 
-/// The epoch unbonding counts in: 0 until the epoch logic stores one.
+/// The epoch in progress (unbonding counts in epochs too).
 pub fn current_epoch() -> Result<u64, ContractError> {
     Ok(storage::load(CURRENT_EPOCH_KEY)?.unwrap_or(0))
 }
 
-#[allow(dead_code)] // the epoch logic will call it
 pub fn save_current_epoch(epoch: u64) {
     storage::save(CURRENT_EPOCH_KEY, &epoch);
 }

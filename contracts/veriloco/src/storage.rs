@@ -6,37 +6,144 @@
 //! iteration uses `db_scan(start, end, order)` with start inclusive, end exclusive, 0 for
 //! "unbounded", and `db_next` returns `key || value || len(key) u32be || len(value) u32be`
 //! (cosmwasm's "sections" encoding), an empty key meaning the end.
+//!
+//! A native build (`cargo test` on the host) has no VM: the same functions then work on a
+//! per-thread in-memory map, so the contract's logic can be unit-tested without wasm.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::abi::{borrow_region, consume_region, imports, region_ptr};
 use crate::error::ContractError;
+
+#[cfg(target_arch = "wasm32")]
+mod backend {
+    use crate::abi::{borrow_region, consume_region, imports, region_ptr};
+
+    pub fn get(key: &[u8]) -> Option<Vec<u8>> {
+        let key_region = borrow_region(key);
+        let result = unsafe { imports::db_read(region_ptr(&key_region)) };
+        if result == 0 {
+            None
+        } else {
+            Some(unsafe { consume_region(result) })
+        }
+    }
+
+    pub fn set(key: &[u8], value: &[u8]) {
+        let key_region = borrow_region(key);
+        let value_region = borrow_region(value);
+        unsafe { imports::db_write(region_ptr(&key_region), region_ptr(&value_region)) };
+    }
+
+    pub fn remove(key: &[u8]) {
+        let key_region = borrow_region(key);
+        unsafe { imports::db_remove(region_ptr(&key_region)) };
+    }
+
+    /// An open VM iterator.
+    pub struct Cursor {
+        iterator_id: u32,
+    }
+
+    pub fn scan(start: Option<&[u8]>, end: Option<&[u8]>, order: i32) -> Cursor {
+        // The Regions must stay alive across the call; 0 means "no bound".
+        let start_region = start.map(borrow_region);
+        let end_region = end.map(borrow_region);
+        let start_ptr = start_region.as_deref().map(region_ptr).unwrap_or(0);
+        let end_ptr = end_region.as_deref().map(region_ptr).unwrap_or(0);
+        let iterator_id = unsafe { imports::db_scan(start_ptr, end_ptr, order) };
+        Cursor { iterator_id }
+    }
+
+    impl Cursor {
+        pub fn next(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+            let ptr = unsafe { imports::db_next(self.iterator_id) };
+            let data = unsafe { consume_region(ptr) };
+            let (key, value) = super::decode_pair(&data);
+            if key.is_empty() {
+                None
+            } else {
+                Some((key.to_vec(), value.to_vec()))
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod backend {
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::ops::Bound;
+
+    thread_local! {
+        static STORE: RefCell<BTreeMap<Vec<u8>, Vec<u8>>> = RefCell::new(BTreeMap::new());
+    }
+
+    /// Forget everything (each native test starts from an empty store).
+    #[allow(dead_code)]
+    pub fn reset() {
+        STORE.with(|s| s.borrow_mut().clear());
+    }
+
+    pub fn get(key: &[u8]) -> Option<Vec<u8>> {
+        STORE.with(|s| s.borrow().get(key).cloned())
+    }
+
+    pub fn set(key: &[u8], value: &[u8]) {
+        STORE.with(|s| s.borrow_mut().insert(key.to_vec(), value.to_vec()));
+    }
+
+    pub fn remove(key: &[u8]) {
+        STORE.with(|s| s.borrow_mut().remove(key));
+    }
+
+    /// A snapshot of the range, like the embedded chain's iterators.
+    pub struct Cursor {
+        items: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    }
+
+    pub fn scan(start: Option<&[u8]>, end: Option<&[u8]>, order: i32) -> Cursor {
+        let lower = start.map_or(Bound::Unbounded, |s| Bound::Included(s.to_vec()));
+        let upper = end.map_or(Bound::Unbounded, |e| Bound::Excluded(e.to_vec()));
+        let mut items: Vec<(Vec<u8>, Vec<u8>)> = STORE.with(|s| {
+            s.borrow()
+                .range((lower, upper))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        });
+        if order == 2 {
+            items.reverse();
+        }
+        Cursor {
+            items: items.into_iter(),
+        }
+    }
+
+    impl Cursor {
+        pub fn next(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+            self.items.next()
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use backend::reset;
 
 /// The value stored under `key`, if any.
 pub fn get(key: &[u8]) -> Option<Vec<u8>> {
-    let key_region = borrow_region(key);
-    let result = unsafe { imports::db_read(region_ptr(&key_region)) };
-    if result == 0 {
-        None
-    } else {
-        Some(unsafe { consume_region(result) })
-    }
+    backend::get(key)
 }
 
 /// Store `value` under `key`. Empty values are refused (the VM cannot tell them from "missing").
 pub fn set(key: &[u8], value: &[u8]) {
     assert!(!value.is_empty(), "storage values must not be empty");
-    let key_region = borrow_region(key);
-    let value_region = borrow_region(value);
-    unsafe { imports::db_write(region_ptr(&key_region), region_ptr(&value_region)) };
+    backend::set(key, value)
 }
 
 /// Delete `key` (no-op if absent).
 #[allow(dead_code)]
 pub fn remove(key: &[u8]) {
-    let key_region = borrow_region(key);
-    unsafe { imports::db_remove(region_ptr(&key_region)) };
+    backend::remove(key)
 }
 
 /// Read and parse a JSON value.
@@ -66,22 +173,21 @@ pub enum Order {
 }
 
 /// An open iterator over a key range; yields `(key, value)` in byte order of the keys.
+///
+/// Never write to the store while a range is open over the keys written (collect first): the
+/// Cosmos SDK's iterators do not promise to see, or to tolerate, writes made during iteration.
 pub struct Range {
-    iterator_id: u32,
+    cursor: backend::Cursor,
 }
 
 /// Iterate over keys in `[start, end)`; `None` leaves that side unbounded.
 pub fn range(start: Option<&[u8]>, end: Option<&[u8]>, order: Order) -> Range {
-    // The Regions must stay alive across the call; 0 means "no bound".
-    let start_region = start.map(borrow_region);
-    let end_region = end.map(borrow_region);
-    let start_ptr = start_region.as_deref().map(region_ptr).unwrap_or(0);
-    let end_ptr = end_region.as_deref().map(region_ptr).unwrap_or(0);
-    let iterator_id = unsafe { imports::db_scan(start_ptr, end_ptr, order as i32) };
-    Range { iterator_id }
+    Range {
+        cursor: backend::scan(start, end, order as i32),
+    }
 }
 
-/// Iterate over every key that starts with `prefix`.
+/// Iterate over every key that starts with `prefix` (after `prefix || start_after`, if given).
 pub fn prefix_range(prefix: &[u8], start_after: Option<&[u8]>, order: Order) -> Range {
     let start = match start_after {
         // The smallest key strictly greater than `prefix || start_after`.
@@ -113,24 +219,19 @@ impl Iterator for Range {
     type Item = (Vec<u8>, Vec<u8>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let ptr = unsafe { imports::db_next(self.iterator_id) };
-        let data = unsafe { consume_region(ptr) };
-        let (key, value) = decode_pair(&data);
-        if key.is_empty() {
-            None
-        } else {
-            Some((key.to_vec(), value.to_vec()))
-        }
+        self.cursor.next()
     }
 }
 
 /// Split `key || value || len(key) u32be || len(value) u32be`.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 fn decode_pair(data: &[u8]) -> (&[u8], &[u8]) {
     let (rest, value) = split_tail(data);
     let (_, key) = split_tail(rest);
     (key, value)
 }
 
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 fn split_tail(data: &[u8]) -> (&[u8], &[u8]) {
     assert!(data.len() >= 4, "db_next: section without length");
     let (body, len_bytes) = data.split_at(data.len() - 4);

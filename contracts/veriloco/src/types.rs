@@ -56,6 +56,34 @@ impl Uint128 {
             .map(Uint128)
             .ok_or_else(|| ContractError::new(format!("underflow: {self} - {other}")))
     }
+
+    /// `floor(self * bps / 10000)`, exact and without overflow for every u128.
+    pub fn mul_bps(self, bps: u16) -> Uint128 {
+        let bps = u128::from(bps.min(10_000));
+        Uint128(self.0 / 10_000 * bps + self.0 % 10_000 * bps / 10_000)
+    }
+
+    /// `self * n`, refusing overflow.
+    pub fn checked_mul(self, n: u128) -> Result<Uint128, ContractError> {
+        self.0
+            .checked_mul(n)
+            .map(Uint128)
+            .ok_or_else(|| ContractError::new(format!("overflow: {self} * {n}")))
+    }
+
+    /// `floor(self / n)`; 0 when `n` is 0 (nobody to share with).
+    pub fn div_floor(self, n: u128) -> Uint128 {
+        if n == 0 {
+            Uint128::zero()
+        } else {
+            Uint128(self.0 / n)
+        }
+    }
+}
+
+/// For `#[serde(skip_serializing_if = "...")]`: stored records leave zero amounts out.
+pub fn is_zero(amount: &Uint128) -> bool {
+    amount.is_zero()
 }
 
 impl fmt::Display for Uint128 {
@@ -271,6 +299,19 @@ pub struct SubMsg {
     pub reply_on: ReplyOn,
 }
 
+impl SubMsg {
+    /// A message without a reply: if it fails, the whole transaction fails.
+    pub fn never(msg: CosmosMsg) -> SubMsg {
+        SubMsg {
+            id: 0,
+            payload: Binary::default(),
+            msg,
+            gas_limit: None,
+            reply_on: ReplyOn::Never,
+        }
+    }
+}
+
 /// What instantiate and execute return.
 #[derive(Serialize, Clone, Debug, Default)]
 pub struct Response {
@@ -299,16 +340,18 @@ impl Response {
         self
     }
 
+    /// Append `other`'s messages, attributes and events after ours.
+    pub fn merge(mut self, other: Response) -> Self {
+        self.messages.extend(other.messages);
+        self.attributes.extend(other.attributes);
+        self.events.extend(other.events);
+        self
+    }
+
     /// A message executed after this call; if it fails the whole transaction fails
     /// (`reply_on: never`).
     pub fn add_message(mut self, msg: CosmosMsg) -> Self {
-        self.messages.push(SubMsg {
-            id: 0,
-            payload: Binary::default(),
-            msg,
-            gas_limit: None,
-            reply_on: ReplyOn::Never,
-        });
+        self.messages.push(SubMsg::never(msg));
         self
     }
 }

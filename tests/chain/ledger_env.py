@@ -1,0 +1,419 @@
+"""A backend-neutral environment for contract tests: a deployed contract behind a Ledger, named
+funded keys, block progress, and the participants' moves of an epoch.
+
+Tests get a :class:`LedgerEnv` from the ``ledger_env`` / ``make_ledger_env`` fixtures
+(``conftest.py``) and never learn which chain they run on. A backend is a *driver*: an object
+with the attributes below, made by a factory ``(spec, names) -> driver``. :class:`EmbeddedDriver`
+is the one for the in-process chain; ``tests/chain/devnet_backend.py``'s ``DevnetContract`` (a
+real injectived node) has the same shape.
+
+Driver interface (duck-typed)::
+
+    backend_name: str                      # "embedded", "devnet", ...
+    ledger: chain.ledger.Ledger            # over the deployed contract
+    keys: dict[str, PrivateKey]            # every name asked for, funded
+    spec: RunSpec                          # what the contract was deployed with
+    execute(name, msg, funds) -> TxResult  # raw execute; funds: int of the denom, or {denom: n}
+    deploy(msg) -> str                     # instantiate another contract of the same code
+    advance_blocks(n) -> int               # let n blocks pass (produce them, or wait for them)
+    fees_paid: int                         # (optional) fees paid through execute/deploy
+
+Waiting adapts to the backend (an embedded chain produces blocks at once, a real chain's come
+every ~0.2 s); assertions never do. Fees: every transaction sent through ``env.ledger`` is
+recorded (:class:`FeeRecorder`), so ``total_funds()`` (balances + contract + fees) is constant on
+a fee-charging chain too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from chain.embedded import EmbeddedChain, deploy_embedded
+from chain.embedded.backend import ledger_tx_result
+from chain.ledger import ContractBackend, ContractError, Ledger, TxResult
+from protocol.beacon import beacon_commit
+from protocol.keys import PrivateKey
+from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
+from protocol.spec import RunSpec
+from protocol.views import Challenge, EpochInfo, EpochReport
+
+DENOM = "inj"
+OTHER_DENOM = "uatom"
+INITIAL_BALANCE = 10**24
+INITIAL_MODEL_HASH = hashlib.sha256(b"theta_0").hexdigest()
+ENDPOINT = "http://127.0.0.1:8700"
+# Every env has these; tests pick the hosts and validators they need.
+DEFAULT_NAMES = ("operator", "treasury", "funder", "outsider", "host1", "host2", "host3", "host4",
+                 "validator1", "validator2", "validator3")
+HOST_STAKE = 5_000
+VALIDATOR_STAKE = 2_000
+
+
+def account_key(name: str) -> PrivateKey:
+    """A deterministic key per name (never use such keys outside tests)."""
+    return PrivateKey(hashlib.sha256(b"veriloco-test-account:" + name.encode()).digest())
+
+
+def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[str, Any] | None = None,
+              train: Mapping[str, Any] | None = None, **economics: Any) -> RunSpec:
+    """The test run spec: S = 2 segments, k = 1 (so both segments are challenged), r = 2,
+    phases long enough for a dozen transactions each (tests close them early or wait them out).
+    Keyword arguments override fields of the economics section; the sections merge."""
+    base = {
+        "name": "chain-test",
+        "model": {},
+        "data": {"corpus": "test", "dataset_hash": "0" * 64, "seq_len": 16},
+        "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001", **(train or {})},
+        "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, **(verification or {})},
+        "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
+                      "unbonding_epochs": 2, **economics},
+        "phases": {"join_blocks": 30, "train_blocks": 30, "reveal_blocks": 30, "verify_blocks": 40,
+                   "propose_blocks": 30, "min_hosts": 1, "min_validators": 1, **(phases or {})},
+    }
+    return RunSpec.model_validate(base)
+
+
+def digest(label: str) -> str:
+    return hashlib.sha256(label.encode()).hexdigest()
+
+
+class FeeRecorder(ContractBackend):
+    """A transparent backend that adds up the fees every transaction paid (0 on the embedded
+    chain), refused ones included when the backend reports them (``ContractError.fee``)."""
+
+    def __init__(self, inner: ContractBackend) -> None:
+        self.inner = inner
+        self.fees_paid = 0
+        self.transactions = 0
+
+    @property
+    def denom(self) -> str:
+        return self.inner.denom
+
+    @property
+    def contract_address(self) -> str:
+        return self.inner.contract_address
+
+    def execute(self, key: PrivateKey, msg: dict[str, Any], funds: int = 0) -> TxResult:
+        try:
+            result = self.inner.execute(key, msg, funds)
+        except ContractError as exc:
+            self.fees_paid += int(getattr(exc, "fee", 0) or 0)
+            raise
+        self.fees_paid += result.fee
+        self.transactions += 1
+        return result
+
+    def query(self, msg: dict[str, Any]) -> Any:
+        return self.inner.query(msg)
+
+    def height(self) -> int:
+        return self.inner.height()
+
+    def balance(self, address: str) -> int:
+        return self.inner.balance(address)
+
+    def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
+        return self.inner.wait_for_height(height, timeout)
+
+
+class EmbeddedDriver:
+    """The driver for the embedded chain: a fresh chain per env, the committed wasm, every named
+    key funded at genesis with ``INITIAL_BALANCE`` of ``inj`` and of ``uatom``."""
+
+    backend_name = "embedded"
+    fees_paid = 0
+
+    def __init__(self, spec: RunSpec, names: Sequence[str] = DEFAULT_NAMES,
+                 balances: Mapping[str, int] | None = None) -> None:
+        self.spec = spec
+        self.keys = {name: account_key(name) for name in names}
+        funds = dict(balances or {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE})
+        self.chain = EmbeddedChain(genesis_balances={k.address(): funds for k in self.keys.values()})
+        operator = self.keys.get("operator") or next(iter(self.keys.values()))
+        treasury = self.keys["treasury"].address() if "treasury" in self.keys else operator.address()
+        self.ledger = deploy_embedded(self.chain, operator, spec, INITIAL_MODEL_HASH, treasury)
+        self.address = self.ledger.contract_address
+        self.code_id = self.chain.contract_info(self.address).code_id
+        self._operator = operator
+
+    def execute(self, sender: str | PrivateKey, msg: Mapping[str, Any],
+                funds: int | Mapping[str, int] | None = None) -> TxResult:
+        key = self.keys[sender] if isinstance(sender, str) else sender
+        coins = {DENOM: funds} if isinstance(funds, int) and funds else (funds or None)
+        return ledger_tx_result(self.chain.execute(key.address(), self.address, msg, funds=coins))
+
+    def deploy(self, msg: Mapping[str, Any]) -> str:
+        result = self.chain.instantiate(self._operator.address(), self.code_id, msg, label="other")
+        assert result.contract_address is not None
+        return result.contract_address
+
+    def advance_blocks(self, n: int = 1) -> int:
+        return self.chain.advance_blocks(n)
+
+
+class LedgerEnv:
+    """A deployed contract, its Ledger, named funded keys, and helpers for an epoch's moves.
+
+    Attributes:
+        driver: the backend-specific object (see the module docstring).
+        backend_name: ``embedded``, ``devnet``, ...
+        ledger: a Ledger whose transactions are fee-recorded.
+        spec: the run spec the contract was deployed with.
+    """
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+        self.backend_name: str = driver.backend_name
+        self.spec: RunSpec = driver.spec
+        self.keys: dict[str, PrivateKey] = dict(driver.keys)
+        self.recorder = FeeRecorder(driver.ledger.backend)
+        self.ledger = Ledger(self.recorder)
+        self.denom = self.ledger.denom
+        self.address = self.ledger.contract_address
+
+    # -- names ---------------------------------------------------------------------------------
+
+    def key(self, name: str) -> PrivateKey:
+        return self.keys[name]
+
+    def addr(self, name: str) -> str:
+        return self.keys[name].address()
+
+    def name_of(self, address: str) -> str:
+        for name, key in self.keys.items():
+            if key.address() == address:
+                return name
+        raise KeyError(address)
+
+    def names(self, prefix: str) -> list[str]:
+        return [n for n in self.keys if n.startswith(prefix)]
+
+    @staticmethod
+    def role_of(name: str) -> str:
+        return "validator" if name.startswith("validator") else "host"
+
+    # -- blocks --------------------------------------------------------------------------------
+
+    def height(self) -> int:
+        return self.ledger.height()
+
+    def mine(self, blocks: int = 1) -> int:
+        """Let ``blocks`` blocks pass (the embedded chain makes them; a real chain waits)."""
+        return self.driver.advance_blocks(blocks)
+
+    def wait_until(self, height: int) -> int:
+        """Return once the chain is at ``height`` or beyond."""
+        if self.height() < height:
+            self.mine(height - self.height())
+        return self.height()
+
+    def wait_past_deadline(self, epoch: int | None = None) -> int:
+        """Wait until the current phase's deadline has been reached, so that the next
+        transaction closes it (the next block is past it)."""
+        return self.wait_until(self.ledger.epoch(epoch).phase_deadline)
+
+    def close_phase(self, by: str = "operator") -> TxResult:
+        """Wait out the current phase and close it with ``advance``."""
+        self.wait_past_deadline()
+        return self.advance(by)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def bond(self, name: str, amount: int | None = None, role: str | None = None,
+             endpoint: str = ENDPOINT) -> TxResult:
+        role = role or self.role_of(name)
+        if amount is None:
+            amount = HOST_STAKE if role == "host" else VALIDATOR_STAKE
+        return self.ledger.bond(self.key(name), role, endpoint, amount)  # type: ignore[arg-type]
+
+    def unbond(self, name: str, amount: int) -> TxResult:
+        return self.ledger.unbond(self.key(name), amount)
+
+    def claim(self, name: str) -> TxResult:
+        return self.ledger.claim(self.key(name))
+
+    def fund_rewards(self, amount: int, name: str = "funder") -> TxResult:
+        return self.ledger.fund_rewards(self.key(name), amount)
+
+    def secret(self, name: str, epoch: int) -> bytes:
+        return hashlib.sha256(f"secret:{name}:{epoch}".encode()).digest()
+
+    def current(self) -> int:
+        return self.ledger.epoch().epoch
+
+    def join(self, name: str, epoch: int | None = None, beacon: str | None = None) -> TxResult:
+        epoch = self.current() if epoch is None else epoch
+        if beacon is None:
+            beacon = beacon_commit(self.addr(name), epoch, self.secret(name, epoch)).hex()
+        return self.ledger.join(self.key(name), BeaconJoin(epoch=epoch, beacon_commit=beacon))
+
+    def commitment(self, name: str, epoch: int, **fields: Any) -> Commitment:
+        values = {"epoch": epoch, "checkpoint_root": digest(f"root:{name}:{epoch}"),
+                  "delta_hash": digest(f"delta:{name}:{epoch}"), "loss_digest": digest(f"loss:{name}:{epoch}"),
+                  "segments": self.spec.train.segments, "train_loss_micro": 2_500_000, **fields}
+        return Commitment(**values)
+
+    def commit(self, name: str, epoch: int | None = None, **fields: Any) -> TxResult:
+        epoch = self.current() if epoch is None else epoch
+        return self.ledger.commit(self.key(name), self.commitment(name, epoch, **fields))
+
+    def reveal(self, name: str, epoch: int | None = None, secret: bytes | None = None) -> TxResult:
+        epoch = self.current() if epoch is None else epoch
+        secret = self.secret(name, epoch) if secret is None else secret
+        return self.ledger.reveal(self.key(name), BeaconReveal(epoch=epoch, secret=secret.hex()))
+
+    def verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
+                distance: str = "0.001", epoch: int | None = None) -> TxResult:
+        """``host`` is a name or an address."""
+        epoch = self.current() if epoch is None else epoch
+        host_address = self.addr(host) if host in self.keys else host
+        msg = Verdict(epoch=epoch, host=host_address, segment=segment, outcome=outcome, distance=distance,
+                      evidence=digest(f"evidence:{name}:{host_address}:{segment}"))
+        return self.ledger.verdict(self.key(name), msg)
+
+    def propose(self, name: str, model_hash: str, epoch: int | None = None,
+                val_loss_micro: int = 2_000_000) -> TxResult:
+        epoch = self.current() if epoch is None else epoch
+        msg = ModelProposal(epoch=epoch, model_hash=model_hash, val_loss_micro=val_loss_micro)
+        return self.ledger.propose_model(self.key(name), msg)
+
+    def advance(self, name: str = "operator") -> TxResult:
+        return self.ledger.advance(self.key(name))
+
+    def raw(self, name: str, msg: dict[str, Any], funds: int = 0) -> TxResult:
+        """A raw JSON execute through the Ledger's backend (for malformed messages)."""
+        return self.ledger.backend.execute(self.key(name), msg, funds)
+
+    def execute_coins(self, name: str, msg: Mapping[str, Any], funds: Mapping[str, int]) -> TxResult:
+        """A raw execute with coins of any denom (e.g. to test refusals of foreign coins)."""
+        return self.driver.execute(name, msg, dict(funds))
+
+    def deploy(self, msg: Mapping[str, Any]) -> str:
+        """Instantiate another contract of the same code (raises ContractError if refused)."""
+        return self.driver.deploy(msg)
+
+    def instantiate_msg(self, spec: RunSpec | None = None, **overrides: Any) -> dict[str, Any]:
+        from chain.ledger import instantiate_msg
+
+        msg = instantiate_msg(spec or self.spec, INITIAL_MODEL_HASH, self.addr("treasury"))
+        msg.update(overrides)
+        return msg
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def epoch(self, epoch: int | None = None) -> EpochInfo:
+        return self.ledger.epoch(epoch)
+
+    def report(self, epoch: int | None = None) -> EpochReport:
+        return self.ledger.report(self.current() if epoch is None else epoch)
+
+    def challenges(self, name: str, epoch: int | None = None) -> list[Challenge]:
+        return self.ledger.challenges(self.current() if epoch is None else epoch, self.addr(name))
+
+    def member(self, name: str) -> Any:
+        return self.ledger.member(self.addr(name))
+
+    def balance(self, name_or_address: str) -> int:
+        address = self.addr(name_or_address) if name_or_address in self.keys else name_or_address
+        return self.ledger.balance(address)
+
+    def accounting(self) -> dict[str, int]:
+        a = self.ledger.accounting()
+        return {"bonded": int(a.bonded), "unbonding": int(a.unbonding), "reward_pool": int(a.reward_pool)}
+
+    def holdings(self) -> int:
+        return sum(self.accounting().values())
+
+    @property
+    def fees_paid(self) -> int:
+        return self.recorder.fees_paid + int(getattr(self.driver, "fees_paid", 0) or 0)
+
+    def total_funds(self) -> int:
+        """Balances of every named key plus the contract plus fees paid: constant while coins
+        only move among them."""
+        return sum(self.balance(a) for a in self.keys) + self.balance(self.address) + self.fees_paid
+
+    def assert_books(self) -> None:
+        """The contract holds exactly what its accounting says it owes."""
+        assert self.balance(self.address) == self.holdings(), (self.balance(self.address), self.accounting())
+
+    # -- an epoch, played ------------------------------------------------------------------------
+
+    def bond_all(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.bond(name)
+
+    def play_epoch(
+        self,
+        hosts: Sequence[str],
+        validators: Sequence[str],
+        *,
+        commit: Iterable[str] | None = None,
+        reveal: Iterable[str] | None = None,
+        vote: Callable[[str, Challenge], str | None] | None = None,
+        propose: Callable[[str], str | None] | None = None,
+        stop_after: str | None = None,
+    ) -> int:
+        """Play one epoch with these participants (already bonded), waiting out any phase that
+        does not close early. Returns the epoch number.
+
+        Args:
+            commit / reveal: who commits / reveals (default: every host / everyone).
+            vote: ``vote(validator, challenge)`` -> ``pass``/``fail``/``unavailable``, or None to
+                stay silent (default: pass).
+            propose: ``propose(host)`` -> a model hash, or None to stay silent (default: every
+                accepted host proposes the same hash).
+            stop_after: a phase name; return once the epoch has left it (``join``, ``train``,
+                ``reveal``, ``verify``).
+        """
+        e = self.current()
+        for name in [*hosts, *validators]:
+            self.join(name, e)
+        self._leave("join", e)
+        if stop_after == "join":
+            return e
+        for name in hosts if commit is None else commit:
+            self.commit(name, e)
+        self._leave("train", e)
+        if stop_after == "train":
+            return e
+        for name in [*hosts, *validators] if reveal is None else reveal:
+            self.reveal(name, e)
+        self._leave("reveal", e)
+        if stop_after == "reveal":
+            return e
+        if self.epoch(e).phase == "verify":
+            for name in validators:
+                for challenge in self.challenges(name, e):
+                    outcome = "pass" if vote is None else vote(name, challenge)
+                    if outcome is not None:
+                        self.verdict(name, challenge.host, challenge.segment, outcome, epoch=e)
+            self._leave("verify", e)
+        if stop_after == "verify":
+            return e
+        if self.epoch(e).phase == "propose":
+            next_hash = digest(f"theta:{e + 1}")
+            for address in self.epoch(e).accepted:
+                name = self.name_of(address)
+                model = next_hash if propose is None else propose(name)
+                if model is not None and self.epoch(e).phase == "propose":
+                    self.propose(name, model, e)
+            self._leave("propose", e)
+        return e
+
+    def _leave(self, phase: str, epoch: int) -> None:
+        """Return once ``epoch`` is past ``phase``; wait out the deadline if it did not close
+        early (the join phase may need its deadline when not every eligible member joined)."""
+        for _ in range(3):
+            info = self.epoch(epoch)
+            if info.phase != phase:
+                return
+            self.wait_past_deadline(epoch)
+            try:
+                self.advance()
+            except ContractError:
+                pass
+        raise AssertionError(f"epoch {epoch} is stuck in phase {phase}: {self.epoch(epoch)}")

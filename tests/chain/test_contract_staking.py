@@ -1,0 +1,381 @@
+"""The veriloco contract: instantiation, stake (bond, unbond, claim), the reward pool, the member
+queries, atomicity and conservation.
+
+Every test talks to the contract through ``ledger_env`` (``conftest.py``): typed Ledger calls,
+raw JSON through ``env.raw`` only for malformed messages, so the same tests run on every backend.
+Refusals are ``chain.ledger.ContractError`` with the contract's own message.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chain.ledger import ContractError
+from ledger_env import INITIAL_MODEL_HASH, LedgerEnv, make_spec
+from protocol.keys import encode_address
+from protocol.spec import RunSpec
+from protocol.views import Accounting, Member
+
+DENOM = "inj"  # the denom of the test spec (ledger_env.make_spec)
+ENDPOINT = "http://127.0.0.1:8700"
+# A valid address of another chain.
+COSMOS_ADDRESS = encode_address(bytes(range(20)), "cosmos")
+
+
+def bond(env: LedgerEnv, who: str, amount: int, role: str = "host", endpoint: str = ENDPOINT):
+    return env.bond(who, amount, role=role, endpoint=endpoint)
+
+
+def member(env: LedgerEnv, who: str) -> dict | None:
+    m = env.ledger.member(env.addr(who))
+    return None if m is None else m.model_dump(mode="json")
+
+
+# -- instantiate ---------------------------------------------------------------------------------
+
+
+def test_instantiate_stores_spec_and_run_id(ledger_env) -> None:
+    env = ledger_env
+    config = env.ledger.config()
+    assert config.spec_json == env.spec.canonical().decode()
+    assert config.run_id == env.spec.run_id().hex()
+    assert config.initial_model_hash == INITIAL_MODEL_HASH
+    assert config.denom == DENOM
+    assert config.treasury == env.addr("treasury")
+    assert config.admin is None
+    assert env.ledger.spec() == env.spec
+    assert env.ledger.accounting() == Accounting(bonded="0", unbonding="0", reward_pool="0")
+    assert env.balance(env.address) == 0
+
+
+def _spec_text(spec: RunSpec) -> str:
+    return spec.canonical().decode()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda s: json.dumps(json.loads(s), sort_keys=True), "not canonical"),  # spaces
+        (lambda s: json.dumps(dict(reversed(json.loads(s).items())), separators=(",", ":")),
+         "not canonical"),
+        (lambda s: s.replace('"seq_len":16', '"seq_len":16.0'), "floats are not canonical"),
+        (lambda s: s.replace('"seq_len":16', '"seq_len":9223372036854775808'), "signed 64-bit"),
+        (lambda s: s.replace('"name":"chain-test"', '"name":"caf\\u00e9"'), "not canonical"),
+        (lambda s: s[:-1], "not valid JSON"),
+    ],
+    ids=["whitespace", "key-order", "float", "big-int", "escaped-unicode", "truncated"],
+)
+def test_instantiate_rejects_non_canonical_spec(ledger_env, mutate, message: str) -> None:
+    text = mutate(_spec_text(ledger_env.spec))
+    assert text != _spec_text(ledger_env.spec)
+    with pytest.raises(ContractError, match=message) as err:
+        ledger_env.deploy(ledger_env.instantiate_msg(spec_json=text))
+    assert str(err.value).startswith("instantiate: spec_json")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"denom": "uatom"}, "denom \"uatom\" differs from the spec's economics.denom \"inj\""),
+        ({"initial_model_hash": "AB" * 32}, "initial_model_hash must be 64 lowercase hex"),
+        ({"initial_model_hash": "ab"}, "initial_model_hash must be 64 lowercase hex"),
+        ({"treasury": COSMOS_ADDRESS}, "instantiate: treasury: invalid address .* prefix 'cosmos'"),
+        ({"admin": "inj1notanaddress"}, "instantiate: admin: invalid address"),
+        ({"extra": 1}, "unknown field `extra`"),
+    ],
+    ids=["denom", "hash-case", "hash-length", "treasury-prefix", "admin", "unknown-field"],
+)
+def test_instantiate_rejects_bad_fields(ledger_env, overrides, message: str) -> None:
+    with pytest.raises(ContractError, match=message):
+        ledger_env.deploy(ledger_env.instantiate_msg(**overrides))
+
+
+def _edited(spec: RunSpec, edit) -> str:
+    data = json.loads(_spec_text(spec))
+    edit(data)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["economics"].pop("min_host_stake"), "missing field `min_host_stake`"),
+        (lambda d: d["economics"].update(slash_invalid_bps=10_001), "slash_invalid_bps is 10001, more than 10000"),
+        (lambda d: d.update(version=2), "spec version 2 is not supported"),
+        (lambda d: d.pop("phases"), "missing field `phases`"),
+        (lambda d: d["phases"].update(join_blocks=0), "phases.join_blocks is 0, outside 1..=10000000"),
+        (lambda d: d["phases"].update(min_hosts=0), "phases.min_hosts must be at least 1"),
+        (lambda d: d["phases"].update(min_validators=9, max_validators=3), "must not exceed"),
+        (lambda d: d["phases"].update(max_hosts=5000), "at most 1024"),
+        (lambda d: d["train"].update(inner_steps=5), "must be a multiple of train.segment_steps"),
+        (lambda d: d["train"].update(inner_steps=4096, segment_steps=2), "at most 1024 segments"),
+        (lambda d: d["verification"].update(validators_r=0), "validators_r must be at least 1"),
+        (lambda d: d["phases"].update(min_validators=0), "verification needs phases.min_validators >= 1"),
+    ],
+    ids=["missing-field", "bps", "version", "no-phases", "zero-blocks", "min-hosts", "min-over-max",
+         "max-hosts", "segments", "too-many-segments", "r-zero", "no-validators"],
+)
+def test_instantiate_rejects_specs_the_epoch_logic_cannot_run(ledger_env, edit, message: str) -> None:
+    with pytest.raises(ContractError, match=message):
+        ledger_env.deploy(ledger_env.instantiate_msg(spec_json=_edited(ledger_env.spec, edit)))
+
+
+def test_a_second_contract_gets_its_own_run_id(ledger_env) -> None:
+    spec = make_spec(min_host_stake="7")
+    other = ledger_env.deploy(ledger_env.instantiate_msg(spec))
+    assert other != ledger_env.address
+    assert ledger_env.ledger.config().run_id == ledger_env.spec.run_id().hex()
+
+
+def test_instantiate_opens_epoch_zero_in_join(ledger_env) -> None:
+    info = ledger_env.epoch()
+    assert (info.epoch, info.phase, info.model_hash) == (0, "join", INITIAL_MODEL_HASH)
+    assert info.phase_deadline == info.started_at + ledger_env.spec.phases.join_blocks
+    from protocol.beacon import genesis_seed
+
+    assert info.prev_seed == genesis_seed(ledger_env.spec.run_id()).hex()
+    assert (info.seed, info.next_model_hash, info.agreed) == (None, None, None)
+
+
+# -- bond ----------------------------------------------------------------------------------------
+
+
+def test_bond_creates_member_and_moves_funds(ledger_env) -> None:
+    env = ledger_env
+    before = env.balance("host1") + env.fees_paid
+    result = bond(env, "host1", 5_000)
+    assert env.balance("host1") + env.fees_paid == before - 5_000
+    assert env.balance(env.address) == 5_000
+    assert env.member("host1") == Member(address=env.addr("host1"), role="host", endpoint=ENDPOINT,
+                                         bonded="5000", unbonding=[])
+    assert result.attribute("action") == "bond"
+    assert result.attribute("member") == env.addr("host1")
+    assert result.attribute("amount") == "5000"
+    assert result.attribute("bonded", "wasm-stake") == "5000"
+    assert env.accounting() == {"bonded": 5_000, "unbonding": 0, "reward_pool": 0}
+
+
+def test_bond_again_adds_stake_and_updates_endpoint(ledger_env) -> None:
+    bond(ledger_env, "validator1", 700, role="validator")
+    bond(ledger_env, "validator1", 300, role="validator", endpoint="https://v1.example:443/api")
+    m = member(ledger_env, "validator1")
+    assert m["bonded"] == "1000"
+    assert m["endpoint"] == "https://v1.example:443/api"
+    ledger_env.assert_books()
+
+
+@pytest.mark.parametrize(
+    "funds",
+    [None, {"uatom": 5_000}, {DENOM: 5_000, "uatom": 1}],
+    ids=["no-funds", "wrong-denom", "two-coins"],
+)
+def test_bond_requires_exactly_one_coin_of_the_denom(ledger_env, funds) -> None:
+    msg = {"bond": {"role": "host", "endpoint": ENDPOINT}}
+    with pytest.raises(ContractError) as err:
+        if funds is None:
+            ledger_env.raw("host1", msg)
+        else:
+            ledger_env.execute_coins("host1", msg, funds)
+    assert str(err.value).startswith(
+        "bond: funds must be exactly one coin of denom inj with a nonzero amount, got ")
+    assert member(ledger_env, "host1") is None
+    assert ledger_env.balance(ledger_env.address) == 0
+
+
+def test_bond_role_is_fixed(ledger_env) -> None:
+    bond(ledger_env, "host1", 1_000)
+    with pytest.raises(ContractError, match="bonded as host; a member's role cannot change to validator"):
+        bond(ledger_env, "host1", 1_000, role="validator")
+    assert member(ledger_env, "host1")["role"] == "host"
+    assert member(ledger_env, "host1")["bonded"] == "1000"
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [
+        ("ftp://host:21", "must be an http:// or https:// URL"),
+        ("http://", "must be an http:// or https:// URL"),
+        ("http://host name", "printable ASCII without spaces"),
+        ("http://" + "a" * 250, "longer than 256"),
+    ],
+    ids=["scheme", "empty-host", "space", "too-long"],
+)
+def test_bond_validates_endpoint(ledger_env, endpoint: str, message: str) -> None:
+    with pytest.raises(ContractError, match=message):
+        bond(ledger_env, "host1", 1_000, endpoint=endpoint)
+
+
+def test_bond_accepts_endpoint_of_max_length(ledger_env) -> None:
+    endpoint = "http://" + "a" * (256 - len("http://"))
+    bond(ledger_env, "host1", 1_000, endpoint=endpoint)
+    assert member(ledger_env, "host1")["endpoint"] == endpoint
+
+
+def test_unknown_message_and_fields_are_refused(ledger_env) -> None:
+    with pytest.raises(ContractError, match="invalid execute message: unknown variant `stake`"):
+        ledger_env.raw("host1", {"stake": {}})
+    with pytest.raises(ContractError, match="invalid execute message: unknown field `amount`"):
+        ledger_env.raw("host1", {"bond": {"role": "host", "endpoint": ENDPOINT, "amount": "5"}}, funds=5)
+    with pytest.raises(ContractError, match="unknown variant `miner`"):
+        ledger_env.raw("host1", {"bond": {"role": "miner", "endpoint": ENDPOINT}}, funds=5)
+
+
+# -- unbond and claim ----------------------------------------------------------------------------
+
+
+def test_unbond_moves_stake_to_an_entry_released_later(ledger_env) -> None:
+    bond(ledger_env, "host1", 5_000)
+    result = ledger_env.unbond("host1", 2_000)
+    assert result.attribute("release_epoch") == "2"  # current epoch 0 + unbonding_epochs 2
+    ledger_env.unbond("host1", 500)  # same release epoch: merged
+    m = member(ledger_env, "host1")
+    assert m["bonded"] == "2500"
+    assert m["unbonding"] == [{"amount": "2500", "release_epoch": 2}]
+    assert ledger_env.accounting() == {"bonded": 2_500, "unbonding": 2_500, "reward_pool": 0}
+    ledger_env.assert_books()
+
+
+@pytest.mark.parametrize(
+    ("who", "msg", "funds", "message"),
+    [
+        ("host1", {"unbond": {"amount": "5001"}}, 0, "unbond: cannot unbond 5001inj, only 5000inj is bonded"),
+        ("host1", {"unbond": {"amount": "0"}}, 0, "unbond: amount must be nonzero"),
+        ("host1", {"unbond": {"amount": "-5"}}, 0, "is not an amount"),
+        ("host1", {"unbond": {"amount": "0100"}}, 0, "is not an amount"),
+        ("host1", {"unbond": {"amount": 100}}, 0, "invalid type: integer `100`"),
+        ("host2", {"unbond": {"amount": "1"}}, 0, "is not a member"),
+        ("host1", {"unbond": {"amount": "1"}}, 1, "unbond: does not accept funds, got 1inj"),
+    ],
+    ids=["more-than-bonded", "zero", "negative", "leading-zero", "number", "non-member", "funds"],
+)
+def test_unbond_refusals(ledger_env, who, msg, funds, message) -> None:
+    bond(ledger_env, "host1", 5_000)
+    with pytest.raises(ContractError, match=message):
+        ledger_env.raw(who, msg, funds=funds)
+    assert member(ledger_env, "host1")["bonded"] == "5000"
+
+
+def test_claim_before_maturity_is_refused_and_pays_nothing(ledger_env) -> None:
+    bond(ledger_env, "host1", 5_000)
+    ledger_env.unbond("host1", 1_000)
+    total = ledger_env.total_funds()
+    with pytest.raises(ContractError, match="claim: nothing to claim at epoch 0; the next release is at epoch 2"):
+        ledger_env.claim("host1")
+    assert ledger_env.total_funds() == total
+    assert member(ledger_env, "host1")["unbonding"] == [{"amount": "1000", "release_epoch": 2}]
+    ledger_env.assert_books()
+
+
+def test_claim_without_unbonding_is_refused(ledger_env) -> None:
+    bond(ledger_env, "host1", 5_000)
+    with pytest.raises(ContractError, match="has no unbonding stake"):
+        ledger_env.claim("host1")
+    with pytest.raises(ContractError, match="is not a member"):
+        ledger_env.claim("host2")
+
+
+def test_claim_after_maturity_pays_with_a_bank_transfer(make_ledger_env) -> None:
+    # unbonding_epochs = 0: an entry is released at the current epoch, i.e. at once.
+    env = make_ledger_env(make_spec(unbonding_epochs=0))
+    host = env.addr("host1")
+    bond(env, "host1", 5_000)
+    env.unbond("host1", 3_000)
+    before = env.balance(host) + env.fees_paid
+    result = env.claim("host1")
+    assert env.balance(host) + env.fees_paid == before + 3_000
+    assert env.balance(env.address) == 2_000
+    transfers = [e.attributes for e in result.events if e.type == "transfer"]
+    assert {"recipient": host, "sender": env.address, "amount": "3000inj"} in transfers
+    assert result.attribute("action") == "claim"
+    assert member(env, "host1")["unbonding"] == []
+    assert env.accounting() == {"bonded": 2_000, "unbonding": 0, "reward_pool": 0}
+    with pytest.raises(ContractError, match="nothing to claim"):
+        env.claim("host1")
+
+
+# -- rewards -------------------------------------------------------------------------------------
+
+
+def test_fund_rewards_adds_to_the_pool(ledger_env) -> None:
+    result = ledger_env.fund_rewards(12_345)
+    assert result.attribute("reward_pool") == "12345"
+    ledger_env.fund_rewards(5, name="outsider")
+    assert ledger_env.accounting()["reward_pool"] == 12_350
+    ledger_env.assert_books()
+
+
+# -- queries -------------------------------------------------------------------------------------
+
+
+def test_members_are_listed_in_address_order_with_paging(ledger_env) -> None:
+    env = ledger_env
+    names = ["host1", "host2", "host3", "validator1", "validator2"]
+    for name in names:
+        env.bond(name, 1_000)
+    everyone = env.ledger.members()
+    addresses = [m.address for m in everyone]
+    assert addresses == sorted(env.addr(n) for n in names)
+
+    page1 = env.ledger.members(limit=2)
+    page2 = env.ledger.members(limit=2, start_after=page1[-1].address)
+    page3 = env.ledger.members(limit=2, start_after=page2[-1].address)
+    assert [m.address for m in page1 + page2 + page3] == addresses
+
+    hosts = env.ledger.members(role="host")
+    assert [m.address for m in hosts] == sorted(env.addr(n) for n in names[:3])
+    validators = env.ledger.members(role="validator", limit=1)
+    assert len(validators) == 1 and validators[0].role == "validator"
+    assert env.ledger.members(limit=0) == []
+
+
+def test_member_query(ledger_env) -> None:
+    assert ledger_env.member("host1") is None
+    with pytest.raises(ContractError, match="member: invalid address"):
+        ledger_env.ledger.member("inj1invalid")
+    with pytest.raises(ContractError, match="invalid query message: unknown variant `epochz`"):
+        ledger_env.ledger.backend.query({"epochz": {}})
+
+
+# -- atomicity and conservation ------------------------------------------------------------------
+
+
+def test_rejected_execute_changes_nothing(ledger_env) -> None:
+    env = ledger_env
+    bond(env, "host1", 5_000)
+    env.fund_rewards(100)
+    total = env.total_funds()
+    contract_balance = env.balance(env.address)
+    members = env.ledger.members()
+    accounting = env.accounting()
+    # The funds attached to a refused message go back with the rest of the transaction.
+    with pytest.raises(ContractError):
+        bond(env, "host1", 2_000, role="validator")
+    with pytest.raises(ContractError):
+        env.unbond("host1", 999_999)
+    assert env.total_funds() == total
+    assert env.balance(env.address) == contract_balance
+    assert env.ledger.members() == members
+    assert env.accounting() == accounting
+
+
+def test_funds_are_conserved_and_accounted(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(unbonding_epochs=0))
+    total = env.total_funds()
+    steps = [
+        lambda: bond(env, "host1", 4_000),
+        lambda: bond(env, "host2", 2_500),
+        lambda: bond(env, "validator1", 900, role="validator"),
+        lambda: env.fund_rewards(10_000),
+        lambda: env.unbond("host1", 1_500),
+        lambda: env.claim("host1"),
+        lambda: bond(env, "host1", 1),
+        lambda: env.unbond("validator1", 900),
+        lambda: env.claim("validator1"),
+    ]
+    for step in steps:
+        step()
+        assert env.total_funds() == total
+        env.assert_books()
+    assert env.accounting() == {"bonded": 4_000 - 1_500 + 1 + 2_500, "unbonding": 0, "reward_pool": 10_000}
