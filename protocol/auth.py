@@ -1,0 +1,146 @@
+"""Signed off-chain requests: who asks, for what, when, and never twice.
+
+An artifact request carries five headers: the requester's compressed public key, its address, a
+unix timestamp, a random nonce and a signature over::
+
+    H("message", canonical_json({"body": hex(sha256(body)), "method": M, "nonce": N,
+                                 "path": P, "run_id": R, "timestamp": T}))
+
+made with the participant's chain key (:meth:`protocol.keys.PrivateKey.sign`). The server checks
+that the key derives the address, the signature, that the timestamp is within ``max_skew`` seconds
+of its clock, and that the (address, nonce) pair was not seen inside that window — so a captured
+request cannot be replayed, redirected to another path or run, or have its body swapped. Whether
+the address is a bonded participant is the server's question to the chain, not this module's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+
+from protocol.encoding import canonical_json
+from protocol.hashing import Tag, tagged_hash
+from protocol.keys import DEFAULT_PREFIX, KeyFormatError, PrivateKey, PublicKey
+
+HEADER_PUBKEY = "x-veriloco-pubkey"
+HEADER_ADDRESS = "x-veriloco-address"
+HEADER_TIMESTAMP = "x-veriloco-timestamp"
+HEADER_NONCE = "x-veriloco-nonce"
+HEADER_SIGNATURE = "x-veriloco-signature"
+MAX_SKEW_S = 60
+_NONCE = re.compile(r"^[0-9a-f]{32}$")
+_SIG = re.compile(r"^[0-9a-f]{128}$")
+_PUBKEY = re.compile(r"^0[23][0-9a-f]{64}$")
+
+
+class AuthError(ValueError):
+    """A request's signature headers are missing, malformed, stale, replayed or wrong."""
+
+
+def request_digest(method: str, path: str, run_id: str, timestamp: int, nonce: str, body: bytes) -> bytes:
+    """The bytes a requester signs (see the module docstring)."""
+    return tagged_hash(Tag.MESSAGE, canonical_json({
+        "body": hashlib.sha256(body).hexdigest(), "method": method.upper(), "nonce": nonce,
+        "path": path, "run_id": run_id, "timestamp": timestamp,
+    }))
+
+
+def sign_request(key: PrivateKey, method: str, path: str, run_id: str, body: bytes = b"",
+                 now: float | None = None, prefix: str = DEFAULT_PREFIX) -> dict[str, str]:
+    """The headers that authenticate one request.
+
+    Args:
+        key: the participant's chain key.
+        method: HTTP method.
+        path: the request path, query string included (exactly as the server sees it).
+        run_id: the run's id (hex); a signature for one run is useless for another.
+        body: the request body.
+        now: unix time (tests pass a fixed clock).
+        prefix: bech32 prefix of the chain.
+    """
+    timestamp = int(time.time() if now is None else now)
+    nonce = os.urandom(16).hex()
+    signature = key.sign(request_digest(method, path, run_id, timestamp, nonce, body))
+    return {
+        HEADER_PUBKEY: key.public_key.hex(),
+        HEADER_ADDRESS: key.address(prefix),
+        HEADER_TIMESTAMP: str(timestamp),
+        HEADER_NONCE: nonce,
+        HEADER_SIGNATURE: signature.hex(),
+    }
+
+
+class NonceCache:
+    """(address, nonce) pairs seen within the skew window; bounded so a flood cannot exhaust memory.
+
+    Args:
+        window_s: how long a nonce is remembered (at least the accepted clock skew, both ways).
+        max_entries: beyond this the oldest entries are dropped; a dropped nonce is older than any
+            request that can still pass the timestamp check only if ``max_entries`` is large enough
+            for the request rate — the default fits ~280 requests per second.
+    """
+
+    def __init__(self, window_s: int = 2 * MAX_SKEW_S, max_entries: int = 65_536) -> None:
+        self._window = window_s
+        self._max = max_entries
+        self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()
+
+    def check_and_add(self, address: str, nonce: str, now: float) -> None:
+        """Record a nonce; raise :class:`AuthError` if it was already used."""
+        while self._seen and (next(iter(self._seen.values())) < now - self._window or len(self._seen) >= self._max):
+            self._seen.popitem(last=False)
+        if (address, nonce) in self._seen:
+            raise AuthError("replayed request: this nonce was already used")
+        self._seen[(address, nonce)] = now
+
+
+def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: str, body: bytes,
+                   nonces: NonceCache, now: float | None = None, max_skew: int = MAX_SKEW_S,
+                   prefix: str = DEFAULT_PREFIX) -> str:
+    """Check a request's signature headers; return the requester's address.
+
+    Args:
+        headers: the request headers (case-insensitive mapping, or lowercase keys).
+        method, path, run_id, body: what the server received.
+        nonces: the server's replay cache.
+        now: the server's clock.
+        max_skew: accepted clock difference in seconds.
+        prefix: bech32 prefix of the chain.
+
+    Raises:
+        AuthError: with a one-line reason.
+    """
+    now = time.time() if now is None else now
+
+    def header(name: str, pattern: re.Pattern[str] | None = None) -> str:
+        value = headers.get(name)
+        if value is None:
+            raise AuthError(f"unsigned request: missing header {name}")
+        if pattern is not None and not pattern.match(value):
+            raise AuthError(f"malformed header {name}")
+        return value
+
+    pubkey_hex = header(HEADER_PUBKEY, _PUBKEY)
+    address = header(HEADER_ADDRESS)
+    nonce = header(HEADER_NONCE, _NONCE)
+    signature = header(HEADER_SIGNATURE, _SIG)
+    stamp = header(HEADER_TIMESTAMP)
+    if not stamp.isdigit() or len(stamp) > 12:
+        raise AuthError(f"malformed header {HEADER_TIMESTAMP}")
+    timestamp = int(stamp)
+    if abs(now - timestamp) > max_skew:
+        raise AuthError(f"stale request: timestamp is {int(now - timestamp)} s from the server's clock")
+    try:
+        pubkey = PublicKey(bytes.fromhex(pubkey_hex))
+    except KeyFormatError as exc:
+        raise AuthError(f"bad public key: {exc}") from None
+    if pubkey.address(prefix) != address:
+        raise AuthError("the public key does not belong to the claimed address")
+    if not pubkey.verify(request_digest(method, path, run_id, timestamp, nonce, body), bytes.fromhex(signature)):
+        raise AuthError("bad signature")
+    nonces.check_and_add(address, nonce, now)
+    return address

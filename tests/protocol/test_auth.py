@@ -1,0 +1,76 @@
+"""Signed requests: a good request passes once; anything altered, stale, replayed or forged is refused."""
+
+import pytest
+
+from protocol.auth import (
+    HEADER_ADDRESS,
+    HEADER_PUBKEY,
+    HEADER_SIGNATURE,
+    HEADER_TIMESTAMP,
+    AuthError,
+    NonceCache,
+    sign_request,
+    verify_request,
+)
+from protocol.keys import PrivateKey
+
+RUN = "ab" * 32
+NOW = 1_800_000_000.0
+KEY = PrivateKey(bytes(range(1, 33)))
+
+
+def signed(**kw):
+    args = {"method": "GET", "path": "/v1/epochs/3/checkpoints/2", "run_id": RUN, "body": b"", "now": NOW} | kw
+    return sign_request(KEY, **args)
+
+
+def verify(headers, **kw):
+    args = {"method": "GET", "path": "/v1/epochs/3/checkpoints/2", "run_id": RUN, "body": b"",
+            "nonces": NonceCache(), "now": NOW} | kw
+    return verify_request(headers, **args)
+
+
+def test_good_request_passes_once() -> None:
+    headers, cache = signed(), NonceCache()
+    assert verify(headers, nonces=cache) == KEY.address()
+    with pytest.raises(AuthError, match="replayed"):
+        verify(headers, nonces=cache)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"path": "/v1/epochs/3/checkpoints/3"}, "bad signature"),
+    ({"method": "POST"}, "bad signature"),
+    ({"run_id": "cd" * 32}, "bad signature"),
+    ({"body": b"x"}, "bad signature"),
+    ({"now": NOW + 61}, "stale"),
+    ({"now": NOW - 61}, "stale"),
+])
+def test_altered_requests_are_refused(change, message) -> None:
+    with pytest.raises(AuthError, match=message):
+        verify(signed(), **change)
+
+
+def test_forged_headers_are_refused() -> None:
+    other = PrivateKey(bytes(range(2, 34)))
+    headers = signed()
+    with pytest.raises(AuthError, match="does not belong"):
+        verify({**headers, HEADER_ADDRESS: other.address()})
+    with pytest.raises(AuthError, match="does not belong"):
+        verify({**headers, HEADER_PUBKEY: other.public_key.hex()})
+    with pytest.raises(AuthError, match="bad signature"):
+        verify({**headers, HEADER_SIGNATURE: "0" * 127 + "1"})
+    with pytest.raises(AuthError, match="missing header"):
+        verify({k: v for k, v in headers.items() if k != HEADER_SIGNATURE})
+    with pytest.raises(AuthError, match="malformed"):
+        verify({**headers, HEADER_TIMESTAMP: "-5"})
+    with pytest.raises(AuthError, match="malformed"):
+        verify({**headers, HEADER_PUBKEY: "zz"})
+
+
+def test_nonce_cache_forgets_after_the_window_and_stays_bounded() -> None:
+    cache = NonceCache(window_s=10, max_entries=3)
+    cache.check_and_add("a", "n1", now=0)
+    cache.check_and_add("a", "n1", now=11)  # expired, accepted again (its timestamp check would fail anyway)
+    for i in range(10):
+        cache.check_and_add("b", f"m{i}", now=12)
+    assert len(cache._seen) <= 3
