@@ -86,7 +86,14 @@ class FeeRecorder(ContractBackend):
     def __init__(self, inner: ContractBackend) -> None:
         self.inner = inner
         self.fees_paid = 0
+        self.fees_by: dict[str, int] = {}
         self.transactions = 0
+
+    def _charge(self, key: PrivateKey, fee: int) -> None:
+        if fee:
+            self.fees_paid += fee
+            address = key.address()
+            self.fees_by[address] = self.fees_by.get(address, 0) + fee
 
     @property
     def denom(self) -> str:
@@ -100,9 +107,9 @@ class FeeRecorder(ContractBackend):
         try:
             result = self.inner.execute(key, msg, funds)
         except ContractError as exc:
-            self.fees_paid += int(getattr(exc, "fee", 0) or 0)
+            self._charge(key, int(getattr(exc, "fee", 0) or 0))
             raise
-        self.fees_paid += result.fee
+        self._charge(key, result.fee)
         self.transactions += 1
         return result
 
@@ -320,6 +327,11 @@ class LedgerEnv:
         address = self.addr(name_or_address) if name_or_address in self.keys else name_or_address
         return self.ledger.balance(address)
 
+    def net_balance(self, name: str) -> int:
+        """``name``'s balance plus the fees it paid through this env's Ledger: what it would hold
+        on a chain without fees (so payouts can be asserted exactly on every backend)."""
+        return self.balance(name) + self.recorder.fees_by.get(self.addr(name), 0)
+
     def accounting(self) -> dict[str, int]:
         a = self.ledger.accounting()
         return {"bonded": int(a.bonded), "unbonding": int(a.unbonding), "reward_pool": int(a.reward_pool)}
@@ -357,8 +369,8 @@ class LedgerEnv:
         propose: Callable[[str], str | None] | None = None,
         stop_after: str | None = None,
     ) -> int:
-        """Play one epoch with these participants (already bonded), waiting out any phase that
-        does not close early. Returns the epoch number.
+        """Play the current epoch with these participants (already bonded) from whatever phase it
+        is in, waiting out any phase that does not close early. Returns the epoch number.
 
         Args:
             commit / reveal: who commits / reveals (default: every host / everyone).
@@ -370,24 +382,30 @@ class LedgerEnv:
                 ``reveal``, ``verify``).
         """
         e = self.current()
-        for name in [*hosts, *validators]:
-            self.join(name, e)
-        self._leave("join", e)
+        # Each step acts only if the epoch is in its phase, so a partly played epoch resumes.
+        if self.epoch(e).phase == "join":
+            for name in [*hosts, *validators]:
+                self.join(name, e)
+            self._leave("join", e)
         if stop_after == "join":
             return e
-        for name in hosts if commit is None else commit:
-            self.commit(name, e)
-        self._leave("train", e)
+        if self.epoch(e).phase == "train":
+            for name in hosts if commit is None else commit:
+                self.commit(name, e)
+            self._leave("train", e)
         if stop_after == "train":
             return e
-        for name in [*hosts, *validators] if reveal is None else reveal:
-            self.reveal(name, e)
-        self._leave("reveal", e)
+        if self.epoch(e).phase == "reveal":
+            for name in [*hosts, *validators] if reveal is None else reveal:
+                self.reveal(name, e)
+            self._leave("reveal", e)
         if stop_after == "reveal":
             return e
         if self.epoch(e).phase == "verify":
             for name in validators:
                 for challenge in self.challenges(name, e):
+                    if challenge.voted:
+                        continue
                     outcome = "pass" if vote is None else vote(name, challenge)
                     if outcome is not None:
                         self.verdict(name, challenge.host, challenge.segment, outcome, epoch=e)
@@ -396,10 +414,11 @@ class LedgerEnv:
             return e
         if self.epoch(e).phase == "propose":
             next_hash = digest(f"theta:{e + 1}")
+            proposed = {h.address for h in self.report(e).hosts if h.proposal is not None}
             for address in self.epoch(e).accepted:
                 name = self.name_of(address)
                 model = next_hash if propose is None else propose(name)
-                if model is not None and self.epoch(e).phase == "propose":
+                if model is not None and address not in proposed and self.epoch(e).phase == "propose":
                     self.propose(name, model, e)
             self._leave("propose", e)
         return e

@@ -167,13 +167,23 @@ fn agreed_hash(header: &EpochHeader, counts: &Counts) -> Option<String> {
 /// many transitions were made. Events and bank messages go into `out`.
 pub fn advance(config: &Config, ep: &mut Epoch, height: u64, out: &mut Response) -> Result<u32, ContractError> {
     let mut transitions = 0u32;
+    // The height at which this pass entered the current phase, if it did.
+    let mut entered: Option<u64> = None;
     loop {
         let due = height >= ep.header.phase_deadline;
-        if !due && !phase_complete(config, ep)? {
+        let complete = phase_complete(config, ep)?;
+        if !due && !complete {
             return Ok(transitions);
         }
-        let at = if due { ep.header.phase_deadline } else { height };
+        // When the phase closes: a phase with nobody to wait for closes where it began; one past
+        // its deadline closes at the deadline; one completed by this message closes now.
+        let at = match entered {
+            Some(start) if complete => start,
+            _ if due => ep.header.phase_deadline,
+            _ => height,
+        };
         transitions += 1;
+        entered = Some(at);
         match ep.header.phase {
             Phase::Join => {
                 if minimums_met(config, &ep.counts) {

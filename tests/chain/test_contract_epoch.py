@@ -1,0 +1,452 @@
+"""The epoch as the contract runs it: phases, deadlines, early close, join extension, the
+messages of each phase and their refusals, model agreement, verification disabled.
+
+Backend-neutral (``ledger_env``): blocks are waited for, never assumed, so the same assertions
+hold where blocks come by themselves. Settlement amounts are in ``test_contract_settlement.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chain.ledger import ContractError
+from ledger_env import HOST_STAKE, INITIAL_MODEL_HASH, LedgerEnv, digest, make_spec
+from protocol.beacon import beacon_commit, epoch_seed
+
+HOSTS = ["host1", "host2"]
+VALIDATORS = ["validator1", "validator2"]
+
+
+def ready(env: LedgerEnv, hosts=HOSTS, validators=VALIDATORS) -> None:
+    env.bond_all([*hosts, *validators])
+
+
+def phase(env: LedgerEnv, epoch: int | None = None) -> str:
+    return env.epoch(epoch).phase
+
+
+# -- the happy path ------------------------------------------------------------------------------
+
+
+def test_an_epoch_moves_through_every_phase_and_opens_the_next(ledger_env) -> None:
+    env, ph = ledger_env, ledger_env.spec.phases
+    ready(env)
+    total = env.total_funds()
+    assert phase(env) == "join"
+    env.join("host1")
+    env.join("host2")
+    env.join("validator1")
+    assert phase(env) == "join"
+    r = env.join("validator2")  # every eligible member joined: join closes early
+    info = env.epoch()
+    assert (info.phase, info.phase_deadline) == ("train", r.height + ph.train_blocks)
+    assert info.hosts == sorted(env.addr(h) for h in HOSTS)
+    assert info.validators == sorted(env.addr(v) for v in VALIDATORS)
+    assert [e.attributes["phase"] for e in r.events if e.type == "wasm-phase"] == ["train"]
+
+    env.commit("host1")
+    assert env.epoch().committed == [env.addr("host1")]
+    r = env.commit("host2")
+    assert (phase(env), env.epoch().phase_deadline) == ("reveal", r.height + ph.reveal_blocks)
+
+    for name in [*HOSTS, *VALIDATORS]:
+        r = env.reveal(name)
+    info = env.epoch()
+    assert (info.phase, info.phase_deadline) == ("verify", r.height + ph.verify_blocks)
+    reveals = {env.addr(n): env.secret(n, 0) for n in [*HOSTS, *VALIDATORS]}
+    assert info.seed == epoch_seed(env.spec.run_id(), 0, reveals).hex()
+
+    # k = 1 of S - 1 = 1, plus the last: both segments of each host, two validators each.
+    for v in VALIDATORS:
+        challenges = env.challenges(v)
+        assert {(c.host, c.segment) for c in challenges} == {(env.addr(h), s) for h in HOSTS for s in (0, 1)}
+        for c in challenges:
+            assert c.validators == sorted(env.addr(x) for x in VALIDATORS)
+            assert c.checkpoint_root == env.commitment(env.name_of(c.host), 0).checkpoint_root
+            assert (c.segments, c.endpoint, c.voted) == (2, "http://127.0.0.1:8700", False)
+            r = env.verdict(v, c.host, c.segment, "pass")
+    info = env.epoch()
+    assert (info.phase, info.phase_deadline) == ("propose", r.height + ph.propose_blocks)
+    assert info.accepted == sorted(env.addr(h) for h in HOSTS)
+    assert all(c.voted for c in env.challenges("validator1"))
+
+    theta1 = digest("theta 1")
+    env.propose("host1", theta1)
+    assert phase(env) == "propose"  # 1/2 of the stake is not more than 2/3
+    r = env.propose("host2", theta1)
+    closed, current = env.epoch(0), env.epoch()
+    assert (closed.phase, closed.next_model_hash, closed.agreed) == ("closed", theta1, True)
+    assert closed.phase_deadline == r.height
+    assert (current.epoch, current.phase, current.model_hash) == (1, "join", theta1)
+    assert (current.prev_seed, current.started_at) == (closed.seed, r.height)
+    assert current.phase_deadline == r.height + ph.join_blocks
+    assert [e.epoch for e in env.ledger.epochs()] == [0, 1]
+    assert env.total_funds() == total
+    env.assert_books()
+
+    # The next epoch runs the same way from θ_1.
+    assert env.play_epoch(HOSTS, VALIDATORS) == 1
+    assert env.epoch(1).next_model_hash == digest("theta:2")
+    assert env.epoch().model_hash == digest("theta:2")
+
+
+def test_phases_close_at_their_deadlines_counting_from_the_deadline(ledger_env) -> None:
+    env, ph = ledger_env, ledger_env.spec.phases
+    ready(env, hosts=["host1", "host2", "host3"])
+    for name in ["host1", "host2", *VALIDATORS]:
+        env.join(name)  # host3 is eligible but does not join: no early close
+    deadline = env.epoch().phase_deadline
+    env.wait_past_deadline()
+    r = env.advance()
+    assert r.attribute("transitions") == "1"
+    # The train phase counts from the join deadline, not from the late advance.
+    assert (phase(env), env.epoch().phase_deadline) == ("train", deadline + ph.train_blocks)
+    assert env.epoch().hosts == sorted(env.addr(h) for h in ["host1", "host2"])
+
+    env.commit("host1")  # host2 never commits
+    deadline = env.epoch().phase_deadline
+    env.close_phase()
+    assert (phase(env), env.epoch().phase_deadline) == ("reveal", deadline + ph.reveal_blocks)
+
+
+def test_advance_closes_several_phases_at_once_when_the_chain_was_idle(ledger_env) -> None:
+    env, ph = ledger_env, ledger_env.spec.phases
+    ready(env)
+    for name in [*HOSTS, *VALIDATORS]:
+        env.join(name)
+    env.commit("host1")
+    env.commit("host2")
+    reveal_deadline = env.epoch().phase_deadline
+    # Nobody reveals, nobody votes, nobody proposes; the chain idles past reveal + verify.
+    env.wait_until(reveal_deadline + ph.verify_blocks + ph.join_blocks)
+    r = env.advance()
+    # reveal closed at its deadline; verify had nobody to wait for (no reveals, no challenges), so
+    # it closed where it began, with no accepted host: θ unchanged, epoch 1 opened at that height,
+    # and its join phase, already past its first deadline, was extended.
+    assert int(r.attribute("transitions")) == 3
+    closed = env.epoch(0)
+    assert (closed.phase, closed.agreed, closed.next_model_hash) == ("closed", False, INITIAL_MODEL_HASH)
+    assert closed.phase_deadline == reveal_deadline
+    current = env.epoch()
+    assert (current.epoch, current.phase, current.started_at) == (1, "join", reveal_deadline)
+    # Extended by whole join periods, to the first deadline after the advance.
+    periods, rest = divmod(current.phase_deadline - reveal_deadline, ph.join_blocks)
+    assert rest == 0 and periods >= 2
+    assert current.phase_deadline - ph.join_blocks <= r.height < current.phase_deadline
+    report = env.report(0)
+    assert {h.outcome for h in report.hosts} == {"no_reveal"}
+    assert {v.outcome for v in report.validators} == {"no_reveal"}
+
+
+def test_advance_refuses_when_nothing_is_due(ledger_env) -> None:
+    info = ledger_env.epoch()
+    with pytest.raises(ContractError, match=rf"^advance: nothing is due: epoch 0 is in phase join until height "
+                                            rf"{info.phase_deadline} \(now \d+\)$"):
+        ledger_env.advance()
+
+
+# -- join -----------------------------------------------------------------------------------------
+
+
+def test_join_is_extended_while_the_minimums_are_not_met(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(phases={"min_hosts": 2}))
+    ph = env.spec.phases
+    env.bond_all(["host1", "validator1"])
+    env.join("host1")
+    env.join("validator1")  # every eligible member joined, but min_hosts = 2
+    assert phase(env) == "join"
+    deadline = env.epoch().phase_deadline
+    env.wait_past_deadline()
+    r = env.advance()
+    extended = [e.attributes for e in r.events if e.type == "wasm-phase"]
+    assert extended and extended[0]["extended"] == "true" and extended[0]["hosts"] == "1"
+    assert (phase(env), env.epoch().phase_deadline) == ("join", deadline + ph.join_blocks)
+    # Idle for several periods: extended by whole periods until the deadline lies ahead.
+    deadline = env.epoch().phase_deadline
+    env.wait_until(deadline + 2 * ph.join_blocks)
+    r = env.advance()
+    new = env.epoch().phase_deadline
+    assert (new - deadline) % ph.join_blocks == 0 and new > r.height
+    # A second host arrives: the minimums are met and everyone joined.
+    env.bond("host2")
+    env.join("host2")
+    assert phase(env) == "train"
+    assert env.epoch().hosts == sorted(env.addr(h) for h in ["host1", "host2"])
+
+
+def test_join_does_not_wait_for_members_below_the_minimum(ledger_env) -> None:
+    env = ledger_env
+    env.bond("host1")
+    env.bond("host2", 999)  # below min_host_stake 1000: cannot join, not waited for
+    env.bond("validator1")
+    with pytest.raises(ContractError, match=r"^join: bonded stake 999 is below the minimum 1000 for a host$"):
+        env.join("host2")
+    env.join("host1")
+    env.join("validator1")
+    assert phase(env) == "train"
+
+
+def test_join_refusals(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(phases={"max_hosts": 2}))
+    ready(env, hosts=["host1", "host2", "host3"], validators=["validator1"])
+    with pytest.raises(ContractError, match=r"^join: .* is not a member; bond first$"):
+        env.join("outsider")
+    with pytest.raises(ContractError, match="^join: epoch 1 has not started; the current epoch is 0$"):
+        env.join("host1", epoch=1)
+    with pytest.raises(ContractError, match="^join: beacon_commit must be 64 lowercase hex characters"):
+        env.raw("host1", {"join": {"epoch": 0, "beacon_commit": "AB" * 32}})
+    with pytest.raises(ContractError, match="^join: does not accept funds, got 5inj$"):
+        env.raw("host1", {"join": {"epoch": 0, "beacon_commit": "ab" * 32}}, funds=5)
+    with pytest.raises(ContractError, match="missing field `beacon_commit`"):
+        env.raw("host1", {"join": {"epoch": 0}})
+    env.join("host1")
+    with pytest.raises(ContractError, match=f"^join: {env.addr('host1')} already joined epoch 0$"):
+        env.join("host1")
+    env.join("host2")
+    with pytest.raises(ContractError, match="^join: epoch 0 is full: it admits at most 2 hosts$"):
+        env.join("host3")
+    # Unbonding below the minimum makes a member ineligible for the next join.
+    env.unbond("host3", HOST_STAKE - 999)
+    env.join("validator1")  # host3 is no longer eligible: everyone eligible joined
+    assert phase(env) == "train"
+    with pytest.raises(ContractError, match="^join: epoch 0 is in phase train; join is accepted in phase join only$"):
+        env.join("host3")
+
+
+# -- commit, reveal --------------------------------------------------------------------------------
+
+
+def test_commit_refusals(ledger_env) -> None:
+    env = ledger_env
+    ready(env, hosts=["host1", "host2", "host3"])
+    for name in ["host1", "host2", *VALIDATORS]:
+        env.join(name)
+    with pytest.raises(ContractError, match="^commit: epoch 0 is in phase join; commit is accepted in phase train only$"):
+        env.commit("host1")
+    env.join("host3")
+    assert phase(env) == "train"
+    with pytest.raises(ContractError, match=f"^commit: {env.addr('validator1')} joined epoch 0 as a validator; "
+                                            "only hosts may commit$"):
+        env.commit("validator1")
+    with pytest.raises(ContractError, match=f"^commit: {env.addr('outsider')} did not join epoch 0$"):
+        env.commit("outsider")
+    with pytest.raises(ContractError, match="^commit: segments is 3, but the run has 2 segments per epoch$"):
+        env.commit("host1", segments=3)
+    good = env.commitment("host1", 0).model_dump(mode="json")
+    with pytest.raises(ContractError, match='^commit: delta_hash must be 64 lowercase hex characters, got "XY"$'):
+        env.raw("host1", {"commit": {**good, "delta_hash": "XY"}})
+    with pytest.raises(ContractError, match="unknown field `extra`"):
+        env.raw("host1", {"commit": {**good, "extra": 1}})
+    with pytest.raises(ContractError, match="^commit: does not accept funds"):
+        env.raw("host1", {"commit": good}, funds=1)
+    env.commit("host1")
+    with pytest.raises(ContractError, match=f"^commit: {env.addr('host1')} already committed in epoch 0$"):
+        env.commit("host1", checkpoint_root=digest("another root"))
+    assert env.report().hosts[[h.address for h in env.report().hosts].index(env.addr("host1"))] \
+        .commitment.checkpoint_root == env.commitment("host1", 0).checkpoint_root
+
+
+def test_a_late_message_is_refused_and_changes_nothing(ledger_env) -> None:
+    env = ledger_env
+    ready(env)
+    for name in [*HOSTS, *VALIDATORS]:
+        env.join(name)
+    env.commit("host1")
+    env.wait_past_deadline()
+    with pytest.raises(ContractError, match="^commit: epoch 0 is in phase reveal; commit is accepted in phase train only$"):
+        env.commit("host2")
+    # The refused transaction reverted its own auto-advance: nothing changed until a valid one.
+    assert phase(env) == "train"
+    assert env.epoch().committed == [env.addr("host1")]
+    env.advance()
+    assert phase(env) == "reveal"
+
+
+def test_reveal_checks_the_commitment_and_refuses_replays(ledger_env) -> None:
+    env = ledger_env
+    ready(env)
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
+    with pytest.raises(ContractError, match="^reveal: the secret does not match the beacon commitment "
+                                            f"{env.addr('host1')} made when joining epoch 0$"):
+        env.reveal("host1", secret=env.secret("host1", 1))  # another epoch's secret
+    with pytest.raises(ContractError, match="does not match the beacon commitment"):
+        env.reveal("host1", secret=env.secret("host2", 0))  # another participant's secret
+    with pytest.raises(ContractError, match="^reveal: secret must be 64 lowercase hex characters"):
+        env.raw("host1", {"reveal": {"epoch": 0, "secret": "00"}})
+    with pytest.raises(ContractError, match=f"^reveal: {env.addr('outsider')} did not join epoch 0$"):
+        env.reveal("outsider")
+    with pytest.raises(ContractError, match="^reveal: epoch 1 has not started"):
+        env.reveal("host1", epoch=1)
+    env.reveal("host1")
+    with pytest.raises(ContractError, match=f"^reveal: {env.addr('host1')} already revealed for epoch 0$"):
+        env.reveal("host1")
+    for name in ["host2", *VALIDATORS]:
+        env.reveal(name)
+    assert phase(env) == "verify"
+    # Epoch 0's reveal replayed in epoch 1 (after epoch 0 closed) is refused by epoch.
+    env.play_epoch(HOSTS, VALIDATORS)  # finishes epoch 0 from verify
+    assert env.current() == 1
+    with pytest.raises(ContractError, match="^reveal: epoch 0 is closed; the current epoch is 1$"):
+        env.reveal("host1", epoch=0)
+
+
+def test_a_copied_beacon_commitment_cannot_be_revealed(ledger_env) -> None:
+    # Binding the address into the commitment: host2 copying host1's commitment cannot open it.
+    env = ledger_env
+    ready(env)
+    env.join("host1")
+    env.join("host2", beacon=beacon_commit(env.addr("host1"), 0, env.secret("host1", 0)).hex())
+    for name in VALIDATORS:
+        env.join(name)
+    for name in HOSTS:
+        env.commit(name)
+    with pytest.raises(ContractError, match="does not match the beacon commitment"):
+        env.reveal("host2", secret=env.secret("host1", 0))
+
+
+# -- verdicts -----------------------------------------------------------------------------------
+
+
+def test_verdict_refusals(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(verification={"validators_r": 1}))
+    ready(env)
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    # r = 1: each challenge has one validator; find one and a validator not assigned to it.
+    first = env.report().challenges[0]
+    (assigned,) = [env.name_of(v.validator) for v in first.votes]
+    idle = next(v for v in VALIDATORS if v != assigned)
+    c = next(x for x in env.challenges(assigned) if (x.host, x.segment) == (first.host, first.segment))
+    with pytest.raises(ContractError, match=f"^verdict: {env.addr(idle)} is not assigned to host "
+                                            f"{c.host} segment {c.segment} of epoch 0$"):
+        env.verdict(idle, c.host, c.segment)
+    with pytest.raises(ContractError, match=f"^verdict: {env.addr(assigned)} is not assigned to host "
+                                            f"{c.host} segment 7 of epoch 0$"):
+        env.verdict(assigned, c.host, 7)
+    with pytest.raises(ContractError, match="is not assigned to host"):
+        env.verdict("host1", c.host, c.segment)  # a host never judges
+    with pytest.raises(ContractError, match="is not assigned to host"):
+        env.verdict("outsider", c.host, c.segment)
+    with pytest.raises(ContractError, match="^verdict: host: invalid address"):
+        env.raw(assigned, {"verdict": {"epoch": 0, "host": "inj1nope", "segment": 0, "outcome": "pass",
+                                       "distance": "0", "evidence": "ab" * 32}})
+    with pytest.raises(ContractError, match="unknown variant `maybe`"):
+        env.raw(assigned, {"verdict": {"epoch": 0, "host": c.host, "segment": c.segment, "outcome": "maybe",
+                                       "distance": "0", "evidence": "ab" * 32}})
+    with pytest.raises(ContractError, match='^verdict: distance must be a canonical decimal string like "0.0123", got "1e-3"$'):
+        env.raw(assigned, {"verdict": {"epoch": 0, "host": c.host, "segment": c.segment, "outcome": "fail",
+                                       "distance": "1e-3", "evidence": "ab" * 32}})
+    with pytest.raises(ContractError, match="^commit: epoch 0 is in phase verify; commit is accepted in phase train only$"):
+        env.commit("host1")
+    env.verdict(assigned, c.host, c.segment, "fail", distance="0.25")
+    with pytest.raises(ContractError, match=f"^verdict: {env.addr(assigned)} already voted on host {c.host} "
+                                            f"segment {c.segment} of epoch 0$"):
+        env.verdict(assigned, c.host, c.segment, "pass")
+    vote = next(ch for ch in env.report().challenges if (ch.host, ch.segment) == (c.host, c.segment)).votes[0]
+    assert (vote.outcome, str(vote.distance)) == ("fail", "0.25")
+    assert next(x for x in env.challenges(assigned) if (x.host, x.segment) == (c.host, c.segment)).voted
+
+
+def test_verdicts_before_verify_are_refused(ledger_env) -> None:
+    env = ledger_env
+    ready(env)
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
+    with pytest.raises(ContractError, match="^verdict: epoch 0 is in phase reveal; verdict is accepted in phase verify only$"):
+        env.verdict("validator1", "host1", 0)
+    with pytest.raises(ContractError, match="^propose_model: epoch 0 is in phase reveal"):
+        env.propose("host1", digest("x"))
+
+
+# -- model agreement ----------------------------------------------------------------------------
+
+
+def _to_propose(env: LedgerEnv, stakes: dict[str, int]) -> None:
+    for name, stake in stakes.items():
+        env.bond(name, stake)
+    env.bond("validator1")
+    env.play_epoch(list(stakes), ["validator1"], stop_after="verify")
+    assert phase(env) == "propose"
+
+
+def test_a_hash_with_more_than_two_thirds_of_the_accepted_stake_wins_at_once(ledger_env) -> None:
+    env = ledger_env
+    _to_propose(env, {"host1": 5_000, "host2": 5_000, "host3": 1_000})
+    a, b = digest("a"), digest("b")
+    env.propose("host3", b)
+    env.propose("host1", a)
+    assert phase(env, 0) == "propose"  # 5000 of 11000
+    env.propose("host2", a)  # 10000 > 2/3 of 11000
+    closed = env.epoch(0)
+    assert (closed.phase, closed.next_model_hash, closed.agreed) == ("closed", a, True)
+    assert env.epoch().model_hash == a
+    proposals = {h.address: h.proposal.model_hash for h in env.report(0).hosts}
+    assert proposals == {env.addr("host1"): a, env.addr("host2"): a, env.addr("host3"): b}
+
+
+def test_a_split_vote_closes_the_epoch_with_theta_unchanged(ledger_env) -> None:
+    env = ledger_env
+    _to_propose(env, {"host1": 5_000, "host2": 5_000, "host3": 5_000})
+    a, b = digest("a"), digest("b")
+    env.propose("host1", a)
+    env.propose("host2", a)  # exactly 2/3: not more
+    assert phase(env, 0) == "propose"
+    env.propose("host3", b)  # everyone proposed, no hash won: close at once
+    closed = env.epoch(0)
+    assert (closed.phase, closed.next_model_hash, closed.agreed) == ("closed", INITIAL_MODEL_HASH, False)
+    assert env.epoch().model_hash == INITIAL_MODEL_HASH
+
+
+def test_without_enough_proposals_the_epoch_closes_at_the_deadline(ledger_env) -> None:
+    env = ledger_env
+    _to_propose(env, {"host1": 5_000, "host2": 5_000})
+    env.propose("host1", digest("a"))
+    with pytest.raises(ContractError, match=f"^propose_model: {env.addr('host1')} already proposed a model for epoch 0$"):
+        env.propose("host1", digest("b"))
+    with pytest.raises(ContractError, match=f"^propose_model: {env.addr('validator1')} is not an accepted host of epoch 0$"):
+        env.propose("validator1", digest("a"))
+    with pytest.raises(ContractError, match="^propose_model: model_hash must be 64 lowercase hex"):
+        env.raw("host2", {"propose_model": {"epoch": 0, "model_hash": "x", "val_loss_micro": 1}})
+    deadline = env.epoch().phase_deadline
+    env.close_phase()
+    closed = env.epoch(0)
+    assert (closed.phase, closed.agreed, closed.next_model_hash) == ("closed", False, INITIAL_MODEL_HASH)
+    assert closed.phase_deadline == deadline
+    assert env.epoch().started_at == deadline
+
+
+def test_without_accepted_hosts_the_epoch_closes_after_verify(ledger_env) -> None:
+    env = ledger_env
+    ready(env)
+    env.play_epoch(HOSTS, VALIDATORS, vote=lambda v, c: "fail")
+    closed = env.epoch(0)
+    assert (closed.phase, closed.accepted, closed.agreed) == ("closed", [], False)
+    assert closed.next_model_hash == INITIAL_MODEL_HASH
+    assert env.epoch().model_hash == INITIAL_MODEL_HASH
+    assert env.epoch().prev_seed == closed.seed
+
+
+# -- verification disabled ----------------------------------------------------------------------
+
+
+def test_with_verification_disabled_every_committed_revealed_host_is_accepted(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(verification={"enabled": False}, reward_per_epoch="1000"))
+    ready(env, hosts=["host1", "host2", "host3"])
+    env.fund_rewards(10_000)
+    env.play_epoch(["host1", "host2", "host3"], VALIDATORS, commit=["host1", "host2", "host3"],
+                   reveal=["host1", "host2", "validator1", "validator2"], stop_after="reveal")
+    info = env.epoch(0)
+    # Finalized at the close of reveal: no challenges, straight to propose.
+    assert info.phase == "propose"
+    assert info.accepted == sorted(env.addr(h) for h in ["host1", "host2"])
+    report = env.report(0)
+    assert report.challenges == []
+    outcomes = {h.address: h.outcome for h in report.hosts}
+    assert outcomes[env.addr("host3")] == "no_reveal"
+    assert {v.outcome for v in report.validators} == {"idle"}
+    assert env.challenges("validator1", 0) == []
+    # Hosts share 80 % of the reward; the validators' 20 % stays in the pool.
+    assert [h.reward for h in report.hosts if h.outcome == "accepted"] == ["400", "400"]
+    assert env.accounting()["reward_pool"] == 10_000 - 800
+    env.propose("host1", digest("m"))
+    env.propose("host2", digest("m"))
+    assert env.epoch(0).agreed is True and env.epoch().model_hash == digest("m")
+    env.assert_books()
