@@ -1,0 +1,631 @@
+"""A local single-validator ``injectived`` devnet: a real Cosmos SDK chain with CosmWasm, for tests.
+
+The node comes from the pinned PyPI package ``injective-core`` (the ``devnet`` extra; BUSL-1.1,
+non-production use: never vendor the binary). Everything listens on 127.0.0.1 only, the EVM
+JSON-RPC, pprof, pex, swagger and the other extras are off, blocks come every 200 ms, and the
+node needs no network. Facts about this node are in ``/work/shared/notes/cosmos-devnet.md`` and
+``docs/devnet.md``.
+
+    with Devnet(tmp_path / "devnet", ports=DevnetPorts.free(),
+                accounts=[GenesisAccount.test("alice")]) as net:
+        net.status().height          # the node is up, blocks are coming
+        net.grpc_url                 # "grpc+http://127.0.0.1:<port>" for chain.cosmos
+        net.stop(); net.start()      # restart on the same home: state is kept
+    # leaving the block stops the node (SIGTERM, then SIGKILL)
+
+``up()`` wipes the home and builds a fresh genesis; ``start()`` runs the node on the existing
+home. A devnet started by one process (``veriloco devnet up``) is found again by another through
+the files in its home: ``devnet.json`` (chain id, ports, accounts), ``injectived.pid`` and
+``injectived.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mnemonic import Mnemonic
+
+from protocol.keys import PrivateKey
+
+DEFAULT_CHAIN_ID = "veriloco-devnet-1"
+DENOM = "inj"
+DEFAULT_BLOCK_TIME = "200ms"
+MIN_GAS_PRICE = 160_000_000  # inj per gas: injectived's default app.toml and txfees min_gas_price
+DEFAULT_BALANCE = 10**24  # 1e6 INJ (18 decimals) per funded account
+VALIDATOR_BALANCE = 10**25
+VALIDATOR_STAKE = 10**24
+DEFAULT_TEST_ACCOUNTS = ("test0", "test1", "test2", "test3")
+STATE_FILE = "devnet.json"
+PID_FILE = "injectived.pid"
+LOG_FILE = "injectived.log"
+EXTRA_HINT = "install it with: pip install -e '.[devnet]'"
+# keccak256 of the empty string: what `genesis add-genesis-account` writes as an EthAccount's code hash.
+_EMPTY_CODE_HASH = "xdJGAYb3IzySfn2y3McDwOUAtlPKgic7e/rYBF2FpHA="
+
+
+class DevnetError(RuntimeError):
+    """The devnet could not be set up, started, found or stopped. ``str()`` is one line."""
+
+
+class DevnetNotInstalled(DevnetError):
+    """The ``devnet`` extra (``injective-core``) is not installed."""
+
+
+def injectived_binary() -> Path:
+    """The ``injectived`` executable from the ``injective-core`` package (unpacked on first use).
+
+    Raises:
+        DevnetNotInstalled: the package is missing or has no binary for this platform.
+    """
+    try:
+        import injective_core  # noqa: PLC0415 (optional dependency)
+    except ImportError:
+        raise DevnetNotInstalled(f"the devnet extra (injective-core) is not installed; {EXTRA_HINT}") from None
+    try:
+        return Path(injective_core.get_binary_path())
+    except (FileNotFoundError, RuntimeError, OSError) as exc:
+        raise DevnetNotInstalled(f"injective-core has no usable injectived binary: {exc}") from None
+
+
+def _node_env(binary: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    lib = str(binary.resolve().parent)  # libwasmvm.*.so lives beside the binary
+    env["LD_LIBRARY_PATH"] = lib + (os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    return env
+
+
+# -- accounts --------------------------------------------------------------------------------------
+
+
+def dev_mnemonic(name: str) -> str:
+    """A deterministic 24-word BIP-39 mnemonic for a devnet test account. Public: tests only."""
+    entropy = hashlib.sha256(b"veriloco-devnet-account:" + name.encode()).digest()
+    return Mnemonic("english").to_mnemonic(entropy)
+
+
+def dev_key(name: str) -> PrivateKey:
+    """The key of :func:`dev_mnemonic` (Cosmos path m/44'/118'/0'/0/0, plain secp256k1)."""
+    return PrivateKey.from_mnemonic(dev_mnemonic(name))
+
+
+@dataclass(frozen=True)
+class GenesisAccount:
+    """An account funded in the genesis: ``coins`` maps denom to base units."""
+
+    name: str
+    address: str
+    coins: Mapping[str, int] = field(default_factory=lambda: {DENOM: DEFAULT_BALANCE})
+    mnemonic: str | None = None  # only for deterministic test accounts, whose secrets are public
+
+    @classmethod
+    def test(cls, name: str, amount: int = DEFAULT_BALANCE, **other_coins: int) -> GenesisAccount:
+        """A deterministic test account (see :func:`dev_mnemonic`)."""
+        return cls(name, dev_key(name).address(), {DENOM: amount, **other_coins}, dev_mnemonic(name))
+
+    @classmethod
+    def of_key(cls, name: str, key: PrivateKey, amount: int = DEFAULT_BALANCE, **other_coins: int) -> GenesisAccount:
+        return cls(name, key.address(), {DENOM: amount, **other_coins})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "address": self.address,
+                "coins": {d: str(a) for d, a in sorted(self.coins.items())},
+                **({"mnemonic": self.mnemonic} if self.mnemonic else {})}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GenesisAccount:
+        return cls(data["name"], data["address"], {d: int(a) for d, a in data["coins"].items()},
+                   data.get("mnemonic"))
+
+
+# -- ports ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DevnetPorts:
+    """The node's four listeners, all on 127.0.0.1."""
+
+    rpc: int = 26657
+    p2p: int = 26656
+    grpc: int = 9900
+    rest: int = 10337
+
+    def offset(self, n: int) -> DevnetPorts:
+        """Every port shifted by ``n`` (several devnets side by side)."""
+        return DevnetPorts(self.rpc + n, self.p2p + n, self.grpc + n, self.rest + n)
+
+    @classmethod
+    def free(cls) -> DevnetPorts:
+        """Four ports the OS reports free right now (for tests; another process could still take one)."""
+        socks = []
+        try:
+            for _ in range(4):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind(("127.0.0.1", 0))
+                socks.append(s)
+            return cls(*(s.getsockname()[1] for s in socks))
+        finally:
+            for s in socks:
+                s.close()
+
+    def items(self) -> list[tuple[str, int]]:
+        return list(asdict(self).items())
+
+    def taken(self) -> list[tuple[str, int]]:
+        """The listeners whose port something else already holds on 127.0.0.1."""
+        if len(set(asdict(self).values())) != 4:
+            raise DevnetError(f"devnet ports must be distinct, got {self}")
+        busy = []
+        for name, port in self.items():
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                # Like the node's Go listeners: TIME_WAIT leftovers do not count, a listener does.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError as exc:
+                    if exc.errno in (errno.EADDRINUSE, errno.EACCES):
+                        busy.append((name, port))
+                    else:
+                        raise
+        return busy
+
+
+# -- status -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DevnetStatus:
+    running: bool
+    home: str
+    chain_id: str
+    pid: int | None
+    height: int | None
+    endpoints: dict[str, str]
+    block_time: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- TOML edits (line-based: the node's own files, known layout) -----------------------------------
+
+
+def _set_toml(text: str, section: str, key: str, value: Any) -> str:
+    """Set ``key`` in ``[section]`` ("" = top level) of a TOML text; the key must exist there."""
+    literal = json.dumps(value) if isinstance(value, str) else ("true" if value is True else
+                                                                "false" if value is False else str(value))
+    lines = text.split("\n")
+    current = ""
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        header = re.fullmatch(r"\[([^\]]+)\]", stripped)
+        if header:
+            current = header.group(1)
+            continue
+        if current == section and re.match(rf"{re.escape(key)}\s*=", stripped):
+            lines[i] = f"{key} = {literal}"
+            return "\n".join(lines)
+    raise DevnetError(f"injectived config has no {key!r} in [{section}]; is this injective-core 1.20.1?")
+
+
+# -- the devnet -------------------------------------------------------------------------------------
+
+
+class Devnet:
+    """A single-validator injectived node in ``home``.
+
+    Args:
+        home: the node's home directory (wiped by :meth:`up`).
+        ports: its listeners (default: injectived's usual ports).
+        chain_id: the chain id.
+        accounts: accounts funded at genesis (default: :data:`DEFAULT_TEST_ACCOUNTS`).
+        block_time: CometBFT's commit timeout (``--unsafe-consensus-timeout-commit``); blocks come
+            about 10 ms after it.
+        log_level: the node's log level (``warn`` keeps the log small).
+        block_max_gas: the consensus block gas limit written into the genesis (default: the
+            genesis default of injectived, 10,000,000).
+    """
+
+    def __init__(self, home: str | Path, *, ports: DevnetPorts | None = None,
+                 chain_id: str = DEFAULT_CHAIN_ID, accounts: Iterable[GenesisAccount] | None = None,
+                 block_time: str = DEFAULT_BLOCK_TIME, log_level: str = "warn",
+                 block_max_gas: int | None = None) -> None:
+        self.home = Path(home).expanduser().absolute()
+        self.ports = ports or DevnetPorts()
+        self.chain_id = chain_id
+        self.accounts = list(accounts) if accounts is not None else [GenesisAccount.test(n) for n in DEFAULT_TEST_ACCOUNTS]
+        names = [a.name for a in self.accounts]
+        if len(set(names)) != len(names) or len({a.address for a in self.accounts}) != len(names):
+            raise DevnetError("devnet account names and addresses must be unique")
+        self.block_time = block_time
+        self.log_level = log_level
+        self.block_max_gas = block_max_gas
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    # -- finding a devnet again ---------------------------------------------------------------
+
+    @classmethod
+    def open(cls, home: str | Path) -> Devnet:
+        """The devnet whose home is ``home`` (as written by :meth:`up`).
+
+        Raises:
+            DevnetError: ``home`` holds no devnet.
+        """
+        home = Path(home).expanduser().absolute()
+        try:
+            state = json.loads((home / STATE_FILE).read_text())
+        except FileNotFoundError:
+            raise DevnetError(f"no devnet in {home} (run `veriloco devnet up` first)") from None
+        except (OSError, ValueError) as exc:
+            raise DevnetError(f"{home / STATE_FILE} is unreadable: {exc}") from None
+        return cls(home, ports=DevnetPorts(**state["ports"]), chain_id=state["chain_id"],
+                   accounts=[GenesisAccount.from_json(a) for a in state["accounts"]],
+                   block_time=state["block_time"], log_level=state.get("log_level", "warn"),
+                   block_max_gas=state.get("block_max_gas"))
+
+    # -- endpoints ----------------------------------------------------------------------------
+
+    @property
+    def grpc_url(self) -> str:
+        """The gRPC endpoint in cosmpy's URL form."""
+        return f"grpc+http://127.0.0.1:{self.ports.grpc}"
+
+    @property
+    def rpc_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.rpc}"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports.rest}"
+
+    def connect(self, **options: Any) -> Any:
+        """A :class:`chain.cosmos.CosmosChain` on this devnet (``options`` go to its constructor)."""
+        from chain.cosmos import CosmosChain, injective  # noqa: PLC0415 (cosmpy only when needed)
+
+        return CosmosChain(self.grpc_url, injective(self.chain_id), rpc_url=self.rpc_url, **options)
+
+    def endpoints(self) -> dict[str, str]:
+        return {"rpc": self.rpc_url, "grpc": self.grpc_url, "rest": self.rest_url,
+                "p2p": f"tcp://127.0.0.1:{self.ports.p2p}"}
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / LOG_FILE
+
+    @property
+    def pid_path(self) -> Path:
+        return self.home / PID_FILE
+
+    def account(self, name: str) -> GenesisAccount:
+        for a in self.accounts:
+            if a.name == name:
+                return a
+        raise DevnetError(f"the devnet has no account named {name!r}")
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def up(self, timeout: float = 60.0) -> DevnetStatus:
+        """Wipe the home, write a fresh genesis and configuration, start the node, wait for block 1.
+
+        Raises:
+            DevnetNotInstalled: the ``devnet`` extra is missing.
+            DevnetError: a port is taken, the node is already running, or it did not start.
+        """
+        binary = injectived_binary()
+        if self.pid() is not None:
+            raise DevnetError(f"a devnet is already running from {self.home} (pid {self.pid()}); "
+                              "stop it first (`veriloco devnet down`)")
+        self._check_ports()
+        self._wipe()
+        self._init(binary)
+        return self.start(timeout=timeout)
+
+    def start(self, timeout: float = 60.0) -> DevnetStatus:
+        """Start the node on its existing home (state kept) and wait until it produces blocks."""
+        binary = injectived_binary()
+        if not (self.home / "config" / "genesis.json").is_file():
+            raise DevnetError(f"no devnet in {self.home} (run `veriloco devnet up` first)")
+        if (pid := self.pid()) is not None:
+            raise DevnetError(f"a devnet is already running from {self.home} (pid {pid})")
+        self._check_ports()
+        start_height = self._last_height_on_disk()
+        log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it)
+        try:
+            self._proc = subprocess.Popen(
+                [str(binary), "start", "--home", str(self.home),
+                 "--unsafe-consensus-timeout-commit", self.block_time, "--log-level", self.log_level,
+                 "--log-no-color"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_node_env(binary),
+                start_new_session=True,  # survives the CLI that started it; ^C in a shell does not hit it
+            )
+        finally:
+            log.close()
+        self.pid_path.write_text(f"{self._proc.pid}\n")
+        self._wait_ready(timeout, min_height=max(1, start_height + 1))
+        return self.status()
+
+    def stop(self, timeout: float = 15.0) -> bool:
+        """Stop the node: SIGTERM, then SIGKILL after ``timeout`` seconds. False if it was not running."""
+        pid = self.pid()
+        if pid is None:
+            self.pid_path.unlink(missing_ok=True)
+            self._proc = None
+            return False
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if not self._wait_exit(pid, timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            self._wait_exit(pid, 10.0)
+        self.pid_path.unlink(missing_ok=True)
+        self._proc = None
+        return True
+
+    down = stop
+
+    def __enter__(self) -> Devnet:
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- status -------------------------------------------------------------------------------
+
+    def pid(self) -> int | None:
+        """The node's pid if it is running from this home (a stale pid file counts as not running)."""
+        if self._proc is not None and self._proc.poll() is not None:
+            self._proc = None
+        try:
+            pid = int(self.pid_path.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if _is_our_node(pid, self.home) else None
+
+    def height(self, timeout: float = 2.0) -> int | None:
+        """The latest block height from the node's RPC, or None when it does not answer."""
+        try:
+            r = httpx.get(f"{self.rpc_url}/status", timeout=timeout)
+            r.raise_for_status()
+            return int(r.json()["result"]["sync_info"]["latest_block_height"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+
+    def status(self) -> DevnetStatus:
+        pid = self.pid()
+        return DevnetStatus(running=pid is not None, home=str(self.home), chain_id=self.chain_id, pid=pid,
+                            height=self.height() if pid is not None else None, endpoints=self.endpoints(),
+                            block_time=self.block_time)
+
+    def consensus_params(self) -> dict[str, Any]:
+        """The node's current consensus params (block max gas and bytes, ...), from its RPC."""
+        r = httpx.get(f"{self.rpc_url}/consensus_params", timeout=5.0)
+        r.raise_for_status()
+        return r.json()["result"]["consensus_params"]
+
+    def block_max_gas_limit(self) -> int:
+        """The block gas limit the node enforces (-1 = unlimited)."""
+        return int(self.consensus_params()["block"]["max_gas"])
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _check_ports(self) -> None:
+        busy = self.ports.taken()
+        if busy:
+            what = ", ".join(f"{name} {port}" for name, port in busy)
+            raise DevnetError(f"port{'s' if len(busy) > 1 else ''} already in use on 127.0.0.1: {what}; "
+                              "stop what holds them or choose other ports (--port-offset, --rpc-port, ...)")
+
+    def _wipe(self) -> None:
+        if self.home.exists():
+            if not self.home.is_dir():
+                raise DevnetError(f"{self.home} exists and is not a directory")
+            entries = list(self.home.iterdir())
+            ours = (self.home / STATE_FILE).exists() or (self.home / "config" / "genesis.json").exists()
+            if entries and not ours:
+                raise DevnetError(f"{self.home} is not empty and holds no devnet; refusing to wipe it")
+            shutil.rmtree(self.home)
+        self.home.mkdir(parents=True, mode=0o700)
+
+    def _run(self, binary: Path, *args: str, stdin: bytes | None = None) -> str:
+        proc = subprocess.run([str(binary), *args, "--home", str(self.home)], input=stdin, capture_output=True,
+                              env=_node_env(binary), timeout=60)
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).decode(errors="replace").strip().splitlines()
+            raise DevnetError(f"injectived {args[0]} {args[1] if len(args) > 1 else ''} failed: "
+                              f"{detail[-1] if detail else 'exit ' + str(proc.returncode)}")
+        return proc.stdout.decode()
+
+    def _init(self, binary: Path) -> None:
+        self._run(binary, "init", "veriloco-devnet", "--chain-id", self.chain_id)
+        # The validator's operator key: Injective's own eth_secp256k1, in the node's test keyring.
+        self._run(binary, "keys", "add", "validator", "--keyring-backend", "test", "--output", "json")
+        validator = self._run(binary, "keys", "show", "validator", "-a", "--keyring-backend", "test").strip()
+        if validator in {a.address for a in self.accounts}:
+            raise DevnetError("a genesis account collides with the validator's address")
+        self._write_genesis(validator)
+        self._run(binary, "genesis", "gentx", "validator", f"{VALIDATOR_STAKE}{DENOM}", "--chain-id", self.chain_id,
+                  "--keyring-backend", "test", "--moniker", "veriloco-devnet")
+        self._run(binary, "genesis", "collect-gentxs")
+        self._run(binary, "genesis", "validate")
+        self._write_config()
+        state = {"chain_id": self.chain_id, "ports": asdict(self.ports), "block_time": self.block_time,
+                 "log_level": self.log_level, "block_max_gas": self.block_max_gas,
+                 "validator": validator, "accounts": [a.to_json() for a in self.accounts]}
+        (self.home / STATE_FILE).write_text(json.dumps(state, indent=1) + "\n")
+
+    def _write_genesis(self, validator: str) -> None:
+        path = self.home / "config" / "genesis.json"
+        genesis = json.loads(path.read_text())
+        app = genesis["app_state"]
+        # REQUIRED: without it InitChain panics ("invalid coin denomination: got inj, expected stake").
+        app["staking"]["params"]["bond_denom"] = DENOM
+        # Harmless and tidy: every denom is inj, no inflation (balances only move by transactions
+        # and fees), short governance periods.
+        app["mint"]["params"]["mint_denom"] = DENOM
+        for k in ("inflation_rate_change", "inflation_max", "inflation_min"):
+            app["mint"]["params"][k] = "0.000000000000000000"
+        app["mint"]["minter"]["inflation"] = "0.000000000000000000"
+        app["crisis"]["constant_fee"]["denom"] = DENOM
+        gov = app["gov"]["params"]
+        for coin in gov.get("min_deposit", []) + gov.get("expedited_min_deposit", []):
+            coin["denom"] = DENOM
+        gov["max_deposit_period"] = gov["voting_period"] = "30s"
+        if "expedited_voting_period" in gov:
+            gov["expedited_voting_period"] = "15s"
+        if self.block_max_gas is not None:
+            genesis["consensus"]["params"]["block"]["max_gas"] = str(self.block_max_gas)
+        # Accounts, written as `genesis add-genesis-account` writes them (one subprocess per account
+        # would cost 0.2 s each). Injective's account type is EthAccount around a BaseAccount.
+        funded = [(validator, {DENOM: VALIDATOR_BALANCE})] + [(a.address, dict(a.coins)) for a in self.accounts]
+        supply: dict[str, int] = {c["denom"]: int(c["amount"]) for c in app["bank"]["supply"]}
+        for address, coins in funded:
+            app["auth"]["accounts"].append({
+                "@type": "/injective.types.v1beta1.EthAccount",
+                "base_account": {"address": address, "pub_key": None, "account_number": "0", "sequence": "0"},
+                "code_hash": _EMPTY_CODE_HASH,
+            })
+            positive = {d: a for d, a in sorted(coins.items()) if a > 0}
+            app["bank"]["balances"].append(
+                {"address": address, "coins": [{"denom": d, "amount": str(a)} for d, a in positive.items()]})
+            for d, a in positive.items():
+                supply[d] = supply.get(d, 0) + a
+        app["bank"]["supply"] = [{"denom": d, "amount": str(a)} for d, a in sorted(supply.items())]
+        path.write_text(json.dumps(genesis, indent=1))
+
+    def _write_config(self) -> None:
+        p = self.ports
+        config = self.home / "config" / "config.toml"
+        text = config.read_text()
+        for section, key, value in [
+            ("rpc", "laddr", f"tcp://127.0.0.1:{p.rpc}"),
+            ("rpc", "pprof_laddr", ""),
+            ("p2p", "laddr", f"tcp://127.0.0.1:{p.p2p}"),
+            ("p2p", "pex", False),
+            ("p2p", "addr_book_strict", False),
+            ("p2p", "seeds", ""),
+            ("p2p", "persistent_peers", ""),
+            ("consensus", "timeout_commit", self.block_time),  # ignored by Injective; the start flag rules
+            ("instrumentation", "prometheus", False),
+            ("tx_index", "indexer", "kv"),
+        ]:
+            text = _set_toml(text, section, key, value)
+        config.write_text(text)
+
+        app = self.home / "config" / "app.toml"
+        text = app.read_text()
+        for section, key, value in [
+            ("", "minimum-gas-prices", f"{MIN_GAS_PRICE}{DENOM}"),
+            ("api", "enable", True),
+            ("api", "swagger", False),
+            ("api", "address", f"tcp://127.0.0.1:{p.rest}"),
+            ("api", "enabled-unsafe-cors", False),
+            ("grpc", "enable", True),
+            ("grpc", "address", f"127.0.0.1:{p.grpc}"),
+            ("grpc-web", "enable", False),
+            ("json-rpc", "enable", False),
+            ("json-rpc", "enable-indexer", False),
+            ("json-rpc-debug", "enable", False),
+            ("injective-websocket", "address", ""),
+            ("chainstream", "server", ""),
+        ]:
+            text = _set_toml(text, section, key, value)
+        app.write_text(text)
+
+    def _last_height_on_disk(self) -> int:
+        try:
+            state = json.loads((self.home / "data" / "priv_validator_state.json").read_text())
+            return int(state.get("height", 0))
+        except (FileNotFoundError, ValueError):
+            return 0
+
+    def _wait_ready(self, timeout: float, min_height: int) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                code = self._proc.returncode
+                self._proc = None
+                self.pid_path.unlink(missing_ok=True)
+                raise DevnetError(f"injectived exited with status {code} while starting: "
+                                  f"{_last_error(self.log_tail(40))} (log: {self.log_path})")
+            height = self.height(timeout=1.0)
+            if height is not None and height >= min_height and _port_open(self.ports.grpc):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise DevnetError(f"the devnet produced no block within {timeout:.0f} s (log: {self.log_path})")
+
+    def _wait_exit(self, pid: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.pid == pid:
+                try:
+                    self._proc.wait(timeout=0.05)
+                    return True
+                except subprocess.TimeoutExpired:
+                    continue
+            if not _alive(pid):
+                return True
+            time.sleep(0.05)
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped by its parent) is not running
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return True
+
+
+def _is_our_node(pid: int, home: Path) -> bool:
+    """Whether ``pid`` is an injectived started on ``home`` (guards against a recycled pid)."""
+    if not _alive(pid):
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # no /proc (macOS): trust the pid file
+    return any(b"injectived" in a for a in argv[:1]) and str(home).encode() in argv
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _last_error(log: str) -> str:
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if any(w in ln.lower() for w in ("error", "panic", "failed", "address already in use")):
+            return ln[:300]
+    return lines[-1][:300] if lines else "no log output"
+

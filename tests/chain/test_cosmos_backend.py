@@ -1,0 +1,317 @@
+"""The cosmos backend on the devnet: deploy, the Ledger's calls, errors, sequences, fees, faults."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from chain.cosmos import ChainConfig, CosmosBackend, CosmosChain, contract_message, injective, wasmd
+from chain.cosmos.config import ETH_ACCOUNT_TYPE, embedded_base_account
+from chain.cosmos.errors import CosmosContractError, CosmosTxError, classify, wrong_sequence
+from chain.ledger import ContractError, Ledger, LedgerError, instantiate_msg
+from chain.wasm_artifact import load_contract_wasm
+from protocol.keys import PrivateKey
+from protocol.spec import RunSpec
+
+pytest_plugins = ["devnet_backend"]
+
+BOND = 5_000
+
+
+def spec(**economics: Any) -> RunSpec:
+    return RunSpec.model_validate({
+        "name": "cosmos-backend-test",
+        "model": {},
+        "data": {"corpus": "test", "dataset_hash": "0" * 64, "seq_len": 16},
+        "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
+        "economics": {"denom": "inj", "min_host_stake": "1000", "min_validator_stake": "500",
+                      "unbonding_epochs": 2, **economics},
+    })
+
+
+def assert_solvent(c) -> None:
+    """The contract's bank balance equals what it owes."""
+    assert c.balance(c.address) == c.holdings()
+
+
+# -- pure: errors and config ----------------------------------------------------------------------
+
+
+def test_contract_message_is_parsed_out_of_every_node_text():
+    deliver = ("failed to execute message; message index: 0: unbond: cannot unbond 9inj, only 5inj is bonded: "
+               "execute wasm contract failed")
+    simulate = (deliver + " [!injective!labs/wasmd@v0.53.3-inj.3/x/wasm/keeper/keeper.go:457] "
+                "With gas wanted: '10000000' and gas used: '100987' ")
+    query = "invalid query message: unknown variant `nope`: query wasm contract failed"
+    grpc = "rpc error: code = Unknown desc = " + deliver
+    for text in (deliver, simulate, grpc):
+        assert contract_message(text) == "unbond: cannot unbond 9inj, only 5inj is bonded"
+    assert contract_message(query) == "invalid query message: unknown variant `nope`"
+    # A message with colons of its own stays whole.
+    assert contract_message("failed to execute message; message index: 0: join: a: b: c: execute wasm contract "
+                            "failed") == "join: a: b: c"
+    assert contract_message("spendable balance 5inj is smaller than 10inj: insufficient funds") is None
+    assert isinstance(classify(deliver), CosmosContractError) and isinstance(classify(deliver), ContractError)
+    other = classify("out of gas in location: wasm; gasWanted: 5, gasUsed: 9", code=11, codespace="sdk")
+    assert isinstance(other, CosmosTxError) and not isinstance(other, ContractError)
+    assert "code sdk/11" in str(other)
+    assert wrong_sequence("account sequence mismatch, expected 7, got 5: incorrect account sequence") == 7
+
+
+def test_chain_config_gas_and_fees():
+    cfg = injective("x")
+    assert cfg.gas_limit(100_000) == 180_000  # 1.3 × 100k + 50k
+    assert cfg.fee(180_000) == 180_000 * 160_000_000
+    assert cfg.with_(max_gas_per_tx=150_000).gas_limit(100_000) == 150_000
+    w = wasmd("wasm-1")
+    assert (w.prefix, w.denom, w.fee(1000)) == ("wasm", "stake", 25)
+    with pytest.raises(ValueError, match="unknown account type"):
+        w.decode_account(ETH_ACCOUNT_TYPE, b"")
+
+
+def test_eth_account_is_unwrapped_to_its_base_account():
+    from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import BaseAccount
+
+    base = BaseAccount(address="inj1xyz", account_number=7, sequence=42)
+    inner = base.SerializeToString()
+    # EthAccount { base_account = 1; code_hash = 2 }, serialized by hand.
+    eth = bytes([0x0A, len(inner)]) + inner + bytes([0x12, 3]) + b"abc"
+    decoded = injective("x").decode_account(ETH_ACCOUNT_TYPE, eth)
+    assert (decoded.account_number, decoded.sequence) == (7, 42)
+    assert embedded_base_account(1)(eth) == base
+    assert isinstance(ChainConfig(chain_id="y"), ChainConfig)
+
+
+# -- on the devnet --------------------------------------------------------------------------------
+
+
+@pytest.mark.devnet
+def test_deploy_reuses_code_with_the_same_checksum(devnet_chain, devnet_code_id, devnet_deploy):
+    wasm = load_contract_wasm()
+    operator = devnet_deploy(spec(), names=("operator", "treasury")).key("operator")
+    code_id, upload = devnet_chain.store_code(operator, wasm)
+    assert (code_id, upload) == (devnet_code_id, None)
+    assert devnet_chain.find_code(hashlib.sha256(wasm).digest()) == devnet_code_id
+    assert devnet_chain.find_code(b"\0" * 32) is None
+    backend = CosmosBackend.deploy(devnet_chain, operator,
+                                   instantiate_msg(spec(), "ab" * 32, operator.address()))
+    ledger = Ledger(backend)
+    # Injective's contract addresses are 20 bytes (wasmd's are 32).
+    assert backend.contract_address.startswith("inj1") and len(backend.contract_address) == 42
+    assert ledger.config().initial_model_hash == "ab" * 32
+    assert ledger.spec() == spec()
+
+
+@pytest.mark.devnet
+def test_staking_and_every_query_through_the_ledger(devnet_deploy):
+    c = devnet_deploy(spec(unbonding_epochs=0))
+    ledger = c.ledger
+    held = sum(ledger.balance(a) for a in c.accounts.values()) + ledger.balance(c.address)
+    host, validator, funder = c.key("host1"), c.key("validator1"), c.key("funder")
+    results = []
+
+    r = ledger.bond(host, "host", "http://host1:8000", BOND)
+    results.append(r)
+    assert r.gas_used > 0 and r.fee > 0 and r.height > 0 and len(r.tx_hash) == 64
+    assert r.attribute("action") == "bond" and r.attribute("bonded") == str(BOND)
+    assert r.attribute("amount", "wasm-stake") == str(BOND)
+    results.append(ledger.bond(validator, "validator", "http://validator1:8000", 700))
+    assert_solvent(c)
+
+    config = ledger.config()
+    assert config.denom == "inj" and config.treasury == c.addr("treasury") and config.admin is None
+    assert config.run_id == spec(unbonding_epochs=0).run_id().hex()
+    member = ledger.member(host.address())
+    assert member is not None and member.role == "host" and int(member.bonded) == BOND
+    assert member.endpoint == "http://host1:8000"
+    assert ledger.member(c.addr("outsider")) is None
+    assert {m.address for m in ledger.members()} == {host.address(), validator.address()}
+    assert [m.address for m in ledger.members(role="validator")] == [validator.address()]
+    first = ledger.members(limit=1)
+    assert len(first) == 1 and ledger.members(start_after=first[0].address)[0].address != first[0].address
+
+    results.append(ledger.unbond(host, 2_000))
+    acc = ledger.accounting()
+    assert (int(acc.bonded), int(acc.unbonding), int(acc.reward_pool)) == (BOND - 2_000 + 700, 2_000, 0)
+    assert_solvent(c)
+    before = ledger.balance(host.address())
+    r = ledger.claim(host)
+    results.append(r)
+    assert ledger.balance(host.address()) == before + 2_000 - r.fee  # paid out, fee deducted
+    results.append(ledger.fund_rewards(funder, 123))
+    assert int(ledger.accounting().reward_pool) == 123
+    assert_solvent(c)
+    assert ledger.height() >= r.height and ledger.denom == "inj"
+    # Conservation: the accounts and the contract hold what they held, less the fees paid.
+    after = sum(ledger.balance(a) for a in c.accounts.values()) + ledger.balance(c.address)
+    assert after + sum(r.fee for r in results) == held
+    # The fee is exactly gas limit × 1.6e8 inj (the chain's minimum gas price).
+    assert all(r.fee % 160_000_000 == 0 and r.fee // 160_000_000 > r.gas_used for r in results)
+
+
+@pytest.mark.devnet
+def test_fees_are_accounted_exactly(devnet_deploy):
+    c = devnet_deploy(spec())
+    total = c.total_funds()
+    c.execute("host1", {"bond": {"role": "host", "endpoint": "http://h"}}, BOND)
+    c.execute("host2", {"bond": {"role": "host", "endpoint": "http://h2"}}, BOND + 1)
+    c.execute("funder", {"fund_rewards": {}}, 77)
+    c.execute("host1", {"unbond": {"amount": "10"}})
+    # A refusal inside a block (explicit gas: no simulation first) costs its fee too.
+    with pytest.raises(ContractError, match="cannot unbond") as refused:
+        c.execute("host2", {"unbond": {"amount": str(10**9)}}, gas_limit=400_000)
+    assert refused.value.fee == 400_000 * 160_000_000
+    # A refusal found by simulation costs nothing.
+    with pytest.raises(ContractError, match="nothing to claim"):
+        c.execute("host1", {"claim": {}})
+    assert c.total_funds() == total
+    assert_solvent(c)
+    assert c.fees_paid > 0
+
+
+@pytest.mark.devnet
+def test_contract_errors_reach_the_caller_verbatim(devnet_deploy):
+    c = devnet_deploy(spec(), names=("operator", "treasury", "host1"))
+    ledger = c.ledger
+    host = c.key("host1")
+    with pytest.raises(ContractError) as err:
+        ledger.unbond(host, 5)
+    assert str(err.value) == f"unbond: {host.address()} is not a member"
+    with pytest.raises(ContractError) as err:
+        c.execute("host1", {"bond": {"role": "host", "endpoint": "http://h"}}, {"uatom": 5})
+    assert str(err.value) == "bond: funds must be exactly one coin of denom inj with a nonzero amount, got 5uatom"
+    with pytest.raises(ContractError, match="^claim: "):
+        ledger.claim(host)
+    with pytest.raises(ContractError, match="unknown variant `nope`"):
+        c.query({"nope": {}})
+    # Not the contract: the bank refuses, and that is a LedgerError but not a ContractError.
+    with pytest.raises(LedgerError) as err:
+        ledger.bond(host, "host", "http://h", 10**30)
+    assert not isinstance(err.value, ContractError) and "insufficient funds" in str(err.value)
+    with pytest.raises(ContractError, match="^instantiate: "):
+        c.deploy(c.instantiate_msg(denom="uatom"))
+    assert ledger.member(host.address()) is None and c.accounting() == {"bonded": 0, "unbonding": 0,
+                                                                          "reward_pool": 0}
+
+
+@pytest.mark.devnet
+def test_one_account_pipelines_many_transactions(devnet_deploy):
+    c = devnet_deploy(spec(), names=("operator", "treasury", "funder", "host1"))
+    backend: CosmosBackend = c.backend
+    funder, host = c.key("funder"), c.key("host1")
+    pending = [backend.submit(funder, {"fund_rewards": {}}, 100 + i) for i in range(12)]
+    assert [p.sequence for p in pending] == list(range(pending[0].sequence, pending[0].sequence + 12))
+    # Dependent messages need an explicit gas limit: a simulation sees only committed state.
+    bond = backend.submit(host, {"bond": {"role": "host", "endpoint": "http://h"}}, BOND, gas_limit=400_000)
+    unbond = backend.submit(host, {"unbond": {"amount": "1000"}}, gas_limit=400_000)
+    results = [backend.wait(p) for p in pending]
+    assert len({r.height for r in results}) <= 3  # a handful of blocks, not one per transaction
+    assert backend.wait(bond).height <= backend.wait(unbond).height
+    assert int(c.ledger.accounting().reward_pool) == sum(100 + i for i in range(12))
+    assert int(c.ledger.member(host.address()).bonded) == BOND - 1000
+    assert_solvent(c)
+
+
+@pytest.mark.devnet
+def test_sequence_mismatch_is_recovered(devnet, devnet_deploy):
+    c = devnet_deploy(spec(), names=("operator", "treasury", "funder"))
+    funder = c.key("funder")
+    c.execute("funder", {"fund_rewards": {}}, 1)  # the backend now caches funder's sequence
+    # Another client uses the same account behind this one's back.
+    with devnet.connect() as other:
+        other.execute_contract(funder, c.address, {"fund_rewards": {}}, 2)
+        other.execute_contract(funder, c.address, {"fund_rewards": {}}, 3)
+    c.execute("funder", {"fund_rewards": {}}, 4)  # stale sequence -> mismatch -> re-sync -> success
+    # The same with an explicit gas limit (the mismatch then comes from CheckTx, not the simulation).
+    with devnet.connect() as other:
+        other.execute_contract(funder, c.address, {"fund_rewards": {}}, 5)
+    c.execute("funder", {"fund_rewards": {}}, 6, gas_limit=300_000)
+    assert c.accounting()["reward_pool"] == 21
+
+
+@pytest.mark.devnet
+def test_unreachable_node_is_a_ledger_error(devnet):
+    chain = CosmosChain("grpc+http://127.0.0.1:1", injective(devnet.chain_id), reconnect_timeout=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(LedgerError, match="unreachable"):
+        chain.height()
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(LedgerError):
+        chain.balance(PrivateKey(b"\1" * 32).address())
+    chain.close()
+
+
+@pytest.mark.devnet
+def test_a_transaction_the_tx_index_lost_is_found_in_its_block(devnet_deploy, monkeypatch):
+    """A node stopped between committing a block and indexing it never indexes its transactions
+    (seen on this devnet); the result then comes from the block and CometBFT's block_results."""
+    import chain.cosmos.chain as chain_module
+
+    c = devnet_deploy(spec(), names=("operator", "treasury", "funder"))
+    monkeypatch.setattr(chain_module, "_RECHECK_AFTER_S", 0.3)
+    real_get_tx = c.chain._get_tx
+    monkeypatch.setattr(c.chain, "_get_tx", lambda tx_hash: None)
+    pending = c.backend.submit(c.key("funder"), {"fund_rewards": {}}, 42)
+    misses = c.chain.index_misses
+    result = c.backend.wait(pending)
+    assert c.chain.index_misses == misses + 1
+    assert result.attribute("action") == "fund_rewards" and result.gas_used > 0
+    monkeypatch.setattr(c.chain, "_get_tx", real_get_tx)
+    indexed = c.backend.wait(pending)  # the same transaction, through the tx index
+    assert (indexed.height, indexed.gas_used, indexed.fee) == (result.height, result.gas_used, result.fee)
+    assert indexed.events == result.events
+    # In-block failures are read from block_results too.
+    monkeypatch.setattr(c.chain, "_get_tx", lambda tx_hash: None)
+    failing = c.backend.submit(c.key("funder"), {"unbond": {"amount": "1"}}, gas_limit=300_000)
+    with pytest.raises(ContractError, match="is not a member"):
+        c.backend.wait(failing)
+
+
+@pytest.mark.devnet
+def test_restart_in_the_middle_of_a_sequence_loses_nothing(devnet, devnet_deploy):
+    """The node stops and restarts (same home) while one account sends contract transactions, some
+    of them in flight: the client reconnects, re-broadcasts what the node dropped, and every
+    transaction lands exactly once."""
+    c = devnet_deploy(spec(), names=("operator", "treasury", "funder", "host1"))
+    ledger = c.ledger
+    funder, host = c.key("funder"), c.key("host1")
+    ledger.bond(host, "host", "http://h", BOND)
+    total = c.total_funds()
+
+    def bounce() -> None:
+        time.sleep(0.6)
+        devnet.stop()
+        time.sleep(1.0)
+        devnet.start()
+
+    bouncer = threading.Thread(target=bounce)
+    bouncer.start()
+    results = []
+    for i in range(12):  # sequential sends across the outage (~0.2 s each while the node is up)
+        results.append(c.execute("funder", {"fund_rewards": {}}, 10 + i))
+    bouncer.join()
+    assert devnet.status().running
+    assert c.chain.client.outages >= 1, "the outage went unnoticed: the test did not test it"
+    # Pipelined transactions in the mempool when the node goes down are re-broadcast. Right after
+    # a block the next proposal is ~200 ms away, so they are still in the mempool when it stops.
+    c.ledger.wait_for_height(c.ledger.height() + 1)
+    rebroadcasts = c.chain.rebroadcasts
+    pending = [c.backend.submit(funder, {"fund_rewards": {}}, 1, gas_limit=250_000) for _ in range(5)]
+    devnet.stop()
+    devnet.start()
+    results += [c.backend.wait(p) for p in pending]
+    for p in pending:
+        c.fees[funder.address()] += p.fee
+    assert all(r.fee > 0 for r in results)
+    assert c.chain.rebroadcasts >= rebroadcasts + 1
+    assert c.accounting()["reward_pool"] == sum(10 + i for i in range(12)) + 5
+    assert int(ledger.member(host.address()).bonded) == BOND
+    assert c.total_funds() == total
+    assert_solvent(c)
+    # The account's sequence equals the transactions it sent: nothing twice, nothing lost.
+    _, sequence = c.chain.account(funder.address())
+    assert sequence == 12 + 5
