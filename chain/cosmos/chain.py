@@ -60,6 +60,7 @@ from google.protobuf.message import Message
 from chain.cosmos.client import CosmosClient
 from chain.cosmos.config import ChainConfig
 from chain.cosmos.errors import (
+    CODE_OUT_OF_GAS,
     CODE_TX_IN_MEMPOOL_CACHE,
     CODE_WRONG_SEQUENCE,
     CosmosTxError,
@@ -150,6 +151,7 @@ class CosmosChain:
         self._known_height = 1  # the highest height seen; a lower bound for new transactions' blocks
         self.rebroadcasts = 0  # transactions the node had lost and took again
         self.index_misses = 0  # transactions found in blocks but not in the node's tx index
+        self.out_of_gas_retries = 0  # simulated transactions that ran out of gas in the block and were re-sent
 
     @property
     def url(self) -> str:
@@ -457,8 +459,27 @@ class CosmosChain:
 
     def broadcast(self, key: PrivateKey, msgs: Sequence[Message], *, gas_limit: int | None = None,
                   memo: str = "") -> TxResult:
-        """:meth:`submit` then :meth:`wait`."""
-        return self.wait(self.submit(key, msgs, gas_limit=gas_limit, memo=memo))
+        """:meth:`submit` then :meth:`wait`.
+
+        With simulated gas, a transaction that runs out of gas in its block is simulated and sent
+        once more. That happens when others' transactions land first and change what it does:
+        the message that completes a phase also closes it (the contract's early close), which a
+        simulation on the previous block's state cannot foresee. The result's ``fee`` then covers
+        both attempts.
+        """
+        try:
+            return self.wait(self.submit(key, msgs, gas_limit=gas_limit, memo=memo))
+        except CosmosTxError as exc:
+            if gas_limit is not None or (exc.codespace, exc.code) != ("sdk", CODE_OUT_OF_GAS) or not exc.tx_hash:
+                raise
+            lost = int(getattr(exc, "fee", 0))
+        self.out_of_gas_retries += 1
+        try:
+            result = self.wait(self.submit(key, msgs, memo=memo))
+        except LedgerError as exc:
+            exc.fee = int(getattr(exc, "fee", 0)) + lost  # type: ignore[attr-defined]
+            raise
+        return result.model_copy(update={"fee": result.fee + lost})
 
     # -- messages -----------------------------------------------------------------------------
 

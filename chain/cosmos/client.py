@@ -45,6 +45,19 @@ from chain.ledger import LedgerError
 T = TypeVar("T")
 
 RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# A request cut off by a node shutting down may also end as UNKNOWN/INTERNAL with these details.
+_TRANSPORT_FAILURES = ("stream removed", "rst_stream", "socket closed", "connection reset", "goaway",
+                       "broken pipe", "failed to connect", "connection refused")
+
+
+def is_transport_failure(exc: grpc.RpcError) -> bool:
+    """Whether a gRPC error means the node was (or went) unreachable, not that it refused."""
+    code = exc.code() if hasattr(exc, "code") else None
+    if code in RETRYABLE:
+        return True
+    if code in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED):
+        return any(marker in _details(exc).lower() for marker in _TRANSPORT_FAILURES)
+    return False
 _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.min_reconnect_backoff_ms", 50),
@@ -125,7 +138,8 @@ class CosmosClient(LedgerClient):
         """Run ``request(deadline_seconds)`` (a gRPC call on this client's stubs), retrying while the
         node is unreachable.
 
-        Other gRPC errors propagate unchanged (the caller knows what they mean).
+        Errors that mean a lost connection (:func:`is_transport_failure`) are retried; other gRPC
+        errors propagate unchanged (the caller knows what they mean).
 
         Raises:
             NodeUnreachable: the node stayed unreachable for ``timeout`` (default ``reconnect_timeout``).
@@ -138,7 +152,7 @@ class CosmosClient(LedgerClient):
                 answer = request(self.call_timeout)
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else None
-                if code not in RETRYABLE:
+                if not is_transport_failure(exc):
                     self.outages += failures > 0  # the node is back (and answered with an error)
                     raise
                 failures += 1

@@ -315,3 +315,72 @@ def test_restart_in_the_middle_of_a_sequence_loses_nothing(devnet, devnet_deploy
     # The account's sequence equals the transactions it sent: nothing twice, nothing lost.
     _, sequence = c.chain.account(funder.address())
     assert sequence == 12 + 5
+
+
+@pytest.mark.devnet
+def test_restart_during_the_train_phase_then_the_epoch_completes(devnet, devnet_deploy):
+    """The node restarts while hosts are committing in the train phase; the epoch then runs to
+    its end (reveal, verify, propose) and the books balance."""
+    from ledger_env import DEFAULT_NAMES, LedgerEnv, digest, make_spec
+
+    env = LedgerEnv(devnet_deploy(make_spec(), DEFAULT_NAMES))
+    hosts, validators = ["host1", "host2", "host3"], ["validator1", "validator2"]
+    env.bond_all(hosts + validators)
+    env.fund_rewards(10_000)
+    total = env.total_funds()
+    e = env.play_epoch(hosts, validators, stop_after="join")
+    assert env.epoch(e).phase == "train"
+
+    def bounce() -> None:
+        time.sleep(0.3)
+        devnet.stop()
+        time.sleep(1.0)
+        devnet.start()
+
+    bouncer = threading.Thread(target=bounce)
+    bouncer.start()
+    outages = env.driver.chain.client.outages
+    for name in hosts:  # the outage falls among these
+        env.commit(name, e)
+    bouncer.join()
+    assert env.driver.chain.client.outages > outages
+    assert env.epoch(e).phase == "reveal"  # every host committed: train closed early
+    assert sorted(env.epoch(e).committed) == sorted(env.addr(h) for h in hosts)
+
+    for name in hosts + validators:
+        env.reveal(name, e)
+    assert env.epoch(e).phase == "verify"
+    for name in validators:
+        for challenge in env.challenges(name, e):
+            env.verdict(name, challenge.host, challenge.segment, "pass", epoch=e)
+    assert env.epoch(e).phase == "propose"
+    for address in env.epoch(e).accepted:
+        env.propose(env.name_of(address), digest(f"theta:{e + 1}"), e)
+    done = env.epoch(e)
+    assert done.agreed and done.next_model_hash == digest(f"theta:{e + 1}")
+    assert env.current() == e + 1 and env.epoch().phase == "join"
+    assert sorted(done.accepted) == sorted(env.addr(h) for h in hosts)
+    assert env.total_funds() == total
+    env.assert_books()
+
+
+@pytest.mark.devnet
+def test_a_simulated_tx_that_runs_out_of_gas_in_its_block_is_sent_again(devnet_deploy, monkeypatch):
+    """Another participant's message can land first and make ours close a phase, which costs
+    more than its simulation saw; the backend re-simulates and resends once, and both fees count."""
+    c = devnet_deploy(spec(), names=("operator", "treasury", "funder"))
+    total = c.total_funds()
+    simulated: list[int] = []
+    real = ChainConfig.gas_limit
+
+    def stingy_first(self: ChainConfig, gas: int) -> int:
+        simulated.append(gas)
+        return gas if len(simulated) == 1 else real(self, gas)  # the bare simulation under-reports
+
+    monkeypatch.setattr(ChainConfig, "gas_limit", stingy_first)
+    retries = c.chain.out_of_gas_retries
+    result = c.execute("funder", {"fund_rewards": {}}, 5)
+    assert c.chain.out_of_gas_retries == retries + 1 and len(simulated) == 2
+    assert result.fee == (simulated[0] + real(c.chain.config, simulated[1])) * 160_000_000
+    assert c.accounting()["reward_pool"] == 5
+    assert c.total_funds() == total
