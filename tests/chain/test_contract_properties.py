@@ -1,0 +1,234 @@
+"""Random sequences of messages from random participants with random block advances: after every
+step funds are conserved to the last unit and the books balance, and no sequence traps the
+contract (a refusal is a ``ContractError``; a ``VmError`` or any other exception is a bug).
+
+Runs on the embedded chain, where the whole bank can be summed: total supply is constant and the
+contract's balance equals bonded + unbonding + reward pool. Short phases (a few blocks, and every
+transaction is a block) make random walks cross epochs, finalize, slash and pay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from chain.ledger import ContractError
+from ledger_env import DENOM, EmbeddedDriver, LedgerEnv, digest, make_spec
+
+HOSTS = ["host1", "host2", "host3"]
+VALIDATORS = ["validator1", "validator2", "validator3"]
+MEMBERS = [*HOSTS, *VALIDATORS]
+NAMES = ["operator", "treasury", "funder", "outsider", *MEMBERS]
+SPEC = make_spec(
+    reward_per_epoch="700", unbonding_epochs=1, min_host_stake="1000", min_validator_stake="500",
+    phases={"join_blocks": 12, "train_blocks": 10, "reveal_blocks": 10, "verify_blocks": 20, "propose_blocks": 10,
+            "min_hosts": 1, "min_validators": 1, "max_hosts": 3, "max_validators": 3},
+)
+MODELS = [digest("model-a"), digest("model-b")]
+
+names = st.sampled_from(MEMBERS)
+anyone = st.sampled_from(NAMES)
+amounts = st.integers(min_value=1, max_value=7_000)
+epoch_offsets = st.sampled_from([0, 0, 0, -1, 1])
+
+
+class ContractMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.env = LedgerEnv(EmbeddedDriver(SPEC, NAMES))
+        self.chain = self.env.driver.chain
+        self.supply = self.chain.total_supply(DENOM)
+        self.steps = 0
+
+    def attempt(self, action) -> None:
+        """Run one message; a refusal is fine, anything else (a trap) is a bug."""
+        self.steps += 1
+        try:
+            action()
+        except ContractError:
+            pass
+
+    def epoch_of(self, offset: int) -> int:
+        return max(0, self.env.current() + offset)
+
+    @initialize(stakes=st.lists(st.sampled_from([0, 400, 999, 1000, 2000, 5000, 5000, 5000]), min_size=6,
+                                max_size=6),
+                pool=st.sampled_from([0, 300, 5_000]))
+    def start(self, stakes: list[int], pool: int) -> None:
+        for name, stake in zip(MEMBERS, stakes):
+            if stake:
+                self.attempt(lambda: self.env.bond(name, stake))
+        if pool:
+            self.attempt(lambda: self.env.fund_rewards(pool))
+
+    # -- honest moves, so that random walks cross phases and epochs ---------------------------------
+
+    @rule(who=st.lists(names, min_size=1, max_size=6, unique=True),
+          outcomes=st.lists(st.sampled_from(["pass"] * 12 + ["fail", "unavailable", None]),
+                            min_size=8, max_size=8),
+          model=st.sampled_from(MODELS))
+    def act(self, who: list[str], outcomes: list[str | None], model: str) -> None:
+        """Each of ``who`` does what the current phase expects of it (verdicts drawn from
+        ``outcomes``, None = stays silent)."""
+        self._act(who, outcomes, model)
+
+    @rule(outcomes=st.lists(st.sampled_from(["pass"] * 12 + ["fail", "unavailable", None]),
+                            min_size=8, max_size=8),
+          model=st.sampled_from(MODELS))
+    def everyone_acts(self, outcomes: list[str | None], model: str) -> None:
+        self._act(MEMBERS, outcomes, model)
+
+    def _act(self, who: list[str], outcomes: list[str | None], model: str) -> None:
+        for name in who:
+            info = self.env.epoch()
+            e = info.epoch
+            if info.phase == "join":
+                self.attempt(lambda: self.env.join(name, e))
+            elif info.phase == "train":
+                self.attempt(lambda: self.env.commit(name, e))
+            elif info.phase == "reveal":
+                self.attempt(lambda: self.env.reveal(name, e))
+            elif info.phase == "verify" and name in VALIDATORS:
+                for i, c in enumerate(self.env.challenges(name, e)):
+                    outcome = outcomes[i % len(outcomes)]
+                    if outcome is not None and not c.voted:
+                        self.attempt(lambda: self.env.verdict(name, c.host, c.segment, outcome, epoch=e))
+            elif info.phase == "propose":
+                self.attempt(lambda: self.env.propose(name, model, e))
+
+    # -- stake -------------------------------------------------------------------------------------
+
+    @rule(name=names, amount=amounts)
+    def bond(self, name: str, amount: int) -> None:
+        self.attempt(lambda: self.env.bond(name, amount))
+
+    @rule(name=names, amount=amounts)
+    def unbond(self, name: str, amount: int) -> None:
+        self.attempt(lambda: self.env.unbond(name, amount))
+
+    @rule(name=names)
+    def claim(self, name: str) -> None:
+        self.attempt(lambda: self.env.claim(name))
+
+    @rule(amount=st.integers(min_value=1, max_value=3_000))
+    def fund_rewards(self, amount: int) -> None:
+        self.attempt(lambda: self.env.fund_rewards(amount))
+
+    # -- the epoch ---------------------------------------------------------------------------------
+
+    @rule(name=anyone, offset=epoch_offsets, honest=st.booleans())
+    def join(self, name: str, offset: int, honest: bool) -> None:
+        epoch = self.epoch_of(offset)
+        beacon = None if honest else digest(f"garbage:{name}:{epoch}")
+        self.attempt(lambda: self.env.join(name, epoch, beacon=beacon))
+
+    @rule(name=anyone, offset=epoch_offsets, segments=st.sampled_from([2, 2, 2, 1, 3]))
+    def commit(self, name: str, offset: int, segments: int) -> None:
+        self.attempt(lambda: self.env.commit(name, self.epoch_of(offset), segments=segments))
+
+    @rule(name=anyone, offset=epoch_offsets, honest=st.booleans())
+    def reveal(self, name: str, offset: int, honest: bool) -> None:
+        epoch = self.epoch_of(offset)
+        secret = None if honest else hashlib.sha256(f"wrong:{name}".encode()).digest()
+        self.attempt(lambda: self.env.reveal(name, epoch, secret=secret))
+
+    @rule(name=st.sampled_from([*VALIDATORS, "host1", "outsider"]), pick=st.integers(0, 7),
+          outcome=st.sampled_from(["pass", "pass", "fail", "unavailable"]), assigned=st.booleans())
+    def verdict(self, name: str, pick: int, outcome: str, assigned: bool) -> None:
+        epoch = self.env.current()
+        mine = self.env.challenges(name, epoch) if name in VALIDATORS else []
+        if assigned and mine:
+            c = mine[pick % len(mine)]
+            host, segment = c.host, c.segment
+        else:
+            host, segment = self.env.addr(HOSTS[pick % len(HOSTS)]), pick % 3
+        self.attempt(lambda: self.env.verdict(name, host, segment, outcome, epoch=epoch))
+
+    @rule(name=anyone, model=st.sampled_from(MODELS), offset=epoch_offsets)
+    def propose(self, name: str, model: str, offset: int) -> None:
+        self.attempt(lambda: self.env.propose(name, model, self.epoch_of(offset)))
+
+    @rule(name=anyone)
+    def advance(self, name: str) -> None:
+        self.attempt(lambda: self.env.advance(name))
+
+    @rule(blocks=st.integers(min_value=1, max_value=12))
+    def mine(self, blocks: int) -> None:
+        self.env.mine(blocks)
+
+    @rule(name=anyone, msg=st.sampled_from([
+        {"join": {"epoch": -1, "beacon_commit": "00" * 32}},
+        {"commit": {"epoch": 0}},
+        {"verdict": {"epoch": 0, "host": "inj1" + "q" * 38, "segment": 4294967295, "outcome": "fail",
+                     "distance": "0", "evidence": "00" * 32}},
+        {"verdict": {"epoch": 0, "host": "x" * 300, "segment": 0, "outcome": "pass", "distance": "0",
+                     "evidence": "00" * 32}},
+        {"propose_model": {"epoch": 18446744073709551615, "model_hash": "00" * 32, "val_loss_micro": 0}},
+        {"reveal": {"epoch": 0, "secret": "zz"}},
+        {"advance": {"now": True}},
+        {"unbond": {"amount": "340282366920938463463374607431768211455"}},
+    ]), funds=st.sampled_from([0, 0, 1]))
+    def malformed(self, name: str, msg: dict, funds: int) -> None:
+        self.attempt(lambda: self.env.raw(name, msg, funds))
+
+    # -- invariants ---------------------------------------------------------------------------------
+
+    @invariant()
+    def funds_are_conserved(self) -> None:
+        assert self.chain.total_supply(DENOM) == self.supply
+
+    @invariant()
+    def the_books_balance(self) -> None:
+        accounting = self.env.accounting()
+        assert self.env.balance(self.env.address) == sum(accounting.values())
+        members = self.env.ledger.members()
+        assert accounting["bonded"] == sum(int(m.bonded) for m in members)
+        assert accounting["unbonding"] == sum(int(u.amount) for m in members for u in m.unbonding)
+
+    @invariant()
+    def eligibility_counts_are_exact(self) -> None:
+        stored = json.loads(self.chain.raw_storage(self.env.address, b"eligible") or b"{}")
+        minimum = {"host": 1000, "validator": 500}
+        counts = {"hosts": 0, "validators": 0}
+        for m in self.env.ledger.members():
+            if int(m.bonded) >= minimum[m.role] and int(m.bonded) > 0:
+                counts[m.role + "s"] += 1
+        assert {"hosts": stored.get("hosts", 0), "validators": stored.get("validators", 0)} == counts
+
+    @invariant()
+    def queries_answer_in_shape(self) -> None:
+        info = self.env.epoch()  # the Ledger validates every answer against protocol.views
+        assert info.phase != "closed"
+        report = self.env.report(info.epoch)
+        if info.epoch > 0:
+            previous = self.env.epoch(info.epoch - 1)
+            assert previous.phase == "closed"
+            assert info.prev_seed == previous.seed and info.model_hash == previous.next_model_hash
+            done = self.env.report(info.epoch - 1)
+            paid = sum(int(h.reward) for h in done.hosts) + sum(
+                int(v.reward) for v in done.validators)
+            assert str(paid) == done.rewards_total
+            assert int(done.to_treasury) + int(done.to_catchers) == int(done.slashed_total)
+        assert len(report.hosts) <= 3 and len(report.validators) <= 3
+
+
+def _run(examples: int, steps: int) -> None:
+    machine = ContractMachine
+    machine.TestCase.settings = settings(
+        max_examples=examples, stateful_step_count=steps, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    machine.TestCase().runTest()
+
+
+def test_random_sequences_conserve_funds_and_never_trap() -> None:
+    _run(examples=8, steps=40)
+
+
+@pytest.mark.slow
+def test_random_sequences_conserve_funds_and_never_trap_long() -> None:
+    _run(examples=60, steps=80)
