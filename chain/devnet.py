@@ -247,7 +247,9 @@ class Devnet:
         self.home = Path(home).expanduser().absolute()
         self.ports = ports or DevnetPorts()
         self.chain_id = chain_id
-        self.accounts = list(accounts) if accounts is not None else [GenesisAccount.test(n) for n in DEFAULT_TEST_ACCOUNTS]
+        if accounts is None:
+            accounts = [GenesisAccount.test(n) for n in DEFAULT_TEST_ACCOUNTS]
+        self.accounts = list(accounts)
         names = [a.name for a in self.accounts]
         if len(set(names)) != len(names) or len({a.address for a in self.accounts}) != len(names):
             raise DevnetError("devnet account names and addresses must be unique")

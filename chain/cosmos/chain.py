@@ -492,7 +492,8 @@ class CosmosChain:
             items = dict(funds)
         return [CoinProto(denom=d, amount=str(a)) for d, a in sorted(items.items()) if a]
 
-    def execute_msg(self, key: PrivateKey, contract: str, msg: Mapping[str, Any], funds: Funds = None) -> MsgExecuteContract:
+    def execute_msg(self, key: PrivateKey, contract: str, msg: Mapping[str, Any],
+                    funds: Funds = None) -> MsgExecuteContract:
         return MsgExecuteContract(sender=key.address(self.config.prefix), contract=contract,
                                   msg=json.dumps(msg, separators=(",", ":")).encode(), funds=self.coins(funds))
 
