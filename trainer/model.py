@@ -1,0 +1,174 @@
+"""A small decoder-only transformer (GPT) over bytes, in plain torch, and the model resolver.
+
+nanoGPT-shaped: token and position embeddings, ``n_layer`` pre-norm blocks (causal self-attention
+then an MLP, each with a residual), a final LayerNorm and an untied output projection (untied so
+every parameter is one named tensor in checkpoints). Attention is written out (scores, mask,
+softmax) rather than calling a fused kernel: at these context lengths it costs little, and every
+operation is one a validator's torch build computes the same way.
+
+A run spec names its model as ``module:function`` plus keyword parameters
+(``spec.model.factory`` / ``spec.model.params``); :func:`build_model` resolves it, so a user can
+train any ``nn.Module`` whose ``forward(idx)`` maps int64 tokens ``[B, T]`` to logits ``[B, T, V]``.
+Initialization is deterministic from ``spec.train.seed``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from decimal import Decimal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from protocol.spec import RunSpec
+
+from trainer.data import VOCAB_SIZE
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention where position t sees positions 0..t only."""
+
+    def __init__(self, d_model: int, n_head: int, block_size: int, dropout: float) -> None:
+        super().__init__()
+        if d_model % n_head:
+            raise ValueError(f"d_model ({d_model}) must be a multiple of n_head ({n_head})")
+        self.n_head = n_head
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
+        self.register_buffer("mask", mask.view(1, 1, block_size, block_size), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        # [B, T, D] -> [B, heads, T, D/heads]
+        q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(~self.mask[:, :, :t, :t], float("-inf"))
+        att = self.dropout(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(b, t, d)
+        return self.dropout(self.proj(y))
+
+
+class MLP(nn.Module):
+    """Position-wise feed-forward: d -> 4d -> d with GELU."""
+
+    def __init__(self, d_model: int, dropout: float) -> None:
+        super().__init__()
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.proj = nn.Linear(4 * d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: ``x + attn(ln(x))`` then ``x + mlp(ln(x))``."""
+
+    def __init__(self, d_model: int, n_head: int, block_size: int, dropout: float) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head, block_size, dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model, dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """Decoder-only transformer language model over a byte vocabulary."""
+
+    def __init__(self, n_layer: int, n_head: int, d_model: int, block_size: int,
+                 vocab_size: int = VOCAB_SIZE, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.block_size = block_size
+        self.tok = nn.Embedding(vocab_size, d_model)
+        self.pos = nn.Embedding(block_size, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(d_model, n_head, block_size, dropout) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.apply(self._init)
+        # GPT-2: scale the residual projections by 1/sqrt(2 * n_layer) so the stream's variance
+        # does not grow with depth.
+        for name, p in self.named_parameters():
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * n_layer))
+
+    @staticmethod
+    def _init(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Logits ``[B, T, vocab]`` for int64 tokens ``[B, T]``, ``T <= block_size``."""
+        t = idx.size(1)
+        if t > self.block_size:
+            raise ValueError(f"sequence of {t} tokens exceeds the model's block_size {self.block_size}")
+        x = self.drop(self.tok(idx) + self.pos(torch.arange(t, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def build_gpt(n_layer: int = 2, n_head: int = 4, d_model: int = 128, block_size: int = 128,
+              vocab_size: int = VOCAB_SIZE, dropout: str = "0") -> GPT:
+    """The default model factory of a run spec (``trainer.model:build_gpt``).
+
+    Args:
+        n_layer: transformer blocks.
+        n_head: attention heads (must divide ``d_model``).
+        d_model: embedding width.
+        block_size: longest sequence (``spec.data.seq_len`` must not exceed it).
+        vocab_size: 256 for the byte tokenizer.
+        dropout: dropout probability as a decimal string (run specs carry no floats), e.g. ``"0.1"``.
+    """
+    p = Decimal(dropout)
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+    return GPT(n_layer, n_head, d_model, block_size, vocab_size, float(p))
+
+
+def resolve_factory(factory: str):
+    """Import ``package.module:function`` and return the function."""
+    module_name, _, attr = factory.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"model factory {factory!r} cannot be imported: {exc}") from None
+    if not callable(fn):
+        raise ValueError(f"model factory {factory!r} is not callable")
+    return fn
+
+
+def build_model(spec: RunSpec) -> nn.Module:
+    """The run's model with its initial weights θ_0, deterministic from ``spec.train.seed``.
+
+    The global RNG is seeded inside a fork, so building a model neither depends on nor disturbs
+    the caller's random state.
+    """
+    factory = resolve_factory(spec.model.factory)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(spec.train.seed)
+        model = factory(**spec.model.params)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model factory {spec.model.factory!r} returned {type(model).__name__}, not an nn.Module")
+    block = getattr(model, "block_size", None)
+    if block is not None and spec.data.seq_len > block:
+        raise ValueError(f"data.seq_len {spec.data.seq_len} exceeds the model's block_size {block}")
+    return model.float()
+
+
+def parameter_shapes(spec: RunSpec) -> dict[str, torch.Size]:
+    """Name -> shape of every parameter of the run's model (what checkpoints and Δs must contain)."""
+    with torch.device("meta"):
+        model = resolve_factory(spec.model.factory)(**spec.model.params)
+    return {name: p.shape for name, p in model.named_parameters()}
