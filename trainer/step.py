@@ -1,0 +1,249 @@
+"""THE inner training step: the one function hosts train with and validators replay with.
+
+``(model parameters, AdamW state, step counter, RNG state, batch) -> (next state, loss)``.
+
+A :class:`Stepper` holds a model and its AdamW optimizer; :meth:`Stepper.load` puts a
+:class:`TrainState` into them, :meth:`Stepper.step` performs one inner step on a batch, and
+:meth:`Stepper.export` reads the state back out. There is no other code path that updates
+weights during an epoch: the host's inner loop, the island ranks, the single-process replay of an
+island (gradient accumulation) and the DiLoCo simulation all call :meth:`Stepper.step`.
+
+One step, for the island-wide batch of ``B`` rows split into ``M`` micro-batches
+(``micro_batches``; an island of ``W`` ranks has ``M = W · A``, rank ``r`` owning rows
+``[r·B/W, (r+1)·B/W)`` as its ``A`` consecutive micro-batches):
+
+1. for each micro-batch ``j`` (global index), with the RNG seeded by :func:`micro_seed`
+   ``(rng_key, step, j)``: forward, mean cross-entropy ``ℓ_j`` over its tokens, backward of ``ℓ_j / M``;
+2. across ranks, one all-reduce (sum) of the gradients and of ``Σ ℓ_j``;
+3. clip the global gradient norm to ``grad_clip`` (0 turns clipping off);
+4. AdamW (``lr``, ``beta1``, ``beta2``, ``eps``; ``weight_decay`` on matrices only);
+5. the step's loss is ``(Σ_j ℓ_j) / M`` in float32.
+
+With ``W = 2`` a one-process replay with ``M = 2`` adds the same two gradients as the island's
+all-reduce, so at equal thread counts it reproduces the island bit for bit (measured in
+``docs/training.md``).
+
+RNG state: a 63-bit key fixed for the epoch plus the step counter. A counter-based scheme (rather
+than a stateful generator advanced by every draw) gives each micro-batch its own stream, so an
+island's ranks and a one-process replay draw the same dropout masks for the same rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from protocol.spec import RunSpec
+
+from trainer.determinism import ADAMW_IMPL
+from trainer.model import build_model
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def epoch_rng_key(seed: int, epoch: int) -> int:
+    """The RNG key of an epoch's inner loop: ``splitmix64(seed ^ splitmix64(epoch))`` in 63 bits."""
+    return _splitmix64(seed ^ _splitmix64(epoch)) >> 1
+
+
+def micro_seed(rng_key: int, step: int, micro: int) -> int:
+    """The torch seed of micro-batch ``micro`` of inner step ``step``.
+
+    ``splitmix64(splitmix64(splitmix64(rng_key) ^ step) ^ micro)``: a pure function of the
+    committed key and the counters, so any process can draw the randomness of any micro-batch.
+    """
+    return _splitmix64(_splitmix64(_splitmix64(rng_key) ^ step) ^ micro)
+
+
+@contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    # Seed torch's CPU generator for the block and restore the caller's state afterwards (what
+    # torch.random.fork_rng does, minus its per-device bookkeeping, which costs ~0.1 ms a call).
+    generator = torch.default_generator
+    saved = generator.get_state()
+    generator.manual_seed(seed)
+    try:
+        yield
+    finally:
+        generator.set_state(saved)
+
+
+def rank_rows(batch_size: int, rank: int, world: int) -> slice:
+    """The rows of the island-wide batch that rank ``rank`` of ``world`` trains on."""
+    if batch_size % world:
+        raise ValueError(f"batch_size {batch_size} is not divisible by the island's {world} ranks")
+    per = batch_size // world
+    return slice(rank * per, (rank + 1) * per)
+
+
+@dataclass
+class TrainState:
+    """What an inner step reads and writes besides the batch.
+
+    Attributes:
+        params: parameter name -> float32 tensor.
+        exp_avg: AdamW first moments, same names and shapes (zeros at a fresh start).
+        exp_avg_sq: AdamW second moments, same names and shapes.
+        step: inner steps taken since the optimizer was fresh (AdamW's bias-correction count).
+        rng_key: the epoch's RNG key (see :func:`micro_seed`), in ``[0, 2^63)``.
+    """
+
+    params: dict[str, torch.Tensor]
+    exp_avg: dict[str, torch.Tensor]
+    exp_avg_sq: dict[str, torch.Tensor]
+    step: int
+    rng_key: int
+
+    @classmethod
+    def fresh(cls, params: dict[str, torch.Tensor], rng_key: int) -> TrainState:
+        """The start of an epoch: ``params`` with zeroed AdamW moments at step 0."""
+        params = {n: p.detach().to(torch.float32).clone() for n, p in params.items()}
+        zeros = {n: torch.zeros_like(p) for n, p in params.items()}
+        return cls(params, zeros, {n: z.clone() for n, z in zeros.items()}, 0, rng_key)
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The state as named tensors: ``param/*``, ``adam.exp_avg/*``, ``adam.exp_avg_sq/*``, ``step``, ``rng_key``."""
+        out: dict[str, torch.Tensor] = {}
+        for name in self.params:
+            out[f"param/{name}"] = self.params[name]
+            out[f"adam.exp_avg/{name}"] = self.exp_avg[name]
+            out[f"adam.exp_avg_sq/{name}"] = self.exp_avg_sq[name]
+        out["step"] = torch.tensor(self.step, dtype=torch.int64)
+        out["rng_key"] = torch.tensor(self.rng_key, dtype=torch.int64)
+        return out
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, torch.Tensor]) -> TrainState:
+        """Inverse of :meth:`tensors` (names and shapes are checked by the loader, not here)."""
+        def group(prefix: str) -> dict[str, torch.Tensor]:
+            return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+        return cls(group("param/"), group("adam.exp_avg/"), group("adam.exp_avg_sq/"),
+                   int(tensors["step"]), int(tensors["rng_key"]))
+
+
+class Stepper:
+    """A model and its AdamW optimizer, stepped only by :meth:`step`.
+
+    Args:
+        spec: the run spec (model and ``train`` hyperparameters).
+        model: a model built by :func:`trainer.model.build_model` for ``spec`` (built when omitted).
+        group: the island's process group when this process is one rank of several; ``None`` for
+            a single process.
+    """
+
+    def __init__(self, spec: RunSpec, model: nn.Module | None = None,
+                 group: dist.ProcessGroup | None = None) -> None:
+        self.model = model if model is not None else build_model(spec)
+        self.group = group
+        self.rank = dist.get_rank(group) if group is not None else 0
+        self.world = dist.get_world_size(group) if group is not None else 1
+        self.named = dict(self.model.named_parameters())
+        t = spec.train
+        # Decimals become floats here, at the boundary to torch, and nowhere earlier.
+        decay = [p for p in self.named.values() if p.dim() >= 2]
+        no_decay = [p for p in self.named.values() if p.dim() < 2]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": float(t.weight_decay)},
+             {"params": no_decay, "weight_decay": 0.0}],
+            lr=float(t.lr), betas=(float(t.beta1), float(t.beta2)), eps=float(t.eps), **ADAMW_IMPL)
+        self.grad_clip = float(t.grad_clip)
+        self.step_count = 0
+        self.rng_key = 0
+
+    def load(self, state: TrainState) -> None:
+        """Make ``state`` the current parameters, optimizer moments, step and RNG key."""
+        if set(state.params) != set(self.named):
+            missing = sorted(set(self.named) - set(state.params))
+            extra = sorted(set(state.params) - set(self.named))
+            raise ValueError(f"state does not fit the model (missing {missing[:3]}, unexpected {extra[:3]})")
+        self.optimizer.state.clear()
+        with torch.no_grad():
+            for name, p in self.named.items():
+                p.copy_(state.params[name])
+                self.optimizer.state[p] = {
+                    "step": torch.tensor(float(state.step), dtype=torch.float32),
+                    "exp_avg": state.exp_avg[name].clone(),
+                    "exp_avg_sq": state.exp_avg_sq[name].clone(),
+                }
+        self.step_count = state.step
+        self.rng_key = state.rng_key
+
+    def export(self) -> TrainState:
+        """A copy of the current state."""
+        params, m, v = {}, {}, {}
+        for name, p in self.named.items():
+            params[name] = p.detach().clone()
+            s = self.optimizer.state.get(p, {})
+            m[name] = s["exp_avg"].clone() if s else torch.zeros_like(params[name])
+            v[name] = s["exp_avg_sq"].clone() if s else torch.zeros_like(params[name])
+        return TrainState(params, m, v, self.step_count, self.rng_key)
+
+    def step(self, x: torch.Tensor, y: torch.Tensor, micro_batches: int = 1) -> float:
+        """One inner step on this process's rows of the island-wide batch.
+
+        Args:
+            x: int64 inputs ``[rows, seq_len]``: the whole batch in a single process, the rank's
+                slice (:func:`rank_rows`) in an island.
+            y: int64 targets, same shape.
+            micro_batches: ``M``, micro-batches of the island-wide batch (a multiple of the
+                island's ranks; each rank accumulates ``M / W`` of them).
+
+        Returns:
+            The step's loss (mean over the micro-batches), identical on every rank.
+
+        Raises:
+            ValueError: the rows do not split evenly, or the loss is not finite.
+        """
+        if micro_batches < 1 or micro_batches % self.world:
+            raise ValueError(f"micro_batches {micro_batches} must be a positive multiple of the "
+                             f"island's {self.world} ranks")
+        local = micro_batches // self.world
+        if len(x) % local or len(x) != len(y):
+            raise ValueError(f"{len(x)} rows do not split into {local} equal micro-batches")
+        rows = len(x) // local
+        self.model.train()
+        loss_sum = torch.zeros((), dtype=torch.float32)
+        for j in range(local):
+            xs, ys = x[j * rows:(j + 1) * rows], y[j * rows:(j + 1) * rows]
+            with _seeded(micro_seed(self.rng_key, self.step_count, self.rank * local + j)):
+                logits = self.model(xs)
+                loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ys.reshape(-1))
+                (loss / micro_batches).backward()
+            loss_sum += loss.detach()
+        params = [p for p in self.named.values() if p.grad is not None]
+        if self.world > 1:
+            self._all_reduce(params, loss_sum)
+        if not math.isfinite(loss_sum.item()):
+            raise ValueError(f"loss is not finite at inner step {self.step_count}")
+        if self.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(params, self.grad_clip, foreach=False)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step_count += 1
+        return (loss_sum / micro_batches).item()
+
+    def _all_reduce(self, params: list[torch.Tensor], loss_sum: torch.Tensor) -> None:
+        # One flat buffer, one collective: the gradients (in parameter order) and the loss sum.
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + [loss_sum.reshape(1)])
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.grad.copy_(flat[offset:offset + n].view_as(p))
+            offset += n
+        loss_sum.copy_(flat[offset])
