@@ -1,0 +1,45 @@
+"""The chain-free DiLoCo simulation: modes agree where they must, communication is counted exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainer.delta import payload_bytes, quantize
+from trainer.diloco import simulate
+from trainer.model import parameter_shapes
+
+from conftest import small_spec
+
+
+def test_one_worker_one_round_of_plain_averaging_is_single_training(dataset) -> None:
+    spec = small_spec(quantization={"scheme": "none"}, outer={"lr": "1", "momentum": "0"})
+    diloco = simulate(spec, dataset, "diloco", workers=1, steps=16, evals=1, eval_windows=128)
+    single = simulate(spec, dataset, "single", workers=1, steps=16, evals=1, eval_windows=128)
+    # θ_0 − (θ_0 − θ_H) is θ_H up to one float32 rounding
+    assert diloco.val_loss == pytest.approx(single.val_loss, abs=1e-5)
+    assert diloco.quant_error == 0.0 and diloco.bytes_sent == single.bytes_sent + 4 * sum(
+        s.numel() for s in parameter_shapes(spec).values())
+
+
+def test_equal_compute_and_bytes(dataset) -> None:
+    spec = small_spec(train={"inner_steps": 8, "segment_steps": 8})
+    params = sum(s.numel() for s in parameter_shapes(spec).values())
+    payload = payload_bytes(quantize({n: torch.zeros(s) for n, s in parameter_shapes(spec).items()},
+                                     spec.quantization))
+    runs = {m: simulate(spec, dataset, m, workers=2, steps=16, evals=2, eval_windows=128)
+            for m in ("diloco", "ddp", "single")}
+    assert [p for p, _ in runs["diloco"].curve] == [p for p, _ in runs["ddp"].curve] == [16, 32]
+    assert runs["ddp"].bytes_sent == 2 * 16 * 4 * params
+    assert runs["diloco"].bytes_sent == 2 * 2 * payload  # 2 rounds, 2 workers
+    assert runs["single"].bytes_sent == 0
+    assert 0 < runs["diloco"].quant_error < 0.01
+    for r in runs.values():
+        assert r.curve[-1][1] < r.curve[0][1] < 5.0
+
+
+def test_bad_arguments(dataset) -> None:
+    with pytest.raises(ValueError, match="multiple of inner_steps"):
+        simulate(small_spec(), dataset, "diloco", workers=2, steps=20)
+    with pytest.raises(ValueError, match="unknown mode"):
+        simulate(small_spec(), dataset, "gossip", workers=2, steps=16)

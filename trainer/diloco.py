@@ -1,0 +1,161 @@
+"""Plain DiLoCo without the chain, in one process, next to its baselines at equal compute.
+
+For comparisons only: no checkpoints, no commitments, no verification. Every mode spends the same
+compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same windows:
+
+``diloco``  K workers, each ``H`` inner AdamW steps per round from the global model (fresh
+            optimizer state every round, as in the protocol), then the Δs are quantized
+            (``spec.quantization``), dequantized, averaged with ``spec.aggregation`` and applied
+            with the outer Nesterov step (``spec.outer``). ``T / H`` rounds.
+``ddp``     synchronous data parallelism: ``T`` steps on the K workers' batches together, the
+            gradients averaged every step (the step's ``K`` micro-batches).
+``single``  one worker, ``K · T`` steps of one worker-batch each.
+
+Worker ``k`` is host ``worker-k``; its batch at inner step ``t`` of round ``e`` is the protocol's
+assignment (:func:`protocol.sampling.batch_indices`) with the seed of round ``e − 1`` (the genesis
+seed, then :func:`protocol.beacon.epoch_seed` with no reveals). ``ddp`` uses all K workers'
+batches of (e, t) in one step; ``single`` uses them one after another.
+
+Communication is counted as the tensor bytes each worker sends: a float32 gradient every step for
+``ddp``; its quantized Δ payload every round for ``diloco``; nothing for ``single``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from protocol.aggregation import aggregate
+from protocol.beacon import epoch_seed, genesis_seed
+from protocol.spec import RunSpec
+
+from trainer.data import Dataset
+from trainer.delta import dequantize, payload_bytes, pseudo_gradient, quantize, relative_error
+from trainer.evaluate import validation_loss
+from trainer.inner import EpochContext, start_checkpoint, train_steps
+from trainer.outer import GlobalState, outer_step
+from trainer.step import Stepper
+
+Mode = Literal["diloco", "ddp", "single"]
+MODES: tuple[Mode, ...] = ("diloco", "ddp", "single")
+
+Progress = Callable[[int, int], None]
+"""Called with (micro-steps done, total micro-steps)."""
+
+
+@dataclass
+class SimResult:
+    """The outcome of one simulated run.
+
+    Attributes:
+        mode: ``diloco``, ``ddp`` or ``single``.
+        workers: K.
+        inner_steps: H (the round length; also the data-assignment epoch length for the baselines).
+        steps: T, steps per worker (``single`` takes ``K · T``).
+        val_loss: validation loss of the final model (nats per byte).
+        bytes_sent: tensor bytes sent by all workers together.
+        quant_error: mean relative L2 error of the quantized Δs (``diloco`` only).
+        wall_s: seconds of wall-clock time.
+        curve: ``(micro-steps done, validation loss)`` at the evaluation points.
+    """
+
+    mode: Mode
+    workers: int
+    inner_steps: int
+    steps: int
+    val_loss: float
+    bytes_sent: int
+    quant_error: float | None
+    wall_s: float
+    curve: list[tuple[int, float]] = field(default_factory=list)
+
+
+def _round_seed(run_id: bytes, e: int) -> bytes:
+    return genesis_seed(run_id) if e == 0 else epoch_seed(run_id, e - 1, {})
+
+
+def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int) -> tuple[torch.Tensor, torch.Tensor]:
+    e, t = divmod(j, spec.train.inner_steps)
+    return dataset.batch(run_id, _round_seed(run_id, e), f"worker-{k}", t, spec.train.batch_size)
+
+
+def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: int,
+             evals: int = 10, eval_windows: int = 512, progress: Progress | None = None) -> SimResult:
+    """Train one configuration and measure it.
+
+    Args:
+        spec: the run spec (model, inner AdamW, H = ``train.inner_steps``, quantization,
+            aggregation, outer step).
+        dataset: the run's dataset.
+        mode: ``diloco``, ``ddp`` or ``single``.
+        workers: K.
+        steps: T, inner steps per worker; a multiple of H.
+        evals: validation measurements along the way (the last one is at the end).
+        eval_windows: validation windows per measurement.
+        progress: callback with (micro-steps done, total).
+    """
+    h = spec.train.inner_steps
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
+    if workers < 1:
+        raise ValueError("workers must be >= 1")
+    if steps % h or steps < h:
+        raise ValueError(f"steps ({steps}) must be a positive multiple of inner_steps ({h})")
+    run_id, total = spec.run_id(), workers * steps
+    stepper = Stepper(spec)
+    shapes = {n: p.shape for n, p in stepper.named.items()}
+    marks = {total * (i + 1) // evals for i in range(evals)}
+    curve: list[tuple[int, float]] = []
+    bytes_sent, errors = 0, []
+    started = time.perf_counter()
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    def evaluate(since: int, params: dict[str, torch.Tensor] | None = None) -> None:
+        # Measure when an evaluation mark was passed since `since` (a DiLoCo round is measured
+        # after its outer step, on the new global model).
+        if any(since < m <= done for m in marks):
+            curve.append((done, validation_loss(stepper.model, dataset, eval_windows, params=params)))
+
+    if mode == "diloco":
+        state = GlobalState.initial(spec)
+        for e in range(steps // h):
+            since, deltas = done, {}
+            for k in range(workers):
+                ctx = EpochContext(run_id, e, f"worker-{k}", _round_seed(run_id, e))
+                stepper.load(start_checkpoint(spec, state.params, e).state)
+                train_steps(stepper, dataset, spec, ctx, range(h), 1, on_step=lambda _t, _loss: advance(1))
+                delta = pseudo_gradient(state.params, stepper.export().params)
+                payload = quantize(delta, spec.quantization)
+                bytes_sent += payload_bytes(payload)
+                deltas[ctx.host] = dequantize(payload, shapes, spec.quantization)
+                errors.append(relative_error(delta, deltas[ctx.host]))
+            state = outer_step(state, aggregate(spec.aggregation, deltas), spec.outer)
+            evaluate(since, params=state.params)
+    else:
+        stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
+        grad_bytes = 4 * sum(p.numel() for p in stepper.named.values())
+        for j in range(steps):
+            since = done
+            if mode == "ddp":
+                batches = [_worker_batch(dataset, spec, run_id, k, j) for k in range(workers)]
+                x, y = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+                stepper.step(x, y, micro_batches=workers)
+                bytes_sent += workers * grad_bytes
+                advance(workers)
+            else:
+                for k in range(workers):
+                    stepper.step(*_worker_batch(dataset, spec, run_id, k, j))
+                    advance(1)
+            evaluate(since)
+    return SimResult(mode, workers, h, steps, curve[-1][1], bytes_sent,
+                     sum(errors) / len(errors) if errors else None, time.perf_counter() - started, curve)

@@ -1,0 +1,84 @@
+"""``veriloco train``: plain DiLoCo next to data-parallel and single-worker training, no chain.
+
+Runs :func:`trainer.diloco.simulate` for the chosen modes at equal compute on a preset's run spec
+and prints validation loss and communication side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from trainer.data import Dataset
+from trainer.determinism import configure
+from trainer.diloco import MODES, simulate
+from trainer.presets import PRESETS, preset
+from veriloco.errors import VerilocoError
+from veriloco.home import home_dir
+from veriloco.output import console, err_console, print_json, table
+
+app = typer.Typer(help="Train without the chain: DiLoCo vs data-parallel vs one worker, at equal compute.")
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+@app.callback(invoke_without_command=True)
+def train(
+    preset_name: Annotated[str, typer.Option("--preset", help=f"run spec preset: {', '.join(PRESETS)}")] = "demo",
+    mode: Annotated[str, typer.Option(help=f"{', '.join(MODES)} or all")] = "all",
+    workers: Annotated[int, typer.Option("--workers", "-k", min=1, help="K workers")] = 4,
+    inner_steps: Annotated[Optional[int], typer.Option("--inner-steps", "-H", min=1,
+                                                       help="H inner steps per round (default: the preset's)")] = None,
+    steps: Annotated[Optional[int], typer.Option(min=1, help="T steps per worker, a multiple of H (default 10·H)")] = None,
+    quant: Annotated[Optional[str], typer.Option(help="Δ quantization: none, int8, int4 (default: the preset's)")] = None,
+    outer_lr: Annotated[Optional[str], typer.Option(help="outer learning rate (default: the preset's, 0.7)")] = None,
+    evals: Annotated[int, typer.Option(min=1, help="validation measurements per run (the last at the end)")] = 10,
+    threads: Annotated[Optional[int], typer.Option(min=1, help="torch threads")] = None,
+    home: Annotated[Optional[str], typer.Option("--home", help="veriloco home (dataset cache)")] = None,
+    json: Annotated[bool, typer.Option("--json", help="print a JSON summary")] = False,
+) -> None:
+    """Train the preset's model in the chosen modes and compare validation loss and bytes sent."""
+    modes = list(MODES) if mode == "all" else [mode]
+    if any(m not in MODES for m in modes):
+        raise VerilocoError(f"unknown mode {mode!r} (use {', '.join(MODES)} or all)")
+    spec = preset(preset_name)
+    h = inner_steps or spec.train.inner_steps
+    changes: dict = {"train": {"inner_steps": h, "segment_steps": h}}
+    if quant is not None:
+        changes["quantization"] = {"scheme": quant}
+    if outer_lr is not None:
+        changes["outer"] = {"lr": outer_lr}
+    spec = spec.with_changes(**changes)
+    t = steps or 10 * h
+    if t % h:
+        raise VerilocoError(f"--steps ({t}) must be a multiple of --inner-steps ({h})")
+    configure(threads)
+    dataset = Dataset.load(spec.data, home_dir(home) / "cache")
+
+    results = []
+    with Progress(TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err_console, disable=json) as progress:
+        for m in modes:
+            task = progress.add_task(m, total=workers * t)
+            results.append(simulate(spec, dataset, m, workers, t, evals=evals,
+                                    progress=lambda done, total, task=task: progress.update(task, completed=done)))
+    rows = [{"mode": r.mode, "workers": r.workers, "inner_steps": r.inner_steps, "steps": r.steps,
+             "val_loss": round(r.val_loss, 4), "bytes_sent": r.bytes_sent,
+             "quant_error": None if r.quant_error is None else round(r.quant_error, 5),
+             "wall_s": round(r.wall_s, 1)} for r in results]
+    if json:
+        print_json({"preset": preset_name, "quantization": spec.quantization.scheme, "runs": rows})
+        return
+    console.print(table(
+        f"{preset_name}: K={workers}, H={h}, T={t} steps per worker, Δ {spec.quantization.scheme}",
+        ["mode", "val loss (nats/byte)", "bytes sent", "Δ quant. error", "wall s"],
+        [[r["mode"], f"{r['val_loss']:.4f}", _bytes(r["bytes_sent"]),
+          "" if r["quant_error"] is None else f"{100 * r['quant_error']:.2f}%", r["wall_s"]] for r in rows]))
