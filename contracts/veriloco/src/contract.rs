@@ -15,7 +15,7 @@ use crate::msg::{
 };
 use crate::records::Commitment;
 use crate::spec::parse_spec;
-use crate::state::{self, Config, Eligible, Member, Totals};
+use crate::state::{self, Config, Eligible, MemberView, Totals};
 use crate::types::{Binary, Env, MessageInfo, Response};
 use crate::query as epoch_query;
 use crate::{rewards, settle, staking};
@@ -180,9 +180,9 @@ fn query_config() -> Result<ConfigResponse, ContractError> {
 }
 
 /// The member at `address`, or `null` if it never bonded.
-fn query_member(address: &str) -> Result<Option<Member>, ContractError> {
+fn query_member(address: &str) -> Result<Option<MemberView>, ContractError> {
     api::addr_validate(address).map_err(|e| e.context("member"))?;
-    state::load_member(address)
+    state::member_view(address)
 }
 
 fn query_accounting() -> Result<AccountingResponse, ContractError> {

@@ -379,10 +379,6 @@ pub fn join(
             role,
             stake: member.bonded,
             beacon: beacon_commit,
-            outcome: Outcome::Pending,
-            slashed: Uint128::zero(),
-            reward: Uint128::zero(),
-            catcher: Uint128::zero(),
         },
     );
     let counts = ep.counts_mut();
@@ -474,7 +470,7 @@ pub fn propose_model(
     expect_phase(ep, ACTION, epoch, Phase::Propose)?;
     let sender = &info.sender;
     let participant = match records::load_participant(epoch, sender)? {
-        Some(p) if p.role == Role::Host && p.outcome == Outcome::Accepted => p,
+        Some(p) if p.role == Role::Host && records::load_payout(epoch, sender)?.outcome == Outcome::Accepted => p,
         _ => fail!("{ACTION}: {sender} is not an accepted host of epoch {epoch}"),
     };
     if records::load_proposal(epoch, sender)?.is_some() {

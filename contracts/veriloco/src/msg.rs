@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ContractError;
 
 use crate::records::{ChallengeOutcome, VoteOutcome};
-use crate::state::{Member, Role};
+use crate::state::{MemberView, Role};
 use crate::types::Uint128;
 
 #[derive(Deserialize, Debug)]
@@ -117,7 +117,7 @@ pub struct ConfigResponse {
 /// Answer to `members {...}`: members ordered by address.
 #[derive(Serialize)]
 pub struct MembersResponse {
-    pub members: Vec<Member>,
+    pub members: Vec<MemberView>,
 }
 
 /// Answer to `accounting {}` (`protocol.views.Accounting`): everything the contract holds, by

@@ -33,8 +33,9 @@ fn info(header: EpochHeader) -> Result<EpochInfo, ContractError> {
     let mut hosts = Vec::new();
     let mut validators = Vec::new();
     let mut accepted = Vec::new();
+    let payouts = records::payouts(e)?;
     for (address, p) in records::participants(e)? {
-        if p.outcome == Outcome::Accepted {
+        if payouts.get(&address).map_or(false, |x| x.outcome == Outcome::Accepted) {
             accepted.push(address.clone());
         }
         match p.role {
@@ -80,10 +81,19 @@ pub fn challenges(epoch: u64, validator: &str) -> Result<Vec<ChallengeInfo>, Con
     api::addr_validate(validator).map_err(|e| e.context("challenges: validator"))?;
     header("challenges", epoch)?;
     let mut out = Vec::new();
-    for (host, assignments) in records::all_assignments(epoch)? {
+    let assignments = records::all_assignments(epoch)?;
+    if assignments.is_empty() {
+        return Ok(out);
+    }
+    let set = records::load_validator_set(epoch)?;
+    let index = match set.iter().position(|v| v == validator) {
+        Some(i) => i as u16,
+        None => return Ok(out),
+    };
+    for (host, assignments) in assignments {
         let mine: Vec<_> = assignments
             .into_iter()
-            .filter(|a| a.validators.iter().any(|v| v == validator))
+            .filter(|a| a.validators.contains(&index))
             .collect();
         if mine.is_empty() {
             continue;
@@ -102,7 +112,7 @@ pub fn challenges(epoch: u64, validator: &str) -> Result<Vec<ChallengeInfo>, Con
                 loss_digest: commitment.loss_digest.clone(),
                 endpoint: endpoint.clone(),
                 voted: records::has_vote(epoch, &host, a.segment, validator),
-                validators: a.validators,
+                validators: a.addresses(&set)?,
             });
         }
     }
@@ -120,10 +130,12 @@ pub fn report(epoch: u64) -> Result<EpochReport, ContractError> {
         records::commitments(epoch)?.into_iter().collect();
     let mut proposals: std::collections::BTreeMap<String, records::Proposal> =
         records::proposals(epoch)?.into_iter().collect();
+    let mut payouts = records::payouts(epoch)?;
     let mut hosts = Vec::new();
     let mut validators = Vec::new();
     for (address, p) in records::participants(epoch)? {
         let was_revealed = revealed.contains(&address);
+        let pay = payouts.remove(&address).unwrap_or_default();
         match p.role {
             Role::Host => hosts.push(HostReport {
                 stake: p.stake,
@@ -136,9 +148,9 @@ pub fn report(epoch: u64) -> Result<EpochReport, ContractError> {
                     segments: c.segments,
                     train_loss_micro: c.train_loss_micro,
                 }),
-                outcome: p.outcome.as_str(),
-                slashed: p.slashed,
-                reward: p.reward,
+                outcome: pay.outcome.as_str(),
+                slashed: pay.slashed,
+                reward: pay.reward,
                 proposal: proposals.remove(&address).map(|m| ProposalView {
                     epoch,
                     model_hash: m.model_hash,
@@ -155,10 +167,10 @@ pub fn report(epoch: u64) -> Result<EpochReport, ContractError> {
                     assigned: stats.assigned,
                     voted: stats.voted,
                     against_majority: stats.against,
-                    outcome: p.outcome.as_str(),
-                    slashed: p.slashed,
-                    reward: p.reward,
-                    catcher_reward: p.catcher,
+                    outcome: pay.outcome.as_str(),
+                    slashed: pay.slashed,
+                    reward: pay.reward,
+                    catcher_reward: pay.catcher,
                     address,
                 });
             }

@@ -8,16 +8,20 @@
 //! | --- | --- | --- |
 //! | `ep/` e | [`EpochHeader`] (phase, deadline, hashes, seed, settlement totals) | phase changes |
 //! | `en/` e | [`Counts`] (how many joined, committed, revealed, voted, proposed) | every epoch message |
-//! | `pa/` e addr | [`Participant`] (role, stake at join, beacon commitment, outcome, payouts) | join, reveal close, finalize |
+//! | `pa/` e addr | [`Participant`] (role, stake at join, beacon commitment) | join |
+//! | `po/` e addr | [`Payout`] (outcome, slashed, reward, catcher share) | reveal close (absent, no_reveal), finalize |
 //! | `cm/` e addr | [`Commitment`] | commit |
 //! | `rv/` e addr | the 32-byte beacon secret | reveal |
-//! | `cs/` e host | [`Assignment`]s: the challenged segments of a host and their validators | reveal close |
+//! | `vs/` e | the epoch's validators V (joined and revealed), in address order | reveal close |
+//! | `cs/` e host | [`Assignment`]s: challenged segments of a host, validators as indices into V | reveal close |
 //! | `vo/` e host 0x00 u32be(segment) validator | [`Vote`] | verdict |
 //! | `pr/` e addr | [`Proposal`] | propose_model |
 //! | `pt/` e model_hash | the stake behind a proposed hash | propose_model |
 //!
 //! `e` is the epoch as 8 big-endian bytes, so keys sort by epoch, then by address: a prefix scan
 //! of one epoch yields its records in address order (the order the seed and the reports use).
+//! The often-written records use one- or two-letter field names (bytes written cost gas); the
+//! header, written a few times per epoch, keeps readable ones.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -30,6 +34,8 @@ use crate::types::{is_zero, Uint128};
 const HEADER: &[u8] = b"ep/";
 const COUNTS: &[u8] = b"en/";
 const PARTICIPANT: &[u8] = b"pa/";
+const PAYOUT: &[u8] = b"po/";
+const VALIDATOR_SET: &[u8] = b"vs/";
 const COMMITMENT: &[u8] = b"cm/";
 const REVEAL: &[u8] = b"rv/";
 const CHALLENGES: &[u8] = b"cs/";
@@ -209,78 +215,113 @@ fn is_zero_u32(n: &u32) -> bool {
 /// decided from.
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct Counts {
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(rename = "h", default, skip_serializing_if = "is_zero_u32")]
     pub hosts: u32,
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(rename = "v", default, skip_serializing_if = "is_zero_u32")]
     pub validators: u32,
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(rename = "c", default, skip_serializing_if = "is_zero_u32")]
     pub committed: u32,
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(rename = "r", default, skip_serializing_if = "is_zero_u32")]
     pub revealed: u32,
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(rename = "ve", default, skip_serializing_if = "is_zero_u32")]
     pub votes_expected: u32,
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(rename = "vp", default, skip_serializing_if = "is_zero_u32")]
     pub votes_posted: u32,
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(rename = "a", default, skip_serializing_if = "is_zero_u32")]
     pub accepted: u32,
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(rename = "p", default, skip_serializing_if = "is_zero_u32")]
     pub proposed: u32,
     /// The stake behind the most backed proposed hash, and that hash.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(rename = "bs", default, skip_serializing_if = "is_zero")]
     pub best_stake: Uint128,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "bh", default, skip_serializing_if = "Option::is_none")]
     pub best_hash: Option<String>,
 }
 
-/// A member's part in one epoch.
+/// A member's part in one epoch, written once when it joins.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Participant {
+    #[serde(rename = "r")]
     pub role: Role,
     /// Bonded stake when it joined.
+    #[serde(rename = "s")]
     pub stake: Uint128,
     /// `H("beacon/commit", address || 0 || u64be(e) || secret)`, hex.
+    #[serde(rename = "b")]
     pub beacon: String,
-    #[serde(default, skip_serializing_if = "is_pending")]
+}
+
+/// How a participant's epoch ended: its outcome and what it was slashed and paid.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Payout {
+    #[serde(rename = "o", default, skip_serializing_if = "is_pending")]
     pub outcome: Outcome,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(rename = "s", default, skip_serializing_if = "is_zero")]
     pub slashed: Uint128,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(rename = "r", default, skip_serializing_if = "is_zero")]
     pub reward: Uint128,
     /// A validator's share of what the invalid hosts it caught were slashed.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(rename = "c", default, skip_serializing_if = "is_zero")]
     pub catcher: Uint128,
 }
 
 /// A host's commitment to its epoch of work.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Commitment {
+    #[serde(rename = "c")]
     pub checkpoint_root: String,
+    #[serde(rename = "d")]
     pub delta_hash: String,
+    #[serde(rename = "l")]
     pub loss_digest: String,
+    #[serde(rename = "n")]
     pub segments: u32,
+    #[serde(rename = "t")]
     pub train_loss_micro: u64,
 }
 
 /// An accepted host's proposal for θ_{e+1}.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Proposal {
+    #[serde(rename = "m")]
     pub model_hash: String,
+    #[serde(rename = "v")]
     pub val_loss_micro: u64,
 }
 
-/// One challenged segment of a host and the validators assigned to replay it.
+/// One challenged segment of a host and the validators assigned to replay it, as indices into
+/// the epoch's validator set V (`vs/` e).
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Assignment {
+    #[serde(rename = "g")]
     pub segment: u32,
-    pub validators: Vec<String>,
+    #[serde(rename = "v")]
+    pub validators: Vec<u16>,
+}
+
+impl Assignment {
+    /// The assigned validators' addresses.
+    pub fn addresses(&self, set: &[String]) -> Result<Vec<String>, ContractError> {
+        self.validators
+            .iter()
+            .map(|i| {
+                set.get(*i as usize)
+                    .cloned()
+                    .ok_or_else(|| ContractError::new("corrupt challenge record: validator index"))
+            })
+            .collect()
+    }
 }
 
 /// One validator's verdict on one challenged segment.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Vote {
+    #[serde(rename = "o")]
     pub outcome: VoteOutcome,
     /// Canonical decimal string (`protocol.types.Dec`).
+    #[serde(rename = "d")]
     pub distance: String,
+    #[serde(rename = "e")]
     pub evidence: String,
 }
 
@@ -375,6 +416,27 @@ pub fn save_participant(epoch: u64, address: &str, participant: &Participant) {
 /// Every participant of `epoch`, in address order.
 pub fn participants(epoch: u64) -> Result<Vec<(String, Participant)>, ContractError> {
     scan(PARTICIPANT, epoch, "participant")
+}
+
+pub fn load_payout(epoch: u64, address: &str) -> Result<Payout, ContractError> {
+    Ok(storage::load(&key(PAYOUT, epoch, &[address.as_bytes()]))?.unwrap_or_default())
+}
+
+pub fn save_payout(epoch: u64, address: &str, payout: &Payout) {
+    storage::save(&key(PAYOUT, epoch, &[address.as_bytes()]), payout);
+}
+
+/// Every recorded payout of `epoch` (participants without one are still pending).
+pub fn payouts(epoch: u64) -> Result<std::collections::BTreeMap<String, Payout>, ContractError> {
+    Ok(scan(PAYOUT, epoch, "payout")?.into_iter().collect())
+}
+
+pub fn load_validator_set(epoch: u64) -> Result<Vec<String>, ContractError> {
+    Ok(storage::load(&key(VALIDATOR_SET, epoch, &[]))?.unwrap_or_default())
+}
+
+pub fn save_validator_set(epoch: u64, validators: &[String]) {
+    storage::save(&key(VALIDATOR_SET, epoch, &[]), &validators);
 }
 
 pub fn load_commitment(epoch: u64, host: &str) -> Result<Option<Commitment>, ContractError> {

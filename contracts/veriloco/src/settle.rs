@@ -14,11 +14,13 @@ use crate::epoch::{self, expect_phase, hex_field, Epoch};
 use crate::error::{fail, ContractError};
 use crate::funds::{bank_send, nonpayable};
 use crate::hashing::hex;
-use crate::records::{self, Assignment, ChallengeOutcome, Outcome, Phase, Vote, VoteOutcome};
+use crate::records::{
+    self, Assignment, ChallengeOutcome, Outcome, Participant, Payout, Phase, Vote, VoteOutcome,
+};
 use crate::sampling::{challenge_validators, challenged_segments};
 use crate::spec::BPS_ONE;
 use crate::staking::slash;
-use crate::state::{self, Config, Member, Role};
+use crate::state::{self, Config, Member, MemberTotals, Role};
 use crate::types::{Event, MessageInfo, Response, Uint128};
 
 /// At the close of `reveal` (height `at`): the epoch seed from the valid reveals; `absent` for
@@ -48,22 +50,37 @@ pub fn close_reveal(config: &Config, ep: &mut Epoch, at: u64, out: &mut Response
             Outcome::NoReveal
         } else {
             if participant.role == Role::Host && config.verification.enabled {
-                let assignments: Vec<Assignment> = challenged_segments(&seed, address, config.segments, k)
-                    .into_iter()
-                    .map(|segment| Assignment {
+                let mut assignments = Vec::new();
+                for segment in challenged_segments(&seed, address, config.segments, k) {
+                    let picked = challenge_validators(&seed, address, segment, &validators, r);
+                    expected += picked.len() as u32;
+                    // V is sorted: store each validator as its index in V.
+                    let indices = picked
+                        .iter()
+                        .map(|v| validators.binary_search(v).map(|i| i as u16))
+                        .collect::<Result<Vec<u16>, usize>>()
+                        .map_err(|_| ContractError::new("a challenge validator is not in V"))?;
+                    assignments.push(Assignment {
                         segment,
-                        validators: challenge_validators(&seed, address, segment, &validators, r),
-                    })
-                    .collect();
-                expected += assignments.iter().map(|a| a.validators.len() as u32).sum::<u32>();
+                        validators: indices,
+                    });
+                }
                 challenged += 1;
                 records::save_assignments(e, address, &assignments);
             }
             continue;
         };
-        let mut updated = participant.clone();
-        updated.outcome = outcome;
-        records::save_participant(e, address, &updated);
+        records::save_payout(
+            e,
+            address,
+            &Payout {
+                outcome,
+                ..Payout::default()
+            },
+        );
+    }
+    if config.verification.enabled && !validators.is_empty() {
+        records::save_validator_set(e, &validators);
     }
     let seed_hex = hex(&seed);
     out.events.push(
@@ -116,9 +133,12 @@ pub fn verdict(
     expect_phase(ep, ACTION, epoch, Phase::Verify)?;
     api::addr_validate(&host).map_err(|e| e.context("verdict: host"))?;
     let sender = &info.sender;
-    let assigned = records::load_assignments(epoch, &host)?
+    let assigned = match records::load_assignments(epoch, &host)?
         .and_then(|list| list.into_iter().find(|a| a.segment == segment))
-        .map_or(false, |a| a.validators.iter().any(|v| v == sender));
+    {
+        Some(a) => a.addresses(&records::load_validator_set(epoch)?)?.iter().any(|v| v == sender),
+        None => false,
+    };
     if !assigned {
         fail!("{ACTION}: {sender} is not assigned to host {host} segment {segment} of epoch {epoch}");
     }
@@ -175,12 +195,18 @@ pub struct ChallengeTally {
 impl Tally {
     pub fn of_epoch(epoch: u64, decided: bool) -> Result<Tally, ContractError> {
         let mut challenges: BTreeMap<(String, u32), ChallengeTally> = BTreeMap::new();
-        for (host, list) in records::all_assignments(epoch)? {
+        let assignments = records::all_assignments(epoch)?;
+        let set = if assignments.is_empty() {
+            Vec::new()
+        } else {
+            records::load_validator_set(epoch)?
+        };
+        for (host, list) in assignments {
             for a in list {
                 challenges.insert(
                     (host.clone(), a.segment),
                     ChallengeTally {
-                        validators: a.validators,
+                        validators: a.addresses(&set)?,
                         votes: BTreeMap::new(),
                         outcome: ChallengeOutcome::Pending,
                     },
@@ -305,19 +331,38 @@ fn slash_bps(config: &Config, outcome: Outcome, revealed: bool) -> u16 {
     }
 }
 
-/// Members touched by settlement, loaded once and saved once.
+/// Members touched by settlement, loaded once and saved once: the member record only where its
+/// stake changed (slashes), the small lifetime-totals record wherever a total changed.
 struct MemberCache {
     members: BTreeMap<String, Member>,
+    totals: BTreeMap<String, MemberTotals>,
 }
 
 impl MemberCache {
-    fn get(&mut self, address: &str) -> Result<&mut Member, ContractError> {
+    fn member(&mut self, address: &str) -> Result<&mut Member, ContractError> {
         if !self.members.contains_key(address) {
             let member = state::load_member(address)?
                 .ok_or_else(|| ContractError::new(format!("corrupt state: participant {address} is not a member")))?;
             self.members.insert(address.to_string(), member);
         }
         Ok(self.members.get_mut(address).expect("just inserted"))
+    }
+
+    fn totals(&mut self, address: &str) -> Result<&mut MemberTotals, ContractError> {
+        if !self.totals.contains_key(address) {
+            let totals = state::load_member_totals(address)?;
+            self.totals.insert(address.to_string(), totals);
+        }
+        Ok(self.totals.get_mut(address).expect("just inserted"))
+    }
+
+    fn save(&self) {
+        for member in self.members.values() {
+            state::save_member(member);
+        }
+        for (address, totals) in self.totals.iter() {
+            state::save_member_totals(address, totals);
+        }
     }
 }
 
@@ -328,15 +373,23 @@ pub fn finalize(config: &Config, ep: &mut Epoch, at: u64, out: &mut Response) ->
     let econ = &config.economics;
     let tally = Tally::of_epoch(e, true)?;
     let revealed: BTreeSet<String> = records::reveals(e)?.into_iter().map(|(a, _)| a).collect();
-    let mut participants = records::participants(e)?;
+    let mut stored = records::payouts(e)?;
+    // (address, participant, payout) in address order; `changed` marks payouts to write.
+    let mut participants: Vec<(String, Participant, Payout)> = records::participants(e)?
+        .into_iter()
+        .map(|(a, p)| {
+            let payout = stored.remove(&a).unwrap_or_default();
+            (a, p, payout)
+        })
+        .collect();
 
     // 1. Outcomes.
     let mut changed = vec![false; participants.len()];
-    for (i, (address, p)) in participants.iter_mut().enumerate() {
-        if p.outcome != Outcome::Pending {
+    for (i, (address, p, pay)) in participants.iter_mut().enumerate() {
+        if pay.outcome != Outcome::Pending {
             continue;
         }
-        p.outcome = match p.role {
+        pay.outcome = match p.role {
             Role::Host => match tally.host_outcome(address) {
                 Some(o) => o,
                 None if !config.verification.enabled => Outcome::Accepted,
@@ -355,29 +408,32 @@ pub fn finalize(config: &Config, ep: &mut Epoch, at: u64, out: &mut Response) ->
     let mut eligible_changed = false;
     let mut members = MemberCache {
         members: BTreeMap::new(),
+        totals: BTreeMap::new(),
     };
     let mut payouts: BTreeMap<String, Uint128> = BTreeMap::new();
     let mut slashed_total = Uint128::zero();
     let mut to_treasury = Uint128::zero();
     let mut to_catchers = Uint128::zero();
     let mut catcher_shares: BTreeMap<String, Uint128> = BTreeMap::new();
-    for (i, (address, p)) in participants.iter_mut().enumerate() {
-        let bps = slash_bps(config, p.outcome, revealed.contains(address.as_str()));
+    for (i, (address, _, pay)) in participants.iter_mut().enumerate() {
+        let bps = slash_bps(config, pay.outcome, revealed.contains(address.as_str()));
         if bps == 0 {
             continue;
         }
-        let member = members.get(address)?;
+        let member = members.member(address)?;
         let before = member.bonded;
         let amount = slash(member, bps, &mut totals)?;
         eligible_changed |= state::track_eligibility(config, &mut eligible, member.role, before, member.bonded);
         if amount.is_zero() {
             continue;
         }
-        p.slashed = amount;
+        let lifetime = members.totals(address)?;
+        lifetime.slashed = lifetime.slashed.checked_add(amount)?;
+        pay.slashed = amount;
         changed[i] = true;
         slashed_total = slashed_total.checked_add(amount)?;
         let mut treasury_part = amount;
-        if p.outcome == Outcome::Invalid {
+        if pay.outcome == Outcome::Invalid {
             let catchers = tally.catchers(address);
             let pool = amount.mul_bps(econ.catcher_share_bps);
             let each = pool.div_floor(catchers.len() as u128);
@@ -393,19 +449,19 @@ pub fn finalize(config: &Config, ep: &mut Epoch, at: u64, out: &mut Response) ->
         }
         to_treasury = to_treasury.checked_add(treasury_part)?;
     }
-    for (i, (address, p)) in participants.iter_mut().enumerate() {
+    for (i, (address, _, pay)) in participants.iter_mut().enumerate() {
         if let Some(share) = catcher_shares.get(address) {
-            p.catcher = *share;
+            pay.catcher = *share;
             changed[i] = true;
         }
     }
 
     // 3. Rewards from the pool.
     let accepted: Vec<usize> = (0..participants.len())
-        .filter(|i| participants[*i].1.outcome == Outcome::Accepted)
+        .filter(|i| participants[*i].2.outcome == Outcome::Accepted)
         .collect();
     let diligent: Vec<usize> = (0..participants.len())
-        .filter(|i| participants[*i].1.outcome == Outcome::Diligent)
+        .filter(|i| participants[*i].2.outcome == Outcome::Diligent)
         .collect();
     let paid = econ.reward_per_epoch.min(totals.reward_pool);
     let host_share = paid.mul_bps(econ.host_reward_share_bps);
@@ -417,25 +473,25 @@ pub fn finalize(config: &Config, ep: &mut Epoch, at: u64, out: &mut Response) ->
             continue;
         }
         for i in group.iter() {
-            participants[*i].1.reward = each;
+            participants[*i].2.reward = each;
             changed[*i] = true;
             rewards_total = rewards_total.checked_add(each)?;
         }
     }
     totals.reward_pool = totals.reward_pool.checked_sub(rewards_total)?;
 
-    // 4. Payouts (one bank send per recipient), members, participants.
+    // 4. Payouts (one bank send per recipient), lifetime totals, participants' payouts.
     let mut accepted_stake = Uint128::zero();
     for i in accepted.iter() {
         accepted_stake = accepted_stake.checked_add(participants[*i].1.stake)?;
     }
-    for (address, p) in participants.iter() {
-        let earned = p.reward.checked_add(p.catcher)?;
+    for (address, _, pay) in participants.iter() {
+        let earned = pay.reward.checked_add(pay.catcher)?;
         if earned.is_zero() {
             continue;
         }
-        let member = members.get(address)?;
-        member.rewarded_total = member.rewarded_total.checked_add(earned)?;
+        let lifetime = members.totals(address)?;
+        lifetime.rewarded = lifetime.rewarded.checked_add(earned)?;
         let due = payouts.entry(address.clone()).or_default();
         *due = due.checked_add(earned)?;
     }
@@ -443,27 +499,25 @@ pub fn finalize(config: &Config, ep: &mut Epoch, at: u64, out: &mut Response) ->
         let due = payouts.entry(config.treasury.clone()).or_default();
         *due = due.checked_add(to_treasury)?;
     }
-    for (i, (address, p)) in participants.iter().enumerate() {
+    for (i, (address, p, pay)) in participants.iter().enumerate() {
         if !changed[i] {
             continue;
         }
-        records::save_participant(e, address, p);
-        if !(p.slashed.is_zero() && p.reward.is_zero() && p.catcher.is_zero()) {
+        records::save_payout(e, address, pay);
+        if !(pay.slashed.is_zero() && pay.reward.is_zero() && pay.catcher.is_zero()) {
             out.events.push(
                 Event::new("settle")
                     .add_attribute("epoch", e)
                     .add_attribute("member", address)
                     .add_attribute("role", p.role.as_str())
-                    .add_attribute("outcome", p.outcome.as_str())
-                    .add_attribute("slashed", p.slashed)
-                    .add_attribute("reward", p.reward)
-                    .add_attribute("catcher_reward", p.catcher),
+                    .add_attribute("outcome", pay.outcome.as_str())
+                    .add_attribute("slashed", pay.slashed)
+                    .add_attribute("reward", pay.reward)
+                    .add_attribute("catcher_reward", pay.catcher),
             );
         }
     }
-    for member in members.members.values() {
-        state::save_member(member);
-    }
+    members.save();
     state::save_totals(&totals);
     if eligible_changed {
         state::save_eligible(&eligible);

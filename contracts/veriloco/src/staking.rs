@@ -61,8 +61,6 @@ pub fn bond(config: &Config, info: &MessageInfo, role: Role, endpoint: String) -
             endpoint: endpoint.clone(),
             bonded: Uint128::zero(),
             unbonding: Vec::new(),
-            slashed_total: Uint128::zero(),
-            rewarded_total: Uint128::zero(),
         },
     };
     let before = member.bonded;
@@ -166,8 +164,8 @@ pub fn claim(config: &Config, info: &MessageInfo) -> Result<Response, ContractEr
 }
 
 /// Slash `stake × bps / 10000` of `member`'s total stake (bonded plus unbonding): from bonded
-/// first, then from unbonding entries, latest release first. Updates `totals` to match and
-/// adds to `slashed_total`; returns the amount taken (the caller pays it out).
+/// first, then from unbonding entries, latest release first. Updates `totals` to match; returns
+/// the amount taken (the caller pays it out and adds it to the member's lifetime totals).
 pub fn slash(member: &mut Member, bps: u16, totals: &mut Totals) -> Result<Uint128, ContractError> {
     let unbonding = member
         .unbonding
@@ -189,7 +187,6 @@ pub fn slash(member: &mut Member, bps: u16, totals: &mut Totals) -> Result<Uint1
         left = left.checked_sub(take)?;
     }
     member.unbonding.retain(|e| !e.amount.is_zero());
-    member.slashed_total = member.slashed_total.checked_add(amount)?;
     Ok(amount)
 }
 
@@ -210,8 +207,6 @@ mod tests {
                     release_epoch: *r,
                 })
                 .collect(),
-            slashed_total: Uint128::zero(),
-            rewarded_total: Uint128::zero(),
         }
     }
 
@@ -234,7 +229,6 @@ mod tests {
             ]
         );
         assert_eq!((totals.bonded, totals.unbonding), (Uint128(0), Uint128(500)));
-        assert_eq!(m.slashed_total, Uint128(500));
         // 100 % empties the entries.
         assert_eq!(slash(&mut m, 10_000, &mut totals).unwrap(), Uint128(500));
         assert!(m.unbonding.is_empty());

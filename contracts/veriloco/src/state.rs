@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ContractError;
 use crate::spec::{Economics, Phases, Verification};
 use crate::storage::{self, Order};
-use crate::types::Uint128;
+use crate::types::{is_zero, Uint128};
 
 const CONFIG_KEY: &[u8] = b"config";
 const SPEC_KEY: &[u8] = b"spec";
@@ -18,6 +18,7 @@ const CURRENT_EPOCH_KEY: &[u8] = b"current_epoch";
 /// cw2's key for contract name and version, so explorers and migrations can read them.
 const CONTRACT_INFO_KEY: &[u8] = b"contract_info";
 const MEMBER_PREFIX: &[u8] = b"member/";
+const MEMBER_TOTALS_PREFIX: &[u8] = b"mt/";
 const ELIGIBLE_KEY: &[u8] = b"eligible";
 
 /// Fixed at instantiation.
@@ -91,10 +92,13 @@ pub struct UnbondingEntry {
     pub release_epoch: u64,
 }
 
-/// A host or validator; queries return this record as is (`protocol.views.Member`).
-/// The role is fixed by the first bond.
+/// A host or validator, as stored under `member/<address>`. The role is fixed by the first bond.
+/// Lifetime totals live in a separate small record ([`MemberTotals`]) so that paying a reward
+/// does not rewrite this one.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Member {
+    /// From the key; not stored in the value.
+    #[serde(skip)]
     pub address: String,
     pub role: Role,
     /// Where the member serves artifacts (hosts) or can be reached (validators).
@@ -102,9 +106,26 @@ pub struct Member {
     pub bonded: Uint128,
     /// Ordered by release epoch; still slashable until claimed.
     pub unbonding: Vec<UnbondingEntry>,
-    /// Everything slashed from this member so far.
+}
+
+/// Everything ever slashed from and paid to a member, under `mt/<address>`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberTotals {
+    #[serde(rename = "s", default, skip_serializing_if = "is_zero")]
+    pub slashed: Uint128,
+    #[serde(rename = "r", default, skip_serializing_if = "is_zero")]
+    pub rewarded: Uint128,
+}
+
+/// A member as queries return it (`protocol.views.Member`, field for field).
+#[derive(Serialize, Clone, Debug)]
+pub struct MemberView {
+    pub address: String,
+    pub role: Role,
+    pub endpoint: String,
+    pub bonded: Uint128,
+    pub unbonding: Vec<UnbondingEntry>,
     pub slashed_total: Uint128,
-    /// Everything paid to this member as rewards so far.
     pub rewarded_total: Uint128,
 }
 
@@ -237,12 +258,54 @@ fn member_key(address: &str) -> Vec<u8> {
     key
 }
 
+fn totals_key(address: &str) -> Vec<u8> {
+    let mut key = MEMBER_TOTALS_PREFIX.to_vec();
+    key.extend_from_slice(address.as_bytes());
+    key
+}
+
+fn parse_member(address: &str, value: &[u8]) -> Result<Member, ContractError> {
+    let mut member: Member = serde_json::from_slice(value)
+        .map_err(|e| ContractError::new(format!("corrupt member record: {e}")))?;
+    member.address = address.to_string();
+    Ok(member)
+}
+
 pub fn load_member(address: &str) -> Result<Option<Member>, ContractError> {
-    storage::load(&member_key(address))
+    match storage::get(&member_key(address)) {
+        None => Ok(None),
+        Some(value) => parse_member(address, &value).map(Some),
+    }
 }
 
 pub fn save_member(member: &Member) {
     storage::save(&member_key(&member.address), member);
+}
+
+pub fn load_member_totals(address: &str) -> Result<MemberTotals, ContractError> {
+    Ok(storage::load(&totals_key(address))?.unwrap_or_default())
+}
+
+pub fn save_member_totals(address: &str, totals: &MemberTotals) {
+    storage::save(&totals_key(address), totals);
+}
+
+fn view(member: Member) -> Result<MemberView, ContractError> {
+    let totals = load_member_totals(&member.address)?;
+    Ok(MemberView {
+        address: member.address,
+        role: member.role,
+        endpoint: member.endpoint,
+        bonded: member.bonded,
+        unbonding: member.unbonding,
+        slashed_total: totals.slashed,
+        rewarded_total: totals.rewarded,
+    })
+}
+
+/// The member at `address` as queries show it, or None.
+pub fn member_view(address: &str) -> Result<Option<MemberView>, ContractError> {
+    load_member(address)?.map(view).transpose()
 }
 
 /// Members in address order, starting after `start_after`; stops after `limit` records that
@@ -251,18 +314,20 @@ pub fn members_page(
     start_after: Option<&str>,
     limit: usize,
     keep: impl Fn(&Member) -> bool,
-) -> Result<Vec<Member>, ContractError> {
-    let mut out = Vec::new();
+) -> Result<Vec<MemberView>, ContractError> {
+    let mut out: Vec<Member> = Vec::new();
     if limit == 0 {
-        return Ok(out);
+        return Ok(Vec::new());
     }
-    for (_, value) in storage::prefix_range(
+    let skip = MEMBER_PREFIX.len();
+    for (key, value) in storage::prefix_range(
         MEMBER_PREFIX,
         start_after.map(|s| s.as_bytes()),
         Order::Ascending,
     ) {
-        let member: Member = serde_json::from_slice(&value)
-            .map_err(|e| ContractError::new(format!("corrupt member record: {e}")))?;
+        let address = String::from_utf8(key[skip..].to_vec())
+            .map_err(|_| ContractError::new("corrupt member key"))?;
+        let member = parse_member(&address, &value)?;
         if keep(&member) {
             out.push(member);
             if out.len() == limit {
@@ -270,5 +335,5 @@ pub fn members_page(
             }
         }
     }
-    Ok(out)
+    out.into_iter().map(view).collect()
 }
