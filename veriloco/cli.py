@@ -14,7 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from veriloco import __version__
-from veriloco.commands import keys
+from veriloco.commands import devnet, keys, train
 from veriloco.errors import VerilocoError
 from veriloco.output import err_console
 
@@ -26,6 +26,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(keys.app, name="keys")
+app.add_typer(devnet.app, name="devnet")
+app.add_typer(train.app, name="train")
 
 
 @app.command("version")

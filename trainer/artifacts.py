@@ -1,0 +1,126 @@
+"""What a host serves to its peers, behind one interface: checkpoints, proofs, Δ, losses, global states.
+
+A validator or a peer host reads another host's artifacts through :class:`ArtifactSource`. In one
+process (``veriloco simulate``) that is :class:`LocalArtifacts`, straight from the host's work
+directory; across processes it is the HTTP client in ``trainer.server``. Either way the bytes are
+untrusted: the reader checks every one against on-chain hashes (Merkle root, Δ hash, model hash)
+before use, so a host can lie only by refusing — which the reader reports as
+:class:`ArtifactUnavailable`.
+
+On disk (``root`` is the host's work root):
+
+* ``<root>/<run id>/epoch-<e>/<host>/leaf-<i>.safetensors``, ``delta.safetensors``,
+  ``commitment.json`` — written by :func:`trainer.inner.run_epoch`;
+* ``<root>/<run id>/global/<model hash>.safetensors`` — global states the host holds
+  (:func:`global_path`).
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from protocol.merkle import MerkleProof, merkle_proof
+from trainer.inner import read_epoch_record
+
+# Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
+MAX_ARTIFACT_BYTES = 2 * 1024**3
+
+
+class ArtifactUnavailable(Exception):
+    """The host did not serve an artifact (missing, refused, timed out, or too large)."""
+
+
+class ArtifactSource(ABC):
+    """One host's artifacts for one run."""
+
+    @abstractmethod
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        """The safetensors bytes of checkpoint leaf ``leaf`` (0 … S) of ``epoch``."""
+
+    @abstractmethod
+    def proof(self, epoch: int, leaf: int) -> MerkleProof:
+        """The Merkle proof of that leaf under the host's committed root."""
+
+    @abstractmethod
+    def delta(self, epoch: int) -> bytes:
+        """The quantized pseudo-gradient of ``epoch``, exactly as committed."""
+
+    @abstractmethod
+    def losses(self, epoch: int) -> list[int]:
+        """The ``H`` per-step losses of ``epoch`` in micro-nats (they hash to the loss digest)."""
+
+    @abstractmethod
+    def global_state(self, model_hash: str) -> bytes:
+        """A global state the host holds, by its hash."""
+
+
+def host_epoch_dir(root: Path, run_id: bytes, epoch: int, host: str) -> Path:
+    """The work directory of ``host``'s ``epoch`` (the layout of :func:`trainer.inner.epoch_dir`)."""
+    return Path(root) / run_id.hex() / f"epoch-{epoch:06d}" / host
+
+
+def global_path(root: Path, run_id: bytes, model_hash: str) -> Path:
+    """Where a host keeps the global state with ``model_hash``."""
+    if len(model_hash) != 64 or any(c not in "0123456789abcdef" for c in model_hash):
+        raise ValueError("a model hash is 64 lowercase hex characters")
+    return Path(root) / run_id.hex() / "global" / f"{model_hash}.safetensors"
+
+
+class LocalArtifacts(ArtifactSource):
+    """A host's artifacts read from its own work directory.
+
+    Args:
+        root: the host's work root.
+        run_id: the run.
+        host: the host's address (its epochs live under its name).
+    """
+
+    def __init__(self, root: Path, run_id: bytes, host: str) -> None:
+        self.root = Path(root)
+        self.run_id = run_id
+        self.host = host
+
+    def _read(self, path: Path) -> bytes:
+        try:
+            if path.stat().st_size > MAX_ARTIFACT_BYTES:
+                raise ArtifactUnavailable(f"{path.name} is larger than {MAX_ARTIFACT_BYTES} bytes")
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise ArtifactUnavailable(f"{self.host} has no {path.name}") from None
+
+    def _dir(self, epoch: int) -> Path:
+        return host_epoch_dir(self.root, self.run_id, epoch, self.host)
+
+    def _record(self, epoch: int):
+        try:
+            return read_epoch_record(self._dir(epoch))
+        except FileNotFoundError:
+            raise ArtifactUnavailable(f"{self.host} has no committed work for epoch {epoch}") from None
+        except (ValueError, KeyError, json.JSONDecodeError) as exc:
+            raise ArtifactUnavailable(f"{self.host}'s record of epoch {epoch} is unreadable: {exc}") from None
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        if leaf < 0:
+            raise ArtifactUnavailable(f"no leaf {leaf}")
+        return self._read(self._dir(epoch) / f"leaf-{leaf:04d}.safetensors")
+
+    def proof(self, epoch: int, leaf: int) -> MerkleProof:
+        hashes = self._record(epoch).leaf_hashes
+        if not 0 <= leaf < len(hashes):
+            raise ArtifactUnavailable(f"no leaf {leaf} in epoch {epoch} ({len(hashes)} leaves)")
+        return merkle_proof(hashes, leaf)
+
+    def delta(self, epoch: int) -> bytes:
+        return self._read(self._dir(epoch) / "delta.safetensors")
+
+    def losses(self, epoch: int) -> list[int]:
+        return list(self._record(epoch).losses_micro)
+
+    def global_state(self, model_hash: str) -> bytes:
+        try:
+            path = global_path(self.root, self.run_id, model_hash)
+        except ValueError as exc:
+            raise ArtifactUnavailable(str(exc)) from None
+        return self._read(path)
