@@ -1,0 +1,50 @@
+"""How a host behaves in an epoch: the honest way, or one of the adversaries that tests and benches use.
+
+A host node (``trainer.host``) does the protocol's bookkeeping — joining, committing, revealing,
+proposing — and asks its :class:`HostBehaviour` for the two things an adversary can fake: the
+epoch of work it commits to, and what it serves. The honest behaviour trains with
+:func:`trainer.inner.run_epoch` and serves everything; the adversary catalogue
+(``verifier.adversaries``) fakes work or withholds artifacts through the same two methods, so an
+adversary runs through exactly the code an honest host runs, except where it cheats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+
+from protocol.spec import RunSpec
+from trainer.artifacts import ArtifactSource
+from trainer.data import Dataset
+from trainer.inner import EpochContext, EpochResult, StepCallback, run_epoch
+
+
+class HostBehaviour:
+    """The honest host. Subclasses override :meth:`train_epoch` and/or :meth:`serve` to cheat.
+
+    Attributes:
+        name: a short label for reports (``honest``, ``lazy``, ``noise`` …).
+    """
+
+    name = "honest"
+
+    def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
+                    start_params: Mapping[str, torch.Tensor], root: Path,
+                    on_step: StepCallback | None = None) -> EpochResult:
+        """Produce the epoch's work in ``root`` (leaves, Δ, ``commitment.json``) and its commitment.
+
+        Must be resumable like :func:`run_epoch`: called again after a crash, it ends with the same
+        commitment.
+        """
+        result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step)
+        assert result is not None  # one process: always rank 0
+        return result
+
+    def serve(self, source: ArtifactSource) -> ArtifactSource:
+        """What peers may read: the honest host serves its work directory as it is."""
+        return source
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
