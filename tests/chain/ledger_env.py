@@ -134,14 +134,14 @@ class EmbeddedDriver:
     fees_paid = 0
 
     def __init__(self, spec: RunSpec, names: Sequence[str] = DEFAULT_NAMES,
-                 balances: Mapping[str, int] | None = None) -> None:
+                 balances: Mapping[str, int] | None = None, wasm: bytes | None = None) -> None:
         self.spec = spec
         self.keys = {name: account_key(name) for name in names}
         funds = dict(balances or {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE})
         self.chain = EmbeddedChain(genesis_balances={k.address(): funds for k in self.keys.values()})
         operator = self.keys.get("operator") or next(iter(self.keys.values()))
         treasury = self.keys["treasury"].address() if "treasury" in self.keys else operator.address()
-        self.ledger = deploy_embedded(self.chain, operator, spec, INITIAL_MODEL_HASH, treasury)
+        self.ledger = deploy_embedded(self.chain, operator, spec, INITIAL_MODEL_HASH, treasury, wasm=wasm)
         self.address = self.ledger.contract_address
         self.code_id = self.chain.contract_info(self.address).code_id
         self._operator = operator
