@@ -538,26 +538,31 @@ class CosmosChain:
                 return existing, None
         msg = MsgStoreCode(sender=key.address(self.config.prefix), wasm_byte_code=gzip.compress(wasm, mtime=0))
         result = self.broadcast(key, [msg])
-        code_id = _attribute(result, "store_code", "code_id")
+        code_id = result.attribute("code_id", "store_code")
         if code_id is None:
             raise LedgerError(f"store_code {result.tx_hash}: no code_id in the events")
         return int(code_id), result
 
+    def instantiate_message(self, key: PrivateKey, code_id: int, msg: Mapping[str, Any], *, label: str = "veriloco",
+                            admin: str | None = None, funds: Funds = None) -> MsgInstantiateContract:
+        return MsgInstantiateContract(sender=key.address(self.config.prefix), admin=admin or "", code_id=code_id,
+                                      label=label, msg=json.dumps(msg, separators=(",", ":")).encode(),
+                                      funds=self.coins(funds))
+
     def instantiate(self, key: PrivateKey, code_id: int, msg: Mapping[str, Any], *, label: str = "veriloco",
                     admin: str | None = None, funds: Funds = None) -> tuple[str, TxResult]:
         """Instantiate ``code_id``; (the contract's address, the TxResult)."""
-        m = MsgInstantiateContract(sender=key.address(self.config.prefix), admin=admin or "", code_id=code_id,
-                                   label=label, msg=json.dumps(msg, separators=(",", ":")).encode(),
-                                   funds=self.coins(funds))
-        result = self.broadcast(key, [m])
-        address = _attribute(result, "instantiate", "_contract_address")
-        if address is None:
-            raise LedgerError(f"instantiate {result.tx_hash}: no contract address in the events")
-        return address, result
+        result = self.broadcast(key, [self.instantiate_message(key, code_id, msg, label=label, admin=admin,
+                                                               funds=funds)])
+        return contract_address_of(result), result
 
 
-def _attribute(result: TxResult, event_type: str, key: str) -> str | None:
-    return result.attribute(key, event_type)
+def contract_address_of(result: TxResult) -> str:
+    """The address of the contract an instantiate transaction created."""
+    address = result.attribute("_contract_address", "instantiate")
+    if address is None:
+        raise LedgerError(f"instantiate {result.tx_hash}: no contract address in the events")
+    return address
 
 
-__all__ = ["CosmosChain", "Funds", "PendingTx"]
+__all__ = ["CosmosChain", "Funds", "PendingTx", "contract_address_of"]

@@ -77,17 +77,13 @@ class DevnetContract:
     initial_model_hash = INITIAL_MODEL_HASH
 
     def __init__(self, chain: CosmosChain, code_id: int, spec: RunSpec, keys: Mapping[str, PrivateKey],
-                 msg: Mapping[str, Any]) -> None:
+                 address: str) -> None:
         self.chain = chain
         self.code_id = code_id
         self.spec = spec
         self.keys = dict(keys)
         self.accounts = {n: k.address() for n, k in self.keys.items()}
-        self._by_address = {a: n for n, a in self.accounts.items()}
         self.fees: dict[str, int] = {a: 0 for a in self.accounts.values()}
-        operator = self.keys.get("operator") or next(iter(self.keys.values()))
-        address, result = chain.instantiate(operator, code_id, msg, label="veriloco-test")
-        self._charge(operator.address(), result.fee)
         self.address = address
         self.backend = CosmosBackend(chain, address)
         self.ledger = Ledger(self.backend)
@@ -211,13 +207,20 @@ def devnet_code_id(devnet_chain: CosmosChain) -> int:
     return code_id
 
 
-def fund_accounts(chain: CosmosChain, addresses: Sequence[str], balances: Mapping[str, int]) -> TxResult:
-    """One transaction from the faucet giving each address ``balances``."""
+def fund_and_instantiate(chain: CosmosChain, code_id: int, addresses: Sequence[str], balances: Mapping[str, int],
+                         msg: Mapping[str, Any]) -> str:
+    """The faucet funds ``addresses`` with ``balances`` and instantiates ``code_id`` with ``msg``:
+    two transactions pipelined into one block. Returns the contract's address."""
     from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend  # noqa: PLC0415
 
+    from chain.cosmos.chain import contract_address_of  # noqa: PLC0415
+
     faucet = faucet_key()
-    msgs = [MsgSend(from_address=faucet.address(), to_address=a, amount=chain.coins(balances)) for a in addresses]
-    return chain.broadcast(faucet, msgs)
+    sends = [MsgSend(from_address=faucet.address(), to_address=a, amount=chain.coins(balances)) for a in addresses]
+    funding = chain.submit(faucet, sends)
+    instantiate = chain.submit(faucet, [chain.instantiate_message(faucet, code_id, msg, label="veriloco-test")])
+    chain.wait(funding)
+    return contract_address_of(chain.wait(instantiate))
 
 
 @pytest.fixture
@@ -227,6 +230,7 @@ def devnet_deploy(request: pytest.FixtureRequest, devnet_chain: CosmosChain, dev
     Each call makes fresh keys for ``names`` (derived from the test's id and the call's number),
     funds them with ``balances`` (default ``{inj: 10^24, uatom: 10^24}``) and instantiates the
     contract with ``instantiate_msg(spec, INITIAL_MODEL_HASH, treasury)`` plus the overrides.
+    The faucet pays for both (one block), so the named accounts start with exactly ``balances``.
     """
     calls = [0]
 
@@ -235,12 +239,12 @@ def devnet_deploy(request: pytest.FixtureRequest, devnet_chain: CosmosChain, dev
         calls[0] += 1
         salt = f"{request.node.nodeid}#{calls[0]}"
         keys = {n: PrivateKey(hashlib.sha256(f"veriloco-devnet-test:{salt}:{n}".encode()).digest()) for n in names}
-        fund_accounts(devnet_chain, [k.address() for k in keys.values()],
-                      balances or {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE})
         treasury = keys["treasury"].address() if "treasury" in keys else faucet_key().address()
         msg = instantiate_msg(spec, INITIAL_MODEL_HASH, treasury)
         msg.update(overrides)
-        return DevnetContract(devnet_chain, devnet_code_id, spec, keys, msg)
+        address = fund_and_instantiate(devnet_chain, devnet_code_id, [k.address() for k in keys.values()],
+                                       balances or {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE}, msg)
+        return DevnetContract(devnet_chain, devnet_code_id, spec, keys, address)
 
     return deploy
 
