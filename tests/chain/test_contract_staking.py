@@ -336,6 +336,11 @@ def test_member_query(ledger_env) -> None:
         ledger_env.ledger.member("inj1invalid")
     with pytest.raises(ContractError, match="invalid query message: unknown variant `epochz`"):
         ledger_env.ledger.backend.query({"epochz": {}})
+    # Oversized input is an answer, never a trap (the VM limits keys to 64 KiB).
+    with pytest.raises(ContractError, match="members: start_after is longer than an address"):
+        ledger_env.ledger.members(start_after="x" * 70_000)
+    with pytest.raises(ContractError, match="challenges: validator: address is 70000 bytes"):
+        ledger_env.ledger.challenges(0, "x" * 70_000)
 
 
 # -- atomicity and conservation ------------------------------------------------------------------

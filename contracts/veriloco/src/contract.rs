@@ -144,6 +144,9 @@ pub fn query(_env: &Env, msg: &[u8]) -> Result<Binary, ContractError> {
             start_after,
             limit,
         } => {
+            if start_after.as_ref().map_or(false, |a| a.len() > 256) {
+                fail!("members: start_after is longer than an address (256 bytes)");
+            }
             let limit = limit.unwrap_or(DEFAULT_PAGE).min(MAX_PAGE) as usize;
             let members = state::members_page(start_after.as_deref(), limit, |m| {
                 role.map_or(true, |r| m.role == r)
