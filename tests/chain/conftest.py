@@ -22,7 +22,6 @@ directly: it exposes each import through a thin export and misbehaves on request
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass

@@ -221,7 +221,8 @@ def test_commit_refusals(ledger_env) -> None:
     ready(env, hosts=["host1", "host2", "host3"])
     for name in ["host1", "host2", *VALIDATORS]:
         env.join(name)
-    with pytest.raises(ContractError, match="^commit: epoch 0 is in phase join; commit is accepted in phase train only$"):
+    with pytest.raises(ContractError,
+                       match="^commit: epoch 0 is in phase join; commit is accepted in phase train only$"):
         env.commit("host1")
     env.join("host3")
     assert phase(env) == "train"
@@ -253,7 +254,8 @@ def test_a_late_message_is_refused_and_changes_nothing(ledger_env) -> None:
         env.join(name)
     env.commit("host1")
     env.wait_past_deadline()
-    with pytest.raises(ContractError, match="^commit: epoch 0 is in phase reveal; commit is accepted in phase train only$"):
+    with pytest.raises(ContractError,
+                       match="^commit: epoch 0 is in phase reveal; commit is accepted in phase train only$"):
         env.commit("host2")
     # The refused transaction reverted its own auto-advance: nothing changed until a valid one.
     assert phase(env) == "train"
@@ -332,10 +334,12 @@ def test_verdict_refusals(make_ledger_env) -> None:
     with pytest.raises(ContractError, match="unknown variant `maybe`"):
         env.raw(assigned, {"verdict": {"epoch": 0, "host": c.host, "segment": c.segment, "outcome": "maybe",
                                        "distance": "0", "evidence": "ab" * 32}})
-    with pytest.raises(ContractError, match='^verdict: distance must be a canonical decimal string like "0.0123", got "1e-3"$'):
+    with pytest.raises(ContractError,
+                       match='^verdict: distance must be a canonical decimal string like "0.0123", got "1e-3"$'):
         env.raw(assigned, {"verdict": {"epoch": 0, "host": c.host, "segment": c.segment, "outcome": "fail",
                                        "distance": "1e-3", "evidence": "ab" * 32}})
-    with pytest.raises(ContractError, match="^commit: epoch 0 is in phase verify; commit is accepted in phase train only$"):
+    with pytest.raises(ContractError,
+                       match="^commit: epoch 0 is in phase verify; commit is accepted in phase train only$"):
         env.commit("host1")
     env.verdict(assigned, c.host, c.segment, "fail", distance="0.25")
     with pytest.raises(ContractError, match=f"^verdict: {env.addr(assigned)} already voted on host {c.host} "
@@ -350,7 +354,8 @@ def test_verdicts_before_verify_are_refused(ledger_env) -> None:
     env = ledger_env
     ready(env)
     env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
-    with pytest.raises(ContractError, match="^verdict: epoch 0 is in phase reveal; verdict is accepted in phase verify only$"):
+    with pytest.raises(ContractError,
+                       match="^verdict: epoch 0 is in phase reveal; verdict is accepted in phase verify only$"):
         env.verdict("validator1", "host1", 0)
     with pytest.raises(ContractError, match="^propose_model: epoch 0 is in phase reveal"):
         env.propose("host1", digest("x"))
@@ -399,9 +404,11 @@ def test_without_enough_proposals_the_epoch_closes_at_the_deadline(ledger_env) -
     env = ledger_env
     _to_propose(env, {"host1": 5_000, "host2": 5_000})
     env.propose("host1", digest("a"))
-    with pytest.raises(ContractError, match=f"^propose_model: {env.addr('host1')} already proposed a model for epoch 0$"):
+    with pytest.raises(ContractError,
+                       match=f"^propose_model: {env.addr('host1')} already proposed a model for epoch 0$"):
         env.propose("host1", digest("b"))
-    with pytest.raises(ContractError, match=f"^propose_model: {env.addr('validator1')} is not an accepted host of epoch 0$"):
+    with pytest.raises(ContractError,
+                       match=f"^propose_model: {env.addr('validator1')} is not an accepted host of epoch 0$"):
         env.propose("validator1", digest("a"))
     with pytest.raises(ContractError, match="^propose_model: model_hash must be 64 lowercase hex"):
         env.raw("host2", {"propose_model": {"epoch": 0, "model_hash": "x", "val_loss_micro": 1}})

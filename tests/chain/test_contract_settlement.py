@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from chain.ledger import ContractError
-from ledger_env import HOST_STAKE, VALIDATOR_STAKE, LedgerEnv, digest, make_spec
+from ledger_env import HOST_STAKE, VALIDATOR_STAKE, LedgerEnv, make_spec
 
 HOSTS = ["host1", "host2"]
 VALIDATORS = ["validator1", "validator2"]
