@@ -130,6 +130,11 @@ class Ledger:
     def contract_address(self) -> str:
         return self.backend.contract_address
 
+    @property
+    def prefix(self) -> str:
+        """The chain's bech32 prefix (that of the contract's address)."""
+        return self.backend.contract_address.rsplit("1", 1)[0]
+
     def height(self) -> int:
         return self.backend.height()
 

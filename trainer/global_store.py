@@ -1,0 +1,111 @@
+"""Global states by hash: kept on disk, fetched from peers when missing, always checked against the hash.
+
+The chain agrees on the hash of θ_e (with its outer momentum); the bytes live with the hosts. A
+participant that did not compute θ_e itself — a host whose proposal lost the vote, a validator, a
+host that restarted on a fresh disk — asks the run's hosts for it by hash and keeps the first answer
+that decodes under the spec's layout and hashes right. A wrong answer costs the liar nothing but
+the reader a retry, so peers are tried in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from chain.ledger import Ledger
+from protocol.spec import RunSpec
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, global_path
+from trainer.outer import GlobalState, decode_global, load_global
+from trainer.tensorfile import TensorFileError
+
+PeerResolver = Callable[[str], ArtifactSource]
+"""Endpoint URL -> that host's :class:`ArtifactSource` (HTTP across processes, local in simulate)."""
+
+
+class GlobalStateUnavailable(Exception):
+    """No local copy and no peer served a global state with the wanted hash."""
+
+
+class GlobalStore:
+    """Global states of one run under ``root``.
+
+    Args:
+        root: the participant's work root.
+        spec: the run spec (layout of a global state).
+        ledger: where to find the run's hosts and their endpoints.
+        peers: how to reach a host's artifacts.
+        own_address: skipped when asking peers.
+        keep: how many states to hold in memory.
+    """
+
+    def __init__(self, root: Path, spec: RunSpec, ledger: Ledger, peers: PeerResolver,
+                 own_address: str, keep: int = 3) -> None:
+        self.root = Path(root)
+        self.spec = spec
+        self.run_id = spec.run_id()
+        self._ledger = ledger
+        self._peers = peers
+        self._own = own_address
+        self._keep = keep
+        self._cache: dict[str, GlobalState] = {}
+
+    def path(self, model_hash: str) -> Path:
+        return global_path(self.root, self.run_id, model_hash)
+
+    def put(self, state: GlobalState) -> str:
+        """Store ``state``; return its hash."""
+        model_hash = state.hash().hex()
+        path = self.path(model_hash)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            state.save(path)
+        self._remember(model_hash, state)
+        return model_hash
+
+    def has(self, model_hash: str) -> bool:
+        return model_hash in self._cache or self.path(model_hash).exists()
+
+    def get(self, model_hash: str) -> GlobalState:
+        """The global state with ``model_hash``: from memory, disk, θ_0, or a peer — verified.
+
+        Raises:
+            GlobalStateUnavailable: nobody has it (yet).
+        """
+        if model_hash in self._cache:
+            return self._cache[model_hash]
+        path = self.path(model_hash)
+        if path.exists():
+            state = load_global(path, self.spec)
+            if state.hash().hex() == model_hash:
+                return self._remember(model_hash, state)
+            path.unlink()  # damaged on disk: fetch it again
+        initial = GlobalState.initial(self.spec)
+        if initial.hash().hex() == model_hash:
+            self.put(initial)
+            return initial
+        return self._fetch(model_hash)
+
+    def _fetch(self, model_hash: str) -> GlobalState:
+        reasons = []
+        for member in self._ledger.members(role="host"):
+            if member.address == self._own:
+                continue
+            try:
+                state = decode_global(self._peers(member.endpoint).global_state(model_hash), self.spec,
+                                      what=f"global state from {member.address}")
+            except (ArtifactUnavailable, TensorFileError) as exc:
+                reasons.append(f"{member.address}: {exc}")
+                continue
+            if state.hash().hex() != model_hash:
+                reasons.append(f"{member.address}: served a state with another hash")
+                continue
+            self.put(state)
+            return state
+        raise GlobalStateUnavailable(f"no host served global state {model_hash[:12]}… "
+                                     f"({'; '.join(reasons) or 'no other hosts'})")
+
+    def _remember(self, model_hash: str, state: GlobalState) -> GlobalState:
+        self._cache[model_hash] = state
+        while len(self._cache) > self._keep:
+            self._cache.pop(next(iter(self._cache)))
+        return state

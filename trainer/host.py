@@ -1,0 +1,156 @@
+"""The host node: joins, trains, commits, serves, reveals, aggregates and proposes, epoch after epoch.
+
+Each :meth:`HostNode.tick` reads the chain and does what the current phase asks of this host:
+
+* ``join``    — post the beacon commitment (the secret is on disk first);
+* ``train``   — run the epoch's inner loop from θ_e (resumable) and post the commitment;
+* ``reveal``  — reveal the beacon secret;
+* ``verify``  — nothing to send; validators read the host's artifacts meanwhile;
+* ``propose`` — if accepted: fetch every accepted Δ, check each against its on-chain hash,
+  aggregate with the run's robust rule, apply the outer Nesterov step, store θ_{e+1} and propose
+  its hash with the validation loss.
+
+θ_e for training comes from :class:`~trainer.global_store.GlobalStore`: the host's own result when
+its proposal won, otherwise fetched from peers by the canonical hash — that is how a host whose
+hash lost the vote resynchronizes. What the host trains and serves goes through its
+:class:`~trainer.behaviour.HostBehaviour`, the hook the adversary catalogue uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from chain.ledger import Ledger
+from protocol.aggregation import aggregate
+from protocol.keys import PrivateKey
+from protocol.messages import ModelProposal, loss_micro
+from protocol.spec import RunSpec
+from protocol.views import EpochInfo, EpochReport
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.delta import decode_delta, delta_hash, dequantize
+from trainer.evaluate import validation_loss
+from trainer.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
+from trainer.inner import EpochContext, StepCallback
+from trainer.model import build_model, parameter_shapes
+from trainer.outer import GlobalState, outer_step
+from trainer.participant import EventSink, Participant
+from trainer.tensorfile import TensorFileError
+
+
+class HostNode(Participant):
+    """One host of a run.
+
+    Args:
+        ledger: the chain.
+        key: the host's chain key.
+        spec: the run spec.
+        dataset: the run's dataset (verified against the spec's hash).
+        root: the host's work directory (checkpoints, Δs, global states, beacon secrets).
+        peers: how to reach another host's artifacts from its advertised endpoint.
+        behaviour: honest by default; an adversary in tests and simulations.
+        name: a label for events.
+        on_event: called with every event.
+        on_step: inner-loop progress callback.
+    """
+
+    role = "host"
+
+    def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, dataset: Dataset, root: Path,
+                 peers: PeerResolver, behaviour: HostBehaviour | None = None, name: str | None = None,
+                 on_event: EventSink | None = None, on_step: StepCallback | None = None) -> None:
+        super().__init__(ledger, key, spec, root, name, on_event)
+        self.dataset = dataset
+        self.behaviour = behaviour or HostBehaviour()
+        self.peers = peers
+        self.globals = GlobalStore(self.root, spec, ledger, peers, self.address)
+        self._on_step = on_step
+        self._shapes = parameter_shapes(spec)
+        self._eval_model: torch.nn.Module | None = None
+
+    @property
+    def source(self) -> ArtifactSource:
+        """What this host serves to peers (through its behaviour, which may withhold)."""
+        return self.behaviour.serve(LocalArtifacts(self.root, self.run_id, self.address))
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def tick(self) -> bool:
+        info = self.ledger.epoch()
+        if info.phase == "join":
+            return self.maybe_join(info)
+        if info.phase == "train":
+            return self._maybe_train(info)
+        if info.phase == "reveal":
+            return self.maybe_reveal(info, self.ledger.report(info.epoch))
+        if info.phase == "propose":
+            return self._maybe_propose(info)
+        return False
+
+    # -- train and commit ----------------------------------------------------------------------
+
+    def _maybe_train(self, info: EpochInfo) -> bool:
+        if not self.joined(info) or self.address in info.committed:
+            return False
+        try:
+            theta = self.globals.get(info.model_hash)
+        except GlobalStateUnavailable as exc:
+            self.event(info.epoch, "waiting for θ", str(exc))
+            return False
+        ctx = EpochContext(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed))
+        result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
+                                            on_step=self._on_step)
+        loss = result.commitment.train_loss_micro / 1e6
+        return self.attempt(info.epoch, "committed", lambda: self.ledger.commit(self.key, result.commitment),
+                            f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
+
+    # -- aggregate and propose -----------------------------------------------------------------
+
+    def _maybe_propose(self, info: EpochInfo) -> bool:
+        if self.address not in info.accepted:
+            return False
+        report = self.ledger.report(info.epoch)
+        mine = next(h for h in report.hosts if h.address == self.address)
+        if mine.proposal is not None:
+            return False
+        try:
+            theta = self.globals.get(info.model_hash)
+            deltas = self._accepted_deltas(info, report)
+        except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
+            self.event(info.epoch, "waiting to aggregate", str(exc))
+            return False
+        new = outer_step(theta, aggregate(self.spec.aggregation, deltas), self.spec.outer)
+        model_hash = self.globals.put(new)
+        val = self._validation_loss(new)
+        proposal = ModelProposal(epoch=info.epoch, model_hash=model_hash, val_loss_micro=loss_micro(val))
+        return self.attempt(info.epoch, "proposed", lambda: self.ledger.propose_model(self.key, proposal),
+                            f"θ {model_hash[:12]}… from {len(deltas)} Δ, val loss {val:.4f}")
+
+    def _accepted_deltas(self, info: EpochInfo, report: EpochReport) -> dict[str, dict[str, torch.Tensor]]:
+        """Every accepted host's dequantized Δ, each checked against its committed hash."""
+        committed = {h.address: h.commitment for h in report.hosts if h.commitment is not None}
+        deltas = {}
+        for host in sorted(info.accepted):
+            source = self.source if host == self.address else self._peer_source(host)
+            try:
+                payload = decode_delta(source.delta(info.epoch), self.spec, what=f"Δ of {host}")
+            except TensorFileError as exc:
+                raise ArtifactUnavailable(str(exc)) from None
+            if delta_hash(payload).hex() != committed[host].delta_hash:
+                raise ArtifactUnavailable(f"{host} served a Δ that does not match its commitment")
+            deltas[host] = dequantize(payload, self._shapes, self.spec.quantization)
+        return deltas
+
+    def _peer_source(self, host: str) -> ArtifactSource:
+        member = self.ledger.member(host)
+        if member is None:
+            raise ArtifactUnavailable(f"{host} is not a member")
+        return self.peers(member.endpoint)
+
+    def _validation_loss(self, state: GlobalState) -> float:
+        if self._eval_model is None:
+            self._eval_model = build_model(self.spec)
+        return validation_loss(self._eval_model, self.dataset, params=state.params)

@@ -1,0 +1,133 @@
+"""What hosts and validators share: identity, the beacon secret journal, joining and revealing.
+
+A participant is driven by :meth:`Participant.tick`: it reads the chain's current epoch and phase
+and does whatever is due and not yet done. The chain is the source of truth for what was done
+(joined, committed, revealed, voted, proposed); the disk keeps only what the chain must not see
+yet — the beacon secret, written (and fsynced) *before* the join transaction, so a participant that
+crashes between joining and revealing still reveals after a restart. Calling ``tick`` again after
+any crash therefore never repeats an action and never loses one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from chain.ledger import ContractError, Ledger
+from protocol.beacon import SECRET_SIZE, beacon_commit
+from protocol.keys import PrivateKey
+from protocol.messages import BeaconJoin, BeaconReveal, Role
+from protocol.spec import RunSpec
+from protocol.views import EpochInfo, EpochReport
+from trainer.tensorfile import write_atomic
+
+log = logging.getLogger("veriloco.node")
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """Something a participant did or was refused, for logs and ``simulate``'s output."""
+
+    epoch: int
+    who: str
+    action: str
+    detail: str = ""
+
+
+EventSink = Callable[[NodeEvent], None]
+
+
+class Participant:
+    """A bonded member that takes part in epochs. Subclasses add their role's work to :meth:`tick`.
+
+    Args:
+        ledger: the chain.
+        key: the participant's chain key.
+        spec: the run spec (checked against the chain's by the caller).
+        root: the participant's work directory.
+        name: a label for events (defaults to the address).
+        on_event: called with every :class:`NodeEvent`.
+    """
+
+    role: Role
+
+    def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, root: Path,
+                 name: str | None = None, on_event: EventSink | None = None) -> None:
+        self.ledger = ledger
+        self.key = key
+        self.spec = spec
+        self.run_id = spec.run_id()
+        self.root = Path(root)
+        self.address = key.address(ledger.prefix)
+        self.name = name or self.address
+        self._on_event = on_event
+        self._journal = self.root / self.run_id.hex() / "node" / self.address
+
+    # -- events --------------------------------------------------------------------------------
+
+    def event(self, epoch: int, action: str, detail: str = "") -> None:
+        log.info("%s epoch %d %s %s", self.name, epoch, action, detail)
+        if self._on_event is not None:
+            self._on_event(NodeEvent(epoch, self.name, action, detail))
+
+    def attempt(self, epoch: int, action: str, call: Callable[[], object], detail: str = "") -> bool:
+        """Send one transaction; a refusal is an event, not a crash (the next tick re-reads the chain)."""
+        try:
+            call()
+        except ContractError as exc:
+            self.event(epoch, f"{action} refused", str(exc))
+            return False
+        self.event(epoch, action, detail)
+        return True
+
+    # -- the beacon secret -----------------------------------------------------------------------
+
+    def secret(self, epoch: int) -> bytes:
+        """This participant's beacon secret for ``epoch``: created once, durable before it is used."""
+        path = self._journal / f"epoch-{epoch:06d}.json"
+        if path.exists():
+            secret = bytes.fromhex(json.loads(path.read_text())["secret"])
+            if len(secret) == SECRET_SIZE:
+                return secret
+        secret = os.urandom(SECRET_SIZE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps({"secret": secret.hex()}).encode())
+        return secret
+
+    # -- shared phases ---------------------------------------------------------------------------
+
+    def min_stake(self) -> int:
+        econ = self.spec.economics
+        return int(econ.min_host_stake if self.role == "host" else econ.min_validator_stake)
+
+    def joined(self, info: EpochInfo) -> bool:
+        return self.address in (info.hosts if self.role == "host" else info.validators)
+
+    def maybe_join(self, info: EpochInfo) -> bool:
+        if info.phase != "join" or self.joined(info):
+            return False
+        member = self.ledger.member(self.address)
+        if member is None or member.role != self.role or int(member.bonded) < self.min_stake():
+            return False
+        commit = beacon_commit(self.address, info.epoch, self.secret(info.epoch)).hex()
+        return self.attempt(info.epoch, "joined", lambda: self.ledger.join(
+            self.key, BeaconJoin(epoch=info.epoch, beacon_commit=commit)))
+
+    def revealed(self, report: EpochReport) -> bool:
+        rows = report.hosts if self.role == "host" else report.validators
+        return any(r.address == self.address and r.revealed for r in rows)
+
+    def maybe_reveal(self, info: EpochInfo, report: EpochReport) -> bool:
+        if info.phase != "reveal" or not self.joined(info) or self.revealed(report):
+            return False
+        secret = self.secret(info.epoch)
+        return self.attempt(info.epoch, "revealed", lambda: self.ledger.reveal(
+            self.key, BeaconReveal(epoch=info.epoch, secret=secret.hex())))
+
+    def tick(self) -> bool:
+        """Do what is due in the current phase. Returns whether a transaction was sent."""
+        raise NotImplementedError
