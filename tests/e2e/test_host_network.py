@@ -4,14 +4,14 @@ import shutil
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 from protocol.spec import RunSpec
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.host import HostNode
 from trainer.presets import tiny
 from veriloco.network import LocalNetwork, Roster
+
+pytestmark = pytest.mark.slow
 
 
 def unverified_spec() -> RunSpec:
