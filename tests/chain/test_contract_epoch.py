@@ -457,3 +457,52 @@ def test_with_verification_disabled_every_committed_revealed_host_is_accepted(ma
     env.propose("host2", digest("m"))
     assert env.epoch(0).agreed is True and env.epoch().model_hash == digest("m")
     env.assert_books()
+
+
+# -- rules decided where the first spec was silent -------------------------------------------------
+
+
+def test_a_member_with_nothing_bonded_cannot_join_even_with_a_zero_minimum(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(min_host_stake="0"))
+    env.bond("host1", 1)
+    env.unbond("host1", 1)
+    with pytest.raises(ContractError, match=r"^join: bonded stake 0 is below the minimum 1 for a host$"):
+        env.join("host1")
+
+
+def test_a_message_at_the_deadline_height_is_late(embedded_env) -> None:
+    # Exact heights: the embedded chain makes one block per transaction.
+    env = embedded_env
+    ready(env, hosts=["host1", "host2", "host3"])
+    for name in ["host1", "host2", "host3", *VALIDATORS]:
+        env.join(name)
+    deadline = env.epoch().phase_deadline
+    env.wait_until(deadline - 2)
+    assert env.commit("host1").height == deadline - 1  # the last height of the phase
+    with pytest.raises(ContractError, match="^commit: epoch 0 is in phase reveal"):
+        env.commit("host2")  # would land at the deadline
+
+
+def test_a_member_that_becomes_eligible_during_join_is_waited_for(ledger_env) -> None:
+    env = ledger_env
+    ready(env, hosts=["host1"], validators=["validator1"])
+    env.join("host1")
+    env.bond("host2")  # eligible now: the phase waits for it too
+    env.join("validator1")
+    assert phase(env) == "join"
+    env.join("host2")
+    assert phase(env) == "train"
+
+
+def test_epochs_are_listed_in_order_with_paging(ledger_env) -> None:
+    env = ledger_env
+    ready(env)
+    for _ in range(3):
+        env.play_epoch(HOSTS, VALIDATORS)
+    assert [e.epoch for e in env.ledger.epochs()] == [0, 1, 2, 3]
+    assert [e.epoch for e in env.ledger.epochs(limit=2)] == [0, 1]
+    assert [e.epoch for e in env.ledger.epochs(start_after=1, limit=2)] == [2, 3]
+    assert env.ledger.epochs(start_after=3) == []
+    assert [e.phase for e in env.ledger.epochs()] == ["closed", "closed", "closed", "join"]
+    with pytest.raises(ContractError, match="^epoch: epoch 9 has not started; the current epoch is 3$"):
+        env.epoch(9)

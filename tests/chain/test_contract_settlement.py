@@ -337,3 +337,31 @@ def test_a_full_epoch_with_eight_hosts_and_four_validators(make_ledger_env) -> N
         m = env.member(name)
         earned = int(row.reward) + int(getattr(row, "catcher_reward", "0"))
         assert (m.slashed_total, m.rewarded_total) == (row.slashed, str(earned))
+
+
+def test_a_catcher_can_also_be_wrong_and_each_recipient_gets_one_transfer(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(verification={"validators_r": 3}, reward_per_epoch="1000"))
+    total, before = setup(env, validators=V3)
+    env.fund_rewards(10_000)
+    env.play_epoch(HOSTS, V3, stop_after="reveal")
+    # host1: everyone says fail (all three catch it); host2: validator3 alone says fail (wrong).
+    work = [(v, c) for v in V3 for c in env.challenges(v)]
+    results = []
+    for v, c in work:
+        outcome = "fail" if c.host == env.addr("host1") or v == "validator3" else "pass"
+        results.append(env.verdict(v, c.host, c.segment, outcome))
+    finalizing = results[-1]
+    report = env.report(0)
+    validators = by_name(env, report.validators)
+    v3 = validators["validator3"]
+    assert (v3.outcome, v3.slashed) == ("wrong", "400")
+    assert v3.catcher_reward == validators["validator1"].catcher_reward == str(2500 * 5000 // 10000 // 3)
+    # One bank send per recipient in the finalizing transaction: rewards, catcher shares and the
+    # treasury's part summed per address.
+    sends = [e.attributes["recipient"] for e in finalizing.events
+             if e.type == "transfer" and e.attributes.get("sender") == env.address]
+    assert len(sends) == len(set(sends))
+    assert env.addr("treasury") in sends and env.addr("validator3") in sends
+    paid = gained(env, before)
+    assert paid["validator3"] == int(v3.catcher_reward) + int(v3.reward)
+    check_conserved(env, total)
