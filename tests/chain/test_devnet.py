@@ -178,6 +178,10 @@ def test_cli_up_status_accounts_down(tmp_path, monkeypatch):
 
         res = runner.invoke(devnet_cmd.app, ["up", *map(str, args)])
         assert res.exit_code != 0 and "already running" in str(res.exception)
+        res = runner.invoke(devnet_cmd.app, ["down"])
+        assert res.exit_code == 0, res.output
+        res = runner.invoke(devnet_cmd.app, ["start", "--json"])  # same chain, higher height
+        assert res.exit_code == 0 and json.loads(res.output)["height"] > up["height"]
     finally:
         res = runner.invoke(devnet_cmd.app, ["down", "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["stopped"] is True

@@ -1,4 +1,4 @@
-"""``veriloco devnet up|down|status|accounts``: a local single-validator injectived chain.
+"""``veriloco devnet up|start|down|status|accounts``: a local single-validator injectived chain.
 
 The node comes from the ``devnet`` extra (``pip install -e '.[devnet]'``). Its home defaults to
 ``<veriloco home>/devnet``; ``up`` wipes it and funds, at genesis, deterministic test accounts
@@ -25,6 +25,7 @@ from chain.devnet import (
     DevnetPorts,
     GenesisAccount,
 )
+from chain.ledger import LedgerError
 from protocol.keys import is_address
 from veriloco.errors import VerilocoError
 from veriloco.home import home_dir
@@ -43,7 +44,7 @@ Json = Annotated[bool, typer.Option("--json", help="print JSON")]
 def _errors() -> Iterator[None]:
     try:
         yield
-    except DevnetError as exc:
+    except (DevnetError, LedgerError) as exc:
         raise VerilocoError(str(exc)) from None
 
 
@@ -95,6 +96,22 @@ def up(
         console.print(f"  {name:5} {url}")
 
 
+@app.command("start")
+def start(
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the next block")] = 60.0,
+    home: Home = None,
+    node_home: NodeHome = None,
+    json: Json = False,
+) -> None:
+    """Start a stopped devnet again on its home, keeping its chain (``up`` starts a fresh one)."""
+    with _errors():
+        status = Devnet.open(_node_home(home, node_home)).start(timeout=timeout)
+    if json:
+        print_json(status.to_json())
+    else:
+        console.print(f"devnet [bold]{status.chain_id}[/] running again: pid {status.pid}, height {status.height}")
+
+
 @app.command("down")
 def down(
     timeout: Annotated[float, typer.Option(help="seconds before SIGTERM turns into SIGKILL")] = 15.0,
@@ -142,7 +159,7 @@ def accounts(
         running = net.pid() is not None
     balances: dict[str, dict[str, int]] = {}
     if running:
-        with net.connect(reconnect_timeout=5.0) as chain:
+        with _errors(), net.connect(reconnect_timeout=5.0) as chain:
             balances = {a.address: chain.balances(a.address) for a in net.accounts}
     rows = []
     for a in net.accounts:
