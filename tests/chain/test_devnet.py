@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -88,15 +90,13 @@ def test_status_of_a_running_devnet(devnet):
 
 
 @pytest.mark.devnet
-def test_blocks_come_every_200ms(devnet):
-    import time
-
+def test_blocks_come_at_the_configured_pace(devnet):
     h0 = devnet.height()
     t0 = time.monotonic()
     while devnet.height() < h0 + 5:
         time.sleep(0.02)
     per_block = (time.monotonic() - t0) / 5
-    assert 0.1 < per_block < 0.5, per_block
+    assert 0.05 < per_block < 0.5, per_block  # 200 ms by default (0.21 s measured)
 
 
 @pytest.mark.devnet
@@ -104,8 +104,6 @@ def test_listens_only_on_loopback(devnet):
     # Every listening TCP socket of the node's process is on 127.0.0.1, and there are exactly four.
     pid = devnet.pid()
     inodes = set()
-    import os
-
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
@@ -115,6 +113,8 @@ def test_listens_only_on_loopback(devnet):
             inodes.add(target[8:-1])
     listening = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not os.path.exists(table):
+            continue
         for line in open(table).read().splitlines()[1:]:
             fields = line.split()
             if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
