@@ -73,10 +73,16 @@ class AddressCodec:
 def _decode(human: str, prefix: str) -> bytes:
     # bech32 checksums in pure Python dominate a transaction's host-side cost; a simulation
     # uses few distinct addresses, so remember the answers (errors are not cached).
+    # Like the SDK's GetFromBech32: the bech32 checksum first, then the prefix, worded as wasmd
+    # reports it to the contract.
     try:
-        return decode_address(human, prefix)
+        raw = decode_address(human, None)
     except KeyFormatError as exc:
         raise AddressError(str(exc)) from None
+    hrp = human.rsplit("1", 1)[0]
+    if hrp != prefix:
+        raise AddressError(f"invalid Bech32 prefix; expected {prefix}, got {hrp}")
+    return raw
 
 
 def module_address(module: str, key: bytes) -> bytes:

@@ -108,7 +108,7 @@ def test_invalid_coins_are_refused(chain: EmbeddedChain, alice: str, bob: str, c
 def test_invalid_addresses_are_refused(chain: EmbeddedChain, alice: str) -> None:
     with pytest.raises(ChainError, match="invalid recipient address"):
         chain.send(alice, alice.upper(), {DENOM: 1})
-    with pytest.raises(ChainError, match="prefix 'cosmos', expected 'inj'"):
+    with pytest.raises(ChainError, match="invalid Bech32 prefix; expected inj, got cosmos"):
         chain.send(alice, encode_address(bytes(20), "cosmos"), {DENOM: 1})
     with pytest.raises(ChainError, match="invalid sender address"):
         chain.send("inj1xyz", alice, {DENOM: 1})

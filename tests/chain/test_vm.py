@@ -154,7 +154,7 @@ def test_addr_validate(probe) -> None:
     validate = lambda text: _call(inst, "t_addr_validate", inst.allocate(text))  # noqa: E731
     assert validate(ACCOUNT.encode()) == 0
     assert validate(CONTRACT.encode()) == 0
-    assert "prefix 'cosmos', expected 'inj'" in _message(
+    assert "invalid Bech32 prefix; expected inj, got cosmos" in _message(
         inst, validate(encode_address(bytes(20), "cosmos").encode()))
     broken = ACCOUNT[:-1] + ("q" if ACCOUNT[-1] != "q" else "p")
     assert "not valid bech32" in _message(inst, validate(broken.encode()))
