@@ -1,0 +1,107 @@
+"""Helpers for the verifier tests and benches: a small run, hosts, epochs served from disk, challenges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocol.beacon import genesis_seed
+from protocol.keys import encode_address
+from protocol.spec import RunSpec
+from protocol.views import Challenge
+from trainer.artifacts import ArtifactSource, LocalArtifacts
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.inner import EpochContext, EpochResult
+from trainer.outer import GlobalState
+from trainer.presets import tiny
+
+
+def address(i: int) -> str:
+    """A valid bech32 address, distinct for every ``i``."""
+    return encode_address(i.to_bytes(20, "big"))
+
+
+HOST = address(1)
+VICTIM = address(2)
+VALIDATOR = address(99)
+
+
+def small_spec(**changes) -> RunSpec:
+    """The tiny preset with a short epoch (16 steps, 4 segments of 4) and batch 8."""
+    spec = tiny().with_changes(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8})
+    return spec.with_changes(**changes) if changes else spec
+
+
+@dataclass
+class Served:
+    """One host's committed epoch and what it serves."""
+
+    spec: RunSpec
+    ctx: EpochContext
+    theta: GlobalState
+    result: EpochResult
+    source: ArtifactSource
+    behaviour: HostBehaviour
+
+    def challenge(self, segment: int) -> Challenge:
+        c = self.result.commitment
+        return Challenge(epoch=self.ctx.epoch, host=self.ctx.host, segment=segment, segments=c.segments,
+                         checkpoint_root=c.checkpoint_root, delta_hash=c.delta_hash, loss_digest=c.loss_digest,
+                         endpoint="local", validators=[VALIDATOR])
+
+
+def serve_epoch(spec: RunSpec, dataset: Dataset, behaviour: HostBehaviour, root: Path, *, host: str = HOST,
+                epoch: int = 0, theta: GlobalState | None = None, prev_seed: bytes | None = None) -> Served:
+    """Let ``behaviour`` produce ``host``'s epoch under ``root`` and serve it from disk."""
+    theta = theta if theta is not None else GlobalState.initial(spec)
+    run_id = spec.run_id()
+    ctx = EpochContext(run_id, epoch, host, prev_seed if prev_seed is not None else genesis_seed(run_id))
+    result = behaviour.train_epoch(spec, dataset, ctx, theta.params, root)
+    source = behaviour.serve(LocalArtifacts(root, run_id, host))
+    return Served(spec, ctx, theta, result, source, behaviour)
+
+
+def leaves_of(served: Served):
+    """The committed leaves of a served epoch, read back from its directory."""
+    from trainer.checkpoint import load_checkpoint
+    from trainer.inner import leaf_path
+
+    return [load_checkpoint(leaf_path(served.result.directory, i), served.spec, i)
+            for i in range(served.spec.train.segments + 1)]
+
+
+def commit_leaves(served: Served, leaves, root: Path, payload=None) -> Served:
+    """Commit ``leaves`` (and ``payload``) as ``served``'s host would, under another root, and serve them."""
+    from verifier.adversaries import Honest, write_epoch
+
+    result = write_epoch(served.spec, served.ctx, leaves, root, payload)
+    return Served(served.spec, served.ctx, served.theta, result,
+                  LocalArtifacts(root, served.spec.run_id(), served.ctx.host), Honest())
+
+
+class Tampered(ArtifactSource):
+    """Serves what ``inner`` serves, passed through the given rewrites ``(epoch, leaf, value) -> value``."""
+
+    def __init__(self, inner: ArtifactSource, *, checkpoint=None, proof=None, delta=None, losses=None) -> None:
+        self.inner = inner
+        self.rewrite = {"checkpoint": checkpoint, "proof": proof, "delta": delta, "losses": losses}
+
+    def _apply(self, kind, epoch, leaf, value):
+        f = self.rewrite[kind]
+        return f(epoch, leaf, value) if f else value
+
+    def checkpoint(self, epoch, leaf):
+        return self._apply("checkpoint", epoch, leaf, self.inner.checkpoint(epoch, leaf))
+
+    def proof(self, epoch, leaf):
+        return self._apply("proof", epoch, leaf, self.inner.proof(epoch, leaf))
+
+    def delta(self, epoch):
+        return self._apply("delta", epoch, None, self.inner.delta(epoch))
+
+    def losses(self, epoch):
+        return self._apply("losses", epoch, None, self.inner.losses(epoch))
+
+    def global_state(self, model_hash):
+        return self.inner.global_state(model_hash)

@@ -1,0 +1,382 @@
+"""Replay one challenged segment of a host's epoch and decide the verdict.
+
+The validator daemon calls :func:`verify_challenge` (the :class:`~protocol.messages.Verdict` to
+post) or :func:`check_challenge` (the same, as a :class:`VerdictReport` with the reason and every
+measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challenge.segments``:
+
+1. **Fetch and authenticate.** Leaf ``g`` and leaf ``g + 1`` with their Merkle proofs from the
+   host's :class:`~trainer.artifacts.ArtifactSource`. Each leaf is decoded with the trainer's
+   validated loader (names, dtypes, shapes and sizes from the spec, finite values, its step), its
+   hash checked against ``challenge.checkpoint_root`` with ``S + 1`` leaves (the count from the
+   chain, never from the proof) at exactly index ``g`` / ``g + 1``. Both must carry the epoch's RNG
+   key and the same micro-batch split, and AdamW moments that clipped gradients can produce
+   (:func:`verifier.measure.moment_bounds`).
+2. **Losses.** The ``H`` per-step losses the host serves must hash to ``challenge.loss_digest``
+   and contain, at the right places, the losses recorded in both leaves.
+3. **Start state.** For ``g = 0``, leaf 0 must be ``start_checkpoint(θ_e)`` bit for bit.
+4. **Δ** (last segment only). The served Δ must hash to ``challenge.delta_hash`` exactly and, once
+   dequantized, equal ``θ_e − θ_S`` of the committed leaf ``S`` within the quantization bound.
+5. **Replay.** ``c`` steps from leaf ``g`` on the protocol's batches with the trainer's one step
+   function (:func:`trainer.inner.replay_segment`), then: the relative distance (largest over
+   parameters and both AdamW moments) ``≤ τ``; every replayed per-step loss within
+   ``loss_tolerance`` of the recorded one; and the committed update at least ``min_update_ratio``
+   times ``lr · √(c · N)``.
+
+Outcomes: ``unavailable`` when the source raised (the host did not serve); ``fail`` when anything
+served is malformed, unauthenticated or inconsistent, or a check does not hold; ``pass`` otherwise.
+Nothing the host serves can raise out of :func:`check_challenge`: every failure is a verdict with
+a reason. What the validator supplies itself (spec, dataset, θ_e, seed, stepper) is checked first
+and a mismatch raises ``ValueError`` — then no verdict should be posted at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from protocol.encoding import canonical_json
+from protocol.merkle import MerkleProof, verify_proof
+from protocol.messages import Outcome, Verdict, evidence_hash, loss_digest, loss_micro
+from protocol.spec import RunSpec
+from protocol.views import Challenge
+
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.checkpoint import Checkpoint, decode_checkpoint
+from trainer.data import Dataset
+from trainer.delta import decode_delta, delta_hash, dequantize, pseudo_gradient
+from trainer.inner import EpochContext, replay_segment, start_checkpoint
+from trainer.model import parameter_shapes
+from trainer.outer import GlobalState
+from trainer.step import Stepper, epoch_rng_key
+from trainer.tensorfile import TensorFileError
+from verifier.measure import (delta_check, expected_update, moment_bounds, moments_plausible,
+                              parameter_count, relative_distances, update_norm)
+
+log = logging.getLogger("veriloco.verifier")
+
+MAX_DISTANCE = 10 ** 9
+"""The largest distance a verdict can carry (``protocol.messages.Verdict``); larger ones are clipped."""
+
+_I64 = 1 << 63
+T = TypeVar("T")
+
+Measurement = float | int | str | bool
+
+
+@dataclass(frozen=True)
+class VerdictReport:
+    """A verdict with why it was reached and what was measured.
+
+    Attributes:
+        verdict: what to post.
+        reason: one human-readable line (``"pass: distance 1.8e-04 ≤ τ 0.01, …"``).
+        check: the check that decided: ``ok`` for a pass; ``fetch`` (unavailable); ``leaf``
+            (decode, proof or consistency of a leaf), ``losses``, ``start``, ``delta``,
+            ``replay``, ``distance``, ``loss``, ``update`` or ``error`` for a fail.
+        measurements: every figure measured on the way (distances, loss difference, update
+            ratio, moment norms, Δ error, leaf hashes, seconds); what was not reached is absent.
+    """
+
+    verdict: Verdict
+    reason: str
+    check: str
+    measurements: dict[str, Measurement] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.verdict.outcome
+
+
+class _Decided(Exception):
+    """Raised inside the checks to end them with an outcome."""
+
+    def __init__(self, outcome: Outcome, check: str, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome, self.check, self.reason = outcome, check, reason
+
+
+def _fail(check: str, reason: str) -> _Decided:
+    return _Decided("fail", check, reason)
+
+
+def _fetch(what: str, call: Callable[[], T]) -> T:
+    # A source reports a refusal (missing, timed out, too large) as ArtifactUnavailable. Any other
+    # exception out of a source is a transport problem the validator cannot pin on the host either:
+    # it is reported the same way (unavailable, slashed less than a fail), never as a crash.
+    try:
+        return call()
+    except ArtifactUnavailable as exc:
+        raise _Decided("unavailable", "fetch", f"{what} not served: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - see above
+        raise _Decided("unavailable", "fetch", f"{what}: source error {type(exc).__name__}: {exc}") from None
+
+
+def _bytes(data: Any, what: str) -> bytes:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise _fail("leaf", f"{what} is a {type(data).__name__}, not bytes")
+
+
+def _proof(value: Any, what: str) -> MerkleProof:
+    if isinstance(value, MerkleProof):
+        return value
+    try:
+        return MerkleProof.model_validate(value)
+    except (ValidationError, TypeError, ValueError) as exc:
+        raise _fail("leaf", f"{what}: malformed Merkle proof ({str(exc).splitlines()[0]})") from None
+
+
+def distance_decimal(distance: float) -> Decimal:
+    """A measured distance as a verdict carries it: 6 significant digits, in ``[0, 1e9]``."""
+    if not math.isfinite(distance) or distance >= MAX_DISTANCE:
+        return Decimal(MAX_DISTANCE)
+    if distance < 1e-15:
+        return Decimal(0)
+    return Decimal(f"{distance:.6g}")
+
+
+class _Run:
+    """The checks of one challenge, accumulating measurements."""
+
+    def __init__(self, spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
+                 theta: GlobalState, prev_epoch_seed: bytes, stepper: Stepper | None) -> None:
+        self.spec, self.dataset, self.challenge, self.source = spec, dataset, challenge, source
+        self.theta, self.prev_epoch_seed, self.stepper = theta, prev_epoch_seed, stepper
+        self.m: dict[str, Measurement] = {}
+        self.distance = 0.0
+        self.epoch, self.g, self.host = challenge.epoch, challenge.segment, challenge.host
+        self.root = bytes.fromhex(challenge.checkpoint_root)
+        self.leaves = challenge.segments + 1
+        self.c = spec.train.segment_steps
+        self.last = self.g == challenge.segments - 1
+
+    # -- fetching -------------------------------------------------------------------------------
+
+    def fetch(self) -> tuple[Any, Any, Any, Any, Any, Any]:
+        e, g = self.epoch, self.g
+        raw_start = _fetch(f"leaf {g}", lambda: self.source.checkpoint(e, g))
+        proof_start = _fetch(f"proof of leaf {g}", lambda: self.source.proof(e, g))
+        raw_end = _fetch(f"leaf {g + 1}", lambda: self.source.checkpoint(e, g + 1))
+        proof_end = _fetch(f"proof of leaf {g + 1}", lambda: self.source.proof(e, g + 1))
+        losses = _fetch("losses", lambda: self.source.losses(e))
+        delta = _fetch("Δ", lambda: self.source.delta(e)) if self.last else None
+        return raw_start, proof_start, raw_end, proof_end, losses, delta
+
+    # -- authentication and consistency ---------------------------------------------------------
+
+    def leaf(self, raw: Any, proof: Any, leaf: int) -> Checkpoint:
+        what = f"leaf {leaf}"
+        data = _bytes(raw, what)
+        self.m[f"leaf{leaf}_bytes"] = len(data)
+        try:
+            ckpt = decode_checkpoint(data, self.spec, leaf, what=f"{self.host} epoch {self.epoch} {what}")
+        except (TensorFileError, ValueError) as exc:
+            raise _fail("leaf", f"{what} is malformed: {exc}") from None
+        proof = _proof(proof, what)
+        leaf_hash = ckpt.leaf_hash()
+        self.m[f"leaf{leaf}_hash"] = leaf_hash.hex()
+        if proof.index != leaf:
+            raise _fail("leaf", f"the proof served for {what} is the proof of leaf {proof.index}")
+        if proof.leaf_count != self.leaves:
+            raise _fail("leaf", f"the proof of {what} is for {proof.leaf_count} leaves; "
+                                f"the commitment has {self.leaves}")
+        if not verify_proof(leaf_hash, proof, self.root, self.leaves):
+            raise _fail("leaf", f"{what} (hash {leaf_hash.hex()[:16]}…) is not under the committed root")
+        key = epoch_rng_key(self.spec.train.seed, self.epoch)
+        if ckpt.state.rng_key != key:
+            raise _fail("leaf", f"{what} carries RNG key {ckpt.state.rng_key}, not epoch {self.epoch}'s {key}")
+        bounds = moment_bounds(ckpt.state)
+        self.m.update({f"leaf{leaf}_{k}": v for k, v in bounds.items()})
+        problem = moments_plausible(bounds, float(self.spec.train.grad_clip))
+        if problem:
+            raise _fail("leaf", f"{what}: {problem}")
+        return ckpt
+
+    def losses(self, served: Any, start: Checkpoint, end: Checkpoint) -> None:
+        h = self.spec.train.inner_steps
+        if (not isinstance(served, (list, tuple)) or len(served) != h
+                or not all(type(x) is int and -_I64 <= x < _I64 for x in served)):
+            kind = f"{len(served)} values" if isinstance(served, (list, tuple)) else type(served).__name__
+            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({kind})")
+        if loss_digest(list(served)) != self.challenge.loss_digest:
+            raise _fail("losses", "the served losses do not hash to the committed loss digest")
+        for leaf, ckpt in ((self.g, start), (self.g + 1, end)):
+            if leaf == 0:
+                continue
+            recorded = [loss_micro(x) for x in ckpt.losses.tolist()]
+            committed = list(served[(leaf - 1) * self.c:leaf * self.c])
+            if recorded != committed:
+                raise _fail("losses", f"leaf {leaf} records losses {recorded[:3]}… but the committed losses of "
+                                      f"steps {(leaf - 1) * self.c}–{leaf * self.c - 1} are {committed[:3]}…")
+
+    def consistent(self, start: Checkpoint, end: Checkpoint) -> None:
+        if start.micro_batches != end.micro_batches:
+            raise _fail("leaf", f"leaf {self.g} splits batches into {start.micro_batches} micro-batches, "
+                                f"leaf {self.g + 1} into {end.micro_batches}")
+        if self.g == 0:
+            expected = start_checkpoint(self.spec, self.theta.params, self.epoch, start.micro_batches)
+            if expected.leaf_hash() != start.leaf_hash():
+                raise _fail("start", "leaf 0 is not the agreed θ_e with a fresh optimizer at step 0")
+
+    def delta(self, raw: Any, end: Checkpoint) -> None:
+        data = _bytes(raw, "Δ")
+        try:
+            payload = decode_delta(data, self.spec, what=f"{self.host} epoch {self.epoch} Δ")
+        except (TensorFileError, ValueError) as exc:
+            raise _fail("delta", f"Δ is malformed: {exc}") from None
+        served_hash = delta_hash(payload).hex()
+        if served_hash != self.challenge.delta_hash:
+            raise _fail("delta", f"the served Δ hashes to {served_hash[:16]}…, the committed Δ hash is "
+                                 f"{self.challenge.delta_hash[:16]}…")
+        truth = pseudo_gradient(self.theta.params, end.state.params)
+        dq = dequantize(payload, parameter_shapes(self.spec), self.spec.quantization)
+        found = delta_check(dq, payload, truth, self.spec.quantization)
+        self.m.update({f"delta_{k}": v for k, v in found.items()})
+        if found["violations"]:
+            raise _fail("delta", f"Δ is not θ_e − θ_S of the committed last leaf: {int(found['violations'])} "
+                                 f"values or scales outside the quantization bound (worst ×{found['worst_excess']:.3g}, "
+                                 f"relative error {found['relative_error']:.3g})")
+
+    # -- replay ---------------------------------------------------------------------------------
+
+    def replay(self, start: Checkpoint, end: Checkpoint) -> None:
+        ver = self.spec.verification
+        ctx = EpochContext(self.spec.run_id(), self.epoch, self.host, self.prev_epoch_seed)
+        t0 = time.perf_counter()
+        try:
+            replayed = replay_segment(self.spec, self.dataset, ctx, start, self.stepper)
+        except ValueError as exc:  # a non-finite loss: leaf g diverges under honest training
+            raise _fail("replay", f"replaying segment {self.g} failed: {exc}") from None
+        self.m["seconds_replay"] = round(time.perf_counter() - t0, 4)
+        self.m["replayed_hash"] = replayed.leaf_hash().hex()
+        self.m["bitwise"] = self.m["replayed_hash"] == self.m[f"leaf{self.g + 1}_hash"]
+
+        dist = relative_distances(replayed.state, end.state, start.state)
+        self.distance = max(dist.values())
+        self.m.update({"distance": self.distance, **{f"distance_{k}": v for k, v in dist.items()}})
+        diffs = (replayed.losses.double() - end.losses.double()).abs()
+        loss_diff = float(diffs.max()) if diffs.numel() else 0.0
+        self.m["loss_max_diff"] = loss_diff if math.isfinite(loss_diff) else float("inf")
+        norm = update_norm(end.state, start.state)
+        scale = expected_update(float(self.spec.train.lr), self.c, parameter_count(start.state))
+        self.m.update({"update_norm": norm, "expected_update": scale, "update_ratio": norm / scale})
+
+        tau, tol, ratio = float(ver.tau), float(ver.loss_tolerance), float(ver.min_update_ratio)
+        if not self.distance <= tau:
+            worst = max(dist, key=lambda k: dist[k])
+            raise _fail("distance", f"replay distance {self.distance:.4g} > τ {tau:g} (largest in {worst}; "
+                                    f"params {dist['params']:.3g}, exp_avg {dist['exp_avg']:.3g}, "
+                                    f"exp_avg_sq {dist['exp_avg_sq']:.3g})")
+        if not self.m["loss_max_diff"] <= tol:
+            step = int(diffs.argmax()) + self.g * self.c
+            raise _fail("loss", f"replayed loss of step {step} differs by {loss_diff:.4g} > tolerance {tol:g}")
+        if not norm / scale >= ratio:
+            raise _fail("update", f"the committed update {norm:.4g} is {norm / scale:.3g}× lr·√(c·N) = "
+                                  f"{scale:.4g}, below the minimum ratio {ratio:g}")
+
+    def run(self) -> str:
+        raw_start, proof_start, raw_end, proof_end, served_losses, raw_delta = self.fetch()
+        start = self.leaf(raw_start, proof_start, self.g)
+        end = self.leaf(raw_end, proof_end, self.g + 1)
+        self.consistent(start, end)
+        self.losses(served_losses, start, end)
+        if self.last:
+            self.delta(raw_delta, end)
+        self.replay(start, end)
+        ver = self.spec.verification
+        return (f"distance {self.distance:.3g} ≤ τ {float(ver.tau):g}, loss diff "
+                f"{self.m['loss_max_diff']:.3g} ≤ {float(ver.loss_tolerance):g}, update "
+                f"{self.m['update_ratio']:.3g}× lr·√(c·N) ≥ {float(ver.min_update_ratio):g}"
+                + (f", Δ within the quantization bound (rel. error {self.m['delta_relative_error']:.3g})"
+                   if self.last else ""))
+
+
+def _check_inputs(spec: RunSpec, dataset: Dataset, challenge: Challenge, theta: GlobalState,
+                  prev_epoch_seed: bytes, stepper: Stepper | None) -> None:
+    if challenge.segments != spec.train.segments:
+        raise ValueError(f"the challenge says {challenge.segments} segments but the run spec has "
+                         f"{spec.train.segments}: this is not the run's spec")
+    if not 0 <= challenge.segment < challenge.segments:
+        raise ValueError(f"segment {challenge.segment} is outside 0..{challenge.segments - 1}")
+    if len(prev_epoch_seed) != 32:
+        raise ValueError("prev_epoch_seed must be 32 bytes")
+    if dataset.hash != spec.data.dataset_hash:
+        raise ValueError("the dataset is not the run's dataset")
+    shapes = parameter_shapes(spec)
+    if set(theta.params) != set(shapes) or any(tuple(theta.params[n].shape) != tuple(s) for n, s in shapes.items()):
+        raise ValueError("θ_e does not have the run's parameter names and shapes")
+    if stepper is not None and stepper.world != 1:
+        raise ValueError("replay needs a single-process stepper")
+
+
+def _evidence(challenge: Challenge, outcome: str, check: str, measurements: dict[str, Measurement]) -> str:
+    # Canonical JSON admits no floats: every measurement is written as its repr. Timings are left
+    # out, so two validators (or one, twice) that measured the same thing post the same evidence.
+    measurements = {k: v for k, v in measurements.items() if not k.startswith("seconds")}
+    record = {"epoch": challenge.epoch, "host": challenge.host, "segment": challenge.segment,
+              "checkpoint_root": challenge.checkpoint_root, "outcome": outcome, "check": check,
+              "measurements": {k: v if isinstance(v, str) else repr(v) for k, v in sorted(measurements.items())}}
+    return evidence_hash(canonical_json(record))
+
+
+def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
+                    theta: GlobalState, prev_epoch_seed: bytes, *,
+                    stepper: Stepper | None = None) -> VerdictReport:
+    """Check one challenge and explain the verdict (see the module docstring for the checks).
+
+    Args:
+        spec: the run spec (its ``verification`` section holds τ, the loss tolerance and the
+            minimum update ratio).
+        dataset: the run's dataset.
+        challenge: the challenge, as the chain lists it for this validator.
+        source: the host's artifacts (untrusted).
+        theta: the agreed global state θ_e of the challenge's epoch.
+        prev_epoch_seed: the seed of epoch ``e − 1`` (the genesis seed for ``e = 0``).
+        stepper: a single-process :class:`~trainer.step.Stepper` to reuse across challenges.
+
+    Returns:
+        The verdict with its reason, deciding check and measurements.
+
+    Raises:
+        ValueError: the validator's own inputs do not fit together (see :func:`_check_inputs`).
+    """
+    _check_inputs(spec, dataset, challenge, theta, prev_epoch_seed, stepper)
+    t0 = time.perf_counter()
+    run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper)
+    try:
+        reason = run.run()
+        outcome, check = "pass", "ok"
+    except _Decided as decided:
+        outcome, check, reason = decided.outcome, decided.check, decided.reason
+    except Exception as exc:  # noqa: BLE001 - whatever the host served must not crash the validator
+        log.exception("unexpected error while checking %s segment %d of epoch %d",
+                      challenge.host, challenge.segment, challenge.epoch)
+        outcome, check, reason = "fail", "error", f"unexpected {type(exc).__name__} while checking: {exc}"
+    run.m["seconds"] = round(time.perf_counter() - t0, 4)
+    distance = run.distance if outcome != "unavailable" else 0.0
+    if outcome == "fail" and check not in ("distance", "loss", "update"):
+        distance = float(MAX_DISTANCE) if "distance" not in run.m else run.distance
+    verdict = Verdict(epoch=challenge.epoch, host=challenge.host, segment=challenge.segment, outcome=outcome,
+                      distance=distance_decimal(distance),
+                      evidence=_evidence(challenge, outcome, check, run.m))
+    line = f"{outcome}: {reason}"
+    level = logging.INFO if outcome == "pass" else logging.WARNING
+    log.log(level, "host %s epoch %d segment %d: %s", challenge.host, challenge.epoch, challenge.segment, line)
+    return VerdictReport(verdict, line, check, run.m)
+
+
+def verify_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
+                     theta: GlobalState, prev_epoch_seed: bytes, *,
+                     stepper: Stepper | None = None) -> Verdict:
+    """The verdict on one challenge: :func:`check_challenge` without the explanation.
+
+    The reason is logged (logger ``veriloco.verifier``); call :func:`check_challenge` to get it.
+    """
+    return check_challenge(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper=stepper).verdict
