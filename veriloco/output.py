@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+# Logs, CI and docs are not terminals; Rich would squeeze tables into 80 columns there.
+console = Console(width=None if sys.stdout.isatty() else 140)
 err_console = Console(stderr=True)
 
 

@@ -1,0 +1,108 @@
+"""Where a run lives: the network file, and opening a Ledger on it for either backend.
+
+``veriloco run deploy`` (and ``veriloco simulate``) write a small JSON network file — the chain to
+talk to and the contract's address — that every other command reads (``--network``, default
+``<home>/network.json``). A ``cosmos`` network is a node reached over gRPC; an ``embedded`` network
+is the saved state of an in-process chain (what ``simulate`` leaves behind), opened, used and saved
+again by one process at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from chain.ledger import Ledger
+from protocol.types import Address
+from veriloco.errors import VerilocoError
+from veriloco.home import home_dir
+
+
+class ChainSettings(BaseModel):
+    """How to reach the chain."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["embedded", "cosmos"]
+    grpc: str | None = None
+    rpc: str | None = None
+    chain_id: str | None = None
+    flavour: Literal["injective", "wasmd"] = "injective"
+    state: str | None = None
+
+
+class NetworkFile(BaseModel):
+    """A deployed run: the chain and the contract."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chain: ChainSettings
+    contract: Address
+    run_id: str
+
+    def save(self, path: Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.model_dump_json(indent=1) + "\n")
+        return path
+
+
+def network_path(network: str | Path | None, home: str | Path | None = None) -> Path:
+    return Path(network) if network else home_dir(home) / "network.json"
+
+
+def load_network(network: str | Path | None, home: str | Path | None = None) -> NetworkFile:
+    """Read the network file (``--network`` or ``<home>/network.json``)."""
+    path = network_path(network, home)
+    if not path.exists():
+        raise VerilocoError(f"no network file at {path}: deploy a run first (veriloco run deploy) "
+                            "or pass --network FILE (veriloco simulate writes one in its workdir)")
+    try:
+        return NetworkFile.model_validate_json(path.read_text())
+    except ValidationError as exc:
+        raise VerilocoError(f"{path} is not a network file: {exc.errors()[0]['msg']}") from None
+
+
+def cosmos_chain(settings: ChainSettings):  # -> chain.cosmos.CosmosChain (cosmpy imported lazily)
+    """A client for a cosmos network."""
+    from chain.cosmos import CosmosChain, injective, wasmd  # noqa: PLC0415
+
+    if not settings.grpc or not settings.chain_id:
+        raise VerilocoError("a cosmos network needs grpc and chain_id")
+    config = (injective if settings.flavour == "injective" else wasmd)(settings.chain_id)
+    return CosmosChain(settings.grpc, config, rpc_url=settings.rpc)
+
+
+@contextmanager
+def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
+    """A Ledger on the network's contract.
+
+    Args:
+        net: the network file.
+        save: for an embedded network, write the chain state back afterwards (after writes).
+    """
+    if net.chain.backend == "cosmos":
+        from chain.cosmos import CosmosBackend  # noqa: PLC0415
+
+        chain = cosmos_chain(net.chain)
+        try:
+            yield Ledger(CosmosBackend(chain, net.contract))
+        finally:
+            chain.close()
+        return
+    from chain.embedded import EmbeddedChain  # noqa: PLC0415
+    from chain.embedded.backend import EmbeddedBackend  # noqa: PLC0415
+    from protocol.spec import RunSpec  # noqa: PLC0415
+
+    if not net.chain.state or not Path(net.chain.state).exists():
+        raise VerilocoError(f"embedded chain state {net.chain.state!r} not found")
+    chain = EmbeddedChain.load(net.chain.state)
+    config = chain.query(net.contract, {"config": {}})
+    denom = RunSpec.from_canonical(config["spec_json"]).economics.denom
+    yield Ledger(EmbeddedBackend(chain, net.contract, denom))
+    if save:
+        chain.save(net.chain.state)
