@@ -1,0 +1,42 @@
+"""Picking participant behaviours by name, for the CLI: honest by default, adversaries on request.
+
+The catalogue itself lives in ``verifier.adversaries``; this module only turns command-line text
+(``noise``, ``lazy:0.5``, ``always_fail``) into behaviours and nodes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chain.ledger import Ledger
+from protocol.keys import PrivateKey
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from verifier.adversaries import ADVERSARIES, VALIDATORS, make_adversary, make_validator_behaviour
+from verifier.validator import ValidatorNode
+from veriloco.daemon import http_peers
+from veriloco.errors import VerilocoError
+
+
+def host_behaviour(text: str | None, **context: object) -> HostBehaviour:
+    """``None``/``honest`` -> the honest host; otherwise an adversary from the catalogue."""
+    if not text or text == "honest":
+        return HostBehaviour()
+    try:
+        return make_adversary(text, **context)
+    except ValueError as exc:
+        raise VerilocoError(f"{exc} (known: {', '.join(sorted(ADVERSARIES))})") from None
+
+
+def validator_behaviour(text: str | None):  # -> verifier.adversaries.ValidatorBehaviour
+    try:
+        return make_validator_behaviour(text or "honest")
+    except ValueError as exc:
+        raise VerilocoError(f"{exc} (known: {', '.join(sorted(VALIDATORS))})") from None
+
+
+def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str | None) -> ValidatorNode:
+    """A validator node reaching hosts over HTTP (the daemon's)."""
+    spec = ledger.spec()
+    return ValidatorNode(ledger, key, spec, Dataset.load(spec.data), root, http_peers(key, spec, ledger.prefix),
+                         behaviour=validator_behaviour(behaviour))

@@ -1,0 +1,120 @@
+"""Running a participant as a long-lived process: ``veriloco host run`` and ``veriloco validator run``.
+
+A daemon is a node (``HostNode`` or ``ValidatorNode``) plus a loop that calls its ``tick`` every
+``poll`` seconds, and — for hosts — the FastAPI artifact server in a background thread. All state
+lives on the chain and in the work directory, so a daemon killed at any point (SIGKILL included)
+carries on where it stopped when started again: the node re-reads the chain and its disk.
+
+Peers are reached over HTTP (:class:`trainer.server.HttpArtifacts`), with requests signed by the
+daemon's key; the server admits only bonded members of the run (asked of the chain, cached briefly).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from chain.ledger import Ledger, LedgerError
+from protocol.keys import PrivateKey
+from protocol.spec import RunSpec
+from trainer.artifacts import ArtifactSource
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.host import HostNode
+from trainer.participant import NodeEvent, Participant
+from trainer.server import HttpArtifacts, ServerThread, create_app
+
+log = logging.getLogger("veriloco.daemon")
+
+
+class MembershipCache:
+    """Is an address a bonded member of the run? Asked of the chain, remembered for ``ttl`` seconds."""
+
+    def __init__(self, ledger: Ledger, ttl: float = 10.0) -> None:
+        self._ledger = ledger
+        self._ttl = ttl
+        self._lock = threading.Lock()
+        self._seen: dict[str, tuple[float, bool]] = {}
+
+    def __call__(self, address: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._seen.get(address)
+            if cached and now - cached[0] < self._ttl:
+                return cached[1]
+        try:
+            member = self._ledger.member(address)
+        except LedgerError:
+            return False
+        ok = member is not None and (int(member.bonded) > 0 or bool(member.unbonding))
+        with self._lock:
+            self._seen[address] = (now, ok)
+        return ok
+
+
+def http_peers(key: PrivateKey, spec: RunSpec, prefix: str) -> Callable[[str], ArtifactSource]:
+    """Endpoint -> an HTTP client on that host, one per endpoint."""
+    clients: dict[str, HttpArtifacts] = {}
+
+    def resolve(endpoint: str) -> ArtifactSource:
+        if endpoint not in clients:
+            clients[endpoint] = HttpArtifacts(endpoint, key, spec, prefix=prefix)
+        return clients[endpoint]
+
+    return resolve
+
+
+class Daemon:
+    """A node's main loop. Stops on SIGINT/SIGTERM, after ``max_epochs`` epochs, or by :meth:`stop`.
+
+    Args:
+        node: the participant to drive.
+        ledger: its chain.
+        poll: seconds between ticks when nothing happened.
+        max_epochs: stop once the chain's current epoch reaches this number (None: run forever).
+    """
+
+    def __init__(self, node: Participant, ledger: Ledger, poll: float = 0.5, max_epochs: int | None = None) -> None:
+        self.node = node
+        self.ledger = ledger
+        self.poll = poll
+        self.max_epochs = max_epochs
+        self._stop = threading.Event()
+
+    def stop(self, *_: object) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+        while not self._stop.is_set():
+            try:
+                if self.max_epochs is not None and self.ledger.epoch().epoch >= self.max_epochs:
+                    log.info("reached epoch %d; stopping", self.max_epochs)
+                    return
+                acted = self.node.tick()
+            except LedgerError as exc:
+                # The node is down or slow: keep going; the chain holds the truth.
+                log.warning("chain unavailable: %s", exc)
+                acted = False
+            if not acted:
+                self._stop.wait(self.poll)
+
+
+def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behaviour: HostBehaviour | None = None,
+                on_event: Callable[[NodeEvent], None] | None = None) -> tuple[HostNode, ServerThread]:
+    """A host node on ``ledger`` and its artifact server, started on ``listen`` (``host:port``)."""
+    spec = ledger.spec()
+    dataset = Dataset.load(spec.data)
+    node = HostNode(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix),
+                    behaviour=behaviour, on_event=on_event)
+    host, _, port = listen.rpartition(":")
+    app = create_app(node.source, spec.run_id().hex(), node.address,
+                     authorize=MembershipCache(ledger), prefix=ledger.prefix)
+    server = ServerThread(app, host or "127.0.0.1", int(port)).start()
+    return node, server
+
