@@ -14,7 +14,7 @@ import typer
 from pydantic import ValidationError
 
 from veriloco import __version__
-from veriloco.commands import devnet, keys, train
+from veriloco.commands import devnet, epoch, keys, member, run, simulate, train
 from veriloco.errors import VerilocoError
 from veriloco.output import err_console
 
@@ -28,6 +28,12 @@ app = typer.Typer(
 app.add_typer(keys.app, name="keys")
 app.add_typer(devnet.app, name="devnet")
 app.add_typer(train.app, name="train")
+app.add_typer(run.app, name="run")
+app.add_typer(epoch.app, name="epoch")
+app.command("report")(epoch.report)
+app.command("simulate")(simulate.simulate)
+app.add_typer(member.host_app, name="host")
+app.add_typer(member.validator_app, name="validator")
 
 
 @app.command("version")

@@ -1,11 +1,15 @@
-"""A whole veriloco network in one process, on the embedded chain: what ``veriloco simulate`` runs.
+"""A whole veriloco network in one process: what ``veriloco simulate`` runs.
 
 Hosts and validators are the real nodes (``trainer.host.HostNode``, ``verifier.validator.ValidatorNode``)
-on a real contract (the committed ``.wasm`` under wasmtime). Only two things differ from a
+on the real contract: under wasmtime on the embedded chain (default), or on a real injectived
+devnet (``EmbeddedChainFactory`` / ``DevnetChainFactory``). Only two things differ from a
 multi-process network: artifacts move through the same :class:`~trainer.artifacts.ArtifactSource`
-interface without HTTP, and time is driven here — when no node has anything to do, the network
-mines blocks up to the current phase's deadline and calls ``advance``. Phases close early when
-everyone has acted, so a simulated epoch costs only its training and replays.
+interface without HTTP, and when no node has anything to do the network waits for the current
+phase's deadline and calls ``advance`` (on the embedded chain, waiting mines the blocks). Phases
+close early when everyone has acted, so a simulated epoch costs about its training and replays.
+
+Funds are audited: every transaction's fee is metered, and the sum of all participants' balances,
+the treasury's and the contract's, plus the fees paid, stays what it was at genesis.
 """
 
 from __future__ import annotations
@@ -14,10 +18,9 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from chain.embedded import EmbeddedChain
-from chain.embedded.backend import deploy_embedded
-from chain.ledger import Ledger
+from chain.ledger import ContractBackend, ContractError, Ledger, TxResult
 from protocol.keys import PrivateKey
 from protocol.spec import RunSpec
 from protocol.views import EpochReport
@@ -37,9 +40,94 @@ def sim_key(name: str) -> PrivateKey:
     return PrivateKey(hashlib.sha256(b"veriloco-simulation:" + name.encode()).digest())
 
 
+class MeteredBackend(ContractBackend):
+    """A backend that adds up the fees of every transaction it sends (for the funds audit)."""
+
+    def __init__(self, inner: ContractBackend) -> None:
+        self.inner = inner
+        self.fees = 0
+
+    @property
+    def denom(self) -> str:
+        return self.inner.denom
+
+    @property
+    def contract_address(self) -> str:
+        return self.inner.contract_address
+
+    def execute(self, key: PrivateKey, msg: dict[str, Any], funds: int = 0) -> TxResult:
+        result = self.inner.execute(key, msg, funds)
+        self.fees += result.fee
+        return result
+
+    def query(self, msg: dict[str, Any]) -> Any:
+        return self.inner.query(msg)
+
+    def height(self) -> int:
+        return self.inner.height()
+
+    def balance(self, address: str) -> int:
+        return self.inner.balance(address)
+
+    def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
+        return self.inner.wait_for_height(height, timeout)
+
+
+ChainFactory = Callable[[RunSpec, PrivateKey, str, Sequence[PrivateKey]], ContractBackend]
+"""(spec, operator key, treasury address, keys to fund at genesis) -> a backend on a freshly deployed contract."""
+
+
+class EmbeddedChainFactory:
+    """Deploys on a new in-process chain; :attr:`chain` keeps it (to save its state afterwards)."""
+
+    def __init__(self) -> None:
+        self.chain = None
+
+    def __call__(self, spec: RunSpec, operator: PrivateKey, treasury: str,
+                 funded: Sequence[PrivateKey]) -> ContractBackend:
+        from chain.embedded import EmbeddedChain  # noqa: PLC0415
+        from chain.embedded.backend import deploy_embedded  # noqa: PLC0415
+
+        self.chain = EmbeddedChain(genesis_balances={k.address(): {spec.economics.denom: GENESIS_BALANCE}
+                                                     for k in funded})
+        ledger = deploy_embedded(self.chain, operator, spec, GlobalState.initial(spec).hash().hex(), treasury)
+        return ledger.backend
+
+
+class DevnetChainFactory:
+    """Starts a fresh injectived devnet in ``home`` (funding the keys at genesis) and deploys on it.
+
+    Call :meth:`stop` when done.
+    """
+
+    def __init__(self, home: Path) -> None:
+        self.home = Path(home)
+        self.devnet = None
+        self._chain = None
+
+    def __call__(self, spec: RunSpec, operator: PrivateKey, treasury: str,
+                 funded: Sequence[PrivateKey]) -> ContractBackend:
+        from chain.cosmos import CosmosBackend  # noqa: PLC0415
+        from chain.devnet import Devnet, DevnetPorts, GenesisAccount  # noqa: PLC0415
+        from chain.ledger import instantiate_msg  # noqa: PLC0415
+
+        accounts = [GenesisAccount.of_key(f"sim-{i}", k, amount=GENESIS_BALANCE) for i, k in enumerate(funded)]
+        self.devnet = Devnet(self.home, ports=DevnetPorts.free(), accounts=accounts)
+        self.devnet.up()
+        self._chain = self.devnet.connect()
+        msg = instantiate_msg(spec, GlobalState.initial(spec).hash().hex(), treasury)
+        return CosmosBackend.deploy(self._chain, operator, msg)
+
+    def stop(self) -> None:
+        if self._chain is not None:
+            self._chain.close()
+        if self.devnet is not None:
+            self.devnet.stop()
+
+
 @dataclass
 class Roster:
-    """Who takes part: host behaviours (one per host) and validator behaviours (one per validator)."""
+    """Who takes part: one behaviour per host, one per validator, and their stakes."""
 
     hosts: Sequence[HostBehaviour]
     validators: Sequence[object] = field(default_factory=list)
@@ -49,7 +137,7 @@ class Roster:
 
 
 class LocalNetwork:
-    """An embedded chain, a deployed contract and every participant, driven in one process.
+    """A deployed contract and every participant, driven in one process.
 
     Args:
         spec: the run spec.
@@ -57,12 +145,15 @@ class LocalNetwork:
         roster: the participants and their behaviours.
         dataset: the run's dataset (loaded once, shared by everyone).
         on_event: receives every node event.
-        validator_factory: builds a validator node; ``None`` when the run has no validators.
+        validator_factory: builds a validator node (``verifier.validator.ValidatorNode``);
+            needed when the roster has validators.
+        chain: deploys the contract (default: a new embedded chain).
     """
 
     def __init__(self, spec: RunSpec, root: Path, roster: Roster, dataset: Dataset,
                  on_event: EventSink | None = None,
-                 validator_factory: Callable[..., Participant] | None = None) -> None:
+                 validator_factory: Callable[..., Participant] | None = None,
+                 chain: ChainFactory | None = None) -> None:
         self.spec = spec
         self.root = Path(root)
         econ = spec.economics
@@ -70,34 +161,40 @@ class LocalNetwork:
         self.treasury = sim_key("treasury").address()
         host_keys = [sim_key(f"host-{i}") for i in range(len(roster.hosts))]
         validator_keys = [sim_key(f"validator-{i}") for i in range(len(roster.validators))]
-        everyone = [self.operator, *host_keys, *validator_keys]
-        self.chain = EmbeddedChain(genesis_balances={k.address(): {econ.denom: GENESIS_BALANCE} for k in everyone})
-        self.ledger: Ledger = deploy_embedded(self.chain, self.operator, spec,
-                                              GlobalState.initial(spec).hash().hex(), self.treasury)
+        self.chain_factory = chain or EmbeddedChainFactory()
+        self.backend = MeteredBackend(self.chain_factory(spec, self.operator, self.treasury,
+                                                         [self.operator, *host_keys, *validator_keys]))
+        self.ledger = Ledger(self.backend)
+        self.names: dict[str, str] = {self.treasury: "treasury", self.operator.address(): "operator"}
+        self._sources: dict[str, Callable[[], ArtifactSource]] = {}
+        self.hosts: list[HostNode] = []
+        self.validators: list[Participant] = []
+        # The audit starts before the first transaction of the run (the deploy is the factory's).
+        self._audited = [self.operator.address(), self.treasury, self.ledger.contract_address,
+                         *(k.address() for k in host_keys + validator_keys)]
+        self.initial_funds = self.total_funds()
         pool = roster.reward_pool if roster.reward_pool is not None else 10 * int(econ.reward_per_epoch)
         if pool:
             self.ledger.fund_rewards(self.operator, pool)
-        self._sources: dict[str, Callable[[], ArtifactSource]] = {}
-        self.hosts: list[HostNode] = []
         for i, (key, behaviour) in enumerate(zip(host_keys, roster.hosts)):
             name = f"host-{i}" + ("" if behaviour.name == "honest" else f" ({behaviour.name})")
             endpoint = f"http://host-{i}.sim"
             node = HostNode(self.ledger, key, spec, dataset, self.root / f"host-{i}", self.resolve,
                             behaviour=behaviour, name=name, on_event=on_event)
             self._sources[endpoint] = lambda node=node: node.source
-            stake = roster.host_stake or 2 * int(econ.min_host_stake)
-            self.ledger.bond(key, "host", endpoint, stake)
+            self.ledger.bond(key, "host", endpoint, roster.host_stake or 2 * int(econ.min_host_stake))
             self.hosts.append(node)
-        self.validators: list[Participant] = []
+            self.names[node.address] = name
         for i, (key, behaviour) in enumerate(zip(validator_keys, roster.validators)):
             if validator_factory is None:
                 raise VerilocoError("validators need a validator factory")
+            name = f"validator-{i}" + ("" if getattr(behaviour, "name", "honest") == "honest" else f" ({behaviour.name})")
             node = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}", self.resolve,
-                                     behaviour=behaviour, name=f"validator-{i}", on_event=on_event)
-            stake = roster.validator_stake or 2 * int(econ.min_validator_stake)
-            self.ledger.bond(key, "validator", f"http://validator-{i}.sim", stake)
+                                     behaviour=behaviour, name=name, on_event=on_event)
+            self.ledger.bond(key, "validator", f"http://validator-{i}.sim",
+                             roster.validator_stake or 2 * int(econ.min_validator_stake))
             self.validators.append(node)
-        self.initial_funds = self.total_funds()
+            self.names[node.address] = name
 
     @property
     def nodes(self) -> list[Participant]:
@@ -110,10 +207,11 @@ class LocalNetwork:
         return self._sources[endpoint]()
 
     def total_funds(self) -> int:
-        """Bank balances of every participant, the treasury and the contract: conserved by every epoch."""
-        addresses = {self.operator.address(), self.treasury, self.ledger.contract_address}
-        addresses |= {n.address for n in self.nodes}
-        return sum(self.ledger.balance(a) for a in addresses)
+        """Balances of everyone in the run, the treasury and the contract, plus every fee paid so far.
+
+        Conserved exactly: it must equal :attr:`initial_funds` after any number of epochs.
+        """
+        return sum(self.ledger.balance(a) for a in self._audited) + self.backend.fees
 
     def run_epoch(self, max_rounds: int = 10_000) -> EpochReport:
         """Drive the current epoch to its end; return its report.
@@ -130,6 +228,9 @@ class LocalNetwork:
             if not any(acted):
                 # Nobody can act: let time pass to the phase's deadline and close it.
                 if self.ledger.height() < info.phase_deadline:
-                    self.ledger.wait_for_height(info.phase_deadline)
-                self.ledger.advance(self.operator)
+                    self.ledger.wait_for_height(info.phase_deadline, timeout=600)
+                try:
+                    self.ledger.advance(self.operator)
+                except ContractError:
+                    pass  # another transaction closed the phase meanwhile (real chains do not wait)
         raise VerilocoError(f"epoch {epoch} did not finish within {max_rounds} rounds")

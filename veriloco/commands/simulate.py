@@ -1,0 +1,145 @@
+"""``veriloco simulate``: a whole network on one machine, epoch after epoch, with a report at the end.
+
+By default: the ``demo`` model, 4 honest hosts, 1 cheating host (``noise``: it commits a random Δ),
+2 honest validators, 3 epochs, on the embedded chain. Each epoch prints as it happens; the run ends
+with the last epoch's report, the validation loss per epoch, who was slashed, and the funds audit.
+The chain state and a network file are left in the work directory, so
+``veriloco report EPOCH --network WORKDIR/network.json`` works afterwards.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from protocol.spec import AggregationRule
+from trainer.data import Dataset
+from trainer.participant import NodeEvent
+from trainer.presets import PRESETS, preset
+from veriloco.behaviours import host_behaviour, validator_behaviour
+from veriloco.connect import ChainSettings, NetworkFile
+from veriloco.errors import VerilocoError
+from veriloco.network import DevnetChainFactory, EmbeddedChainFactory, LocalNetwork, Roster
+from veriloco.output import console, print_json
+from veriloco.report import best_val_loss, plot_reports, report_tables, summary_line
+
+# Events worth a line of their own; the rest (joins, reveals, passing verdicts) are counted.
+LOUD = ("committed", "proposed", "refused", "waiting", "verdict fail", "verdict unavailable")
+
+
+def simulate(
+    hosts: Annotated[int, typer.Option(help="honest hosts")] = 4,
+    cheaters: Annotated[int, typer.Option(help="cheating hosts")] = 1,
+    adversary: Annotated[str, typer.Option(help="what the cheaters do, e.g. noise, lazy:0.5, withhold, sign_flip")] = "noise",
+    validators: Annotated[int, typer.Option(help="honest validators")] = 2,
+    liars: Annotated[int, typer.Option(help="validators that lie")] = 0,
+    liar: Annotated[str, typer.Option(help="what lying validators do: always_pass, always_fail, silent")] = "always_fail",
+    epochs: Annotated[int, typer.Option(help="epochs to run")] = 3,
+    preset_name: Annotated[str, typer.Option("--preset", help=f"model and run parameters: {', '.join(PRESETS)}")] = "demo",
+    rule: Annotated[Optional[str], typer.Option(help="aggregation rule (default: the preset's)")] = None,
+    chain: Annotated[str, typer.Option(help="embedded (in-process wasmtime) or devnet (a real injectived node)")] = "embedded",
+    workdir: Annotated[Optional[Path], typer.Option(help="keep everything here (default: a temporary directory)")] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="draw the loss curve and host outcomes to this PNG")] = None,
+    json: Annotated[bool, typer.Option("--json", help="print the epoch reports as JSON at the end")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="print every event")] = False,
+) -> None:
+    """Run a whole veriloco network on this machine: stake, train, verify, slash, aggregate, agree."""
+    if hosts + cheaters < 1 or epochs < 1:
+        raise VerilocoError("need at least one host and one epoch")
+    if chain not in ("embedded", "devnet"):
+        raise VerilocoError(f"--chain must be embedded or devnet, not {chain!r}")
+    spec = preset(preset_name)
+    if rule:
+        if rule not in AggregationRule.__args__:  # type: ignore[attr-defined]
+            raise VerilocoError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
+        spec = spec.with_changes(aggregation={"rule": rule})
+    spec = spec.with_changes(phases={"min_hosts": hosts + cheaters, "min_validators": min(1, validators + liars)},
+                             verification={"enabled": validators + liars > 0})
+    honest_validators = [validator_behaviour("honest") for _ in range(validators)]
+    roster = Roster(hosts=[host_behaviour(None) for _ in range(hosts)] +
+                    [host_behaviour(adversary) for _ in range(cheaters)],
+                    validators=honest_validators + [validator_behaviour(liar) for _ in range(liars)])
+    root = workdir or Path(tempfile.mkdtemp(prefix="veriloco-sim-"))
+    if workdir and workdir.exists() and any(workdir.iterdir()):
+        raise VerilocoError(f"{workdir} is not empty; simulations start from scratch")
+    root.mkdir(parents=True, exist_ok=True)
+
+    from verifier.validator import ValidatorNode  # noqa: PLC0415
+
+    factory = EmbeddedChainFactory() if chain == "embedded" else DevnetChainFactory(root / "devnet")
+    counts: dict[str, int] = {}
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                        TimeElapsedColumn(), console=console, transient=True)
+
+    def on_event(event: NodeEvent) -> None:
+        if verbose or any(event.action.startswith(word) for word in LOUD):
+            progress.console.print(f"  [dim]epoch {event.epoch}[/] {event.who}: {event.action} {event.detail}",
+                                   highlight=False)
+        else:
+            counts[event.action] = counts.get(event.action, 0) + 1
+
+    console.print(f"[bold]veriloco simulate[/]: {hosts} honest + {cheaters} {adversary} hosts, {validators} "
+                  f"validators{f' + {liars} {liar}' if liars else ''}, {epochs} epochs of {spec.name} "
+                  f"(H={spec.train.inner_steps}, S={spec.train.segments}, rule {spec.aggregation.rule}) "
+                  f"on the {chain} chain; work in {root}")
+    started = time.monotonic()
+    dataset = Dataset.load(spec.data)
+    try:
+        net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, validator_factory=ValidatorNode,
+                           chain=factory)
+        reports = []
+        with progress:
+            task = progress.add_task("epochs", total=epochs)
+            for _ in range(epochs):
+                counts.clear()
+                report = net.run_epoch()
+                reports.append(report)
+                progress.advance(task)
+                progress.console.print(f"[bold]{summary_line(report, net.names)}[/]  "
+                                       f"[dim]({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})[/]",
+                                       highlight=False)
+        conserved = net.total_funds() == net.initial_funds
+        _save(net, factory, root, spec)
+    finally:
+        if isinstance(factory, DevnetChainFactory):
+            factory.stop()
+    elapsed = time.monotonic() - started
+    if json:
+        print_json(reports)
+        return
+    console.print(report_tables(reports[-1], spec.economics.denom, net.names))
+    losses = [best_val_loss(r) for r in reports]
+    console.print("validation loss per epoch: " + " → ".join("—" if v is None else f"{v:.4f}" for v in losses))
+    slashed = sorted({net.names.get(h.address, h.address) for r in reports for h in r.hosts if h.slashed != "0"} |
+                     {net.names.get(v.address, v.address) for r in reports for v in r.validators if v.slashed != "0"})
+    console.print(f"slashed: {', '.join(slashed) or 'nobody'}")
+    console.print(f"funds conserved: {'yes' if conserved else '[red]NO[/]'} "
+                  f"({net.initial_funds} base units before and after, fees included)")
+    if plot:
+        plot_reports(reports, plot, net.names)
+        console.print(f"plot written to {plot}")
+    console.print(f"finished in {elapsed:.0f} s; inspect with: veriloco report {len(reports) - 1} "
+                  f"--network {root / 'network.json'}")
+    if not conserved:
+        raise VerilocoError("funds were not conserved: this is a bug, please report it")
+
+
+def _save(net: LocalNetwork, factory: object, root: Path, spec) -> None:  # noqa: ANN001
+    """Leave the chain state and a network file so the report commands can read the run later."""
+    if isinstance(factory, EmbeddedChainFactory) and factory.chain is not None:
+        state = root / "chain.json"
+        factory.chain.save(state)
+        settings = ChainSettings(backend="embedded", state=str(state))
+    elif isinstance(factory, DevnetChainFactory) and factory.devnet is not None:
+        # The devnet stops with the simulation; its data stays in the workdir (`veriloco devnet start`).
+        node = factory.devnet
+        settings = ChainSettings(backend="cosmos", grpc=node.grpc_url, rpc=node.rpc_url, chain_id=node.chain_id)
+    else:
+        return
+    NetworkFile(chain=settings, contract=net.ledger.contract_address, run_id=spec.run_id().hex()).save(
+        root / "network.json")
