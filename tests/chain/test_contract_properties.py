@@ -231,4 +231,4 @@ def test_random_sequences_conserve_funds_and_never_trap() -> None:
 
 @pytest.mark.slow
 def test_random_sequences_conserve_funds_and_never_trap_long() -> None:
-    _run(examples=60, steps=80)
+    _run(examples=40, steps=80)
