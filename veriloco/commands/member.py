@@ -94,13 +94,17 @@ def make_app(role: Role) -> typer.Typer:
             listen: Annotated[str, typer.Option(help="host:port of the artifact server (hosts)")] = "127.0.0.1:8101",
             poll: Annotated[float, typer.Option(help="seconds between chain polls")] = 0.5,
             epochs: Annotated[Optional[int], typer.Option(help="stop when the run reaches this epoch")] = None,
+            threads: Annotated[Optional[int], typer.Option(help="torch threads (default: torch's choice)")] = None,
             adversary: Adversary = None,
             network: Network = None, home: Home = None) -> None:
         """Run the daemon: follow the chain's phases epoch after epoch (restart-safe)."""
         from veriloco.daemon import Daemon, host_daemon  # noqa: PLC0415
         from veriloco.behaviours import host_behaviour, validator_node  # noqa: PLC0415
 
+        from trainer.determinism import configure  # noqa: PLC0415
+
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        configure(threads)
         participant = open_key(key, home)
         root = workdir or home_dir(home) / f"{role}-{key}"
         net = load_network(network, home)

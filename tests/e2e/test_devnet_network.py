@@ -1,0 +1,109 @@
+"""The whole protocol as separate processes on a real injectived devnet, over real HTTP.
+
+Three honest hosts, one cheater and two validators, each its own `veriloco … run` process with its
+own key, run three epochs on a devnet the test starts and stops. The cheater must be slashed, the
+honest hosts must agree on every model hash, and the validation loss must fall.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from trainer.presets import tiny
+
+pytestmark = [pytest.mark.slow, pytest.mark.devnet]
+
+VERILOCO = [sys.executable, "-m", "veriloco.cli"]
+HOSTS = ["h0", "h1", "h2", "cheat"]
+VALIDATORS = ["v0", "v1"]
+EPOCHS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 120) -> str:
+    done = subprocess.run([*VERILOCO, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"veriloco {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture
+def network(tmp_path: Path):
+    pytest.importorskip("injective_core", reason="the devnet extra is part of `make test`")
+    env = {**os.environ, "VERILOCO_HOME": str(tmp_path / "home"), "VERILOCO_PASSPHRASE": "e2e-passphrase",
+           "OMP_NUM_THREADS": "1"}
+    for name in ["operator", *HOSTS, *VALIDATORS]:
+        cli(env, "keys", "add", name, "--json")
+    ports = {name: free_port() for name in ("rpc", "p2p", "grpc", "rest")}
+    cli(env, "devnet", "up", "--test-accounts", "0", "--block-time", "100ms",
+        *[a for name in ["operator", *HOSTS, *VALIDATORS] for a in ("--keys", name)],
+        *[a for k, v in ports.items() for a in (f"--{k}-port", str(v))])
+    try:
+        yield env, tmp_path
+    finally:
+        subprocess.run([*VERILOCO, "devnet", "down"], env=env, capture_output=True, timeout=60)
+
+
+def test_three_epochs_with_a_cheater_over_http(network) -> None:
+    env, tmp = network
+    # Phases long enough for six processes sharing two cores; they close early when everyone acted.
+    spec = tiny("e2e").with_changes(
+        phases={"join_blocks": 300, "train_blocks": 3000, "reveal_blocks": 300, "verify_blocks": 3000,
+                "propose_blocks": 3000, "min_hosts": len(HOSTS), "min_validators": len(VALIDATORS)})
+    spec_file = tmp / "spec.toml"
+    spec_file.write_text(tomli_w.dumps(spec.model_dump(mode="json")))
+    cli(env, "run", "deploy", str(spec_file), "--devnet", "--key", "operator", "--fund", "10INJ")
+    ports = {name: free_port() for name in HOSTS}
+    for name in HOSTS:
+        # The cheater loses half its stake each epoch; 40 INJ keeps it above the 10 INJ minimum for 3 epochs.
+        stake = "40INJ" if name == "cheat" else "20INJ"
+        cli(env, "host", "bond", stake, "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}")
+    for name in VALIDATORS:
+        cli(env, "validator", "bond", "10INJ", "--key", name, "--endpoint", "http://127.0.0.1:9")
+    logs = tmp / "logs"
+    logs.mkdir()
+    procs = []
+    for name in HOSTS:
+        args = ["host", "run", "--key", name, "--listen", f"127.0.0.1:{ports[name]}", "--epochs", str(EPOCHS),
+                "--threads", "1", "--poll", "0.2", *(["--adversary", "noise"] if name == "cheat" else [])]
+        procs.append((name, subprocess.Popen([*VERILOCO, *args], env=env, stdout=open(logs / f"{name}.log", "w"),
+                                             stderr=subprocess.STDOUT)))
+    for name in VALIDATORS:
+        args = ["validator", "run", "--key", name, "--epochs", str(EPOCHS), "--threads", "1", "--poll", "0.2"]
+        procs.append((name, subprocess.Popen([*VERILOCO, *args], env=env, stdout=open(logs / f"{name}.log", "w"),
+                                             stderr=subprocess.STDOUT)))
+    try:
+        for name, proc in procs:
+            assert proc.wait(timeout=900) == 0, f"{name} exited with {proc.returncode}:\n{(logs / f'{name}.log').read_text()[-3000:]}"
+    finally:
+        for _, proc in procs:
+            proc.kill()
+
+    addresses = {name: json.loads(cli(env, "keys", "show", name, "--json"))["address"] for name in HOSTS}
+    reports = [json.loads(cli(env, "report", str(e), "--json")) for e in range(EPOCHS)]
+    cheater = addresses["cheat"]
+    for report in reports:
+        outcomes = {h["address"]: h for h in report["hosts"]}
+        assert outcomes[cheater]["outcome"] == "invalid" and int(outcomes[cheater]["slashed"]) > 0
+        assert report["agreed"] is True
+        honest = [outcomes[addresses[n]] for n in ("h0", "h1", "h2")]
+        assert all(h["outcome"] == "accepted" for h in honest)
+        proposed = {h["proposal"]["model_hash"] for h in honest if h["proposal"]}
+        assert proposed == {report["next_model_hash"]}
+    val = [min(h["proposal"]["val_loss_micro"] for h in r["hosts"] if h["proposal"]) for r in reports]
+    assert val[-1] < val[0], f"validation loss did not fall: {val}"
+    plot = tmp / "loss.png"
+    cli(env, "report", str(EPOCHS - 1), "--plot", str(plot))
+    assert plot.stat().st_size > 10_000
