@@ -36,8 +36,9 @@ toolchain:
 simulate: install
 	$(BIN)/veriloco simulate
 
+# Devnet tests must run, not skip, and 100 ms blocks keep the devnet suites short.
 test: install-dev toolchain
-	$(BIN)/python -m pytest
+	VERILOCO_REQUIRE_DEVNET=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -26,6 +26,7 @@ from protocol.views import Accounting, Challenge, Config, EpochInfo, EpochReport
 
 
 M = TypeVar("M", bound=BaseModel)
+EPOCHS_PAGE = 30  # the contract's largest page of epochs
 
 
 class LedgerError(Exception):
@@ -204,9 +205,19 @@ class Ledger:
         """One epoch (the current one when ``epoch`` is None)."""
         return self._read(EpochInfo, {"epoch": {"epoch": epoch}})
 
-    def epochs(self, start_after: int | None = None, limit: int = 100) -> list[EpochInfo]:
-        answer = self.backend.query({"epochs": {"start_after": start_after, "limit": limit}})
-        return [self._validate(EpochInfo, e) for e in self._field(answer, "epochs")]
+    def epochs(self, start_after: int | None = None, limit: int | None = None) -> list[EpochInfo]:
+        """Epochs in order after ``start_after``: up to ``limit``, or all of them (paging through the
+        contract's pages of at most 30)."""
+        out: list[EpochInfo] = []
+        while limit is None or len(out) < limit:
+            page = min(EPOCHS_PAGE, limit - len(out)) if limit is not None else EPOCHS_PAGE
+            answer = self.backend.query({"epochs": {"start_after": start_after, "limit": page}})
+            batch = [self._validate(EpochInfo, e) for e in self._field(answer, "epochs")]
+            out.extend(batch)
+            if len(batch) < page:
+                break
+            start_after = batch[-1].epoch
+        return out
 
     def challenges(self, epoch: int, validator: str) -> list[Challenge]:
         """The challenges ``validator`` must replay in ``epoch``."""

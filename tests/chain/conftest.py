@@ -8,13 +8,7 @@ more (other specs, other participants). Refusals surface as ``chain.ledger.Contr
 
 Adding a backend is one entry in :data:`LEDGER_BACKENDS`: the name of a fixture that returns a
 factory ``(spec, names) -> driver`` (see ``ledger_env.py`` for the driver's shape) and the marks
-its tests carry. For the devnet (``devnet_backend.py``) that is::
-
-    @pytest.fixture
-    def devnet_ledger_driver(devnet_deploy):
-        return lambda spec, names: devnet_deploy(spec, names)
-
-    LEDGER_BACKENDS["devnet"] = LedgerBackend("devnet_ledger_driver", (pytest.mark.devnet,))
+its tests carry; the devnet's fixtures come from ``devnet_backend.py``.
 
 ``probe_wasm`` is a tiny hand-written CosmWasm module (WAT) for testing the VM and the chain
 directly: it exposes each import through a thin export and misbehaves on request.
@@ -30,6 +24,9 @@ from typing import Any
 import pytest
 import wasmtime
 
+pytest.register_assert_rewrite("devnet_backend", "ledger_env")
+
+from devnet_backend import devnet, devnet_chain, devnet_code_id, devnet_deploy, devnet_ledger_driver  # noqa: F401
 from ledger_env import DEFAULT_NAMES, DENOM, EmbeddedDriver, LedgerEnv, account_key, make_spec
 from protocol.spec import RunSpec
 
@@ -44,6 +41,8 @@ class LedgerBackend:
 
 LEDGER_BACKENDS: dict[str, LedgerBackend] = {
     "embedded": LedgerBackend("embedded_ledger_driver"),
+    # The same tests on a real injectived node (one devnet per session, a contract per test).
+    "devnet": LedgerBackend("devnet_ledger_driver", (pytest.mark.devnet, pytest.mark.slow)),
 }
 
 
@@ -71,12 +70,10 @@ def ledger_env(make_ledger_env) -> LedgerEnv:
 
 
 @pytest.fixture
-def embedded_env(ledger_env: LedgerEnv) -> LedgerEnv:
-    """``ledger_env``, for tests that look inside the embedded chain (``env.driver.chain``);
-    skipped on other backends."""
-    if not isinstance(ledger_env.driver, EmbeddedDriver):
-        pytest.skip("looks inside the embedded chain")
-    return ledger_env
+def embedded_env(embedded_ledger_driver) -> LedgerEnv:
+    """A LedgerEnv on the embedded chain only, for tests that look inside it (``env.driver.chain``)
+    or that would take minutes of real blocks."""
+    return LedgerEnv(embedded_ledger_driver(make_spec(), DEFAULT_NAMES))
 
 
 @pytest.fixture(name="make_spec")

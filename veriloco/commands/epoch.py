@@ -17,7 +17,7 @@ app = typer.Typer(help="Inspect epochs.", no_args_is_help=True)
 
 @app.command("list")
 def list_(network: Network = None, home: Home = None, json: Json = False,
-          limit: Annotated[int, typer.Option(help="at most this many")] = 100) -> None:
+          limit: Annotated[Optional[int], typer.Option(help="at most this many (default: all)")] = None) -> None:
     """Every epoch: phase, model hashes, participants."""
     with open_ledger(load_network(network, home)) as ledger:
         epochs = ledger.epochs(limit=limit)
