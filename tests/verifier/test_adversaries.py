@@ -19,6 +19,7 @@ from verifier.adversaries import (ADVERSARIES, VALIDATORS, Adversary, Blindfold,
 from verifier.replay import check_challenge
 
 from verifier_env import VICTIM, address, serve_epoch
+from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 # name -> (constructor text, the check that must catch it on a faked segment)
 CATALOGUE = {

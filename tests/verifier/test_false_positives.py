@@ -16,6 +16,7 @@ from verifier.adversaries import Honest
 from verifier.replay import check_challenge
 
 from verifier_env import HOST, Served, serve_epoch
+from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 
 def _check_all(spec, dataset, served, tau_fraction=0.1):

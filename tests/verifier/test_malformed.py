@@ -21,6 +21,7 @@ from verifier.adversaries import Withhold, _clone
 from verifier.replay import MAX_DISTANCE, check_challenge
 
 from verifier_env import Tampered, commit_leaves, leaves_of, serve_epoch, small_spec
+from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 LAST = 3  # the small run's last segment
 

@@ -13,6 +13,7 @@ from trainer.step import Stepper
 from verifier.replay import MAX_DISTANCE, check_challenge, distance_decimal, verify_challenge
 
 from verifier_env import VALIDATOR
+from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 
 def test_every_honest_segment_passes(spec, dataset, honest, caplog) -> None:

@@ -1,9 +1,19 @@
-"""Helpers for the verifier tests and benches: a small run, hosts, epochs served from disk, challenges."""
+"""Helpers and fixtures for the verifier tests: a small run, hosts, epochs served from disk, challenges.
+
+The fixtures live here rather than in a ``conftest.py``: test modules elsewhere import their own
+``conftest`` by that name, and a second module called ``conftest`` on ``sys.path`` would shadow
+theirs when both directories are collected in one session. Test modules import what they use::
+
+    from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
+import torch
 
 from protocol.beacon import genesis_seed
 from protocol.keys import encode_address
@@ -105,3 +115,48 @@ class Tampered(ArtifactSource):
 
     def global_state(self, model_hash):
         return self.inner.global_state(model_hash)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread():
+    """Replays are exact at equal thread counts; one thread is also the fast choice on a busy 2-core
+    machine. Tests about other thread counts set them with ``threads``."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("dataset-cache")
+
+
+@pytest.fixture(scope="session")
+def dataset(cache_dir) -> Dataset:
+    return Dataset.load(small_spec().data, cache_dir)
+
+
+@pytest.fixture(scope="session")
+def spec() -> RunSpec:
+    return small_spec()
+
+
+@pytest.fixture(scope="session")
+def honest(one_thread, spec, dataset, tmp_path_factory) -> Served:
+    """An honest host's epoch 0 (tests must not modify its files)."""
+    from verifier.adversaries import Honest
+
+    return serve_epoch(spec, dataset, Honest(), tmp_path_factory.mktemp("honest"))
+
+
+@pytest.fixture
+def threads():
+    """Set torch's thread count inside a test; restored afterwards."""
+    old = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(old)
