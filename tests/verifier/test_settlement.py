@@ -1,0 +1,71 @@
+"""On the embedded chain: an honest and a lazy host, three validators of which one always votes fail.
+The replayed verdicts settle as they should: the lazy host is invalid and slashed, the honest host
+accepted, the liar outvoted and marked wrong."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer.artifacts import LocalArtifacts
+from trainer.inner import EpochContext
+from trainer.outer import GlobalState
+from trainer.step import Stepper
+from verifier.adversaries import Honest, Lazy, make_validator_behaviour
+from verifier.replay import check_challenge
+
+from verifier_env import small_spec
+from verifier_env import cache_dir, dataset, one_thread  # noqa: F401 (fixtures)
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "chain"))  # tests/chain/ledger_env.py
+from ledger_env import EmbeddedDriver, LedgerEnv  # noqa: E402
+
+
+def test_verdicts_from_replays_settle_on_chain(dataset, tmp_path) -> None:
+    spec = small_spec(economics={"min_host_stake": "1000", "min_validator_stake": "500"},
+                      verification={"challenges_k": 2, "validators_r": 3})
+    env = LedgerEnv(EmbeddedDriver(spec))
+    hosts = {"host1": Honest(), "host2": Lazy(1.0)}
+    validators = {"validator1": "honest", "validator2": "honest", "validator3": "always_fail"}
+    for name in [*hosts, *validators]:
+        env.bond(name)
+    for name in [*hosts, *validators]:
+        env.join(name)
+    info = env.epoch()
+    assert info.phase == "train"
+
+    theta = GlobalState.initial(spec)
+    sources = {}
+    for name, behaviour in hosts.items():
+        ctx = EpochContext(spec.run_id(), info.epoch, env.addr(name), bytes.fromhex(info.prev_seed))
+        result = behaviour.train_epoch(spec, dataset, ctx, theta.params, tmp_path / name)
+        env.ledger.commit(env.key(name), result.commitment)
+        sources[env.addr(name)] = behaviour.serve(LocalArtifacts(tmp_path / name, spec.run_id(), env.addr(name)))
+    for name in [*hosts, *validators]:
+        env.reveal(name)
+    assert env.epoch().phase == "verify"
+
+    stepper = Stepper(spec)
+    for name, kind in validators.items():
+        behaviour = make_validator_behaviour(kind)
+        for challenge in env.challenges(name):
+            verdict = None
+            if behaviour.replays:
+                verdict = check_challenge(spec, dataset, challenge, sources[challenge.host], theta,
+                                          bytes.fromhex(info.prev_seed), stepper=stepper).verdict
+            final = behaviour.decide(challenge, verdict)
+            if final is not None:
+                env.ledger.verdict(env.key(name), final)
+
+    report = env.report(info.epoch)
+    outcomes = {env.name_of(h.address): h.outcome for h in report.hosts}
+    assert outcomes == {"host1": "accepted", "host2": "invalid"}
+    slashed = {env.name_of(h.address): int(h.slashed) for h in report.hosts}
+    assert slashed["host2"] > 0 and slashed["host1"] == 0
+    validator_outcomes = {env.name_of(v.address): v.outcome for v in report.validators}
+    assert validator_outcomes == {"validator1": "diligent", "validator2": "diligent", "validator3": "wrong"}
+    challenged = {(env.name_of(c.host), c.segment): c.outcome for c in report.challenges}
+    assert all(o == ("pass" if h == "host1" else "fail") for (h, _), o in challenged.items())
+    assert len(challenged) == 2 * (spec.verification.challenges_k + 1)
