@@ -157,6 +157,8 @@ def replay_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Ch
     stepper = stepper if stepper is not None else Stepper(spec)
     if stepper.world != 1:
         raise ValueError("replay_segment runs in one process; use a stepper without a process group")
+    if start.state.step >= spec.train.inner_steps:
+        raise ValueError(f"a checkpoint at step {start.state.step} starts no segment (H = {spec.train.inner_steps})")
     stepper.load(start.state)
     return run_segment(stepper, dataset, spec, ctx, start.micro_batches)
 

@@ -44,6 +44,8 @@ def test_epoch_commits_to_its_files(spec, dataset, ctx, tmp_path) -> None:
     for i in range(spec.train.segments):  # every segment replays to the committed leaf, bit for bit
         assert replay_segment(spec, dataset, ctx, leaves[i]).leaf_hash() == result.leaf_hashes[i + 1]
     assert result.losses[-1] < result.losses[0]
+    with pytest.raises(ValueError, match="starts no segment"):
+        replay_segment(spec, dataset, ctx, leaves[-1])
 
 
 def test_resume_in_process_and_refusals(spec, dataset, ctx, tmp_path) -> None:
