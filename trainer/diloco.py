@@ -4,7 +4,9 @@ For comparisons only: no checkpoints, no commitments, no verification. Every mod
 compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same windows:
 
 ``diloco``  K workers, each ``H`` inner AdamW steps per round from the global model (fresh
-            optimizer state every round, as in the protocol), then the Δs are quantized
+            optimizer state every round, as in the protocol; ``inner_state="kept"`` carries each
+            worker's AdamW moments and step count across rounds instead, as in the DiLoCo
+            paper), then the Δs are quantized
             (``spec.quantization``), dequantized, averaged with ``spec.aggregation`` and applied
             with the outer Nesterov step (``spec.outer``). ``T / H`` rounds.
 ``ddp``     synchronous data parallelism: ``T`` steps on the K workers' batches together, the
@@ -38,7 +40,7 @@ from trainer.delta import dequantize, payload_bytes, pseudo_gradient, quantize, 
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState, outer_step
-from trainer.step import Stepper
+from trainer.step import Stepper, TrainState
 
 Mode = Literal["diloco", "ddp", "single"]
 MODES: tuple[Mode, ...] = ("diloco", "ddp", "single")
@@ -84,7 +86,8 @@ def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int
 
 
 def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: int,
-             evals: int = 10, eval_windows: int = 512, progress: Progress | None = None) -> SimResult:
+             evals: int = 10, eval_windows: int = 512, progress: Progress | None = None,
+             inner_state: Literal["fresh", "kept"] = "fresh") -> SimResult:
     """Train one configuration and measure it.
 
     Args:
@@ -97,12 +100,16 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
         evals: validation measurements along the way (the last one is at the end).
         eval_windows: validation windows per measurement.
         progress: callback with (micro-steps done, total).
+        inner_state: ``diloco`` only: ``fresh`` AdamW state every round (the protocol) or each
+            worker's state ``kept`` across rounds.
     """
     h = spec.train.inner_steps
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (known: {', '.join(MODES)})")
     if workers < 1:
         raise ValueError("workers must be >= 1")
+    if inner_state not in ("fresh", "kept"):
+        raise ValueError(f"inner_state must be 'fresh' or 'kept', not {inner_state!r}")
     if steps % h or steps < h:
         raise ValueError(f"steps ({steps}) must be a positive multiple of inner_steps ({h})")
     run_id, total = spec.run_id(), workers * steps
@@ -128,13 +135,19 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
 
     if mode == "diloco":
         state = GlobalState.initial(spec)
+        kept: dict[int, TrainState] = {}
         for e in range(steps // h):
             since, deltas = done, {}
             for k in range(workers):
                 ctx = EpochContext(run_id, e, f"worker-{k}", _round_seed(run_id, e))
-                stepper.load(start_checkpoint(spec, state.params, e).state)
+                start = start_checkpoint(spec, state.params, e).state
+                if inner_state == "kept" and k in kept:
+                    start = TrainState(start.params, kept[k].exp_avg, kept[k].exp_avg_sq, kept[k].step, start.rng_key)
+                stepper.load(start)
                 train_steps(stepper, dataset, spec, ctx, range(h), 1, on_step=lambda _t, _loss: advance(1))
-                delta = pseudo_gradient(state.params, stepper.export().params)
+                end = stepper.export()
+                kept[k] = end
+                delta = pseudo_gradient(state.params, end.params)
                 payload = quantize(delta, spec.quantization)
                 bytes_sent += payload_bytes(payload)
                 deltas[ctx.host] = dequantize(payload, shapes, spec.quantization)

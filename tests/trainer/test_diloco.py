@@ -38,8 +38,19 @@ def test_equal_compute_and_bytes(dataset) -> None:
         assert r.curve[-1][1] < r.curve[0][1] < 5.0
 
 
+def test_kept_inner_state_changes_only_later_rounds(dataset) -> None:
+    spec = small_spec(train={"inner_steps": 8, "segment_steps": 8})
+    runs = {(state, t): simulate(spec, dataset, "diloco", workers=1, steps=t, evals=1, eval_windows=64,
+                                 inner_state=state)
+            for state in ("fresh", "kept") for t in (8, 16)}
+    assert runs["fresh", 8].val_loss == runs["kept", 8].val_loss  # one round: nothing to carry yet
+    assert runs["fresh", 16].val_loss != runs["kept", 16].val_loss
+
+
 def test_bad_arguments(dataset) -> None:
     with pytest.raises(ValueError, match="multiple of inner_steps"):
         simulate(small_spec(), dataset, "diloco", workers=2, steps=20)
     with pytest.raises(ValueError, match="unknown mode"):
         simulate(small_spec(), dataset, "gossip", workers=2, steps=16)
+    with pytest.raises(ValueError, match="inner_state"):
+        simulate(small_spec(), dataset, "diloco", workers=2, steps=16, inner_state="shared")

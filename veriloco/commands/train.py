@@ -23,11 +23,10 @@ app = typer.Typer(help="Train without the chain: DiLoCo vs data-parallel vs one 
 
 
 def _bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 @app.callback(invoke_without_command=True)
@@ -40,6 +39,8 @@ def train(
     steps: Annotated[Optional[int], typer.Option(min=1, help="T steps per worker, a multiple of H (default 10·H)")] = None,
     quant: Annotated[Optional[str], typer.Option(help="Δ quantization: none, int8, int4 (default: the preset's)")] = None,
     outer_lr: Annotated[Optional[str], typer.Option(help="outer learning rate (default: the preset's, 0.7)")] = None,
+    inner_state: Annotated[str, typer.Option(help="DiLoCo inner AdamW state per round: fresh (the protocol) "
+                                                  "or kept (the DiLoCo paper)")] = "fresh",
     evals: Annotated[int, typer.Option(min=1, help="validation measurements per run (the last at the end)")] = 10,
     threads: Annotated[Optional[int], typer.Option(min=1, help="torch threads")] = None,
     home: Annotated[Optional[str], typer.Option("--home", help="veriloco home (dataset cache)")] = None,
@@ -68,7 +69,7 @@ def train(
                   console=err_console, disable=json) as progress:
         for m in modes:
             task = progress.add_task(m, total=workers * t)
-            results.append(simulate(spec, dataset, m, workers, t, evals=evals,
+            results.append(simulate(spec, dataset, m, workers, t, evals=evals, inner_state=inner_state,
                                     progress=lambda done, total, task=task: progress.update(task, completed=done)))
     rows = [{"mode": r.mode, "workers": r.workers, "inner_steps": r.inner_steps, "steps": r.steps,
              "val_loss": round(r.val_loss, 4), "bytes_sent": r.bytes_sent,
