@@ -133,6 +133,19 @@ def _proof(value: Any, what: str) -> MerkleProof:
         raise _fail("leaf", f"{what}: malformed Merkle proof ({str(exc).splitlines()[0]})") from None
 
 
+_SHAPES: dict[bytes, dict[str, Any]] = {}
+
+
+def _parameter_shapes(spec: RunSpec) -> dict[str, Any]:
+    # Building the model on the meta device takes ~0.1 s; a validator asks for every challenge.
+    key = spec.canonical()
+    if key not in _SHAPES:
+        if len(_SHAPES) > 16:
+            _SHAPES.clear()
+        _SHAPES[key] = parameter_shapes(spec)
+    return _SHAPES[key]
+
+
 def distance_decimal(distance: float) -> Decimal:
     """A measured distance as a verdict carries it: 6 significant digits, in ``[0, 1e9]``."""
     if not math.isfinite(distance) or distance >= MAX_DISTANCE:
@@ -236,7 +249,7 @@ class _Run:
             raise _fail("delta", f"the served Δ hashes to {served_hash[:16]}…, the committed Δ hash is "
                                  f"{self.challenge.delta_hash[:16]}…")
         truth = pseudo_gradient(self.theta.params, end.state.params)
-        dq = dequantize(payload, parameter_shapes(self.spec), self.spec.quantization)
+        dq = dequantize(payload, _parameter_shapes(self.spec), self.spec.quantization)
         found = delta_check(dq, payload, truth, self.spec.quantization)
         self.m.update({f"delta_{k}": v for k, v in found.items()})
         if found["violations"]:
@@ -309,7 +322,7 @@ def _check_inputs(spec: RunSpec, dataset: Dataset, challenge: Challenge, theta: 
         raise ValueError("prev_epoch_seed must be 32 bytes")
     if dataset.hash != spec.data.dataset_hash:
         raise ValueError("the dataset is not the run's dataset")
-    shapes = parameter_shapes(spec)
+    shapes = _parameter_shapes(spec)
     if set(theta.params) != set(shapes) or any(tuple(theta.params[n].shape) != tuple(s) for n, s in shapes.items()):
         raise ValueError("θ_e does not have the run's parameter names and shapes")
     if stepper is not None and stepper.world != 1:
