@@ -146,8 +146,8 @@ class VerificationSpec(Boundary):
     challenges_k: Count = 2
     validators_r: Count = 2
     tau: Dec = Decimal("0.01")
-    loss_tolerance: Dec = Decimal("0.001")
-    min_update_ratio: Dec = Decimal("0.1")
+    loss_tolerance: Dec = Decimal("0.0001")
+    min_update_ratio: Dec = Decimal("0.05")
 
     @model_validator(mode="after")
     def _ranges(self) -> VerificationSpec:
