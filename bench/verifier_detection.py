@@ -1,0 +1,191 @@
+"""Detection rate per adversary against its formula, and the false-positive rate of honest replays.
+
+Run spec: the tiny model with short segments (``--steps`` H, ``--segment`` c; default 16 and 2, so
+S = 8) and the spec's default ``k`` (challenges besides the last segment). Everything goes through
+the real path: the host behaviour writes its epoch to disk, :class:`trainer.artifacts.LocalArtifacts`
+serves it, :func:`verifier.replay.check_challenge` decides.
+
+* **False positives.** Honest hosts (a new address each epoch, training at 1 or 2 threads in
+  turn, θ moving by the outer step so the model trains) and a validator that replays *every*
+  segment at 1 and at 2 threads. Goal: 0 fails.
+* **Detection.** For each adversary and epoch: a fresh previous-epoch seed (new batches) and a
+  fresh epoch seed; the challenged segments are the chain's rule
+  (``protocol.sampling.challenged_segments``, k plus the last); the epoch counts as caught when
+  any challenged verdict is not ``pass``. Compared with the adversary's formula
+  (``expected_detection``: ``1 − (1 − p)^(min(k, S−1)+1)`` for a per-segment fake probability p).
+
+Run: ``.venv/bin/python bench/verifier_detection.py [--fp-epochs N] [--epochs N] [--json out.json]``
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+import random  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+from protocol.keys import encode_address  # noqa: E402
+from protocol.sampling import challenged_segments  # noqa: E402
+from protocol.views import Challenge  # noqa: E402
+from trainer.artifacts import LocalArtifacts  # noqa: E402
+from trainer.data import Dataset  # noqa: E402
+from trainer.delta import dequantize  # noqa: E402
+from trainer.determinism import configure  # noqa: E402
+from trainer.inner import EpochContext  # noqa: E402
+from trainer.model import parameter_shapes  # noqa: E402
+from trainer.outer import GlobalState, outer_step  # noqa: E402
+from trainer.presets import tiny  # noqa: E402
+from trainer.step import Stepper  # noqa: E402
+from verifier.adversaries import Honest, make_adversary  # noqa: E402
+from verifier.replay import check_challenge  # noqa: E402
+
+VALIDATOR = encode_address(bytes([250] * 20))
+
+# Adversaries that fake a fraction of segments get --epochs epochs; those that always fake, --whole-epochs.
+FRACTIONAL = ["lazy:0.1", "lazy:0.25", "lazy:0.5", "lazy:0.05,step", "wrong_data:0.25", "wrong_lr:1.5,0.25",
+              "crafted:0.25", "blindfold:0.29", "blindfold:0.57"]
+WHOLE = ["lazy:1", "lazy:1,segment,extrapolate", "noise", "scaled:1.5", "sign_flip", "stale", "stale:delta",
+         "copycat", "copycat:delta", "wrong_data:1", "wrong_lr:1.5", "fake_losses:0.99", "crafted:1",
+         "interpolate", "interpolate:0.01", "infinitesimal", "alie:1", "ipm:0.5", "withhold"]
+
+
+def address(i: int) -> str:
+    return encode_address(i.to_bytes(20, "big"))
+
+
+def challenge(result, ctx: EpochContext, segment: int) -> Challenge:
+    c = result.commitment
+    return Challenge(epoch=ctx.epoch, host=ctx.host, segment=segment, segments=c.segments,
+                     checkpoint_root=c.checkpoint_root, delta_hash=c.delta_hash, loss_digest=c.loss_digest,
+                     endpoint="local", validators=[VALIDATOR])
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
+    theta = GlobalState.initial(spec)
+    steppers = {}
+    replays, fails, worst = Counter(), [], {1: 0.0, 2: 0.0}
+    worst_loss = 0.0
+    t0 = time.perf_counter()
+    for e in range(epochs):
+        host_threads = 1 + e % 2
+        configure(host_threads)
+        ctx = EpochContext(spec.run_id(), e, address(1000 + e), bytes([e % 256, e // 256]) * 16)
+        result = Honest().train_epoch(spec, dataset, ctx, theta.params, root)
+        source = LocalArtifacts(root, spec.run_id(), ctx.host)
+        for val_threads in (1, 2):
+            configure(val_threads)
+            stepper = steppers.setdefault(val_threads, Stepper(spec))
+            for g in range(spec.train.segments):
+                report = check_challenge(spec, dataset, challenge(result, ctx, g), source, theta, ctx.prev_epoch_seed,
+                                         stepper=stepper)
+                replays[val_threads] += 1
+                if report.outcome != "pass":
+                    fails.append({"epoch": e, "segment": g, "threads": val_threads, "reason": report.reason})
+                else:
+                    worst[val_threads] = max(worst[val_threads], report.measurements["distance"])
+                    worst_loss = max(worst_loss, report.measurements["loss_max_diff"])
+        delta = dequantize(result.payload, parameter_shapes(spec), spec.quantization)
+        theta = outer_step(theta, delta, spec.outer)
+    n = sum(replays.values())
+    return {"replays": dict(replays), "total": n, "fails": len(fails), "fail_examples": fails[:5],
+            "fp_rate_95_upper": wilson(len(fails), n)[1],
+            "max_distance_by_validator_threads": worst, "max_loss_diff": worst_loss,
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def detection(spec, dataset, text: str, epochs: int, root: Path, k: int) -> dict:
+    configure(1)
+    stepper = Stepper(spec)
+    theta = GlobalState.initial(spec)
+    rng = random.Random(f"detection:{text}")
+    host = address(7)
+    caught, faked_epochs, checks = 0, 0, Counter()
+    adversary = None
+    t0 = time.perf_counter()
+    for e in range(epochs):
+        prev_seed = rng.randbytes(32)
+        ctx = EpochContext(spec.run_id(), e, host, prev_seed)
+        context = {}
+        if text.startswith(("copycat", "alie")):
+            victim_ctx = EpochContext(spec.run_id(), e, address(8), prev_seed)
+            Honest().train_epoch(spec, dataset, victim_ctx, theta.params, root)
+            victim = LocalArtifacts(root, spec.run_id(), victim_ctx.host)
+            context = {"victim": victim, "peers": [victim]}
+        if adversary is None or context:
+            adversary = make_adversary(text, seed=11, **context)
+        result = adversary.train_epoch(spec, dataset, ctx, theta.params, root)
+        source = adversary.serve(LocalArtifacts(root, spec.run_id(), host))
+        faked_epochs += bool(adversary.faked.get(e))
+        detected = False
+        for g in challenged_segments(rng.randbytes(32), host, spec.train.segments, k):
+            report = check_challenge(spec, dataset, challenge(result, ctx, g), source, theta, prev_seed,
+                                     stepper=stepper)
+            if report.outcome != "pass":
+                detected = True
+                checks[f"{report.outcome}:{report.check}"] += 1
+        caught += detected
+    expected = adversary.expected_detection(spec, k) if hasattr(adversary, "expected_detection") else float("nan")
+    if text.startswith("stale"):
+        expected *= (epochs - 1) / epochs  # epoch 0 has nothing stale to reuse
+    low, high = wilson(caught, epochs)
+    return {"adversary": text, "epochs": epochs, "caught": caught, "rate": caught / epochs, "ci95": [low, high],
+            "formula": expected, "epochs_with_fakes": faked_epochs, "checks": dict(checks),
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=16, help="H")
+    parser.add_argument("--segment", type=int, default=2, help="c")
+    parser.add_argument("--fp-epochs", type=int, default=63, help="honest epochs (2·S replays each)")
+    parser.add_argument("--epochs", type=int, default=200, help="epochs per fractional adversary")
+    parser.add_argument("--whole-epochs", type=int, default=10, help="epochs per always-faking adversary")
+    parser.add_argument("--only", default="", help="comma-separated parts: fp, detection")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)  # a fail per caught epoch is the point here
+    spec = tiny().with_changes(train={"inner_steps": args.steps, "segment_steps": args.segment, "batch_size": 8})
+    dataset = Dataset.load(spec.data)
+    k = spec.verification.challenges_k
+    parts = set(args.only.split(",")) if args.only else {"fp", "detection"}
+    out: dict = {"spec": {"H": args.steps, "c": args.segment, "S": spec.train.segments, "k": k,
+                          "tau": str(spec.verification.tau), "loss_tolerance": str(spec.verification.loss_tolerance),
+                          "min_update_ratio": str(spec.verification.min_update_ratio)},
+                 "torch_threads_default": torch.get_num_threads()}
+    with tempfile.TemporaryDirectory(prefix="veriloco-detection-") as tmp:
+        if "fp" in parts:
+            out["false_positives"] = false_positives(spec, dataset, args.fp_epochs, Path(tmp) / "fp")
+            print(json.dumps({"false_positives": out["false_positives"]}), flush=True)
+        if "detection" in parts:
+            rows = []
+            for text in FRACTIONAL + WHOLE:
+                epochs = args.epochs if text in FRACTIONAL else args.whole_epochs
+                rows.append(detection(spec, dataset, text, epochs, Path(tmp) / text.replace(":", "_"), k))
+                print(json.dumps(rows[-1]), flush=True)
+            out["detection"] = rows
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
