@@ -313,3 +313,32 @@ def test_a_diverging_replay_is_a_fail(spec, dataset, honest, tmp_path) -> None:
     served = commit_leaves(honest, leaves, tmp_path)
     report = check(spec, dataset, served, 1)
     assert report.outcome == "fail" and report.check in ("replay", "distance"), report.reason
+
+
+@pytest.mark.parametrize("scheme", ["none", "int4"])
+def test_the_delta_check_under_other_quantization_schemes(dataset, tmp_path, scheme) -> None:
+    from verifier.adversaries import Honest, ScaledDelta
+
+    spec = small_spec(quantization={"scheme": scheme})
+    honest = serve_epoch(spec, dataset, Honest(), tmp_path / "honest")
+    report = check(spec, dataset, honest, LAST)
+    assert report.outcome == "pass", report.reason
+    assert report.measurements["delta_violations"] == 0
+    assert report.measurements["delta_relative_error"] < (1e-6 if scheme == "none" else 0.15)
+    scaled = serve_epoch(spec, dataset, ScaledDelta(1.01), tmp_path / "scaled")
+    report = check(spec, dataset, scaled, LAST)
+    assert (report.outcome, report.check) == ("fail", "delta"), report.reason
+
+
+def test_random_corruption_never_raises(spec, dataset, honest) -> None:
+    # Any byte of a served leaf flipped: always a postable fail, never an exception or a pass.
+    import random
+
+    rng = random.Random(5)
+    original = honest.source.checkpoint(0, 2)
+    positions = [rng.randrange(len(original)) for _ in range(40)] + list(range(0, 16)) + [len(original) - 1]
+    for pos in positions:
+        data = bytearray(original)
+        data[pos] ^= 1 << rng.randrange(8)
+        report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=only(2, lambda d: bytes(data))))
+        assert (report.outcome, report.check) == ("fail", "leaf"), (pos, report.reason)
