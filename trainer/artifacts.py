@@ -33,7 +33,11 @@ class ArtifactUnavailable(Exception):
 
 
 class ArtifactSource(ABC):
-    """One host's artifacts for one run."""
+    """One host's artifacts for one run.
+
+    What a source returns is untrusted: a remote source hands over what the host sent, which may
+    be malformed (a "proof" that is no proof). Readers validate everything before use.
+    """
 
     @abstractmethod
     def checkpoint(self, epoch: int, leaf: int) -> bytes:

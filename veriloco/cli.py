@@ -66,7 +66,7 @@ def main() -> None:
     except (VerilocoError, ValidationError, ValueError, OSError) as exc:
         if os.environ.get("VERILOCO_DEBUG"):
             raise
-        err_console.print(f"[red]error:[/] {_one_line(exc)}", highlight=False)
+        err_console.print(f"[red]error:[/] {_one_line(exc)}", highlight=False, soft_wrap=True)
         sys.exit(1)
 
 

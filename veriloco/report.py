@@ -97,6 +97,13 @@ def best_val_loss(report: EpochReport) -> float | None:
     return min(losses) / 1e6 if losses else None
 
 
+def mean_train_loss(report: EpochReport) -> float | None:
+    """The mean committed train loss (last segment) of the accepted hosts."""
+    losses = [h.commitment.train_loss_micro for h in report.hosts
+              if h.commitment is not None and h.outcome == "accepted"]
+    return sum(losses) / len(losses) / 1e6 if losses else None
+
+
 def summary_line(report: EpochReport, names: dict[str, str] | None = None) -> str:
     """One line per epoch: outcomes, slashes and the agreed model's validation loss."""
     val = best_val_loss(report)
@@ -118,11 +125,19 @@ def plot_reports(reports: Sequence[EpochReport], path: Path, names: dict[str, st
     points = [(r.epoch, best_val_loss(r)) for r in reports]
     points = [(e, v) for e, v in points if v is not None]
     if points:
-        ax_loss.plot([e for e, _ in points], [v for _, v in points], marker="o")
+        ax_loss.plot([e for e, _ in points], [v for _, v in points], marker="o", label="validation loss of θ_e+1")
+    train = [(r.epoch, mean_train_loss(r)) for r in reports]
+    train = [(e, v) for e, v in train if v is not None]
+    if train:
+        ax_loss.plot([e for e, _ in train], [v for _, v in train], marker="s", linestyle="--",
+                     label="train loss, last segment (accepted hosts)")
     ax_loss.set_xlabel("epoch")
-    ax_loss.set_ylabel("validation loss of θ_e+1 (nats/byte)")
-    ax_loss.set_title("agreed global model")
+    ax_loss.set_ylabel("nats/byte")
+    ax_loss.set_title("loss")
     ax_loss.grid(alpha=0.3)
+    ax_loss.legend(fontsize="small")
+    if reports:
+        ax_loss.set_xticks([r.epoch for r in reports])
     hosts = sorted({h.address for r in reports for h in r.hosts})
     colors = {"accepted": "tab:green", "invalid": "tab:red", "unavailable": "tab:orange",
               "absent": "tab:orange", "no_reveal": "tab:orange", "inconclusive": "gold", "pending": "lightgray"}

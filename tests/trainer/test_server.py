@@ -5,7 +5,7 @@ import pytest
 
 from protocol.auth import sign_request
 from protocol.keys import PrivateKey
-from protocol.merkle import verify_proof
+from protocol.merkle import MerkleProof, verify_proof
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.checkpoint import decode_checkpoint
 from trainer.inner import EpochContext, run_epoch
@@ -46,7 +46,8 @@ def test_member_reads_everything_and_it_verifies(server, work, spec) -> None:
     root = bytes.fromhex(result.commitment.checkpoint_root)
     for leaf in (0, spec.train.segments):
         ckpt = decode_checkpoint(client.checkpoint(0, leaf), spec, leaf)
-        assert verify_proof(ckpt.leaf_hash(), client.proof(0, leaf), root, spec.train.segments + 1)
+        proof = MerkleProof.model_validate(client.proof(0, leaf))  # untrusted until validated
+        assert verify_proof(ckpt.leaf_hash(), proof, root, spec.train.segments + 1)
     assert client.delta(0) == work[0].delta(0)
     assert client.losses(0) == work[0].losses(0)
 
