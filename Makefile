@@ -36,9 +36,10 @@ toolchain:
 simulate: install
 	$(BIN)/veriloco simulate
 
-# Devnet tests must run, not skip, and 100 ms blocks keep the devnet suites short.
+# Devnet tests must run, not skip, and 100 ms blocks keep the devnet suites short; passive OpenMP
+# threads keep the many processes of the end-to-end tests from starving each other.
 test: install-dev toolchain
-	VERILOCO_REQUIRE_DEVNET=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest
+	OMP_WAIT_POLICY=PASSIVE VERILOCO_REQUIRE_DEVNET=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -9,6 +9,10 @@ from __future__ import annotations
 import os
 import sys
 
+# Idle OpenMP threads spin by default; with several nodes (or daemons) on a few cores that spinning
+# starves the threads doing work (measured: up to 40x slower steps). Set before torch loads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import click
 import typer
 from pydantic import ValidationError
