@@ -1,0 +1,187 @@
+"""Attacks on the aggregation that slip past sampling, checked with real replays.
+
+* ALIE and IPM steered through ONE faked segment (``bench/aggregation_attacks.py``): the faked
+  segment fails its replay, every other segment passes (the last one too: the Δ is θ_e − θ_S of
+  the committed leaf), so the host is caught exactly when the faked segment is challenged —
+  probability k/(S − 1) per epoch — and the committed Δ points where the attack wants.
+* A forged Δ next to honest leaves (sign flip, scaled) fails the always-challenged last segment.
+* The benchmark's verification model (:func:`caught`) agrees with these verdicts for every
+  challenge draw, which is what lets ``bench/aggregation.py`` decide exclusion without replaying.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for bench/
+
+from bench.aggregation_attacks import (Steered, caught, relative_gap, served_delta, steer_epoch,  # noqa: E402
+                                       target_delta)
+from protocol.beacon import genesis_seed  # noqa: E402
+from protocol.keys import encode_address  # noqa: E402
+from protocol.sampling import challenged_segments  # noqa: E402
+from protocol.views import Challenge  # noqa: E402
+from trainer.artifacts import LocalArtifacts  # noqa: E402
+from trainer.behaviour import HostBehaviour  # noqa: E402
+from trainer.data import Dataset  # noqa: E402
+from trainer.inner import EpochContext  # noqa: E402
+from trainer.outer import GlobalState  # noqa: E402
+from trainer.presets import tiny  # noqa: E402
+from verifier.adversaries import ScaledDelta, SignFlipDelta  # noqa: E402
+from verifier.replay import check_challenge  # noqa: E402
+
+VALIDATOR = encode_address(bytes([99] * 20))
+HONEST = [encode_address(bytes([i] * 20)) for i in (1, 2, 3)]
+ATTACKER = encode_address(bytes([9] * 20))
+
+
+def small_spec():
+    """tiny with 16 steps in S = 4 segments of 4, batch 8; k = 2, so a steering host is caught w.p. 2/3."""
+    return tiny().with_changes(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)  # replays are exact at equal thread counts
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return small_spec()
+
+
+@pytest.fixture(scope="module")
+def dataset(spec, tmp_path_factory):
+    return Dataset.load(spec.data, tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="module")
+def epoch(spec):
+    run_id = spec.run_id()
+    return GlobalState.initial(spec), genesis_seed(run_id)
+
+
+@pytest.fixture(scope="module")
+def peers(spec, dataset, epoch, tmp_path_factory):
+    """Three honest hosts that committed epoch 0: address -> artifact source."""
+    theta, prev = epoch
+    out = {}
+    for host in HONEST:
+        root = tmp_path_factory.mktemp("honest")
+        HostBehaviour().train_epoch(spec, dataset, EpochContext(spec.run_id(), 0, host, prev), theta.params, root)
+        out[host] = LocalArtifacts(root, spec.run_id(), host)
+    return out
+
+
+def serve(spec, dataset, epoch, behaviour, root, host=ATTACKER):
+    theta, prev = epoch
+    ctx = EpochContext(spec.run_id(), 0, host, prev)
+    result = behaviour.train_epoch(spec, dataset, ctx, theta.params, root)
+    return result, behaviour.serve(LocalArtifacts(root, spec.run_id(), host))
+
+
+def verdicts(spec, dataset, epoch, result, source, host=ATTACKER):
+    theta, prev = epoch
+    c = result.commitment
+    out = {}
+    for g in range(spec.train.segments):
+        challenge = Challenge(epoch=0, host=host, segment=g, segments=c.segments, checkpoint_root=c.checkpoint_root,
+                              delta_hash=c.delta_hash, loss_digest=c.loss_digest, endpoint="local",
+                              validators=[VALIDATOR])
+        out[g] = check_challenge(spec, dataset, challenge, source, theta, prev)
+    return out
+
+
+def _cosine(a, b) -> float:
+    dot = sum(float((a[n].double() * b[n].double()).sum()) for n in a)
+    na = math.sqrt(sum(float(a[n].double().pow(2).sum()) for n in a))
+    nb = math.sqrt(sum(float(b[n].double().pow(2).sum()) for n in b))
+    return dot / (na * nb)
+
+
+@pytest.mark.parametrize("attack,param", [("alie", 1.0), ("ipm", 0.5)])
+def test_steered_attack_fails_only_on_its_faked_segment(spec, dataset, epoch, peers, tmp_path, attack, param) -> None:
+    steered = Steered(attack, param, peers=peers)
+    result, source = serve(spec, dataset, epoch, steered, tmp_path)
+    faked = steered.faked[0]
+    assert faked == [spec.train.segments - 2]
+    reports = verdicts(spec, dataset, epoch, result, source)
+    for g, report in reports.items():
+        if g in faked:
+            assert report.outcome == "fail" and report.check == "distance", report.reason
+        else:
+            assert report.outcome == "pass", f"segment {g}: {report.reason}"
+    # The last segment passed its Δ check, so the Δ that enters aggregation is the committed one,
+    # and it is close to the target the attack aimed at.
+    committed = served_delta(spec, source, 0)
+    target = steered.targets[0]
+    assert relative_gap(committed, target) < 0.5
+    assert _cosine(committed, target) > 0.85
+    honest_mean = target_delta("ipm", {h: served_delta(spec, s, 0) for h, s in peers.items()}, -1.0)
+    if attack == "ipm":
+        assert _cosine(committed, honest_mean) < -0.5  # it pulls against the honest direction
+
+
+def test_detection_probability_is_k_over_s_minus_1_and_matches_the_verdicts(spec, dataset, epoch, peers,
+                                                                            tmp_path) -> None:
+    steered = Steered("ipm", 0.5, peers=peers)
+    result, source = serve(spec, dataset, epoch, steered, tmp_path)
+    failing = {g for g, r in verdicts(spec, dataset, epoch, result, source).items() if r.outcome != "pass"}
+    k, S = spec.verification.challenges_k, spec.train.segments
+    assert steered.expected_detection(spec, k) == pytest.approx(k / (S - 1))
+    hits, trials = 0, 3000
+    for i in range(trials):
+        seed = i.to_bytes(32, "big")
+        real = bool(failing & set(challenged_segments(seed, ATTACKER, S, k)))  # what validators would find
+        modelled = caught(seed, ATTACKER, spec, steered.faked[0])  # what the benchmark assumes
+        assert real == modelled
+        hits += real
+    p = k / (S - 1)
+    assert abs(hits / trials - p) < 4 * math.sqrt(p * (1 - p) / trials)
+    assert not caught(bytes(32), ATTACKER, spec.with_changes(verification={"enabled": False}), [0, 1, 2])
+
+
+@pytest.mark.parametrize("behaviour", [SignFlipDelta(), ScaledDelta(10.0)], ids=["sign_flip", "scaled"])
+def test_forged_delta_fails_the_always_challenged_last_segment(spec, dataset, epoch, tmp_path, behaviour) -> None:
+    result, source = serve(spec, dataset, epoch, behaviour, tmp_path)
+    reports = verdicts(spec, dataset, epoch, result, source)
+    last = spec.train.segments - 1
+    assert reports[last].outcome == "fail" and reports[last].check == "delta", reports[last].reason
+    assert all(r.outcome == "pass" for g, r in reports.items() if g != last)
+    for i in range(50):  # the last segment is in every challenge draw: caught every epoch
+        assert caught(i.to_bytes(32, "big"), ATTACKER, spec, [last])
+
+
+def test_steering_reaches_its_target_from_a_trained_model(spec, dataset, peers) -> None:
+    # From θ_0 the tail segment moves a lot; what the steering reaches is reported by the bench.
+    # Here: the same function, any target, the returned gap is the committed leaves' gap.
+    honest = {h: served_delta(spec, s, 0) for h, s in peers.items()}
+    target = target_delta("alie", honest, 1.0)
+    theta = GlobalState.initial(spec)
+    ctx = EpochContext(spec.run_id(), 0, ATTACKER, genesis_seed(spec.run_id()))
+    leaves, gap = steer_epoch(spec, dataset, ctx, theta.params, target, iters=2)
+    assert len(leaves) == spec.train.segments + 1
+    delta = {n: theta.params[n] - leaves[-1].state.params[n] for n in target}
+    assert relative_gap(delta, target) == pytest.approx(gap)
+    with pytest.raises(ValueError, match="always checked"):
+        steer_epoch(spec, dataset, ctx, theta.params, target, segment=spec.train.segments - 1)
+
+
+def test_targets_by_hand_and_independent_of_order() -> None:
+    a = {"w": torch.tensor([1.0, 2.0])}
+    b = {"w": torch.tensor([3.0, 2.0])}
+    assert target_delta("ipm", {"x": a, "y": b}, 0.5)["w"].tolist() == [-1.0, -1.0]
+    assert target_delta("alie", {"x": a, "y": b}, 1.0)["w"].tolist() == [1.0, 2.0]  # mean 2,2; std 1,0
+    assert torch.equal(target_delta("alie", {"y": b, "x": a}, 2.0)["w"], target_delta("alie", {"x": a, "y": b}, 2.0)["w"])
+    with pytest.raises(ValueError):
+        target_delta("nope", {"x": a}, 1.0)
+    with pytest.raises(ValueError, match="peers"):
+        Steered("alie", 1.0, peers={})
