@@ -114,7 +114,7 @@ class OuterSpec(Boundary):
 class AggregationSpec(Boundary):
     """The robust rule over accepted pseudo-gradients, and its parameters."""
 
-    rule: AggregationRule = "mean"
+    rule: AggregationRule = "centered_clip"
     trim_fraction: Dec = Decimal("0.2")
     krum_f: Count = 1
     multi_krum_m: Count = 0
