@@ -166,7 +166,8 @@ class EconomicsSpec(Boundary):
     min_validator_stake: Amount
     unbonding_epochs: int = Field(default=2, ge=0, le=10_000, strict=True)
     slash_invalid_bps: Bps = 5_000
-    slash_unavailable_bps: Bps = 1_000
+    # As much as invalid: a host that cannot back a faked segment must gain nothing by withholding it.
+    slash_unavailable_bps: Bps = 5_000
     slash_absent_bps: Bps = 500
     slash_no_reveal_bps: Bps = 500
     slash_validator_wrong_bps: Bps = 2_000

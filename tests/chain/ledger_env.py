@@ -68,7 +68,9 @@ def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[
         "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001", **(train or {})},
         "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, **(verification or {})},
         "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
-                      "unbonding_epochs": 2, **economics},
+                      "unbonding_epochs": 2,
+                      # Not the default (equal to invalid): distinct rates show which one was applied.
+                      "slash_unavailable_bps": 1_000, **economics},
         "phases": {"join_blocks": 30, "train_blocks": 30, "reveal_blocks": 30, "verify_blocks": 40,
                    "propose_blocks": 30, "min_hosts": 1, "min_validators": 1, **(phases or {})},
     }

@@ -75,7 +75,7 @@ def test_an_invalid_host_is_slashed_and_its_catchers_paid(make_ledger_env) -> No
     check_conserved(env, total)
 
 
-def test_an_unavailable_host_is_slashed_less_and_nobody_is_a_catcher(ledger_env) -> None:
+def test_an_unavailable_host_is_slashed_at_its_own_rate_and_nobody_is_a_catcher(ledger_env) -> None:
     env = ledger_env
     total, before = setup(env)
     env.play_epoch(HOSTS, VALIDATORS, vote=fail_host(env, "host1", "unavailable"))

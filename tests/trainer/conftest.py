@@ -11,15 +11,7 @@ from protocol.beacon import genesis_seed
 from protocol.spec import RunSpec
 from trainer.data import Dataset
 from trainer.inner import EpochContext
-from trainer.presets import tiny
-
-HOST = "inj1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5lzv7xu"
-
-
-def small_spec(**changes) -> RunSpec:
-    """The tiny preset with a short epoch (16 steps, 4 segments of 4) and batch 8."""
-    spec = tiny().with_changes(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8})
-    return spec.with_changes(**changes) if changes else spec
+from trainer_env import HOST, small_spec
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from trainer.delta import decode_delta, delta_hash
 from trainer.inner import EpochContext, run_epoch
 from trainer.outer import GlobalState
 
-from conftest import small_spec
+from trainer_env import small_spec
 
 
 @pytest.fixture(scope="module")

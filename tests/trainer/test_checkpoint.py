@@ -15,7 +15,7 @@ from trainer.inner import replay_segment, start_checkpoint
 from trainer.outer import GlobalState
 from trainer.tensorfile import TensorFileError
 
-from conftest import small_spec
+from trainer_env import small_spec
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from protocol.sampling import batch_indices
 from trainer.data import Dataset, DatasetError, corpus_splits, dataset_hash, split_documents, strip_markdown
 from trainer.presets import SHAKESPEARE_HASH
 
-from conftest import HOST, small_spec
+from trainer_env import HOST, small_spec
 
 
 def test_strip_markdown_removes_only_markup() -> None:

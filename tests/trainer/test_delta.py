@@ -16,7 +16,7 @@ from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.tensorfile import TensorFileError, layout_of
 
-from conftest import small_spec
+from trainer_env import small_spec
 
 INT8, INT4, NONE = (QuantizationSpec(scheme=s, block_size=64) for s in ("int8", "int4", "none"))
 

@@ -22,7 +22,7 @@ from trainer.inner import (EpochContext, epoch_dir, leaf_path, read_epoch_record
 from trainer.outer import GlobalState
 from trainer.presets import tiny
 
-from conftest import HOST
+from trainer_env import HOST
 
 
 def test_epoch_commits_to_its_files(spec, dataset, ctx, tmp_path) -> None:

@@ -8,7 +8,7 @@ import torch
 from trainer.model import GPT, build_model, parameter_shapes
 from trainer.step import Stepper
 
-from conftest import small_spec
+from trainer_env import small_spec
 
 
 def _params(model) -> dict[str, torch.Tensor]:

@@ -11,7 +11,7 @@ from protocol.tensors import tensors_digest
 from trainer.outer import GlobalState, decode_global, load_global, outer_step
 from trainer.tensorfile import TensorFileError
 
-from conftest import small_spec
+from trainer_env import small_spec
 
 
 def test_two_steps_by_hand() -> None:

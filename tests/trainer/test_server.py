@@ -12,7 +12,7 @@ from trainer.inner import EpochContext, run_epoch
 from trainer.outer import GlobalState
 from trainer.server import HttpArtifacts, ServerThread, create_app
 
-from conftest import small_spec
+from trainer_env import small_spec
 
 MEMBER = PrivateKey(b"\x01" * 32)
 STRANGER = PrivateKey(b"\x02" * 32)

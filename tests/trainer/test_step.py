@@ -13,7 +13,7 @@ from trainer.inner import replay_segment, start_checkpoint
 from trainer.outer import GlobalState
 from trainer.step import Stepper, TrainState, micro_seed
 
-from conftest import small_spec
+from trainer_env import small_spec
 
 
 def _start(spec, key_epoch: int = 0):
