@@ -107,7 +107,8 @@ def mean_train_loss(report: EpochReport) -> float | None:
 def summary_line(report: EpochReport, names: dict[str, str] | None = None) -> str:
     """One line per epoch: outcomes, slashes and the agreed model's validation loss."""
     val = best_val_loss(report)
-    outcomes = ", ".join(f"{short(h.address, names)} {h.outcome}" for h in report.hosts)
+    hosts = sorted(report.hosts, key=lambda h: short(h.address, names))
+    outcomes = ", ".join(f"{short(h.address, names)} {h.outcome}" for h in hosts)
     slashed = [short(h.address, names) for h in report.hosts if h.slashed != "0"]
     slashed += [short(v.address, names) for v in report.validators if v.slashed != "0"]
     return (f"epoch {report.epoch}: {outcomes}; slashed: {', '.join(slashed) or 'nobody'}; "

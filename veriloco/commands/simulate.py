@@ -9,6 +9,7 @@ The chain state and a network file are left in the work directory, so
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from protocol.spec import AggregationRule
+from protocol.spec import AggregationRule, RunSpec
 from trainer.data import Dataset
 from trainer.participant import NodeEvent
 from trainer.presets import PRESETS, preset
@@ -58,8 +59,7 @@ def simulate(
         if rule not in AggregationRule.__args__:  # type: ignore[attr-defined]
             raise VerilocoError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
         spec = spec.with_changes(aggregation={"rule": rule})
-    spec = spec.with_changes(phases={"min_hosts": hosts + cheaters, "min_validators": min(1, validators + liars)},
-                             verification={"enabled": validators + liars > 0})
+    spec = simulation_spec(spec, validators=validators + liars)
     honest_validators = [validator_behaviour("honest") for _ in range(validators)]
     roster = Roster(hosts=[host_behaviour(None) for _ in range(hosts)] +
                     [host_behaviour(adversary) for _ in range(cheaters)],
@@ -72,7 +72,7 @@ def simulate(
     from verifier.validator import ValidatorNode  # noqa: PLC0415
 
     factory = EmbeddedChainFactory() if chain == "embedded" else DevnetChainFactory(root / "devnet")
-    counts: dict[str, int] = {}
+    counts: dict[tuple[int, str], int] = {}  # (epoch, action) -> events; a node may act on e+1 before e is reported
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=console, transient=True)
 
@@ -81,8 +81,10 @@ def simulate(
             progress.console.print(f"  [dim]epoch {event.epoch}[/] {event.who}: {event.action} {event.detail}",
                                    highlight=False)
         else:
-            counts[event.action] = counts.get(event.action, 0) + 1
+            counts[event.epoch, event.action] = counts.get((event.epoch, event.action), 0) + 1
 
+    if not verbose:  # a failed replay is already an event line; the verifier's own log would repeat it
+        logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
     console.print(f"[bold]veriloco simulate[/]: {hosts} honest + {cheaters} {adversary} hosts, {validators} "
                   f"validators{f' + {liars} {liar}' if liars else ''}, {epochs} epochs of {spec.name} "
                   f"(H={spec.train.inner_steps}, S={spec.train.segments}, rule {spec.aggregation.rule}) "
@@ -96,13 +98,12 @@ def simulate(
         with progress:
             task = progress.add_task("epochs", total=epochs)
             for _ in range(epochs):
-                counts.clear()
                 report = net.run_epoch()
                 reports.append(report)
                 progress.advance(task)
+                quiet = sorted((k, v) for (e, k), v in counts.items() if e == report.epoch)
                 progress.console.print(f"[bold]{summary_line(report, net.names)}[/]  "
-                                       f"[dim]({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))})[/]",
-                                       highlight=False)
+                                       f"[dim]({', '.join(f'{v} {k}' for k, v in quiet)})[/]", highlight=False)
         conserved = net.total_funds() == net.initial_funds
         _save(net, factory, root, spec)
     finally:
@@ -127,6 +128,21 @@ def simulate(
                   f"--network {root / 'network.json'}")
     if not conserved:
         raise VerilocoError("funds were not conserved: this is a bug, please report it")
+
+
+def simulation_spec(spec: RunSpec, *, validators: int) -> RunSpec:
+    """The run spec of a simulation: the preset's, with minimums every epoch can meet.
+
+    The join phase closes early once every *eligible* member joined, so the minimums need not
+    count everyone; they must not count the cheaters, whose stake falls below the minimum after
+    a slash or two (a minimum they cannot meet would extend the join phase forever).
+
+    Args:
+        spec: the preset's run spec.
+        validators: validators in the simulation (honest and lying); none turns verification off.
+    """
+    return spec.with_changes(phases={"min_hosts": 1, "min_validators": min(1, validators)},
+                             verification={"enabled": validators > 0})
 
 
 def _save(net: LocalNetwork, factory: object, root: Path, spec) -> None:  # noqa: ANN001

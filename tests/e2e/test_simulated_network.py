@@ -1,0 +1,33 @@
+"""The network `veriloco simulate` runs, with verification on: a cheater is slashed until its stake
+falls below the minimum, and the epochs go on without it."""
+
+import pytest
+
+from trainer.data import Dataset
+from trainer.presets import tiny
+from veriloco.behaviours import host_behaviour, validator_behaviour
+from veriloco.commands.simulate import simulation_spec
+from veriloco.network import LocalNetwork, Roster
+from verifier.validator import ValidatorNode
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_cheater_slashed_below_the_minimum_stake_drops_out_and_the_run_goes_on(tmp_path) -> None:
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
+                           validators=1)
+    dataset = Dataset.load(spec.data, tmp_path / "cache")
+    roster = Roster(hosts=[host_behaviour(None), host_behaviour(None), host_behaviour("noise")],
+                    validators=[validator_behaviour("honest")])  # stakes: twice the minimum, as simulate bonds
+    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode)
+    cheater = net.hosts[2].address
+    # Two invalid slashes of 50 % leave the cheater a quarter of its bond: half the minimum.
+    reports = [net.run_epoch(max_rounds=200) for _ in range(3)]
+    for report in reports[:2]:
+        outcomes = {h.address: h.outcome for h in report.hosts}
+        assert outcomes.pop(cheater) == "invalid"
+        assert set(outcomes.values()) == {"accepted"} and report.agreed
+    last = reports[2]
+    assert cheater not in {h.address for h in last.hosts}
+    assert {h.outcome for h in last.hosts} == {"accepted"} and last.agreed
+    assert net.total_funds() == net.initial_funds
