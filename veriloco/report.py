@@ -115,6 +115,21 @@ def summary_line(report: EpochReport, names: dict[str, str] | None = None) -> st
             f"val loss {'—' if val is None else f'{val:.4f}'}; θ {'agreed' if report.agreed else 'unchanged'}")
 
 
+def slashed_over_run(reports: Sequence[EpochReport], denom: str, names: dict[str, str] | None = None) -> str:
+    """Who was slashed across several epochs, how much in all and in how many epochs, e.g.
+    ``host-4 (noise) 15 INJ in 2 epochs``; ``nobody`` if nobody was."""
+    total: dict[str, int] = {}
+    epochs: dict[str, int] = {}
+    for report in reports:
+        for member in (*report.hosts, *report.validators):
+            if member.slashed != "0":
+                total[member.address] = total.get(member.address, 0) + int(member.slashed)
+                epochs[member.address] = epochs.get(member.address, 0) + 1
+    parts = [f"{short(a, names)} {amount(total[a], denom)} in {epochs[a]} epoch{'s' * (epochs[a] > 1)}"
+             for a in sorted(total, key=lambda a: short(a, names))]
+    return ", ".join(parts) or "nobody"
+
+
 def plot_reports(reports: Sequence[EpochReport], path: Path, names: dict[str, str] | None = None) -> Path:
     """Validation loss of the agreed model per epoch, and each host's outcome per epoch, as a PNG."""
     import matplotlib

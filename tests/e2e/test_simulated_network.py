@@ -8,6 +8,7 @@ from trainer.presets import tiny
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import simulation_spec
 from veriloco.network import LocalNetwork, Roster
+from veriloco.report import slashed_over_run
 from verifier.validator import ValidatorNode
 
 pytestmark = pytest.mark.slow
@@ -31,3 +32,6 @@ def test_a_cheater_slashed_below_the_minimum_stake_drops_out_and_the_run_goes_on
     assert cheater not in {h.address for h in last.hosts}
     assert {h.outcome for h in last.hosts} == {"accepted"} and last.agreed
     assert net.total_funds() == net.initial_funds
+    # What simulate prints at the end: 50 % of twice the minimum, then 50 % of what is left.
+    slashed = 3 * int(spec.economics.min_host_stake) // 2
+    assert slashed_over_run(reports, "utest", net.names) == f"host-2 (noise) {slashed} utest in 2 epochs"

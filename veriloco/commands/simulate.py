@@ -27,7 +27,7 @@ from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.errors import VerilocoError
 from veriloco.network import DevnetChainFactory, EmbeddedChainFactory, LocalNetwork, Roster
 from veriloco.output import console, print_json
-from veriloco.report import best_val_loss, plot_reports, report_tables, summary_line
+from veriloco.report import best_val_loss, plot_reports, report_tables, slashed_over_run, summary_line
 
 # Events worth a line of their own; the rest (joins, reveals, passing verdicts) are counted.
 LOUD = ("committed", "proposed", "refused", "waiting", "verdict fail", "verdict unavailable")
@@ -116,9 +116,7 @@ def simulate(
     console.print(report_tables(reports[-1], spec.economics.denom, net.names))
     losses = [best_val_loss(r) for r in reports]
     console.print("validation loss per epoch: " + " → ".join("—" if v is None else f"{v:.4f}" for v in losses))
-    slashed = sorted({net.names.get(h.address, h.address) for r in reports for h in r.hosts if h.slashed != "0"} |
-                     {net.names.get(v.address, v.address) for r in reports for v in r.validators if v.slashed != "0"})
-    console.print(f"slashed: {', '.join(slashed) or 'nobody'}")
+    console.print(f"slashed over the run: {slashed_over_run(reports, spec.economics.denom, net.names)}")
     console.print(f"funds conserved: {'yes' if conserved else '[red]NO[/]'} "
                   f"({net.initial_funds} base units before and after, fees included)")
     if plot:
