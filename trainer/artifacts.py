@@ -20,12 +20,16 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Literal
 
 from protocol.merkle import MerkleProof, merkle_proof
 from trainer.inner import read_epoch_record
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
 MAX_ARTIFACT_BYTES = 2 * 1024**3
+
+
+BlobKind = Literal["checkpoint", "delta", "model"]
 
 
 class ArtifactUnavailable(Exception):
@@ -58,6 +62,19 @@ class ArtifactSource(ABC):
     @abstractmethod
     def global_state(self, model_hash: str) -> bytes:
         """A global state the host holds, by its hash."""
+
+    def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
+        """The file holding a blob, so that a server can stream it rather than read it whole.
+
+        Args:
+            kind: ``checkpoint`` (key = epoch, ``leaf``), ``delta`` (key = epoch) or ``model``
+                (key = model hash).
+
+        Returns:
+            the path, or None where the blob is not one file on disk. None is the default: a source
+            that transforms what it serves must not be bypassed by a server reading the file.
+        """
+        return None
 
 
 def host_epoch_dir(root: Path, run_id: bytes, epoch: int, host: str) -> Path:
@@ -105,10 +122,27 @@ class LocalArtifacts(ArtifactSource):
         except (ValueError, KeyError, json.JSONDecodeError) as exc:
             raise ArtifactUnavailable(f"{self.host}'s record of epoch {epoch} is unreadable: {exc}") from None
 
+    def _path(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path:
+        if kind == "checkpoint":
+            if leaf < 0:
+                raise ArtifactUnavailable(f"no leaf {leaf}")
+            return self._dir(int(key)) / f"leaf-{leaf:04d}.safetensors"
+        if kind == "delta":
+            return self._dir(int(key)) / "delta.safetensors"
+        try:
+            return global_path(self.root, self.run_id, str(key))
+        except ValueError as exc:
+            raise ArtifactUnavailable(str(exc)) from None
+
+    def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
+        try:
+            path = self._path(kind, key, leaf)
+        except ArtifactUnavailable:
+            return None
+        return path if path.is_file() else None
+
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
-        if leaf < 0:
-            raise ArtifactUnavailable(f"no leaf {leaf}")
-        return self._read(self._dir(epoch) / f"leaf-{leaf:04d}.safetensors")
+        return self._read(self._path("checkpoint", epoch, leaf))
 
     def proof(self, epoch: int, leaf: int) -> MerkleProof:
         hashes = self._record(epoch).leaf_hashes
@@ -117,14 +151,10 @@ class LocalArtifacts(ArtifactSource):
         return merkle_proof(hashes, leaf)
 
     def delta(self, epoch: int) -> bytes:
-        return self._read(self._dir(epoch) / "delta.safetensors")
+        return self._read(self._path("delta", epoch))
 
     def losses(self, epoch: int) -> list[int]:
         return list(self._record(epoch).losses_micro)
 
     def global_state(self, model_hash: str) -> bytes:
-        try:
-            path = global_path(self.root, self.run_id, model_hash)
-        except ValueError as exc:
-            raise ArtifactUnavailable(str(exc)) from None
-        return self._read(path)
+        return self._read(self._path("model", model_hash))

@@ -4,7 +4,8 @@ The server exposes one :class:`~trainer.artifacts.ArtifactSource` over HTTP. Eve
 signed by a participant's chain key (``protocol.auth``: timestamped, replay-protected, bound to
 method, path, body and run) and the signer must be a bonded member (``authorize``, asked of the
 chain). Rejections get a one-line JSON error and are counted in :class:`ServerStats`, so an
-operator sees who tried what. Requests carry no body; any body is refused before it is read past
+operator sees who tried what. Checkpoints, Δs and models that are files on disk
+(:meth:`~trainer.artifacts.ArtifactSource.file`) are streamed from the file in chunks. Requests carry no body; any body is refused before it is read past
 :data:`MAX_REQUEST_BYTES`.
 
 The client, :class:`HttpArtifacts`, is an ``ArtifactSource`` too: validators and peer hosts cannot
@@ -37,7 +38,7 @@ from typing import Annotated, Any
 import httpx
 import uvicorn
 from fastapi import Depends, FastAPI, HTTPException, Path, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel
 
 from protocol.auth import AuthError, NonceCache, sign_request, verify_request
@@ -45,7 +46,7 @@ from protocol.keys import DEFAULT_PREFIX, PrivateKey
 from protocol.merkle import MerkleProof
 from protocol.messages import MAX_SEGMENTS
 from protocol.spec import RunSpec
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.artifacts import MAX_ARTIFACT_BYTES, ArtifactSource, ArtifactUnavailable, BlobKind
 from trainer.checkpoint import checkpoint_layout
 from trainer.delta import payload_layout
 from trainer.model import parameter_shapes
@@ -134,7 +135,18 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
         stats.reject("unavailable", f"{what}: {exc}")
         return HTTPException(404, str(exc))
 
-    def blob(kind: str, read: Callable[[], bytes]) -> Response:
+    def blob(kind: BlobKind, read: Callable[[], bytes], key: int | str, leaf: int = 0) -> Response:
+        # A file on disk is streamed in chunks (FileResponse), so serving a large model does not
+        # hold it in memory; other sources (wrappers, tests) hand over bytes.
+        path = source.file(kind, key, leaf)
+        if path is not None:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                size = None
+            if size is not None and size <= MAX_ARTIFACT_BYTES:
+                stats.served[kind] += 1
+                return FileResponse(path, media_type="application/octet-stream")
         try:
             data = read()
         except ArtifactUnavailable as exc:
@@ -149,7 +161,7 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     @app.get("/v1/epochs/{epoch}/checkpoints/{leaf}", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})
     def checkpoint(epoch: Epoch, leaf: Leaf, _: str = Depends(signer)) -> Response:
-        return blob("checkpoint", lambda: source.checkpoint(epoch, leaf))
+        return blob("checkpoint", lambda: source.checkpoint(epoch, leaf), epoch, leaf)
 
     @app.get("/v1/epochs/{epoch}/proofs/{leaf}", response_model=MerkleProof)
     def proof(epoch: Epoch, leaf: Leaf, _: str = Depends(signer)) -> MerkleProof:
@@ -163,7 +175,7 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     @app.get("/v1/epochs/{epoch}/delta", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})
     def delta(epoch: Epoch, _: str = Depends(signer)) -> Response:
-        return blob("delta", lambda: source.delta(epoch))
+        return blob("delta", lambda: source.delta(epoch), epoch)
 
     @app.get("/v1/epochs/{epoch}/losses", response_model=LossesAnswer)
     def losses(epoch: Epoch, _: str = Depends(signer)) -> LossesAnswer:
@@ -177,7 +189,7 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     @app.get("/v1/models/{model_hash}", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})
     def model(model_hash: ModelHash, _: str = Depends(signer)) -> Response:
-        return blob("model", lambda: source.global_state(model_hash))
+        return blob("model", lambda: source.global_state(model_hash), model_hash)
 
     return app
 

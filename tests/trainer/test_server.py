@@ -104,3 +104,19 @@ def test_openapi_schema_lists_the_routes(server) -> None:
     thread, _ = server
     paths = httpx.get(f"{thread.url}/openapi.json").json()["paths"]
     assert "/v1/epochs/{epoch}/checkpoints/{leaf}" in paths and "/v1/models/{model_hash}" in paths
+
+
+def test_files_on_disk_are_streamed_and_other_sources_answer_bytes(server, work, spec) -> None:
+    thread, _ = server
+    local, _ = work
+    path = local.file("checkpoint", 0, 1)
+    assert path is not None and local.file("checkpoint", 0, 99) is None and local.file("model", "zz") is None
+    headers = sign_request(MEMBER, "GET", "/v1/epochs/0/checkpoints/1", spec.run_id().hex())
+    with httpx.stream("GET", f"{thread.url}/v1/epochs/0/checkpoints/1", headers=headers) as response:
+        chunks = list(response.iter_raw())
+        # FileResponse: the file's size up front, an ETag, and the body read from disk chunk by chunk.
+        assert response.status_code == 200 and "etag" in response.headers
+        assert int(response.headers["content-length"]) == path.stat().st_size
+    assert b"".join(chunks) == path.read_bytes() == local.checkpoint(0, 1)
+    # A wrapper has no file (the default), so what it transforms is what is served.
+    assert Oversized().file("checkpoint", 0, 1) is None
