@@ -14,6 +14,7 @@ The two are measured side by side, epoch by epoch (plain epoch, then protocol ep
 of this shared machine lands on both. Run:
 
     .venv/bin/python bench/protocol_overhead.py --preset demo --hosts 4 --validators 2 --epochs 3
+    .venv/bin/python bench/protocol_overhead.py --preset demo --inner-steps 500 --segment-steps 50 --epochs 2
 """
 
 from __future__ import annotations
@@ -67,12 +68,17 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--validators", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--inner-steps", type=int, help="H (default: the preset's)")
+    parser.add_argument("--segment-steps", type=int, help="c (default: the preset's)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     configure(args.threads)
 
     spec = preset(args.preset).with_changes(phases={"min_hosts": args.hosts, "min_validators": 1})
+    if args.inner_steps or args.segment_steps:  # longer epochs amortize the protocol's per-epoch costs
+        h = args.inner_steps or spec.train.inner_steps
+        spec = spec.with_changes(train={"inner_steps": h, "segment_steps": args.segment_steps or h // spec.train.segments})
     dataset = Dataset.load(spec.data)
     busy: dict[str, float] = defaultdict(float)
 
