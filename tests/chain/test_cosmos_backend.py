@@ -331,18 +331,21 @@ def test_restart_during_the_train_phase_then_the_epoch_completes(devnet, devnet_
     e = env.play_epoch(hosts, validators, stop_after="join")
     assert env.epoch(e).phase == "train"
 
-    def bounce() -> None:
-        time.sleep(0.3)
-        devnet.stop()
+    env.commit(hosts[0], e)
+    # Stop the node before the next commits (not after a delay: on a loaded machine a timed stop
+    # may land after them) and bring it back while the client is retrying.
+    devnet.stop()
+
+    def restart() -> None:
         time.sleep(1.0)
         devnet.start()
 
-    bouncer = threading.Thread(target=bounce)
-    bouncer.start()
+    restarter = threading.Thread(target=restart)
+    restarter.start()
     outages = env.driver.chain.client.outages
-    for name in hosts:  # the outage falls among these
+    for name in hosts[1:]:  # the first of these meets the stopped node
         env.commit(name, e)
-    bouncer.join()
+    restarter.join()
     assert env.driver.chain.client.outages > outages
     assert env.epoch(e).phase == "reveal"  # every host committed: train closed early
     assert sorted(env.epoch(e).committed) == sorted(env.addr(h) for h in hosts)
