@@ -294,7 +294,10 @@ FOUR = [f"validator{i}" for i in range(1, 5)]
 def test_a_full_epoch_with_eight_hosts_and_four_validators(make_ledger_env) -> None:
     names = ["operator", "treasury", "funder", *EIGHT, *FOUR]
     # S = 4 segments, k = 2 (plus the last: 3 challenges per host), r = 2.
+    # Phases twice the default: twelve sequential joins and the commits must fit on a loaded devnet
+    # at 100 ms blocks (join closes early once everyone joined; the others are waited out anyway).
     spec = make_spec(train={"inner_steps": 8, "segment_steps": 2}, verification={"challenges_k": 2},
+                     phases={"join_blocks": 100, "train_blocks": 60, "reveal_blocks": 60, "verify_blocks": 80},
                      reward_per_epoch="10000")
     env = make_ledger_env(spec, names=names)
     total, before = setup(env, hosts=EIGHT, validators=FOUR)
