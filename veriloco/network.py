@@ -18,9 +18,9 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from chain.ledger import ContractBackend, ContractError, Ledger, TxResult
+from chain.ledger import ContractBackend, ContractError, Ledger
+from chain.metered import MeteredBackend
 from protocol.keys import PrivateKey
 from protocol.spec import RunSpec
 from protocol.views import EpochReport
@@ -38,39 +38,6 @@ GENESIS_BALANCE = 10**24
 def sim_key(name: str) -> PrivateKey:
     """A deterministic key for a simulated participant (never use these outside a simulation)."""
     return PrivateKey(hashlib.sha256(b"veriloco-simulation:" + name.encode()).digest())
-
-
-class MeteredBackend(ContractBackend):
-    """A backend that adds up the fees of every transaction it sends (for the funds audit)."""
-
-    def __init__(self, inner: ContractBackend) -> None:
-        self.inner = inner
-        self.fees = 0
-
-    @property
-    def denom(self) -> str:
-        return self.inner.denom
-
-    @property
-    def contract_address(self) -> str:
-        return self.inner.contract_address
-
-    def execute(self, key: PrivateKey, msg: dict[str, Any], funds: int = 0) -> TxResult:
-        result = self.inner.execute(key, msg, funds)
-        self.fees += result.fee
-        return result
-
-    def query(self, msg: dict[str, Any]) -> Any:
-        return self.inner.query(msg)
-
-    def height(self) -> int:
-        return self.inner.height()
-
-    def balance(self, address: str) -> int:
-        return self.inner.balance(address)
-
-    def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
-        return self.inner.wait_for_height(height, timeout)
 
 
 ChainFactory = Callable[[RunSpec, PrivateKey, str, Sequence[PrivateKey]], ContractBackend]
@@ -211,7 +178,7 @@ class LocalNetwork:
 
         Conserved exactly: it must equal :attr:`initial_funds` after any number of epochs.
         """
-        return sum(self.ledger.balance(a) for a in self._audited) + self.backend.fees
+        return sum(self.ledger.balance(a) for a in self._audited) + self.backend.fees_paid
 
     def run_epoch(self, max_rounds: int = 10_000) -> EpochReport:
         """Drive the current epoch to its end; return its report.

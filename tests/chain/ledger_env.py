@@ -20,8 +20,8 @@ Driver interface (duck-typed)::
 
 Waiting adapts to the backend (an embedded chain produces blocks at once, a real chain's come
 every ~0.2 s); assertions never do. Fees: every transaction sent through ``env.ledger`` is
-recorded (:class:`FeeRecorder`), so ``total_funds()`` (balances + contract + fees) is constant on
-a fee-charging chain too.
+recorded (:class:`chain.metered.MeteredBackend`), so ``total_funds()`` (balances + contract +
+fees) is constant on a fee-charging chain too.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from typing import Any
 
 from chain.embedded import EmbeddedChain, deploy_embedded
 from chain.embedded.backend import ledger_tx_result
-from chain.ledger import ContractBackend, ContractError, Ledger, TxResult
+from chain.ledger import ContractError, Ledger, TxResult
+from chain.metered import MeteredBackend
 from protocol.beacon import beacon_commit
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
@@ -79,53 +80,6 @@ def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[
 
 def digest(label: str) -> str:
     return hashlib.sha256(label.encode()).hexdigest()
-
-
-class FeeRecorder(ContractBackend):
-    """A transparent backend that adds up the fees every transaction paid (0 on the embedded
-    chain), refused ones included when the backend reports them (``ContractError.fee``)."""
-
-    def __init__(self, inner: ContractBackend) -> None:
-        self.inner = inner
-        self.fees_paid = 0
-        self.fees_by: dict[str, int] = {}
-        self.transactions = 0
-
-    def _charge(self, key: PrivateKey, fee: int) -> None:
-        if fee:
-            self.fees_paid += fee
-            address = key.address()
-            self.fees_by[address] = self.fees_by.get(address, 0) + fee
-
-    @property
-    def denom(self) -> str:
-        return self.inner.denom
-
-    @property
-    def contract_address(self) -> str:
-        return self.inner.contract_address
-
-    def execute(self, key: PrivateKey, msg: dict[str, Any], funds: int = 0) -> TxResult:
-        try:
-            result = self.inner.execute(key, msg, funds)
-        except ContractError as exc:
-            self._charge(key, int(getattr(exc, "fee", 0) or 0))
-            raise
-        self._charge(key, result.fee)
-        self.transactions += 1
-        return result
-
-    def query(self, msg: dict[str, Any]) -> Any:
-        return self.inner.query(msg)
-
-    def height(self) -> int:
-        return self.inner.height()
-
-    def balance(self, address: str) -> int:
-        return self.inner.balance(address)
-
-    def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
-        return self.inner.wait_for_height(height, timeout)
 
 
 class EmbeddedDriver:
@@ -178,7 +132,7 @@ class LedgerEnv:
         self.backend_name: str = driver.backend_name
         self.spec: RunSpec = driver.spec
         self.keys: dict[str, PrivateKey] = dict(driver.keys)
-        self.recorder = FeeRecorder(driver.ledger.backend)
+        self.recorder = MeteredBackend(driver.ledger.backend)
         self.ledger = Ledger(self.recorder)
         self.denom = self.ledger.denom
         self.address = self.ledger.contract_address

@@ -1,0 +1,45 @@
+"""MeteredBackend charges each signer the fees of its transactions, refused ones included."""
+
+import pytest
+
+from chain.ledger import ContractBackend, ContractError, TxResult
+from chain.metered import MeteredBackend
+from protocol.keys import PrivateKey
+
+ALICE, BOB = PrivateKey(b"\x01" * 32), PrivateKey(b"\x02" * 32)
+
+
+class FeeChargingChain(ContractBackend):
+    """A transport that charges 7 per transaction and refuses messages named "bad" (in a block,
+    as a real chain does, so the fee is paid)."""
+
+    denom, contract_address = "inj", "inj1contract"
+
+    def execute(self, key, msg, funds=0):
+        if "bad" in msg:
+            exc = ContractError("refused")
+            exc.fee = 7  # type: ignore[attr-defined]
+            raise exc
+        return TxResult(tx_hash="00", height=1, gas_used=1, fee=7, events=[])
+
+    def query(self, msg):
+        return {}
+
+    def height(self):
+        return 1
+
+    def balance(self, address):
+        return 0
+
+    def wait_for_height(self, height, timeout=60.0):
+        return height
+
+
+def test_fees_of_accepted_and_refused_transactions_are_charged_to_their_signer() -> None:
+    metered = MeteredBackend(FeeChargingChain())
+    metered.execute(ALICE, {"good": {}})
+    with pytest.raises(ContractError):
+        metered.execute(BOB, {"bad": {}})
+    metered.execute(BOB, {"good": {}})
+    assert metered.fees_paid == 21
+    assert metered.fees_by == {ALICE.address(): 7, BOB.address(): 14}
