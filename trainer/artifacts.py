@@ -137,9 +137,10 @@ class LocalArtifacts(ArtifactSource):
     def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
         try:
             path = self._path(kind, key, leaf)
-        except ArtifactUnavailable:
+            # The same bound as _read: an oversized file is left to it, to be refused.
+            return path if path.is_file() and path.stat().st_size <= MAX_ARTIFACT_BYTES else None
+        except (ArtifactUnavailable, OSError):
             return None
-        return path if path.is_file() else None
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
         return self._read(self._path("checkpoint", epoch, leaf))

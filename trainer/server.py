@@ -5,8 +5,8 @@ signed by a participant's chain key (``protocol.auth``: timestamped, replay-prot
 method, path, body and run) and the signer must be a bonded member (``authorize``, asked of the
 chain). Rejections get a one-line JSON error and are counted in :class:`ServerStats`, so an
 operator sees who tried what. Checkpoints, Δs and models that are files on disk
-(:meth:`~trainer.artifacts.ArtifactSource.file`) are streamed from the file in chunks. Requests carry no body; any body is refused before it is read past
-:data:`MAX_REQUEST_BYTES`.
+(:meth:`~trainer.artifacts.ArtifactSource.file`) are streamed from the file in chunks. Requests
+carry no body; any body is refused before it is read past :data:`MAX_REQUEST_BYTES`.
 
 The client, :class:`HttpArtifacts`, is an ``ArtifactSource`` too: validators and peer hosts cannot
 tell it from a local store. It streams responses and stops reading at a size limit derived from
@@ -46,7 +46,7 @@ from protocol.keys import DEFAULT_PREFIX, PrivateKey
 from protocol.merkle import MerkleProof
 from protocol.messages import MAX_SEGMENTS
 from protocol.spec import RunSpec
-from trainer.artifacts import MAX_ARTIFACT_BYTES, ArtifactSource, ArtifactUnavailable, BlobKind
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, BlobKind
 from trainer.checkpoint import checkpoint_layout
 from trainer.delta import payload_layout
 from trainer.model import parameter_shapes
@@ -140,13 +140,8 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
         # hold it in memory; other sources (wrappers, tests) hand over bytes.
         path = source.file(kind, key, leaf)
         if path is not None:
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                size = None
-            if size is not None and size <= MAX_ARTIFACT_BYTES:
-                stats.served[kind] += 1
-                return FileResponse(path, media_type="application/octet-stream")
+            stats.served[kind] += 1
+            return FileResponse(path, media_type="application/octet-stream")
         try:
             data = read()
         except ArtifactUnavailable as exc:
