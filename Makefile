@@ -22,9 +22,11 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-base
 install: $(VENV)/.installed-base
 install-dev: $(VENV)/.installed-dev
 
-# Debian's Rust toolchain for rebuilding the contract (the reproducibility test needs it).
-RUST_PKGS = cargo rustc libstd-rust-dev-wasm32 librust-serde-dev librust-serde-derive-dev \
-            librust-serde-json-dev librust-sha2-dev
+# Debian's Rust toolchain for rebuilding the contract (the reproducibility test needs it). lld-14 is
+# the wasm linker (/usr/bin/rust-lld), which libstd-rust-dev-wasm32 only recommends; rustfmt and
+# rust-clippy check the contract's sources.
+RUST_PKGS = cargo rustc libstd-rust-dev-wasm32 lld-14 rustfmt rust-clippy librust-serde-dev \
+            librust-serde-derive-dev librust-serde-json-dev librust-sha2-dev
 toolchain:
 	@missing=$$(for p in $(RUST_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
 	    | grep -q 'install ok installed' || echo $$p; done); \

@@ -14,7 +14,7 @@ Three parts, printed as Markdown tables (and written to ``--json``):
    simulation must predict exactly which hosts the chain excluded and reach the same global-state
    hash (bit for bit: it runs the same step, quantization, rule and outer step).
 2. **Cost of each rule** (``--cost-hosts``, 8 and 32): wall time of
-   :func:`protocol.aggregation.aggregate` for K random inputs of the demo model's size (137 k
+   :func:`protocol.tensors.aggregation.aggregate` for K random inputs of the demo model's size (137 k
    parameters), all rules side by side in one process, median of ``--cost-reps``.
 3. **Final validation loss after E epochs** for every rule × attack × Byzantine fraction, with and
    without verification, next to the honest-only run of the same rule.
@@ -32,16 +32,16 @@ The simulation (:class:`Simulator`), per epoch ``e``:
   committed Δ is what the attack can really reach; ``ideal``: Δ* itself).
   ``sign_flip`` and ``scaled`` commit −Δ and 10·Δ of their own honest Δ next to honest leaves.
 * **Verification, as the protocol decides it.** The epoch seed is the beacon's
-  (:func:`protocol.beacon.epoch_seed` over one secret per host), fresh each epoch and the same in
+  (:func:`protocol.rules.beacon.epoch_seed` over one secret per host), fresh each epoch and the same in
   every cell. A steering host is excluded exactly when its faked segment is among
-  :func:`protocol.sampling.challenged_segments` (probability k/(S−1) = 2/7 here); ``sign_flip`` and
+  :func:`protocol.rules.sampling.challenged_segments` (probability k/(S−1) = 2/7 here); ``sign_flip`` and
   ``scaled`` are excluded every epoch (the always-replayed last segment's Δ check fails). Honest
   hosts always pass (their replays are bitwise at equal thread counts and far inside τ across thread
   counts: ``docs/verification.md``). That a
   faked segment fails its replay and the others pass, and that a forged Δ fails the last segment,
   is checked with real replays in ``tests/protocol/test_aggregation_attacks.py``. A caught host is
   back the next epoch (worst case for the defence: on chain it would lose half its stake each time).
-* The accepted Δs go through :func:`protocol.aggregation.aggregate` with the cell's rule (the
+* The accepted Δs go through :func:`protocol.tensors.aggregation.aggregate` with the cell's rule (the
   spec's default parameters) and :func:`trainer.outer.outer_step` (Nesterov, 0.7 / 0.9).
 * The final θ_E is scored with :func:`trainer.evaluate.validation_loss` (``--eval-windows``).
 * The honest-only mean run is repeated with other ``train.seed`` values (``--noise-seeds``: another
@@ -83,9 +83,9 @@ import torch  # noqa: E402
 
 from bench.aggregation_attacks import (bench_secret, caught, default_segment, relative_gap, steer_epoch,  # noqa: E402
                                        target_delta)
-from protocol.aggregation import RULES, aggregate  # noqa: E402
-from protocol.beacon import epoch_seed, genesis_seed  # noqa: E402
-from protocol.spec import AggregationSpec, RunSpec  # noqa: E402
+from protocol.tensors.aggregation import RULES, aggregate  # noqa: E402
+from protocol.rules.beacon import epoch_seed, genesis_seed  # noqa: E402
+from protocol.rules.spec import AggregationSpec, RunSpec  # noqa: E402
 from trainer.data import Dataset  # noqa: E402
 from trainer.delta import dequantize, pseudo_gradient, quantize  # noqa: E402
 from trainer.evaluate import validation_loss  # noqa: E402
@@ -336,7 +336,7 @@ def validate_against_network(spec: RunSpec, dataset: Dataset, epochs: int, root:
     the simulation of the same epochs given the chain's seeds: excluded hosts and θ hashes must match."""
     from trainer.behaviour import HostBehaviour  # noqa: PLC0415
     from verifier.adversaries import SignFlipDelta  # noqa: PLC0415
-    from verifier.validator import ValidatorNode  # noqa: PLC0415
+    from node.validator import ValidatorNode  # noqa: PLC0415
     from veriloco.network import LocalNetwork, Roster  # noqa: PLC0415
 
     from bench.aggregation_attacks import Steered, make_patient  # noqa: PLC0415

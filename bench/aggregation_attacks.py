@@ -39,14 +39,14 @@ from pathlib import Path
 
 import torch
 
-from protocol.sampling import challenged_segments
-from protocol.spec import RunSpec
+from protocol.rules.sampling import challenged_segments
+from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.delta import decode_delta, dequantize, pseudo_gradient
 from trainer.inner import EpochContext, EpochResult, StepCallback, run_segment, start_checkpoint
-from trainer.host import HostNode
+from node.host import HostNode
 from trainer.model import parameter_shapes
 from trainer.step import Stepper, TrainState
 from verifier.adversaries import Adversary, write_epoch

@@ -37,10 +37,10 @@ from chain.cosmos.errors import CODE_OUT_OF_GAS, CosmosTxError
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.ledger import ContractBackend, Ledger, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
-from protocol.beacon import beacon_commit
+from protocol.rules.beacon import beacon_commit
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 
 DENOM = "inj"
 HOST_STAKE = 5_000

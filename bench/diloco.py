@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from protocol.beacon import genesis_seed
-from protocol.spec import QuantizationSpec
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.spec import QuantizationSpec
 from trainer.data import Dataset
 from trainer.delta import dequantize, payload_bytes, pseudo_gradient, quantize, relative_error
 from trainer.determinism import configure

@@ -48,7 +48,7 @@ from chain.embedded.state import ContractStore  # noqa: E402
 from chain.wasm_artifact import contract_wasm_path, load_contract_wasm  # noqa: E402
 from ledger_env import EmbeddedDriver, LedgerEnv, make_spec  # noqa: E402
 from protocol.keys import PrivateKey  # noqa: E402
-from protocol.spec import RunSpec  # noqa: E402
+from protocol.rules.spec import RunSpec  # noqa: E402
 
 DENOM = "inj"
 # wasmd / Cosmos SDK gas constants (see the module docstring).

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from protocol.beacon import genesis_seed
+from protocol.rules.beacon import genesis_seed
 from trainer.data import Dataset
 from trainer.determinism import ADAMW_IMPL, configure
 from trainer.inner import EpochContext, run_epoch, start_checkpoint, train_steps

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import torch
 
-from protocol.aggregation import aggregate
-from protocol.beacon import genesis_seed
+from protocol.tensors.aggregation import aggregate
+from protocol.rules.beacon import genesis_seed
 from trainer.data import Dataset
 from trainer.delta import pseudo_gradient
 from trainer.determinism import configure
@@ -39,7 +39,7 @@ from trainer.outer import GlobalState, outer_step
 from trainer.presets import preset
 from trainer.step import Stepper, TrainState, epoch_rng_key
 from verifier.adversaries import ValidatorBehaviour
-from verifier.validator import ValidatorNode
+from node.validator import ValidatorNode
 from veriloco.network import LocalNetwork, Roster, sim_key
 
 

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from protocol.beacon import genesis_seed
+from protocol.rules.beacon import genesis_seed
 from trainer.checkpoint import Checkpoint, decode_checkpoint, load_checkpoint
 from trainer.data import Dataset
 from trainer.determinism import configure
@@ -38,7 +38,7 @@ HOST = "inj1benchhost"
 
 CHILD = """
 import sys
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.checkpoint import decode_checkpoint
 from trainer.data import Dataset
 from trainer.determinism import configure

@@ -34,7 +34,7 @@ from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
-from protocol.beacon import genesis_seed  # noqa: E402
+from protocol.rules.beacon import genesis_seed  # noqa: E402
 from protocol.keys import encode_address  # noqa: E402
 from trainer.checkpoint import Checkpoint, decode_checkpoint, load_checkpoint  # noqa: E402
 from trainer.data import Dataset  # noqa: E402

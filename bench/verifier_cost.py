@@ -33,7 +33,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from protocol.keys import encode_address  # noqa: E402
-from protocol.sampling import challenged_segments  # noqa: E402
+from protocol.rules.sampling import challenged_segments  # noqa: E402
 from protocol.views import Challenge  # noqa: E402
 from trainer.artifacts import LocalArtifacts  # noqa: E402
 from trainer.behaviour import HostBehaviour  # noqa: E402

@@ -10,7 +10,7 @@ serves it, :func:`verifier.replay.check_challenge` decides.
   segment at 1 and at 2 threads. Goal: 0 fails.
 * **Detection.** For each adversary and epoch: a fresh previous-epoch seed (new batches) and a
   fresh epoch seed; the challenged segments are the chain's rule
-  (``protocol.sampling.challenged_segments``, k plus the last); the epoch counts as caught when
+  (``protocol.rules.sampling.challenged_segments``, k plus the last); the epoch counts as caught when
   any challenged verdict is not ``pass``. Compared with the adversary's formula
   (``expected_detection``: ``1 − (1 − p)^(min(k, S−1)+1)`` for a per-segment fake probability p).
 
@@ -36,7 +36,7 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 from protocol.keys import encode_address  # noqa: E402
-from protocol.sampling import challenged_segments  # noqa: E402
+from protocol.rules.sampling import challenged_segments  # noqa: E402
 from protocol.views import Challenge  # noqa: E402
 from trainer.artifacts import LocalArtifacts  # noqa: E402
 from trainer.data import Dataset  # noqa: E402

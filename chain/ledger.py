@@ -21,12 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Role, Verdict
-from protocol.spec import RunSpec
+from protocol.rules.limits import EPOCHS_PAGE
+from protocol.rules.spec import RunSpec
 from protocol.views import Accounting, Challenge, Config, EpochInfo, EpochReport, Member
 
 
 M = TypeVar("M", bound=BaseModel)
-EPOCHS_PAGE = 30  # the contract's largest page of epochs
 
 
 class LedgerError(Exception):

@@ -26,7 +26,9 @@ case "${1:-}" in
 esac
 
 ensure_toolchain() {
-    local pkgs=(cargo rustc libstd-rust-dev-wasm32 librust-serde-dev librust-serde-derive-dev
+    # lld-14 provides /usr/bin/rust-lld, the wasm linker; libstd-rust-dev-wasm32 only recommends it,
+    # and --no-install-recommends would leave a dangling link.
+    local pkgs=(cargo rustc libstd-rust-dev-wasm32 lld-14 librust-serde-dev librust-serde-derive-dev
                 librust-serde-json-dev librust-sha2-dev)
     local missing=() p
     for p in "${pkgs[@]}"; do

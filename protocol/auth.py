@@ -22,8 +22,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from protocol.encoding import canonical_json
-from protocol.hashing import Tag, tagged_hash
+from protocol.rules.encoding import canonical_json
+from protocol.rules.hashing import Tag, tagged_hash
 from protocol.keys import DEFAULT_PREFIX, KeyFormatError, PrivateKey, PublicKey
 
 HEADER_PUBKEY = "x-veriloco-pubkey"

@@ -11,27 +11,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from protocol.hashing import HexDigest, Tag, tagged_hash, tagged_hash_hex, u64be
+from protocol.rules.hashing import HexDigest, Tag, tagged_hash
+from protocol.rules.limits import MAX_SEGMENTS
 from protocol.types import Address, Boundary, Count, Dec
 
 Role = Literal["host", "validator"]
 Outcome = Literal["pass", "fail", "unavailable"]
-MAX_SEGMENTS = 1024
-MICRO = 1_000_000
-
-
-def loss_micro(loss: float) -> int:
-    """A loss in micro-nats, rounded half to even: the only form a loss is hashed or posted in."""
-    if loss != loss or loss in (float("inf"), float("-inf")):
-        raise ValueError("loss is not finite")
-    return round(loss * MICRO)
-
-
-def loss_digest(losses_micro: list[int]) -> str:
-    """``H("losses", u64be(count) || i64be(l_0) || i64be(l_1) || ...)`` over all H per-step losses."""
-    parts = [u64be(len(losses_micro))]
-    parts += [int(x).to_bytes(8, "big", signed=True) for x in losses_micro]
-    return tagged_hash_hex(Tag.LOSSES, *parts)
 
 
 class BeaconJoin(Boundary):

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
-from protocol.encoding import EncodingError, canonical_decimal
+from protocol.rules.encoding import EncodingError, canonical_decimal
 from protocol.keys import is_address
 
 U128_MAX = 2**128 - 1

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from protocol.hashing import HexDigest
+from protocol.rules.hashing import HexDigest
 from protocol.messages import Commitment, ModelProposal, Outcome, Role
 from protocol.types import Address, Amount, Boundary, Count, Dec
 

@@ -2,7 +2,7 @@
 
 A validator or a peer host reads another host's artifacts through :class:`ArtifactSource`. In one
 process (``veriloco simulate``) that is :class:`LocalArtifacts`, straight from the host's work
-directory; across processes it is the HTTP client in ``trainer.server``. Either way the bytes are
+directory; across processes it is the HTTP client in ``node.server``. Either way the bytes are
 untrusted: the reader checks every one against on-chain hashes (Merkle root, Δ hash, model hash)
 before use, so a host can lie only by refusing — which the reader reports as
 :class:`ArtifactUnavailable`.
@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Literal
 
-from protocol.merkle import MerkleProof, merkle_proof
+from protocol.rules.merkle import MerkleProof, merkle_proof
 from trainer.inner import read_epoch_record
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.

@@ -1,6 +1,6 @@
 """How a host behaves in an epoch: the honest way, or one of the adversaries that tests and benches use.
 
-A host node (``trainer.host``) does the protocol's bookkeeping — joining, committing, revealing,
+A host node (``node.host``) does the protocol's bookkeeping — joining, committing, revealing,
 proposing — and asks its :class:`HostBehaviour` for the two things an adversary can fake: the
 epoch of work it commits to, and what it serves. The honest behaviour trains with
 :func:`trainer.inner.run_epoch` and serves everything; the adversary catalogue
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback, run_epoch

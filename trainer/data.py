@@ -21,7 +21,7 @@ Dataset hash (``docs/training.md``)::
 
 Batches: the training windows start at ``0 … len(train) − seq_len − 1``; the inputs of window
 ``i`` are ``train[i : i + seq_len]`` and its targets ``train[i + 1 : i + seq_len + 1]``. The
-windows of an inner step are :func:`protocol.sampling.batch_indices`, so anyone can recompute them.
+windows of an inner step are :func:`protocol.rules.sampling.batch_indices`, so anyone can recompute them.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from protocol.hashing import Tag, tagged_hash, u64be
-from protocol.sampling import batch_indices
-from protocol.spec import DataSpec
+from protocol.rules.hashing import Tag, tagged_hash, u64be
+from protocol.rules.sampling import batch_indices
+from protocol.rules.spec import DataSpec
 
 VOCAB_SIZE = 256
 

@@ -14,8 +14,8 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
 ``single``  one worker, ``K · T`` steps of one worker-batch each.
 
 Worker ``k`` is host ``worker-k``; its batch at inner step ``t`` of round ``e`` is the protocol's
-assignment (:func:`protocol.sampling.batch_indices`) with the seed of round ``e − 1`` (the genesis
-seed, then :func:`protocol.beacon.epoch_seed` with no reveals). ``ddp`` uses all K workers'
+assignment (:func:`protocol.rules.sampling.batch_indices`) with the seed of round ``e − 1`` (the genesis
+seed, then :func:`protocol.rules.beacon.epoch_seed` with no reveals). ``ddp`` uses all K workers'
 batches of (e, t) in one step; ``single`` uses them one after another.
 
 Communication is counted as the tensor bytes each worker sends: a float32 gradient every step for
@@ -31,9 +31,9 @@ from typing import Literal
 
 import torch
 
-from protocol.aggregation import aggregate
-from protocol.beacon import epoch_seed, genesis_seed
-from protocol.spec import RunSpec
+from protocol.tensors.aggregation import aggregate
+from protocol.rules.beacon import epoch_seed, genesis_seed
+from protocol.rules.spec import RunSpec
 
 from trainer.data import Dataset
 from trainer.delta import dequantize, payload_bytes, pseudo_gradient, quantize, relative_error

@@ -23,9 +23,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from protocol.merkle import merkle_root
-from protocol.messages import Commitment, loss_digest, loss_micro
-from protocol.spec import RunSpec
+from protocol.rules.merkle import merkle_root
+from protocol.messages import Commitment
+from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.spec import RunSpec
 
 from trainer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from trainer.data import Dataset
@@ -45,7 +46,7 @@ class EpochContext:
         run_id: the run id (32 bytes).
         epoch: the epoch number ``e``.
         host: the host's address.
-        prev_epoch_seed: the seed of epoch ``e − 1`` (``protocol.beacon.genesis_seed`` for ``e = 0``).
+        prev_epoch_seed: the seed of epoch ``e − 1`` (``protocol.rules.beacon.genesis_seed`` for ``e = 0``).
     """
 
     run_id: bytes

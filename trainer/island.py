@@ -23,7 +23,7 @@ from pathlib import Path
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 
 from trainer.data import Dataset
 from trainer.determinism import configure

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 
 from trainer.data import VOCAB_SIZE
 

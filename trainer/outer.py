@@ -1,7 +1,7 @@
 """The outer step: SGD with Nesterov momentum on the aggregated pseudo-gradient, and the global state.
 
 The global state of epoch ``e`` is the model parameters θ_e and the outer momentum buffers
-``b_e`` (zeros at θ_0). From the aggregated Δ (``protocol.aggregation.aggregate``), with outer
+``b_e`` (zeros at θ_0). From the aggregated Δ (``protocol.tensors.aggregation.aggregate``), with outer
 learning rate η and momentum μ (``spec.outer``; DiLoCo: 0.7 and 0.9)::
 
     b_{e+1} = μ · b_e + Δ
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from protocol.hashing import Tag
-from protocol.spec import OuterSpec, RunSpec
-from protocol.tensors import tensors_digest
+from protocol.rules.hashing import Tag
+from protocol.rules.spec import OuterSpec, RunSpec
+from protocol.tensors.digest import tensors_digest
 
 from trainer.model import build_model, parameter_shapes
 from trainer.tensorfile import Layout, decode_tensors, encode_tensors, load_tensors, write_atomic

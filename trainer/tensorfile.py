@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from protocol.tensors import DTYPE_NAMES
+from protocol.tensors.digest import DTYPE_NAMES
 
 Layout = Mapping[str, tuple[torch.dtype, tuple[int, ...]]]
 """Expected tensors: name -> (dtype, shape)."""

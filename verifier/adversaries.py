@@ -50,7 +50,7 @@ ALIE and IPM as published assume a Byzantine worker can send any vector. Here Δ
 form of both is caught like any forged Δ. What they can still do is reach the same Δ through
 faked segments (detected at the rate of ``lazy``) or inside the replay tolerance τ (a relative
 error of at most τ per segment): that residual is what robust aggregation must absorb
-(``protocol.aggregation``, not here).
+(``protocol.tensors.aggregation``, not here).
 
 Validator behaviours (``VALIDATORS``): ``honest``, ``always_pass``, ``always_fail``, ``silent`` —
 applied by the validator daemon to its verdict with :meth:`ValidatorBehaviour.decide`.
@@ -71,9 +71,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from protocol.merkle import MerkleProof, merkle_root
-from protocol.messages import Commitment, Verdict, evidence_hash, loss_digest, loss_micro
-from protocol.spec import RunSpec
+from protocol.rules.merkle import MerkleProof, merkle_root
+from protocol.messages import Commitment, Verdict, evidence_hash
+from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
 
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import torch
 
-from protocol.spec import QuantizationSpec
+from protocol.rules.spec import QuantizationSpec
 
 from trainer.step import TrainState
 

@@ -41,10 +41,11 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from protocol.encoding import canonical_json
-from protocol.merkle import MerkleProof, verify_proof
-from protocol.messages import Outcome, Verdict, evidence_hash, loss_digest, loss_micro
-from protocol.spec import RunSpec
+from protocol.rules.encoding import canonical_json
+from protocol.rules.merkle import MerkleProof, verify_proof
+from protocol.messages import Outcome, Verdict, evidence_hash
+from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
 
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable

@@ -13,8 +13,8 @@ from protocol.keys import PrivateKey
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from verifier.adversaries import ADVERSARIES, VALIDATORS, make_adversary, make_validator_behaviour
-from verifier.validator import ValidatorNode
-from veriloco.daemon import http_peers
+from node.validator import ValidatorNode
+from node.daemon import http_peers
 from veriloco.errors import VerilocoError
 
 

@@ -96,7 +96,7 @@ def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
         return
     from chain.embedded import EmbeddedChain  # noqa: PLC0415
     from chain.embedded.backend import EmbeddedBackend  # noqa: PLC0415
-    from protocol.spec import RunSpec  # noqa: PLC0415
+    from protocol.rules.spec import RunSpec  # noqa: PLC0415
 
     if not net.chain.state or not Path(net.chain.state).exists():
         raise VerilocoError(f"embedded chain state {net.chain.state!r} not found")

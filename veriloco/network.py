@@ -1,6 +1,6 @@
 """A whole veriloco network in one process: what ``veriloco simulate`` runs.
 
-Hosts and validators are the real nodes (``trainer.host.HostNode``, ``verifier.validator.ValidatorNode``)
+Hosts and validators are the real nodes (``node.host.HostNode``, ``node.validator.ValidatorNode``)
 on the real contract: under wasmtime on the embedded chain (default), or on a real injectived
 devnet (``EmbeddedChainFactory`` / ``DevnetChainFactory``). Only two things differ from a
 multi-process network: artifacts move through the same :class:`~trainer.artifacts.ArtifactSource`
@@ -22,14 +22,14 @@ from pathlib import Path
 from chain.ledger import ContractBackend, ContractError, Ledger
 from chain.metered import MeteredBackend
 from protocol.keys import PrivateKey
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from protocol.views import EpochReport
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from trainer.host import HostNode
+from node.host import HostNode
 from trainer.outer import GlobalState
-from trainer.participant import EventSink, Participant
+from node.participant import EventSink, Participant
 from veriloco.errors import VerilocoError
 
 GENESIS_BALANCE = 10**24
@@ -112,7 +112,7 @@ class LocalNetwork:
         roster: the participants and their behaviours.
         dataset: the run's dataset (loaded once, shared by everyone).
         on_event: receives every node event.
-        validator_factory: builds a validator node (``verifier.validator.ValidatorNode``);
+        validator_factory: builds a validator node (``node.validator.ValidatorNode``);
             needed when the roster has validators.
         chain: deploys the contract (default: a new embedded chain).
     """

@@ -22,7 +22,7 @@ from chain.embedded.types import TxResult as EmbeddedTxResult
 from chain.ledger import ContractBackend, Event, Ledger, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.keys import PrivateKey
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 
 
 def ledger_tx_result(result: EmbeddedTxResult) -> TxResult:

@@ -28,7 +28,7 @@ pytest.register_assert_rewrite("devnet_backend", "ledger_env")
 
 from devnet_backend import devnet, devnet_chain, devnet_code_id, devnet_deploy, devnet_ledger_driver  # noqa: F401
 from ledger_env import DEFAULT_NAMES, DENOM, EmbeddedDriver, LedgerEnv, account_key, make_spec
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from chain.devnet import Devnet, DevnetNotInstalled, DevnetPorts, GenesisAccount
 from chain.ledger import ContractError, Ledger, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.keys import PrivateKey
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 
 DENOM = "inj"
 OTHER_DENOM = "uatom"

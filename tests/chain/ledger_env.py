@@ -34,10 +34,10 @@ from chain.embedded import EmbeddedChain, deploy_embedded
 from chain.embedded.backend import ledger_tx_result
 from chain.ledger import ContractError, Ledger, TxResult
 from chain.metered import MeteredBackend
-from protocol.beacon import beacon_commit
+from protocol.rules.beacon import beacon_commit
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from protocol.views import Challenge, EpochInfo, EpochReport
 
 DENOM = "inj"

@@ -11,7 +11,7 @@ import pytest
 
 from chain.ledger import ContractError
 from ledger_env import HOST_STAKE, INITIAL_MODEL_HASH, LedgerEnv, digest, make_spec
-from protocol.beacon import beacon_commit, epoch_seed
+from protocol.rules.beacon import beacon_commit, epoch_seed
 
 HOSTS = ["host1", "host2"]
 VALIDATORS = ["validator1", "validator2"]

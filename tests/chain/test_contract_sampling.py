@@ -1,12 +1,12 @@
-"""The contract derives the epoch seed and the challenges exactly as ``protocol.beacon`` and
-``protocol.sampling`` do (the Rust unit tests check the shared vectors; this checks a live epoch,
+"""The contract derives the epoch seed and the challenges exactly as ``protocol.rules.beacon`` and
+``protocol.rules.sampling`` do (the Rust unit tests check the shared vectors; this checks a live epoch,
 with a validator that did not reveal and so must not be assigned)."""
 
 from __future__ import annotations
 
 from ledger_env import make_spec
-from protocol.beacon import epoch_seed
-from protocol.sampling import challenge_validators, challenged_segments
+from protocol.rules.beacon import epoch_seed
+from protocol.rules.sampling import challenge_validators, challenged_segments
 
 HOSTS = ["host1", "host2", "host3"]
 VALIDATORS = ["validator1", "validator2", "validator3"]

@@ -15,7 +15,7 @@ import pytest
 from chain.ledger import ContractError
 from ledger_env import INITIAL_MODEL_HASH, LedgerEnv, make_spec
 from protocol.keys import encode_address
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from protocol.views import Accounting, Member
 
 DENOM = "inj"  # the denom of the test spec (ledger_env.make_spec)
@@ -133,7 +133,7 @@ def test_instantiate_opens_epoch_zero_in_join(ledger_env) -> None:
     info = ledger_env.epoch()
     assert (info.epoch, info.phase, info.model_hash) == (0, "join", INITIAL_MODEL_HASH)
     assert info.phase_deadline == info.started_at + ledger_env.spec.phases.join_blocks
-    from protocol.beacon import genesis_seed
+    from protocol.rules.beacon import genesis_seed
 
     assert info.prev_seed == genesis_seed(ledger_env.spec.run_id()).hex()
     assert (info.seed, info.next_model_hash, info.agreed) == (None, None, None)

@@ -15,7 +15,7 @@ from chain.cosmos.errors import CosmosContractError, CosmosTxError, classify, wr
 from chain.ledger import ContractError, Ledger, LedgerError, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.keys import PrivateKey
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 
 pytest_plugins = ["devnet_backend"]
 

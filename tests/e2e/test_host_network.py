@@ -4,10 +4,10 @@ import shutil
 
 import pytest
 
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from trainer.host import HostNode
+from node.host import HostNode
 from trainer.presets import tiny
 from veriloco.network import LocalNetwork, Roster
 

@@ -9,7 +9,7 @@ from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import simulation_spec
 from veriloco.network import LocalNetwork, Roster
 from veriloco.report import slashed_over_run
-from verifier.validator import ValidatorNode
+from node.validator import ValidatorNode
 
 pytestmark = pytest.mark.slow
 

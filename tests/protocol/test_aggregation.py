@@ -5,9 +5,9 @@ import random
 import pytest
 import torch
 
-from protocol.aggregation import RULES, AggregationError, aggregate
-from protocol.spec import AggregationSpec
-from protocol.tensors import tensors_digest
+from protocol.tensors.aggregation import RULES, AggregationError, aggregate
+from protocol.rules.spec import AggregationSpec
+from protocol.tensors.digest import tensors_digest
 
 HOSTS = [f"inj1host{i}" for i in range(7)]
 

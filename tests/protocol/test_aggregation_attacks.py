@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from bench.aggregation_attacks import (Steered, caught, relative_gap, served_delta, steer_epoch,  # noqa: E402
                                        target_delta)
-from protocol.beacon import genesis_seed  # noqa: E402
+from protocol.rules.beacon import genesis_seed  # noqa: E402
 from protocol.keys import encode_address  # noqa: E402
-from protocol.sampling import challenged_segments  # noqa: E402
+from protocol.rules.sampling import challenged_segments  # noqa: E402
 from protocol.views import Challenge  # noqa: E402
 from trainer.artifacts import LocalArtifacts  # noqa: E402
 from trainer.behaviour import HostBehaviour  # noqa: E402

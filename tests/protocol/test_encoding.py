@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.encoding import EncodingError, canonical_decimal, canonical_json, parse_canonical
+from protocol.rules.encoding import EncodingError, canonical_decimal, canonical_json, parse_canonical
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=20),

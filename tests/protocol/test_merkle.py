@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.hashing import Tag, tagged_hash
-from protocol.merkle import MerkleError, MerkleProof, merkle_proof, merkle_root, root_from_proof, verify_proof
+from protocol.rules.hashing import Tag, tagged_hash
+from protocol.rules.merkle import MerkleError, MerkleProof, merkle_proof, merkle_root, root_from_proof, verify_proof
 
 leaf_lists = st.lists(st.binary(min_size=32, max_size=32), min_size=1, max_size=40)
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.hashing import tagged_hash
-from protocol.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
+from protocol.rules.hashing import tagged_hash
+from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
 
 seeds = st.binary(min_size=32, max_size=32)
 addresses = st.sampled_from([f"inj1host{i}" for i in range(10)])

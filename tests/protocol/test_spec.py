@@ -3,9 +3,10 @@
 import pytest
 from pydantic import ValidationError
 
-from protocol.encoding import EncodingError
-from protocol.messages import Commitment, Verdict, loss_digest, loss_micro
-from protocol.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
+from protocol.rules.encoding import EncodingError
+from protocol.messages import Commitment, Verdict
+from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 
 
 def make_spec(**changes) -> RunSpec:

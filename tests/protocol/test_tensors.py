@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from protocol.hashing import Tag
-from protocol.tensors import tensors_digest
+from protocol.rules.hashing import Tag
+from protocol.tensors.digest import tensors_digest
 
 
 def test_layout_and_insertion_order_do_not_matter() -> None:

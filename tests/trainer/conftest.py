@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from protocol.beacon import genesis_seed
-from protocol.spec import RunSpec
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.spec import RunSpec
 from trainer.data import Dataset
 from trainer.inner import EpochContext
 from trainer_env import HOST, small_spec

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.behaviour import HostBehaviour
 from trainer.checkpoint import load_checkpoint
 from trainer.data import Dataset
-from trainer.global_store import GlobalStateUnavailable
-from trainer.host import HostNode
+from node.global_store import GlobalStateUnavailable
+from node.host import HostNode
 from trainer.inner import EpochContext, epoch_dir, leaf_path, start_checkpoint
 from trainer.outer import GlobalState, load_global
 from trainer.presets import tiny

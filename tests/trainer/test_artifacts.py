@@ -2,8 +2,8 @@
 
 import pytest
 
-from protocol.merkle import verify_proof
-from protocol.messages import loss_digest
+from protocol.rules.merkle import verify_proof
+from protocol.rules.losses import loss_digest
 from trainer.artifacts import ArtifactUnavailable, LocalArtifacts, global_path
 from trainer.checkpoint import decode_checkpoint
 from trainer.delta import decode_delta, delta_hash

@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import save as st_save
 
-from protocol.hashing import Tag
-from protocol.tensors import tensors_digest
+from protocol.rules.hashing import Tag
+from protocol.tensors.digest import tensors_digest
 from trainer.checkpoint import Checkpoint, CheckpointError, decode_checkpoint, load_checkpoint
 from trainer.inner import replay_segment, start_checkpoint
 from trainer.outer import GlobalState

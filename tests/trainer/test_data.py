@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from protocol.beacon import genesis_seed
-from protocol.sampling import batch_indices
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.sampling import batch_indices
 from trainer.data import Dataset, DatasetError, corpus_splits, dataset_hash, split_documents, strip_markdown
 from trainer.presets import SHAKESPEARE_HASH
 

@@ -7,9 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.hashing import Tag
-from protocol.spec import QuantizationSpec
-from protocol.tensors import tensors_digest
+from protocol.rules.hashing import Tag
+from protocol.rules.spec import QuantizationSpec
+from protocol.tensors.digest import tensors_digest
 from trainer.delta import (decode_delta, delta_hash, dequantize, encode_delta, load_delta, payload_bytes,
                            payload_layout, pseudo_gradient, quantize, relative_error)
 from trainer.model import parameter_shapes

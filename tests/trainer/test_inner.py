@@ -12,9 +12,9 @@ import time
 import pytest
 import torch
 
-from protocol.beacon import genesis_seed
-from protocol.merkle import merkle_root
-from protocol.messages import loss_digest, loss_micro
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.merkle import merkle_root
+from protocol.rules.losses import loss_digest, loss_micro
 from trainer.checkpoint import CheckpointError, load_checkpoint
 from trainer.delta import delta_hash, load_delta
 from trainer.inner import (EpochContext, epoch_dir, leaf_path, read_epoch_record, replay_segment, run_epoch,
@@ -73,7 +73,7 @@ def test_resume_in_process_and_refusals(spec, dataset, ctx, tmp_path) -> None:
 
 CHILD = """
 import pathlib, sys
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.inner import EpochContext, run_epoch

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from protocol.merkle import merkle_root
+from protocol.rules.merkle import merkle_root
 from trainer.checkpoint import load_checkpoint
 from trainer.inner import epoch_dir, leaf_path, replay_segment
 from trainer.island import spawn_island

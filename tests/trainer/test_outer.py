@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from protocol.hashing import Tag
-from protocol.spec import OuterSpec
-from protocol.tensors import tensors_digest
+from protocol.rules.hashing import Tag
+from protocol.rules.spec import OuterSpec
+from protocol.tensors.digest import tensors_digest
 from trainer.outer import GlobalState, decode_global, load_global, outer_step
 from trainer.tensorfile import TensorFileError
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.beacon import genesis_seed
-from protocol.spec import RunSpec
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.spec import RunSpec
 from trainer.data import Dataset
 from trainer.evaluate import validation_loss
 from trainer.presets import PRESETS, preset

@@ -5,12 +5,13 @@ import pytest
 
 from protocol.auth import sign_request
 from protocol.keys import PrivateKey
-from protocol.merkle import MerkleProof, verify_proof
+from protocol.rules.merkle import MerkleProof, verify_proof
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.checkpoint import decode_checkpoint
 from trainer.inner import EpochContext, run_epoch
 from trainer.outer import GlobalState
-from trainer.server import HttpArtifacts, ServerThread, create_app
+from node.http_client import HttpArtifacts
+from node.server import ServerThread, create_app
 
 from trainer_env import small_spec
 

@@ -36,7 +36,7 @@ def test_replay_in_the_same_process_is_bitwise_equal(spec, dataset, ctx) -> None
 
 CHILD = """
 import sys
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.inner import EpochContext, replay_segment, start_checkpoint

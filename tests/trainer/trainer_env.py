@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.presets import tiny
 
 HOST = "inj1qypqxpq9qcrsszg2pvxq6rs0zqg3yyc5lzv7xu"

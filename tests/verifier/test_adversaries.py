@@ -9,7 +9,7 @@ import random
 import pytest
 
 from protocol.messages import Verdict
-from protocol.sampling import challenged_segments
+from protocol.rules.sampling import challenged_segments
 from trainer.inner import EpochContext
 from trainer.outer import GlobalState, outer_step
 from trainer.delta import dequantize

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.beacon import genesis_seed
+from protocol.rules.beacon import genesis_seed
 from trainer.artifacts import LocalArtifacts
 from trainer.delta import dequantize
 from trainer.inner import EpochContext, epoch_dir

@@ -7,7 +7,8 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from protocol.keys import PrivateKey
-from trainer.server import HttpArtifacts, ServerThread, create_app
+from node.http_client import HttpArtifacts
+from node.server import ServerThread, create_app
 from verifier.replay import check_challenge
 from verifier_env import cache_dir, dataset, honest, one_thread, spec  # noqa: F401
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 import torch
 
-from protocol.merkle import MerkleProof
+from protocol.rules.merkle import MerkleProof
 from protocol.messages import Verdict
 from trainer.artifacts import ArtifactUnavailable
 from trainer.checkpoint import Checkpoint
@@ -173,7 +173,7 @@ def test_committed_losses_that_disagree_with_the_leaves_fail(spec, dataset, hone
 
     data = json.loads(record.read_text())
     data["losses_micro"] = _changed(data["losses_micro"], 6, by=-50_000)
-    from protocol.messages import loss_digest
+    from protocol.rules.losses import loss_digest
 
     data["commitment"]["loss_digest"] = loss_digest(data["losses_micro"])
     record.write_text(json.dumps(data))

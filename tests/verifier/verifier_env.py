@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from protocol.beacon import genesis_seed
+from protocol.rules.beacon import genesis_seed
 from protocol.keys import encode_address
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, LocalArtifacts
 from trainer.behaviour import HostBehaviour

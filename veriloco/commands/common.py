@@ -13,7 +13,7 @@ import typer
 from pydantic import ValidationError
 
 from protocol.keys import PrivateKey
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from veriloco.errors import VerilocoError
 from veriloco.home import home_dir
 from veriloco.keystore import PASSPHRASE_ENV, Keystore

@@ -98,7 +98,7 @@ def make_app(role: Role) -> typer.Typer:
             adversary: Adversary = None,
             network: Network = None, home: Home = None) -> None:
         """Run the daemon: follow the chain's phases epoch after epoch (restart-safe)."""
-        from veriloco.daemon import Daemon, host_daemon  # noqa: PLC0415
+        from node.daemon import Daemon, host_daemon  # noqa: PLC0415
         from veriloco.behaviours import host_behaviour, validator_node  # noqa: PLC0415
 
         from trainer.determinism import configure  # noqa: PLC0415

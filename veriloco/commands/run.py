@@ -9,7 +9,7 @@ import tomli_w
 import typer
 
 from chain.ledger import Ledger, instantiate_msg
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.outer import GlobalState
 from trainer.presets import PRESETS, preset
 from veriloco.commands.common import Home, Json, KeyName, Network, open_key, parse_amount, read_spec_file

@@ -18,9 +18,9 @@ from typing import Annotated, Optional
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from protocol.spec import AggregationRule, RunSpec
+from protocol.rules.spec import AggregationRule, RunSpec
 from trainer.data import Dataset
-from trainer.participant import NodeEvent
+from node.participant import NodeEvent
 from trainer.presets import PRESETS, preset
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.connect import ChainSettings, NetworkFile
@@ -69,7 +69,7 @@ def simulate(
         raise VerilocoError(f"{workdir} is not empty; simulations start from scratch")
     root.mkdir(parents=True, exist_ok=True)
 
-    from verifier.validator import ValidatorNode  # noqa: PLC0415
+    from node.validator import ValidatorNode  # noqa: PLC0415
 
     factory = EmbeddedChainFactory() if chain == "embedded" else DevnetChainFactory(root / "devnet")
     counts: dict[tuple[int, str], int] = {}  # (epoch, action) -> events; a node may act on e+1 before e is reported

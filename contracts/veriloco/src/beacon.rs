@@ -1,5 +1,5 @@
 //! The commit-reveal randomness beacon, byte for byte as `docs/protocol.md` ("Beacon and
-//! seeds") and `protocol/beacon.py`.
+//! seeds") and `protocol/rules/beacon.py`.
 
 use crate::hashing::{tag, tagged_hash, u64be};
 

@@ -1,9 +1,9 @@
 //! Tagged SHA-256 and hex, byte for byte as `docs/protocol.md` ("Hashing") and
-//! `protocol/hashing.py`: `H(tag, data) = sha256("veriloco:" || utf8(tag) || 0x00 || data)`.
+//! `protocol/rules/hashing.py`: `H(tag, data) = sha256("veriloco:" || utf8(tag) || 0x00 || data)`.
 
 use sha2::{Digest, Sha256};
 
-/// Domain tags the contract uses (`protocol.hashing.Tag`).
+/// Domain tags the contract uses (`protocol.rules.hashing.Tag`).
 pub mod tag {
     pub const RUN_SPEC: &str = "run-spec";
     pub const BEACON_COMMIT: &str = "beacon/commit";
@@ -38,7 +38,7 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// True for 64 lowercase hex characters (a sha256 digest, `protocol.hashing.HexDigest`).
+/// True for 64 lowercase hex characters (a sha256 digest, `protocol.rules.hashing.HexDigest`).
 pub fn is_hex_digest(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

@@ -1,5 +1,5 @@
 //! Deterministic sampling from the epoch seed, byte for byte as `docs/protocol.md` ("Sampling")
-//! and `protocol/sampling.py`: which segments of a host are challenged, and which validators
+//! and `protocol/rules/sampling.py`: which segments of a host are challenged, and which validators
 //! replay each. `tests/vectors/{stream,sampling}.json` pin both implementations.
 
 use crate::hashing::{tag, tagged_hash, u32be};

@@ -1,9 +1,9 @@
 //! The run spec as the contract reads it.
 //!
-//! The operator deploys the spec as canonical JSON text (`protocol/encoding.py`: keys sorted,
+//! The operator deploys the spec as canonical JSON text (`protocol/rules/encoding.py`: keys sorted,
 //! no whitespace, integers only in the i64 range, no floats). The contract checks that the text
 //! is canonical, so that its hash, the run id, is unambiguous, and parses the sections it
-//! enforces. Field names follow `protocol/spec.py` (`RunSpec`); sections and fields the contract
+//! enforces. Field names follow `protocol/rules/spec.py` (`RunSpec`); sections and fields the contract
 //! does not use are ignored here (the Python model rejects unknown fields, not the contract).
 
 use serde::{Deserialize, Serialize};
@@ -60,7 +60,7 @@ impl Economics {
 
 /// Most segments per epoch (`protocol.messages.MAX_SEGMENTS`).
 pub const MAX_SEGMENTS: u64 = 1024;
-/// Most participants of one role per epoch (`protocol.spec.PhaseSpec`): bounds the work of
+/// Most participants of one role per epoch (`protocol.rules.spec.PhaseSpec`): bounds the work of
 /// closing a phase.
 pub const MAX_PARTICIPANTS: u32 = 1024;
 
@@ -192,7 +192,7 @@ pub fn parse_spec(spec_json: &str) -> Result<ParsedSpec, ContractError> {
     if canonical != spec_json {
         fail!(
             "spec_json is not canonical JSON (keys sorted, no whitespace, minimal escapes); \
-             encode it with protocol.encoding.canonical_json"
+             encode it with protocol.rules.encoding.canonical_json"
         );
     }
     let view: RunSpecView = serde_json::from_value(value)
@@ -216,7 +216,7 @@ pub fn run_id(spec_bytes: &[u8]) -> String {
 }
 
 /// Canonical JSON has integers in the i64 range only: floats (including `-0`, `1e3`) and
-/// integers beyond i64 are refused, as `protocol.encoding` refuses them.
+/// integers beyond i64 are refused, as `protocol.rules.encoding` refuses them.
 fn check_integers(value: &Value, path: &str) -> Result<(), ContractError> {
     match value {
         Value::Number(n) => {

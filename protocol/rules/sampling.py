@@ -11,7 +11,7 @@ below ``n`` comes from rejection sampling on 64-bit draws (:func:`uniform`), so 
 
 from __future__ import annotations
 
-from protocol.hashing import Tag, tagged_hash, u32be, u64be
+from protocol.rules.hashing import Tag, tagged_hash, u32be, u64be
 
 _TWO64 = 1 << 64
 

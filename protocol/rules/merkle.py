@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocol.hashing import DIGEST_SIZE, HexDigest, Tag, digest_from_hex, tagged_hash
+from protocol.rules.hashing import DIGEST_SIZE, HexDigest, Tag, digest_from_hex, tagged_hash
 
 MAX_LEAVES = 1 << 20
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chain.ledger import Ledger
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, global_path
 from trainer.outer import GlobalState, decode_global, load_global
 from trainer.tensorfile import TensorFileError

@@ -9,7 +9,7 @@ another participant's (or another epoch's) commitment.
 
 from __future__ import annotations
 
-from protocol.hashing import Tag, tagged_hash, u64be
+from protocol.rules.hashing import Tag, tagged_hash, u64be
 
 SECRET_SIZE = 32
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import torch
 
-from protocol.hashing import tagged_hasher, u32be, u64be
+from protocol.rules.hashing import tagged_hasher, u32be, u64be
 
 DTYPE_NAMES: dict[torch.dtype, str] = {
     torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",

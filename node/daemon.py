@@ -5,7 +5,7 @@ A daemon is a node (``HostNode`` or ``ValidatorNode``) plus a loop that calls it
 lives on the chain and in the work directory, so a daemon killed at any point (SIGKILL included)
 carries on where it stopped when started again: the node re-reads the chain and its disk.
 
-Peers are reached over HTTP (:class:`trainer.server.HttpArtifacts`), with requests signed by the
+Peers are reached over HTTP (:class:`node.http_client.HttpArtifacts`), with requests signed by the
 daemon's key; the server admits only bonded members of the run (asked of the chain, cached briefly).
 """
 
@@ -20,15 +20,16 @@ from pathlib import Path
 
 from chain.ledger import Ledger, LedgerError
 from protocol.keys import PrivateKey
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from trainer.host import HostNode
-from trainer.participant import NodeEvent, Participant
-from trainer.server import HttpArtifacts, ServerThread, create_app
+from node.host import HostNode
+from node.participant import NodeEvent, Participant
+from node.http_client import HttpArtifacts
+from node.server import ServerThread, create_app
 
-log = logging.getLogger("veriloco.daemon")
+log = logging.getLogger("node.daemon")
 
 
 class MembershipCache:

@@ -10,7 +10,7 @@ Each :meth:`HostNode.tick` reads the chain and does what the current phase asks 
   aggregate with the run's robust rule, apply the outer Nesterov step, store θ_{e+1} and propose
   its hash with the validation loss.
 
-θ_e for training comes from :class:`~trainer.global_store.GlobalStore`: the host's own result when
+θ_e for training comes from :class:`~node.global_store.GlobalStore`: the host's own result when
 its proposal won, otherwise fetched from peers by the canonical hash — that is how a host whose
 hash lost the vote resynchronizes. What the host trains and serves goes through its
 :class:`~trainer.behaviour.HostBehaviour`, the hook the adversary catalogue uses.
@@ -23,21 +23,22 @@ from pathlib import Path
 import torch
 
 from chain.ledger import Ledger
-from protocol.aggregation import aggregate
+from protocol.tensors.aggregation import aggregate
 from protocol.keys import PrivateKey
-from protocol.messages import ModelProposal, loss_micro
-from protocol.spec import RunSpec
+from protocol.messages import ModelProposal
+from protocol.rules.losses import loss_micro
+from protocol.rules.spec import RunSpec
 from protocol.views import EpochInfo, EpochReport
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.delta import decode_delta, delta_hash, dequantize
 from trainer.evaluate import validation_loss
-from trainer.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
+from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from trainer.inner import EpochContext, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
-from trainer.participant import EventSink, Participant
+from node.participant import EventSink, Participant
 from trainer.tensorfile import TensorFileError
 
 

@@ -20,12 +20,12 @@ from typing import NoReturn
 
 from chain.ledger import Ledger
 from protocol.keys import PrivateKey
-from protocol.spec import RunSpec
+from protocol.rules.spec import RunSpec
 from protocol.views import EpochInfo
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.data import Dataset
-from trainer.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
-from trainer.participant import EventSink, Participant
+from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
+from node.participant import EventSink, Participant
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
 from verifier.replay import check_challenge

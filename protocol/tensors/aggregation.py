@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
-from protocol.spec import AggregationSpec
+from protocol.rules.spec import AggregationSpec
 
 Deltas = Mapping[str, Mapping[str, torch.Tensor]]
 

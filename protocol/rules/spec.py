@@ -1,6 +1,6 @@
 """The run spec: every parameter of a training run, stored by the contract at instantiation.
 
-The canonical JSON of a :class:`RunSpec` (see :mod:`protocol.encoding`) is what the operator
+The canonical JSON of a :class:`RunSpec` (see :mod:`protocol.rules.encoding`) is what the operator
 deploys; its tagged hash is the run id that names the run everywhere (``H("run-spec", bytes)``).
 The contract parses the ``economics``, ``phases``, ``verification`` and ``train`` sections, so the
 field names here are part of the contract's interface (``docs/protocol.md``).
@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from protocol.encoding import canonical_json
-from protocol.hashing import HexDigest, Tag, tagged_hash
+from protocol.rules.encoding import canonical_json
+from protocol.rules.hashing import HexDigest, Tag, tagged_hash
 from protocol.types import Amount, Blocks, Boundary, Bps, Count, Dec
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -246,7 +246,7 @@ class RunSpec(Boundary):
     @classmethod
     def from_canonical(cls, data: bytes | str) -> RunSpec:
         """Parse canonical JSON (non-canonical bytes are refused, so the run id is unambiguous)."""
-        from protocol.encoding import parse_canonical
+        from protocol.rules.encoding import parse_canonical
 
         return cls.model_validate(parse_canonical(data))
 
