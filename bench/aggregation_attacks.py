@@ -49,7 +49,7 @@ from trainer.inner import EpochContext, EpochResult, StepCallback, run_segment, 
 from node.host import HostNode
 from trainer.model import parameter_shapes
 from trainer.step import Stepper, TrainState
-from verifier.adversaries import Adversary, write_epoch
+from verifier.adversaries import Adversary, commit_leaves
 
 Delta = dict[str, torch.Tensor]
 
@@ -203,7 +203,7 @@ class Steered(Adversary):
         self.faked[ctx.epoch] = [g]
         self.gaps[ctx.epoch] = gap
         self.targets[ctx.epoch] = target
-        return write_epoch(spec, ctx, leaves, root)
+        return commit_leaves(spec, ctx, leaves, root)
 
     def expected_detection(self, spec: RunSpec, k: int) -> float:
         n = spec.train.segments - 1

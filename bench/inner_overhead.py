@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from protocol.rules.beacon import genesis_seed
 from trainer.data import Dataset
 from trainer.determinism import ADAMW_IMPL, configure
+from trainer.epoch_store import EpochStore
 from trainer.inner import EpochContext, run_epoch, start_checkpoint, train_steps
 from trainer.model import build_model
 from trainer.outer import GlobalState
@@ -94,12 +95,13 @@ def checkpoint_costs(spec, dataset: Dataset, ctx: EpochContext, root: Path) -> d
     theta = GlobalState.initial(spec).params
     ckpt = start_checkpoint(spec, theta, 0)
     stepper.load(ckpt.state)
+    store = EpochStore(root / "checkpoints", ctx.run_id, ctx.host)
     best = float("inf")
     for i in range(20):
         started = time.perf_counter()
         leaf = type(ckpt)(stepper.export(), ckpt.losses, 1)
         leaf.leaf_hash()
-        leaf.save(root / f"leaf-{i}.safetensors")
+        store.write_leaf(ctx.epoch, i, leaf)
         best = min(best, time.perf_counter() - started)
     one_segment = spec.with_changes(train={"inner_steps": spec.train.segment_steps})
     run_epoch(one_segment, dataset, ctx, theta, root / "warm")

@@ -29,7 +29,8 @@ from protocol.rules.beacon import genesis_seed
 from trainer.checkpoint import Checkpoint, decode_checkpoint, load_checkpoint
 from trainer.data import Dataset
 from trainer.determinism import configure
-from trainer.inner import EpochContext, epoch_dir, leaf_path, replay_segment, start_checkpoint
+from trainer.epoch_store import EpochStore
+from trainer.inner import EpochContext, replay_segment, start_checkpoint
 from trainer.island import spawn_island
 from trainer.outer import GlobalState
 from trainer.presets import preset
@@ -93,8 +94,9 @@ def measure(name: str, c: int, tmp: Path) -> dict:
 
     root = tmp / f"island-{name}-{c}"
     record = spawn_island(2, spec, ctx, GlobalState.initial(spec), root, threads=1)
-    island_start = load_checkpoint(leaf_path(epoch_dir(root, ctx), 0), spec, 0)
-    island_end = decode_checkpoint(leaf_path(epoch_dir(root, ctx), 1).read_bytes(), spec, 1)
+    island = EpochStore(root, ctx.run_id, ctx.host)
+    island_start = island.read_leaf(spec, ctx.epoch, 0)
+    island_end = decode_checkpoint(island.leaf_path(ctx.epoch, 1).read_bytes(), spec, 1)
     assert island_end.leaf_hash() == record.leaf_hashes[1]
     acc1 = replay_segment(spec, dataset, ctx, island_start)
     row["island_vs_accumulation_1_thread_bitwise"] = acc1.leaf_hash() == island_end.leaf_hash()

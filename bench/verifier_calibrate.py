@@ -36,10 +36,11 @@ import torch  # noqa: E402
 
 from protocol.rules.beacon import genesis_seed  # noqa: E402
 from protocol.keys import encode_address  # noqa: E402
-from trainer.checkpoint import Checkpoint, decode_checkpoint, load_checkpoint  # noqa: E402
+from trainer.checkpoint import Checkpoint, decode_checkpoint  # noqa: E402
 from trainer.data import Dataset  # noqa: E402
 from trainer.determinism import configure  # noqa: E402
-from trainer.inner import (EpochContext, epoch_dir, leaf_path, replay_segment, run_segment,  # noqa: E402
+from trainer.epoch_store import EpochStore  # noqa: E402
+from trainer.inner import (EpochContext, replay_segment, run_segment,  # noqa: E402
                            start_checkpoint, train_steps)
 from trainer.island import spawn_island  # noqa: E402
 from trainer.outer import GlobalState  # noqa: E402
@@ -115,8 +116,7 @@ def honest_rows(spec, dataset, ctx, theta, island_root: Path | None, cache_dir) 
         island_ctx = EpochContext(ctx.run_id, ctx.epoch, ctx.host, ctx.prev_epoch_seed)
         start = GlobalState(theta, {n: torch.zeros_like(t) for n, t in theta.items()})
         spawn_island(2, spec, island_ctx, start, island_root, threads=1, cache_dir=cache_dir)
-        directory = epoch_dir(island_root, island_ctx)
-        isl = [load_checkpoint(leaf_path(directory, i), spec, i) for i in range(spec.train.segments + 1)]
+        isl = EpochStore(island_root, island_ctx.run_id, island_ctx.host).read_leaves(spec, island_ctx.epoch)
         for val_t in (1, 2):
             configure(val_t)
             out[f"island_val{val_t}"] = [compare(replay_segment(spec, dataset, ctx, isl[g]), isl[g + 1], isl[g], spec)

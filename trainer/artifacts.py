@@ -7,23 +7,20 @@ untrusted: the reader checks every one against on-chain hashes (Merkle root, Δ 
 before use, so a host can lie only by refusing — which the reader reports as
 :class:`ArtifactUnavailable`.
 
-On disk (``root`` is the host's work root):
-
-* ``<root>/<run id>/epoch-<e>/<host>/leaf-<i>.safetensors``, ``delta.safetensors``,
-  ``commitment.json`` — written by :func:`trainer.inner.run_epoch`;
-* ``<root>/<run id>/global/<model hash>.safetensors`` — global states the host holds
-  (:func:`global_path`).
+On disk (``root`` is the host's work root): the host's epochs in its
+:class:`~trainer.epoch_store.EpochStore` (written by :func:`trainer.inner.run_epoch`, or by an
+adversary's behaviour), and the global states it holds at :func:`global_path`
+(``<root>/<run id>/global/<model hash>.safetensors``).
 """
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Literal
 
 from protocol.rules.merkle import MerkleProof, merkle_proof
-from trainer.inner import read_epoch_record
+from trainer.epoch_store import EpochRecord, EpochStore
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
 MAX_ARTIFACT_BYTES = 2 * 1024**3
@@ -77,11 +74,6 @@ class ArtifactSource(ABC):
         return None
 
 
-def host_epoch_dir(root: Path, run_id: bytes, epoch: int, host: str) -> Path:
-    """The work directory of ``host``'s ``epoch`` (the layout of :func:`trainer.inner.epoch_dir`)."""
-    return Path(root) / run_id.hex() / f"epoch-{epoch:06d}" / host
-
-
 def global_path(root: Path, run_id: bytes, model_hash: str) -> Path:
     """Where a host keeps the global state with ``model_hash``."""
     if len(model_hash) != 64 or any(c not in "0123456789abcdef" for c in model_hash):
@@ -102,6 +94,7 @@ class LocalArtifacts(ArtifactSource):
         self.root = Path(root)
         self.run_id = run_id
         self.host = host
+        self.epochs = EpochStore(root, run_id, host)
 
     def _read(self, path: Path) -> bytes:
         try:
@@ -111,27 +104,22 @@ class LocalArtifacts(ArtifactSource):
         except FileNotFoundError:
             raise ArtifactUnavailable(f"{self.host} has no {path.name}") from None
 
-    def _dir(self, epoch: int) -> Path:
-        return host_epoch_dir(self.root, self.run_id, epoch, self.host)
-
-    def _record(self, epoch: int):
+    def _record(self, epoch: int) -> EpochRecord:
         try:
-            return read_epoch_record(self._dir(epoch))
+            return self.epochs.read_record(epoch)
         except FileNotFoundError:
             raise ArtifactUnavailable(f"{self.host} has no committed work for epoch {epoch}") from None
-        except (ValueError, KeyError, json.JSONDecodeError) as exc:
+        except ValueError as exc:
             raise ArtifactUnavailable(f"{self.host}'s record of epoch {epoch} is unreadable: {exc}") from None
 
     def _path(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path:
-        if kind == "checkpoint":
-            if leaf < 0:
-                raise ArtifactUnavailable(f"no leaf {leaf}")
-            return self._dir(int(key)) / f"leaf-{leaf:04d}.safetensors"
-        if kind == "delta":
-            return self._dir(int(key)) / "delta.safetensors"
         try:
+            if kind == "checkpoint":
+                return self.epochs.leaf_path(int(key), leaf)
+            if kind == "delta":
+                return self.epochs.delta_path(int(key))
             return global_path(self.root, self.run_id, str(key))
-        except ValueError as exc:
+        except ValueError as exc:  # a negative epoch or leaf, a malformed model hash
             raise ArtifactUnavailable(str(exc)) from None
 
     def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:

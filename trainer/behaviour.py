@@ -33,7 +33,7 @@ class HostBehaviour:
     def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
                     start_params: Mapping[str, torch.Tensor], root: Path,
                     on_step: StepCallback | None = None) -> EpochResult:
-        """Produce the epoch's work in ``root`` (leaves, Δ, ``commitment.json``) and its commitment.
+        """Produce the epoch's work in the host's epoch store under ``root`` (leaves, Δ, record) and its commitment.
 
         Must be resumable like :func:`run_epoch`: called again after a crash, it ends with the same
         commitment.

@@ -5,17 +5,14 @@ segment with :func:`replay_segment`, which is :func:`run_segment` after loading 
 Both draw their batches with :func:`train_steps`, so there is one way to get from leaf ``i`` to
 leaf ``i + 1``.
 
-Work directory of an epoch (``epoch_dir``): ``<root>/<run id hex>/epoch-<e:06d>/<host>/`` with
-``leaf-0000.safetensors … leaf-<S>.safetensors``, ``delta.safetensors`` (the quantized Δ as
-served) and ``commitment.json``. Every file is written atomically (temporary file, fsync, rename),
-so after a crash each file is either absent or complete; :func:`run_epoch` resumes from the
+:func:`run_epoch` keeps the epoch's files in the host's :class:`~trainer.epoch_store.EpochStore`
+(leaves, Δ, commitment record, each written atomically), so after a crash it resumes from the
 last complete leaf and, because the step is deterministic, ends with the same commitment as an
 uninterrupted run on the same thread count.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,16 +20,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from protocol.rules.merkle import merkle_root
 from protocol.messages import Commitment
-from protocol.rules.losses import loss_digest, loss_micro
 from protocol.rules.spec import RunSpec
 
-from trainer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
-from trainer.delta import delta_hash, encode_delta, pseudo_gradient, quantize
+from trainer.delta import pseudo_gradient, quantize
+from trainer.epoch_store import EpochStore
 from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
-from trainer.tensorfile import write_atomic
 
 StepCallback = Callable[[int, float], None]
 """Called after every inner step with (steps done in the epoch, loss)."""
@@ -65,7 +60,6 @@ class EpochResult:
         losses: the ``H`` per-step losses.
         payload: the quantized Δ exactly as served (its hash is ``commitment.delta_hash``).
         end: the state after ``H`` steps.
-        directory: the epoch's work directory.
     """
 
     commitment: Commitment
@@ -73,33 +67,6 @@ class EpochResult:
     losses: list[float]
     payload: dict[str, torch.Tensor]
     end: TrainState
-    directory: Path
-
-
-@dataclass(frozen=True)
-class EpochRecord:
-    """What ``commitment.json`` of a finished epoch holds (for an artifact server or a parent process)."""
-
-    commitment: Commitment
-    leaf_hashes: list[bytes]
-    losses_micro: list[int]
-
-
-def read_epoch_record(directory: Path) -> EpochRecord:
-    """Read ``commitment.json`` from an epoch's work directory."""
-    record = json.loads((Path(directory) / "commitment.json").read_text())
-    return EpochRecord(Commitment.model_validate(record["commitment"]),
-                       [bytes.fromhex(h) for h in record["leaf_hashes"]], list(record["losses_micro"]))
-
-
-def epoch_dir(root: Path, ctx: EpochContext) -> Path:
-    """``<root>/<run id hex>/epoch-<e:06d>/<host>``."""
-    return Path(root) / ctx.run_id.hex() / f"epoch-{ctx.epoch:06d}" / ctx.host
-
-
-def leaf_path(directory: Path, leaf: int) -> Path:
-    """The file of checkpoint leaf ``leaf``."""
-    return Path(directory) / f"leaf-{leaf:04d}.safetensors"
 
 
 def start_checkpoint(spec: RunSpec, params: Mapping[str, torch.Tensor], epoch: int,
@@ -164,29 +131,6 @@ def replay_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Ch
     return run_segment(stepper, dataset, spec, ctx, start.micro_batches)
 
 
-def _resume(directory: Path, spec: RunSpec, start: Checkpoint) -> list[Checkpoint]:
-    """The contiguous leaves already on disk, leaf 0 first (just ``[start]`` on a fresh start)."""
-    for tmp in directory.glob(".*.tmp"):
-        tmp.unlink()  # left by a crash between write and rename; never a committed file
-    leaves = [start]
-    path = leaf_path(directory, 0)
-    if path.exists():
-        if load_checkpoint(path, spec, 0).leaf_hash() != start.leaf_hash():
-            raise CheckpointError(f"{path} is not the start state of this epoch "
-                                  f"(another θ_e or island layout used this directory)")
-    else:
-        start.save(path)
-    for leaf in range(1, spec.train.segments + 1):
-        path = leaf_path(directory, leaf)
-        if not path.exists():
-            break
-        ckpt = load_checkpoint(path, spec, leaf)
-        if ckpt.micro_batches != start.micro_batches or ckpt.state.rng_key != start.state.rng_key:
-            raise CheckpointError(f"{path} belongs to another island layout or epoch")
-        leaves.append(ckpt)
-    return leaves
-
-
 def _broadcast_state(state: TrainState, group: dist.ProcessGroup | None) -> TrainState:
     # Rank 0 read the disk; the other ranks receive its state (tensors filled in place), so an
     # island spread over machines without a shared file system resumes in step.
@@ -206,7 +150,7 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         dataset: the run's dataset (checked against ``spec.data.dataset_hash``).
         ctx: run id, epoch, host address, previous epoch seed.
         start_params: θ_e, the agreed global parameters.
-        root: work-directory root (see :func:`epoch_dir`).
+        root: the host's work root (its :class:`~trainer.epoch_store.EpochStore`).
         micro_batches: ``M``; an island of ``W`` ranks needs a multiple of ``W``.
         stepper: the stepper to train with (one rank of an island passes one with its process
             group); a single-process one is built when omitted.
@@ -217,11 +161,10 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     """
     stepper = stepper if stepper is not None else Stepper(spec)
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
-    directory = epoch_dir(root, ctx)
+    store = EpochStore(root, ctx.run_id, ctx.host)
     leaves = [start]
     if stepper.rank == 0:
-        directory.mkdir(parents=True, exist_ok=True)
-        leaves = _resume(directory, spec, start)
+        leaves = store.resume(spec, ctx.epoch, start)
     state = leaves[-1].state
     if stepper.world > 1:
         state = _broadcast_state(state, stepper.group)
@@ -232,29 +175,16 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     while stepper.step_count < spec.train.inner_steps:
         last = run_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
         if stepper.rank == 0:
-            last.save(leaf_path(directory, len(hashes)))
+            store.write_leaf(ctx.epoch, len(hashes), last)
             hashes.append(last.leaf_hash())
             losses.extend(last.losses.tolist())
     if stepper.rank != 0:
         return None
-    return _commit(spec, ctx, start, last, hashes, losses, directory)
+    payload = epoch_delta(spec, start.state, last.state)
+    record = store.commit(spec, ctx.epoch, hashes, losses, payload)
+    return EpochResult(record.commitment, hashes, losses, payload, last.state)
 
 
-def _commit(spec: RunSpec, ctx: EpochContext, start: Checkpoint, end: Checkpoint, hashes: list[bytes],
-            losses: list[float], directory: Path) -> EpochResult:
-    payload = quantize(pseudo_gradient(start.state.params, end.state.params), spec.quantization)
-    write_atomic(directory / "delta.safetensors", encode_delta(payload, spec.quantization))
-    micro = [loss_micro(x) for x in losses]
-    last_segment = losses[-spec.train.segment_steps:]
-    commitment = Commitment(
-        epoch=ctx.epoch,
-        checkpoint_root=merkle_root(hashes).hex(),
-        delta_hash=delta_hash(payload).hex(),
-        loss_digest=loss_digest(micro),
-        segments=spec.train.segments,
-        train_loss_micro=loss_micro(sum(last_segment) / len(last_segment)),
-    )
-    record = {"commitment": commitment.model_dump(mode="json"), "leaf_hashes": [h.hex() for h in hashes],
-              "losses_micro": micro}
-    write_atomic(directory / "commitment.json", json.dumps(record, sort_keys=True, indent=1).encode())
-    return EpochResult(commitment, hashes, losses, payload, end.state, directory)
+def epoch_delta(spec: RunSpec, start: TrainState, end: TrainState) -> dict[str, torch.Tensor]:
+    """The quantized Δ an epoch from ``start`` to ``end`` commits to: quantize(θ_0 − θ_S)."""
+    return quantize(pseudo_gradient(start.params, end.params), spec.quantization)

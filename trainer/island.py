@@ -27,7 +27,8 @@ from protocol.rules.spec import RunSpec
 
 from trainer.data import Dataset
 from trainer.determinism import configure
-from trainer.inner import EpochContext, EpochRecord, epoch_dir, read_epoch_record, run_epoch
+from trainer.epoch_store import EpochRecord, EpochStore
+from trainer.inner import EpochContext, run_epoch
 from trainer.outer import GlobalState, load_global
 from trainer.step import Stepper
 
@@ -81,7 +82,7 @@ def spawn_island(world: int, spec: RunSpec, ctx: EpochContext, start: GlobalStat
         spec: the run spec (``batch_size`` must be divisible by W).
         ctx: run id, epoch, host, previous epoch seed.
         start: the global state θ_e.
-        root: work-directory root; rank 0 writes the epoch there (:func:`trainer.inner.epoch_dir`).
+        root: the host's work root; rank 0 writes the epoch in its :class:`~trainer.epoch_store.EpochStore`.
         micro_batches: M, a multiple of W (default W: one micro-batch per rank).
         threads: torch threads per rank.
         cache_dir: dataset cache directory.
@@ -95,4 +96,4 @@ def spawn_island(world: int, spec: RunSpec, ctx: EpochContext, start: GlobalStat
         job = _Job(spec.canonical(), ctx, global_path, Path(root), micro_batches or world, threads,
                    cache_dir, Path(tmp) / "rendezvous", world)
         mp.spawn(_rank_main, args=(job,), nprocs=world, join=True)
-    return read_epoch_record(epoch_dir(root, ctx))
+    return EpochStore(root, ctx.run_id, ctx.host).read_record(ctx.epoch)

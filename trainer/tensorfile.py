@@ -73,6 +73,15 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def remove_partial_writes(directory: Path) -> None:
+    """Delete what :func:`write_atomic` left in ``directory`` when a crash came between write and rename.
+
+    Such a file is never a committed one (the rename is what commits), so removing it loses nothing.
+    """
+    for tmp in Path(directory).glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
 def save_tensors(path: Path, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]) -> None:
     """Atomically write ``tensors`` with string ``metadata`` as a safetensors file."""
     write_atomic(path, encode_tensors(tensors, metadata))

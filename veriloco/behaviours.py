@@ -12,23 +12,25 @@ from chain.ledger import Ledger
 from protocol.keys import PrivateKey
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from verifier.adversaries import ADVERSARIES, VALIDATORS, make_adversary, make_validator_behaviour
+from verifier.adversaries import (ADVERSARIES, VALIDATORS, ValidatorBehaviour, make_adversary,
+                                  make_validator_behaviour)
 from node.validator import ValidatorNode
 from node.daemon import http_peers
 from veriloco.errors import VerilocoError
 
 
-def host_behaviour(text: str | None, **context: object) -> HostBehaviour:
-    """``None``/``honest`` -> the honest host; otherwise an adversary from the catalogue."""
+def host_behaviour(text: str | None) -> HostBehaviour:
+    """``None``/``honest`` -> the honest host; otherwise an adversary from the catalogue (``name:a,b``)."""
     if not text or text == "honest":
         return HostBehaviour()
     try:
-        return make_adversary(text, **context)
+        return make_adversary(text)
     except ValueError as exc:
         raise VerilocoError(f"{exc} (known: {', '.join(sorted(ADVERSARIES))})") from None
 
 
-def validator_behaviour(text: str | None):  # -> verifier.adversaries.ValidatorBehaviour
+def validator_behaviour(text: str | None) -> ValidatorBehaviour:
+    """``None``/``honest`` -> the honest validator; otherwise a lying one from the catalogue."""
     try:
         return make_validator_behaviour(text or "honest")
     except ValueError as exc:

@@ -18,11 +18,11 @@ import pytest
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.behaviour import HostBehaviour
-from trainer.checkpoint import load_checkpoint
 from trainer.data import Dataset
 from node.global_store import GlobalStateUnavailable
 from node.host import HostNode
-from trainer.inner import EpochContext, epoch_dir, leaf_path, start_checkpoint
+from trainer.epoch_store import EpochStore
+from trainer.inner import start_checkpoint
 from trainer.outer import GlobalState, load_global
 from trainer.presets import tiny
 from veriloco.network import LocalNetwork, Roster
@@ -127,8 +127,7 @@ def test_a_host_that_lost_the_vote_resyncs_from_a_peer_by_hash(tmp_path, dataset
     stored = load_global(dissenter.globals.path(current.model_hash), spec)
     assert stored.hash().hex() == current.model_hash
     # ... and trained epoch 1 from it: its leaf 0 is the canonical θ_1 with a fresh optimizer.
-    ctx = EpochContext(spec.run_id(), 1, dissenter.address, bytes.fromhex(current.prev_seed))
-    leaf0 = load_checkpoint(leaf_path(epoch_dir(dissenter.root, ctx), 0), spec, 0)
+    leaf0 = EpochStore(dissenter.root, spec.run_id(), dissenter.address).read_leaf(spec, 1, 0)
     assert leaf0.leaf_hash() == start_checkpoint(spec, stored.params, 1).leaf_hash()
     report = next(h for h in second.hosts if h.address == dissenter.address)
     assert report.outcome == "accepted" and report.commitment is not None

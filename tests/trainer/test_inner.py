@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -15,10 +14,10 @@ import torch
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.merkle import merkle_root
 from protocol.rules.losses import loss_digest, loss_micro
-from trainer.checkpoint import CheckpointError, load_checkpoint
-from trainer.delta import delta_hash, load_delta
-from trainer.inner import (EpochContext, epoch_dir, leaf_path, read_epoch_record, replay_segment, run_epoch,
-                           start_checkpoint)
+from trainer.checkpoint import CheckpointError
+from trainer.delta import delta_hash
+from trainer.epoch_store import EpochStore
+from trainer.inner import EpochContext, replay_segment, run_epoch, start_checkpoint
 from trainer.outer import GlobalState
 from trainer.presets import tiny
 
@@ -28,9 +27,8 @@ from trainer_env import HOST
 def test_epoch_commits_to_its_files(spec, dataset, ctx, tmp_path) -> None:
     theta = GlobalState.initial(spec).params
     result = run_epoch(spec, dataset, ctx, theta, tmp_path)
-    directory = epoch_dir(tmp_path, ctx)
-    assert result.directory == directory
-    leaves = [load_checkpoint(leaf_path(directory, i), spec, i) for i in range(spec.train.segments + 1)]
+    store = EpochStore(tmp_path, ctx.run_id, ctx.host)
+    leaves = store.read_leaves(spec, 0)
     assert leaves[0].leaf_hash() == start_checkpoint(spec, theta, 0).leaf_hash()
     assert [leaf.leaf_hash() for leaf in leaves] == result.leaf_hashes
     c = result.commitment
@@ -39,8 +37,8 @@ def test_epoch_commits_to_its_files(spec, dataset, ctx, tmp_path) -> None:
     assert losses == result.losses and len(losses) == spec.train.inner_steps
     assert c.loss_digest == loss_digest([loss_micro(x) for x in losses])
     assert c.train_loss_micro == loss_micro(sum(losses[-4:]) / 4)
-    assert c.delta_hash == delta_hash(load_delta(directory / "delta.safetensors", spec)).hex()
-    assert read_epoch_record(directory).commitment == c
+    assert c.delta_hash == delta_hash(store.read_delta(spec, 0)).hex()
+    assert store.read_record(0).commitment == c
     for i in range(spec.train.segments):  # every segment replays to the committed leaf, bit for bit
         assert replay_segment(spec, dataset, ctx, leaves[i]).leaf_hash() == result.leaf_hashes[i + 1]
     assert result.losses[-1] < result.losses[0]
@@ -51,13 +49,14 @@ def test_epoch_commits_to_its_files(spec, dataset, ctx, tmp_path) -> None:
 def test_resume_in_process_and_refusals(spec, dataset, ctx, tmp_path) -> None:
     theta = GlobalState.initial(spec).params
     first = run_epoch(spec, dataset, ctx, theta, tmp_path)
-    directory = first.directory
-    for name in ("leaf-0003.safetensors", "leaf-0004.safetensors", "commitment.json", "delta.safetensors"):
-        (directory / name).unlink()
-    (directory / ".leaf-0003.safetensors.123.tmp").write_bytes(b"partial")
+    store = EpochStore(tmp_path, ctx.run_id, ctx.host)
+    for path in (store.leaf_path(0, 3), store.leaf_path(0, 4), store.record_path(0), store.delta_path(0)):
+        path.unlink()
+    partial = store.leaf_path(0, 3).with_name(f".{store.leaf_path(0, 3).name}.123.tmp")  # write_atomic's name
+    partial.write_bytes(b"partial")
     again = run_epoch(spec, dataset, ctx, theta, tmp_path)
     assert again.commitment == first.commitment
-    assert not list(directory.glob(".*.tmp"))
+    assert not partial.exists() and store.read_record(0).commitment == first.commitment
     assert run_epoch(spec, dataset, ctx, theta, tmp_path).commitment == first.commitment  # finished: idempotent
 
     other = {n: p + 1 for n, p in theta.items()}
@@ -65,7 +64,7 @@ def test_resume_in_process_and_refusals(spec, dataset, ctx, tmp_path) -> None:
         run_epoch(spec, dataset, ctx, other, tmp_path)
     with pytest.raises(CheckpointError, match="not the start state"):
         run_epoch(spec, dataset, ctx, theta, tmp_path, micro_batches=2)
-    leaf2 = directory / "leaf-0002.safetensors"
+    leaf2 = store.leaf_path(0, 2)
     leaf2.write_bytes(leaf2.read_bytes()[:-4])
     with pytest.raises(CheckpointError, match="truncated"):
         run_epoch(spec, dataset, ctx, theta, tmp_path)
@@ -92,17 +91,18 @@ def test_sigkill_mid_epoch_then_resume_gives_the_identical_commitment(dataset, c
     ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
     args = [sys.executable, "-c", CHILD, spec.canonical().decode(), run_id.hex(), HOST,
             ctx.prev_epoch_seed.hex(), str(cache_dir), str(tmp_path / "killed")]
-    directory = epoch_dir(tmp_path / "killed", ctx)
+    store = EpochStore(tmp_path / "killed", ctx.run_id, ctx.host)
 
     victim = subprocess.Popen(args)
     deadline = time.monotonic() + 120
-    while not leaf_path(directory, 2).exists():
+    while not store.leaf_path(0, 2).exists():
         assert victim.poll() is None and time.monotonic() < deadline, "the training process ended early"
         time.sleep(0.005)
     victim.send_signal(signal.SIGKILL)
     assert victim.wait() == -signal.SIGKILL
-    survivors = sorted(directory.glob("leaf-*.safetensors"))
-    assert 3 <= len(survivors) < 21 and not (directory / "commitment.json").exists()
+    survivors = [store.leaf_path(0, i) for i in range(spec.train.segments + 1) if store.leaf_path(0, i).exists()]
+    assert survivors == [store.leaf_path(0, i) for i in range(len(survivors))]  # no gap
+    assert 3 <= len(survivors) < 21 and not store.committed(0)
     stamps = {p.name: os.stat(p).st_mtime_ns for p in survivors}
 
     subprocess.run(args, check=True)  # the restarted host picks up where it was killed
@@ -110,8 +110,8 @@ def test_sigkill_mid_epoch_then_resume_gives_the_identical_commitment(dataset, c
 
     threads(1)  # the uninterrupted reference, in this process, at the children's thread count
     reference = run_epoch(spec, dataset, ctx, GlobalState.initial(spec).params, tmp_path / "clean")
-    resumed = json.loads((directory / "commitment.json").read_text())
-    assert resumed["commitment"] == reference.commitment.model_dump(mode="json")
-    assert resumed["leaf_hashes"] == [h.hex() for h in reference.leaf_hashes]
-    assert torch.equal(load_checkpoint(leaf_path(directory, 20), spec, 20).losses,
+    resumed = store.read_record(0)
+    assert resumed.commitment == reference.commitment
+    assert resumed.leaf_hashes == reference.leaf_hashes
+    assert torch.equal(store.read_leaf(spec, 0, 20).losses,
                        torch.tensor(reference.losses[-12:]))

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from protocol.rules.merkle import merkle_root
-from trainer.checkpoint import load_checkpoint
-from trainer.inner import epoch_dir, leaf_path, replay_segment
+from trainer.epoch_store import EpochStore
+from trainer.inner import replay_segment
 from trainer.island import spawn_island
 from trainer.outer import GlobalState
 from trainer.step import TrainState
@@ -29,9 +29,8 @@ def _relative_distance(a: TrainState, b: TrainState) -> float:
 def test_two_process_island_replays_in_one_process(spec, dataset, ctx, cache_dir, tmp_path, threads) -> None:
     start = GlobalState.initial(spec)
     record = spawn_island(2, spec, ctx, start, tmp_path, threads=1, cache_dir=cache_dir)
-    directory = epoch_dir(tmp_path, ctx)
     assert record.commitment.checkpoint_root == merkle_root(record.leaf_hashes).hex()
-    leaves = [load_checkpoint(leaf_path(directory, i), spec, i) for i in range(spec.train.segments + 1)]
+    leaves = EpochStore(tmp_path, ctx.run_id, ctx.host).read_leaves(spec, 0)
     assert all(leaf.micro_batches == 2 for leaf in leaves)
     assert [leaf.leaf_hash() for leaf in leaves] == record.leaf_hashes
 

@@ -9,10 +9,13 @@ import random
 import pytest
 
 from protocol.messages import Verdict
+from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.merkle import verify_proof
 from protocol.rules.sampling import challenged_segments
+from trainer.checkpoint import decode_checkpoint
 from trainer.inner import EpochContext
-from trainer.outer import GlobalState, outer_step
-from trainer.delta import dequantize
+from trainer.outer import outer_step
+from trainer.delta import decode_delta, delta_hash, dequantize
 from trainer.model import parameter_shapes
 from verifier.adversaries import (ADVERSARIES, VALIDATORS, Adversary, Blindfold, Copycat, Honest, Lazy, StaleDelta,
                                   make_adversary, make_validator_behaviour)
@@ -49,6 +52,20 @@ def victim(spec, dataset, tmp_path_factory):
     return serve_epoch(spec, dataset, Honest(), tmp_path_factory.mktemp("victim"), host=VICTIM)
 
 
+def assert_serves_what_it_committed(spec, served) -> None:
+    """A cheater's files are a consistent epoch: every lie is in what was computed, none between the
+    commitment and what is served (so only a replay can tell)."""
+    c, source, e, n = served.result.commitment, served.source, served.ctx.epoch, spec.train.segments + 1
+    served_delta = delta_hash(decode_delta(source.delta(e), spec)).hex()
+    assert served_delta == c.delta_hash == delta_hash(served.result.payload).hex()
+    assert loss_digest(source.losses(e)) == c.loss_digest
+    assert source.losses(e) == [loss_micro(x) for x in served.result.losses]
+    root = bytes.fromhex(c.checkpoint_root)
+    for leaf in range(n):
+        digest = decode_checkpoint(source.checkpoint(e, leaf), spec, leaf).leaf_hash()
+        assert digest == served.result.leaf_hashes[leaf] and verify_proof(digest, source.proof(e, leaf), root, n)
+
+
 def verdicts(spec, dataset, served):
     return {g: check_challenge(spec, dataset, served.challenge(g), served.source, served.theta,
                                served.ctx.prev_epoch_seed) for g in range(spec.train.segments)}
@@ -59,6 +76,7 @@ def test_caught_exactly_on_the_segments_it_faked(spec, dataset, victim, tmp_path
     text, checks = CATALOGUE[case]
     adversary = make_adversary(text, victim=victim.source, peers=[victim.source], seed=3)
     served = serve_epoch(spec, dataset, adversary, tmp_path)
+    assert_serves_what_it_committed(spec, served)
     faked = adversary.faked[0]
     assert faked, f"{case} faked nothing this epoch (pick another seed)"
     for g, report in verdicts(spec, dataset, served).items():
@@ -89,6 +107,7 @@ def test_stale_reuses_the_previous_epoch_and_fails(spec, dataset, tmp_path) -> N
         delta = dequantize(first.result.payload, parameter_shapes(spec), spec.quantization)
         theta1 = outer_step(first.theta, delta, spec.outer)
         second = serve_epoch(spec, dataset, adversary, root, epoch=1, theta=theta1, prev_seed=bytes(range(32)))
+        assert_serves_what_it_committed(spec, second)
         faked = adversary.faked[1]
         for g, report in verdicts(spec, dataset, second).items():
             assert report.outcome == ("fail" if g in faked else "pass"), (mode, g, report.reason)

@@ -8,7 +8,7 @@ import pytest
 from protocol.rules.beacon import genesis_seed
 from trainer.artifacts import LocalArtifacts
 from trainer.delta import dequantize
-from trainer.inner import EpochContext, epoch_dir
+from trainer.inner import EpochContext
 from trainer.island import spawn_island
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState, outer_step
@@ -57,7 +57,7 @@ def test_two_process_island_passes_in_one_process(spec, dataset, cache_dir, tmp_
     record = spawn_island(2, spec, ctx, theta, tmp_path, threads=1, cache_dir=cache_dir)
     from trainer.inner import EpochResult
 
-    result = EpochResult(record.commitment, record.leaf_hashes, [], {}, None, epoch_dir(tmp_path, ctx))
+    result = EpochResult(record.commitment, record.leaf_hashes, [], {}, None)
     served = Served(spec, ctx, theta, result, LocalArtifacts(tmp_path, spec.run_id(), HOST), Honest())
     for validator_threads in (1, 2):
         threads(validator_threads)

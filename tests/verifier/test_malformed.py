@@ -10,14 +10,16 @@ import torch
 
 from protocol.rules.merkle import MerkleProof
 from protocol.messages import Verdict
+from protocol.rules.losses import MICRO
 from trainer.artifacts import ArtifactUnavailable
 from trainer.checkpoint import Checkpoint
 from trainer.delta import decode_delta, encode_delta, quantize
+from trainer.epoch_store import EpochStore
 from trainer.inner import start_checkpoint
 from trainer.outer import GlobalState
 from trainer.step import epoch_rng_key
 from trainer.tensorfile import encode_tensors
-from verifier.adversaries import Withhold, _clone
+from verifier.adversaries import Withhold, clone_state
 from verifier.replay import MAX_DISTANCE, check_challenge
 
 from verifier_env import Tampered, commit_leaves, leaves_of, serve_epoch, small_spec
@@ -168,16 +170,11 @@ def test_bad_losses_fail(spec, dataset, honest, case) -> None:
 def test_committed_losses_that_disagree_with_the_leaves_fail(spec, dataset, honest, tmp_path) -> None:
     # The host commits (and serves) a loss list that hashes right but is not what leaf 2 recorded.
     served = commit_leaves(honest, leaves_of(honest), tmp_path)
-    record = served.result.directory / "commitment.json"
-    import json
-
-    data = json.loads(record.read_text())
-    data["losses_micro"] = _changed(data["losses_micro"], 6, by=-50_000)
-    from protocol.rules.losses import loss_digest
-
-    data["commitment"]["loss_digest"] = loss_digest(data["losses_micro"])
-    record.write_text(json.dumps(data))
-    challenge = served.challenge(1).model_copy(update={"loss_digest": data["commitment"]["loss_digest"]})
+    store = EpochStore(tmp_path, spec.run_id(), served.ctx.host)
+    changed = _changed(store.read_record(0).losses_micro, 6, by=-50_000)
+    record = store.recommit(spec, 0, losses=[x / MICRO for x in changed])
+    assert record.losses_micro == changed == served.source.losses(0)  # served as recommitted; leaves keep theirs
+    challenge = served.challenge(1).model_copy(update={"loss_digest": record.commitment.loss_digest})
     report = check_challenge(spec, dataset, challenge, served.source, served.theta, served.ctx.prev_epoch_seed)
     assert (report.outcome, report.check) == ("fail", "losses") and "leaf 2 records" in report.reason
     # ... and segment 2 fails too, through its start leaf.
@@ -200,7 +197,7 @@ def test_a_leaf_0_that_is_not_theta_e_fails_segment_0(spec, dataset, tmp_path) -
 
 def test_leaves_with_another_epochs_rng_key_fail(spec, dataset, honest, tmp_path) -> None:
     key = epoch_rng_key(spec.train.seed, 5)
-    leaves = [Checkpoint(_clone(leaf.state, rng_key=key), leaf.losses, leaf.micro_batches)
+    leaves = [Checkpoint(clone_state(leaf.state, rng_key=key), leaf.losses, leaf.micro_batches)
               for leaf in leaves_of(honest)]
     served = commit_leaves(honest, leaves, tmp_path)
     report = check(spec, dataset, served, 1)
@@ -219,7 +216,7 @@ def test_negative_second_moments_fail(spec, dataset, honest, tmp_path) -> None:
     leaves = leaves_of(honest)
     v = {n: t.clone() for n, t in leaves[1].state.exp_avg_sq.items()}
     v["ln_f.bias"][0] = -1e-3
-    leaves[1] = Checkpoint(_clone(leaves[1].state, exp_avg_sq=v), leaves[1].losses, 1)
+    leaves[1] = Checkpoint(clone_state(leaves[1].state, exp_avg_sq=v), leaves[1].losses, 1)
     served = commit_leaves(honest, leaves, tmp_path)
     report = check(spec, dataset, served, 1)
     assert (report.outcome, report.check) == ("fail", "leaf") and "negative" in report.reason
@@ -309,7 +306,7 @@ def test_a_diverging_replay_is_a_fail(spec, dataset, honest, tmp_path) -> None:
     # Finite but absurd weights (1e30) make the replayed loss non-finite: the trainer raises, we fail.
     leaves = leaves_of(honest)
     params = {n: torch.full_like(t, 1e30) for n, t in leaves[1].state.params.items()}
-    leaves[1] = Checkpoint(_clone(leaves[1].state, params=params), leaves[1].losses, 1)
+    leaves[1] = Checkpoint(clone_state(leaves[1].state, params=params), leaves[1].losses, 1)
     served = commit_leaves(honest, leaves, tmp_path)
     report = check(spec, dataset, served, 1)
     assert report.outcome == "fail" and report.check in ("replay", "distance"), report.reason

@@ -73,19 +73,19 @@ def serve_epoch(spec: RunSpec, dataset: Dataset, behaviour: HostBehaviour, root:
 
 
 def leaves_of(served: Served):
-    """The committed leaves of a served epoch, read back from its directory."""
-    from trainer.checkpoint import load_checkpoint
-    from trainer.inner import leaf_path
+    """The committed leaves of a served epoch, read back through its artifact source."""
+    from trainer.checkpoint import decode_checkpoint
 
-    return [load_checkpoint(leaf_path(served.result.directory, i), served.spec, i)
+    return [decode_checkpoint(served.source.checkpoint(served.ctx.epoch, i), served.spec, i)
             for i in range(served.spec.train.segments + 1)]
 
 
 def commit_leaves(served: Served, leaves, root: Path, payload=None) -> Served:
     """Commit ``leaves`` (and ``payload``) as ``served``'s host would, under another root, and serve them."""
-    from verifier.adversaries import Honest, write_epoch
+    from verifier.adversaries import Honest
+    from verifier.adversaries import commit_leaves as commit
 
-    result = write_epoch(served.spec, served.ctx, leaves, root, payload)
+    result = commit(served.spec, served.ctx, leaves, root, payload)
     return Served(served.spec, served.ctx, served.theta, result,
                   LocalArtifacts(root, served.spec.run_id(), served.ctx.host), Honest())
 

@@ -1,0 +1,290 @@
+"""One host's epochs on disk: checkpoint leaves, the served Δ, the per-step losses and the commitment.
+
+This module is the only one that knows the epoch artifact format. The host's inner loop
+(:func:`trainer.inner.run_epoch`) writes through it, a host's artifact source
+(:class:`trainer.artifacts.LocalArtifacts`) reads through it, and every adversary of the catalogue
+(``verifier.adversaries``) writes its faked epoch through it, so a cheater's files are an honest
+host's files with other contents.
+
+Layout under a host's work root (``<root>/<run id hex>/epoch-<e:06d>/<host>/``):
+
+* ``leaf-0000.safetensors`` … ``leaf-<S>.safetensors`` — the checkpoint leaves
+  (:mod:`trainer.checkpoint`; leaf 0 is the start state θ_e);
+* ``delta.safetensors`` — the quantized Δ exactly as served (:mod:`trainer.delta`);
+* ``commitment.json`` — the :class:`~protocol.messages.Commitment`, the ``S + 1`` leaf hashes
+  and the ``H`` per-step losses in micro-nats (:class:`EpochRecord`).
+
+Every file is written atomically (temporary file, fsync, rename), so after a crash each file is
+either absent or complete. The record is written after the Δ it names, so an epoch whose record
+exists is committed; :meth:`EpochStore.resume` picks an interrupted epoch up from its last
+complete leaf.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from protocol.messages import Commitment
+from protocol.rules.hashing import HexDigest
+from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.merkle import merkle_root
+from protocol.rules.spec import RunSpec
+
+from trainer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from trainer.delta import delta_hash, encode_delta, load_delta
+from trainer.tensorfile import remove_partial_writes, write_atomic
+
+MAX_RECORD_BYTES = 64 * 1024**2
+"""Bound on ``commitment.json`` (a million losses and 1025 leaf hashes take about 15 MB)."""
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """What ``commitment.json`` of a committed epoch holds.
+
+    Attributes:
+        commitment: what the host posts.
+        leaf_hashes: the ``S + 1`` checkpoint leaf hashes (leaf 0 is the start state).
+        losses_micro: the ``H`` per-step losses in micro-nats (they hash to the loss digest).
+    """
+
+    commitment: Commitment
+    leaf_hashes: list[bytes]
+    losses_micro: list[int]
+
+
+class _RecordFile(BaseModel):
+    # The file's schema, checked on every read: a record that the store did not write (damaged,
+    # edited) is refused rather than served.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    commitment: Commitment
+    leaf_hashes: list[HexDigest]
+    losses_micro: list[int]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> _RecordFile:
+        if len(self.leaf_hashes) != self.commitment.segments + 1:
+            raise ValueError(f"{len(self.leaf_hashes)} leaf hashes for {self.commitment.segments} segments")
+        if loss_digest(self.losses_micro) != self.commitment.loss_digest:
+            raise ValueError("the losses do not hash to the committed loss digest")
+        return self
+
+
+def _train_loss_micro(spec: RunSpec, losses: Sequence[float]) -> int:
+    # The mean loss of the last segment, for reports. A cheater's losses may be negative; the
+    # commitment's field is a count, so it is clamped at 0 (never reached by a real loss).
+    last = losses[-spec.train.segment_steps:]
+    return max(0, loss_micro(sum(last) / len(last)))
+
+
+class EpochStore:
+    """The epochs of one host of one run, under the host's work root.
+
+    Args:
+        root: the host's work root.
+        run_id: the run (32 bytes).
+        host: the host's address (its epochs live under its name).
+
+    Raises:
+        ValueError: ``host`` is not a plain directory name.
+    """
+
+    def __init__(self, root: Path, run_id: bytes, host: str) -> None:
+        if not host or host in (".", "..") or "/" in host or "\\" in host or "\0" in host:
+            raise ValueError(f"{host!r} cannot name an epoch directory")
+        self.root = Path(root)
+        self.run_id = run_id
+        self.host = host
+
+    def __repr__(self) -> str:
+        return f"EpochStore({str(self.root)!r}, {self.run_id.hex()[:12]}…, {self.host!r})"
+
+    # ------------------------------------------------------------------------------------------
+    # Where things are (for streaming and for tests that simulate crashes)
+
+    def directory(self, epoch: int) -> Path:
+        """``<root>/<run id hex>/epoch-<e:06d>/<host>``."""
+        if epoch < 0:
+            raise ValueError(f"no epoch {epoch}")
+        return self.root / self.run_id.hex() / f"epoch-{epoch:06d}" / self.host
+
+    def leaf_path(self, epoch: int, leaf: int) -> Path:
+        """The file of checkpoint leaf ``leaf`` of ``epoch``."""
+        if leaf < 0:
+            raise ValueError(f"no leaf {leaf}")
+        return self.directory(epoch) / f"leaf-{leaf:04d}.safetensors"
+
+    def delta_path(self, epoch: int) -> Path:
+        """The file of the quantized Δ of ``epoch``, exactly as served."""
+        return self.directory(epoch) / "delta.safetensors"
+
+    def record_path(self, epoch: int) -> Path:
+        """The file of the :class:`EpochRecord` of ``epoch``; it exists once the epoch is committed."""
+        return self.directory(epoch) / "commitment.json"
+
+    def committed(self, epoch: int) -> bool:
+        """Whether ``epoch`` has a record (its Δ and leaves are then on disk too)."""
+        return self.record_path(epoch).exists()
+
+    # ------------------------------------------------------------------------------------------
+    # Leaves
+
+    def write_leaf(self, epoch: int, leaf: int, checkpoint: Checkpoint) -> None:
+        """Write leaf ``leaf`` of ``epoch`` atomically (the epoch's directory is created)."""
+        path = self.leaf_path(epoch, leaf)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        checkpoint.save(path)
+
+    def read_leaf(self, spec: RunSpec, epoch: int, leaf: int) -> Checkpoint:
+        """Leaf ``leaf`` of ``epoch``, validated against the spec's layout.
+
+        Raises:
+            FileNotFoundError: not written (yet).
+            CheckpointError: malformed or not leaf ``leaf`` of this run.
+        """
+        return load_checkpoint(self.leaf_path(epoch, leaf), spec, leaf)
+
+    def read_leaves(self, spec: RunSpec, epoch: int) -> list[Checkpoint]:
+        """All ``S + 1`` leaves of ``epoch``, leaf 0 first."""
+        return [self.read_leaf(spec, epoch, i) for i in range(spec.train.segments + 1)]
+
+    def resume(self, spec: RunSpec, epoch: int, start: Checkpoint) -> list[Checkpoint]:
+        """Prepare ``epoch`` for training from ``start``: the contiguous leaves already on disk.
+
+        Creates the directory, removes what a crash left half-written, writes leaf 0 when it is
+        missing, and returns leaf 0 followed by every later leaf present without a gap (just
+        ``[start]`` on a fresh start).
+
+        Raises:
+            CheckpointError: the leaves on disk belong to another start state, island layout or
+                epoch, or one of them is damaged.
+        """
+        directory = self.directory(epoch)
+        directory.mkdir(parents=True, exist_ok=True)
+        remove_partial_writes(directory)
+        path = self.leaf_path(epoch, 0)
+        if path.exists():
+            if load_checkpoint(path, spec, 0).leaf_hash() != start.leaf_hash():
+                raise CheckpointError(f"{path} is not the start state of this epoch "
+                                      f"(another θ_e or island layout used this directory)")
+        else:
+            start.save(path)
+        leaves = [start]
+        for leaf in range(1, spec.train.segments + 1):
+            path = self.leaf_path(epoch, leaf)
+            if not path.exists():
+                break
+            ckpt = load_checkpoint(path, spec, leaf)
+            if ckpt.micro_batches != start.micro_batches or ckpt.state.rng_key != start.state.rng_key:
+                raise CheckpointError(f"{path} belongs to another island layout or epoch")
+            leaves.append(ckpt)
+        return leaves
+
+    # ------------------------------------------------------------------------------------------
+    # Δ and record
+
+    def read_delta(self, spec: RunSpec, epoch: int) -> dict[str, torch.Tensor]:
+        """The committed quantized Δ of ``epoch``, validated against the spec's layout."""
+        return load_delta(self.delta_path(epoch), spec)
+
+    def read_record(self, epoch: int) -> EpochRecord:
+        """The record of a committed epoch.
+
+        Raises:
+            FileNotFoundError: ``epoch`` is not committed.
+            ValueError: the record is larger than :data:`MAX_RECORD_BYTES`, not JSON, or not a
+                consistent record (leaf count, loss digest).
+        """
+        path = self.record_path(epoch)
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise ValueError(f"{path.name} is larger than {MAX_RECORD_BYTES} bytes")
+        parsed = _RecordFile.model_validate_json(path.read_bytes())
+        return EpochRecord(parsed.commitment, [bytes.fromhex(h) for h in parsed.leaf_hashes],
+                           list(parsed.losses_micro))
+
+    def commit(self, spec: RunSpec, epoch: int, leaf_hashes: Sequence[bytes], losses: Sequence[float],
+               payload: Mapping[str, torch.Tensor]) -> EpochRecord:
+        """Write the Δ ``payload`` and the record that commits to the leaves, the losses and it.
+
+        Args:
+            spec: the run spec.
+            epoch: the epoch.
+            leaf_hashes: the ``S + 1`` leaf hashes (of leaves already written).
+            losses: the ``H`` per-step losses.
+            payload: the quantized Δ to serve and commit to.
+
+        Returns:
+            What was committed.
+        """
+        if len(leaf_hashes) != spec.train.segments + 1:
+            raise ValueError(f"an epoch has {spec.train.segments + 1} leaves, got {len(leaf_hashes)}")
+        if len(losses) != spec.train.inner_steps:
+            raise ValueError(f"an epoch has {spec.train.inner_steps} losses, got {len(losses)}")
+        self._write_delta(spec, epoch, payload)
+        return self._write_record(spec, epoch, list(leaf_hashes), [loss_micro(x) for x in losses],
+                                  _train_loss_micro(spec, losses), delta_hash(payload).hex())
+
+    def write_epoch(self, spec: RunSpec, epoch: int, leaves: Sequence[Checkpoint],
+                    payload: Mapping[str, torch.Tensor]) -> EpochRecord:
+        """Write all ``S + 1`` leaves, then commit to them, their recorded losses and ``payload``.
+
+        This is how a whole epoch made elsewhere (e.g. faked by an adversary) is committed; it ends
+        in the same files and record as an honest host's :func:`trainer.inner.run_epoch` would
+        write for the same leaves and Δ.
+        """
+        if len(leaves) != spec.train.segments + 1:
+            raise ValueError(f"an epoch has {spec.train.segments + 1} leaves, got {len(leaves)}")
+        directory = self.directory(epoch)
+        directory.mkdir(parents=True, exist_ok=True)
+        remove_partial_writes(directory)
+        for i, leaf in enumerate(leaves):
+            self.write_leaf(epoch, i, leaf)
+        losses = [x for leaf in leaves[1:] for x in leaf.losses.tolist()]
+        return self.commit(spec, epoch, [leaf.leaf_hash() for leaf in leaves], losses, payload)
+
+    def recommit(self, spec: RunSpec, epoch: int, *, payload: Mapping[str, torch.Tensor] | None = None,
+                 losses: Sequence[float] | None = None) -> EpochRecord:
+        """Rewrite the commitment of a committed epoch with another Δ and/or other losses.
+
+        The leaves stay as they are; what is not given stays as committed. This is what an
+        adversary that trains honestly and then commits something else does.
+
+        Args:
+            spec: the run spec.
+            epoch: a committed epoch.
+            payload: the quantized Δ to serve and commit to instead.
+            losses: the ``H`` per-step losses to commit to instead (the leaves keep theirs).
+        """
+        old = self.read_record(epoch)
+        digest = old.commitment.delta_hash
+        if payload is not None:
+            self._write_delta(spec, epoch, payload)
+            digest = delta_hash(payload).hex()
+        micro, train = old.losses_micro, old.commitment.train_loss_micro
+        if losses is not None:
+            if len(losses) != spec.train.inner_steps:
+                raise ValueError(f"an epoch has {spec.train.inner_steps} losses, got {len(losses)}")
+            micro, train = [loss_micro(x) for x in losses], _train_loss_micro(spec, losses)
+        return self._write_record(spec, epoch, old.leaf_hashes, micro, train, digest)
+
+    def _write_delta(self, spec: RunSpec, epoch: int, payload: Mapping[str, torch.Tensor]) -> None:
+        path = self.delta_path(epoch)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, encode_delta(payload, spec.quantization))
+
+    def _write_record(self, spec: RunSpec, epoch: int, leaf_hashes: list[bytes], losses_micro: list[int],
+                      train_loss_micro: int, delta_digest: str) -> EpochRecord:
+        commitment = Commitment(epoch=epoch, checkpoint_root=merkle_root(leaf_hashes).hex(), delta_hash=delta_digest,
+                                loss_digest=loss_digest(losses_micro), segments=spec.train.segments,
+                                train_loss_micro=train_loss_micro)
+        record = {"commitment": commitment.model_dump(mode="json"), "leaf_hashes": [h.hex() for h in leaf_hashes],
+                  "losses_micro": losses_micro}
+        write_atomic(self.record_path(epoch), json.dumps(record, sort_keys=True, indent=1).encode())
+        return EpochRecord(commitment, leaf_hashes, losses_micro)
