@@ -6,8 +6,12 @@ unix timestamp, a random nonce and a signature over::
     H("message", canonical_json({"body": hex(sha256(body)), "method": M, "nonce": N,
                                  "path": P, "run_id": R, "timestamp": T}))
 
-made with the participant's chain key (:meth:`protocol.keys.PrivateKey.sign`). The server checks
-that the key derives the address, the signature, that the timestamp is within ``max_skew`` seconds
+made with the participant's chain key (:meth:`protocol.keys.PrivateKey.sign`: over sha256 of
+those bytes for a plain ``secp256k1`` key, over keccak256 for an ``eth_secp256k1`` one). The
+headers do not name the key type: the address fixes it (:meth:`protocol.keys.PublicKey.for_address`
+finds the one type whose derivation gives the address, since the two hash differently), so the
+server checks that the key derives the address as one of the two types, the signature under that
+type's hash, that the timestamp is within ``max_skew`` seconds
 of its clock, and that the (address, nonce) pair was not seen inside that window — so a captured
 request cannot be replayed, redirected to another path or run, or have its body swapped. Whether
 the address is a bonded participant is the server's question to the chain, not this module's.
@@ -22,9 +26,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 
+from protocol.keys import DEFAULT_PREFIX, KeyFormatError, PrivateKey, PublicKey, decode_address
 from protocol.rules.encoding import canonical_json
 from protocol.rules.hashing import Tag, tagged_hash
-from protocol.keys import DEFAULT_PREFIX, KeyFormatError, PrivateKey, PublicKey
 
 HEADER_PUBKEY = "x-veriloco-pubkey"
 HEADER_ADDRESS = "x-veriloco-address"
@@ -135,11 +139,14 @@ def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: s
     if abs(now - timestamp) > max_skew:
         raise AuthError(f"stale request: timestamp is {int(now - timestamp)} s from the server's clock")
     try:
-        pubkey = PublicKey(bytes.fromhex(pubkey_hex))
+        PublicKey(bytes.fromhex(pubkey_hex))
     except KeyFormatError as exc:
         raise AuthError(f"bad public key: {exc}") from None
-    if pubkey.address(prefix) != address:
-        raise AuthError("the public key does not belong to the claimed address")
+    try:
+        decode_address(address, prefix)  # this chain's accounts only
+        pubkey = PublicKey.for_address(bytes.fromhex(pubkey_hex), address)
+    except KeyFormatError:
+        raise AuthError("the public key does not belong to the claimed address") from None
     if not pubkey.verify(request_digest(method, path, run_id, timestamp, nonce, body), bytes.fromhex(signature)):
         raise AuthError("bad signature")
     nonces.check_and_add(address, nonce, now)

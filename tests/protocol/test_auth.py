@@ -12,16 +12,17 @@ from protocol.auth import (
     sign_request,
     verify_request,
 )
-from protocol.keys import PrivateKey
+from protocol.keys import KeyType, PrivateKey
 
 RUN = "ab" * 32
 NOW = 1_800_000_000.0
 KEY = PrivateKey(bytes(range(1, 33)))
+ETH_KEY = PrivateKey(bytes(range(3, 35)), KeyType.ETH_SECP256K1)
 
 
-def signed(**kw):
+def signed(key=KEY, **kw):
     args = {"method": "GET", "path": "/v1/epochs/3/checkpoints/2", "run_id": RUN, "body": b"", "now": NOW} | kw
-    return sign_request(KEY, **args)
+    return sign_request(key, **args)
 
 
 def verify(headers, **kw):
@@ -30,11 +31,31 @@ def verify(headers, **kw):
     return verify_request(headers, **args)
 
 
-def test_good_request_passes_once() -> None:
-    headers, cache = signed(), NonceCache()
-    assert verify(headers, nonces=cache) == KEY.address()
+@pytest.mark.parametrize("key", [KEY, ETH_KEY], ids=["secp256k1", "eth_secp256k1"])
+def test_good_request_passes_once(key) -> None:
+    headers, cache = signed(key), NonceCache()
+    assert verify(headers, nonces=cache) == key.address()
     with pytest.raises(AuthError, match="replayed"):
         verify(headers, nonces=cache)
+
+
+@pytest.mark.parametrize("key", [KEY, ETH_KEY], ids=["secp256k1", "eth_secp256k1"])
+def test_each_key_type_is_checked_with_its_own_address_rule_and_hash(key) -> None:
+    secret = key.secret_bytes()
+    other_type = PrivateKey(secret, KeyType.SECP256K1 if key.key_type == KeyType.ETH_SECP256K1
+                            else KeyType.ETH_SECP256K1)
+    headers = signed(key)
+    # The same public key claiming the address of the other derivation: that account's key is
+    # the same point, but the signature was made over the other hash.
+    with pytest.raises(AuthError, match="bad signature"):
+        verify({**headers, HEADER_ADDRESS: other_type.address()})
+    # A signature over the other hash, presented for this key's own address.
+    forged = signed(other_type)
+    with pytest.raises(AuthError, match="bad signature"):
+        verify({**forged, HEADER_ADDRESS: key.address()})
+    # The other chain's prefix is not this chain's account.
+    with pytest.raises(AuthError, match="does not belong"):
+        verify({**headers, HEADER_ADDRESS: key.address("cosmos")})
 
 
 @pytest.mark.parametrize("change, message", [
@@ -45,14 +66,16 @@ def test_good_request_passes_once() -> None:
     ({"now": NOW + 61}, "stale"),
     ({"now": NOW - 61}, "stale"),
 ])
-def test_altered_requests_are_refused(change, message) -> None:
+@pytest.mark.parametrize("key", [KEY, ETH_KEY], ids=["secp256k1", "eth_secp256k1"])
+def test_altered_requests_are_refused(change, message, key) -> None:
     with pytest.raises(AuthError, match=message):
-        verify(signed(), **change)
+        verify(signed(key), **change)
 
 
-def test_forged_headers_are_refused() -> None:
-    other = PrivateKey(bytes(range(2, 34)))
-    headers = signed()
+@pytest.mark.parametrize("key", [KEY, ETH_KEY], ids=["secp256k1", "eth_secp256k1"])
+def test_forged_headers_are_refused(key) -> None:
+    other = PrivateKey(bytes(range(2, 34)), key.key_type)
+    headers = signed(key)
     with pytest.raises(AuthError, match="does not belong"):
         verify({**headers, HEADER_ADDRESS: other.address()})
     with pytest.raises(AuthError, match="does not belong"):

@@ -2,21 +2,21 @@
 
 import httpx
 import pytest
+from trainer_env import small_spec
 
+from node.http_client import HttpArtifacts
+from node.server import ServerThread, create_app
 from protocol.auth import sign_request
-from protocol.keys import PrivateKey
+from protocol.keys import KeyType, PrivateKey
 from protocol.rules.merkle import MerkleProof, verify_proof
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.checkpoint import decode_checkpoint
 from trainer.inner import EpochContext, run_epoch
 from trainer.outer import GlobalState
-from node.http_client import HttpArtifacts
-from node.server import ServerThread, create_app
-
-from trainer_env import small_spec
 
 MEMBER = PrivateKey(b"\x01" * 32)
 STRANGER = PrivateKey(b"\x02" * 32)
+ETH_MEMBER = PrivateKey(b"\x04" * 32, KeyType.ETH_SECP256K1)  # Injective's default key type
 HOST = PrivateKey(b"\x03" * 32).address()
 
 
@@ -35,7 +35,7 @@ def work(tmp_path_factory, spec, dataset):
 
 @pytest.fixture(scope="module")
 def server(work, spec):
-    app = create_app(work[0], spec.run_id().hex(), HOST, authorize=lambda a: a == MEMBER.address())
+    app = create_app(work[0], spec.run_id().hex(), HOST, authorize=lambda a: a in (MEMBER.address(), ETH_MEMBER.address()))
     with ServerThread(app) as thread:
         yield thread, app
 
@@ -51,6 +51,7 @@ def test_member_reads_everything_and_it_verifies(server, work, spec) -> None:
         assert verify_proof(ckpt.leaf_hash(), proof, root, spec.train.segments + 1)
     assert client.delta(0) == work[0].delta(0)
     assert client.losses(0) == work[0].losses(0)
+    assert HttpArtifacts(thread.url, ETH_MEMBER, spec).delta(0) == work[0].delta(0)
 
 
 def test_refusals_are_clear_and_recorded(server, spec) -> None:
