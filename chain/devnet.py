@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 from mnemonic import Mnemonic
 
-from protocol.keys import PrivateKey
+from protocol.keys import KeyType, PrivateKey
 
 DEFAULT_CHAIN_ID = "veriloco-devnet-1"
 DENOM = "inj"
@@ -98,9 +98,15 @@ def dev_mnemonic(name: str) -> str:
     return Mnemonic("english").to_mnemonic(entropy)
 
 
+# Test accounts are Injective's default kind, so the mnemonic that `devnet accounts --mnemonics`
+# prints recovers the funded account with `veriloco keys add --recover`, `injectived keys add
+# --recover` or Keplr, all with their defaults.
+DEV_KEY_TYPE = KeyType.ETH_SECP256K1
+
+
 def dev_key(name: str) -> PrivateKey:
-    """The key of :func:`dev_mnemonic` (Cosmos path m/44'/118'/0'/0/0, plain secp256k1)."""
-    return PrivateKey.from_mnemonic(dev_mnemonic(name))
+    """The key of :func:`dev_mnemonic`: ``eth_secp256k1`` on Injective's path m/44'/60'/0'/0/0."""
+    return PrivateKey.from_mnemonic(dev_mnemonic(name), DEV_KEY_TYPE)
 
 
 @dataclass(frozen=True)
@@ -111,25 +117,28 @@ class GenesisAccount:
     address: str
     coins: Mapping[str, int] = field(default_factory=lambda: {DENOM: DEFAULT_BALANCE})
     mnemonic: str | None = None  # only for deterministic test accounts, whose secrets are public
+    key_type: str | None = None  # the account key's type where known (test accounts, keyring keys)
 
     @classmethod
     def test(cls, name: str, amount: int = DEFAULT_BALANCE, **other_coins: int) -> GenesisAccount:
         """A deterministic test account (see :func:`dev_mnemonic`)."""
-        return cls(name, dev_key(name).address(), {DENOM: amount, **other_coins}, dev_mnemonic(name))
+        return cls(name, dev_key(name).address(), {DENOM: amount, **other_coins}, dev_mnemonic(name),
+                   DEV_KEY_TYPE.value)
 
     @classmethod
     def of_key(cls, name: str, key: PrivateKey, amount: int = DEFAULT_BALANCE, **other_coins: int) -> GenesisAccount:
-        return cls(name, key.address(), {DENOM: amount, **other_coins})
+        return cls(name, key.address(), {DENOM: amount, **other_coins}, key_type=key.key_type.value)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "address": self.address,
                 "coins": {d: str(a) for d, a in sorted(self.coins.items())},
-                **({"mnemonic": self.mnemonic} if self.mnemonic else {})}
+                **({"mnemonic": self.mnemonic} if self.mnemonic else {}),
+                **({"key_type": self.key_type} if self.key_type else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GenesisAccount:
         return cls(data["name"], data["address"], {d: int(a) for d, a in data["coins"].items()},
-                   data.get("mnemonic"))
+                   data.get("mnemonic"), data.get("key_type"))
 
 
 # -- ports ------------------------------------------------------------------------------------------

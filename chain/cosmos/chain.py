@@ -1,8 +1,9 @@
 """A Cosmos SDK chain with CosmWasm, driven over gRPC: signed transactions, wasm, bank, blocks.
 
 :class:`CosmosChain` is chain-neutral; :class:`~chain.cosmos.config.ChainConfig` carries the
-quirks. It signs with the project's own :class:`protocol.keys.PrivateKey` (plain secp256k1,
-``SIGN_MODE_DIRECT``), keeps each signer's next sequence number so one account can have many
+quirks. It signs with the project's own :class:`protocol.keys.PrivateKey` (``SIGN_MODE_DIRECT``;
+a plain ``secp256k1`` key signs sha256 of the SignDoc, an ``eth_secp256k1`` key keccak256 of it,
+each under its chain's public key type, ``ChainConfig.pubkey_type``), keeps each signer's next sequence number so one account can have many
 transactions in flight (:meth:`submit` returns at CheckTx, :meth:`wait` at inclusion), and
 recovers on its own from the two things a live node does to a client:
 
@@ -249,7 +250,13 @@ class CosmosChain:
     def _sign(self, key: PrivateKey, account_number: int, sequence: int, msgs: Sequence[Message],
               gas_limit: int, fee: int, memo: str) -> bytes:
         body = TxBody(messages=[_any(m) for m in msgs], memo=memo).SerializeToString()
-        pubkey = AnyProto(type_url=self.config.pubkey_type,
+        try:
+            type_url = self.config.pubkey_type(key.key_type)
+        except ValueError as exc:
+            raise LedgerError(str(exc)) from None
+        # Injective's ethsecp256k1.PubKey has the same wire form as the SDK's secp256k1.PubKey
+        # (field 1: the 33-byte compressed point); only the type URL differs.
+        pubkey = AnyProto(type_url=type_url,
                           value=Secp256k1PubKey(key=key.public_key.compressed).SerializeToString())
         auth_info = AuthInfo(
             signer_infos=[SignerInfo(public_key=pubkey, sequence=sequence,

@@ -20,6 +20,10 @@ from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import BaseAccount
 
 BASE_ACCOUNT_TYPE = "/cosmos.auth.v1beta1.BaseAccount"
 ETH_ACCOUNT_TYPE = "/injective.types.v1beta1.EthAccount"
+# Public key types by key type (protocol.keys.KeyType values). Every SDK chain knows the plain
+# one; Injective (and other Ethermint-derived chains, under their own names) the eth one.
+SECP256K1_PUBKEY_TYPE = "/cosmos.crypto.secp256k1.PubKey"
+INJECTIVE_ETH_PUBKEY_TYPE = "/injective.crypto.v1beta1.ethsecp256k1.PubKey"
 
 AccountDecoder = Callable[[bytes], BaseAccount]
 """Turns the ``value`` bytes of an account ``Any`` into its BaseAccount."""
@@ -93,7 +97,8 @@ class ChainConfig:
             Injective's simulation under-reports by ~30k constantly, so an offset is needed.
         max_gas_per_tx: a cap on the computed limit (the block gas limit), or None.
         account_decoders: account ``Any`` type URL -> decoder to its BaseAccount.
-        pubkey_type: the type URL of the signer's public key (plain secp256k1 everywhere we know).
+        pubkey_types: key type (``secp256k1``, ``eth_secp256k1``) -> the type URL of such a
+            signer's public key on this chain; a key of a type not listed cannot sign here.
     """
 
     chain_id: str
@@ -106,7 +111,8 @@ class ChainConfig:
     max_gas_per_tx: int | None = None
     account_decoders: Mapping[str, AccountDecoder] = field(
         default_factory=lambda: MappingProxyType({BASE_ACCOUNT_TYPE: _base_account}))
-    pubkey_type: str = "/cosmos.crypto.secp256k1.PubKey"
+    pubkey_types: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({"secp256k1": SECP256K1_PUBKEY_TYPE}))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gas_price", Decimal(str(self.gas_price)))
@@ -135,17 +141,31 @@ class ChainConfig:
                              "add a decoder to ChainConfig.account_decoders")
         return decoder(value)
 
+    def pubkey_type(self, key_type: str) -> str:
+        """The type URL of a ``key_type`` signer's public key.
+
+        Raises:
+            ValueError: this chain does not accept keys of that type.
+        """
+        url = self.pubkey_types.get(str(key_type))
+        if url is None:
+            raise ValueError(f"chain {self.chain_id} takes no {key_type} keys (it takes "
+                             f"{', '.join(sorted(self.pubkey_types))}); use a key of another type")
+        return url
+
     def with_(self, **changes: object) -> ChainConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
 def injective(chain_id: str, *, gas_price: Decimal | int = 160_000_000, **changes: object) -> ChainConfig:
     """Injective (and its local devnet): prefix/denom ``inj``, minimum gas price 1.6e8 inj/gas,
-    EthAccount accounts, simulation under-reporting ~30k gas."""
+    EthAccount accounts, simulation under-reporting ~30k gas, signers of both key types
+    (``eth_secp256k1``, Injective's default, and plain ``secp256k1``)."""
     decoders = MappingProxyType({BASE_ACCOUNT_TYPE: _base_account, ETH_ACCOUNT_TYPE: embedded_base_account(1)})
+    pubkeys = MappingProxyType({"secp256k1": SECP256K1_PUBKEY_TYPE, "eth_secp256k1": INJECTIVE_ETH_PUBKEY_TYPE})
     return ChainConfig(chain_id=chain_id, prefix="inj", denom="inj", fee_denom="inj", gas_price=Decimal(gas_price),
                        gas_multiplier=Decimal("1.3"), gas_offset=50_000, account_decoders=decoders,
-                       **changes)  # type: ignore[arg-type]
+                       pubkey_types=pubkeys, **changes)  # type: ignore[arg-type]
 
 
 def wasmd(chain_id: str, *, prefix: str = "wasm", denom: str = "stake", gas_price: Decimal | str = "0.025",

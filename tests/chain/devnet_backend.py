@@ -13,7 +13,8 @@ directory. Either way one node serves the whole session.
   ``ledger_env`` expects (``LEDGER_BACKENDS["devnet"] = LedgerBackend("devnet_ledger_driver",
   (pytest.mark.devnet,))`` in conftest runs every ``ledger_env`` test on the devnet too).
 * ``devnet_deploy`` (per test): a factory ``devnet_deploy(spec, ...) -> DevnetContract``: a fresh
-  contract instance of that code and a fresh set of named accounts, each funded by the faucet
+  contract instance of that code and a fresh set of named accounts (of both key types, as
+  ``ledger_env.key_type_for`` says), each funded by the faucet
   with exactly ``balances`` (default 10^24 of ``inj`` and of ``uatom``) in one transaction. Fresh
   accounts per test keep tests independent on a chain that is shared and never reset.
 
@@ -36,6 +37,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
+from ledger_env import key_type_for
 
 from chain.cosmos import CosmosBackend, CosmosChain
 from chain.cosmos.chain import Funds
@@ -246,7 +248,8 @@ def devnet_deploy(request: pytest.FixtureRequest, devnet_chain: CosmosChain, dev
                **overrides: Any) -> DevnetContract:
         calls[0] += 1
         salt = f"{request.node.nodeid}#{calls[0]}"
-        keys = {n: PrivateKey(hashlib.sha256(f"veriloco-devnet-test:{salt}:{n}".encode()).digest()) for n in names}
+        keys = {n: PrivateKey(hashlib.sha256(f"veriloco-devnet-test:{salt}:{n}".encode()).digest(), key_type_for(n))
+                for n in names}
         treasury = keys["treasury"].address() if "treasury" in keys else faucet_key().address()
         msg = instantiate_msg(spec, INITIAL_MODEL_HASH, treasury)
         msg.update(overrides)

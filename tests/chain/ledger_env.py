@@ -34,9 +34,9 @@ from chain.embedded import EmbeddedChain, deploy_embedded
 from chain.embedded.backend import ledger_tx_result
 from chain.ledger import ContractError, Ledger, TxResult
 from chain.metered import MeteredBackend
-from protocol.rules.beacon import beacon_commit
-from protocol.keys import PrivateKey
+from protocol.keys import KeyType, PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
+from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge, EpochInfo, EpochReport
 
@@ -50,11 +50,20 @@ DEFAULT_NAMES = ("operator", "treasury", "funder", "outsider", "host1", "host2",
                  "validator1", "validator2", "validator3")
 HOST_STAKE = 5_000
 VALIDATOR_STAKE = 2_000
+# Signers of both key types in every env, on every backend: these names get Injective's
+# eth_secp256k1 keys (keccak addresses, keccak-signed transactions on the devnet), the others
+# plain secp256k1 ones, so the whole contract suite runs with both kinds side by side.
+ETH_KEY_NAMES = frozenset({"operator", "funder", "host2", "host4", "validator2"})
+
+
+def key_type_for(name: str) -> KeyType:
+    """The key type the test account ``name`` has (see :data:`ETH_KEY_NAMES`)."""
+    return KeyType.ETH_SECP256K1 if name in ETH_KEY_NAMES else KeyType.SECP256K1
 
 
 def account_key(name: str) -> PrivateKey:
     """A deterministic key per name (never use such keys outside tests)."""
-    return PrivateKey(hashlib.sha256(b"veriloco-test-account:" + name.encode()).digest())
+    return PrivateKey(hashlib.sha256(b"veriloco-test-account:" + name.encode()).digest(), key_type_for(name))
 
 
 def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[str, Any] | None = None,

@@ -14,7 +14,7 @@ from chain.cosmos.config import ETH_ACCOUNT_TYPE, embedded_base_account
 from chain.cosmos.errors import CosmosContractError, CosmosTxError, classify, wrong_sequence
 from chain.ledger import ContractError, Ledger, LedgerError, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
-from protocol.keys import PrivateKey
+from protocol.keys import KeyType, PrivateKey, keccak256
 from protocol.rules.spec import RunSpec
 
 pytest_plugins = ["devnet_backend"]
@@ -84,6 +84,38 @@ def test_eth_account_is_unwrapped_to_its_base_account():
     assert (decoded.account_number, decoded.sequence) == (7, 42)
     assert embedded_base_account(1)(eth) == base
     assert isinstance(ChainConfig(chain_id="y"), ChainConfig)
+
+
+@pytest.mark.parametrize("key_type, type_url, digest", [
+    (KeyType.SECP256K1, "/cosmos.crypto.secp256k1.PubKey", lambda b: hashlib.sha256(b).digest()),
+    (KeyType.ETH_SECP256K1, "/injective.crypto.v1beta1.ethsecp256k1.PubKey", keccak256),
+])
+def test_transactions_carry_the_key_types_public_key_and_hash(key_type, type_url, digest):
+    # What the node checks (tests/chain/test_keys_devnet.py sends both kinds to injectived).
+    import ecdsa
+    from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
+    from cosmpy.protos.cosmos.crypto.secp256k1.keys_pb2 import PubKey
+    from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, SignDoc, TxRaw
+
+    key = PrivateKey(bytes(range(1, 33)), key_type)
+    with CosmosChain("grpc+http://127.0.0.1:1", injective("c-1")) as chain:  # never connects
+        raw = TxRaw.FromString(chain._sign(key, 7, 3, [MsgSend(from_address=key.address())], 100_000, 5, ""))
+        auth = AuthInfo.FromString(raw.auth_info_bytes)
+        signer = auth.signer_infos[0]
+        assert signer.public_key.type_url == type_url and signer.sequence == 3
+        assert PubKey.FromString(signer.public_key.value).key == key.public_key.compressed
+        sign_doc = SignDoc(body_bytes=raw.body_bytes, auth_info_bytes=raw.auth_info_bytes, chain_id="c-1",
+                           account_number=7).SerializeToString()
+        # An independent verifier (python-ecdsa) over the key type's digest of the SignDoc.
+        theirs = ecdsa.VerifyingKey.from_string(key.public_key.compressed, curve=ecdsa.SECP256k1)
+        assert theirs.verify_digest(raw.signatures[0], digest(sign_doc))
+    # A chain that knows only plain keys refuses an eth key before anything is sent.
+    with CosmosChain("grpc+http://127.0.0.1:1", wasmd("w-1")) as chain:
+        if key_type == KeyType.ETH_SECP256K1:
+            with pytest.raises(LedgerError, match="takes no eth_secp256k1 keys"):
+                chain._sign(key, 7, 3, [], 100_000, 5, "")
+        else:
+            assert chain._sign(key, 7, 3, [], 100_000, 5, "")
 
 
 # -- on the devnet --------------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from chain.devnet import (
     DevnetNotInstalled,
     DevnetPorts,
     GenesisAccount,
-    injectived_binary,
     dev_key,
     dev_mnemonic,
+    injectived_binary,
 )
-from protocol.keys import PrivateKey
+from protocol.keys import KeyType, PrivateKey
 
 pytest_plugins = ["devnet_backend"]
 
@@ -31,10 +31,17 @@ pytest_plugins = ["devnet_backend"]
 
 def test_test_accounts_are_deterministic_and_recoverable_from_their_mnemonic():
     assert dev_mnemonic("alice") == dev_mnemonic("alice") != dev_mnemonic("bob")
+    # Injective's kind: recovering the printed mnemonic with the defaults of `veriloco keys add
+    # --recover` (and of injectived and Keplr, tests/chain/test_keys_devnet.py) finds the account.
+    assert dev_key("alice").key_type == KeyType.ETH_SECP256K1
     assert dev_key("alice").address() == PrivateKey.from_mnemonic(dev_mnemonic("alice")).address()
     account = GenesisAccount.test("alice", 5, uatom=7)
+    assert account.address == dev_key("alice").address() and account.key_type == "eth_secp256k1"
     assert account.address.startswith("inj1") and dict(account.coins) == {"inj": 5, "uatom": 7}
     assert GenesisAccount.from_json(account.to_json()) == account
+    # devnet.json files written before key types were recorded still load.
+    old = {k: v for k, v in account.to_json().items() if k != "key_type"}
+    assert GenesisAccount.from_json(old).key_type is None
 
 
 def test_missing_extra_is_one_clear_line(monkeypatch, tmp_path):
@@ -153,12 +160,14 @@ def test_cli_up_status_accounts_down(tmp_path, monkeypatch):
     home = tmp_path / "vhome"
     monkeypatch.setenv("VERILOCO_HOME", str(home))
     home.mkdir()
-    key = PrivateKey(bytes(range(1, 33)))
+    key = PrivateKey(bytes(range(1, 33)))  # plain secp256k1
+    eth_key = PrivateKey(bytes(range(2, 34)), KeyType.ETH_SECP256K1)  # Injective's kind
     Keystore.in_home(home).add("alice", key, "pass phrase", scrypt_n=2**10)
+    Keystore.in_home(home).add("bob", eth_key, "pass phrase", scrypt_n=2**10)
     ports = DevnetPorts.free()
     runner = CliRunner()
     args = ["--rpc-port", ports.rpc, "--p2p-port", ports.p2p, "--grpc-port", ports.grpc, "--rest-port", ports.rest]
-    res = runner.invoke(devnet_cmd.app, ["up", "--keys", "alice", "--test-accounts", "1", "--amount", "1000",
+    res = runner.invoke(devnet_cmd.app, ["up", "--keys", "alice", "--keys", "bob", "--test-accounts", "1", "--amount", "1000",
                                          *map(str, args), "--json"])
     assert res.exit_code == 0, res.output
     try:
@@ -174,7 +183,10 @@ def test_cli_up_status_accounts_down(tmp_path, monkeypatch):
         by_name = {a["name"]: a for a in listed["accounts"]}
         assert by_name["alice"]["address"] == key.address()
         assert by_name["alice"]["balances"] == {"inj": "1000"}
-        assert set(by_name) == {"alice", "test0"}
+        assert by_name["alice"]["key_type"] == "secp256k1"
+        assert by_name["bob"]["address"] == eth_key.address() and by_name["bob"]["key_type"] == "eth_secp256k1"
+        assert by_name["bob"]["balances"] == {"inj": "1000"}
+        assert set(by_name) == {"alice", "bob", "test0"}
 
         res = runner.invoke(devnet_cmd.app, ["up", *map(str, args)])
         assert res.exit_code != 0 and "already running" in str(res.exception)
