@@ -1,4 +1,4 @@
-"""The keyring file on disk: load, add, and open keys sealed by :mod:`protocol.keyring`.
+"""The keyring file on disk: load, add, delete, and open keys sealed by :mod:`protocol.keyring`.
 
 The file is JSON (``<home>/keyring.json``, mode 0600) holding only sealed entries; writes go to a
 temporary file that replaces the old one, so a crash never leaves a half-written keyring.
@@ -66,10 +66,35 @@ class Keystore:
         return entry
 
     def entry(self, name: str) -> SealedKey:
+        """The public entry of key ``name``, checked (its stored address is that of its public key).
+
+        Raises:
+            VerilocoError: no such key, or the entry was altered (an address that its public key
+                does not derive could send funds or a stake to someone else's account).
+        """
         try:
-            return self.load().get(name)
+            entry = self.load().get(name)
         except KeyringError as exc:
             raise VerilocoError(str(exc)) from None
+        problem = entry.problem()
+        if problem is not None:
+            raise VerilocoError(f"key {name!r} in {self.path}: {problem}")
+        return entry
+
+    def delete(self, name: str) -> SealedKey:
+        """Remove key ``name`` from the file (its secret is gone unless you kept the mnemonic or
+        an export) and return the removed entry.
+
+        Raises:
+            VerilocoError: no such key.
+        """
+        ring = self.load()
+        try:
+            entry = ring.remove(name)
+        except KeyringError as exc:
+            raise VerilocoError(str(exc)) from None
+        self._save(ring)
+        return entry
 
     def open(self, name: str, passphrase: str | None = None) -> PrivateKey:
         """Unseal key ``name`` with ``passphrase`` (default: ``$VERILOCO_PASSPHRASE``)."""

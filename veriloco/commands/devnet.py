@@ -78,8 +78,8 @@ def up(
     if keys:
         store = Keystore.in_home(home_dir(home))
         for name in keys:
-            entry = store.entry(name)
-            accounts.append(GenesisAccount(name, entry.address, {DENOM: amount}))
+            entry = store.entry(name)  # checked: its address is that of its public key, of either type
+            accounts.append(GenesisAccount(name, entry.address, {DENOM: amount}, key_type=entry.key_type.value))
     for address in fund or []:
         if not is_address(address):
             raise VerilocoError(f"--fund {address}: not an inj1... address")
@@ -165,14 +165,16 @@ def accounts(
     for a in net.accounts:
         coins = balances.get(a.address, dict(a.coins))
         row = {"name": a.name, "address": a.address, "balances": {d: str(v) for d, v in sorted(coins.items())}}
+        if a.key_type:
+            row["key_type"] = a.key_type
         if mnemonics and a.mnemonic:
             row["mnemonic"] = a.mnemonic
         rows.append(row)
     if json:
         print_json({"live": running, "accounts": rows})
         return
-    columns = ["name", "address", "balances"] + (["mnemonic"] if mnemonics else [])
+    columns = ["name", "type", "address", "balances"] + (["mnemonic"] if mnemonics else [])
     title = "devnet accounts" + ("" if running else " (genesis; the node is not running)")
-    console.print(table(title, columns, [[r["name"], r["address"],
+    console.print(table(title, columns, [[r["name"], r.get("key_type", ""), r["address"],
                                           ", ".join(f"{v}{d}" for d, v in r["balances"].items()),
                                           *([r.get("mnemonic", "")] if mnemonics else [])] for r in rows]))
