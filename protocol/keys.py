@@ -59,8 +59,6 @@ class KeyType(StrEnum):
 DEFAULT_KEY_TYPE = KeyType.ETH_SECP256K1
 # BIP-44 coin types: 60 is Ethereum's (Injective's default), 118 the Cosmos Hub's.
 DEFAULT_COIN_TYPE: dict[KeyType, int] = {KeyType.ETH_SECP256K1: 60, KeyType.SECP256K1: 118}
-COSMOS_HD_PATH = "m/44'/118'/0'/0/0"
-INJECTIVE_HD_PATH = "m/44'/60'/0'/0/0"
 
 
 def hd_path(coin_type: int, account: int = 0, index: int = 0) -> str:

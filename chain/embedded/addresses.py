@@ -1,6 +1,8 @@
 """Bech32 addresses as wasmd handles them: validation, canonical bytes, contract addresses.
 
-Account addresses are the 20 bytes ``ripemd160(sha256(pubkey))`` (``protocol.keys``); contract
+Account addresses are 20 bytes, ``ripemd160(sha256(pubkey))`` for plain secp256k1 keys and the
+keccak (Ethereum) address for Injective's eth_secp256k1 keys (``protocol.keys``); the chain only
+ever sees the address, so both kinds transact alike. Contract
 addresses are 32 bytes derived from (code id, instance id) exactly as wasmd's
 ``BuildContractAddressClassic`` does. Encoding and decoding reuse ``protocol.keys`` so there is one
 bech32 rule in the project.
