@@ -62,18 +62,18 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor, as_completed  # noqa: E402
-from dataclasses import asdict, dataclass, field  # noqa: E402
-from multiprocessing import get_context  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -81,11 +81,10 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from bench.aggregation_attacks import (bench_secret, caught, default_segment, relative_gap, steer_epoch,  # noqa: E402
-                                       target_delta)
-from protocol.tensors.aggregation import RULES, aggregate  # noqa: E402
+from bench.aggregation_attacks import bench_secret, caught, default_segment, steer_epoch, target_delta  # noqa: E402
 from protocol.rules.beacon import epoch_seed, genesis_seed  # noqa: E402
 from protocol.rules.spec import AggregationSpec, RunSpec  # noqa: E402
+from protocol.tensors.aggregation import RULES, aggregate  # noqa: E402
 from trainer.data import Dataset  # noqa: E402
 from trainer.delta import dequantize, pseudo_gradient, quantize  # noqa: E402
 from trainer.evaluate import validation_loss  # noqa: E402
@@ -110,7 +109,7 @@ def bench_spec(name: str = "tiny", inner_steps: int = 16, segment_steps: int = 2
 
 def host_addresses(n: int) -> list[str]:
     """The addresses :class:`veriloco.network.LocalNetwork` gives ``host-0 … host-(n−1)``."""
-    from veriloco.network import sim_key  # noqa: PLC0415
+    from veriloco.network import sim_key  # noqa: PLC0415 (the network stack loads only for --validate-epochs)
 
     return [sim_key(f"host-{i}").address() for i in range(n)]
 
@@ -171,7 +170,8 @@ class Simulator:
         if e == 0 and host in self._first:
             return self._first[host]
         self.stepper.load(start_checkpoint(self.spec, theta.params, e).state)
-        train_steps(self.stepper, self.dataset, self.spec, self._ctx(e, host, prev_seed), range(self.spec.train.inner_steps), 1)
+        train_steps(self.stepper, self.dataset, self.spec, self._ctx(e, host, prev_seed),
+                    range(self.spec.train.inner_steps), 1)
         delta = pseudo_gradient(theta.params, self.stepper.export().params)
         out = (delta, self.wire(delta))
         if e == 0:
@@ -214,7 +214,8 @@ class Simulator:
                     accepted[h] = self.wire({n: factor * t for n, t in own.items()})
                     continue
                 if attack not in targets:
-                    targets[attack] = target_delta(attack, honest, params.alie_z if attack == "alie" else params.ipm_eps)
+                    strength = params.alie_z if attack == "alie" else params.ipm_eps
+                    targets[attack] = target_delta(attack, honest, strength)
                 target = targets[attack]
                 if verify and caught(seeds[e], h, spec, [g]):
                     excluded.append(h)
@@ -285,7 +286,7 @@ def run_cell(cell: Cell) -> dict:
     sim = w["sims"][cell.seed]
     spec = sim.spec
     attack = "sign_flip" if cell.attack == "excluded" else cell.attack  # always excluded: any forged attack
-    byz = {} if cell.attack == "none" else {h: attack for h in hosts[:cell.byzantine]}
+    byz = {} if cell.attack == "none" else dict.fromkeys(hosts[:cell.byzantine], attack)
     agg = spec.aggregation.model_copy(update={"rule": cell.rule})
     t0, c0 = time.perf_counter(), time.process_time()
     seeds = bench_seeds(spec.run_id(), hosts, cfg["epochs"], cfg["salt"])
@@ -295,7 +296,8 @@ def run_cell(cell: Cell) -> dict:
     return {"cell": asdict(cell), "val_loss": result.val_loss, "wall_s": time.perf_counter() - t0,
             "cpu_s": time.process_time() - c0,
             "trained_host_epochs": result.trained_host_epochs,
-            "byzantine_accepted": sum(ep.accepted for ep in result.epochs) - cfg["epochs"] * (cfg["hosts"] - cell.byzantine),
+            "byzantine_accepted": (sum(ep.accepted for ep in result.epochs)
+                                   - cfg["epochs"] * (cfg["hosts"] - cell.byzantine)),
             "excluded_per_epoch": [len(ep.excluded) for ep in result.epochs],
             "mean_steer_gap": statistics.fmean(gaps) if gaps else None,
             "final_hash": result.epochs[-1].model_hash}
@@ -334,12 +336,12 @@ def validate_against_network(spec: RunSpec, dataset: Dataset, epochs: int, root:
                              eps: float = 0.5, z: float = 1.0) -> dict:
     """A LocalNetwork run (3 honest hosts, steering IPM and ALIE hosts, a sign flipper, 2 validators) and
     the simulation of the same epochs given the chain's seeds: excluded hosts and θ hashes must match."""
-    from trainer.behaviour import HostBehaviour  # noqa: PLC0415
-    from verifier.adversaries import SignFlipDelta  # noqa: PLC0415
-    from node.validator import ValidatorNode  # noqa: PLC0415
-    from veriloco.network import LocalNetwork, Roster  # noqa: PLC0415
-
-    from bench.aggregation_attacks import Steered, make_patient  # noqa: PLC0415
+    # The network stack loads only for this validation, not in the simulation's worker processes.
+    from bench.aggregation_attacks import Steered, make_patient  # noqa: PLC0415 (see above)
+    from node.validator import ValidatorNode  # noqa: PLC0415 (see above)
+    from trainer.behaviour import HostBehaviour  # noqa: PLC0415 (see above)
+    from verifier.adversaries import SignFlipDelta  # noqa: PLC0415 (see above)
+    from veriloco.network import LocalNetwork, Roster  # noqa: PLC0415 (see above)
 
     hosts = host_addresses(6)
     holder: dict = {}
@@ -361,7 +363,7 @@ def validate_against_network(spec: RunSpec, dataset: Dataset, epochs: int, root:
                   params=AttackParams(alie_z=z, ipm_eps=eps))
     sim_s = time.perf_counter() - t0
     rows = []
-    for report, ep in zip(reports, run.epochs):
+    for report, ep in zip(reports, run.epochs, strict=True):
         chain_excluded = sorted(h.address for h in report.hosts if h.outcome != "accepted")
         rows.append({"epoch": report.epoch, "chain_excluded": [hosts.index(a) for a in chain_excluded],
                      "sim_excluded": [hosts.index(a) for a in sorted(ep.excluded)],
@@ -408,7 +410,7 @@ def summary_table(results: list[dict], counts: Sequence[int], attacks: Sequence[
                   hosts: int) -> str:
     by = {(r["cell"]["rule"], r["cell"]["attack"], r["cell"]["byzantine"], r["cell"]["verify"]): r["val_loss"]
           for r in results if r["cell"]["seed"] is None}
-    mean_honest = by[("mean", "none", 0, False)] if ("mean", "none", 0, False) in by else None
+    mean_honest = by.get(("mean", "none", 0, False))
     b25 = min(counts, key=lambda b: abs(b / hosts - 0.25))
     head = ["rule", "honest", "× mean honest", f"ALIE/IPM {_pct(b25, hosts)} on, worst", "× own honest",
             "worst with verification", "worst without verification"]

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from node.host import HostNode
 from protocol.rules.sampling import challenged_segments
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
@@ -46,7 +47,6 @@ from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.delta import decode_delta, dequantize, pseudo_gradient
 from trainer.inner import EpochContext, EpochResult, StepCallback, run_segment, start_checkpoint
-from node.host import HostNode
 from trainer.model import parameter_shapes
 from trainer.step import Stepper, TrainState
 from verifier.adversaries import Adversary, commit_leaves
@@ -133,7 +133,7 @@ def steer_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params
         delta = pseudo_gradient(theta0, tail[-1].state.params)
         gap = relative_gap(delta, target)
         if best is None or gap < best[0]:
-            best = (gap, leaves[:g + 1] + [faked] + tail)
+            best = (gap, [*leaves[:g + 1], faked, *tail])
         offset = {n: offset[n] + (delta[n] - target[n]) for n in offset}
     assert best is not None
     return best[1], best[0]

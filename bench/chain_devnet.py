@@ -37,16 +37,15 @@ from chain.cosmos.errors import CODE_OUT_OF_GAS, CosmosTxError
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.ledger import ContractBackend, Ledger, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
-from protocol.rules.beacon import beacon_commit
+from protocol.injective import DENOM, GENESIS_BALANCE, MIN_GAS_PRICE
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
+from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
 
-DENOM = "inj"
 HOST_STAKE = 5_000
 VALIDATOR_STAKE = 2_000
 THETA0 = hashlib.sha256(b"theta_0").hexdigest()
-GAS_PRICE = 160_000_000
 
 
 def key(name: str) -> PrivateKey:
@@ -121,7 +120,7 @@ class Run:
         pending = [self.backend.submit(k, msg, funds) for k, msg, funds in calls]
         results: list[TxResult] = []
         retries = 0
-        for (k, msg, funds), p in zip(calls, pending):
+        for (k, msg, funds), p in zip(calls, pending, strict=True):
             try:
                 results.append(self.backend.wait(p))
             except CosmosTxError as exc:
@@ -227,7 +226,7 @@ def main() -> None:
     hosts = [f"host{i}" for i in range(max_hosts)]
     validators = [f"validator{i}" for i in range(n_validators)]
     names = ["operator", "funder", *hosts, *validators]
-    accounts = [GenesisAccount.of_key(n, key(n), 10**24) for n in names]
+    accounts = [GenesisAccount.of_key(n, key(n), GENESIS_BALANCE) for n in names]
     report: dict[str, Any] = {"machine": platform.processor() or platform.machine(), "block_time": args.block_time}
 
     with tempfile.TemporaryDirectory(prefix="veriloco-bench-devnet-") as home:
@@ -299,7 +298,7 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
     for h in host_counts:
         r = Run(chain, code_id, operator, spec(verify_blocks=15))
         hs, vs = hosts[:h], validators[:args.validators]
-        r.parallel(lambda Lp: [Lp.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE) for n in hs]
+        r.parallel(lambda Lp, hs=hs, vs=vs: [Lp.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE) for n in hs]
                    + [Lp.bond(key(n), "validator", "http://127.0.0.1:8701", VALIDATOR_STAKE) for n in vs])
         r.ledger.fund_rewards(funder, 1_000_000)
         out = play_epoch(r, hs, vs, finalize_by_advance=True)
@@ -312,7 +311,7 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
     r.ledger.wait_for_height(r.ledger.epoch().phase_deadline)
     gas["advance_extend_join"] = r.ledger.advance(operator).gas_used
     report["gas"] = gas
-    report["fee_inj_per_gas"] = GAS_PRICE
+    report["fee_inj_per_gas"] = MIN_GAS_PRICE
 
     # Wall time of a whole epoch's traffic: 8 hosts + 4 validators, phases closed early.
     r = Run(chain, code_id, operator, spec())

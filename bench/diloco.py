@@ -91,13 +91,15 @@ def main() -> None:
         spec = base.with_changes(train={"inner_steps": h, "segment_steps": h}, quantization={"scheme": scheme})
         r = simulate(spec, dataset, mode, args.workers, args.steps, inner_state=inner_state)
         diloco = mode == "diloco"
-        row = {"mode": mode, "rule": spec.aggregation.rule if diloco else None, "H": h if diloco else None, "quant": scheme if diloco else None,
+        row = {"mode": mode, "rule": spec.aggregation.rule if diloco else None, "H": h if diloco else None,
+               "quant": scheme if diloco else None,
                "inner_state": inner_state if diloco else None, "val_loss": r.val_loss, "bytes_sent": r.bytes_sent,
                "quant_error": r.quant_error, "wall_s": r.wall_s, "curve": r.curve}
         results.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
         if args.json:
-            args.json.write_text(json.dumps({"config": vars(args) | {"json": str(args.json)}, "runs": results}, indent=1))
+            config = vars(args) | {"json": str(args.json)}
+            args.json.write_text(json.dumps({"config": config, "runs": results}, indent=1))
     quant_rows = quantization_errors(base, dataset, warm_steps=500, h=args.quant_h) if args.quant_h else []
     for q in quant_rows:
         print(json.dumps(q), flush=True)

@@ -42,15 +42,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "chain"))
 
-import chain.embedded.chain as embedded_chain_module  # noqa: E402
-from chain.embedded import EmbeddedChain  # noqa: E402
-from chain.embedded.state import ContractStore  # noqa: E402
-from chain.wasm_artifact import contract_wasm_path, load_contract_wasm  # noqa: E402
-from ledger_env import EmbeddedDriver, LedgerEnv, make_spec  # noqa: E402
-from protocol.keys import PrivateKey  # noqa: E402
-from protocol.rules.spec import RunSpec  # noqa: E402
+from ledger_env import EmbeddedDriver, LedgerEnv, make_spec
 
-DENOM = "inj"
+import chain.embedded.chain as embedded_chain_module
+from chain.embedded import EmbeddedChain
+from chain.embedded.state import ContractStore
+from chain.wasm_artifact import contract_wasm_path, load_contract_wasm
+from protocol.injective import DENOM, GENESIS_BALANCE
+from protocol.keys import PrivateKey
+from protocol.rules.spec import RunSpec
+
 # wasmd / Cosmos SDK gas constants (see the module docstring).
 READ_FLAT, READ_BYTE, WRITE_FLAT, WRITE_BYTE, ITER_FLAT = 1000, 3, 2000, 30, 30
 INSTRUCTIONS_PER_SDK_GAS = 140_000 / 150
@@ -149,7 +150,7 @@ def _key(name: str) -> PrivateKey:
 def bond_and_query(n: int, members: int) -> dict[str, Any]:
     accounts = [_key(f"m{i}").address() for i in range(members)]
     operator = _key("operator").address()
-    chain = EmbeddedChain(genesis_balances={a: {DENOM: 10**24} for a in [operator, *accounts]})
+    chain = EmbeddedChain(genesis_balances={a: {DENOM: GENESIS_BALANCE} for a in [operator, *accounts]})
     t0 = time.perf_counter()
     code_id = chain.store_code(operator, load_contract_wasm()).code_id
     store_s = time.perf_counter() - t0
@@ -202,9 +203,9 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     commits = [env.commitment(h, 0) for h in host_names]
     t0 = time.perf_counter()
     commit_costs = []
-    for name, c in zip(host_names, commits):
+    for name, c in zip(host_names, commits, strict=True):
         if len(commit_costs) < 5:
-            commit_costs.append(cost_of(env, lambda: env.ledger.commit(env.key(name), c)))
+            commit_costs.append(cost_of(env, lambda name=name, c=c: env.ledger.commit(env.key(name), c)))
         else:
             env.ledger.commit(env.key(name), c)
     commit_s = time.perf_counter() - t0
@@ -221,7 +222,7 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     t0 = time.perf_counter()
     for v, c in work[:-1]:
         if len(verdict_costs) < 5:
-            verdict_costs.append(cost_of(env, lambda: env.verdict(v, c.host, c.segment, "pass", epoch=0)))
+            verdict_costs.append(cost_of(env, lambda v=v, c=c: env.verdict(v, c.host, c.segment, "pass", epoch=0)))
         else:
             env.verdict(v, c.host, c.segment, "pass", epoch=0)
     verdict_s = time.perf_counter() - t0

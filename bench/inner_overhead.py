@@ -106,7 +106,7 @@ def checkpoint_costs(spec, dataset: Dataset, ctx: EpochContext, root: Path) -> d
     one_segment = spec.with_changes(train={"inner_steps": spec.train.segment_steps})
     run_epoch(one_segment, dataset, ctx, theta, root / "warm")
     commit = float("inf")
-    for i in range(5):  # a finished epoch re-commits: resume (load + hash leaves), Δ, commitment
+    for _ in range(5):  # a finished epoch re-commits: resume (load + hash leaves), Δ, commitment
         started = time.perf_counter()
         run_epoch(one_segment, dataset, ctx, theta, root / "warm")
         commit = min(commit, time.perf_counter() - started)
@@ -133,7 +133,7 @@ def main() -> None:
                      "threads": args.threads, "repeats": args.repeats}
     for kind in ("stepper", "epoch"):
         overheads, protocol_s, bare_s, step_ratio = [], [], [], []
-        for r in range(args.repeats):
+        for _ in range(args.repeats):
             with tempfile.TemporaryDirectory() as tmp:
                 p, b, bare = side_by_side(spec, dataset, ctx, kind, Path(tmp))
             step_ratio.append(statistics.median(bare.protocol_steps) / statistics.median(bare.bare_steps) - 1)

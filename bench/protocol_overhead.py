@@ -29,17 +29,17 @@ from pathlib import Path
 
 import torch
 
-from protocol.tensors.aggregation import aggregate
+from node.validator import ValidatorNode
 from protocol.rules.beacon import genesis_seed
+from protocol.tensors.aggregation import aggregate
+from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.delta import pseudo_gradient
 from trainer.determinism import configure
-from trainer.behaviour import HostBehaviour
 from trainer.outer import GlobalState, outer_step
 from trainer.presets import preset
 from trainer.step import Stepper, TrainState, epoch_rng_key
 from verifier.adversaries import ValidatorBehaviour
-from node.validator import ValidatorNode
 from veriloco.network import LocalNetwork, Roster, sim_key
 
 
@@ -78,7 +78,8 @@ def main() -> None:
     spec = preset(args.preset).with_changes(phases={"min_hosts": args.hosts, "min_validators": 1})
     if args.inner_steps or args.segment_steps:  # longer epochs amortize the protocol's per-epoch costs
         h = args.inner_steps or spec.train.inner_steps
-        spec = spec.with_changes(train={"inner_steps": h, "segment_steps": args.segment_steps or h // spec.train.segments})
+        segment_steps = args.segment_steps or h // spec.train.segments
+        spec = spec.with_changes(train={"inner_steps": h, "segment_steps": segment_steps})
     dataset = Dataset.load(spec.data)
     busy: dict[str, float] = defaultdict(float)
 
@@ -114,7 +115,8 @@ def main() -> None:
             wall = time.perf_counter() - t0
             host_s = [busy[h.name] for h in net.hosts]
             val_s = [busy[v.name] for v in net.validators]
-            rows.append({"epoch": e, "plain_host_s": statistics.mean(plain_s), "protocol_host_s": statistics.mean(host_s),
+            rows.append({"epoch": e, "plain_host_s": statistics.mean(plain_s),
+                         "protocol_host_s": statistics.mean(host_s),
                          "ratio": statistics.mean(host_s) / statistics.mean(plain_s),
                          "validators_s": sum(val_s), "hosts_s": sum(host_s),
                          "validator_fraction": sum(val_s) / sum(host_s), "network_wall_s": wall,

@@ -90,7 +90,8 @@ def measure(name: str, c: int, tmp: Path) -> dict:
     one = replay_segment(spec, dataset, ctx, start)
     row["threads_1_vs_2_bitwise"] = one.leaf_hash() == two.leaf_hash()
     row["threads_1_vs_2_rel"], row["threads_1_vs_2_rel_update"] = distances(one, two, start)
-    row["threads_1_vs_2_max_loss_diff"] = max(abs(a - b) for a, b in zip(one.losses.tolist(), two.losses.tolist()))
+    pairs = zip(one.losses.tolist(), two.losses.tolist(), strict=True)
+    row["threads_1_vs_2_max_loss_diff"] = max(abs(a - b) for a, b in pairs)
 
     root = tmp / f"island-{name}-{c}"
     record = spawn_island(2, spec, ctx, GlobalState.initial(spec), root, threads=1)

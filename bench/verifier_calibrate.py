@@ -24,29 +24,27 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from decimal import Decimal  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
 
-import torch  # noqa: E402
+import torch
 
-from protocol.rules.beacon import genesis_seed  # noqa: E402
-from protocol.keys import encode_address  # noqa: E402
-from trainer.checkpoint import Checkpoint, decode_checkpoint  # noqa: E402
-from trainer.data import Dataset  # noqa: E402
-from trainer.determinism import configure  # noqa: E402
-from trainer.epoch_store import EpochStore  # noqa: E402
-from trainer.inner import (EpochContext, replay_segment, run_segment,  # noqa: E402
-                           start_checkpoint, train_steps)
-from trainer.island import spawn_island  # noqa: E402
-from trainer.outer import GlobalState  # noqa: E402
-from trainer.presets import preset  # noqa: E402
-from trainer.step import Stepper  # noqa: E402
-from verifier.measure import expected_update, parameter_count, relative_distances, update_norm  # noqa: E402
+from protocol.keys import encode_address
+from protocol.rules.beacon import genesis_seed
+from trainer.checkpoint import Checkpoint, decode_checkpoint
+from trainer.data import Dataset
+from trainer.determinism import configure
+from trainer.epoch_store import EpochStore
+from trainer.inner import EpochContext, replay_segment, run_segment, start_checkpoint, train_steps
+from trainer.island import spawn_island
+from trainer.outer import GlobalState
+from trainer.presets import preset
+from trainer.step import Stepper
+from verifier.measure import expected_update, parameter_count, relative_distances, update_norm
 
 HOST = encode_address(bytes([7] * 20))
 

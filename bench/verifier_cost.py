@@ -24,26 +24,26 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
 
-from protocol.keys import encode_address  # noqa: E402
-from protocol.rules.sampling import challenged_segments  # noqa: E402
-from protocol.views import Challenge  # noqa: E402
-from trainer.artifacts import LocalArtifacts  # noqa: E402
-from trainer.behaviour import HostBehaviour  # noqa: E402
-from trainer.data import Dataset  # noqa: E402
-from trainer.determinism import configure  # noqa: E402
-from trainer.inner import EpochContext  # noqa: E402
-from trainer.outer import GlobalState  # noqa: E402
-from trainer.presets import preset  # noqa: E402
-from trainer.step import Stepper  # noqa: E402
-from verifier.replay import check_challenge  # noqa: E402
+from protocol.keys import encode_address
+from protocol.rules.sampling import challenged_segments
+from protocol.views import Challenge
+from trainer.artifacts import LocalArtifacts
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.determinism import configure
+from trainer.inner import EpochContext
+from trainer.outer import GlobalState
+from trainer.presets import preset
+from trainer.step import Stepper
+from verifier.replay import check_challenge
 
 VALIDATOR = encode_address(bytes([250] * 20))
 

@@ -23,32 +23,32 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import math  # noqa: E402
-import random  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections import Counter  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import logging
+import math
+import random
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
 
-import torch  # noqa: E402
+import torch
 
-from protocol.keys import encode_address  # noqa: E402
-from protocol.rules.sampling import challenged_segments  # noqa: E402
-from protocol.views import Challenge  # noqa: E402
-from trainer.artifacts import LocalArtifacts  # noqa: E402
-from trainer.data import Dataset  # noqa: E402
-from trainer.delta import dequantize  # noqa: E402
-from trainer.determinism import configure  # noqa: E402
-from trainer.inner import EpochContext  # noqa: E402
-from trainer.model import parameter_shapes  # noqa: E402
-from trainer.outer import GlobalState, outer_step  # noqa: E402
-from trainer.presets import tiny  # noqa: E402
-from trainer.step import Stepper  # noqa: E402
-from verifier.adversaries import Honest, make_adversary  # noqa: E402
-from verifier.replay import check_challenge  # noqa: E402
+from protocol.keys import encode_address
+from protocol.rules.sampling import challenged_segments
+from protocol.views import Challenge
+from trainer.artifacts import LocalArtifacts
+from trainer.data import Dataset
+from trainer.delta import dequantize
+from trainer.determinism import configure
+from trainer.inner import EpochContext
+from trainer.model import parameter_shapes
+from trainer.outer import GlobalState, outer_step
+from trainer.presets import tiny
+from trainer.step import Stepper
+from verifier.adversaries import Honest, make_adversary
+from verifier.replay import check_challenge
 
 VALIDATOR = encode_address(bytes([250] * 20))
 

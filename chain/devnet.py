@@ -40,15 +40,14 @@ from typing import Any
 import httpx
 from mnemonic import Mnemonic
 
+from protocol.errors import VerilocoError
+from protocol.injective import DENOM, GENESIS_BALANCE, MIN_GAS_PRICE, ONE_INJ
 from protocol.keys import KeyType, PrivateKey
 
 DEFAULT_CHAIN_ID = "veriloco-devnet-1"
-DENOM = "inj"
 DEFAULT_BLOCK_TIME = "200ms"
-MIN_GAS_PRICE = 160_000_000  # inj per gas: injectived's default app.toml and txfees min_gas_price
-DEFAULT_BALANCE = 10**24  # 1e6 INJ (18 decimals) per funded account
-VALIDATOR_BALANCE = 10**25
-VALIDATOR_STAKE = 10**24
+VALIDATOR_BALANCE = 10_000_000 * ONE_INJ
+VALIDATOR_STAKE = 1_000_000 * ONE_INJ
 DEFAULT_TEST_ACCOUNTS = ("test0", "test1", "test2", "test3")
 STATE_FILE = "devnet.json"
 PID_FILE = "injectived.pid"
@@ -58,7 +57,7 @@ EXTRA_HINT = "install it with: pip install -e '.[devnet]'"
 _EMPTY_CODE_HASH = "xdJGAYb3IzySfn2y3McDwOUAtlPKgic7e/rYBF2FpHA="
 
 
-class DevnetError(RuntimeError):
+class DevnetError(VerilocoError, RuntimeError):
     """The devnet could not be set up, started, found or stopped. ``str()`` is one line."""
 
 
@@ -115,18 +114,18 @@ class GenesisAccount:
 
     name: str
     address: str
-    coins: Mapping[str, int] = field(default_factory=lambda: {DENOM: DEFAULT_BALANCE})
+    coins: Mapping[str, int] = field(default_factory=lambda: {DENOM: GENESIS_BALANCE})
     mnemonic: str | None = None  # only for deterministic test accounts, whose secrets are public
     key_type: str | None = None  # the account key's type where known (test accounts, keyring keys)
 
     @classmethod
-    def test(cls, name: str, amount: int = DEFAULT_BALANCE, **other_coins: int) -> GenesisAccount:
+    def test(cls, name: str, amount: int = GENESIS_BALANCE, **other_coins: int) -> GenesisAccount:
         """A deterministic test account (see :func:`dev_mnemonic`)."""
         return cls(name, dev_key(name).address(), {DENOM: amount, **other_coins}, dev_mnemonic(name),
                    DEV_KEY_TYPE.value)
 
     @classmethod
-    def of_key(cls, name: str, key: PrivateKey, amount: int = DEFAULT_BALANCE, **other_coins: int) -> GenesisAccount:
+    def of_key(cls, name: str, key: PrivateKey, amount: int = GENESIS_BALANCE, **other_coins: int) -> GenesisAccount:
         return cls(name, key.address(), {DENOM: amount, **other_coins}, key_type=key.key_type.value)
 
     def to_json(self) -> dict[str, Any]:

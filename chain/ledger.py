@@ -17,52 +17,19 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
+from chain.errors import ContractError as ContractError  # re-exported: the Ledger's API
+from chain.errors import LedgerError as LedgerError
+from chain.types import Event as Event
+from chain.types import TxResult as TxResult
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Role, Verdict
 from protocol.rules.limits import EPOCHS_PAGE
 from protocol.rules.spec import RunSpec
 from protocol.views import Accounting, Challenge, Config, EpochInfo, EpochReport, Member
 
-
 M = TypeVar("M", bound=BaseModel)
-
-
-class LedgerError(Exception):
-    """The ledger could not carry out a request (connection, timeout, malformed response)."""
-
-
-class ContractError(LedgerError):
-    """The contract refused a message; ``str(err)`` is the contract's readable reason."""
-
-
-class Event(BaseModel):
-    """One event of a transaction, as wasmd reports it (``wasm``, ``wasm-<name>``, ``transfer``, ...)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    type: str
-    attributes: dict[str, str] = Field(default_factory=dict)
-
-
-class TxResult(BaseModel):
-    """What a successful write returns."""
-
-    model_config = ConfigDict(frozen=True)
-
-    height: int
-    tx_hash: str
-    gas_used: int
-    fee: int = 0  # paid by the signer in the ledger's denom; 0 on the embedded chain
-    events: list[Event] = Field(default_factory=list)
-
-    def attribute(self, key: str, event_type: str = "wasm") -> str | None:
-        """The first attribute ``key`` of an event of ``event_type``, if any."""
-        for event in self.events:
-            if event.type == event_type and key in event.attributes:
-                return event.attributes[key]
-        return None
 
 
 class ContractBackend(ABC):

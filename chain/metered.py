@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chain.ledger import ContractBackend, ContractError, TxResult
+from chain.errors import ContractError
+from chain.ledger import ContractBackend
+from chain.types import TxResult
 from protocol.keys import PrivateKey
 
 
@@ -45,7 +47,7 @@ class MeteredBackend(ContractBackend):
         try:
             result = self.inner.execute(key, msg, funds)
         except ContractError as exc:
-            self._charge(key, int(getattr(exc, "fee", 0) or 0))
+            self._charge(key, exc.fee)
             raise
         self._charge(key, result.fee)
         return result

@@ -19,15 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chain.ledger import Ledger, LedgerError
+from node.host import HostNode
+from node.http_client import HttpArtifacts
+from node.participant import NodeEvent, Participant
+from node.server import ServerThread, create_app
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from node.host import HostNode
-from node.participant import NodeEvent, Participant
-from node.http_client import HttpArtifacts
-from node.server import ServerThread, create_app
 
 log = logging.getLogger("node.daemon")
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chain.ledger import Ledger
+from protocol.errors import VerilocoError
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, global_path
 from trainer.outer import GlobalState, decode_global, load_global
@@ -22,7 +23,7 @@ PeerResolver = Callable[[str], ArtifactSource]
 """Endpoint URL -> that host's :class:`ArtifactSource` (HTTP across processes, local in simulate)."""
 
 
-class GlobalStateUnavailable(Exception):
+class GlobalStateUnavailable(VerilocoError):
     """No local copy and no peer served a global state with the wanted hash."""
 
 

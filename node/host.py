@@ -23,22 +23,22 @@ from pathlib import Path
 import torch
 
 from chain.ledger import Ledger
-from protocol.tensors.aggregation import aggregate
+from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
+from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
-from protocol.rules.losses import loss_micro
+from protocol.rules.losses import MICRO, loss_micro
 from protocol.rules.spec import RunSpec
+from protocol.tensors.aggregation import aggregate
 from protocol.views import EpochInfo, EpochReport
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.delta import decode_delta, delta_hash, dequantize
 from trainer.evaluate import validation_loss
-from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from trainer.inner import EpochContext, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
-from node.participant import EventSink, Participant
 from trainer.tensorfile import TensorFileError
 
 
@@ -104,7 +104,7 @@ class HostNode(Participant):
         ctx = EpochContext(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed))
         result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
                                             on_step=self._on_step)
-        loss = result.commitment.train_loss_micro / 1e6
+        loss = result.commitment.train_loss_micro / MICRO
         return self.attempt(info.epoch, "committed", lambda: self.ledger.commit(self.key, result.commitment),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chain.ledger import ContractError, Ledger
-from protocol.rules.beacon import SECRET_SIZE, beacon_commit
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Role
+from protocol.rules.beacon import SECRET_SIZE, beacon_commit
 from protocol.rules.spec import RunSpec
 from protocol.views import EpochInfo, EpochReport
 from trainer.tensorfile import write_atomic

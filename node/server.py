@@ -37,17 +37,19 @@ from pydantic import BaseModel
 
 from protocol.auth import AuthError, NonceCache, verify_request
 from protocol.keys import DEFAULT_PREFIX
-from protocol.rules.merkle import MerkleProof
+from protocol.rules.hashing import HEX_DIGEST_PATTERN
 from protocol.rules.limits import MAX_SEGMENTS
+from protocol.rules.merkle import MerkleProof
+from protocol.types import COUNT_MAX
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, BlobKind
 
 log = logging.getLogger("veriloco.server")
 
 MAX_REQUEST_BYTES = 1024
 
-Epoch = Annotated[int, Path(ge=0, le=2**31 - 1)]
+Epoch = Annotated[int, Path(ge=0, le=COUNT_MAX)]
 Leaf = Annotated[int, Path(ge=0, le=MAX_SEGMENTS)]
-ModelHash = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$")]
+ModelHash = Annotated[str, Path(pattern=HEX_DIGEST_PATTERN)]
 
 
 class Health(BaseModel):
@@ -69,7 +71,7 @@ class ServerStats:
 
     def reject(self, reason: str, detail: str) -> None:
         self.rejected[reason] += 1
-        self.last_rejections = (self.last_rejections + [detail])[-100:]
+        self.last_rejections = [*self.last_rejections, detail][-100:]
         log.warning("rejected request: %s", detail)
 
 

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from chain.ledger import Ledger
+from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
+from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
 from protocol.views import EpochInfo
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.data import Dataset
-from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
-from node.participant import EventSink, Participant
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
 from verifier.replay import check_challenge

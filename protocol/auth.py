@@ -26,7 +26,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from protocol.keys import DEFAULT_PREFIX, KeyFormatError, PrivateKey, PublicKey, decode_address
+from protocol.errors import VerilocoError
+from protocol.keys import DEFAULT_PREFIX, PUBKEY_HEX_PATTERN, KeyFormatError, PrivateKey, PublicKey, decode_address
 from protocol.rules.encoding import canonical_json
 from protocol.rules.hashing import Tag, tagged_hash
 
@@ -38,10 +39,10 @@ HEADER_SIGNATURE = "x-veriloco-signature"
 MAX_SKEW_S = 60
 _NONCE = re.compile(r"^[0-9a-f]{32}$")
 _SIG = re.compile(r"^[0-9a-f]{128}$")
-_PUBKEY = re.compile(r"^0[23][0-9a-f]{64}$")
+_PUBKEY = re.compile(PUBKEY_HEX_PATTERN)
 
 
-class AuthError(ValueError):
+class AuthError(VerilocoError, ValueError):
     """A request's signature headers are missing, malformed, stale, replayed or wrong."""
 
 

@@ -28,7 +28,17 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from protocol.keys import DEFAULT_PREFIX, KeyFormatError, KeyType, PrivateKey, PublicKey, decode_address, is_address
+from protocol.errors import VerilocoError
+from protocol.keys import (
+    DEFAULT_PREFIX,
+    PUBKEY_HEX_PATTERN,
+    KeyFormatError,
+    KeyType,
+    PrivateKey,
+    PublicKey,
+    decode_address,
+    is_address,
+)
 
 KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # scrypt cost: ~50 ms here, the usual interactive setting (2^15, 8, 1), 32 MiB.
@@ -42,7 +52,7 @@ SCRYPT_R_MAX, SCRYPT_P_MAX = 16, 4
 SCRYPT_MAX_MEMORY = 256 * 2**20
 
 
-class KeyringError(ValueError):
+class KeyringError(VerilocoError, ValueError):
     """A key cannot be sealed or opened (wrong passphrase, tampered entry, bad name)."""
 
 
@@ -77,7 +87,7 @@ class SealedKey(BaseModel):
 
     name: str
     address: str
-    pubkey: str = Field(pattern=r"^0[23][0-9a-f]{64}$")
+    pubkey: str = Field(pattern=PUBKEY_HEX_PATTERN)
     # Entries from before key types existed hold plain secp256k1 keys.
     key_type: KeyType = KeyType.SECP256K1
     kdf: Literal["scrypt"] = "scrypt"

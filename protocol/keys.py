@@ -40,10 +40,18 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 from mnemonic import Mnemonic
 
-DEFAULT_PREFIX = "inj"
+from protocol.errors import VerilocoError
+from protocol.injective import PREFIX
+
+DEFAULT_PREFIX = PREFIX  # addresses default to the reference chain's
 # Order of the secp256k1 group.
 _N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 _HARDENED = 0x80000000
+SCALAR_SIZE = 32
+"""Bytes of a secp256k1 scalar: a private key, or either half ``r``, ``s`` of a signature."""
+SIGNATURE_SIZE = 2 * SCALAR_SIZE
+PUBKEY_HEX_PATTERN = rf"^0[23][0-9a-f]{{{2 * SCALAR_SIZE}}}$"
+"""A compressed public key as lowercase hex: ``02`` or ``03`` and the x coordinate."""
 # Both kinds sign a 32-byte digest that we compute ourselves (sha256 or keccak256); the
 # ``Prehashed(SHA256())`` marker only tells ``cryptography`` the digest's length.
 _PREHASHED = ec.ECDSA(Prehashed(hashes.SHA256()))
@@ -84,7 +92,7 @@ def message_digest(message: bytes, key_type: KeyType) -> bytes:
     return hashlib.sha256(message).digest()
 
 
-class KeyFormatError(ValueError):
+class KeyFormatError(VerilocoError, ValueError):
     """Bad key material, address or signature encoding (never carries the secret itself)."""
 
 
@@ -198,9 +206,9 @@ class PublicKey:
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         """Check a 64-byte low-s ``r || s`` signature over this key type's digest of ``message``."""
-        if len(signature) != 64:
+        if len(signature) != SIGNATURE_SIZE:
             return False
-        r, s = int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big")
+        r, s = int.from_bytes(signature[:SCALAR_SIZE], "big"), int.from_bytes(signature[SCALAR_SIZE:], "big")
         # The Cosmos SDK (and go-ethereum's VerifySignature, for eth keys) refuse high-s
         # signatures (malleability); so do we.
         if not (0 < r < _N and 0 < s <= _N // 2):
@@ -229,8 +237,8 @@ class PrivateKey:
             (fixed test keys rely on that; new keys come from :meth:`generate` or
             :meth:`from_mnemonic`, which default to :data:`DEFAULT_KEY_TYPE`).
         """
-        if len(secret) != 32:
-            raise KeyFormatError("a secp256k1 private key is 32 bytes")
+        if len(secret) != SCALAR_SIZE:
+            raise KeyFormatError(f"a secp256k1 private key is {SCALAR_SIZE} bytes")
         scalar = int.from_bytes(secret, "big")
         if not 0 < scalar < _N:
             raise KeyFormatError("private key scalar out of range")
@@ -245,7 +253,7 @@ class PrivateKey:
     def generate(cls, key_type: KeyType = DEFAULT_KEY_TYPE) -> PrivateKey:
         """A fresh random key (the OS random source, through ``cryptography``)."""
         key = ec.generate_private_key(ec.SECP256K1())
-        return cls(key.private_numbers().private_value.to_bytes(32, "big"), key_type)
+        return cls(key.private_numbers().private_value.to_bytes(SCALAR_SIZE, "big"), key_type)
 
     @classmethod
     def from_hex(cls, text: str, key_type: KeyType = DEFAULT_KEY_TYPE) -> PrivateKey:
@@ -258,8 +266,8 @@ class PrivateKey:
         text = text.strip()
         if text[:2].lower() == "0x":
             text = text[2:]
-        if len(text) != 64:
-            raise KeyFormatError(f"a private key in hex is 64 hex digits, got {len(text)} characters")
+        if len(text) != 2 * SCALAR_SIZE:
+            raise KeyFormatError(f"a private key in hex is {2 * SCALAR_SIZE} hex digits, got {len(text)} characters")
         try:
             secret = bytes.fromhex(text)
         except ValueError:
@@ -314,11 +322,11 @@ class PrivateKey:
         r, s = decode_dss_signature(der)
         if s > _N // 2:
             s = _N - s
-        return r.to_bytes(32, "big") + s.to_bytes(32, "big")
+        return r.to_bytes(SCALAR_SIZE, "big") + s.to_bytes(SCALAR_SIZE, "big")
 
     def secret_bytes(self) -> bytes:
         """The 32 secret bytes. Only the keyring (to seal or export them) and chain clients should call this."""
-        return self._key.private_numbers().private_value.to_bytes(32, "big")
+        return self._key.private_numbers().private_value.to_bytes(SCALAR_SIZE, "big")
 
     def __repr__(self) -> str:
         return f"PrivateKey({self._type.value}, address={self.address()})"
@@ -332,7 +340,7 @@ def _bip32_derive(seed: bytes, path: str) -> bytes:
     if not parts or parts[0] != "m":
         raise KeyFormatError(f"HD path {path!r} must start with 'm/'")
     digest = hmac.new(b"Bitcoin seed", seed, hashlib.sha512).digest()
-    key, chain = int.from_bytes(digest[:32], "big"), digest[32:]
+    key, chain = int.from_bytes(digest[:SCALAR_SIZE], "big"), digest[SCALAR_SIZE:]
     for part in parts[1:]:
         hardened = part.endswith("'")
         try:
@@ -342,20 +350,20 @@ def _bip32_derive(seed: bytes, path: str) -> bytes:
         if not 0 <= index < _HARDENED:
             raise KeyFormatError(f"HD path component {part!r} out of range")
         if hardened:
-            data = b"\x00" + key.to_bytes(32, "big") + (index + _HARDENED).to_bytes(4, "big")
+            data = b"\x00" + key.to_bytes(SCALAR_SIZE, "big") + (index + _HARDENED).to_bytes(4, "big")
         else:
             point = ec.derive_private_key(key, ec.SECP256K1()).public_key().public_bytes(
                 serialization.Encoding.X962, serialization.PublicFormat.CompressedPoint
             )
             data = point + index.to_bytes(4, "big")
         digest = hmac.new(chain, data, hashlib.sha512).digest()
-        tweak = int.from_bytes(digest[:32], "big")
+        tweak = int.from_bytes(digest[:SCALAR_SIZE], "big")
         if tweak >= _N:
             raise KeyFormatError("invalid BIP-32 child (probability 2^-127); use the next index")
-        key, chain = (tweak + key) % _N, digest[32:]
+        key, chain = (tweak + key) % _N, digest[SCALAR_SIZE:]
         if key == 0:
             raise KeyFormatError("invalid BIP-32 child key; use the next index")
-    return key.to_bytes(32, "big")
+    return key.to_bytes(SCALAR_SIZE, "big")
 
 
 def new_mnemonic() -> str:

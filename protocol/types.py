@@ -13,8 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
-from protocol.rules.encoding import EncodingError, canonical_decimal
 from protocol.keys import is_address
+from protocol.rules.encoding import EncodingError, canonical_decimal
+from protocol.rules.limits import BPS_DENOMINATOR, MAX_BLOCKS
 
 U128_MAX = 2**128 - 1
 _AMOUNT = re.compile(r"^(0|[1-9][0-9]{0,38})$")
@@ -66,13 +67,16 @@ def _serialize_decimal(value: Decimal) -> str:
 Dec = Annotated[Decimal, BeforeValidator(_decimal), PlainSerializer(_serialize_decimal, return_type=str)]
 """A finite decimal, given as a string (or int) and serialized as its canonical decimal string."""
 
-Bps = Annotated[int, Field(ge=0, le=10_000, strict=True)]
+Bps = Annotated[int, Field(ge=0, le=BPS_DENOMINATOR, strict=True)]
 """A fraction in basis points (1/10000)."""
 
-Count = Annotated[int, Field(ge=0, le=2**31 - 1, strict=True)]
+COUNT_MAX = 2**31 - 1
+"""The largest count or epoch number: fits a u32 in the contract and an i32 anywhere else."""
+
+Count = Annotated[int, Field(ge=0, le=COUNT_MAX, strict=True)]
 """A non-negative count that fits everywhere (u32 in the contract)."""
 
-Blocks = Annotated[int, Field(ge=1, le=10_000_000, strict=True)]
+Blocks = Annotated[int, Field(ge=1, le=MAX_BLOCKS, strict=True)]
 """A duration in blocks."""
 
 

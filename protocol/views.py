@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from protocol.rules.hashing import HexDigest
 from protocol.messages import Commitment, ModelProposal, Outcome, Role
+from protocol.rules.hashing import HexDigest
 from protocol.types import Address, Amount, Boundary, Count, Dec
 
 Phase = Literal["join", "train", "reveal", "verify", "propose", "closed"]

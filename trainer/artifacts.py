@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Literal
 
+from protocol.errors import VerilocoError
 from protocol.rules.merkle import MerkleProof, merkle_proof
 from trainer.epoch_store import EpochRecord, EpochStore
 
@@ -29,7 +30,7 @@ MAX_ARTIFACT_BYTES = 2 * 1024**3
 BlobKind = Literal["checkpoint", "delta", "model"]
 
 
-class ArtifactUnavailable(Exception):
+class ArtifactUnavailable(VerilocoError):
     """The host did not serve an artifact (missing, refused, timed out, or too large)."""
 
 

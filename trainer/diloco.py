@@ -31,10 +31,9 @@ from typing import Literal
 
 import torch
 
-from protocol.tensors.aggregation import aggregate
 from protocol.rules.beacon import epoch_seed, genesis_seed
 from protocol.rules.spec import RunSpec
-
+from protocol.tensors.aggregation import aggregate
 from trainer.data import Dataset
 from trainer.delta import dequantize, payload_bytes, pseudo_gradient, quantize, relative_error
 from trainer.evaluate import validation_loss

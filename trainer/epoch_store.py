@@ -35,7 +35,6 @@ from protocol.rules.hashing import HexDigest
 from protocol.rules.losses import loss_digest, loss_micro
 from protocol.rules.merkle import merkle_root
 from protocol.rules.spec import RunSpec
-
 from trainer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from trainer.delta import delta_hash, encode_delta, load_delta
 from trainer.tensorfile import remove_partial_writes, write_atomic

@@ -22,7 +22,6 @@ import torch.distributed as dist
 
 from protocol.messages import Commitment
 from protocol.rules.spec import RunSpec
-
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.delta import pseudo_gradient, quantize

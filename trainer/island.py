@@ -24,7 +24,6 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from protocol.rules.spec import RunSpec
-
 from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.epoch_store import EpochRecord, EpochStore

@@ -23,7 +23,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from protocol.rules.spec import RunSpec
-
 from trainer.data import VOCAB_SIZE
 
 

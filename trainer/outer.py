@@ -26,7 +26,6 @@ import torch
 from protocol.rules.hashing import Tag
 from protocol.rules.spec import OuterSpec, RunSpec
 from protocol.tensors.digest import tensors_digest
-
 from trainer.model import build_model, parameter_shapes
 from trainer.tensorfile import Layout, decode_tensors, encode_tensors, load_tensors, write_atomic
 

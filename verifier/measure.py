@@ -25,7 +25,6 @@ from collections.abc import Mapping
 import torch
 
 from protocol.rules.spec import QuantizationSpec
-
 from trainer.step import TrainState
 
 EPSILON = 1e-12

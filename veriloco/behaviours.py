@@ -9,14 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from chain.ledger import Ledger
+from node.daemon import http_peers
+from node.validator import ValidatorNode
 from protocol.keys import PrivateKey
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from verifier.adversaries import (ADVERSARIES, VALIDATORS, ValidatorBehaviour, make_adversary,
-                                  make_validator_behaviour)
-from node.validator import ValidatorNode
-from node.daemon import http_peers
-from veriloco.errors import VerilocoError
+from verifier.adversaries import ADVERSARIES, VALIDATORS, ValidatorBehaviour, make_adversary, make_validator_behaviour
+from veriloco.errors import CommandError
 
 
 def host_behaviour(text: str | None) -> HostBehaviour:
@@ -26,7 +25,7 @@ def host_behaviour(text: str | None) -> HostBehaviour:
     try:
         return make_adversary(text)
     except ValueError as exc:
-        raise VerilocoError(f"{exc} (known: {', '.join(sorted(ADVERSARIES))})") from None
+        raise CommandError(f"{exc} (known: {', '.join(sorted(ADVERSARIES))})") from None
 
 
 def validator_behaviour(text: str | None) -> ValidatorBehaviour:
@@ -34,7 +33,7 @@ def validator_behaviour(text: str | None) -> ValidatorBehaviour:
     try:
         return make_validator_behaviour(text or "honest")
     except ValueError as exc:
-        raise VerilocoError(f"{exc} (known: {', '.join(sorted(VALIDATORS))})") from None
+        raise CommandError(f"{exc} (known: {', '.join(sorted(VALIDATORS))})") from None
 
 
 def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str | None) -> ValidatorNode:

@@ -1,34 +1,124 @@
 """The ``veriloco`` command. Each command group lives in ``veriloco/commands/``.
 
-Errors a user can cause print as one line (``error: ...``) with exit status 1; set
-``VERILOCO_DEBUG=1`` to see the traceback instead.
+Every anticipated error prints as ONE line on stderr (``error: ...``) with a non-zero exit status:
+the project's own errors (everything derived from :class:`protocol.errors.VerilocoError`: a
+contract refusal, a bad amount, a missing key or network file, ...), invalid files (pydantic),
+``ValueError`` and ``OSError``, and Typer's usage errors (exit status 2). The global ``--debug``
+option (or ``VERILOCO_DEBUG=1``) shows the traceback of a non-usage error instead. Anything else is
+a bug and always shows its traceback.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 # Idle OpenMP threads spin by default; with several nodes (or daemons) on a few cores that spinning
 # starves the threads doing work (measured: up to 40x slower steps). Set before torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import click
 import typer
 from pydantic import ValidationError
+from typer.core import TyperGroup
 
+from protocol.errors import VerilocoError
 from veriloco import __version__
 from veriloco.commands import devnet, epoch, keys, member, run, simulate, train
-from veriloco.errors import VerilocoError
 from veriloco.output import err_console
+
+# What a user can cause and needs to read as one line; anything else is a bug (traceback).
+EXPECTED_ERRORS = (VerilocoError, ValidationError, ValueError, OSError)
+EXIT_ERROR, EXIT_ABORTED = 1, 130
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` as a single line (a validation error: its first error and where)."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or exc.title
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        text = f"{where}: {first['msg']}{more}"
+    elif isinstance(exc, typer.TyperException):
+        text = exc.format_message()
+        ctx = getattr(exc, "ctx", None)  # usage errors name the command they belong to
+        if ctx is not None:
+            text += f" (see '{ctx.command_path} --help')"
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())
+
+
+class _Debug:
+    """Whether ``--debug`` was given in the current invocation (set by the root callback)."""
+
+    on = False
+
+
+class VerilocoGroup(TyperGroup):
+    """The root command: runs a command and turns every anticipated error into one line and an exit code.
+
+    Error handling lives here rather than in :func:`main`, so Typer's ``CliRunner`` (the tests)
+    sees exactly what a user sees.
+    """
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, windows_expand_args: bool = True,
+             **extra: Any) -> Any:
+        _Debug.on = False
+        try:
+            # Not standalone: errors come back to us instead of being printed as Typer's boxes;
+            # ``typer.Exit(n)`` (and Ctrl-C, as 130) come back as the return value.
+            returned = super().main(args, prog_name, complete_var, standalone_mode=False,
+                                    windows_expand_args=windows_expand_args, **extra)
+            code = returned if isinstance(returned, int) and not isinstance(returned, bool) else 0
+        except typer.TyperException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # a bare group: its help is what was asked for
+                err_console.print(exc.format_message(), highlight=False, markup=False)
+            else:
+                err_console.print(f"[red]error:[/] {one_line(exc)}", highlight=False, soft_wrap=True)
+            code = int(getattr(exc, "exit_code", EXIT_ERROR))
+        except typer.Abort:
+            err_console.print("aborted")
+            code = EXIT_ABORTED
+        except EXPECTED_ERRORS as exc:
+            if _Debug.on:
+                raise
+            err_console.print(f"[red]error:[/] {one_line(exc)}", highlight=False, soft_wrap=True)
+            code = EXIT_ERROR
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        print(__version__)
+        raise typer.Exit()
+
 
 app = typer.Typer(
     name="veriloco",
     help="Verifiable, blockchain-settled DiLoCo training.",
+    cls=VerilocoGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", envvar="VERILOCO_DEBUG",
+                                        help="show the traceback of an error instead of one line")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+) -> None:
+    """Verifiable, blockchain-settled DiLoCo training."""
+    _Debug.on = debug
+
+
 app.add_typer(keys.app, name="keys")
 app.add_typer(devnet.app, name="devnet")
 app.add_typer(train.app, name="train")
@@ -46,32 +136,9 @@ def version() -> None:
     print(__version__)
 
 
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or exc.title
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        return f"{where}: {first['msg']}{more}"
-    return str(exc) or type(exc).__name__
-
-
 def main() -> None:
-    """Console entry point: run the app, turning expected errors into one clear line."""
-    try:
-        app(standalone_mode=False)
-    except click.exceptions.Abort:
-        err_console.print("aborted")
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except (VerilocoError, ValidationError, ValueError, OSError) as exc:
-        if os.environ.get("VERILOCO_DEBUG"):
-            raise
-        err_console.print(f"[red]error:[/] {_one_line(exc)}", highlight=False, soft_wrap=True)
-        sys.exit(1)
+    """Console entry point (``veriloco``); exits with the command's status."""
+    app()
 
 
 if __name__ == "__main__":

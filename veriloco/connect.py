@@ -17,8 +17,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from chain.ledger import Ledger
+from protocol.rules.spec import RunSpec
 from protocol.types import Address
-from veriloco.errors import VerilocoError
+from veriloco.errors import CommandError
 from veriloco.home import home_dir
 
 
@@ -59,20 +60,20 @@ def load_network(network: str | Path | None, home: str | Path | None = None) -> 
     """Read the network file (``--network`` or ``<home>/network.json``)."""
     path = network_path(network, home)
     if not path.exists():
-        raise VerilocoError(f"no network file at {path}: deploy a run first (veriloco run deploy) "
+        raise CommandError(f"no network file at {path}: deploy a run first (veriloco run deploy) "
                             "or pass --network FILE (veriloco simulate writes one in its workdir)")
     try:
         return NetworkFile.model_validate_json(path.read_text())
     except ValidationError as exc:
-        raise VerilocoError(f"{path} is not a network file: {exc.errors()[0]['msg']}") from None
+        raise CommandError(f"{path} is not a network file: {exc.errors()[0]['msg']}") from None
 
 
 def cosmos_chain(settings: ChainSettings):  # -> chain.cosmos.CosmosChain (cosmpy imported lazily)
     """A client for a cosmos network."""
-    from chain.cosmos import CosmosChain, injective, wasmd  # noqa: PLC0415
+    from chain.cosmos import CosmosChain, injective, wasmd  # noqa: PLC0415 (cosmpy loads only for a cosmos network)
 
     if not settings.grpc or not settings.chain_id:
-        raise VerilocoError("a cosmos network needs grpc and chain_id")
+        raise CommandError("a cosmos network needs grpc and chain_id")
     config = (injective if settings.flavour == "injective" else wasmd)(settings.chain_id)
     return CosmosChain(settings.grpc, config, rpc_url=settings.rpc)
 
@@ -86,7 +87,7 @@ def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
         save: for an embedded network, write the chain state back afterwards (after writes).
     """
     if net.chain.backend == "cosmos":
-        from chain.cosmos import CosmosBackend  # noqa: PLC0415
+        from chain.cosmos import CosmosBackend  # noqa: PLC0415 (cosmpy loads only for a cosmos network)
 
         chain = cosmos_chain(net.chain)
         try:
@@ -94,12 +95,11 @@ def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
         finally:
             chain.close()
         return
-    from chain.embedded import EmbeddedChain  # noqa: PLC0415
-    from chain.embedded.backend import EmbeddedBackend  # noqa: PLC0415
-    from protocol.rules.spec import RunSpec  # noqa: PLC0415
+    from chain.embedded import EmbeddedChain  # noqa: PLC0415 (wasmtime loads only for an embedded network)
+    from chain.embedded.backend import EmbeddedBackend  # noqa: PLC0415 (as above)
 
     if not net.chain.state or not Path(net.chain.state).exists():
-        raise VerilocoError(f"embedded chain state {net.chain.state!r} not found")
+        raise CommandError(f"embedded chain state {net.chain.state!r} not found")
     chain = EmbeddedChain.load(net.chain.state)
     config = chain.query(net.contract, {"config": {}})
     denom = RunSpec.from_canonical(config["spec_json"]).economics.denom

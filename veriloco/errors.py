@@ -1,5 +1,9 @@
-"""The one exception type the CLI turns into a clean one-line error."""
+"""The CLI's own error: what a command refuses (bad arguments, a missing key, a stuck run)."""
+
+from __future__ import annotations
+
+from protocol.errors import VerilocoError
 
 
-class VerilocoError(Exception):
-    """A user-facing error: bad input, missing file, refused operation. Printed as one line."""
+class CommandError(VerilocoError):
+    """A user-facing error raised by the CLI's own code. Printed as one line, like every VerilocoError."""

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from protocol.keyring import KeyringError, KeyringFile, SealedKey, seal, unseal
 from protocol.keys import DEFAULT_PREFIX, PrivateKey
-from veriloco.errors import VerilocoError
+from veriloco.errors import CommandError
 
 PASSPHRASE_ENV = "VERILOCO_PASSPHRASE"
 
@@ -35,7 +35,7 @@ class Keystore:
         try:
             return KeyringFile.model_validate_json(self.path.read_bytes())
         except ValidationError as exc:
-            raise VerilocoError(f"keyring {self.path} is corrupt: {exc.errors()[0]['msg']}") from None
+            raise CommandError(f"keyring {self.path} is corrupt: {exc.errors()[0]['msg']}") from None
 
     def _save(self, ring: KeyringFile) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,14 +54,14 @@ class Keystore:
         """Seal ``key`` as ``name`` and persist it.
 
         Raises:
-            VerilocoError: the name exists, is malformed, or the passphrase is empty.
+            CommandError: the name exists, is malformed, or the passphrase is empty.
         """
         ring = self.load()
         try:
             entry = seal(name, key, passphrase, prefix=prefix, **({"n": scrypt_n} if scrypt_n else {}))
             ring.add(entry)
         except KeyringError as exc:
-            raise VerilocoError(str(exc)) from None
+            raise CommandError(str(exc)) from None
         self._save(ring)
         return entry
 
@@ -69,16 +69,16 @@ class Keystore:
         """The public entry of key ``name``, checked (its stored address is that of its public key).
 
         Raises:
-            VerilocoError: no such key, or the entry was altered (an address that its public key
+            CommandError: no such key, or the entry was altered (an address that its public key
                 does not derive could send funds or a stake to someone else's account).
         """
         try:
             entry = self.load().get(name)
         except KeyringError as exc:
-            raise VerilocoError(str(exc)) from None
+            raise CommandError(str(exc)) from None
         problem = entry.problem()
         if problem is not None:
-            raise VerilocoError(f"key {name!r} in {self.path}: {problem}")
+            raise CommandError(f"key {name!r} in {self.path}: {problem}")
         return entry
 
     def delete(self, name: str) -> SealedKey:
@@ -86,13 +86,13 @@ class Keystore:
         an export) and return the removed entry.
 
         Raises:
-            VerilocoError: no such key.
+            CommandError: no such key.
         """
         ring = self.load()
         try:
             entry = ring.remove(name)
         except KeyringError as exc:
-            raise VerilocoError(str(exc)) from None
+            raise CommandError(str(exc)) from None
         self._save(ring)
         return entry
 
@@ -100,8 +100,8 @@ class Keystore:
         """Unseal key ``name`` with ``passphrase`` (default: ``$VERILOCO_PASSPHRASE``)."""
         passphrase = passphrase if passphrase is not None else os.environ.get(PASSPHRASE_ENV)
         if passphrase is None:
-            raise VerilocoError(f"key {name!r} is sealed: give a passphrase or set {PASSPHRASE_ENV}")
+            raise CommandError(f"key {name!r} is sealed: give a passphrase or set {PASSPHRASE_ENV}")
         try:
             return unseal(self.entry(name), passphrase)
         except KeyringError as exc:
-            raise VerilocoError(str(exc)) from None
+            raise CommandError(str(exc)) from None

@@ -14,25 +14,26 @@ the treasury's and the contract's, plus the fees paid, stays what it was at gene
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chain.ledger import ContractBackend, ContractError, Ledger
+from chain.devnet import Devnet, DevnetPorts, GenesisAccount
+from chain.ledger import ContractBackend, ContractError, Ledger, instantiate_msg
 from chain.metered import MeteredBackend
+from node.host import HostNode
+from node.participant import EventSink, Participant
+from protocol.injective import GENESIS_BALANCE
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
 from protocol.views import EpochReport
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from node.host import HostNode
 from trainer.outer import GlobalState
-from node.participant import EventSink, Participant
-from veriloco.errors import VerilocoError
-
-GENESIS_BALANCE = 10**24
+from veriloco.errors import CommandError
 
 
 def sim_key(name: str) -> PrivateKey:
@@ -52,8 +53,8 @@ class EmbeddedChainFactory:
 
     def __call__(self, spec: RunSpec, operator: PrivateKey, treasury: str,
                  funded: Sequence[PrivateKey]) -> ContractBackend:
-        from chain.embedded import EmbeddedChain  # noqa: PLC0415
-        from chain.embedded.backend import deploy_embedded  # noqa: PLC0415
+        from chain.embedded import EmbeddedChain  # noqa: PLC0415 (wasmtime loads only for an embedded chain)
+        from chain.embedded.backend import deploy_embedded  # noqa: PLC0415 (as above)
 
         self.chain = EmbeddedChain(genesis_balances={k.address(): {spec.economics.denom: GENESIS_BALANCE}
                                                      for k in funded})
@@ -74,9 +75,7 @@ class DevnetChainFactory:
 
     def __call__(self, spec: RunSpec, operator: PrivateKey, treasury: str,
                  funded: Sequence[PrivateKey]) -> ContractBackend:
-        from chain.cosmos import CosmosBackend  # noqa: PLC0415
-        from chain.devnet import Devnet, DevnetPorts, GenesisAccount  # noqa: PLC0415
-        from chain.ledger import instantiate_msg  # noqa: PLC0415
+        from chain.cosmos import CosmosBackend  # noqa: PLC0415 (cosmpy loads only for a devnet)
 
         accounts = [GenesisAccount.of_key(f"sim-{i}", k, amount=GENESIS_BALANCE) for i, k in enumerate(funded)]
         self.devnet = Devnet(self.home, ports=DevnetPorts.free(), accounts=accounts)
@@ -143,7 +142,7 @@ class LocalNetwork:
         pool = roster.reward_pool if roster.reward_pool is not None else 10 * int(econ.reward_per_epoch)
         if pool:
             self.ledger.fund_rewards(self.operator, pool)
-        for i, (key, behaviour) in enumerate(zip(host_keys, roster.hosts)):
+        for i, (key, behaviour) in enumerate(zip(host_keys, roster.hosts, strict=True)):
             name = f"host-{i}" + ("" if behaviour.name == "honest" else f" ({behaviour.name})")
             endpoint = f"http://host-{i}.sim"
             node = HostNode(self.ledger, key, spec, dataset, self.root / f"host-{i}", self.resolve,
@@ -152,10 +151,11 @@ class LocalNetwork:
             self.ledger.bond(key, "host", endpoint, roster.host_stake or 2 * int(econ.min_host_stake))
             self.hosts.append(node)
             self.names[node.address] = name
-        for i, (key, behaviour) in enumerate(zip(validator_keys, roster.validators)):
+        for i, (key, behaviour) in enumerate(zip(validator_keys, roster.validators, strict=True)):
             if validator_factory is None:
-                raise VerilocoError("validators need a validator factory")
-            name = f"validator-{i}" + ("" if getattr(behaviour, "name", "honest") == "honest" else f" ({behaviour.name})")
+                raise CommandError("validators need a validator factory")
+            label = getattr(behaviour, "name", "honest")
+            name = f"validator-{i}" + ("" if label == "honest" else f" ({label})")
             node = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}", self.resolve,
                                      behaviour=behaviour, name=name, on_event=on_event)
             self.ledger.bond(key, "validator", f"http://validator-{i}.sim",
@@ -184,7 +184,7 @@ class LocalNetwork:
         """Drive the current epoch to its end; return its report.
 
         Raises:
-            VerilocoError: the epoch did not end within ``max_rounds`` rounds (a stuck phase).
+            CommandError: the epoch did not end within ``max_rounds`` rounds (a stuck phase).
         """
         epoch = self.ledger.epoch().epoch
         for _ in range(max_rounds):
@@ -196,8 +196,7 @@ class LocalNetwork:
                 # Nobody can act: let time pass to the phase's deadline and close it.
                 if self.ledger.height() < info.phase_deadline:
                     self.ledger.wait_for_height(info.phase_deadline, timeout=600)
-                try:
+                # Another transaction may have closed the phase meanwhile (real chains do not wait).
+                with contextlib.suppress(ContractError):
                     self.ledger.advance(self.operator)
-                except ContractError:
-                    pass  # another transaction closed the phase meanwhile (real chains do not wait)
-        raise VerilocoError(f"epoch {epoch} did not finish within {max_rounds} rounds")
+        raise CommandError(f"epoch {epoch} did not finish within {max_rounds} rounds")

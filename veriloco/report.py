@@ -15,6 +15,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from protocol.injective import DENOM_DECIMALS
+from protocol.rules.losses import MICRO
 from protocol.views import EpochReport
 
 OUTCOME_STYLE = {
@@ -23,12 +25,11 @@ OUTCOME_STYLE = {
     "unavailable": "red", "absent": "red", "no_reveal": "red", "silent": "red",
     "inconclusive": "yellow", "pending": "dim", "idle": "dim",
 }
-DECIMALS = {"inj": 18}
 
 
 def amount(value: str | int, denom: str) -> str:
     """``1500000000000000000`` inj -> ``1.5 INJ``; other denoms in base units."""
-    decimals = DECIMALS.get(denom)
+    decimals = DENOM_DECIMALS.get(denom)
     if decimals is None:
         return f"{value} {denom}"
     whole = Decimal(int(value)) / Decimal(10) ** decimals
@@ -47,7 +48,7 @@ def _styled(outcome: str) -> Text:
 
 
 def _loss(micro: int | None) -> str:
-    return "" if micro is None else f"{micro / 1e6:.4f}"
+    return "" if micro is None else f"{micro / MICRO:.4f}"
 
 
 def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None = None) -> Group:
@@ -94,14 +95,14 @@ def best_val_loss(report: EpochReport) -> float | None:
     """The validation loss of the agreed next model, as proposed by the hosts that agreed on it."""
     losses = [h.proposal.val_loss_micro for h in report.hosts
               if h.proposal is not None and h.proposal.model_hash == report.next_model_hash]
-    return min(losses) / 1e6 if losses else None
+    return min(losses) / MICRO if losses else None
 
 
 def mean_train_loss(report: EpochReport) -> float | None:
     """The mean committed train loss (last segment) of the accepted hosts."""
     losses = [h.commitment.train_loss_micro for h in report.hosts
               if h.commitment is not None and h.outcome == "accepted"]
-    return sum(losses) / len(losses) / 1e6 if losses else None
+    return sum(losses) / len(losses) / MICRO if losses else None
 
 
 def summary_line(report: EpochReport, names: dict[str, str] | None = None) -> str:
@@ -132,10 +133,10 @@ def slashed_over_run(reports: Sequence[EpochReport], denom: str, names: dict[str
 
 def plot_reports(reports: Sequence[EpochReport], path: Path, names: dict[str, str] | None = None) -> Path:
     """Validation loss of the agreed model per epoch, and each host's outcome per epoch, as a PNG."""
-    import matplotlib
+    import matplotlib  # noqa: PLC0415 (matplotlib loads only when a plot is asked for)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 (after choosing the backend)
 
     fig, (ax_loss, ax_hosts) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1.2, 1]})
     points = [(r.epoch, best_val_loss(r)) for r in reports]

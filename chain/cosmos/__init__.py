@@ -11,14 +11,13 @@ from chain.cosmos.backend import CosmosBackend
 from chain.cosmos.chain import CosmosChain, PendingTx
 from chain.cosmos.client import CosmosClient, NodeUnreachable
 from chain.cosmos.config import ChainConfig, injective, wasmd
-from chain.cosmos.errors import CosmosContractError, CosmosTxError, contract_message
+from chain.cosmos.errors import CosmosTxError, contract_message
 
 __all__ = [
     "ChainConfig",
     "CosmosBackend",
     "CosmosChain",
     "CosmosClient",
-    "CosmosContractError",
     "CosmosTxError",
     "NodeUnreachable",
     "PendingTx",

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from chain.cosmos.chain import CosmosChain, Funds, PendingTx
-from chain.ledger import ContractBackend, TxResult
+from chain.ledger import ContractBackend
+from chain.types import TxResult
 from chain.wasm_artifact import load_contract_wasm
 from protocol.keys import PrivateKey
 

@@ -3,9 +3,9 @@
 :class:`CosmosChain` is chain-neutral; :class:`~chain.cosmos.config.ChainConfig` carries the
 quirks. It signs with the project's own :class:`protocol.keys.PrivateKey` (``SIGN_MODE_DIRECT``;
 a plain ``secp256k1`` key signs sha256 of the SignDoc, an ``eth_secp256k1`` key keccak256 of it,
-each under its chain's public key type, ``ChainConfig.pubkey_type``), keeps each signer's next sequence number so one account can have many
-transactions in flight (:meth:`submit` returns at CheckTx, :meth:`wait` at inclusion), and
-recovers on its own from the two things a live node does to a client:
+each under its chain's public key type, ``ChainConfig.pubkey_type``), keeps each signer's next
+sequence number so one account can have many transactions in flight (:meth:`submit` returns at
+CheckTx, :meth:`wait` at inclusion), and recovers on its own from the two things a live node does to a client:
 
 * **"account sequence mismatch"**: the expected sequence is read from the error (or the account
   re-queried) and the transaction re-signed, up to a few times;
@@ -25,6 +25,7 @@ state), and a refusal happens in the block, fee paid, and is raised from :meth:`
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -69,7 +70,8 @@ from chain.cosmos.errors import (
     contract_message,
     wrong_sequence,
 )
-from chain.ledger import Event, LedgerError, TxResult
+from chain.errors import LedgerError
+from chain.types import Event, TxResult
 from protocol.keys import PrivateKey
 
 Funds = int | Mapping[str, int] | None
@@ -420,7 +422,7 @@ class CosmosChain:
             raise LedgerError(f"tx {tx_hash}: {_details(exc)}") from None
         self._known_height = max(self._known_height, int(resp.height))
         return _Outcome(int(resp.height), int(resp.code), resp.codespace, resp.raw_log, int(resp.gas_used),
-                        [Event(type=e.type, attributes={a.key: a.value for a in e.attributes}) for e in resp.events])
+                        [Event(e.type, tuple((a.key, a.value) for a in e.attributes)) for e in resp.events])
 
     def _find_in_blocks(self, pending: PendingTx) -> _Outcome | None:
         """``pending``'s outcome from the blocks themselves (when the tx index lost it).
@@ -449,7 +451,7 @@ class CosmosChain:
             tx = r.json()["result"]["txs_results"][index]
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise LedgerError(f"block_results of height {height}: {exc}") from None
-        events = [Event(type=e["type"], attributes={a["key"]: a.get("value") or "" for a in e.get("attributes") or []})
+        events = [Event(e["type"], tuple((a["key"], a.get("value") or "") for a in e.get("attributes") or []))
                   for e in tx.get("events") or []]
         return _Outcome(height, int(tx.get("code") or 0), tx.get("codespace") or "", tx.get("log") or "",
                         int(tx.get("gas_used") or 0), events)
@@ -457,12 +459,10 @@ class CosmosChain:
     def _result(self, pending: PendingTx, outcome: _Outcome) -> TxResult:
         fee = pending.fee if self.config.fee_denom == self.config.denom else 0
         if outcome.code != 0:
-            err = classify(outcome.log, code=outcome.code, codespace=outcome.codespace, tx_hash=pending.tx_hash)
-            err.fee = fee  # type: ignore[attr-defined]
-            err.gas_used = outcome.gas_used  # type: ignore[attr-defined]
-            raise err
+            raise classify(outcome.log, code=outcome.code, codespace=outcome.codespace, tx_hash=pending.tx_hash,
+                           fee=fee, gas_used=outcome.gas_used)
         return TxResult(height=outcome.height, tx_hash=pending.tx_hash, gas_used=outcome.gas_used, fee=fee,
-                        events=outcome.events)
+                        events=tuple(outcome.events))
 
     def broadcast(self, key: PrivateKey, msgs: Sequence[Message], *, gas_limit: int | None = None,
                   memo: str = "") -> TxResult:
@@ -479,24 +479,21 @@ class CosmosChain:
         except CosmosTxError as exc:
             if gas_limit is not None or (exc.codespace, exc.code) != ("sdk", CODE_OUT_OF_GAS) or not exc.tx_hash:
                 raise
-            lost = int(getattr(exc, "fee", 0))
+            lost = exc.fee
         self.out_of_gas_retries += 1
         try:
             result = self.wait(self.submit(key, msgs, memo=memo))
         except LedgerError as exc:
-            exc.fee = int(getattr(exc, "fee", 0)) + lost  # type: ignore[attr-defined]
+            exc.fee += lost
             raise
-        return result.model_copy(update={"fee": result.fee + lost})
+        return dataclasses.replace(result, fee=result.fee + lost)
 
     # -- messages -----------------------------------------------------------------------------
 
     def coins(self, funds: Funds) -> list[CoinProto]:
         if funds is None:
             return []
-        if isinstance(funds, int):
-            items = {self.config.denom: funds}
-        else:
-            items = dict(funds)
+        items = {self.config.denom: funds} if isinstance(funds, int) else dict(funds)
         return [CoinProto(denom=d, amount=str(a)) for d, a in sorted(items.items()) if a]
 
     def execute_msg(self, key: PrivateKey, contract: str, msg: Mapping[str, Any],

@@ -8,7 +8,7 @@
 * the gRPC channel retries connecting every 50–500 ms instead of backing off up to two minutes,
   and :meth:`call` retries a request that met an unreachable node (``UNAVAILABLE``,
   ``DEADLINE_EXCEEDED``) with backoff until ``reconnect_timeout``, opening a fresh channel on the
-  way; only then does it raise :class:`chain.ledger.LedgerError`;
+  way; only then does it raise :class:`chain.errors.LedgerError`;
 * the transaction poll interval defaults to 50 ms (cosmpy's 2 s makes every wait take 2 s).
 
 Only gRPC is supported: cosmpy's REST transport needs patches on Injective.
@@ -40,7 +40,7 @@ from cosmpy.protos.cosmos.tx.v1beta1.service_pb2_grpc import ServiceStub as TxSt
 from cosmpy.protos.cosmwasm.wasm.v1.query_pb2_grpc import QueryStub as WasmStub
 
 from chain.cosmos.config import ChainConfig
-from chain.ledger import LedgerError
+from chain.errors import LedgerError
 
 T = TypeVar("T")
 

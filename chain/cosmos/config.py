@@ -18,6 +18,8 @@ from types import MappingProxyType
 
 from cosmpy.protos.cosmos.auth.v1beta1.auth_pb2 import BaseAccount
 
+from protocol.injective import DENOM, MIN_GAS_PRICE, PREFIX
+
 BASE_ACCOUNT_TYPE = "/cosmos.auth.v1beta1.BaseAccount"
 ETH_ACCOUNT_TYPE = "/injective.types.v1beta1.EthAccount"
 # Public key types by key type (protocol.keys.KeyType values). Every SDK chain knows the plain
@@ -102,10 +104,10 @@ class ChainConfig:
     """
 
     chain_id: str
-    prefix: str = "inj"
-    denom: str = "inj"
-    fee_denom: str = "inj"
-    gas_price: Decimal = Decimal(160_000_000)
+    prefix: str = PREFIX
+    denom: str = DENOM
+    fee_denom: str = DENOM
+    gas_price: Decimal = Decimal(MIN_GAS_PRICE)
     gas_multiplier: Decimal = Decimal("1.3")
     gas_offset: int = 50_000
     max_gas_per_tx: int | None = None
@@ -157,13 +159,13 @@ class ChainConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-def injective(chain_id: str, *, gas_price: Decimal | int = 160_000_000, **changes: object) -> ChainConfig:
+def injective(chain_id: str, *, gas_price: Decimal | int = MIN_GAS_PRICE, **changes: object) -> ChainConfig:
     """Injective (and its local devnet): prefix/denom ``inj``, minimum gas price 1.6e8 inj/gas,
     EthAccount accounts, simulation under-reporting ~30k gas, signers of both key types
     (``eth_secp256k1``, Injective's default, and plain ``secp256k1``)."""
     decoders = MappingProxyType({BASE_ACCOUNT_TYPE: _base_account, ETH_ACCOUNT_TYPE: embedded_base_account(1)})
     pubkeys = MappingProxyType({"secp256k1": SECP256K1_PUBKEY_TYPE, "eth_secp256k1": INJECTIVE_ETH_PUBKEY_TYPE})
-    return ChainConfig(chain_id=chain_id, prefix="inj", denom="inj", fee_denom="inj", gas_price=Decimal(gas_price),
+    return ChainConfig(chain_id=chain_id, prefix=PREFIX, denom=DENOM, fee_denom=DENOM, gas_price=Decimal(gas_price),
                        gas_multiplier=Decimal("1.3"), gas_offset=50_000, account_decoders=decoders,
                        pubkey_types=pubkeys, **changes)  # type: ignore[arg-type]
 

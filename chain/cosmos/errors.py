@@ -6,15 +6,16 @@ A contract's refusal travels inside wasmd's error text, the same way on every wa
     codespace: wasm, code: 5 ... (simulation, gRPC details; may carry a stack and "With gas wanted")
     bond: ...: query wasm contract failed (smart query)
 
-:func:`contract_message` finds the contract's own sentence in it; everything else is a
-:class:`chain.ledger.LedgerError` carrying the node's text.
+:func:`contract_message` finds the contract's own sentence in it (a
+:class:`chain.errors.ContractError`, with the node's full text in ``raw_log``); everything else is a
+:class:`CosmosTxError` carrying the node's text.
 """
 
 from __future__ import annotations
 
 import re
 
-from chain.ledger import ContractError, LedgerError
+from chain.errors import ContractError, LedgerError
 
 _WASM_FAILURE = re.compile(r"(?s)^(?P<msg>.*?): (?:execute|instantiate|query|migrate|sudo|reply) wasm contract failed")
 _PREFIXES = (
@@ -35,31 +36,20 @@ CODE_INSUFFICIENT_FEE = 13
 class CosmosTxError(LedgerError):
     """A transaction was refused or failed for a reason other than the contract's.
 
-    Attributes:
+    Args:
+        message: one readable line.
         code, codespace: the SDK's error code, when known.
-        tx_hash: the transaction, when it reached a block.
+        tx_hash, fee, gas_used: see :class:`chain.errors.LedgerError`.
     """
 
-    def __init__(self, message: str, *, code: int = 0, codespace: str = "", tx_hash: str = "") -> None:
-        super().__init__(message)
+    code: int
+    codespace: str
+
+    def __init__(self, message: str, *, code: int = 0, codespace: str = "", tx_hash: str = "", fee: int = 0,
+                 gas_used: int = 0) -> None:
+        super().__init__(message, tx_hash=tx_hash, fee=fee, gas_used=gas_used)
         self.code = code
         self.codespace = codespace
-        self.tx_hash = tx_hash
-
-
-class CosmosContractError(ContractError):
-    """The contract refused; ``str()`` is the contract's own message.
-
-    Attributes:
-        raw_log: what the node said, in full.
-        tx_hash: the transaction, when the failure happened in a block (fees were paid).
-    """
-
-    def __init__(self, message: str, *, raw_log: str = "", tx_hash: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.raw_log = raw_log
-        self.tx_hash = tx_hash
 
 
 def contract_message(log: str) -> str | None:
@@ -85,13 +75,22 @@ def wrong_sequence(log: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def classify(log: str, *, code: int = 0, codespace: str = "", tx_hash: str = "") -> LedgerError:
-    """The error to raise for a failed simulation, CheckTx or DeliverTx."""
+def classify(log: str, *, code: int = 0, codespace: str = "", tx_hash: str = "", fee: int = 0,
+             gas_used: int = 0) -> LedgerError:
+    """The error to raise for a failed simulation, CheckTx or DeliverTx.
+
+    Args:
+        log: what the node said.
+        code, codespace: the SDK's error code, when known.
+        tx_hash, fee, gas_used: for a transaction that failed in a block: its hash, the fee its signer
+            paid and the gas it used.
+    """
     message = contract_message(log)
     if message is not None:
-        return CosmosContractError(message, raw_log=log, tx_hash=tx_hash)
+        return ContractError(message, raw_log=log, tx_hash=tx_hash, fee=fee, gas_used=gas_used)
     line = " ".join(log.split())
     if len(line) > 500:
         line = line[:500] + "…"
     where = f" (code {codespace}/{code})" if code else ""
-    return CosmosTxError(f"transaction failed{where}: {line}", code=code, codespace=codespace, tx_hash=tx_hash)
+    return CosmosTxError(f"transaction failed{where}: {line}", code=code, codespace=codespace, tx_hash=tx_hash,
+                         fee=fee, gas_used=gas_used)

@@ -8,17 +8,18 @@ events, save/load), ``backend`` (the Ledger's transport over it: ``EmbeddedBacke
 """
 
 from chain.embedded.addresses import AddressCodec, AddressError, contract_address
-from chain.embedded.backend import EmbeddedBackend, deploy_embedded, ledger_tx_result
+from chain.embedded.backend import EmbeddedBackend, deploy_embedded
 from chain.embedded.chain import CodeInfo, ContractInfo, EmbeddedChain
 from chain.embedded.errors import (
     ChainError,
-    ContractError,
     InsufficientFundsError,
     InvalidWasmError,
     OutOfGasError,
     VmError,
 )
-from chain.embedded.types import Coin, Event, TxResult
+from chain.embedded.types import Coin
+from chain.errors import ContractError
+from chain.types import Event, TxResult
 
 __all__ = [
     "AddressCodec",
@@ -38,5 +39,4 @@ __all__ = [
     "VmError",
     "contract_address",
     "deploy_embedded",
-    "ledger_tx_result",
 ]

@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 
+from protocol.errors import VerilocoError
 from protocol.keys import KeyFormatError, decode_address, encode_address
 
 # wasmd: types.ModuleName.
 WASM_MODULE = "wasm"
 
 
-class AddressError(ValueError):
+class AddressError(VerilocoError, ValueError):
     """An address the chain does not accept; the message is what the contract sees."""
 
 

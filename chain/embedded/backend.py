@@ -18,26 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from chain.embedded.chain import EmbeddedChain
-from chain.embedded.types import TxResult as EmbeddedTxResult
-from chain.ledger import ContractBackend, Event, Ledger, TxResult, instantiate_msg
+from chain.ledger import ContractBackend, Ledger, instantiate_msg
+from chain.types import TxResult
 from chain.wasm_artifact import load_contract_wasm
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
-
-
-def ledger_tx_result(result: EmbeddedTxResult) -> TxResult:
-    """The Ledger's view of an embedded transaction (no fees on the embedded chain).
-
-    Where an event repeats a key (wasmd allows it), the last value wins in the Ledger's
-    ``attributes`` dict; the embedded ``TxResult`` keeps them all.
-    """
-    return TxResult(
-        height=result.height,
-        tx_hash=result.tx_hash,
-        gas_used=result.gas_used,
-        fee=0,
-        events=[Event(type=e.type, attributes=e.to_dict()) for e in result.events],
-    )
 
 
 class EmbeddedBackend(ContractBackend):
@@ -64,8 +49,7 @@ class EmbeddedBackend(ContractBackend):
 
     def execute(self, key: PrivateKey, msg: dict[str, Any], funds: int = 0) -> TxResult:
         coins = {self._denom: funds} if funds else None
-        result = self.chain.execute(key.address(self.chain.prefix), self._contract, msg, funds=coins)
-        return ledger_tx_result(result)
+        return self.chain.execute(key.address(self.chain.prefix), self._contract, msg, funds=coins)
 
     def query(self, msg: dict[str, Any]) -> Any:
         return self.chain.query(self._contract, msg)

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 
 from chain.embedded.errors import InsufficientFundsError
 from chain.embedded.state import Journal, JournaledDict
-from chain.embedded.types import Coin, Event, format_coins
+from chain.embedded.types import Coin, format_coins
+from chain.types import Event
 
 
 class Bank:

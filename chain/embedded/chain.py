@@ -30,25 +30,27 @@ import json
 import os
 import tempfile
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from chain.embedded.addresses import AddressCodec, AddressError, contract_address
 from chain.embedded.bank import Bank
 from chain.embedded.errors import ChainError
 from chain.embedded.state import ContractStore, Journal, JournaledDict
-from chain.embedded.types import Coin, CoinsLike, Event, TxResult, normalize_coins
+from chain.embedded.types import Coin, CoinsLike, normalize_coins
 from chain.embedded.vm import (
     DEFAULT_GAS_LIMIT,
     CallContext,
     WasmCode,
     parse_contract_result,
 )
+from chain.types import Event, TxResult
+from protocol.injective import PREFIX
 
 DEFAULT_CHAIN_ID = "veriloco-embedded-1"
-DEFAULT_PREFIX = "inj"
+DEFAULT_PREFIX = PREFIX
 # 2025-01-01T00:00:00Z: a fixed genesis time keeps every run of a simulation identical.
 GENESIS_TIME_NS = 1_735_689_600 * 10**9
 STATE_FORMAT = "veriloco-embedded-chain/1"

@@ -2,9 +2,8 @@
 
 Three kinds, kept apart because callers react differently:
 
-* :class:`ContractError`: the contract ran and refused (``{"error": "..."}``); ``str(err)`` is the
-  contract's own message. It is a :class:`chain.ledger.ContractError`, so code written against the
-  Ledger catches it unchanged.
+* :class:`chain.errors.ContractError` (the one every backend raises): the contract ran and refused
+  (``{"error": "..."}``); ``str(err)`` is the contract's own message.
 * :class:`VmError`: the wasm did not complete: a trap, ``abort`` (a panic), running out of gas or
   time, or a malformed Region. A correct contract never causes one.
 * :class:`ChainError` (the base): the chain itself refused the request: insufficient funds,
@@ -15,8 +14,7 @@ A failed transaction changes nothing, whatever the error.
 
 from __future__ import annotations
 
-from chain.ledger import ContractError as LedgerContractError
-from chain.ledger import LedgerError
+from chain.errors import LedgerError
 
 
 class ChainError(LedgerError):
@@ -29,22 +27,6 @@ class InsufficientFundsError(ChainError):
 
 class InvalidWasmError(ChainError):
     """``store_code`` refused a module that wasmd would refuse too (static validation)."""
-
-
-class ContractError(ChainError, LedgerContractError):
-    """The contract returned ``{"error": message}``.
-
-    Attributes:
-        message: the contract's message, verbatim.
-        contract: the contract's address.
-        entry_point: ``instantiate``, ``execute`` or ``query``.
-    """
-
-    def __init__(self, message: str, *, contract: str = "", entry_point: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.contract = contract
-        self.entry_point = entry_point
 
 
 class VmError(ChainError):

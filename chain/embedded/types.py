@@ -1,4 +1,4 @@
-"""Value types of the embedded chain: coins, events, transaction results."""
+"""Value types of the embedded chain: coins. (Events and transaction results: ``chain.types``.)"""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from chain.embedded.errors import ChainError
+from protocol.types import U128_MAX
 
-U128_MAX = 2**128 - 1
 # The Cosmos SDK's default denom rule (sdk.DefaultCoinDenomRegex).
 _DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}$")
 
@@ -50,10 +50,7 @@ def normalize_coins(coins: CoinsLike | None) -> tuple[Coin, ...]:
     """
     if not coins:
         return ()
-    if isinstance(coins, Mapping):
-        items = [Coin(denom, amount) for denom, amount in coins.items()]
-    else:
-        items = list(coins)
+    items = [Coin(denom, amount) for denom, amount in coins.items()] if isinstance(coins, Mapping) else list(coins)
     items.sort()
     for i, coin in enumerate(items):
         if coin.amount == 0:
@@ -66,58 +63,3 @@ def normalize_coins(coins: CoinsLike | None) -> tuple[Coin, ...]:
 def format_coins(coins: Iterable[Coin]) -> str:
     """The SDK's spelling: ``5inj,3uatom``."""
     return ",".join(str(c) for c in coins)
-
-
-@dataclass(frozen=True)
-class Event:
-    """An ABCI event: a type and ordered ``(key, value)`` attributes (keys may repeat)."""
-
-    type: str
-    attributes: tuple[tuple[str, str], ...] = ()
-
-    def get(self, key: str) -> str | None:
-        """The first value of ``key``, if any."""
-        for k, v in self.attributes:
-            if k == key:
-                return v
-        return None
-
-    def to_dict(self) -> dict[str, str]:
-        """Attributes as a dict (the last value wins where a key repeats)."""
-        return dict(self.attributes)
-
-
-@dataclass(frozen=True)
-class TxResult:
-    """A committed transaction.
-
-    Attributes:
-        height: the block it was included in.
-        tx_hash: a deterministic hash naming it (hex).
-        gas_used: wasmtime fuel the contract calls consumed plus host-call charges. It is NOT
-            comparable with a real chain's gas.
-        events: in the order the chain emitted them.
-        data: the contract's response data, if any.
-        contract_address: the new contract (instantiate only).
-        code_id: the new code (store_code only).
-    """
-
-    height: int
-    tx_hash: str
-    gas_used: int
-    events: tuple[Event, ...] = ()
-    data: bytes | None = None
-    contract_address: str | None = None
-    code_id: int | None = None
-
-    def events_of(self, event_type: str) -> list[Event]:
-        """Every event of ``event_type``, in order."""
-        return [e for e in self.events if e.type == event_type]
-
-    def attribute(self, key: str, event_type: str = "wasm") -> str | None:
-        """The first attribute ``key`` of an event of ``event_type``, if any."""
-        for event in self.events_of(event_type):
-            value = event.get(key)
-            if value is not None:
-                return value
-        return None

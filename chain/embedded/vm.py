@@ -33,7 +33,8 @@ from typing import Any, Protocol
 import wasmtime
 
 from chain.embedded.addresses import AddressCodec, AddressError
-from chain.embedded.errors import ContractError, InvalidWasmError, OutOfGasError, VmError
+from chain.embedded.errors import InvalidWasmError, OutOfGasError, VmError
+from chain.errors import ContractError
 
 KI = 1024
 MI = 1024 * 1024

@@ -9,9 +9,10 @@ another participant's (or another epoch's) commitment.
 
 from __future__ import annotations
 
-from protocol.rules.hashing import Tag, tagged_hash, u64be
+from protocol.rules.hashing import DIGEST_SIZE, Tag, tagged_hash, u64be
 
-SECRET_SIZE = 32
+SECRET_SIZE = DIGEST_SIZE
+"""Bytes of a beacon secret; the contract reads a revealed secret like a digest (64 hex characters)."""
 
 
 def beacon_commit(address: str, epoch: int, secret: bytes) -> bytes:

@@ -19,11 +19,13 @@ import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from protocol.errors import VerilocoError
+
 I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1
 
 
-class EncodingError(ValueError):
+class EncodingError(VerilocoError, ValueError):
     """A value cannot be encoded canonically, or bytes are not the canonical encoding."""
 
 

@@ -16,7 +16,9 @@ from pydantic import AfterValidator
 
 DIGEST_SIZE = 32
 _PREFIX = b"veriloco:"
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+HEX_DIGEST_PATTERN = rf"^[0-9a-f]{{{2 * DIGEST_SIZE}}}$"
+"""A digest as lowercase hex (what :data:`HexDigest` accepts), for validators that take a pattern."""
+_HEX64 = re.compile(HEX_DIGEST_PATTERN)
 
 
 class Tag:
@@ -40,7 +42,7 @@ class Tag:
     MESSAGE = "message"
 
 
-def tagged_hasher(tag: str) -> "hashlib._Hash":
+def tagged_hasher(tag: str) -> hashlib._Hash:
     """A sha256 object already fed ``"veriloco:" || tag || 0x00``, for streaming large data."""
     if "\x00" in tag or not tag.isascii():
         raise ValueError(f"hash tag {tag!r} must be ASCII without NUL")

@@ -9,6 +9,9 @@ from __future__ import annotations
 MAX_SEGMENTS = 1024
 """Most segments one epoch of a host may have (so at most ``MAX_SEGMENTS + 1`` checkpoint leaves)."""
 
+MAX_PARTICIPANTS = 1024
+"""Most hosts, and most validators, a run's phases may require or admit (``min_hosts`` ... ``max_validators``)."""
+
 BPS_DENOMINATOR = 10_000
 """Basis points: a fraction ``x`` of this denominator."""
 

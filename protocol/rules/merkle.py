@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from protocol.errors import VerilocoError
 from protocol.rules.hashing import DIGEST_SIZE, HexDigest, Tag, digest_from_hex, tagged_hash
 
 MAX_LEAVES = 1 << 20
 
 
-class MerkleError(ValueError):
+class MerkleError(VerilocoError, ValueError):
     """A tree cannot be built from the input, or a proof is malformed."""
 
 

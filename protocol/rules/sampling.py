@@ -11,7 +11,7 @@ below ``n`` comes from rejection sampling on 64-bit draws (:func:`uniform`), so 
 
 from __future__ import annotations
 
-from protocol.rules.hashing import Tag, tagged_hash, u32be, u64be
+from protocol.rules.hashing import DIGEST_SIZE, Tag, tagged_hash, u32be, u64be
 
 _TWO64 = 1 << 64
 
@@ -65,8 +65,8 @@ def batch_indices(run_id: bytes, prev_epoch_seed: bytes, host: str, step: int,
     Returns:
         ``batch_size`` indices in ``[0, n_windows)``, drawn with replacement, in order.
     """
-    if len(run_id) != 32 or len(prev_epoch_seed) != 32:
-        raise ValueError("run_id and prev_epoch_seed must be 32 bytes")
+    if len(run_id) != DIGEST_SIZE or len(prev_epoch_seed) != DIGEST_SIZE:
+        raise ValueError(f"run_id and prev_epoch_seed must be {DIGEST_SIZE} bytes")
     if step < 0 or batch_size < 1:
         raise ValueError("step must be >= 0 and batch_size >= 1")
     stream = Stream(Tag.SAMPLE_BATCH, run_id + prev_epoch_seed + host.encode() + b"\x00" + u64be(step))
@@ -85,13 +85,13 @@ def challenged_segments(epoch_seed: bytes, host: str, segments: int, k: int) -> 
     Returns:
         Sorted segment numbers; always contains ``S - 1``; ``min(k, S - 1) + 1`` entries.
     """
-    if len(epoch_seed) != 32:
-        raise ValueError("epoch_seed must be 32 bytes")
+    if len(epoch_seed) != DIGEST_SIZE:
+        raise ValueError(f"epoch_seed must be {DIGEST_SIZE} bytes")
     if segments < 1 or k < 0:
         raise ValueError("segments must be >= 1 and k >= 0")
     stream = Stream(Tag.SAMPLE_SEGMENTS, epoch_seed + host.encode())
     chosen = _partial_shuffle(stream, list(range(segments - 1)), min(k, segments - 1))
-    return sorted(chosen) + [segments - 1]
+    return [*sorted(chosen), segments - 1]
 
 
 def challenge_validators(epoch_seed: bytes, host: str, segment: int,
@@ -108,8 +108,8 @@ def challenge_validators(epoch_seed: bytes, host: str, segment: int,
     Returns:
         ``min(r, candidates)`` addresses, sorted.
     """
-    if len(epoch_seed) != 32:
-        raise ValueError("epoch_seed must be 32 bytes")
+    if len(epoch_seed) != DIGEST_SIZE:
+        raise ValueError(f"epoch_seed must be {DIGEST_SIZE} bytes")
     candidates = sorted(set(validators) - {host})
     stream = Stream(Tag.SAMPLE_VALIDATORS, epoch_seed + host.encode() + b"\x00" + u32be(segment))
     return sorted(_partial_shuffle(stream, candidates, min(r, len(candidates))))

@@ -14,8 +14,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from protocol.rules.encoding import canonical_json
+from protocol.rules.encoding import I64_MAX, canonical_json, parse_canonical
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
+from protocol.rules.limits import MAX_PARTICIPANTS, MAX_SEGMENTS
 from protocol.types import Amount, Blocks, Boundary, Bps, Count, Dec
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -70,15 +71,15 @@ class TrainSpec(Boundary):
     eps: Dec = Decimal("1e-8")
     weight_decay: Dec = Decimal("0.1")
     grad_clip: Dec = Decimal("1.0")
-    seed: int = Field(default=0, ge=0, le=2**63 - 1, strict=True)
+    seed: int = Field(default=0, ge=0, le=I64_MAX, strict=True)
 
     @model_validator(mode="after")
     def _segments(self) -> TrainSpec:
         if self.inner_steps % self.segment_steps:
             raise ValueError(f"inner_steps ({self.inner_steps}) must be a multiple of "
                              f"segment_steps ({self.segment_steps})")
-        if self.inner_steps // self.segment_steps > 1024:
-            raise ValueError("at most 1024 segments per epoch")
+        if self.inner_steps // self.segment_steps > MAX_SEGMENTS:
+            raise ValueError(f"at most {MAX_SEGMENTS} segments per epoch")
         for name in ("lr", "eps"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
@@ -192,10 +193,10 @@ class PhaseSpec(Boundary):
     reveal_blocks: Blocks = 20
     verify_blocks: Blocks = 100
     propose_blocks: Blocks = 50
-    min_hosts: int = Field(default=1, ge=1, le=1024, strict=True)
-    min_validators: int = Field(default=1, ge=0, le=1024, strict=True)
-    max_hosts: int = Field(default=64, ge=1, le=1024, strict=True)
-    max_validators: int = Field(default=32, ge=0, le=1024, strict=True)
+    min_hosts: int = Field(default=1, ge=1, le=MAX_PARTICIPANTS, strict=True)
+    min_validators: int = Field(default=1, ge=0, le=MAX_PARTICIPANTS, strict=True)
+    max_hosts: int = Field(default=64, ge=1, le=MAX_PARTICIPANTS, strict=True)
+    max_validators: int = Field(default=32, ge=0, le=MAX_PARTICIPANTS, strict=True)
 
     @model_validator(mode="after")
     def _ranges(self) -> PhaseSpec:
@@ -246,8 +247,6 @@ class RunSpec(Boundary):
     @classmethod
     def from_canonical(cls, data: bytes | str) -> RunSpec:
         """Parse canonical JSON (non-canonical bytes are refused, so the run id is unambiguous)."""
-        from protocol.rules.encoding import parse_canonical
-
         return cls.model_validate(parse_canonical(data))
 
     def with_changes(self, **sections: Any) -> RunSpec:

@@ -33,12 +33,13 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
+from protocol.errors import VerilocoError
 from protocol.rules.spec import AggregationSpec
 
 Deltas = Mapping[str, Mapping[str, torch.Tensor]]
 
 
-class AggregationError(ValueError):
+class AggregationError(VerilocoError, ValueError):
     """The inputs cannot be aggregated (none, or of different names and shapes)."""
 
 

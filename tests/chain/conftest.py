@@ -26,9 +26,23 @@ import wasmtime
 
 pytest.register_assert_rewrite("devnet_backend", "ledger_env")
 
-from devnet_backend import devnet, devnet_chain, devnet_code_id, devnet_deploy, devnet_ledger_driver  # noqa: F401
-from ledger_env import DEFAULT_NAMES, DENOM, EmbeddedDriver, LedgerEnv, account_key, make_spec
-from protocol.rules.spec import RunSpec
+from devnet_backend import (  # noqa: E402, F401 (rewritten asserts need this order; fixtures by name)
+    devnet,
+    devnet_chain,
+    devnet_code_id,
+    devnet_deploy,
+    devnet_ledger_driver,
+)
+from ledger_env import (  # noqa: E402 (after register_assert_rewrite)
+    DEFAULT_NAMES,
+    DENOM,
+    EmbeddedDriver,
+    LedgerEnv,
+    account_key,
+    make_spec,
+)
+
+from protocol.rules.spec import RunSpec  # noqa: E402 (after register_assert_rewrite)
 
 
 @dataclass(frozen=True)

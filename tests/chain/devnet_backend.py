@@ -37,19 +37,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
+from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from ledger_env import key_type_for
 
 from chain.cosmos import CosmosBackend, CosmosChain
-from chain.cosmos.chain import Funds
+from chain.cosmos.chain import Funds, contract_address_of
 from chain.devnet import Devnet, DevnetNotInstalled, DevnetPorts, GenesisAccount, injectived_binary
 from chain.ledger import ContractError, Ledger, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
+from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
 
-DENOM = "inj"
 OTHER_DENOM = "uatom"
-INITIAL_BALANCE = 10**24
+INITIAL_BALANCE = GENESIS_BALANCE
 DEFAULT_NAMES = ("operator", "treasury", "host1", "host2", "host3", "validator1", "validator2", "funder", "outsider")
 INITIAL_MODEL_HASH = hashlib.sha256(b"theta_0").hexdigest()
 FAUCET = "faucet"
@@ -85,7 +86,7 @@ class DevnetContract:
         self.spec = spec
         self.keys = dict(keys)
         self.accounts = {n: k.address() for n, k in self.keys.items()}
-        self.fees: dict[str, int] = {a: 0 for a in self.accounts.values()}
+        self.fees: dict[str, int] = dict.fromkeys(self.accounts.values(), 0)
         self.address = address
         self.backend = CosmosBackend(chain, address)
         self.ledger = Ledger(self.backend)
@@ -117,7 +118,7 @@ class DevnetContract:
         try:
             result = self.chain.execute_contract(key, self.address, msg, funds, gas_limit=gas_limit)
         except ContractError as exc:
-            self._charge(key.address(), getattr(exc, "fee", 0))
+            self._charge(key.address(), exc.fee)
             raise
         self._charge(key.address(), result.fee)
         return result
@@ -221,10 +222,6 @@ def fund_and_instantiate(chain: CosmosChain, code_id: int, addresses: Sequence[s
                          msg: Mapping[str, Any]) -> str:
     """The faucet funds ``addresses`` with ``balances`` and instantiates ``code_id`` with ``msg``:
     two transactions pipelined into one block. Returns the contract's address."""
-    from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend  # noqa: PLC0415
-
-    from chain.cosmos.chain import contract_address_of  # noqa: PLC0415
-
     faucet = faucet_key()
     sends = [MsgSend(from_address=faucet.address(), to_address=a, amount=chain.coins(balances)) for a in addresses]
     funding = chain.submit(faucet, sends)

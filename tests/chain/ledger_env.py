@@ -26,23 +26,23 @@ fees) is constant on a fee-charging chain too.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from chain.embedded import EmbeddedChain, deploy_embedded
-from chain.embedded.backend import ledger_tx_result
 from chain.ledger import ContractError, Ledger, TxResult
 from chain.metered import MeteredBackend
+from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import KeyType, PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
 from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge, EpochInfo, EpochReport
 
-DENOM = "inj"
 OTHER_DENOM = "uatom"
-INITIAL_BALANCE = 10**24
+INITIAL_BALANCE = GENESIS_BALANCE
 INITIAL_MODEL_HASH = hashlib.sha256(b"theta_0").hexdigest()
 ENDPOINT = "http://127.0.0.1:8700"
 # Every env has these; tests pick the hosts and validators they need.
@@ -115,7 +115,7 @@ class EmbeddedDriver:
                 funds: int | Mapping[str, int] | None = None) -> TxResult:
         key = self.keys[sender] if isinstance(sender, str) else sender
         coins = {DENOM: funds} if isinstance(funds, int) and funds else (funds or None)
-        return ledger_tx_result(self.chain.execute(key.address(), self.address, msg, funds=coins))
+        return self.chain.execute(key.address(), self.address, msg, funds=coins)
 
     def deploy(self, msg: Mapping[str, Any]) -> str:
         result = self.chain.instantiate(self._operator.address(), self.code_id, msg, label="other")
@@ -396,8 +396,6 @@ class LedgerEnv:
             if info.phase != phase:
                 return
             self.wait_past_deadline(epoch)
-            try:
+            with contextlib.suppress(ContractError):
                 self.advance()
-            except ContractError:
-                pass
         raise AssertionError(f"epoch {epoch} is stuck in phase {phase}: {self.epoch(epoch)}")

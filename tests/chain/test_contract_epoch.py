@@ -8,9 +8,9 @@ hold where blocks come by themselves. Settlement amounts are in ``test_contract_
 from __future__ import annotations
 
 import pytest
+from ledger_env import HOST_STAKE, INITIAL_MODEL_HASH, LedgerEnv, digest, make_spec
 
 from chain.ledger import ContractError
-from ledger_env import HOST_STAKE, INITIAL_MODEL_HASH, LedgerEnv, digest, make_spec
 from protocol.rules.beacon import beacon_commit, epoch_seed
 
 HOSTS = ["host1", "host2"]
@@ -42,7 +42,7 @@ def test_an_epoch_moves_through_every_phase_and_opens_the_next(ledger_env) -> No
     assert (info.phase, info.phase_deadline) == ("train", r.height + ph.train_blocks)
     assert info.hosts == sorted(env.addr(h) for h in HOSTS)
     assert info.validators == sorted(env.addr(v) for v in VALIDATORS)
-    assert [e.attributes["phase"] for e in r.events if e.type == "wasm-phase"] == ["train"]
+    assert [e.get("phase") for e in r.events_of("wasm-phase")] == ["train"]
 
     env.commit("host1")
     assert env.epoch().committed == [env.addr("host1")]
@@ -158,7 +158,7 @@ def test_join_is_extended_while_the_minimums_are_not_met(make_ledger_env) -> Non
     deadline = env.epoch().phase_deadline
     env.wait_past_deadline()
     r = env.advance()
-    extended = [e.attributes for e in r.events if e.type == "wasm-phase"]
+    extended = [e.to_dict() for e in r.events_of("wasm-phase")]
     assert extended and extended[0]["extended"] == "true" and extended[0]["hosts"] == "1"
     assert (phase(env), env.epoch().phase_deadline) == ("join", deadline + ph.join_blocks)
     # Idle for several periods: extended by whole periods until the deadline lies ahead.
@@ -191,11 +191,11 @@ def test_join_refusals(make_ledger_env) -> None:
     ready(env, hosts=["host1", "host2", "host3"], validators=["validator1"])
     with pytest.raises(ContractError, match=r"^join: .* is not a member; bond first$"):
         env.join("outsider")
-    with pytest.raises(ContractError, match="^join: epoch 1 has not started; the current epoch is 0$"):
+    with pytest.raises(ContractError, match=r"^join: epoch 1 has not started; the current epoch is 0$"):
         env.join("host1", epoch=1)
-    with pytest.raises(ContractError, match="^join: beacon_commit must be 64 lowercase hex characters"):
+    with pytest.raises(ContractError, match=r"^join: beacon_commit must be 64 lowercase hex characters"):
         env.raw("host1", {"join": {"epoch": 0, "beacon_commit": "AB" * 32}})
-    with pytest.raises(ContractError, match="^join: does not accept funds, got 5inj$"):
+    with pytest.raises(ContractError, match=r"^join: does not accept funds, got 5inj$"):
         env.raw("host1", {"join": {"epoch": 0, "beacon_commit": "ab" * 32}}, funds=5)
     with pytest.raises(ContractError, match="missing field `beacon_commit`"):
         env.raw("host1", {"join": {"epoch": 0}})
@@ -203,13 +203,13 @@ def test_join_refusals(make_ledger_env) -> None:
     with pytest.raises(ContractError, match=f"^join: {env.addr('host1')} already joined epoch 0$"):
         env.join("host1")
     env.join("host2")
-    with pytest.raises(ContractError, match="^join: epoch 0 is full: it admits at most 2 hosts$"):
+    with pytest.raises(ContractError, match=r"^join: epoch 0 is full: it admits at most 2 hosts$"):
         env.join("host3")
     # Unbonding below the minimum makes a member ineligible for the next join.
     env.unbond("host3", HOST_STAKE - 999)
     env.join("validator1")  # host3 is no longer eligible: everyone eligible joined
     assert phase(env) == "train"
-    with pytest.raises(ContractError, match="^join: epoch 0 is in phase train; join is accepted in phase join only$"):
+    with pytest.raises(ContractError, match=r"^join: epoch 0 is in phase train; join is accepted in phase join only$"):
         env.join("host3")
 
 
@@ -222,7 +222,7 @@ def test_commit_refusals(ledger_env) -> None:
     for name in ["host1", "host2", *VALIDATORS]:
         env.join(name)
     with pytest.raises(ContractError,
-                       match="^commit: epoch 0 is in phase join; commit is accepted in phase train only$"):
+                       match=r"^commit: epoch 0 is in phase join; commit is accepted in phase train only$"):
         env.commit("host1")
     env.join("host3")
     assert phase(env) == "train"
@@ -231,14 +231,14 @@ def test_commit_refusals(ledger_env) -> None:
         env.commit("validator1")
     with pytest.raises(ContractError, match=f"^commit: {env.addr('outsider')} did not join epoch 0$"):
         env.commit("outsider")
-    with pytest.raises(ContractError, match="^commit: segments is 3, but the run has 2 segments per epoch$"):
+    with pytest.raises(ContractError, match=r"^commit: segments is 3, but the run has 2 segments per epoch$"):
         env.commit("host1", segments=3)
     good = env.commitment("host1", 0).model_dump(mode="json")
-    with pytest.raises(ContractError, match='^commit: delta_hash must be 64 lowercase hex characters, got "XY"$'):
+    with pytest.raises(ContractError, match=r'^commit: delta_hash must be 64 lowercase hex characters, got "XY"$'):
         env.raw("host1", {"commit": {**good, "delta_hash": "XY"}})
     with pytest.raises(ContractError, match="unknown field `extra`"):
         env.raw("host1", {"commit": {**good, "extra": 1}})
-    with pytest.raises(ContractError, match="^commit: does not accept funds"):
+    with pytest.raises(ContractError, match=r"^commit: does not accept funds"):
         env.raw("host1", {"commit": good}, funds=1)
     env.commit("host1")
     with pytest.raises(ContractError, match=f"^commit: {env.addr('host1')} already committed in epoch 0$"):
@@ -255,7 +255,7 @@ def test_a_late_message_is_refused_and_changes_nothing(ledger_env) -> None:
     env.commit("host1")
     env.wait_past_deadline()
     with pytest.raises(ContractError,
-                       match="^commit: epoch 0 is in phase reveal; commit is accepted in phase train only$"):
+                       match=r"^commit: epoch 0 is in phase reveal; commit is accepted in phase train only$"):
         env.commit("host2")
     # The refused transaction reverted its own auto-advance: nothing changed until a valid one.
     assert phase(env) == "train"
@@ -273,11 +273,11 @@ def test_reveal_checks_the_commitment_and_refuses_replays(ledger_env) -> None:
         env.reveal("host1", secret=env.secret("host1", 1))  # another epoch's secret
     with pytest.raises(ContractError, match="does not match the beacon commitment"):
         env.reveal("host1", secret=env.secret("host2", 0))  # another participant's secret
-    with pytest.raises(ContractError, match="^reveal: secret must be 64 lowercase hex characters"):
+    with pytest.raises(ContractError, match=r"^reveal: secret must be 64 lowercase hex characters"):
         env.raw("host1", {"reveal": {"epoch": 0, "secret": "00"}})
     with pytest.raises(ContractError, match=f"^reveal: {env.addr('outsider')} did not join epoch 0$"):
         env.reveal("outsider")
-    with pytest.raises(ContractError, match="^reveal: epoch 1 has not started"):
+    with pytest.raises(ContractError, match=r"^reveal: epoch 1 has not started"):
         env.reveal("host1", epoch=1)
     env.reveal("host1")
     with pytest.raises(ContractError, match=f"^reveal: {env.addr('host1')} already revealed for epoch 0$"):
@@ -288,7 +288,7 @@ def test_reveal_checks_the_commitment_and_refuses_replays(ledger_env) -> None:
     # Epoch 0's reveal replayed in epoch 1 (after epoch 0 closed) is refused by epoch.
     env.play_epoch(HOSTS, VALIDATORS)  # finishes epoch 0 from verify
     assert env.current() == 1
-    with pytest.raises(ContractError, match="^reveal: epoch 0 is closed; the current epoch is 1$"):
+    with pytest.raises(ContractError, match=r"^reveal: epoch 0 is closed; the current epoch is 1$"):
         env.reveal("host1", epoch=0)
 
 
@@ -328,18 +328,18 @@ def test_verdict_refusals(make_ledger_env) -> None:
         env.verdict("host1", c.host, c.segment)  # a host never judges
     with pytest.raises(ContractError, match="is not assigned to host"):
         env.verdict("outsider", c.host, c.segment)
-    with pytest.raises(ContractError, match="^verdict: host: invalid address"):
+    with pytest.raises(ContractError, match=r"^verdict: host: invalid address"):
         env.raw(assigned, {"verdict": {"epoch": 0, "host": "inj1nope", "segment": 0, "outcome": "pass",
                                        "distance": "0", "evidence": "ab" * 32}})
     with pytest.raises(ContractError, match="unknown variant `maybe`"):
         env.raw(assigned, {"verdict": {"epoch": 0, "host": c.host, "segment": c.segment, "outcome": "maybe",
                                        "distance": "0", "evidence": "ab" * 32}})
     with pytest.raises(ContractError,
-                       match='^verdict: distance must be a canonical decimal string like "0.0123", got "1e-3"$'):
+                       match=r'^verdict: distance must be a canonical decimal string like "0.0123", got "1e-3"$'):
         env.raw(assigned, {"verdict": {"epoch": 0, "host": c.host, "segment": c.segment, "outcome": "fail",
                                        "distance": "1e-3", "evidence": "ab" * 32}})
     with pytest.raises(ContractError,
-                       match="^commit: epoch 0 is in phase verify; commit is accepted in phase train only$"):
+                       match=r"^commit: epoch 0 is in phase verify; commit is accepted in phase train only$"):
         env.commit("host1")
     env.verdict(assigned, c.host, c.segment, "fail", distance="0.25")
     with pytest.raises(ContractError, match=f"^verdict: {env.addr(assigned)} already voted on host {c.host} "
@@ -355,9 +355,9 @@ def test_verdicts_before_verify_are_refused(ledger_env) -> None:
     ready(env)
     env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
     with pytest.raises(ContractError,
-                       match="^verdict: epoch 0 is in phase reveal; verdict is accepted in phase verify only$"):
+                       match=r"^verdict: epoch 0 is in phase reveal; verdict is accepted in phase verify only$"):
         env.verdict("validator1", "host1", 0)
-    with pytest.raises(ContractError, match="^propose_model: epoch 0 is in phase reveal"):
+    with pytest.raises(ContractError, match=r"^propose_model: epoch 0 is in phase reveal"):
         env.propose("host1", digest("x"))
 
 
@@ -410,7 +410,7 @@ def test_without_enough_proposals_the_epoch_closes_at_the_deadline(ledger_env) -
     with pytest.raises(ContractError,
                        match=f"^propose_model: {env.addr('validator1')} is not an accepted host of epoch 0$"):
         env.propose("validator1", digest("a"))
-    with pytest.raises(ContractError, match="^propose_model: model_hash must be 64 lowercase hex"):
+    with pytest.raises(ContractError, match=r"^propose_model: model_hash must be 64 lowercase hex"):
         env.raw("host2", {"propose_model": {"epoch": 0, "model_hash": "x", "val_loss_micro": 1}})
     deadline = env.epoch().phase_deadline
     env.close_phase()
@@ -479,7 +479,7 @@ def test_a_message_at_the_deadline_height_is_late(embedded_env) -> None:
     deadline = env.epoch().phase_deadline
     env.wait_until(deadline - 2)
     assert env.commit("host1").height == deadline - 1  # the last height of the phase
-    with pytest.raises(ContractError, match="^commit: epoch 0 is in phase reveal"):
+    with pytest.raises(ContractError, match=r"^commit: epoch 0 is in phase reveal"):
         env.commit("host2")  # would land at the deadline
 
 
@@ -504,5 +504,5 @@ def test_epochs_are_listed_in_order_with_paging(ledger_env) -> None:
     assert [e.epoch for e in env.ledger.epochs(start_after=1, limit=2)] == [2, 3]
     assert env.ledger.epochs(start_after=3) == []
     assert [e.phase for e in env.ledger.epochs()] == ["closed", "closed", "closed", "join"]
-    with pytest.raises(ContractError, match="^epoch: epoch 9 has not started; the current epoch is 3$"):
+    with pytest.raises(ContractError, match=r"^epoch: epoch 9 has not started; the current epoch is 3$"):
         env.epoch(9)

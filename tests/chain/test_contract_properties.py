@@ -9,6 +9,7 @@ transaction is a block) make random walks cross epochs, finalize, slash and pay.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 
@@ -16,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from ledger_env import DENOM, EmbeddedDriver, LedgerEnv, digest, make_spec
 
 from chain.ledger import ContractError
-from ledger_env import DENOM, EmbeddedDriver, LedgerEnv, digest, make_spec
 
 HOSTS = ["host1", "host2", "host3"]
 VALIDATORS = ["validator1", "validator2", "validator3"]
@@ -48,10 +49,8 @@ class ContractMachine(RuleBasedStateMachine):
     def attempt(self, action) -> None:
         """Run one message; a refusal is fine, anything else (a trap) is a bug."""
         self.steps += 1
-        try:
+        with contextlib.suppress(ContractError):
             action()
-        except ContractError:
-            pass
 
     def epoch_of(self, offset: int) -> int:
         return max(0, self.env.current() + offset)
@@ -60,9 +59,9 @@ class ContractMachine(RuleBasedStateMachine):
                                 max_size=6),
                 pool=st.sampled_from([0, 300, 5_000]))
     def start(self, stakes: list[int], pool: int) -> None:
-        for name, stake in zip(MEMBERS, stakes):
+        for name, stake in zip(MEMBERS, stakes, strict=True):
             if stake:
-                self.attempt(lambda: self.env.bond(name, stake))
+                self.attempt(lambda name=name, stake=stake: self.env.bond(name, stake))
         if pool:
             self.attempt(lambda: self.env.fund_rewards(pool))
 
@@ -88,18 +87,19 @@ class ContractMachine(RuleBasedStateMachine):
             info = self.env.epoch()
             e = info.epoch
             if info.phase == "join":
-                self.attempt(lambda: self.env.join(name, e))
+                self.attempt(lambda name=name, e=e: self.env.join(name, e))
             elif info.phase == "train":
-                self.attempt(lambda: self.env.commit(name, e))
+                self.attempt(lambda name=name, e=e: self.env.commit(name, e))
             elif info.phase == "reveal":
-                self.attempt(lambda: self.env.reveal(name, e))
+                self.attempt(lambda name=name, e=e: self.env.reveal(name, e))
             elif info.phase == "verify" and name in VALIDATORS:
                 for i, c in enumerate(self.env.challenges(name, e)):
                     outcome = outcomes[i % len(outcomes)]
                     if outcome is not None and not c.voted:
-                        self.attempt(lambda: self.env.verdict(name, c.host, c.segment, outcome, epoch=e))
+                        self.attempt(lambda name=name, c=c, outcome=outcome, e=e:
+                                     self.env.verdict(name, c.host, c.segment, outcome, epoch=e))
             elif info.phase == "propose":
-                self.attempt(lambda: self.env.propose(name, model, e))
+                self.attempt(lambda name=name, e=e: self.env.propose(name, model, e))
 
     # -- stake -------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ with a validator that did not reveal and so must not be assigned)."""
 from __future__ import annotations
 
 from ledger_env import make_spec
+
 from protocol.rules.beacon import epoch_seed
 from protocol.rules.sampling import challenge_validators, challenged_segments
 

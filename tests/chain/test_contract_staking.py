@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from ledger_env import INITIAL_MODEL_HASH, LedgerEnv, make_spec
 
 from chain.ledger import ContractError
-from ledger_env import INITIAL_MODEL_HASH, LedgerEnv, make_spec
 from protocol.keys import encode_address
 from protocol.rules.spec import RunSpec
 from protocol.views import Accounting, Member
@@ -81,7 +81,8 @@ def test_instantiate_rejects_non_canonical_spec(ledger_env, mutate, message: str
         ({"denom": "uatom"}, "denom \"uatom\" differs from the spec's economics.denom \"inj\""),
         ({"initial_model_hash": "AB" * 32}, "initial_model_hash must be 64 lowercase hex"),
         ({"initial_model_hash": "ab"}, "initial_model_hash must be 64 lowercase hex"),
-        ({"treasury": COSMOS_ADDRESS}, "instantiate: treasury: invalid address .*: invalid Bech32 prefix; expected inj, got cosmos$"),
+        ({"treasury": COSMOS_ADDRESS},
+         "instantiate: treasury: invalid address .*: invalid Bech32 prefix; expected inj, got cosmos$"),
         ({"admin": "inj1notanaddress"}, "instantiate: admin: invalid address"),
         ({"extra": 1}, "unknown field `extra`"),
     ],
@@ -287,8 +288,7 @@ def test_claim_after_maturity_pays_with_a_bank_transfer(make_ledger_env) -> None
     assert env.balance(host) + env.fees_paid == before + 3_000
     assert env.balance(env.address) == 2_000
     # (A real chain adds attributes such as msg_index: compare the ones that matter.)
-    transfers = [{k: e.attributes.get(k) for k in ("recipient", "sender", "amount")}
-                 for e in result.events if e.type == "transfer"]
+    transfers = [{k: e.get(k) for k in ("recipient", "sender", "amount")} for e in result.events_of("transfer")]
     assert {"recipient": host, "sender": env.address, "amount": "3000inj"} in transfers
     assert result.attribute("action") == "claim"
     assert member(env, "host1")["unbonding"] == []

@@ -11,9 +11,10 @@ import pytest
 
 from chain.cosmos import ChainConfig, CosmosBackend, CosmosChain, contract_message, injective, wasmd
 from chain.cosmos.config import ETH_ACCOUNT_TYPE, embedded_base_account
-from chain.cosmos.errors import CosmosContractError, CosmosTxError, classify, wrong_sequence
+from chain.cosmos.errors import CosmosTxError, classify, wrong_sequence
 from chain.ledger import ContractError, Ledger, LedgerError, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
+from protocol.injective import MIN_GAS_PRICE
 from protocol.keys import KeyType, PrivateKey, keccak256
 from protocol.rules.spec import RunSpec
 
@@ -55,7 +56,7 @@ def test_contract_message_is_parsed_out_of_every_node_text():
     assert contract_message("failed to execute message; message index: 0: join: a: b: c: execute wasm contract "
                             "failed") == "join: a: b: c"
     assert contract_message("spendable balance 5inj is smaller than 10inj: insufficient funds") is None
-    assert isinstance(classify(deliver), CosmosContractError) and isinstance(classify(deliver), ContractError)
+    assert isinstance(classify(deliver), ContractError) and classify(deliver).raw_log == deliver
     other = classify("out of gas in location: wasm; gasWanted: 5, gasUsed: 9", code=11, codespace="sdk")
     assert isinstance(other, CosmosTxError) and not isinstance(other, ContractError)
     assert "code sdk/11" in str(other)
@@ -65,7 +66,7 @@ def test_contract_message_is_parsed_out_of_every_node_text():
 def test_chain_config_gas_and_fees():
     cfg = injective("x")
     assert cfg.gas_limit(100_000) == 180_000  # 1.3 × 100k + 50k
-    assert cfg.fee(180_000) == 180_000 * 160_000_000
+    assert cfg.fee(180_000) == 180_000 * MIN_GAS_PRICE
     assert cfg.with_(max_gas_per_tx=150_000).gas_limit(100_000) == 150_000
     w = wasmd("wasm-1")
     assert (w.prefix, w.denom, w.fee(1000)) == ("wasm", "stake", 25)
@@ -182,7 +183,7 @@ def test_staking_and_every_query_through_the_ledger(devnet_deploy):
     after = sum(ledger.balance(a) for a in c.accounts.values()) + ledger.balance(c.address)
     assert after + sum(r.fee for r in results) == held
     # The fee is exactly gas limit × 1.6e8 inj (the chain's minimum gas price).
-    assert all(r.fee % 160_000_000 == 0 and r.fee // 160_000_000 > r.gas_used for r in results)
+    assert all(r.fee % MIN_GAS_PRICE == 0 and r.fee // MIN_GAS_PRICE > r.gas_used for r in results)
 
 
 @pytest.mark.devnet
@@ -196,7 +197,7 @@ def test_fees_are_accounted_exactly(devnet_deploy):
     # A refusal inside a block (explicit gas: no simulation first) costs its fee too.
     with pytest.raises(ContractError, match="cannot unbond") as refused:
         c.execute("host2", {"unbond": {"amount": str(10**9)}}, gas_limit=400_000)
-    assert refused.value.fee == 400_000 * 160_000_000
+    assert refused.value.fee == 400_000 * MIN_GAS_PRICE
     # A refusal found by simulation costs nothing.
     with pytest.raises(ContractError, match="nothing to claim"):
         c.execute("host1", {"claim": {}})
@@ -216,7 +217,7 @@ def test_contract_errors_reach_the_caller_verbatim(devnet_deploy):
     with pytest.raises(ContractError) as err:
         c.execute("host1", {"bond": {"role": "host", "endpoint": "http://h"}}, {"uatom": 5})
     assert str(err.value) == "bond: funds must be exactly one coin of denom inj with a nonzero amount, got 5uatom"
-    with pytest.raises(ContractError, match="^claim: "):
+    with pytest.raises(ContractError, match=r"^claim: "):
         ledger.claim(host)
     with pytest.raises(ContractError, match="unknown variant `nope`"):
         c.query({"nope": {}})
@@ -224,7 +225,7 @@ def test_contract_errors_reach_the_caller_verbatim(devnet_deploy):
     with pytest.raises(LedgerError) as err:
         ledger.bond(host, "host", "http://h", 10**30)
     assert not isinstance(err.value, ContractError) and "insufficient funds" in str(err.value)
-    with pytest.raises(ContractError, match="^instantiate: "):
+    with pytest.raises(ContractError, match=r"^instantiate: "):
         c.deploy(c.instantiate_msg(denom="uatom"))
     assert ledger.member(host.address()) is None and c.accounting() == {"bonded": 0, "unbonding": 0,
                                                                           "reward_pool": 0}
@@ -416,6 +417,6 @@ def test_a_simulated_tx_that_runs_out_of_gas_in_its_block_is_sent_again(devnet_d
     retries = c.chain.out_of_gas_retries
     result = c.execute("funder", {"fund_rewards": {}}, 5)
     assert c.chain.out_of_gas_retries == retries + 1 and len(simulated) == 2
-    assert result.fee == (simulated[0] + real(c.chain.config, simulated[1])) * 160_000_000
+    assert result.fee == (simulated[0] + real(c.chain.config, simulated[1])) * MIN_GAS_PRICE
     assert c.accounting()["reward_pool"] == 5
     assert c.total_funds() == total

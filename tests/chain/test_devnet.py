@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -122,7 +123,7 @@ def test_listens_only_on_loopback(devnet):
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         if not os.path.exists(table):
             continue
-        for line in open(table).read().splitlines()[1:]:
+        for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
             if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
                 listening.append((table, fields[1]))
@@ -167,7 +168,8 @@ def test_cli_up_status_accounts_down(tmp_path, monkeypatch):
     ports = DevnetPorts.free()
     runner = CliRunner()
     args = ["--rpc-port", ports.rpc, "--p2p-port", ports.p2p, "--grpc-port", ports.grpc, "--rest-port", ports.rest]
-    res = runner.invoke(devnet_cmd.app, ["up", "--keys", "alice", "--keys", "bob", "--test-accounts", "1", "--amount", "1000",
+    res = runner.invoke(devnet_cmd.app, ["up", "--keys", "alice", "--keys", "bob", "--test-accounts", "1",
+                                         "--amount", "1000",
                                          *map(str, args), "--json"])
     assert res.exit_code == 0, res.output
     try:

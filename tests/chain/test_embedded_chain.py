@@ -22,8 +22,9 @@ from chain.embedded import (
     contract_address,
 )
 from chain.embedded.chain import GENESIS_TIME_NS
-from chain.ledger import ContractError as LedgerContractError
+from chain.ledger import LedgerError
 from chain.wasm_artifact import load_contract_wasm
+from protocol.errors import VerilocoError
 from protocol.keys import encode_address
 
 DENOM = "inj"
@@ -81,7 +82,7 @@ def test_send_moves_coins_and_reports_transfer_events(chain: EmbeddedChain, alic
 
 def test_insufficient_funds_moves_nothing(chain: EmbeddedChain, alice: str, bob: str) -> None:
     height = chain.height
-    with pytest.raises(InsufficientFundsError, match="spendable balance 10inj .* is smaller than 11inj"):
+    with pytest.raises(InsufficientFundsError, match=r"spendable balance 10inj .* is smaller than 11inj"):
         chain.send(bob, alice, {DENOM: 11})
     with pytest.raises(InsufficientFundsError):
         chain.send(alice, bob, {DENOM: 1, "uatom": 51})  # the first coin alone would pass
@@ -225,9 +226,9 @@ def test_contract_bank_message_pays_from_the_contract(chain: EmbeddedChain, alic
 
 def test_contract_errors_carry_the_message_and_are_ledger_errors(chain: EmbeddedChain, alice: str,
                                                                  probe_contract: str) -> None:
-    with pytest.raises(LedgerContractError) as err:
+    with pytest.raises(LedgerError) as err:
         chain.execute(alice, probe_contract, b"e")
-    assert isinstance(err.value, ContractError)
+    assert isinstance(err.value, ContractError) and isinstance(err.value, VerilocoError)
     assert (err.value.message, err.value.contract, err.value.entry_point) == (
         "probe refused", probe_contract, "execute")
 
@@ -244,7 +245,7 @@ def test_failed_instantiate_creates_nothing(alice: str, make_spec, account) -> N
     spec = make_spec()
     msg = {"spec_json": spec.canonical().decode(), "initial_model_hash": "0" * 64,
            "denom": DENOM, "treasury": account("treasury"), "admin": None}
-    with pytest.raises(ContractError, match="^instantiate: does not accept funds, got 5inj$"):
+    with pytest.raises(ContractError, match=r"^instantiate: does not accept funds, got 5inj$"):
         chain.instantiate(alice, code_id, msg, funds={DENOM: 5})
     assert chain.balance(alice, DENOM) == 10**12
     with pytest.raises(ChainError, match="no contract"):

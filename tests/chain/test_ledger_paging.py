@@ -1,7 +1,8 @@
 """The Ledger pages through the contract's capped answers: every epoch comes back, in order."""
 
-from chain.ledger import EPOCHS_PAGE
 from test_contract_epoch import HOSTS, VALIDATORS, ready
+
+from chain.ledger import EPOCHS_PAGE
 
 
 def test_epochs_beyond_one_contract_page(embedded_env) -> None:

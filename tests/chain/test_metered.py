@@ -17,10 +17,8 @@ class FeeChargingChain(ContractBackend):
 
     def execute(self, key, msg, funds=0):
         if "bad" in msg:
-            exc = ContractError("refused")
-            exc.fee = 7  # type: ignore[attr-defined]
-            raise exc
-        return TxResult(tx_hash="00", height=1, gas_used=1, fee=7, events=[])
+            raise ContractError("refused", fee=7)
+        return TxResult(tx_hash="00", height=1, gas_used=1, fee=7)
 
     def query(self, msg):
         return {}

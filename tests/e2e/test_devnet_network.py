@@ -83,15 +83,16 @@ def test_three_epochs_with_a_cheater_over_http(network) -> None:
     for name in HOSTS:
         args = ["host", "run", "--key", name, "--listen", f"127.0.0.1:{ports[name]}", "--epochs", str(EPOCHS),
                 "--threads", "1", "--poll", "0.2", *(["--adversary", "noise"] if name == "cheat" else [])]
-        procs.append((name, subprocess.Popen([*VERILOCO, *args], env=env, stdout=open(logs / f"{name}.log", "w"),
+        procs.append((name, subprocess.Popen([*VERILOCO, *args], env=env, stdout=open(logs / f"{name}.log", "w"),  # noqa: SIM115 (the child writes it)
                                              stderr=subprocess.STDOUT)))
     for name in VALIDATORS:
         args = ["validator", "run", "--key", name, "--epochs", str(EPOCHS), "--threads", "1", "--poll", "0.2"]
-        procs.append((name, subprocess.Popen([*VERILOCO, *args], env=env, stdout=open(logs / f"{name}.log", "w"),
+        procs.append((name, subprocess.Popen([*VERILOCO, *args], env=env, stdout=open(logs / f"{name}.log", "w"),  # noqa: SIM115 (the child writes it)
                                              stderr=subprocess.STDOUT)))
     try:
         for name, proc in procs:
-            assert proc.wait(timeout=900) == 0, f"{name} exited with {proc.returncode}:\n{(logs / f'{name}.log').read_text()[-3000:]}"
+            log = (logs / f"{name}.log").read_text()[-3000:]
+            assert proc.wait(timeout=900) == 0, f"{name} exited with {proc.returncode}:\n{log}"
     finally:
         for _, proc in procs:
             proc.kill()

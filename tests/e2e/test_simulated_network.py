@@ -3,13 +3,13 @@ falls below the minimum, and the epochs go on without it."""
 
 import pytest
 
+from node.validator import ValidatorNode
 from trainer.data import Dataset
 from trainer.presets import tiny
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import simulation_spec
 from veriloco.network import LocalNetwork, Roster
 from veriloco.report import slashed_over_run
-from node.validator import ValidatorNode
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ import random
 import pytest
 import torch
 
-from protocol.tensors.aggregation import RULES, AggregationError, aggregate
 from protocol.rules.spec import AggregationSpec
+from protocol.tensors.aggregation import RULES, AggregationError, aggregate
 from protocol.tensors.digest import tensors_digest
 
 HOSTS = [f"inj1host{i}" for i in range(7)]

@@ -20,20 +20,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for bench/
 
-from bench.aggregation_attacks import (Steered, caught, relative_gap, served_delta, steer_epoch,  # noqa: E402
-                                       target_delta)
-from protocol.rules.beacon import genesis_seed  # noqa: E402
-from protocol.keys import encode_address  # noqa: E402
-from protocol.rules.sampling import challenged_segments  # noqa: E402
-from protocol.views import Challenge  # noqa: E402
-from trainer.artifacts import LocalArtifacts  # noqa: E402
-from trainer.behaviour import HostBehaviour  # noqa: E402
-from trainer.data import Dataset  # noqa: E402
-from trainer.inner import EpochContext  # noqa: E402
-from trainer.outer import GlobalState  # noqa: E402
-from trainer.presets import tiny  # noqa: E402
-from verifier.adversaries import ScaledDelta, SignFlipDelta  # noqa: E402
-from verifier.replay import check_challenge  # noqa: E402
+from bench.aggregation_attacks import Steered, caught, relative_gap, served_delta, steer_epoch, target_delta
+from protocol.keys import encode_address
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.sampling import challenged_segments
+from protocol.views import Challenge
+from trainer.artifacts import LocalArtifacts
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.inner import EpochContext
+from trainer.outer import GlobalState
+from trainer.presets import tiny
+from verifier.adversaries import ScaledDelta, SignFlipDelta
+from verifier.replay import check_challenge
 
 VALIDATOR = encode_address(bytes([99] * 20))
 HONEST = [encode_address(bytes([i] * 20)) for i in (1, 2, 3)]
@@ -180,7 +179,8 @@ def test_targets_by_hand_and_independent_of_order() -> None:
     b = {"w": torch.tensor([3.0, 2.0])}
     assert target_delta("ipm", {"x": a, "y": b}, 0.5)["w"].tolist() == [-1.0, -1.0]
     assert target_delta("alie", {"x": a, "y": b}, 1.0)["w"].tolist() == [1.0, 2.0]  # mean 2,2; std 1,0
-    assert torch.equal(target_delta("alie", {"y": b, "x": a}, 2.0)["w"], target_delta("alie", {"x": a, "y": b}, 2.0)["w"])
+    assert torch.equal(target_delta("alie", {"y": b, "x": a}, 2.0)["w"],
+                       target_delta("alie", {"x": a, "y": b}, 2.0)["w"])
     with pytest.raises(ValueError):
         target_delta("nope", {"x": a}, 1.0)
     with pytest.raises(ValueError, match="peers"):

@@ -75,7 +75,8 @@ def test_mnemonic_known_vectors() -> None:
     assert decode_address(eth.address()).hex() == "9858effd232b4033e47d90003d41ec34ecaeda94"
     assert eth.address() == "inj1npvwllfr9dqr8erajqqr6s0vxnk2ak55re90dz"
     # Injective's secp256k1 option with coin type 118 is the plain Cosmos key (same 20 bytes).
-    assert PrivateKey.from_mnemonic(ABANDON, KeyType.SECP256K1).address() == "inj19rl4cm2hmr8afy4kldpxz3fka4jguq0akf6edd"
+    cosmos = PrivateKey.from_mnemonic(ABANDON, KeyType.SECP256K1)
+    assert cosmos.address() == "inj19rl4cm2hmr8afy4kldpxz3fka4jguq0akf6edd"
     # The path follows --coin-type / --account / --index.
     other = PrivateKey.from_mnemonic(ABANDON, KeyType.ETH_SECP256K1, hd_path(60, 0, 1))
     assert other.address() != eth.address()

@@ -34,7 +34,8 @@ def test_tampered_sibling_or_index_fails(leaves, data) -> None:
         forged = list(proof.siblings)
         forged[j] = ("0" if forged[j][0] != "0" else "1") + forged[j][1:]
         assert not verify_proof(leaves[i], proof.model_copy(update={"siblings": forged}), root, len(leaves))
-    k = data.draw(st.integers(0, len(leaves) - 1).filter(lambda k: leaves[k] != leaves[i]) if len(set(leaves)) > 1 else st.just(i))
+    others = st.integers(0, len(leaves) - 1).filter(lambda k: leaves[k] != leaves[i])
+    k = data.draw(others if len(set(leaves)) > 1 else st.just(i))
     if k != i:
         assert not verify_proof(leaves[i], proof.model_copy(update={"index": k}), root, len(leaves))
 
@@ -64,7 +65,7 @@ def test_malformed_inputs_are_errors() -> None:
     leaves = [bytes([i]) * 32 for i in range(5)]
     proof = merkle_proof(leaves, 4)
     with pytest.raises(MerkleError, match="more siblings"):
-        root_from_proof(leaves[4], proof.model_copy(update={"siblings": proof.siblings + ["00" * 32]}))
+        root_from_proof(leaves[4], proof.model_copy(update={"siblings": [*proof.siblings, "00" * 32]}))
     with pytest.raises(MerkleError, match="too few"):
         root_from_proof(leaves[0], MerkleProof(index=0, leaf_count=5, siblings=[]))
     with pytest.raises(ValueError):

@@ -3,8 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from protocol.rules.encoding import EncodingError
 from protocol.messages import Commitment, Verdict
+from protocol.rules.encoding import EncodingError
 from protocol.rules.losses import loss_digest, loss_micro
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 

@@ -1,4 +1,5 @@
-"""Tensor digests: equal for equal tensors whatever their layout; any change of name, dtype, shape or value changes them."""
+"""Tensor digests: equal for equal tensors whatever their layout; any change of name, dtype, shape or value
+changes them."""
 
 import pytest
 import torch

@@ -7,8 +7,8 @@ import pytest
 
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
 from protocol.rules.hashing import tagged_hash
-from protocol.rules.merkle import MerkleProof, merkle_proof, merkle_root, verify_proof
 from protocol.rules.losses import loss_digest
+from protocol.rules.merkle import MerkleProof, merkle_proof, merkle_root, verify_proof
 from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
 
 VECTORS = Path(__file__).parents[1] / "vectors"

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from trainer_env import HOST, small_spec
 
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
 from trainer.data import Dataset
 from trainer.inner import EpochContext
-from trainer_env import HOST, small_spec
 
 
 @pytest.fixture(scope="session")

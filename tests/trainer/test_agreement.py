@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from protocol.tensors.aggregation import RULES, aggregate
 from protocol.rules.spec import AggregationSpec, RunSpec
+from protocol.tensors.aggregation import RULES, aggregate
 from trainer.delta import decode_delta, dequantize, encode_delta, quantize
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState, load_global, outer_step

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import pytest
 
+from node.global_store import GlobalStateUnavailable
+from node.host import HostNode
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from node.global_store import GlobalStateUnavailable
-from node.host import HostNode
 from trainer.epoch_store import EpochStore
 from trainer.inner import start_checkpoint
 from trainer.outer import GlobalState, load_global

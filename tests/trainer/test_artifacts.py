@@ -1,16 +1,15 @@
 """LocalArtifacts serves exactly what the host's epoch committed, and refuses what it does not have."""
 
 import pytest
+from trainer_env import small_spec
 
-from protocol.rules.merkle import verify_proof
 from protocol.rules.losses import loss_digest
+from protocol.rules.merkle import verify_proof
 from trainer.artifacts import ArtifactUnavailable, LocalArtifacts, global_path
 from trainer.checkpoint import decode_checkpoint
 from trainer.delta import decode_delta, delta_hash
 from trainer.inner import EpochContext, run_epoch
 from trainer.outer import GlobalState
-
-from trainer_env import small_spec
 
 
 @pytest.fixture(scope="module")

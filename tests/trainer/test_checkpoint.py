@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import save as st_save
+from trainer_env import small_spec
 
 from protocol.rules.hashing import Tag
 from protocol.tensors.digest import tensors_digest
@@ -14,8 +15,6 @@ from trainer.checkpoint import Checkpoint, CheckpointError, decode_checkpoint, l
 from trainer.inner import replay_segment, start_checkpoint
 from trainer.outer import GlobalState
 from trainer.tensorfile import TensorFileError
-
-from trainer_env import small_spec
 
 
 @pytest.fixture
@@ -68,7 +67,8 @@ def test_malformed_files_are_refused_with_clear_errors(spec, leaf1) -> None:
     cases.append((_bytes(wrong_shape), "has shape"))
     wrong_dtype = dict(t, **{"param/head.weight": t["param/head.weight"].double()})
     cases.append((_bytes(wrong_dtype), "dtype F64, expected F32"))
-    nan = dict(t, **{"param/head.weight": t["param/head.weight"].clone().index_fill_(0, torch.tensor([3]), float("nan"))})
+    poisoned = t["param/head.weight"].clone().index_fill_(0, torch.tensor([3]), float("nan"))
+    nan = dict(t, **{"param/head.weight": poisoned})
     cases.append((_bytes(nan), "NaN or Inf"))
     inf = dict(t, **{"adam.exp_avg/tok.weight": torch.full_like(t["adam.exp_avg/tok.weight"], float("inf"))})
     cases.append((_bytes(inf), "NaN or Inf"))
@@ -81,7 +81,7 @@ def test_malformed_files_are_refused_with_clear_errors(spec, leaf1) -> None:
     for data, message in cases:
         with pytest.raises(TensorFileError, match=message):
             decode_checkpoint(data, spec, 1)
-    with pytest.raises(CheckpointError, match="outside 0..4"):
+    with pytest.raises(CheckpointError, match=r"outside 0..4"):
         decode_checkpoint(good, spec, 5)
 
 

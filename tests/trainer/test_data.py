@@ -7,13 +7,12 @@ from decimal import Decimal
 import pytest
 import torch
 from safetensors.torch import save_file
+from trainer_env import HOST, small_spec
 
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.sampling import batch_indices
 from trainer.data import Dataset, DatasetError, corpus_splits, dataset_hash, split_documents, strip_markdown
 from trainer.presets import SHAKESPEARE_HASH
-
-from trainer_env import HOST, small_spec
 
 
 def test_strip_markdown_removes_only_markup() -> None:

@@ -6,17 +6,26 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trainer_env import small_spec
 
 from protocol.rules.hashing import Tag
 from protocol.rules.spec import QuantizationSpec
 from protocol.tensors.digest import tensors_digest
-from trainer.delta import (decode_delta, delta_hash, dequantize, encode_delta, load_delta, payload_bytes,
-                           payload_layout, pseudo_gradient, quantize, relative_error)
+from trainer.delta import (
+    decode_delta,
+    delta_hash,
+    dequantize,
+    encode_delta,
+    load_delta,
+    payload_bytes,
+    payload_layout,
+    pseudo_gradient,
+    quantize,
+    relative_error,
+)
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.tensorfile import TensorFileError, layout_of
-
-from trainer_env import small_spec
 
 INT8, INT4, NONE = (QuantizationSpec(scheme=s, block_size=64) for s in ("int8", "int4", "none"))
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trainer_env import small_spec
 
 from trainer.delta import payload_bytes, quantize
 from trainer.diloco import simulate
 from trainer.model import parameter_shapes
-
-from trainer_env import small_spec
 
 
 def test_one_worker_one_round_of_plain_averaging_is_single_training(dataset) -> None:

@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+from trainer_env import HOST, small_spec
 
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.losses import loss_digest, loss_micro
@@ -15,8 +16,6 @@ from trainer.delta import decode_delta, delta_hash
 from trainer.epoch_store import MAX_RECORD_BYTES, EpochStore
 from trainer.inner import EpochContext, epoch_delta, run_epoch
 from trainer.outer import GlobalState
-
-from trainer_env import HOST, small_spec
 
 
 @pytest.fixture(scope="module")

@@ -10,18 +10,17 @@ import time
 
 import pytest
 import torch
+from trainer_env import HOST
 
 from protocol.rules.beacon import genesis_seed
-from protocol.rules.merkle import merkle_root
 from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.merkle import merkle_root
 from trainer.checkpoint import CheckpointError
 from trainer.delta import delta_hash
 from trainer.epoch_store import EpochStore
 from trainer.inner import EpochContext, replay_segment, run_epoch, start_checkpoint
 from trainer.outer import GlobalState
 from trainer.presets import tiny
-
-from trainer_env import HOST
 
 
 def test_epoch_commits_to_its_files(spec, dataset, ctx, tmp_path) -> None:

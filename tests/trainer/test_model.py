@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trainer_env import small_spec
 
 from trainer.model import GPT, build_model, parameter_shapes
 from trainer.step import Stepper
-
-from trainer_env import small_spec
 
 
 def _params(model) -> dict[str, torch.Tensor]:

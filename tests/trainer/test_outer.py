@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from trainer_env import small_spec
 
 from protocol.rules.hashing import Tag
 from protocol.rules.spec import OuterSpec
 from protocol.tensors.digest import tensors_digest
 from trainer.outer import GlobalState, decode_global, load_global, outer_step
 from trainer.tensorfile import TensorFileError
-
-from trainer_env import small_spec
 
 
 def test_two_steps_by_hand() -> None:

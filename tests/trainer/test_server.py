@@ -35,7 +35,8 @@ def work(tmp_path_factory, spec, dataset):
 
 @pytest.fixture(scope="module")
 def server(work, spec):
-    app = create_app(work[0], spec.run_id().hex(), HOST, authorize=lambda a: a in (MEMBER.address(), ETH_MEMBER.address()))
+    members = (MEMBER.address(), ETH_MEMBER.address())
+    app = create_app(work[0], spec.run_id().hex(), HOST, authorize=lambda a: a in members)
     with ServerThread(app) as thread:
         yield thread, app
 
@@ -56,7 +57,7 @@ def test_member_reads_everything_and_it_verifies(server, work, spec) -> None:
 
 def test_refusals_are_clear_and_recorded(server, spec) -> None:
     thread, app = server
-    with pytest.raises(ArtifactUnavailable, match="403.*not a bonded participant"):
+    with pytest.raises(ArtifactUnavailable, match=r"403.*not a bonded participant"):
         HttpArtifacts(thread.url, STRANGER, spec).delta(0)
     with pytest.raises(ArtifactUnavailable, match="404"):
         HttpArtifacts(thread.url, MEMBER, spec).delta(7)
@@ -92,9 +93,8 @@ class Oversized(ArtifactSource):
 
 def test_client_stops_reading_oversized_answers(spec) -> None:
     app = create_app(Oversized(), spec.run_id().hex(), HOST, authorize=lambda a: True)
-    with ServerThread(app) as thread:
-        with pytest.raises(ArtifactUnavailable, match="exceeds the limit|more than"):
-            HttpArtifacts(thread.url, MEMBER, spec).checkpoint(0, 1)
+    with ServerThread(app) as thread, pytest.raises(ArtifactUnavailable, match=r"exceeds the limit|more than"):
+        HttpArtifacts(thread.url, MEMBER, spec).checkpoint(0, 1)
 
 
 def test_unreachable_host_is_unavailable(spec) -> None:

@@ -8,12 +8,11 @@ import sys
 
 import pytest
 import torch
+from trainer_env import small_spec
 
 from trainer.inner import replay_segment, start_checkpoint
 from trainer.outer import GlobalState
 from trainer.step import Stepper, TrainState, micro_seed
-
-from trainer_env import small_spec
 
 
 def _start(spec, key_epoch: int = 0):

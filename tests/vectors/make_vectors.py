@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from protocol.keys import PrivateKey
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
 from protocol.rules.hashing import Tag, tagged_hash
-from protocol.keys import PrivateKey
-from protocol.rules.merkle import merkle_proof, merkle_root
 from protocol.rules.losses import loss_digest
+from protocol.rules.merkle import merkle_proof, merkle_root
 from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
 
 HERE = Path(__file__).parent

@@ -7,22 +7,30 @@ import math
 import random
 
 import pytest
+from verifier_env import VICTIM, address, cache_dir, dataset, honest, one_thread, serve_epoch, spec, threads  # noqa: F401 (fixtures)
 
 from protocol.messages import Verdict
 from protocol.rules.losses import loss_digest, loss_micro
 from protocol.rules.merkle import verify_proof
 from protocol.rules.sampling import challenged_segments
 from trainer.checkpoint import decode_checkpoint
-from trainer.inner import EpochContext
-from trainer.outer import outer_step
 from trainer.delta import decode_delta, delta_hash, dequantize
+from trainer.inner import EpochContext
 from trainer.model import parameter_shapes
-from verifier.adversaries import (ADVERSARIES, VALIDATORS, Adversary, Blindfold, Copycat, Honest, Lazy, StaleDelta,
-                                  make_adversary, make_validator_behaviour)
+from trainer.outer import outer_step
+from verifier.adversaries import (
+    ADVERSARIES,
+    VALIDATORS,
+    Adversary,
+    Blindfold,
+    Copycat,
+    Honest,
+    Lazy,
+    StaleDelta,
+    make_adversary,
+    make_validator_behaviour,
+)
 from verifier.replay import check_challenge
-
-from verifier_env import VICTIM, address, serve_epoch
-from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 # name -> (constructor text, the check that must catch it on a faked segment)
 CATALOGUE = {

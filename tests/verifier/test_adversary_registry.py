@@ -12,8 +12,16 @@ import torch
 
 from protocol.rules.merkle import MerkleProof
 from trainer.artifacts import ArtifactSource
-from verifier.adversaries import (ADVERSARIES, VALIDATORS, Copycat, Interpolate, Lazy, WithheldSource,
-                                  make_adversary, parse_adversary)
+from verifier.adversaries import (
+    ADVERSARIES,
+    VALIDATORS,
+    Copycat,
+    Interpolate,
+    Lazy,
+    WithheldSource,
+    make_adversary,
+    parse_adversary,
+)
 from verifier.adversaries.registry import text_parameters
 
 

@@ -4,6 +4,7 @@ through files, across epochs, and when the host is a 2-process island replayed i
 from __future__ import annotations
 
 import pytest
+from verifier_env import HOST, Served, cache_dir, dataset, honest, one_thread, serve_epoch, spec, threads  # noqa: F401 (fixtures)
 
 from protocol.rules.beacon import genesis_seed
 from trainer.artifacts import LocalArtifacts
@@ -14,9 +15,6 @@ from trainer.model import parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from verifier.adversaries import Honest
 from verifier.replay import check_challenge
-
-from verifier_env import HOST, Served, serve_epoch
-from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 
 def _check_all(spec, dataset, served, tau_fraction=0.1):

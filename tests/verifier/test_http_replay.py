@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
+from verifier_env import cache_dir, dataset, honest, one_thread, spec  # noqa: F401
 
-from protocol.keys import PrivateKey
 from node.http_client import HttpArtifacts
 from node.server import ServerThread, create_app
+from protocol.keys import PrivateKey
 from verifier.replay import check_challenge
-from verifier_env import cache_dir, dataset, honest, one_thread, spec  # noqa: F401
 
 READER = PrivateKey(b"\x07" * 32)
 

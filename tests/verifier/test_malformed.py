@@ -7,10 +7,23 @@ import logging
 
 import pytest
 import torch
+from verifier_env import (  # noqa: F401 (fixtures)
+    Tampered,
+    cache_dir,
+    commit_leaves,
+    dataset,
+    honest,
+    leaves_of,
+    one_thread,
+    serve_epoch,
+    small_spec,
+    spec,
+    threads,
+)
 
-from protocol.rules.merkle import MerkleProof
 from protocol.messages import Verdict
 from protocol.rules.losses import MICRO
+from protocol.rules.merkle import MerkleProof
 from trainer.artifacts import ArtifactUnavailable
 from trainer.checkpoint import Checkpoint
 from trainer.delta import decode_delta, encode_delta, quantize
@@ -21,9 +34,6 @@ from trainer.step import epoch_rng_key
 from trainer.tensorfile import encode_tensors
 from verifier.adversaries import Withhold, clone_state
 from verifier.replay import MAX_DISTANCE, check_challenge
-
-from verifier_env import Tampered, commit_leaves, leaves_of, serve_epoch, small_spec
-from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 LAST = 3  # the small run's last segment
 
@@ -97,9 +107,9 @@ def test_a_leaf_served_for_another_index_fails(spec, dataset, honest) -> None:
 
 
 def test_a_leaf_of_another_host_fails_the_proof(spec, dataset, honest, tmp_path) -> None:
-    from verifier.adversaries import Honest
-
     from verifier_env import VICTIM
+
+    from verifier.adversaries import Honest
 
     other = serve_epoch(spec, dataset, Honest(), tmp_path, host=VICTIM)
     swap = lambda epoch, leaf, data: other.source.checkpoint(epoch, leaf)  # noqa: E731
@@ -118,7 +128,7 @@ PROOF_GARBAGE = {
     "proof of another leaf": (lambda p: p.model_copy(update={"index": p.index + 1}), "proof of leaf"),
     "proof for another tree size": (lambda p: p.model_copy(update={"leaf_count": 8}), "8 leaves"),
     "too few siblings": (lambda p: p.model_copy(update={"siblings": p.siblings[:-1]}), "not under"),
-    "extra sibling": (lambda p: p.model_copy(update={"siblings": p.siblings + ["ab" * 32]}), "not under"),
+    "extra sibling": (lambda p: p.model_copy(update={"siblings": [*p.siblings, "ab" * 32]}), "not under"),
     "a dict that is no proof": (lambda p: {"index": "x"}, "malformed Merkle proof"),
     "a string": (lambda p: "proof", "malformed Merkle proof"),
     "valid as JSON": (lambda p: p.model_dump(mode="json"), None),  # a dict of a real proof is accepted
@@ -150,20 +160,20 @@ def _changed(losses, i, by=1):
 
 
 LOSS_GARBAGE = {
-    "one loss changed": (lambda l: _changed(l, 5), "do not hash"),
-    "one missing": (lambda l: l[:-1], "not 16"),
-    "floats": (lambda l: [x / 1e6 for x in l], "not 16"),
-    "booleans": (lambda l: [True] * 16, "not 16"),
-    "too large": (lambda l: [2**70] * 16, "not 16"),
-    "a string": (lambda l: "1,2,3", "str"),
-    "None": (lambda l: None, "NoneType"),
+    "one loss changed": (lambda losses: _changed(losses, 5), "do not hash"),
+    "one missing": (lambda losses: losses[:-1], "not 16"),
+    "floats": (lambda losses: [x / 1e6 for x in losses], "not 16"),
+    "booleans": (lambda losses: [True] * 16, "not 16"),
+    "too large": (lambda losses: [2**70] * 16, "not 16"),
+    "a string": (lambda losses: "1,2,3", "str"),
+    "None": (lambda losses: None, "NoneType"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(LOSS_GARBAGE))
 def test_bad_losses_fail(spec, dataset, honest, case) -> None:
     rewrite, words = LOSS_GARBAGE[case]
-    report = check(spec, dataset, honest, 2, Tampered(honest.source, losses=lambda e, _, l: rewrite(l)))
+    report = check(spec, dataset, honest, 2, Tampered(honest.source, losses=lambda e, _, losses: rewrite(losses)))
     assert (report.outcome, report.check) == ("fail", "losses") and words in report.reason, report.reason
 
 
@@ -333,9 +343,10 @@ def test_random_corruption_never_raises(spec, dataset, honest) -> None:
 
     rng = random.Random(5)
     original = honest.source.checkpoint(0, 2)
-    positions = [rng.randrange(len(original)) for _ in range(40)] + list(range(0, 16)) + [len(original) - 1]
+    positions = [rng.randrange(len(original)) for _ in range(40)] + list(range(16)) + [len(original) - 1]
     for pos in positions:
         data = bytearray(original)
         data[pos] ^= 1 << rng.randrange(8)
-        report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=only(2, lambda d: bytes(data))))
+        flipped = only(2, lambda d, data=data: bytes(data))
+        report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=flipped))
         assert (report.outcome, report.check) == ("fail", "leaf"), (pos, report.reason)

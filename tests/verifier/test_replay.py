@@ -6,14 +6,12 @@ import logging
 from decimal import Decimal
 
 import pytest
+from verifier_env import VALIDATOR, cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 from protocol.messages import Verdict
 from trainer.outer import GlobalState
 from trainer.step import Stepper
 from verifier.replay import MAX_DISTANCE, check_challenge, distance_decimal, verify_challenge
-
-from verifier_env import VALIDATOR
-from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 
 def test_every_honest_segment_passes(spec, dataset, honest, caplog) -> None:

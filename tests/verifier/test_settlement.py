@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
+from verifier_env import cache_dir, dataset, one_thread, small_spec  # noqa: F401 (fixtures)
 
 from trainer.artifacts import LocalArtifacts
 from trainer.inner import EpochContext
@@ -16,11 +16,8 @@ from trainer.step import Stepper
 from verifier.adversaries import Honest, Lazy, make_validator_behaviour
 from verifier.replay import check_challenge
 
-from verifier_env import small_spec
-from verifier_env import cache_dir, dataset, one_thread  # noqa: F401 (fixtures)
-
 sys.path.append(str(Path(__file__).resolve().parents[1] / "chain"))  # tests/chain/ledger_env.py
-from ledger_env import EmbeddedDriver, LedgerEnv  # noqa: E402
+from ledger_env import EmbeddedDriver, LedgerEnv
 
 
 def test_verdicts_from_replays_settle_on_chain(dataset, tmp_path) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from protocol.rules.beacon import genesis_seed
 from protocol.keys import encode_address
+from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, LocalArtifacts

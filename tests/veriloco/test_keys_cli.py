@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from protocol.keys import KeyType, PrivateKey
 from veriloco.commands import keys as keys_cmd
-from veriloco.errors import VerilocoError
+from veriloco.errors import CommandError
 
 ABANDON = "abandon " * 11 + "about"
 # What `injectived keys add --recover` prints for ABANDON with its defaults (eth_secp256k1, coin
@@ -94,7 +94,7 @@ def test_hex_import_and_export_round_trip(keys) -> None:
 ])
 def test_bad_key_material_is_one_clear_error(keys, args, stdin, message) -> None:
     result = keys(*args, input=stdin)
-    assert result.exit_code != 0 and isinstance(result.exception, VerilocoError)
+    assert result.exit_code != 0 and isinstance(result.exception, CommandError)
     assert message in str(result.exception)
     assert "zz" * 32 not in str(result.exception)
     assert not (keys.home / "keyring.json").exists()
@@ -138,7 +138,8 @@ def test_an_altered_entry_is_flagged_refused_and_can_be_deleted(keys) -> None:
     gone = keys("delete", "alice", input="y\n")
     assert gone.exit_code == 0 and f"deleted key alice ({INJ_ETH})" in gone.stdout
     assert [r["name"] for r in ok_json(keys("list", "--json"))] == ["mallory"]
-    assert ok_json(keys("delete", "mallory", "--yes", "--json")) == {"deleted": "mallory", "address": mallory["address"]}
+    deleted = ok_json(keys("delete", "mallory", "--yes", "--json"))
+    assert deleted == {"deleted": "mallory", "address": mallory["address"]}
     missing = keys("delete", "alice", "--yes")
     assert missing.exit_code != 0 and "no key named 'alice'" in str(missing.exception)
 

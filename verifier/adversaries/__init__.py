@@ -70,14 +70,33 @@ The names below are the catalogue's public interface; import them from here.
 """
 
 from verifier.adversaries.aggregation import ALIE, IPM
-from verifier.adversaries.base import (Adversary, FractionFaker, Honest, SegmentFaker, clone_state, commit_leaves,
-                                       recommit)
-from verifier.adversaries.forged import (Copycat, FakeLosses, HonestThenRecommit, NoiseDelta, ScaledDelta,
-                                         SignFlipDelta, StaleDelta)
+from verifier.adversaries.base import (
+                                       Adversary,
+                                       FractionFaker,
+                                       Honest,
+                                       SegmentFaker,
+                                       clone_state,
+                                       commit_leaves,
+                                       recommit,
+)
+from verifier.adversaries.forged import (
+                                       Copycat,
+                                       FakeLosses,
+                                       HonestThenRecommit,
+                                       NoiseDelta,
+                                       ScaledDelta,
+                                       SignFlipDelta,
+                                       StaleDelta,
+)
 from verifier.adversaries.pol import Blindfold, Crafted, Interpolate
-from verifier.adversaries.registry import (ADVERSARIES, VALIDATORS, make_adversary, make_validator_behaviour,
-                                           parse_adversary)
-from verifier.adversaries.serving import Withhold, WithheldSource
+from verifier.adversaries.registry import (
+                                       ADVERSARIES,
+                                       VALIDATORS,
+                                       make_adversary,
+                                       make_validator_behaviour,
+                                       parse_adversary,
+)
+from verifier.adversaries.serving import WithheldSource, Withhold
 from verifier.adversaries.validators import AlwaysFail, AlwaysPass, Silent, ValidatorBehaviour
 from verifier.adversaries.work import Infinitesimal, Lazy, WrongData, WrongLR
 

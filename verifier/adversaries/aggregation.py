@@ -15,12 +15,10 @@ from collections.abc import Sequence
 import torch
 
 from protocol.rules.spec import RunSpec
-
 from trainer.artifacts import ArtifactSource
 from trainer.delta import decode_delta, dequantize
 from trainer.inner import EpochContext
 from trainer.model import parameter_shapes
-
 from verifier.adversaries.forged import HonestThenRecommit
 
 

@@ -19,14 +19,12 @@ from pathlib import Path
 import torch
 
 from protocol.rules.spec import RunSpec
-
 from trainer.behaviour import HostBehaviour
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.epoch_store import EpochStore
 from trainer.inner import EpochContext, EpochResult, StepCallback, epoch_delta, run_segment, start_checkpoint
 from trainer.step import Stepper, TrainState
-
 
 UNIFORM_LOSS = math.log(256.0)
 """The loss of a uniform guess over the byte vocabulary: what a host that trained nothing yet repeats."""

@@ -17,14 +17,12 @@ from typing import Literal
 import torch
 
 from protocol.rules.spec import RunSpec
-
 from trainer.artifacts import ArtifactSource
 from trainer.checkpoint import Checkpoint, decode_checkpoint
 from trainer.data import Dataset
 from trainer.delta import decode_delta, pseudo_gradient, quantize
 from trainer.inner import EpochContext, EpochResult, StepCallback, start_checkpoint
 from trainer.step import epoch_rng_key
-
 from verifier.adversaries.base import Adversary, clone_state, commit_leaves, epoch_store, recommit
 
 

@@ -19,12 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from protocol.rules.spec import RunSpec
-
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback, start_checkpoint
 from trainer.step import Stepper
-
 from verifier.adversaries.base import Adversary, FractionFaker, clone_state, commit_leaves, last_loss, loss_tensor
 
 

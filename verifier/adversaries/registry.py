@@ -16,7 +16,6 @@ from typing import Literal
 import torch
 
 from trainer.artifacts import ArtifactSource
-
 from verifier.adversaries.aggregation import ALIE, IPM
 from verifier.adversaries.base import Adversary, Honest
 from verifier.adversaries.forged import Copycat, FakeLosses, NoiseDelta, ScaledDelta, SignFlipDelta, StaleDelta

@@ -14,11 +14,9 @@ import torch
 
 from protocol.rules.merkle import MerkleProof
 from protocol.rules.spec import RunSpec
-
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback
-
 from verifier.adversaries.base import Adversary
 
 Withheld = Literal["all", "checkpoints", "proofs", "delta", "losses"]

@@ -16,12 +16,10 @@ from typing import Literal
 import torch
 
 from protocol.rules.spec import RunSpec
-
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback, run_segment, start_checkpoint, train_steps
 from trainer.step import Stepper
-
 from verifier.adversaries.base import Adversary, FractionFaker, clone_state, commit_leaves, last_loss, loss_tensor
 
 

@@ -11,23 +11,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from chain.devnet import (
-    DEFAULT_BALANCE,
     DEFAULT_BLOCK_TIME,
     DEFAULT_CHAIN_ID,
-    DENOM,
     Devnet,
     DevnetError,
     DevnetPorts,
     GenesisAccount,
 )
 from chain.ledger import LedgerError
+from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import is_address
-from veriloco.errors import VerilocoError
+from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.keystore import Keystore
 from veriloco.output import console, print_json, table
@@ -35,8 +34,8 @@ from veriloco.output import console, print_json, table
 app = typer.Typer(help="Run a local injectived devnet (a real CosmWasm chain) for the cosmos backend.",
                   no_args_is_help=True)
 
-Home = Annotated[Optional[str], typer.Option("--home", help="veriloco home (default $VERILOCO_HOME or ~/.veriloco)")]
-NodeHome = Annotated[Optional[Path], typer.Option("--node-home", help="the node's directory (default <home>/devnet)")]
+Home = Annotated[str | None, typer.Option("--home", help="veriloco home (default $VERILOCO_HOME or ~/.veriloco)")]
+NodeHome = Annotated[Path | None, typer.Option("--node-home", help="the node's directory (default <home>/devnet)")]
 Json = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
@@ -45,7 +44,7 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except (DevnetError, LedgerError) as exc:
-        raise VerilocoError(str(exc)) from None
+        raise CommandError(str(exc)) from None
 
 
 def _node_home(home: str | None, node_home: Path | None) -> Path:
@@ -54,17 +53,17 @@ def _node_home(home: str | None, node_home: Path | None) -> Path:
 
 @app.command("up")
 def up(
-    keys: Annotated[Optional[list[str]], typer.Option("--keys", help="fund this keyring key (repeatable)")] = None,
-    fund: Annotated[Optional[list[str]], typer.Option("--fund", help="fund this address (repeatable)")] = None,
+    keys: Annotated[list[str] | None, typer.Option("--keys", help="fund this keyring key (repeatable)")] = None,
+    fund: Annotated[list[str] | None, typer.Option("--fund", help="fund this address (repeatable)")] = None,
     test_accounts: Annotated[int, typer.Option(help="deterministic test accounts test0..testN-1 (public keys!)")] = 4,
-    amount: Annotated[int, typer.Option(help=f"{DENOM} base units per funded account (18 decimals)")] = DEFAULT_BALANCE,
+    amount: Annotated[int, typer.Option(help=f"{DENOM} base units per funded account (18 decimals)")] = GENESIS_BALANCE,
     chain_id: Annotated[str, typer.Option(help="chain id")] = DEFAULT_CHAIN_ID,
     block_time: Annotated[str, typer.Option(help="block interval (CometBFT commit timeout)")] = DEFAULT_BLOCK_TIME,
     port_offset: Annotated[int, typer.Option(help="add this to every default port")] = 0,
-    rpc_port: Annotated[Optional[int], typer.Option(help="CometBFT RPC port (default 26657)")] = None,
-    p2p_port: Annotated[Optional[int], typer.Option(help="P2P port (default 26656)")] = None,
-    grpc_port: Annotated[Optional[int], typer.Option(help="gRPC port (default 9900)")] = None,
-    rest_port: Annotated[Optional[int], typer.Option(help="REST API port (default 10337)")] = None,
+    rpc_port: Annotated[int | None, typer.Option(help="CometBFT RPC port (default 26657)")] = None,
+    p2p_port: Annotated[int | None, typer.Option(help="P2P port (default 26656)")] = None,
+    grpc_port: Annotated[int | None, typer.Option(help="gRPC port (default 9900)")] = None,
+    rest_port: Annotated[int | None, typer.Option(help="REST API port (default 10337)")] = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the first block")] = 60.0,
     home: Home = None,
     node_home: NodeHome = None,
@@ -82,7 +81,7 @@ def up(
             accounts.append(GenesisAccount(name, entry.address, {DENOM: amount}, key_type=entry.key_type.value))
     for address in fund or []:
         if not is_address(address):
-            raise VerilocoError(f"--fund {address}: not an inj1... address")
+            raise CommandError(f"--fund {address}: not an inj1... address")
         accounts.append(GenesisAccount(address, address, {DENOM: amount}))
     with _errors():
         net = Devnet(_node_home(home, node_home), ports=ports, chain_id=chain_id, accounts=accounts,

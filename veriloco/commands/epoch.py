@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -17,7 +17,7 @@ app = typer.Typer(help="Inspect epochs.", no_args_is_help=True)
 
 @app.command("list")
 def list_(network: Network = None, home: Home = None, json: Json = False,
-          limit: Annotated[Optional[int], typer.Option(help="at most this many (default: all)")] = None) -> None:
+          limit: Annotated[int | None, typer.Option(help="at most this many (default: all)")] = None) -> None:
     """Every epoch: phase, model hashes, participants."""
     with open_ledger(load_network(network, home)) as ledger:
         epochs = ledger.epochs(limit=limit)
@@ -31,7 +31,7 @@ def list_(network: Network = None, home: Home = None, json: Json = False,
 
 
 @app.command("show")
-def show(epoch: Annotated[Optional[int], typer.Argument(help="epoch (default: the current one)")] = None,
+def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the current one)")] = None,
          network: Network = None, home: Home = None, json: Json = False) -> None:
     """One epoch's state: phase, deadline, seeds, participants."""
     with open_ledger(load_network(network, home)) as ledger:
@@ -47,7 +47,7 @@ def show(epoch: Annotated[Optional[int], typer.Argument(help="epoch (default: th
 
 
 def report(epoch: Annotated[int, typer.Argument(help="the epoch")],
-           plot: Annotated[Optional[Path], typer.Option("--plot", help="also draw epochs 0..EPOCH to this PNG")] = None,
+           plot: Annotated[Path | None, typer.Option("--plot", help="also draw epochs 0..EPOCH to this PNG")] = None,
            network: Network = None, home: Home = None, json: Json = False) -> None:
     """Hosts, commitments, challenges, verdicts, slashes, rewards and losses of one epoch."""
     with open_ledger(load_network(network, home)) as ledger:

@@ -23,7 +23,7 @@ from protocol.keys import (
     hd_path,
     new_mnemonic,
 )
-from veriloco.errors import VerilocoError
+from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.keystore import PASSPHRASE_ENV, Keystore
 from veriloco.output import console, err_console, print_json, table
@@ -51,10 +51,15 @@ def _public(entry: SealedKey) -> dict[str, Any]:
 @app.command("add")
 def add(
     name: str,
-    recover: Annotated[bool, typer.Option("--recover", help="derive the key from a BIP-39 mnemonic (prompted, hidden)")] = False,
-    from_hex: Annotated[bool, typer.Option("--from-hex", help="import a raw private key given as 64 hex digits (prompted, hidden)")] = False,
-    key_type: Annotated[KeyType, typer.Option("--key-type", help="eth_secp256k1 (Injective, Keplr) or secp256k1 (plain Cosmos SDK)")] = DEFAULT_KEY_TYPE,
-    coin_type: Annotated[int | None, typer.Option("--coin-type", min=0, max=_MAX_INDEX, help="BIP-44 coin type (default 60 for eth_secp256k1, 118 for secp256k1)")] = None,
+    recover: Annotated[bool, typer.Option(
+        "--recover", help="derive the key from a BIP-39 mnemonic (prompted, hidden)")] = False,
+    from_hex: Annotated[bool, typer.Option(
+        "--from-hex", help="import a raw private key given as 64 hex digits (prompted, hidden)")] = False,
+    key_type: Annotated[KeyType, typer.Option(
+        "--key-type", help="eth_secp256k1 (Injective, Keplr) or secp256k1 (plain Cosmos SDK)")] = DEFAULT_KEY_TYPE,
+    coin_type: Annotated[int | None, typer.Option(
+        "--coin-type", min=0, max=_MAX_INDEX,
+        help="BIP-44 coin type (default 60 for eth_secp256k1, 118 for secp256k1)")] = None,
     account: Annotated[int, typer.Option("--account", min=0, max=_MAX_INDEX, help="BIP-44 account")] = 0,
     index: Annotated[int, typer.Option("--index", min=0, max=_MAX_INDEX, help="BIP-44 address index")] = 0,
     prefix: Annotated[str, typer.Option(help="bech32 address prefix")] = DEFAULT_PREFIX,
@@ -66,9 +71,9 @@ def add(
     The path is m/44'/COIN'/ACCOUNT'/0/INDEX, as in `injectived keys add`.
     """
     if recover and from_hex:
-        raise VerilocoError("--recover and --from-hex exclude each other")
+        raise CommandError("--recover and --from-hex exclude each other")
     if from_hex and (coin_type is not None or account or index):
-        raise VerilocoError("--coin-type, --account and --index apply to mnemonics, not to --from-hex")
+        raise CommandError("--coin-type, --account and --index apply to mnemonics, not to --from-hex")
     store = Keystore.in_home(home_dir(home))
     path = hd_path(DEFAULT_COIN_TYPE[key_type] if coin_type is None else coin_type, account, index)
     mnemonic: str | None = None
@@ -81,7 +86,7 @@ def add(
             mnemonic = new_mnemonic()
             key = PrivateKey.from_mnemonic(mnemonic, key_type, path)
     except KeyFormatError as exc:
-        raise VerilocoError(str(exc)) from None
+        raise CommandError(str(exc)) from None
     entry = store.add(name, key, _passphrase(confirm=True), prefix=prefix)
     if json:
         print_json({**_public(entry), **({"hd_path": path} if not from_hex else {}),
@@ -139,7 +144,8 @@ def show(
 @app.command("export")
 def export(
     name: str,
-    unsafe: Annotated[bool, typer.Option("--unsafe", help="confirm that the private key may be printed in the clear")] = False,
+    unsafe: Annotated[bool, typer.Option(
+        "--unsafe", help="confirm that the private key may be printed in the clear")] = False,
     home: Home = None,
     json: Json = False,
 ) -> None:
@@ -150,7 +156,7 @@ def export(
     and Ethereum wallets.
     """
     if not unsafe:
-        raise VerilocoError("export prints the private key in the clear; add --unsafe to confirm")
+        raise CommandError("export prints the private key in the clear; add --unsafe to confirm")
     store = Keystore.in_home(home_dir(home))
     entry = store.entry(name)
     key = store.open(name, _passphrase(confirm=False))
@@ -175,10 +181,10 @@ def delete(
     try:
         entry = store.load().get(name)  # a flagged (altered) entry can be deleted too
     except KeyringError as exc:
-        raise VerilocoError(str(exc)) from None
+        raise CommandError(str(exc)) from None
     if not yes and not typer.confirm(f"Delete key {name!r} ({entry.address})? Without its mnemonic or an "
                                      "export it cannot be recovered", default=False, err=True):
-        raise VerilocoError("not deleted")
+        raise CommandError("not deleted")
     store.delete(name)
     if json:
         print_json({"deleted": name, "address": entry.address})

@@ -7,19 +7,23 @@ validator replays). :func:`make_app` builds the group for a role.
 
 import logging
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from node.daemon import Daemon, host_daemon
 from protocol.messages import Role
+from trainer.determinism import configure
+from veriloco.behaviours import host_behaviour, validator_node
 from veriloco.commands.common import Home, Json, KeyName, Network, open_key, parse_amount
 from veriloco.connect import load_network, open_ledger
-from veriloco.errors import VerilocoError
+from veriloco.errors import CommandError
 from veriloco.home import home_dir
+from veriloco.keystore import Keystore
 from veriloco.output import console, print_json, table
 from veriloco.report import amount
 
-Adversary = Annotated[Optional[str], typer.Option(
+Adversary = Annotated[str | None, typer.Option(
     "--adversary", help="misbehave on purpose, for tests and demos (see `veriloco simulate --help`)", hidden=True)]
 
 
@@ -63,17 +67,15 @@ def make_app(role: Role) -> typer.Typer:
         console.print(f"claimed {amount(paid, ledger.denom)}")
 
     @app.command("status")
-    def status(address: Annotated[Optional[str], typer.Argument(help="address (default: the key's)")] = None,
+    def status(address: Annotated[str | None, typer.Argument(help="address (default: the key's)")] = None,
                key: KeyName = role, network: Network = None, home: Home = None, json: Json = False) -> None:
         """Stake, unbonding entries, lifetime slashes and rewards, and the current epoch's view of it."""
-        from veriloco.keystore import Keystore  # noqa: PLC0415
-
         with open_ledger(load_network(network, home)) as ledger:
             who = address or Keystore.in_home(home_dir(home)).entry(key).public_key.address(ledger.prefix)
             member, info = ledger.member(who), ledger.epoch()
             denom = ledger.denom
         if member is None:
-            raise VerilocoError(f"{who} is not a member of this run (bond first: veriloco {role} bond)")
+            raise CommandError(f"{who} is not a member of this run (bond first: veriloco {role} bond)")
         joined = who in (info.hosts if role == "host" else info.validators)
         state = {"member": member, "epoch": info.epoch, "phase": info.phase, "joined": joined,
                  "committed": who in info.committed, "accepted": who in info.accepted}
@@ -86,23 +88,19 @@ def make_app(role: Role) -> typer.Typer:
                               ", ".join(f"{amount(u.amount, denom)}@{u.release_epoch}" for u in member.unbonding),
                               amount(member.slashed_total, denom), amount(member.rewarded_total, denom),
                               member.endpoint, info.epoch, info.phase, joined,
-                              state["committed"] if role == "host" else "", state["accepted"] if role == "host" else ""]]))
+                              state["committed"] if role == "host" else "",
+                              state["accepted"] if role == "host" else ""]]))
 
     @app.command("run")
     def run(key: KeyName = role,
-            workdir: Annotated[Optional[Path], typer.Option(help=f"work directory (default <home>/{role}-<key>)")] = None,
+            workdir: Annotated[Path | None, typer.Option(help=f"work directory (default <home>/{role}-<key>)")] = None,
             listen: Annotated[str, typer.Option(help="host:port of the artifact server (hosts)")] = "127.0.0.1:8101",
             poll: Annotated[float, typer.Option(help="seconds between chain polls")] = 0.5,
-            epochs: Annotated[Optional[int], typer.Option(help="stop when the run reaches this epoch")] = None,
-            threads: Annotated[Optional[int], typer.Option(help="torch threads (default: torch's choice)")] = None,
+            epochs: Annotated[int | None, typer.Option(help="stop when the run reaches this epoch")] = None,
+            threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice)")] = None,
             adversary: Adversary = None,
             network: Network = None, home: Home = None) -> None:
         """Run the daemon: follow the chain's phases epoch after epoch (restart-safe)."""
-        from node.daemon import Daemon, host_daemon  # noqa: PLC0415
-        from veriloco.behaviours import host_behaviour, validator_node  # noqa: PLC0415
-
-        from trainer.determinism import configure  # noqa: PLC0415
-
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         configure(threads)
         participant = open_key(key, home)
@@ -110,10 +108,10 @@ def make_app(role: Role) -> typer.Typer:
         net = load_network(network, home)
         with open_ledger(net) as ledger:
             if net.chain.backend != "cosmos":
-                raise VerilocoError("daemons need a real chain (a cosmos network); "
+                raise CommandError("daemons need a real chain (a cosmos network); "
                                     "the embedded chain lives inside `veriloco simulate`")
             if ledger.member(participant.address(ledger.prefix)) is None:
-                raise VerilocoError(f"bond first: veriloco {role} bond AMOUNT --key {key}")
+                raise CommandError(f"bond first: veriloco {role} bond AMOUNT --key {key}")
             if role == "host":
                 node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary))
                 console.print(f"host {node.address} serving on {server.url}")

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import tomli_w
 import typer
 
+from chain.devnet import Devnet
 from chain.ledger import Ledger, instantiate_msg
 from protocol.rules.spec import RunSpec
 from trainer.outer import GlobalState
 from trainer.presets import PRESETS, preset
 from veriloco.commands.common import Home, Json, KeyName, Network, open_key, parse_amount, read_spec_file
-from veriloco.connect import ChainSettings, NetworkFile, load_network, network_path, open_ledger
-from veriloco.errors import VerilocoError
+from veriloco.connect import ChainSettings, NetworkFile, cosmos_chain, load_network, network_path, open_ledger
+from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.output import console, print_json, table
 from veriloco.report import amount
@@ -25,7 +26,7 @@ app = typer.Typer(help="Start a run (deploy the contract with a run spec) and in
 @app.command("template")
 def template(
     preset_name: Annotated[str, typer.Option("--preset", help=f"one of {', '.join(PRESETS)}")] = "demo",
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="write here instead of stdout")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
 ) -> None:
     """Print a complete run spec as TOML, to edit and deploy."""
     text = tomli_w.dumps(preset(preset_name).model_dump(mode="json"))
@@ -38,35 +39,32 @@ def template(
 
 @app.command("deploy")
 def deploy(
-    spec_file: Annotated[Optional[Path], typer.Argument(help="run spec (TOML, or canonical JSON)")] = None,
-    preset_name: Annotated[Optional[str], typer.Option("--preset", help="deploy a preset instead of a file")] = None,
+    spec_file: Annotated[Path | None, typer.Argument(help="run spec (TOML, or canonical JSON)")] = None,
+    preset_name: Annotated[str | None, typer.Option("--preset", help="deploy a preset instead of a file")] = None,
     key: KeyName = "operator",
-    treasury: Annotated[Optional[str], typer.Option(help="treasury address (default: the operator)")] = None,
-    fund: Annotated[Optional[str], typer.Option(help="fund the reward pool with this amount (e.g. 10INJ)")] = None,
+    treasury: Annotated[str | None, typer.Option(help="treasury address (default: the operator)")] = None,
+    fund: Annotated[str | None, typer.Option(help="fund the reward pool with this amount (e.g. 10INJ)")] = None,
     devnet: Annotated[bool, typer.Option("--devnet", help="use the local devnet of <home>/devnet")] = False,
-    grpc: Annotated[Optional[str], typer.Option(help="gRPC URL of a node, e.g. grpc+http://127.0.0.1:9900")] = None,
-    rpc: Annotated[Optional[str], typer.Option(help="CometBFT RPC URL of the node")] = None,
-    chain_id: Annotated[Optional[str], typer.Option(help="chain id")] = None,
+    grpc: Annotated[str | None, typer.Option(help="gRPC URL of a node, e.g. grpc+http://127.0.0.1:9900")] = None,
+    rpc: Annotated[str | None, typer.Option(help="CometBFT RPC URL of the node")] = None,
+    chain_id: Annotated[str | None, typer.Option(help="chain id")] = None,
     network: Network = None,
     home: Home = None,
     json: Json = False,
 ) -> None:
     """Deploy the contract for a run spec on a Cosmos chain and write the network file."""
     if (spec_file is None) == (preset_name is None):
-        raise VerilocoError("give a spec file or --preset (one of them)")
+        raise CommandError("give a spec file or --preset (one of them)")
     spec = read_spec_file(spec_file) if spec_file else preset(preset_name or "")
     if devnet:
-        from chain.devnet import Devnet  # noqa: PLC0415
-
         node = Devnet.open(home_dir(home) / "devnet")
         grpc, rpc, chain_id = node.grpc_url, node.rpc_url, node.chain_id
     if not grpc or not chain_id:
-        raise VerilocoError("where to deploy? pass --devnet, or --grpc and --chain-id")
+        raise CommandError("where to deploy? pass --devnet, or --grpc and --chain-id")
     settings = ChainSettings(backend="cosmos", grpc=grpc, rpc=rpc, chain_id=chain_id)
     operator = open_key(key, home)
     theta0 = GlobalState.initial(spec).hash().hex()
-    from chain.cosmos import CosmosBackend  # noqa: PLC0415
-    from veriloco.connect import cosmos_chain  # noqa: PLC0415
+    from chain.cosmos import CosmosBackend  # noqa: PLC0415 (cosmpy loads only for a deployment)
 
     chain = cosmos_chain(settings)
     try:

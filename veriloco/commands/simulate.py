@@ -13,18 +13,19 @@ import logging
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from node.participant import NodeEvent
+from node.validator import ValidatorNode
 from protocol.rules.spec import AggregationRule, RunSpec
 from trainer.data import Dataset
-from node.participant import NodeEvent
 from trainer.presets import PRESETS, preset
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.connect import ChainSettings, NetworkFile
-from veriloco.errors import VerilocoError
+from veriloco.errors import CommandError
 from veriloco.network import DevnetChainFactory, EmbeddedChainFactory, LocalNetwork, Roster
 from veriloco.output import console, print_json
 from veriloco.report import best_val_loss, plot_reports, report_tables, slashed_over_run, summary_line
@@ -36,28 +37,32 @@ LOUD = ("committed", "proposed", "refused", "waiting", "verdict fail", "verdict 
 def simulate(
     hosts: Annotated[int, typer.Option(help="honest hosts")] = 4,
     cheaters: Annotated[int, typer.Option(help="cheating hosts")] = 1,
-    adversary: Annotated[str, typer.Option(help="what the cheaters do, e.g. noise, lazy:0.5, withhold, sign_flip")] = "noise",
+    adversary: Annotated[str, typer.Option(help="what the cheaters do, e.g. noise, lazy:0.5, withhold, "
+                                                "sign_flip")] = "noise",
     validators: Annotated[int, typer.Option(help="honest validators")] = 2,
     liars: Annotated[int, typer.Option(help="validators that lie")] = 0,
-    liar: Annotated[str, typer.Option(help="what lying validators do: always_pass, always_fail, silent")] = "always_fail",
+    liar: Annotated[str, typer.Option(help="what lying validators do: always_pass, always_fail, "
+                                           "silent")] = "always_fail",
     epochs: Annotated[int, typer.Option(help="epochs to run")] = 3,
-    preset_name: Annotated[str, typer.Option("--preset", help=f"model and run parameters: {', '.join(PRESETS)}")] = "demo",
-    rule: Annotated[Optional[str], typer.Option(help="aggregation rule (default: the preset's)")] = None,
-    chain: Annotated[str, typer.Option(help="embedded (in-process wasmtime) or devnet (a real injectived node)")] = "embedded",
-    workdir: Annotated[Optional[Path], typer.Option(help="keep everything here (default: a temporary directory)")] = None,
-    plot: Annotated[Optional[Path], typer.Option(help="draw the loss curve and host outcomes to this PNG")] = None,
+    preset_name: Annotated[str, typer.Option("--preset",
+                                             help=f"model and run parameters: {', '.join(PRESETS)}")] = "demo",
+    rule: Annotated[str | None, typer.Option(help="aggregation rule (default: the preset's)")] = None,
+    chain: Annotated[str, typer.Option(help="embedded (in-process wasmtime) or devnet (a real injectived "
+                                            "node)")] = "embedded",
+    workdir: Annotated[Path | None, typer.Option(help="keep everything here (default: a temporary directory)")] = None,
+    plot: Annotated[Path | None, typer.Option(help="draw the loss curve and host outcomes to this PNG")] = None,
     json: Annotated[bool, typer.Option("--json", help="print the epoch reports as JSON at the end")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="print every event")] = False,
 ) -> None:
     """Run a whole veriloco network on this machine: stake, train, verify, slash, aggregate, agree."""
     if hosts + cheaters < 1 or epochs < 1:
-        raise VerilocoError("need at least one host and one epoch")
+        raise CommandError("need at least one host and one epoch")
     if chain not in ("embedded", "devnet"):
-        raise VerilocoError(f"--chain must be embedded or devnet, not {chain!r}")
+        raise CommandError(f"--chain must be embedded or devnet, not {chain!r}")
     spec = preset(preset_name)
     if rule:
         if rule not in AggregationRule.__args__:  # type: ignore[attr-defined]
-            raise VerilocoError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
+            raise CommandError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
         spec = spec.with_changes(aggregation={"rule": rule})
     spec = simulation_spec(spec, validators=validators + liars)
     honest_validators = [validator_behaviour("honest") for _ in range(validators)]
@@ -66,10 +71,8 @@ def simulate(
                     validators=honest_validators + [validator_behaviour(liar) for _ in range(liars)])
     root = workdir or Path(tempfile.mkdtemp(prefix="veriloco-sim-"))
     if workdir and workdir.exists() and any(workdir.iterdir()):
-        raise VerilocoError(f"{workdir} is not empty; simulations start from scratch")
+        raise CommandError(f"{workdir} is not empty; simulations start from scratch")
     root.mkdir(parents=True, exist_ok=True)
-
-    from node.validator import ValidatorNode  # noqa: PLC0415
 
     factory = EmbeddedChainFactory() if chain == "embedded" else DevnetChainFactory(root / "devnet")
     counts: dict[tuple[int, str], int] = {}  # (epoch, action) -> events; a node may act on e+1 before e is reported
@@ -125,7 +128,7 @@ def simulate(
     console.print(f"finished in {elapsed:.0f} s; inspect with: veriloco report {len(reports) - 1} "
                   f"--network {root / 'network.json'}")
     if not conserved:
-        raise VerilocoError("funds were not conserved: this is a bug, please report it")
+        raise CommandError("funds were not conserved: this is a bug, please report it")
 
 
 def simulation_spec(spec: RunSpec, *, validators: int) -> RunSpec:
@@ -143,7 +146,7 @@ def simulation_spec(spec: RunSpec, *, validators: int) -> RunSpec:
                              verification={"enabled": validators > 0})
 
 
-def _save(net: LocalNetwork, factory: object, root: Path, spec) -> None:  # noqa: ANN001
+def _save(net: LocalNetwork, factory: object, root: Path, spec) -> None:
     """Leave the chain state and a network file so the report commands can read the run later."""
     if isinstance(factory, EmbeddedChainFactory) and factory.chain is not None:
         state = root / "chain.json"

@@ -6,7 +6,7 @@ and prints validation loss and communication side by side.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -15,7 +15,7 @@ from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.diloco import MODES, simulate
 from trainer.presets import PRESETS, preset
-from veriloco.errors import VerilocoError
+from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.output import console, err_console, print_json, table
 
@@ -34,22 +34,22 @@ def train(
     preset_name: Annotated[str, typer.Option("--preset", help=f"run spec preset: {', '.join(PRESETS)}")] = "demo",
     mode: Annotated[str, typer.Option(help=f"{', '.join(MODES)} or all")] = "all",
     workers: Annotated[int, typer.Option("--workers", "-k", min=1, help="K workers")] = 4,
-    inner_steps: Annotated[Optional[int], typer.Option("--inner-steps", "-H", min=1,
+    inner_steps: Annotated[int | None, typer.Option("--inner-steps", "-H", min=1,
                                                        help="H inner steps per round (default: the preset's)")] = None,
-    steps: Annotated[Optional[int], typer.Option(min=1, help="T steps per worker, a multiple of H (default 10·H)")] = None,
-    quant: Annotated[Optional[str], typer.Option(help="Δ quantization: none, int8, int4 (default: the preset's)")] = None,
-    outer_lr: Annotated[Optional[str], typer.Option(help="outer learning rate (default: the preset's, 0.7)")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="T steps per worker, a multiple of H (default 10·H)")] = None,
+    quant: Annotated[str | None, typer.Option(help="Δ quantization: none, int8, int4 (default: the preset's)")] = None,
+    outer_lr: Annotated[str | None, typer.Option(help="outer learning rate (default: the preset's, 0.7)")] = None,
     inner_state: Annotated[str, typer.Option(help="DiLoCo inner AdamW state per round: fresh (the protocol) "
                                                   "or kept (the DiLoCo paper)")] = "fresh",
     evals: Annotated[int, typer.Option(min=1, help="validation measurements per run (the last at the end)")] = 10,
-    threads: Annotated[Optional[int], typer.Option(min=1, help="torch threads")] = None,
-    home: Annotated[Optional[str], typer.Option("--home", help="veriloco home (dataset cache)")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads")] = None,
+    home: Annotated[str | None, typer.Option("--home", help="veriloco home (dataset cache)")] = None,
     json: Annotated[bool, typer.Option("--json", help="print a JSON summary")] = False,
 ) -> None:
     """Train the preset's model in the chosen modes and compare validation loss and bytes sent."""
     modes = list(MODES) if mode == "all" else [mode]
     if any(m not in MODES for m in modes):
-        raise VerilocoError(f"unknown mode {mode!r} (use {', '.join(MODES)} or all)")
+        raise CommandError(f"unknown mode {mode!r} (use {', '.join(MODES)} or all)")
     spec = preset(preset_name)
     h = inner_steps or spec.train.inner_steps
     changes: dict = {"train": {"inner_steps": h, "segment_steps": h}}
@@ -60,7 +60,7 @@ def train(
     spec = spec.with_changes(**changes)
     t = steps or 10 * h
     if t % h:
-        raise VerilocoError(f"--steps ({t}) must be a multiple of --inner-steps ({h})")
+        raise CommandError(f"--steps ({t}) must be a multiple of --inner-steps ({h})")
     configure(threads)
     dataset = Dataset.load(spec.data, home_dir(home) / "cache")
 
