@@ -425,7 +425,8 @@ class Devnet:
         """The node's current consensus params (block max gas and bytes, ...), from its RPC."""
         r = httpx.get(f"{self.rpc_url}/consensus_params", timeout=5.0)
         r.raise_for_status()
-        return r.json()["result"]["consensus_params"]
+        params: dict[str, Any] = r.json()["result"]["consensus_params"]
+        return params
 
     def block_max_gas_limit(self) -> int:
         """The block gas limit the node enforces (-1 = unlimited)."""

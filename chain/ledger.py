@@ -219,4 +219,5 @@ class Ledger:
     def _field(answer: Any, name: str) -> list[Any]:
         if not isinstance(answer, dict) or not isinstance(answer.get(name), list):
             raise LedgerError(f"malformed answer from the contract: expected a list under {name!r}")
-        return answer[name]
+        items: list[Any] = answer[name]
+        return items

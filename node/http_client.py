@@ -11,14 +11,14 @@ against on-chain hashes.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import cast
 
 import httpx
 
 from protocol.auth import sign_request
 from protocol.keys import DEFAULT_PREFIX, PrivateKey
 from protocol.rules.spec import RunSpec
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import checkpoint_layout
 from trainer.delta import payload_layout
 from trainer.model import parameter_shapes
@@ -85,29 +85,32 @@ class HttpArtifacts(ArtifactSource):
         except httpx.HTTPError as exc:
             raise ArtifactUnavailable(f"{self.endpoint}{path}: {type(exc).__name__}: {exc}") from None
 
-    def _json(self, path: str) -> Any:
+    def _json(self, path: str) -> UntrustedJson:
         # What the host sent, decoded no further than JSON (raw bytes if not even that): the reader
         # validates it, so a host that serves garbage is caught failing, not excused as unavailable.
         data = self._get(path, "json")
         try:
-            return json.loads(data)
+            decoded: UntrustedJson = json.loads(data)
         except (ValueError, UnicodeDecodeError):
             return data
+        return decoded
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
         return self._get(f"/v1/epochs/{epoch}/checkpoints/{leaf}", "checkpoint")
 
-    def proof(self, epoch: int, leaf: int) -> Any:
+    def proof(self, epoch: int, leaf: int) -> UntrustedJson:
         """The host's proof as served (untrusted; ``verifier.replay`` validates it)."""
         return self._json(f"/v1/epochs/{epoch}/proofs/{leaf}")
 
     def delta(self, epoch: int) -> bytes:
         return self._get(f"/v1/epochs/{epoch}/delta", "delta")
 
-    def losses(self, epoch: int) -> Any:
+    def losses(self, epoch: int) -> UntrustedJson:
         """The host's loss list as served (untrusted; ``verifier.replay`` validates it)."""
         answer = self._json(f"/v1/epochs/{epoch}/losses")
-        return answer.get("losses_micro", answer) if isinstance(answer, dict) else answer
+        if isinstance(answer, dict):  # a member of decoded JSON is itself decoded JSON
+            return cast(UntrustedJson, answer.get("losses_micro", answer))
+        return answer
 
     def global_state(self, model_hash: str) -> bytes:
         return self._get(f"/v1/models/{model_hash}", "model")

@@ -15,6 +15,7 @@ decides what is finally posted — honest by default, a liar in tests.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
@@ -92,7 +93,7 @@ class ValidatorNode(Participant):
             if final is None:
                 continue
             acted |= self.attempt(info.epoch, f"verdict {final.outcome}",
-                                  lambda v=final: self.ledger.verdict(self.key, v),
+                                  partial(self.ledger.verdict, self.key, final),
                                   f"host {challenge.host[:12]}… segment {challenge.segment}: {reason}")
         return acted
 

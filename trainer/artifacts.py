@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeAlias
 
 from protocol.errors import VerilocoError
 from protocol.rules.merkle import MerkleProof, merkle_proof
@@ -28,6 +28,11 @@ MAX_ARTIFACT_BYTES = 2 * 1024**3
 
 
 BlobKind = Literal["checkpoint", "delta", "model"]
+
+UntrustedJson: TypeAlias = dict[str, object] | list[object] | str | int | float | bool | bytes | None
+"""What a remote host served where a JSON document was expected: decoded no further than JSON (what
+lies inside an object or array is unknown), or the raw bytes when it was not even JSON. A reader
+validates it (``MerkleProof.model_validate``, the loss checks of ``verifier.replay``) before use."""
 
 
 class ArtifactUnavailable(VerilocoError):
@@ -46,16 +51,17 @@ class ArtifactSource(ABC):
         """The safetensors bytes of checkpoint leaf ``leaf`` (0 … S) of ``epoch``."""
 
     @abstractmethod
-    def proof(self, epoch: int, leaf: int) -> MerkleProof:
-        """The Merkle proof of that leaf under the host's committed root."""
+    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
+        """The Merkle proof of that leaf under the host's committed root (a remote source: what was served)."""
 
     @abstractmethod
     def delta(self, epoch: int) -> bytes:
         """The quantized pseudo-gradient of ``epoch``, exactly as committed."""
 
     @abstractmethod
-    def losses(self, epoch: int) -> list[int]:
-        """The ``H`` per-step losses of ``epoch`` in micro-nats (they hash to the loss digest)."""
+    def losses(self, epoch: int) -> list[int] | UntrustedJson:
+        """The ``H`` per-step losses of ``epoch`` in micro-nats (they hash to the loss digest; a remote
+        source: what was served)."""
 
     @abstractmethod
     def global_state(self, model_hash: str) -> bytes:

@@ -40,7 +40,10 @@ def join_island(threads: int | None = None) -> dist.ProcessGroup:
     """
     dist.init_process_group("gloo")
     configure(threads)
-    return dist.group.WORLD
+    group = dist.group.WORLD
+    if group is None:  # init_process_group sets it; None would mean torch.distributed is broken
+        raise RuntimeError("torch.distributed has no world group after init_process_group")
+    return group
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ from trainer.data import VOCAB_SIZE
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where position t sees positions 0..t only."""
 
+    mask: torch.Tensor  # a buffer (register_buffer), declared for the type checker
+
     def __init__(self, d_model: int, n_head: int, block_size: int, dropout: float) -> None:
         super().__init__()
         if d_model % n_head:

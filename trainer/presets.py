@@ -8,6 +8,8 @@ address is pinned here: a different corpus version is refused by :class:`trainer
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from protocol.injective import DENOM, ONE_INJ
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 
@@ -31,7 +33,7 @@ def tiny(name: str = "tiny") -> RunSpec:
         name=name,
         model=ModelSpec(params={"n_layer": 1, "n_head": 4, "d_model": 64, "block_size": 64}),
         data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=64),
-        train=TrainSpec(inner_steps=64, segment_steps=8, batch_size=16, lr="3e-3"),
+        train=TrainSpec(inner_steps=64, segment_steps=8, batch_size=16, lr=Decimal("3e-3")),
         economics=_ECONOMICS,
     )
 
@@ -45,7 +47,7 @@ def demo(name: str = "demo") -> RunSpec:
         name=name,
         model=ModelSpec(params={"n_layer": 2, "n_head": 4, "d_model": 64, "block_size": 64}),
         data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=64),
-        train=TrainSpec(inner_steps=50, segment_steps=10, batch_size=16, lr="3e-3"),
+        train=TrainSpec(inner_steps=50, segment_steps=10, batch_size=16, lr=Decimal("3e-3")),
         economics=_ECONOMICS,
     )
 

@@ -226,7 +226,7 @@ class Stepper:
             loss_sum += loss.detach()
         params = [p for p in self.named.values() if p.grad is not None]
         if self.world > 1:
-            self._all_reduce(params, loss_sum)
+            self._all_reduce([p.grad for p in params if p.grad is not None], loss_sum)
         if not math.isfinite(loss_sum.item()):
             raise ValueError(f"loss is not finite at inner step {self.step_count}")
         if self.grad_clip > 0:
@@ -236,13 +236,13 @@ class Stepper:
         self.step_count += 1
         return (loss_sum / micro_batches).item()
 
-    def _all_reduce(self, params: list[torch.Tensor], loss_sum: torch.Tensor) -> None:
+    def _all_reduce(self, grads: list[torch.Tensor], loss_sum: torch.Tensor) -> None:
         # One flat buffer, one collective: the gradients (in parameter order) and the loss sum.
-        flat = torch.cat([p.grad.reshape(-1) for p in params] + [loss_sum.reshape(1)])
+        flat = torch.cat([g.reshape(-1) for g in grads] + [loss_sum.reshape(1)])
         dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)
         offset = 0
-        for p in params:
-            n = p.numel()
-            p.grad.copy_(flat[offset:offset + n].view_as(p))
+        for g in grads:
+            n = g.numel()
+            g.copy_(flat[offset:offset + n].view_as(g))
             offset += n
         loss_sum.copy_(flat[offset])

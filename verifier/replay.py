@@ -47,7 +47,7 @@ from protocol.rules.losses import loss_digest, loss_micro
 from protocol.rules.merkle import MerkleProof, verify_proof
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import Checkpoint, decode_checkpoint
 from trainer.data import Dataset
 from trainer.delta import decode_delta, delta_hash, dequantize, pseudo_gradient
@@ -125,13 +125,13 @@ def _fetch(what: str, call: Callable[[], T]) -> T:
         raise _Decided("unavailable", "fetch", f"{what}: source error {type(exc).__name__}: {exc}") from None
 
 
-def _bytes(data: Any, what: str) -> bytes:
+def _bytes(data: object, what: str) -> bytes:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise _fail("leaf", f"{what} is a {type(data).__name__}, not bytes")
 
 
-def _proof(value: Any, what: str) -> MerkleProof:
+def _proof(value: MerkleProof | UntrustedJson, what: str) -> MerkleProof:
     if isinstance(value, MerkleProof):
         return value
     try:
@@ -179,7 +179,8 @@ class _Run:
 
     # -- fetching -------------------------------------------------------------------------------
 
-    def fetch(self) -> tuple[Any, Any, Any, Any, Any, Any]:
+    def fetch(self) -> tuple[bytes, MerkleProof | UntrustedJson, bytes, MerkleProof | UntrustedJson,
+                             list[int] | UntrustedJson, bytes | None]:
         e, g = self.epoch, self.g
         raw_start = _fetch(f"leaf {g}", lambda: self.source.checkpoint(e, g))
         proof_start = _fetch(f"proof of leaf {g}", lambda: self.source.proof(e, g))
@@ -191,7 +192,7 @@ class _Run:
 
     # -- authentication and consistency ---------------------------------------------------------
 
-    def leaf(self, raw: Any, proof: Any, leaf: int) -> Checkpoint:
+    def leaf(self, raw: bytes, served_proof: MerkleProof | UntrustedJson, leaf: int) -> Checkpoint:
         what = f"leaf {leaf}"
         data = _bytes(raw, what)
         self.m[f"leaf{leaf}_bytes"] = len(data)
@@ -199,7 +200,7 @@ class _Run:
             ckpt = decode_checkpoint(data, self.spec, leaf, what=f"{self.host} epoch {self.epoch} {what}")
         except (TensorFileError, ValueError) as exc:
             raise _fail("leaf", f"{what} is malformed: {exc}") from None
-        proof = _proof(proof, what)
+        proof = _proof(served_proof, what)
         leaf_hash = ckpt.leaf_hash()
         self.m[f"leaf{leaf}_hash"] = leaf_hash.hex()
         if proof.index != leaf:
@@ -219,19 +220,20 @@ class _Run:
             raise _fail("leaf", f"{what}: {problem}")
         return ckpt
 
-    def losses(self, served: Any, start: Checkpoint, end: Checkpoint) -> None:
+    def losses(self, served: list[int] | UntrustedJson, start: Checkpoint, end: Checkpoint) -> None:
         h = self.spec.train.inner_steps
-        if (not isinstance(served, (list, tuple)) or len(served) != h
-                or not all(type(x) is int and -_I64 <= x < _I64 for x in served)):
-            kind = f"{len(served)} values" if isinstance(served, (list, tuple)) else type(served).__name__
-            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({kind})")
-        if loss_digest(list(served)) != self.challenge.loss_digest:
+        if not isinstance(served, (list, tuple)):
+            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({type(served).__name__})")
+        values = [x for x in served if type(x) is int and -_I64 <= x < _I64]
+        if len(served) != h or len(values) != h:
+            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({len(served)} values)")
+        if loss_digest(values) != self.challenge.loss_digest:
             raise _fail("losses", "the served losses do not hash to the committed loss digest")
         for leaf, ckpt in ((self.g, start), (self.g + 1, end)):
             if leaf == 0:
                 continue
             recorded = [loss_micro(x) for x in ckpt.losses.tolist()]
-            committed = list(served[(leaf - 1) * self.c:leaf * self.c])
+            committed = values[(leaf - 1) * self.c:leaf * self.c]
             if recorded != committed:
                 raise _fail("losses", f"leaf {leaf} records losses {recorded[:3]}… but the committed losses of "
                                       f"steps {(leaf - 1) * self.c}–{leaf * self.c - 1} are {committed[:3]}…")
@@ -245,7 +247,7 @@ class _Run:
             if expected.leaf_hash() != start.leaf_hash():
                 raise _fail("start", "leaf 0 is not the agreed θ_e with a fresh optimizer at step 0")
 
-    def delta(self, raw: Any, end: Checkpoint) -> None:
+    def delta(self, raw: bytes | None, end: Checkpoint) -> None:
         data = _bytes(raw, "Δ")
         try:
             payload = decode_delta(data, self.spec, what=f"{self.host} epoch {self.epoch} Δ")
@@ -283,7 +285,8 @@ class _Run:
         self.m.update({"distance": self.distance, **{f"distance_{k}": v for k, v in dist.items()}})
         diffs = (replayed.losses.double() - end.losses.double()).abs()
         loss_diff = float(diffs.max()) if diffs.numel() else 0.0
-        self.m["loss_max_diff"] = loss_diff if math.isfinite(loss_diff) else float("inf")
+        loss_max_diff = loss_diff if math.isfinite(loss_diff) else float("inf")
+        self.m["loss_max_diff"] = loss_max_diff
         norm = update_norm(end.state, start.state)
         scale = expected_update(float(self.spec.train.lr), self.c, parameter_count(start.state))
         self.m.update({"update_norm": norm, "expected_update": scale, "update_ratio": norm / scale})
@@ -294,7 +297,7 @@ class _Run:
             raise _fail("distance", f"replay distance {self.distance:.4g} > τ {tau:g} (largest in {worst}; "
                                     f"params {dist['params']:.3g}, exp_avg {dist['exp_avg']:.3g}, "
                                     f"exp_avg_sq {dist['exp_avg_sq']:.3g})")
-        if not self.m["loss_max_diff"] <= tol:
+        if not loss_max_diff <= tol:
             step = int(diffs.argmax()) + self.g * self.c
             raise _fail("loss", f"replayed loss of step {step} differs by {loss_diff:.4g} > tolerance {tol:g}")
         if not norm / scale >= ratio:
@@ -370,6 +373,7 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
     _check_inputs(spec, dataset, challenge, theta, prev_epoch_seed, stepper)
     t0 = time.perf_counter()
     run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper)
+    outcome: Outcome
     try:
         reason = run.run()
         outcome, check = "pass", "ok"

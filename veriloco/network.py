@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.ledger import ContractBackend, ContractError, Ledger, instantiate_msg
@@ -35,6 +36,15 @@ from trainer.data import Dataset
 from trainer.outer import GlobalState
 from veriloco.errors import CommandError
 
+if TYPE_CHECKING:  # the backends load only when a factory deploys on one
+    from chain.cosmos import CosmosChain
+    from chain.embedded import EmbeddedChain
+
+
+def _source_of(node: HostNode) -> Callable[[], ArtifactSource]:
+    """``node``'s artifacts, looked up when asked (a node may replace its source)."""
+    return lambda: node.source
+
 
 def sim_key(name: str) -> PrivateKey:
     """A deterministic key for a simulated participant (never use these outside a simulation)."""
@@ -49,16 +59,16 @@ class EmbeddedChainFactory:
     """Deploys on a new in-process chain; :attr:`chain` keeps it (to save its state afterwards)."""
 
     def __init__(self) -> None:
-        self.chain = None
+        self.chain: EmbeddedChain | None = None
 
     def __call__(self, spec: RunSpec, operator: PrivateKey, treasury: str,
                  funded: Sequence[PrivateKey]) -> ContractBackend:
         from chain.embedded import EmbeddedChain  # noqa: PLC0415 (wasmtime loads only for an embedded chain)
         from chain.embedded.backend import deploy_embedded  # noqa: PLC0415 (as above)
 
-        self.chain = EmbeddedChain(genesis_balances={k.address(): {spec.economics.denom: GENESIS_BALANCE}
-                                                     for k in funded})
-        ledger = deploy_embedded(self.chain, operator, spec, GlobalState.initial(spec).hash().hex(), treasury)
+        chain = EmbeddedChain(genesis_balances={k.address(): {spec.economics.denom: GENESIS_BALANCE} for k in funded})
+        self.chain = chain
+        ledger = deploy_embedded(chain, operator, spec, GlobalState.initial(spec).hash().hex(), treasury)
         return ledger.backend
 
 
@@ -70,19 +80,19 @@ class DevnetChainFactory:
 
     def __init__(self, home: Path) -> None:
         self.home = Path(home)
-        self.devnet = None
-        self._chain = None
+        self.devnet: Devnet | None = None
+        self._chain: CosmosChain | None = None
 
     def __call__(self, spec: RunSpec, operator: PrivateKey, treasury: str,
                  funded: Sequence[PrivateKey]) -> ContractBackend:
         from chain.cosmos import CosmosBackend  # noqa: PLC0415 (cosmpy loads only for a devnet)
 
         accounts = [GenesisAccount.of_key(f"sim-{i}", k, amount=GENESIS_BALANCE) for i, k in enumerate(funded)]
-        self.devnet = Devnet(self.home, ports=DevnetPorts.free(), accounts=accounts)
-        self.devnet.up()
-        self._chain = self.devnet.connect()
+        devnet = self.devnet = Devnet(self.home, ports=DevnetPorts.free(), accounts=accounts)
+        devnet.up()
+        chain = self._chain = devnet.connect()
         msg = instantiate_msg(spec, GlobalState.initial(spec).hash().hex(), treasury)
-        return CosmosBackend.deploy(self._chain, operator, msg)
+        return CosmosBackend.deploy(chain, operator, msg)
 
     def stop(self) -> None:
         if self._chain is not None:
@@ -147,21 +157,21 @@ class LocalNetwork:
             endpoint = f"http://host-{i}.sim"
             node = HostNode(self.ledger, key, spec, dataset, self.root / f"host-{i}", self.resolve,
                             behaviour=behaviour, name=name, on_event=on_event)
-            self._sources[endpoint] = lambda node=node: node.source
+            self._sources[endpoint] = _source_of(node)
             self.ledger.bond(key, "host", endpoint, roster.host_stake or 2 * int(econ.min_host_stake))
             self.hosts.append(node)
             self.names[node.address] = name
-        for i, (key, behaviour) in enumerate(zip(validator_keys, roster.validators, strict=True)):
+        for i, (key, conduct) in enumerate(zip(validator_keys, roster.validators, strict=True)):
             if validator_factory is None:
                 raise CommandError("validators need a validator factory")
-            label = getattr(behaviour, "name", "honest")
+            label = getattr(conduct, "name", "honest")
             name = f"validator-{i}" + ("" if label == "honest" else f" ({label})")
-            node = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}", self.resolve,
-                                     behaviour=behaviour, name=name, on_event=on_event)
+            validator = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}", self.resolve,
+                                          behaviour=conduct, name=name, on_event=on_event)
             self.ledger.bond(key, "validator", f"http://validator-{i}.sim",
                              roster.validator_stake or 2 * int(econ.min_validator_stake))
-            self.validators.append(node)
-            self.names[node.address] = name
+            self.validators.append(validator)
+            self.names[validator.address] = name
 
     @property
     def nodes(self) -> list[Participant]:

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from protocol.injective import DENOM_DECIMALS
 from protocol.rules.losses import MICRO
-from protocol.views import EpochReport
+from protocol.views import EpochReport, HostReport, ValidatorReport
 
 OUTCOME_STYLE = {
     "accepted": "green", "diligent": "green", "pass": "green",
@@ -122,7 +122,8 @@ def slashed_over_run(reports: Sequence[EpochReport], denom: str, names: dict[str
     total: dict[str, int] = {}
     epochs: dict[str, int] = {}
     for report in reports:
-        for member in (*report.hosts, *report.validators):
+        members: list[HostReport | ValidatorReport] = [*report.hosts, *report.validators]
+        for member in members:
             if member.slashed != "0":
                 total[member.address] = total.get(member.address, 0) + int(member.slashed)
                 epochs[member.address] = epochs.get(member.address, 0) + 1

@@ -268,7 +268,9 @@ class CosmosChain:
         ).SerializeToString()
         sign_doc = SignDoc(body_bytes=body, auth_info_bytes=auth_info, chain_id=self.config.chain_id,
                            account_number=account_number).SerializeToString()
-        return TxRaw(body_bytes=body, auth_info_bytes=auth_info, signatures=[key.sign(sign_doc)]).SerializeToString()
+        tx = TxRaw(body_bytes=body, auth_info_bytes=auth_info, signatures=[key.sign(sign_doc)])
+        raw: bytes = tx.SerializeToString()
+        return raw
 
     def simulate(self, key: PrivateKey, msgs: Sequence[Message], *, sequence: int | None = None, memo: str = "") -> int:
         """Gas used by ``msgs`` signed by ``key``, simulated on the node's latest state.

@@ -71,7 +71,7 @@ class NodeUnreachable(LedgerError):
     """The node did not answer within the reconnect timeout."""
 
 
-class CosmosClient(LedgerClient):
+class CosmosClient(LedgerClient):  # type: ignore[misc]  # cosmpy ships no type information
     """A cosmpy ``LedgerClient`` for one chain, over gRPC, reconnecting.
 
     Args:

@@ -405,19 +405,20 @@ class EmbeddedChain:
         journal = chain._journal
         chain._sequences = JournaledDict(journal, state["sequences"])
         chain.bank = Bank(journal, {(b["address"], b["denom"]): int(b["amount"]) for b in state["balances"]})
-        codes = {}
+        codes: dict[int, CodeInfo] = {}
         for code in state["codes"]:
             wasm_code = chain._load_code(base64.b64decode(code.pop("wasm")))
             info = CodeInfo(**code)
             if wasm_code.checksum.hex() != info.checksum:
                 raise ChainError(f"code {info.code_id}: wasm does not match its checksum")
             codes[info.code_id] = info
-        contracts, stores = {}, {}
+        contracts: dict[str, ContractInfo] = {}
+        stores: dict[str, JournaledDict[bytes, bytes]] = {}
         for contract in state["contracts"]:
             storage = {bytes.fromhex(k): base64.b64decode(v) for k, v in contract.pop("storage")}
-            info = ContractInfo(**contract)
-            contracts[info.address] = info
-            stores[info.address] = JournaledDict(journal, storage)
+            contract_info = ContractInfo(**contract)
+            contracts[contract_info.address] = contract_info
+            stores[contract_info.address] = JournaledDict(journal, storage)
         chain._codes = JournaledDict(journal, codes)
         chain._contracts = JournaledDict(journal, contracts)
         chain._stores = JournaledDict(journal, stores)

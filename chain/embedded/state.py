@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -74,7 +74,13 @@ class JournaledDict(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._data)
 
-    def get(self, key: K, default: Any = None) -> Any:
+    @overload
+    def get(self, key: K) -> V | None: ...
+
+    @overload
+    def get(self, key: K, default: V) -> V: ...
+
+    def get(self, key: K, default: V | None = None) -> V | None:
         return self._data.get(key, default)
 
     def items(self) -> Iterator[tuple[K, V]]:

@@ -293,7 +293,10 @@ class WasmInstance:
         except wasmtime.Trap as trap:
             raise _vm_error_from_trap(trap) from None
         self._exports = instance.exports(store)
-        self.memory: wasmtime.Memory = self._exports["memory"]
+        memory = self._exports["memory"]
+        if not isinstance(memory, wasmtime.Memory):  # compile_code checked it; the type needs saying
+            raise VmError("the export \"memory\" is not a memory")
+        self.memory = memory
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -349,7 +352,7 @@ class WasmInstance:
 
         Used for entry-point arguments and for data an import returns (the contract then owns
         the Region and frees it)."""
-        ptr = self.call("allocate", len(data))
+        ptr: int = self.call("allocate", len(data))
         if not ptr:
             raise VmError("allocate returned a zero Region pointer")
         self.write_region(ptr, data)

@@ -11,7 +11,11 @@ below ``n`` comes from rejection sampling on 64-bit draws (:func:`uniform`), so 
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from protocol.rules.hashing import DIGEST_SIZE, Tag, tagged_hash, u32be, u64be
+
+T = TypeVar("T")
 
 _TWO64 = 1 << 64
 
@@ -41,7 +45,7 @@ def uniform(stream: Stream, n: int) -> int:
             return x % n
 
 
-def _partial_shuffle(stream: Stream, pool: list, m: int) -> list:
+def _partial_shuffle(stream: Stream, pool: list[T], m: int) -> list[T]:
     # Fisher-Yates for the first m positions: each draw picks among the not-yet-chosen tail.
     pool = list(pool)
     for i in range(m):

@@ -32,7 +32,7 @@ if sys.byteorder != "little":  # pragma: no cover - every platform torch ships f
 def tensor_bytes(t: torch.Tensor) -> memoryview:
     """The raw little-endian bytes of a tensor, without copying when it is already contiguous on CPU."""
     flat = t.detach().to("cpu").contiguous().reshape(-1)
-    return memoryview(flat.view(torch.uint8).numpy())
+    return flat.view(torch.uint8).numpy().data
 
 
 def tensors_digest(tag: str, tensors: Mapping[str, torch.Tensor]) -> bytes:

@@ -14,7 +14,7 @@ import torch
 
 from protocol.rules.merkle import MerkleProof
 from protocol.rules.spec import RunSpec
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback
 from verifier.adversaries.base import Adversary
@@ -37,7 +37,7 @@ class WithheldSource(ArtifactSource):
         self._refuse("checkpoints")
         return self.inner.checkpoint(epoch, leaf)
 
-    def proof(self, epoch: int, leaf: int) -> MerkleProof:
+    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
         self._refuse("proofs")
         return self.inner.proof(epoch, leaf)
 
@@ -45,7 +45,7 @@ class WithheldSource(ArtifactSource):
         self._refuse("delta")
         return self.inner.delta(epoch)
 
-    def losses(self, epoch: int) -> list[int]:
+    def losses(self, epoch: int) -> list[int] | UntrustedJson:
         self._refuse("losses")
         return self.inner.losses(epoch)
 

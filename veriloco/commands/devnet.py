@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -160,7 +160,7 @@ def accounts(
     if running:
         with _errors(), net.connect(reconnect_timeout=5.0) as chain:
             balances = {a.address: chain.balances(a.address) for a in net.accounts}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for a in net.accounts:
         coins = balances.get(a.address, dict(a.coins))
         row = {"name": a.name, "address": a.address, "balances": {d: str(v) for d, v in sorted(coins.items())}}

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from node.daemon import Daemon, host_daemon
+from node.participant import Participant
 from protocol.messages import Role
 from trainer.determinism import configure
 from veriloco.behaviours import host_behaviour, validator_node
@@ -112,6 +113,7 @@ def make_app(role: Role) -> typer.Typer:
                                     "the embedded chain lives inside `veriloco simulate`")
             if ledger.member(participant.address(ledger.prefix)) is None:
                 raise CommandError(f"bond first: veriloco {role} bond AMOUNT --key {key}")
+            node: Participant
             if role == "host":
                 node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary))
                 console.print(f"host {node.address} serving on {server.url}")

@@ -6,14 +6,14 @@ and prints validation loss and communication side by side.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from trainer.data import Dataset
 from trainer.determinism import configure
-from trainer.diloco import MODES, simulate
+from trainer.diloco import MODES, Mode, simulate
 from trainer.presets import PRESETS, preset
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
@@ -47,9 +47,12 @@ def train(
     json: Annotated[bool, typer.Option("--json", help="print a JSON summary")] = False,
 ) -> None:
     """Train the preset's model in the chosen modes and compare validation loss and bytes sent."""
-    modes = list(MODES) if mode == "all" else [mode]
-    if any(m not in MODES for m in modes):
+    modes: list[Mode] = list(MODES) if mode == "all" else [m for m in MODES if m == mode]
+    if not modes:
         raise CommandError(f"unknown mode {mode!r} (use {', '.join(MODES)} or all)")
+    if inner_state not in ("fresh", "kept"):
+        raise CommandError(f"inner_state must be 'fresh' or 'kept', not {inner_state!r}")
+    state: Literal["fresh", "kept"] = "kept" if inner_state == "kept" else "fresh"
     spec = preset(preset_name)
     h = inner_steps or spec.train.inner_steps
     changes: dict = {"train": {"inner_steps": h, "segment_steps": h}}
@@ -69,9 +72,13 @@ def train(
                   console=err_console, disable=json) as progress:
         for m in modes:
             task = progress.add_task(m, total=workers * t)
-            results.append(simulate(spec, dataset, m, workers, t, evals=evals, inner_state=inner_state,
-                                    progress=lambda done, total, task=task: progress.update(task, completed=done)))
-    rows = [{"mode": r.mode, "workers": r.workers, "inner_steps": r.inner_steps, "steps": r.steps,
+
+            def advance(done: int, total: int, task: TaskID = task) -> None:
+                progress.update(task, completed=done)
+
+            results.append(simulate(spec, dataset, m, workers, t, evals=evals, inner_state=state,
+                                    progress=advance))
+    rows: list[dict[str, Any]] = [{"mode": r.mode, "workers": r.workers, "inner_steps": r.inner_steps, "steps": r.steps,
              "val_loss": round(r.val_loss, 4), "bytes_sent": r.bytes_sent,
              "quant_error": None if r.quant_error is None else round(r.quant_error, 5),
              "wall_s": round(r.wall_s, 1)} for r in results]
