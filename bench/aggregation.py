@@ -75,24 +75,23 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench.*
 
-import torch  # noqa: E402
+import torch
 
-from bench.aggregation_attacks import bench_secret, caught, default_segment, steer_epoch, target_delta  # noqa: E402
-from protocol.rules.beacon import epoch_seed, genesis_seed  # noqa: E402
-from protocol.rules.spec import AggregationSpec, RunSpec  # noqa: E402
-from protocol.tensors.aggregation import RULES, aggregate  # noqa: E402
-from trainer.data import Dataset  # noqa: E402
-from trainer.delta import dequantize, pseudo_gradient, quantize  # noqa: E402
-from trainer.evaluate import validation_loss  # noqa: E402
-from trainer.inner import EpochContext, start_checkpoint, train_steps  # noqa: E402
-from trainer.model import build_model, parameter_shapes  # noqa: E402
-from trainer.outer import GlobalState, outer_step  # noqa: E402
-from trainer.presets import preset  # noqa: E402
-from trainer.step import Stepper  # noqa: E402
+from bench.aggregation_attacks import bench_secret, caught, default_segment, steer_epoch, target_delta
+from protocol.rules.beacon import epoch_seed, genesis_seed
+from protocol.rules.losses import MICRO
+from protocol.rules.spec import AggregationSpec, RunSpec
+from protocol.tensors.aggregation import RULES, aggregate
+from trainer.data import Dataset
+from trainer.delta import dequantize, pseudo_gradient, quantize
+from trainer.evaluate import validation_loss
+from trainer.inner import EpochContext, start_checkpoint, train_steps
+from trainer.model import build_model, parameter_shapes
+from trainer.outer import GlobalState, outer_step
+from trainer.presets import preset
+from trainer.step import Stepper
 
 RULE_ORDER = ("mean", "median", "trimmed_mean", "centered_clip", "krum", "multi_krum", "geometric_median")
 ATTACKS = ("alie", "ipm", "sign_flip", "scaled")
@@ -368,7 +367,7 @@ def validate_against_network(spec: RunSpec, dataset: Dataset, epochs: int, root:
         rows.append({"epoch": report.epoch, "chain_excluded": [hosts.index(a) for a in chain_excluded],
                      "sim_excluded": [hosts.index(a) for a in sorted(ep.excluded)],
                      "chain_hash": report.next_model_hash, "sim_hash": ep.model_hash, "agreed": report.agreed,
-                     "chain_val_loss": min(h.proposal.val_loss_micro for h in report.hosts if h.proposal) / 1e6,
+                     "chain_val_loss": min(h.proposal.val_loss_micro for h in report.hosts if h.proposal) / MICRO,
                      "steer_gap_ipm": ipm.gaps.get(report.epoch), "steer_gap_alie": alie.gaps.get(report.epoch),
                      "sim_steer_gaps": ep.steer_gaps})
     same = all(r["chain_excluded"] == r["sim_excluded"] and r["chain_hash"] == r["sim_hash"] for r in rows)

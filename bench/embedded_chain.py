@@ -231,7 +231,7 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     finalize = cost_of(env, lambda: env.verdict(v, c.host, c.segment, "pass", epoch=0))
     finalize_s = time.perf_counter() - t0
     assert env.epoch(0).phase == "propose", env.epoch(0)
-    median = lambda costs: sorted(costs, key=lambda x: x.fuel)[len(costs) // 2]  # noqa: E731
+    median = lambda costs: sorted(costs, key=lambda x: x.fuel)[len(costs) // 2]  # noqa: E731 (a one-line helper, named where it is used)
     return {
         "hosts": hosts, "validators": validators, "challenges": len(env.report(0).challenges),
         "verdicts": len(work),

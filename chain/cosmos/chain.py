@@ -124,7 +124,7 @@ def _any(msg: Message) -> AnyProto:
 def _details(exc: grpc.RpcError) -> str:
     try:
         return exc.details() or str(exc)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 (grpc error objects vary; the text is all we need)
         return str(exc)
 
 

@@ -135,7 +135,7 @@ def test_a_validator_that_does_not_reveal_is_slashed_and_never_assigned(make_led
 def test_a_validator_voting_against_the_majority_is_slashed(make_ledger_env) -> None:
     env = make_ledger_env(make_spec(verification={"validators_r": 3}))
     total, before = setup(env, validators=V3)
-    liar = lambda v, c: "fail" if v == "validator3" else "pass"  # noqa: E731
+    liar = lambda v, c: "fail" if v == "validator3" else "pass"  # noqa: E731 (a one-line stand-in, named where it is used)
     env.play_epoch(HOSTS, V3, vote=liar)
     report = env.report(0)
     validators = by_name(env, report.validators)
@@ -150,7 +150,7 @@ def test_a_validator_voting_against_the_majority_is_slashed(make_ledger_env) -> 
 def test_a_silent_validator_is_slashed_and_the_verify_phase_waits_for_its_deadline(ledger_env) -> None:
     env = ledger_env
     total, _ = setup(env)
-    silent = lambda v, c: None if v == "validator2" else "pass"  # noqa: E731
+    silent = lambda v, c: None if v == "validator2" else "pass"  # noqa: E731 (a one-line stand-in, named where it is used)
     env.play_epoch(HOSTS, VALIDATORS, vote=silent, stop_after="reveal")
     verify_deadline = env.epoch().phase_deadline
     env.play_epoch(HOSTS, VALIDATORS, vote=silent)
@@ -171,7 +171,7 @@ def test_a_silent_validator_is_slashed_and_the_verify_phase_waits_for_its_deadli
 def test_a_split_challenge_is_inconclusive_nobody_is_slashed(ledger_env) -> None:
     env = ledger_env
     total, _ = setup(env)
-    split = lambda v, c: "fail" if v == "validator2" and c.host == env.addr("host1") else "pass"  # noqa: E731
+    split = lambda v, c: "fail" if v == "validator2" and c.host == env.addr("host1") else "pass"  # noqa: E731 (a one-line stand-in, named where it is used)
     env.play_epoch(HOSTS, VALIDATORS, vote=split)
     report = env.report(0)
     rows = by_name(env, report.hosts)

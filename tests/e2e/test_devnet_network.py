@@ -42,7 +42,7 @@ def cli(env: dict[str, str], *args: str, timeout: float = 120) -> str:
 @pytest.fixture
 def network(tmp_path: Path):
     try:
-        import injective_core  # noqa: F401
+        import injective_core  # noqa: F401 (only whether it is installed)
     except ImportError:
         if os.environ.get("VERILOCO_REQUIRE_DEVNET"):
             pytest.fail("the devnet extra is not installed (make test installs it)")

@@ -101,7 +101,7 @@ def test_garbage_leaves_fail(spec, dataset, honest, case, which) -> None:
 
 
 def test_a_leaf_served_for_another_index_fails(spec, dataset, honest) -> None:
-    swap = lambda epoch, leaf, data: honest.source.checkpoint(epoch, leaf + 1) if leaf == 1 else data  # noqa: E731
+    swap = lambda epoch, leaf, data: honest.source.checkpoint(epoch, leaf + 1) if leaf == 1 else data  # noqa: E731 (a one-line stand-in, named where it is used)
     report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=swap))
     assert (report.outcome, report.check) == ("fail", "leaf") and "step 8" in report.reason
 
@@ -112,7 +112,7 @@ def test_a_leaf_of_another_host_fails_the_proof(spec, dataset, honest, tmp_path)
     from verifier.adversaries import Honest
 
     other = serve_epoch(spec, dataset, Honest(), tmp_path, host=VICTIM)
-    swap = lambda epoch, leaf, data: other.source.checkpoint(epoch, leaf)  # noqa: E731
+    swap = lambda epoch, leaf, data: other.source.checkpoint(epoch, leaf)  # noqa: E731 (a one-line stand-in, named where it is used)
     report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=swap))
     assert (report.outcome, report.check) == ("fail", "leaf") and "not under the committed root" in report.reason
 
@@ -148,7 +148,7 @@ def test_bad_proofs_fail(spec, dataset, honest, case) -> None:
 
 
 def test_a_proof_swapped_between_leaves_fails(spec, dataset, honest) -> None:
-    swap = lambda epoch, leaf, p: honest.source.proof(epoch, 2 if leaf == 1 else 1)  # noqa: E731
+    swap = lambda epoch, leaf, p: honest.source.proof(epoch, 2 if leaf == 1 else 1)  # noqa: E731 (a one-line stand-in, named where it is used)
     report = check(spec, dataset, honest, 1, Tampered(honest.source, proof=swap))
     assert (report.outcome, report.check) == ("fail", "leaf") and "proof of leaf 2" in report.reason
 
