@@ -52,5 +52,17 @@ lint: install-dev
 	$(BIN)/mypy
 test: lint
 
+# Static checks of the contract with Debian's toolchain: rustfmt, and clippy on the native target
+# (the tests included) and on wasm32 (abi.rs). Cargo looks for its `fmt`/`clippy` subcommands in
+# ~/.cargo/bin first, where a rustup toolchain may sit, so the Debian binaries are called by path.
+.PHONY: lint-contract
+CONTRACT_LINT_ENV = cd contracts && PATH=/usr/bin:/bin RUSTC=/usr/bin/rustc RUSTFMT=/usr/bin/rustfmt \
+                    CARGO=/usr/bin/cargo CARGO_TARGET_DIR=target/lint
+lint-contract: toolchain
+	$(CONTRACT_LINT_ENV) /usr/bin/cargo-fmt fmt --check
+	$(CONTRACT_LINT_ENV) /usr/bin/cargo-clippy clippy --offline --locked --all-targets -- -D warnings
+	$(CONTRACT_LINT_ENV) /usr/bin/cargo-clippy clippy --offline --locked --target wasm32-unknown-unknown -- -D warnings
+test: lint-contract
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache

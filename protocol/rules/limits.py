@@ -1,7 +1,9 @@
 """Limits that the contract enforces and every Python boundary model checks the same way.
 
-One definition each; ``tests/vectors/limits.json`` carries them to the Rust test suite, which
-checks the contract's constants against it.
+One definition each; ``tests/vectors/limits.json`` is generated from this module (every
+upper-case integer below) and carries them to the Rust test suite, which fails unless each
+equals the contract's constant of the same name (``contracts/veriloco/src/limits.rs``) and the
+contract has one for each.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ MAX_SEGMENTS = 1024
 """Most segments one epoch of a host may have (so at most ``MAX_SEGMENTS + 1`` checkpoint leaves)."""
 
 MAX_PARTICIPANTS = 1024
-"""Most hosts, and most validators, a run's phases may require or admit (``min_hosts`` ... ``max_validators``)."""
+"""Most hosts, and most validators, a run's phases may require or admit (``min_hosts`` ...
+``max_validators``): bounds the work of closing a phase."""
 
 BPS_DENOMINATOR = 10_000
 """Basis points: a fraction ``x`` of this denominator."""
@@ -21,5 +24,32 @@ MAX_BLOCKS = 10_000_000
 EPOCHS_PAGE = 30
 """Largest page of the contract's ``epochs`` query."""
 
+EPOCHS_PAGE_DEFAULT = 10
+"""Page of the contract's ``epochs`` query when the caller gives no limit."""
+
 MEMBERS_PAGE = 100
 """Largest page of the contract's ``members`` query."""
+
+MEMBERS_PAGE_DEFAULT = 30
+"""Page of the contract's ``members`` query when the caller gives no limit."""
+
+AGGREGATION_PAGE = 100
+"""Largest page of the contract's ``aggregation_inputs`` query."""
+
+AGGREGATION_PAGE_DEFAULT = 30
+"""Page of the contract's ``aggregation_inputs`` query when the caller gives no limit."""
+
+MAX_ENDPOINT_LEN = 256
+"""Longest endpoint a member may advertise, in bytes."""
+
+MAX_ADDRESS_LEN = 256
+"""Longest address, in bytes (the CosmWasm VM's limit on a human address)."""
+
+MAX_DECIMAL_LEN = 40
+"""Longest canonical decimal string the contract takes (a verdict's distance), in characters."""
+
+
+def all_limits() -> dict[str, int]:
+    """Every limit of this module by name (what ``tests/vectors/limits.json`` holds)."""
+    return {name: value for name, value in globals().items()
+            if name.isupper() and isinstance(value, int) and not isinstance(value, bool)}

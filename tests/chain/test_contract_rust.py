@@ -1,9 +1,13 @@
 """The contract's own Rust unit tests (``cargo test`` on the host target, Debian's toolchain,
-offline): hashing, beacon and sampling against the shared vectors in ``tests/vectors/``, the
-majority rule, slashing arithmetic, record keys.
+offline): every shared vector file in ``tests/vectors/`` (hashing, streams, sampling, beacon,
+Merkle, losses, decimals, amounts, a real spec and its run id, the limits), the phase machine
+driven through whole epochs (early close, deadlines, reveal close, finalize with slashes and
+rewards, model agreement, refusals, the participant and aggregation queries), the majority rule,
+slashing arithmetic, the ``Item``/``Map`` layer and the bech32 test API.
 
-They run natively: on a non-wasm target the contract's storage and address imports are replaced
-by in-memory stand-ins (``src/storage.rs``, ``src/api.rs``). A cold build takes about 35 s.
+They run natively: handlers take their context (``Deps``/``DepsMut``), which the tests build over
+an in-memory store and a bech32-checking API (``src/testing.rs``); the wasm build passes the VM's
+(``src/abi.rs``). A cold build takes about 35 s.
 """
 
 from __future__ import annotations

@@ -1,21 +1,40 @@
 """The shared vectors (also read by the contract's Rust tests) match the Python implementation."""
 
+import importlib.util
 import json
+from decimal import Decimal
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
+from protocol.rules import limits
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
+from protocol.rules.encoding import EncodingError, canonical_decimal
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.losses import loss_digest
 from protocol.rules.merkle import MerkleProof, merkle_proof, merkle_root, verify_proof
 from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
+from protocol.rules.spec import RunSpec
+from protocol.types import Amount, Dec
 
 VECTORS = Path(__file__).parents[1] / "vectors"
 
 
 def load(name: str) -> dict:
     return json.loads((VECTORS / f"{name}.json").read_text())
+
+
+def make_vectors() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_vectors", VECTORS / "make_vectors.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+VECTOR_NAMES = sorted(make_vectors().VECTORS)
 
 
 def test_hashing() -> None:
@@ -74,14 +93,65 @@ def test_losses() -> None:
         assert loss_digest(c["losses_micro"]) == c["digest"]
 
 
-@pytest.mark.parametrize("name", ["hashing", "stream", "sampling", "beacon", "merkle", "losses"])
+def _is_canonical(text: str) -> bool:
+    try:
+        return canonical_decimal(text) == text
+    except EncodingError:
+        return False
+
+
+def test_decimals() -> None:
+    v = load("decimals")
+    dec = TypeAdapter(Dec)
+    for text in v["canonical"]:
+        assert _is_canonical(text) and Decimal(text) >= 0 and len(text) <= limits.MAX_DECIMAL_LEN, text
+        assert dec.dump_python(dec.validate_python(text), mode="json") == text
+    for text in v["not_canonical"]:
+        assert not _is_canonical(text), text
+    for text in v["negative"]:  # canonical, but a distance has no sign
+        assert _is_canonical(text) and Decimal(text) < 0, text
+    for text in v["too_long"]:  # canonical, but longer than the contract takes
+        assert _is_canonical(text) and len(text) > limits.MAX_DECIMAL_LEN, text
+    for case in v["normalized"]:
+        assert canonical_decimal(case["input"]) == case["canonical"]
+        assert dec.dump_python(dec.validate_python(case["input"]), mode="json") == case["canonical"]
+
+
+def test_amounts() -> None:
+    v = load("amounts")
+    amount = TypeAdapter(Amount)
+    for text in v["valid"]:
+        assert amount.validate_python(text) == text
+    for text in v["invalid"]:
+        with pytest.raises(ValidationError):
+            amount.validate_python(text)
+
+
+def test_spec() -> None:
+    v = load("spec")
+    spec = RunSpec.from_canonical(v["spec_json"])
+    assert spec.canonical().decode() == v["spec_json"]
+    assert spec.run_id().hex() == v["run_id"]
+    assert spec.train.segments == v["segments"]
+    for text in v["not_canonical"] + v["invalid"]:
+        with pytest.raises((EncodingError, ValidationError, ValueError)):
+            RunSpec.from_canonical(text)
+
+
+def test_limits() -> None:
+    assert load("limits") == limits.all_limits()
+    assert limits.all_limits()["MAX_SEGMENTS"] == 1024
+
+
+def test_every_vector_file_is_generated() -> None:
+    # The Rust suite reads every file it finds here; a file nobody writes would go stale unseen.
+    assert sorted(p.stem for p in VECTORS.glob("*.json")) == VECTOR_NAMES
+
+
+@pytest.mark.parametrize("name", VECTOR_NAMES)
 def test_vectors_are_up_to_date(name, tmp_path, monkeypatch) -> None:
     # Regenerating must reproduce the committed files byte for byte.
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_vectors", VECTORS / "make_vectors.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = make_vectors()
     monkeypatch.setattr(module, "HERE", tmp_path)
     module.main()
     assert (tmp_path / f"{name}.json").read_text() == (VECTORS / f"{name}.json").read_text()

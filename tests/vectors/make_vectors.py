@@ -14,10 +14,14 @@ from pathlib import Path
 
 from protocol.keys import PrivateKey
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
+from protocol.rules.encoding import canonical_decimal, canonical_json
 from protocol.rules.hashing import Tag, tagged_hash
+from protocol.rules.limits import MAX_DECIMAL_LEN, MAX_SEGMENTS, all_limits
 from protocol.rules.losses import loss_digest
 from protocol.rules.merkle import merkle_proof, merkle_root
 from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
+from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
+from protocol.types import U128_MAX
 
 HERE = Path(__file__).parent
 def _address(label: str) -> str:
@@ -105,9 +109,85 @@ def losses() -> dict:
                       for xs in ([], [5_545_177], [3_000_000, 2_999_999, -1, 0])]}
 
 
+def decimals() -> dict:
+    """Distances as the contract takes them: canonical, non-negative, at most MAX_DECIMAL_LEN."""
+    longest = "0." + "0" * (MAX_DECIMAL_LEN - 3) + "1"
+    return {
+        "canonical": ["0", "1", "0.5", "12.0001", "1000000000", "0.001", "2.5", longest],
+        "not_canonical": ["", "01", "1.", ".5", "1.50", "1e3", "1E-3", "+1", "0.0", "00", "1,5",
+                          " 1", "1 ", "0x1", "1.0e2", "-0", "NaN", "Infinity"],
+        "negative": ["-1", "-0.5"],
+        "too_long": ["0." + "0" * (MAX_DECIMAL_LEN - 2) + "1", "1" + "0" * MAX_DECIMAL_LEN],
+        "normalized": [{"input": text, "canonical": canonical_decimal(text)}
+                       for text in ["1e-3", "2.50", "0E-7", "100", "1.000", "12.340e1", "-0"]],
+    }
+
+
+def amounts() -> dict:
+    """Amounts (Uint128) as decimal strings: one spelling per amount."""
+    return {"valid": ["0", "1", "1500", "10000000000000000000", str(U128_MAX)],
+            "invalid": ["", "01", "00", "-1", "+1", "1.0", "1e3", " 1", "1 ", "0x10", "1_000",
+                        str(U128_MAX + 1), "9" * 40]}
+
+
+def vector_spec() -> RunSpec:
+    """A complete run spec like the ``tiny`` preset, with every section written out."""
+    return RunSpec(
+        name="vector-run",
+        model=ModelSpec(params={"n_layer": 1, "n_head": 4, "d_model": 64, "block_size": 64}),
+        data=DataSpec(corpus="shakespeare", dataset_hash=tagged_hash("test-vector", b"data").hex(),
+                      seq_len=64),
+        train=TrainSpec(inner_steps=64, segment_steps=8, batch_size=16, lr="3e-3"),
+        economics=EconomicsSpec(denom="inj", min_host_stake=str(10 * 10**18),
+                                min_validator_stake=str(5 * 10**18), reward_per_epoch=str(10**18)),
+    )
+
+
+def spec() -> dict:
+    """A real spec's canonical text, its run id, and texts both sides refuse."""
+    good = vector_spec()
+    text = good.canonical().decode()
+    data = json.loads(text)
+
+    def variant(**changes: dict) -> str:
+        changed = json.loads(text)
+        for section, fields in changes.items():
+            changed[section] = {**changed[section], **fields}
+        return canonical_json(changed).decode()
+
+    return {
+        "spec_json": text,
+        "run_id": good.run_id().hex(),
+        "segments": good.train.segments,
+        "not_canonical": [
+            json.dumps(data, sort_keys=True, indent=1),  # whitespace
+            json.dumps(data, sort_keys=False, separators=(",", ":")).replace(  # keys out of order
+                '{"aggregation"', '{"version":1,"aggregation"', 1).replace(',"version":1}', "}"),
+            text.replace('"seq_len":64', '"seq_len":64.0'),  # a float
+            text.replace('"name":"vector-run"', '"name":"vector\\u002drun"'),  # a needless escape
+        ],
+        "invalid": [
+            variant(train={"inner_steps": 60, "segment_steps": 8}),  # not a multiple
+            variant(train={"inner_steps": 8 * (MAX_SEGMENTS + 1), "segment_steps": 8}),  # too many segments
+            variant(economics={"slash_invalid_bps": 10_001}),  # more than one whole
+            variant(phases={"min_hosts": 5, "max_hosts": 4}),  # min above max
+            variant(verification={"validators_r": 0}),  # verification without validators
+        ],
+    }
+
+
+def limits() -> dict:
+    return all_limits()
+
+
+VECTORS = {"hashing": hashing, "stream": streams, "sampling": sampling, "beacon": beacon,
+           "merkle": merkle, "losses": losses, "decimals": decimals, "amounts": amounts,
+           "spec": spec, "limits": limits}
+"""Every vector file by name (``<name>.json``); both test suites must read each of them."""
+
+
 def main() -> None:
-    for name, build in [("hashing", hashing), ("stream", streams), ("sampling", sampling),
-                        ("beacon", beacon), ("merkle", merkle), ("losses", losses)]:
+    for name, build in VECTORS.items():
         path = HERE / f"{name}.json"
         path.write_text(json.dumps(build(), indent=1, sort_keys=True) + "\n")
         print("wrote", path)

@@ -3,7 +3,7 @@
 //! By the time the contract runs, the chain has already moved `info.funds` from the sender to the
 //! contract; rejecting the message reverts that transfer with the rest of the transaction.
 
-use crate::error::{fail, ContractError};
+use crate::error::ContractError;
 use crate::types::{BankMsg, Coin, CosmosMsg, MessageInfo, Uint128};
 
 /// The Cosmos SDK spelling of a coin list (`5inj,3uatom`), or `nothing`.
@@ -19,25 +19,30 @@ pub fn format_coins(coins: &[Coin]) -> String {
 }
 
 /// The amount attached, which must be exactly one nonzero coin of `denom`.
-pub fn must_pay(info: &MessageInfo, denom: &str, action: &str) -> Result<Uint128, ContractError> {
+pub fn must_pay(
+    info: &MessageInfo,
+    denom: &str,
+    action: &'static str,
+) -> Result<Uint128, ContractError> {
     match info.funds.as_slice() {
         [coin] if coin.denom == denom && !coin.amount.is_zero() => Ok(coin.amount),
-        _ => fail!(
-            "{action}: funds must be exactly one coin of denom {denom} with a nonzero amount, got {}",
-            format_coins(&info.funds)
-        ),
+        _ => Err(ContractError::FundsRequired {
+            action,
+            denom: denom.to_string(),
+            got: format_coins(&info.funds),
+        }),
     }
 }
 
 /// Refuse attached funds (so no coin enters the contract outside its accounting).
-pub fn nonpayable(info: &MessageInfo, action: &str) -> Result<(), ContractError> {
+pub fn nonpayable(info: &MessageInfo, action: &'static str) -> Result<(), ContractError> {
     if info.funds.is_empty() {
         Ok(())
     } else {
-        fail!(
-            "{action}: does not accept funds, got {}",
-            format_coins(&info.funds)
-        )
+        Err(ContractError::FundsNotAccepted {
+            action,
+            got: format_coins(&info.funds),
+        })
     }
 }
 

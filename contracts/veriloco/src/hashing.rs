@@ -11,8 +11,15 @@ pub mod tag {
     pub const BEACON_GENESIS: &str = "beacon/genesis";
     pub const SAMPLE_SEGMENTS: &str = "sample/segments";
     pub const SAMPLE_VALIDATORS: &str = "sample/validators";
+    // Rules the contract does not run, checked against the shared vectors by the tests.
     #[cfg(test)]
     pub const SAMPLE_BATCH: &str = "sample/batch";
+    #[cfg(test)]
+    pub const MERKLE_LEAF: &str = "merkle/leaf";
+    #[cfg(test)]
+    pub const MERKLE_NODE: &str = "merkle/node";
+    #[cfg(test)]
+    pub const LOSSES: &str = "losses";
 }
 
 /// `H(tag, parts[0] || parts[1] || ...)`.
@@ -69,39 +76,8 @@ pub fn u64be(n: u64) -> [u8; 8] {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use serde_json::Value;
-
-    /// A shared vector file from `tests/vectors/` (the same files the Python tests check).
-    pub fn vectors(name: &str) -> Value {
-        let path = format!(
-            "{}/../../tests/vectors/{name}.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
-        serde_json::from_str(&text).expect("vector file is JSON")
-    }
-
-    pub fn unhex(text: &str) -> Vec<u8> {
-        assert!(text.len() % 2 == 0, "odd hex length");
-        (0..text.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
-            .collect()
-    }
-
-    #[test]
-    fn tagged_hash_matches_vectors() {
-        let cases = vectors("hashing");
-        let cases = cases["cases"].as_array().unwrap();
-        assert!(!cases.is_empty());
-        for case in cases {
-            let data = unhex(case["data_hex"].as_str().unwrap());
-            let digest = tagged_hash(case["tag"].as_str().unwrap(), &[&data]);
-            assert_eq!(hex(&digest), case["digest"].as_str().unwrap());
-        }
-    }
 
     #[test]
     fn hex_round_trip() {

@@ -6,9 +6,9 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::epoch::tally::ChallengeOutcome;
 use crate::error::ContractError;
-
-use crate::records::{ChallengeOutcome, VoteOutcome};
+use crate::records::VoteOutcome;
 use crate::state::{MemberView, Role};
 use crate::types::Uint128;
 
@@ -98,9 +98,30 @@ pub enum QueryMsg {
         limit: Option<u32>,
     },
     /// The challenges `validator` must replay in `epoch`.
-    Challenges { epoch: u64, validator: String },
+    Challenges {
+        epoch: u64,
+        validator: String,
+    },
     /// Everything about one epoch (`protocol.views.EpochReport`).
-    Report { epoch: u64 },
+    Report {
+        epoch: u64,
+    },
+    /// One participant's part in an epoch (the current one when `epoch` is omitted): what a node
+    /// polls to know what it has done and what is due.
+    Participant {
+        address: String,
+        #[serde(default)]
+        epoch: Option<u64>,
+    },
+    /// The accepted hosts of an epoch with their endpoint and Δ hash, in address order after
+    /// `start_after`: what aggregation reads.
+    AggregationInputs {
+        epoch: u64,
+        #[serde(default)]
+        start_after: Option<String>,
+        #[serde(default)]
+        limit: Option<u32>,
+    },
 }
 
 /// Answer to `config {}` (`protocol.views.Config`).
@@ -259,7 +280,49 @@ pub struct EpochReport {
     pub rewards_total: Uint128,
 }
 
+/// Answer to `participant {...}` (`protocol.views.ParticipantStatus`).
+#[derive(Serialize)]
+pub struct ParticipantStatus {
+    pub epoch: u64,
+    pub phase: &'static str,
+    pub phase_deadline: u64,
+    pub model_hash: String,
+    pub prev_seed: String,
+    pub address: String,
+    pub joined: bool,
+    /// The role it joined in; None if it did not join.
+    pub role: Option<Role>,
+    /// Its stake at join ("0" if it did not join).
+    pub stake: Uint128,
+    pub committed: bool,
+    pub revealed: bool,
+    /// Validators: challenges assigned to it, and verdicts it posted on them.
+    pub assigned: u32,
+    pub voted: u32,
+    pub outcome: &'static str,
+    pub proposed: bool,
+}
+
+/// An item of `aggregation_inputs {...}` (`protocol.views.AggregationInput`).
+#[derive(Serialize)]
+pub struct AggregationInput {
+    pub address: String,
+    pub endpoint: String,
+    pub delta_hash: String,
+}
+
+#[derive(Serialize)]
+pub struct AggregationInputsResponse {
+    pub hosts: Vec<AggregationInput>,
+}
+
 /// Parse a JSON argument; a failure names what was being parsed.
-pub fn parse_json<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T, ContractError> {
-    serde_json::from_slice(bytes).map_err(|e| ContractError::new(format!("invalid {what}: {e}")))
+pub fn parse_json<T: DeserializeOwned>(
+    what: &'static str,
+    bytes: &[u8],
+) -> Result<T, ContractError> {
+    serde_json::from_slice(bytes).map_err(|e| ContractError::InvalidJson {
+        what,
+        reason: e.to_string(),
+    })
 }

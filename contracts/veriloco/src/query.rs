@@ -1,41 +1,112 @@
-//! The epoch queries: `epoch`, `epochs`, `challenges`, `report`. Read-only: they show what is
-//! stored, so a phase whose deadline has passed shows until the next transaction closes it (its
-//! `phase_deadline` tells the reader it is due).
+//! The queries. Read-only: they show what is stored, so a phase whose deadline has passed shows
+//! until the next transaction closes it (its `phase_deadline` tells the reader it is due).
+//!
+//! Run-wide: `config`, `accounting`, `member`, `members`. Per epoch: `epoch`, `epochs`,
+//! `challenges` (one validator's work), `participant` (one participant's part: what a node
+//! polls), `aggregation_inputs` (the accepted hosts' endpoints and Δ hashes, paged), `report`
+//! (everything). A new query is a `QueryMsg` variant, its answer in `msg.rs`, a function here
+//! and a line in `contract::query`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::api;
-use crate::error::{fail, ContractError};
-use crate::msg::{
-    ChallengeInfo, ChallengeReport, CommitmentView, EpochInfo, EpochReport, HostReport,
-    ProposalView, ValidatorReport, VoteView,
+use crate::deps::{Deps, Order, Storage};
+use crate::epoch::tally::Tally;
+use crate::error::{refuse, ContractError};
+use crate::limits::{
+    AGGREGATION_PAGE, AGGREGATION_PAGE_DEFAULT, EPOCHS_PAGE, EPOCHS_PAGE_DEFAULT, MAX_ADDRESS_LEN,
+    MEMBERS_PAGE, MEMBERS_PAGE_DEFAULT,
 };
-use crate::records::{self, EpochHeader, Outcome, Phase};
-use crate::settle::Tally;
-use crate::state::{self, Role};
+use crate::msg::{
+    AccountingResponse, AggregationInput, ChallengeInfo, ChallengeReport, CommitmentView,
+    ConfigResponse, EpochInfo, EpochReport, HostReport, ParticipantStatus, ProposalView,
+    ValidatorReport, VoteView,
+};
+use crate::records::{
+    self, Commitment, EpochHeader, Outcome, Phase, Proposal, ASSIGNMENTS, COMMITMENTS, HEADERS,
+    PARTICIPANTS, PAYOUTS, PROPOSALS, REVEALS, VOTES,
+};
+use crate::state::{self, MemberView, Role, CONFIG, SPEC, TOTALS};
 
-/// Default and maximum page size of `epochs` (each item lists the epoch's participants).
-const DEFAULT_EPOCHS: u32 = 10;
-const MAX_EPOCHS: u32 = 30;
+pub fn config(deps: Deps) -> Result<ConfigResponse, ContractError> {
+    let config = CONFIG.load(deps.storage)?;
+    Ok(ConfigResponse {
+        run_id: config.run_id,
+        spec_json: SPEC.load(deps.storage)?,
+        initial_model_hash: config.initial_model_hash,
+        denom: config.denom,
+        treasury: config.treasury,
+        admin: config.admin,
+    })
+}
 
-fn header(action: &str, epoch: u64) -> Result<EpochHeader, ContractError> {
-    match records::load_header(epoch)? {
+pub fn accounting(deps: Deps) -> Result<AccountingResponse, ContractError> {
+    let totals = TOTALS.load(deps.storage)?;
+    Ok(AccountingResponse {
+        bonded: totals.bonded,
+        unbonding: totals.unbonding,
+        reward_pool: totals.reward_pool,
+    })
+}
+
+/// The member at `address`, or `null` if it never bonded.
+pub fn member(deps: Deps, address: &str) -> Result<Option<MemberView>, ContractError> {
+    deps.api
+        .addr_validate(address)
+        .map_err(|e| e.context("member"))?;
+    state::member_view(deps.storage, address)
+}
+
+/// Members in address order after `start_after`, of `role` if given.
+pub fn members(
+    deps: Deps,
+    role: Option<Role>,
+    start_after: Option<&str>,
+    limit: Option<u32>,
+) -> Result<Vec<MemberView>, ContractError> {
+    check_start_after("members", start_after)?;
+    let limit = limit.unwrap_or(MEMBERS_PAGE_DEFAULT).min(MEMBERS_PAGE) as usize;
+    state::members_page(deps.storage, start_after, limit, |m| {
+        role.map_or(true, |r| m.role == r)
+    })
+}
+
+fn check_start_after(action: &'static str, start_after: Option<&str>) -> Result<(), ContractError> {
+    if start_after.map_or(false, |a| a.len() > MAX_ADDRESS_LEN) {
+        refuse!(
+            action,
+            "start_after is longer than an address ({MAX_ADDRESS_LEN} bytes)"
+        );
+    }
+    Ok(())
+}
+
+/// The header of `epoch`, which must have started.
+fn header(
+    storage: &dyn Storage,
+    action: &'static str,
+    epoch: u64,
+) -> Result<EpochHeader, ContractError> {
+    match HEADERS.may_load(storage, epoch)? {
         Some(h) => Ok(h),
-        None => fail!(
-            "{action}: epoch {epoch} has not started; the current epoch is {}",
-            state::current_epoch()?
-        ),
+        None => Err(ContractError::EpochNotStarted {
+            action,
+            epoch,
+            current: state::current_epoch(storage)?,
+        }),
     }
 }
 
-fn info(header: EpochHeader) -> Result<EpochInfo, ContractError> {
+fn info(storage: &dyn Storage, header: EpochHeader) -> Result<EpochInfo, ContractError> {
     let e = header.epoch;
     let mut hosts = Vec::new();
     let mut validators = Vec::new();
     let mut accepted = Vec::new();
-    let payouts = records::payouts(e)?;
-    for (address, p) in records::participants(e)? {
-        if payouts.get(&address).map_or(false, |x| x.outcome == Outcome::Accepted) {
+    let payouts = records::payouts(storage, e)?;
+    for (address, p) in PARTICIPANTS.prefix(e).all(storage)? {
+        if payouts
+            .get(&address)
+            .map_or(false, |x| x.outcome == Outcome::Accepted)
+        {
             accepted.push(address.clone());
         }
         match p.role {
@@ -43,7 +114,12 @@ fn info(header: EpochHeader) -> Result<EpochInfo, ContractError> {
             Role::Validator => validators.push(address),
         }
     }
-    let committed = records::commitments(e)?.into_iter().map(|(a, _)| a).collect();
+    let committed = COMMITMENTS
+        .prefix(e)
+        .all(storage)?
+        .into_iter()
+        .map(|(a, _)| a)
+        .collect();
     Ok(EpochInfo {
         epoch: e,
         phase: header.phase.as_str(),
@@ -61,31 +137,58 @@ fn info(header: EpochHeader) -> Result<EpochInfo, ContractError> {
     })
 }
 
-pub fn epoch(epoch: Option<u64>) -> Result<EpochInfo, ContractError> {
-    let e = match epoch {
-        Some(e) => e,
-        None => state::current_epoch()?,
-    };
-    info(header("epoch", e)?)
+/// `epoch` or, when None, the current one.
+fn epoch_or_current(storage: &dyn Storage, epoch: Option<u64>) -> Result<u64, ContractError> {
+    match epoch {
+        Some(e) => Ok(e),
+        None => state::current_epoch(storage),
+    }
 }
 
-pub fn epochs(start_after: Option<u64>, limit: Option<u32>) -> Result<Vec<EpochInfo>, ContractError> {
-    let limit = limit.unwrap_or(DEFAULT_EPOCHS).min(MAX_EPOCHS) as usize;
-    records::headers_page(start_after, limit)?
+pub fn epoch(deps: Deps, epoch: Option<u64>) -> Result<EpochInfo, ContractError> {
+    let e = epoch_or_current(deps.storage, epoch)?;
+    info(deps.storage, header(deps.storage, "epoch", e)?)
+}
+
+pub fn epochs(
+    deps: Deps,
+    start_after: Option<u64>,
+    limit: Option<u32>,
+) -> Result<Vec<EpochInfo>, ContractError> {
+    let limit = limit.unwrap_or(EPOCHS_PAGE_DEFAULT).min(EPOCHS_PAGE) as usize;
+    HEADERS
+        .page(deps.storage, start_after, limit)?
         .into_iter()
-        .map(info)
+        .map(|(_, h)| info(deps.storage, h))
         .collect()
 }
 
-pub fn challenges(epoch: u64, validator: &str) -> Result<Vec<ChallengeInfo>, ContractError> {
-    api::addr_validate(validator).map_err(|e| e.context("challenges: validator"))?;
-    header("challenges", epoch)?;
+/// The index of `validator` in V of `epoch`, if it is in V.
+fn validator_index(
+    storage: &dyn Storage,
+    epoch: u64,
+    validator: &str,
+) -> Result<Option<u16>, ContractError> {
+    let set = records::load_validator_set(storage, epoch)?;
+    Ok(set.iter().position(|v| v == validator).map(|i| i as u16))
+}
+
+pub fn challenges(
+    deps: Deps,
+    epoch: u64,
+    validator: &str,
+) -> Result<Vec<ChallengeInfo>, ContractError> {
+    let storage = deps.storage;
+    deps.api
+        .addr_validate(validator)
+        .map_err(|e| e.context("challenges: validator"))?;
+    header(storage, "challenges", epoch)?;
     let mut out = Vec::new();
-    let assignments = records::all_assignments(epoch)?;
+    let assignments = ASSIGNMENTS.prefix(epoch).all(storage)?;
     if assignments.is_empty() {
         return Ok(out);
     }
-    let set = records::load_validator_set(epoch)?;
+    let set = records::load_validator_set(storage, epoch)?;
     let index = match set.iter().position(|v| v == validator) {
         Some(i) => i as u16,
         None => return Ok(out),
@@ -98,9 +201,12 @@ pub fn challenges(epoch: u64, validator: &str) -> Result<Vec<ChallengeInfo>, Con
         if mine.is_empty() {
             continue;
         }
-        let commitment = records::load_commitment(epoch, &host)?
-            .ok_or_else(|| ContractError::new("corrupt state: a challenged host without a commitment"))?;
-        let endpoint = state::load_member(&host)?.map(|m| m.endpoint).unwrap_or_default();
+        let commitment = COMMITMENTS.load_or(storage, (epoch, &host), || {
+            ContractError::Corrupt("corrupt state: a challenged host without a commitment".into())
+        })?;
+        let endpoint = state::load_member(storage, &host)?
+            .map(|m| m.endpoint)
+            .unwrap_or_default();
         for a in mine {
             out.push(ChallengeInfo {
                 epoch,
@@ -111,7 +217,7 @@ pub fn challenges(epoch: u64, validator: &str) -> Result<Vec<ChallengeInfo>, Con
                 delta_hash: commitment.delta_hash.clone(),
                 loss_digest: commitment.loss_digest.clone(),
                 endpoint: endpoint.clone(),
-                voted: records::has_vote(epoch, &host, a.segment, validator),
+                voted: VOTES.has(storage, (epoch, &host, a.segment, validator)),
                 validators: a.addresses(&set)?,
             });
         }
@@ -119,21 +225,122 @@ pub fn challenges(epoch: u64, validator: &str) -> Result<Vec<ChallengeInfo>, Con
     Ok(out)
 }
 
-pub fn report(epoch: u64) -> Result<EpochReport, ContractError> {
-    let h = header("report", epoch)?;
-    let config = state::load_config()?;
+/// One participant's part in `epoch` (the current one when None), from point reads (and, for a
+/// validator after the close of reveal, one scan of the epoch's assignments).
+pub fn participant(
+    deps: Deps,
+    address: &str,
+    epoch: Option<u64>,
+) -> Result<ParticipantStatus, ContractError> {
+    let storage = deps.storage;
+    deps.api
+        .addr_validate(address)
+        .map_err(|e| e.context("participant"))?;
+    let e = epoch_or_current(storage, epoch)?;
+    let h = header(storage, "participant", e)?;
+    let joined = PARTICIPANTS.may_load(storage, (e, address))?;
+    let (mut assigned, mut voted) = (0u32, 0u32);
+    if joined.as_ref().map(|p| p.role) == Some(Role::Validator) {
+        if let Some(index) = validator_index(storage, e, address)? {
+            for record in ASSIGNMENTS.prefix(e).range(storage, None, Order::Ascending) {
+                let (host, list) = record?;
+                for a in list.iter().filter(|a| a.validators.contains(&index)) {
+                    assigned += 1;
+                    if VOTES.has(storage, (e, &host, a.segment, address)) {
+                        voted += 1;
+                    }
+                }
+            }
+        }
+    }
+    let is_joined = joined.is_some();
+    Ok(ParticipantStatus {
+        epoch: e,
+        phase: h.phase.as_str(),
+        phase_deadline: h.phase_deadline,
+        model_hash: h.model_hash,
+        prev_seed: h.prev_seed,
+        address: address.to_string(),
+        joined: is_joined,
+        role: joined.as_ref().map(|p| p.role),
+        stake: joined.map(|p| p.stake).unwrap_or_default(),
+        committed: is_joined && COMMITMENTS.has(storage, (e, address)),
+        revealed: is_joined && REVEALS.has(storage, (e, address)),
+        assigned,
+        voted,
+        outcome: records::load_payout(storage, e, address)?.outcome.as_str(),
+        proposed: is_joined && PROPOSALS.has(storage, (e, address)),
+    })
+}
+
+/// The accepted hosts of `epoch` after `start_after`, in address order, with the endpoint they
+/// advertise now and the Δ hash they committed. Empty until the epoch is finalized.
+pub fn aggregation_inputs(
+    deps: Deps,
+    epoch: u64,
+    start_after: Option<&str>,
+    limit: Option<u32>,
+) -> Result<Vec<AggregationInput>, ContractError> {
+    const ACTION: &str = "aggregation_inputs";
+    let storage = deps.storage;
+    check_start_after(ACTION, start_after)?;
+    header(storage, ACTION, epoch)?;
+    let limit = limit
+        .unwrap_or(AGGREGATION_PAGE_DEFAULT)
+        .min(AGGREGATION_PAGE) as usize;
+    let mut out = Vec::new();
+    for record in PAYOUTS
+        .prefix(epoch)
+        .range(storage, start_after, Order::Ascending)
+    {
+        if out.len() == limit {
+            break;
+        }
+        let (address, payout) = record?;
+        if payout.outcome != Outcome::Accepted {
+            continue;
+        }
+        let commitment = COMMITMENTS.load_or(storage, (epoch, &address), || {
+            ContractError::Corrupt(format!(
+                "corrupt state: accepted host {address} without a commitment"
+            ))
+        })?;
+        let endpoint = state::load_member(storage, &address)?
+            .map(|m| m.endpoint)
+            .unwrap_or_default();
+        out.push(AggregationInput {
+            address,
+            endpoint,
+            delta_hash: commitment.delta_hash,
+        });
+    }
+    Ok(out)
+}
+
+pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
+    let storage = deps.storage;
+    let h = header(storage, "report", epoch)?;
+    let config = CONFIG.load(storage)?;
     // Challenge outcomes are decided at finalize: after `verify` closed.
     let decided = matches!(h.phase, Phase::Propose | Phase::Closed);
-    let tally = Tally::of_epoch(epoch, decided)?;
-    let revealed: BTreeSet<String> = records::reveals(epoch)?.into_iter().map(|(a, _)| a).collect();
-    let mut commitments: std::collections::BTreeMap<String, records::Commitment> =
-        records::commitments(epoch)?.into_iter().collect();
-    let mut proposals: std::collections::BTreeMap<String, records::Proposal> =
-        records::proposals(epoch)?.into_iter().collect();
-    let mut payouts = records::payouts(epoch)?;
+    let tally = Tally::of_epoch(storage, epoch, decided)?;
+    let revealed: BTreeSet<String> = REVEALS
+        .prefix(epoch)
+        .all(storage)?
+        .into_iter()
+        .map(|(a, _)| a)
+        .collect();
+    let mut commitments: BTreeMap<String, Commitment> = COMMITMENTS
+        .prefix(epoch)
+        .all(storage)?
+        .into_iter()
+        .collect();
+    let mut proposals: BTreeMap<String, Proposal> =
+        PROPOSALS.prefix(epoch).all(storage)?.into_iter().collect();
+    let mut payouts = records::payouts(storage, epoch)?;
     let mut hosts = Vec::new();
     let mut validators = Vec::new();
-    for (address, p) in records::participants(epoch)? {
+    for (address, p) in PARTICIPANTS.prefix(epoch).all(storage)? {
         let was_revealed = revealed.contains(&address);
         let pay = payouts.remove(&address).unwrap_or_default();
         match p.role {

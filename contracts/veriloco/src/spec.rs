@@ -9,12 +9,17 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{fail, ContractError};
+use crate::error::ContractError;
 use crate::hashing::{hex, tag, tagged_hash};
+use crate::limits::{BPS_DENOMINATOR, MAX_BLOCKS, MAX_PARTICIPANTS, MAX_SEGMENTS};
 use crate::types::Uint128;
 
-/// Basis points in one whole.
-pub const BPS_ONE: u16 = 10_000;
+/// `return Err(ContractError::InvalidSpec(format!(...)))`.
+macro_rules! invalid {
+    ($($arg:tt)*) => {
+        return Err(ContractError::InvalidSpec(format!($($arg)*)))
+    };
+}
 
 /// `RunSpec.economics`: stake, slashing and rewards.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -50,19 +55,13 @@ impl Economics {
             ("host_reward_share_bps", self.host_reward_share_bps),
         ];
         for (name, value) in fractions.iter() {
-            if *value > BPS_ONE {
-                fail!("economics.{name} is {value}, more than {BPS_ONE} basis points");
+            if *value > BPS_DENOMINATOR {
+                invalid!("economics.{name} is {value}, more than {BPS_DENOMINATOR} basis points");
             }
         }
         Ok(())
     }
 }
-
-/// Most segments per epoch (`protocol.messages.MAX_SEGMENTS`).
-pub const MAX_SEGMENTS: u64 = 1024;
-/// Most participants of one role per epoch (`protocol.rules.spec.PhaseSpec`): bounds the work of
-/// closing a phase.
-pub const MAX_PARTICIPANTS: u32 = 1024;
 
 /// `RunSpec.train`: the contract needs only the segment count `S = inner_steps / segment_steps`.
 #[derive(Deserialize, Clone, Debug)]
@@ -95,9 +94,6 @@ pub struct Phases {
     pub max_validators: u32,
 }
 
-/// Longest phase accepted (`protocol.types.Blocks`).
-const MAX_BLOCKS: u64 = 10_000_000;
-
 impl Phases {
     fn validate(&self) -> Result<(), ContractError> {
         let lengths = [
@@ -109,17 +105,19 @@ impl Phases {
         ];
         for (name, value) in lengths.iter() {
             if *value < 1 || *value > MAX_BLOCKS {
-                fail!("phases.{name} is {value}, outside 1..={MAX_BLOCKS}");
+                invalid!("phases.{name} is {value}, outside 1..={MAX_BLOCKS}");
             }
         }
         if self.min_hosts < 1 {
-            fail!("phases.min_hosts must be at least 1");
+            invalid!("phases.min_hosts must be at least 1");
         }
         if self.max_hosts > MAX_PARTICIPANTS || self.max_validators > MAX_PARTICIPANTS {
-            fail!("phases.max_hosts and phases.max_validators must be at most {MAX_PARTICIPANTS}");
+            invalid!(
+                "phases.max_hosts and phases.max_validators must be at most {MAX_PARTICIPANTS}"
+            );
         }
         if self.min_hosts > self.max_hosts || self.min_validators > self.max_validators {
-            fail!("phases.min_hosts/min_validators must not exceed max_hosts/max_validators");
+            invalid!("phases.min_hosts/min_validators must not exceed max_hosts/max_validators");
         }
         Ok(())
     }
@@ -147,29 +145,31 @@ impl RunSpecView {
         self.phases.validate()?;
         let train = &self.train;
         if train.inner_steps < 1 || train.segment_steps < 1 {
-            fail!("train.inner_steps and train.segment_steps must be at least 1");
+            invalid!("train.inner_steps and train.segment_steps must be at least 1");
         }
         if train.inner_steps % train.segment_steps != 0 {
-            fail!(
+            invalid!(
                 "train.inner_steps ({}) must be a multiple of train.segment_steps ({})",
                 train.inner_steps,
                 train.segment_steps
             );
         }
-        if train.inner_steps / train.segment_steps > MAX_SEGMENTS {
-            fail!("at most {MAX_SEGMENTS} segments per epoch");
+        if train.inner_steps / train.segment_steps > u64::from(MAX_SEGMENTS) {
+            invalid!("at most {MAX_SEGMENTS} segments per epoch");
         }
         let ver = &self.verification;
         if ver.enabled {
             if ver.validators_r < 1 {
-                fail!("verification.validators_r must be at least 1 when verification is enabled");
+                invalid!(
+                    "verification.validators_r must be at least 1 when verification is enabled"
+                );
             }
             if self.phases.min_validators < 1 {
-                fail!("verification needs phases.min_validators >= 1");
+                invalid!("verification needs phases.min_validators >= 1");
             }
         }
-        if u64::from(ver.challenges_k) > MAX_SEGMENTS {
-            fail!("verification.challenges_k must be at most {MAX_SEGMENTS}");
+        if ver.challenges_k > MAX_SEGMENTS {
+            invalid!("verification.challenges_k must be at most {MAX_SEGMENTS}");
         }
         Ok(())
     }
@@ -184,21 +184,22 @@ pub struct ParsedSpec {
 /// Check that `spec_json` is canonical, compute the run id and parse the sections we need.
 pub fn parse_spec(spec_json: &str) -> Result<ParsedSpec, ContractError> {
     let value: Value = serde_json::from_str(spec_json)
-        .map_err(|e| ContractError::new(format!("spec_json is not valid JSON: {e}")))?;
+        .map_err(|e| ContractError::InvalidSpec(format!("spec_json is not valid JSON: {e}")))?;
     check_integers(&value, "$")?;
     // serde_json's Map is a BTreeMap here (no `preserve_order`), so re-serializing sorts keys
     // and drops whitespace: equal text means the input was canonical.
     let canonical = serde_json::to_string(&value).expect("serialize JSON value");
     if canonical != spec_json {
-        fail!(
+        invalid!(
             "spec_json is not canonical JSON (keys sorted, no whitespace, minimal escapes); \
              encode it with protocol.rules.encoding.canonical_json"
         );
     }
-    let view: RunSpecView = serde_json::from_value(value)
-        .map_err(|e| ContractError::new(format!("spec_json does not match the run spec: {e}")))?;
+    let view: RunSpecView = serde_json::from_value(value).map_err(|e| {
+        ContractError::InvalidSpec(format!("spec_json does not match the run spec: {e}"))
+    })?;
     if view.version != 1 {
-        fail!(
+        invalid!(
             "spec version {} is not supported (expected 1)",
             view.version
         );
@@ -221,7 +222,7 @@ fn check_integers(value: &Value, path: &str) -> Result<(), ContractError> {
     match value {
         Value::Number(n) => {
             if !n.is_i64() {
-                fail!("spec_json: {path} = {n} is not an integer in the signed 64-bit range (floats are not canonical)");
+                invalid!("spec_json: {path} = {n} is not an integer in the signed 64-bit range (floats are not canonical)");
             }
         }
         Value::Array(items) => {

@@ -4,33 +4,51 @@
 //! `bonded` into an entry released at `current_epoch + unbonding_epochs`; until it is claimed it
 //! stays in the member record, so slashing (epoch logic) can still reach it.
 
-use crate::error::{fail, ContractError};
+use crate::deps::{DepsMut, Storage};
+use crate::error::{refuse, ContractError};
 use crate::funds::{bank_send, must_pay, nonpayable};
-use crate::state::{self, Config, Member, Role, Totals, UnbondingEntry};
+use crate::limits::MAX_ENDPOINT_LEN;
+use crate::state::{self, Config, Member, Role, Totals, UnbondingEntry, TOTALS};
 use crate::types::{Event, MessageInfo, Response, Uint128};
-
-/// Longest endpoint accepted, in bytes.
-pub const MAX_ENDPOINT_LEN: usize = 256;
 
 /// An endpoint is an http(s) URL of printable ASCII without spaces.
 fn validate_endpoint(endpoint: &str) -> Result<(), ContractError> {
+    let invalid = |reason: String| Err(ContractError::InvalidEndpoint(reason));
     if endpoint.len() > MAX_ENDPOINT_LEN {
-        fail!(
+        return invalid(format!(
             "endpoint is {} bytes, longer than {MAX_ENDPOINT_LEN}",
             endpoint.len()
-        );
+        ));
     }
     let rest = endpoint
         .strip_prefix("https://")
         .or_else(|| endpoint.strip_prefix("http://"));
     match rest {
         Some(rest) if !rest.is_empty() => {}
-        _ => fail!("endpoint {endpoint:?} must be an http:// or https:// URL"),
+        _ => {
+            return invalid(format!(
+                "endpoint {endpoint:?} must be an http:// or https:// URL"
+            ))
+        }
     }
     if !endpoint.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
-        fail!("endpoint {endpoint:?} must be printable ASCII without spaces");
+        return invalid(format!(
+            "endpoint {endpoint:?} must be printable ASCII without spaces"
+        ));
     }
     Ok(())
+}
+
+/// The sender's member record (`action` names the message in the refusal).
+fn sender_member(
+    storage: &dyn Storage,
+    info: &MessageInfo,
+    action: &'static str,
+) -> Result<Member, ContractError> {
+    match state::load_member(storage, &info.sender)? {
+        Some(member) => Ok(member),
+        None => refuse!(action, "{} is not a member", info.sender),
+    }
 }
 
 /// The `wasm-stake` event every stake change emits, for indexers.
@@ -43,13 +61,20 @@ fn stake_event(action: &str, member: &Member, amount: Uint128) -> Event {
         .add_attribute("bonded", member.bonded)
 }
 
-pub fn bond(config: &Config, info: &MessageInfo, role: Role, endpoint: String) -> Result<Response, ContractError> {
+pub fn bond(
+    deps: DepsMut,
+    config: &Config,
+    info: &MessageInfo,
+    role: Role,
+    endpoint: String,
+) -> Result<Response, ContractError> {
     let amount = must_pay(info, &config.denom, "bond")?;
     validate_endpoint(&endpoint).map_err(|e| e.context("bond"))?;
-    let existing = state::load_member(&info.sender)?;
+    let existing = state::load_member(deps.storage, &info.sender)?;
     let mut member = match existing {
-        Some(member) if member.role != role => fail!(
-            "bond: {} is bonded as {}; a member's role cannot change to {}",
+        Some(member) if member.role != role => refuse!(
+            "bond",
+            "{} is bonded as {}; a member's role cannot change to {}",
             info.sender,
             member.role.as_str(),
             role.as_str()
@@ -66,11 +91,11 @@ pub fn bond(config: &Config, info: &MessageInfo, role: Role, endpoint: String) -
     let before = member.bonded;
     member.bonded = member.bonded.checked_add(amount)?;
     member.endpoint = endpoint;
-    state::update_eligibility(config, role, before, member.bonded)?;
-    let mut totals = state::load_totals()?;
+    state::update_eligibility(deps.storage, config, role, before, member.bonded)?;
+    let mut totals = TOTALS.load(deps.storage)?;
     totals.bonded = totals.bonded.checked_add(amount)?;
-    state::save_member(&member);
-    state::save_totals(&totals);
+    state::save_member(deps.storage, &member);
+    TOTALS.save(deps.storage, &totals);
     Ok(Response::new()
         .add_attribute("action", "bond")
         .add_attribute("member", &member.address)
@@ -80,30 +105,36 @@ pub fn bond(config: &Config, info: &MessageInfo, role: Role, endpoint: String) -
         .add_event(stake_event("bond", &member, amount)))
 }
 
-pub fn unbond(config: &Config, info: &MessageInfo, amount: Uint128) -> Result<Response, ContractError> {
-    nonpayable(info, "unbond")?;
+pub fn unbond(
+    deps: DepsMut,
+    config: &Config,
+    info: &MessageInfo,
+    amount: Uint128,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "unbond";
+    nonpayable(info, ACTION)?;
     if amount.is_zero() {
-        fail!("unbond: amount must be nonzero");
+        refuse!(ACTION, "amount must be nonzero");
     }
-    let mut member = match state::load_member(&info.sender)? {
-        Some(member) => member,
-        None => fail!("unbond: {} is not a member", info.sender),
-    };
+    let mut member = sender_member(deps.storage, info, ACTION)?;
     if amount > member.bonded {
-        fail!(
-            "unbond: cannot unbond {}{}, only {}{} is bonded",
+        refuse!(
+            ACTION,
+            "cannot unbond {}{}, only {}{} is bonded",
             amount,
             config.denom,
             member.bonded,
             config.denom
         );
     }
-    let release_epoch = state::current_epoch()?
+    let release_epoch = state::current_epoch(deps.storage)?
         .checked_add(config.economics.unbonding_epochs)
-        .ok_or_else(|| ContractError::new("unbond: release epoch overflows"))?;
+        .ok_or(ContractError::CounterOverflow(
+            "unbond: release epoch overflows",
+        ))?;
     let before = member.bonded;
     member.bonded = member.bonded.checked_sub(amount)?;
-    state::update_eligibility(config, member.role, before, member.bonded)?;
+    state::update_eligibility(deps.storage, config, member.role, before, member.bonded)?;
     // Entries stay ordered by release epoch; one entry per epoch.
     match member
         .unbonding
@@ -116,11 +147,11 @@ pub fn unbond(config: &Config, info: &MessageInfo, amount: Uint128) -> Result<Re
             release_epoch,
         }),
     }
-    let mut totals = state::load_totals()?;
+    let mut totals = TOTALS.load(deps.storage)?;
     totals.bonded = totals.bonded.checked_sub(amount)?;
     totals.unbonding = totals.unbonding.checked_add(amount)?;
-    state::save_member(&member);
-    state::save_totals(&totals);
+    state::save_member(deps.storage, &member);
+    TOTALS.save(deps.storage, &totals);
     Ok(Response::new()
         .add_attribute("action", "unbond")
         .add_attribute("member", &member.address)
@@ -131,30 +162,34 @@ pub fn unbond(config: &Config, info: &MessageInfo, amount: Uint128) -> Result<Re
         ))
 }
 
-pub fn claim(config: &Config, info: &MessageInfo) -> Result<Response, ContractError> {
-    nonpayable(info, "claim")?;
-    let mut member = match state::load_member(&info.sender)? {
-        Some(member) => member,
-        None => fail!("claim: {} is not a member", info.sender),
-    };
-    let epoch = state::current_epoch()?;
+pub fn claim(
+    deps: DepsMut,
+    config: &Config,
+    info: &MessageInfo,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "claim";
+    nonpayable(info, ACTION)?;
+    let mut member = sender_member(deps.storage, info, ACTION)?;
+    let epoch = state::current_epoch(deps.storage)?;
     let amount = member.claimable(epoch)?;
     if amount.is_zero() {
         match member.unbonding.iter().map(|e| e.release_epoch).min() {
-            Some(next) => fail!(
-                "claim: nothing to claim at epoch {epoch}; the next release is at epoch {next}"
+            Some(next) => refuse!(
+                ACTION,
+                "nothing to claim at epoch {epoch}; the next release is at epoch {next}"
             ),
-            None => fail!(
-                "claim: nothing to claim; {} has no unbonding stake",
+            None => refuse!(
+                ACTION,
+                "nothing to claim; {} has no unbonding stake",
                 info.sender
             ),
         }
     }
     member.unbonding.retain(|e| e.release_epoch > epoch);
-    let mut totals = state::load_totals()?;
+    let mut totals = TOTALS.load(deps.storage)?;
     totals.unbonding = totals.unbonding.checked_sub(amount)?;
-    state::save_member(&member);
-    state::save_totals(&totals);
+    state::save_member(deps.storage, &member);
+    TOTALS.save(deps.storage, &totals);
     Ok(Response::new()
         .add_message(bank_send(&member.address, &config.denom, amount))
         .add_attribute("action", "claim")
@@ -224,11 +259,20 @@ mod tests {
         assert_eq!(
             m.unbonding,
             vec![
-                UnbondingEntry { amount: Uint128(300), release_epoch: 2 },
-                UnbondingEntry { amount: Uint128(200), release_epoch: 5 }
+                UnbondingEntry {
+                    amount: Uint128(300),
+                    release_epoch: 2
+                },
+                UnbondingEntry {
+                    amount: Uint128(200),
+                    release_epoch: 5
+                }
             ]
         );
-        assert_eq!((totals.bonded, totals.unbonding), (Uint128(0), Uint128(500)));
+        assert_eq!(
+            (totals.bonded, totals.unbonding),
+            (Uint128(0), Uint128(500))
+        );
         // 100 % empties the entries.
         assert_eq!(slash(&mut m, 10_000, &mut totals).unwrap(), Uint128(500));
         assert!(m.unbonding.is_empty());

@@ -1,25 +1,32 @@
-//! What the contract stores, and under which keys.
+//! The run-wide records: singletons (config, spec, books, eligibility counts, the current epoch,
+//! cw2's version record) and one pair of records per member, as [`Item`]s and [`Map`]s.
 //!
-//! Keys: fixed ASCII names for singletons, `member/` + address for members (so a prefix scan
-//! yields members ordered by address). Values are JSON. The per-epoch records live in
-//! `records.rs` under their own short prefixes.
+//! Keys: fixed ASCII names for singletons, `member/` + address for members (so a range yields
+//! members ordered by address), `mt/` + address for their lifetime totals. Values are JSON, but
+//! the spec, which is stored as the deployed text. The per-epoch records are in `records.rs`.
 
 use serde::{Deserialize, Serialize};
 
+use crate::deps::{Order, Storage};
 use crate::error::ContractError;
 use crate::spec::{Economics, Phases, Verification};
-use crate::storage::{self, Order};
+use crate::storage::{Item, Map, Raw};
 use crate::types::{is_zero, Uint128};
 
-const CONFIG_KEY: &[u8] = b"config";
-const SPEC_KEY: &[u8] = b"spec";
-const TOTALS_KEY: &[u8] = b"totals";
-const CURRENT_EPOCH_KEY: &[u8] = b"current_epoch";
+/// Fixed at instantiation.
+pub const CONFIG: Item<Config> = Item::new(b"config");
+/// The spec text exactly as deployed (its hash is the run id).
+pub const SPEC: Item<String, Raw> = Item::new(b"spec");
+pub const TOTALS: Item<Totals> = Item::new(b"totals");
+pub const ELIGIBLE: Item<Eligible> = Item::new(b"eligible");
+/// The epoch in progress (unbonding counts in epochs too); absent means 0.
+pub const CURRENT_EPOCH: Item<u64> = Item::new(b"current_epoch");
 /// cw2's key for contract name and version, so explorers and migrations can read them.
-const CONTRACT_INFO_KEY: &[u8] = b"contract_info";
-const MEMBER_PREFIX: &[u8] = b"member/";
-const MEMBER_TOTALS_PREFIX: &[u8] = b"mt/";
-const ELIGIBLE_KEY: &[u8] = b"eligible";
+pub const CONTRACT_INFO: Item<ContractVersion> = Item::new(b"contract_info");
+/// The members by address (the address itself is the key, not part of the value).
+pub const MEMBERS: Map<&str, Member> = Map::new(b"member/");
+/// Their lifetime totals, apart so that paying a reward does not rewrite the member.
+pub const MEMBER_TOTALS: Map<&str, MemberTotals> = Map::new(b"mt/");
 
 /// Fixed at instantiation.
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -97,7 +104,7 @@ pub struct UnbondingEntry {
 /// does not rewrite this one.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Member {
-    /// From the key; not stored in the value.
+    /// From the key ([`load_member`] fills it in); not stored in the value.
     #[serde(skip)]
     pub address: String,
     pub role: Role,
@@ -148,14 +155,6 @@ pub struct Eligible {
     pub validators: u32,
 }
 
-pub fn load_eligible() -> Result<Eligible, ContractError> {
-    Ok(storage::load(ELIGIBLE_KEY)?.unwrap_or_default())
-}
-
-pub fn save_eligible(eligible: &Eligible) {
-    storage::save(ELIGIBLE_KEY, eligible);
-}
-
 /// Adjust `eligible` for a member of `role` whose bonded stake went from `before` to `after`.
 /// Returns whether it changed (the caller saves it).
 pub fn track_eligibility(
@@ -184,16 +183,21 @@ pub fn track_eligibility(
 
 /// [`track_eligibility`] for one change, loading and saving the counts.
 pub fn update_eligibility(
+    storage: &mut dyn Storage,
     config: &Config,
     role: Role,
     before: Uint128,
     after: Uint128,
 ) -> Result<(), ContractError> {
-    let mut eligible = load_eligible()?;
+    let mut eligible = load_eligible(storage)?;
     if track_eligibility(config, &mut eligible, role, before, after) {
-        save_eligible(&eligible);
+        ELIGIBLE.save(storage, &eligible);
     }
     Ok(())
+}
+
+pub fn load_eligible(storage: &dyn Storage) -> Result<Eligible, ContractError> {
+    Ok(ELIGIBLE.may_load(storage)?.unwrap_or_default())
 }
 
 /// The name/version record cw2 defines (`{"contract": ..., "version": ...}`).
@@ -203,95 +207,44 @@ pub struct ContractVersion {
     pub version: String,
 }
 
-fn must_exist<T>(value: Option<T>, what: &str) -> Result<T, ContractError> {
-    value.ok_or_else(|| ContractError::new(format!("{what} missing: contract not instantiated")))
-}
-
-pub fn load_config() -> Result<Config, ContractError> {
-    must_exist(storage::load(CONFIG_KEY)?, "config")
-}
-
-pub fn save_config(config: &Config) {
-    storage::save(CONFIG_KEY, config);
-}
-
-/// The spec text exactly as deployed (its hash is the run id).
-pub fn load_spec_json() -> Result<String, ContractError> {
-    let bytes = must_exist(storage::get(SPEC_KEY), "spec")?;
-    String::from_utf8(bytes).map_err(|_| ContractError::new("stored spec is not UTF-8"))
-}
-
-pub fn save_spec_json(spec_json: &str) {
-    storage::set(SPEC_KEY, spec_json.as_bytes());
-}
-
-pub fn load_totals() -> Result<Totals, ContractError> {
-    must_exist(storage::load(TOTALS_KEY)?, "totals")
-}
-
-pub fn save_totals(totals: &Totals) {
-    storage::save(TOTALS_KEY, totals);
-}
-
-/// The epoch in progress (unbonding counts in epochs too).
-pub fn current_epoch() -> Result<u64, ContractError> {
-    Ok(storage::load(CURRENT_EPOCH_KEY)?.unwrap_or(0))
-}
-
-pub fn save_current_epoch(epoch: u64) {
-    storage::save(CURRENT_EPOCH_KEY, &epoch);
-}
-
-pub fn save_contract_version() {
-    storage::save(
-        CONTRACT_INFO_KEY,
-        &ContractVersion {
+impl ContractVersion {
+    /// This build's name and version.
+    pub fn this() -> ContractVersion {
+        ContractVersion {
             contract: env!("CARGO_PKG_NAME").to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-        },
-    );
-}
-
-fn member_key(address: &str) -> Vec<u8> {
-    let mut key = MEMBER_PREFIX.to_vec();
-    key.extend_from_slice(address.as_bytes());
-    key
-}
-
-fn totals_key(address: &str) -> Vec<u8> {
-    let mut key = MEMBER_TOTALS_PREFIX.to_vec();
-    key.extend_from_slice(address.as_bytes());
-    key
-}
-
-fn parse_member(address: &str, value: &[u8]) -> Result<Member, ContractError> {
-    let mut member: Member = serde_json::from_slice(value)
-        .map_err(|e| ContractError::new(format!("corrupt member record: {e}")))?;
-    member.address = address.to_string();
-    Ok(member)
-}
-
-pub fn load_member(address: &str) -> Result<Option<Member>, ContractError> {
-    match storage::get(&member_key(address)) {
-        None => Ok(None),
-        Some(value) => parse_member(address, &value).map(Some),
+        }
     }
 }
 
-pub fn save_member(member: &Member) {
-    storage::save(&member_key(&member.address), member);
+/// The epoch in progress.
+pub fn current_epoch(storage: &dyn Storage) -> Result<u64, ContractError> {
+    Ok(CURRENT_EPOCH.may_load(storage)?.unwrap_or(0))
 }
 
-pub fn load_member_totals(address: &str) -> Result<MemberTotals, ContractError> {
-    Ok(storage::load(&totals_key(address))?.unwrap_or_default())
+/// The member at `address`, with its address filled in.
+pub fn load_member(storage: &dyn Storage, address: &str) -> Result<Option<Member>, ContractError> {
+    Ok(MEMBERS.may_load(storage, address)?.map(|mut member| {
+        member.address = address.to_string();
+        member
+    }))
 }
 
-pub fn save_member_totals(address: &str, totals: &MemberTotals) {
-    storage::save(&totals_key(address), totals);
+pub fn save_member(storage: &mut dyn Storage, member: &Member) {
+    MEMBERS.save(storage, &member.address, member);
 }
 
-fn view(member: Member) -> Result<MemberView, ContractError> {
-    let totals = load_member_totals(&member.address)?;
+pub fn load_member_totals(
+    storage: &dyn Storage,
+    address: &str,
+) -> Result<MemberTotals, ContractError> {
+    Ok(MEMBER_TOTALS
+        .may_load(storage, address)?
+        .unwrap_or_default())
+}
+
+fn view(storage: &dyn Storage, member: Member) -> Result<MemberView, ContractError> {
+    let totals = load_member_totals(storage, &member.address)?;
     Ok(MemberView {
         address: member.address,
         role: member.role,
@@ -304,13 +257,19 @@ fn view(member: Member) -> Result<MemberView, ContractError> {
 }
 
 /// The member at `address` as queries show it, or None.
-pub fn member_view(address: &str) -> Result<Option<MemberView>, ContractError> {
-    load_member(address)?.map(view).transpose()
+pub fn member_view(
+    storage: &dyn Storage,
+    address: &str,
+) -> Result<Option<MemberView>, ContractError> {
+    load_member(storage, address)?
+        .map(|m| view(storage, m))
+        .transpose()
 }
 
 /// Members in address order, starting after `start_after`; stops after `limit` records that
 /// pass `keep`.
 pub fn members_page(
+    storage: &dyn Storage,
     start_after: Option<&str>,
     limit: usize,
     keep: impl Fn(&Member) -> bool,
@@ -319,15 +278,9 @@ pub fn members_page(
     if limit == 0 {
         return Ok(Vec::new());
     }
-    let skip = MEMBER_PREFIX.len();
-    for (key, value) in storage::prefix_range(
-        MEMBER_PREFIX,
-        start_after.map(|s| s.as_bytes()),
-        Order::Ascending,
-    ) {
-        let address = String::from_utf8(key[skip..].to_vec())
-            .map_err(|_| ContractError::new("corrupt member key"))?;
-        let member = parse_member(&address, &value)?;
+    for record in MEMBERS.range(storage, start_after, Order::Ascending) {
+        let (address, mut member) = record?;
+        member.address = address;
         if keep(&member) {
             out.push(member);
             if out.len() == limit {
@@ -335,5 +288,5 @@ pub fn members_page(
             }
         }
     }
-    out.into_iter().map(view).collect()
+    out.into_iter().map(|m| view(storage, m)).collect()
 }

@@ -10,6 +10,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::ContractError;
+use crate::limits::BPS_DENOMINATOR;
 
 /// An unsigned 128-bit amount, as a decimal string in JSON (`"1500"`), like cosmwasm's Uint128.
 ///
@@ -47,20 +48,21 @@ impl Uint128 {
         self.0
             .checked_add(other.0)
             .map(Uint128)
-            .ok_or_else(|| ContractError::new(format!("overflow: {self} + {other}")))
+            .ok_or_else(|| ContractError::Overflow(format!("{self} + {other}")))
     }
 
     pub fn checked_sub(self, other: Uint128) -> Result<Uint128, ContractError> {
         self.0
             .checked_sub(other.0)
             .map(Uint128)
-            .ok_or_else(|| ContractError::new(format!("underflow: {self} - {other}")))
+            .ok_or_else(|| ContractError::Underflow(format!("{self} - {other}")))
     }
 
     /// `floor(self * bps / 10000)`, exact and without overflow for every u128.
     pub fn mul_bps(self, bps: u16) -> Uint128 {
-        let bps = u128::from(bps.min(10_000));
-        Uint128(self.0 / 10_000 * bps + self.0 % 10_000 * bps / 10_000)
+        let one = u128::from(BPS_DENOMINATOR);
+        let bps = u128::from(bps).min(one);
+        Uint128(self.0 / one * bps + self.0 % one * bps / one)
     }
 
     /// `self * n`, refusing overflow.
@@ -68,7 +70,7 @@ impl Uint128 {
         self.0
             .checked_mul(n)
             .map(Uint128)
-            .ok_or_else(|| ContractError::new(format!("overflow: {self} * {n}")))
+            .ok_or_else(|| ContractError::Overflow(format!("{self} * {n}")))
     }
 
     /// `floor(self / n)`; 0 when `n` is 0 (nobody to share with).
@@ -279,9 +281,10 @@ pub enum CosmosMsg {
     Bank(BankMsg),
 }
 
+/// When the contract wants a reply to a sub-message (cosmwasm's `ReplyOn`); the contract sends
+/// only `never` so far.
 #[derive(Serialize, Clone, Copy, Debug)]
 #[serde(rename_all = "snake_case")]
-#[allow(dead_code)]
 pub enum ReplyOn {
     Always,
     Error,

@@ -1,0 +1,452 @@
+//! The epoch messages, one phase each: `join` (join), `commit` (train), `reveal` (reveal),
+//! `verdict` (verify), `propose_model` (propose), and `advance`, which any phase accepts.
+//! Each checks its epoch and phase first ([`expect_phase`]), then the sender's part in the
+//! epoch, then its fields; a refused message writes nothing.
+
+use crate::beacon;
+use crate::deps::DepsMut;
+use crate::error::{refuse, ContractError};
+use crate::funds::nonpayable;
+use crate::hashing::{digest_from_hex, hex, is_hex_digest};
+use crate::limits::MAX_DECIMAL_LEN;
+use crate::records::{
+    self, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome, ASSIGNMENTS,
+    BACKING, COMMITMENTS, PARTICIPANTS, PROPOSALS, REVEALS, VOTES,
+};
+use crate::state::{self, Config, Role};
+use crate::types::{MessageInfo, Response, Uint128};
+
+use super::Epoch;
+
+// -- checks shared by the epoch messages ---------------------------------------------------------
+
+/// `epoch` must be the current one and in `phase`.
+pub fn expect_phase(
+    ep: &Epoch,
+    action: &'static str,
+    epoch: u64,
+    phase: Phase,
+) -> Result<(), ContractError> {
+    let current = ep.number();
+    if epoch < current {
+        return Err(ContractError::EpochClosed {
+            action,
+            epoch,
+            current,
+        });
+    }
+    if epoch > current {
+        return Err(ContractError::EpochNotStarted {
+            action,
+            epoch,
+            current,
+        });
+    }
+    if ep.header.phase != phase {
+        return Err(ContractError::WrongPhase {
+            action,
+            epoch: current,
+            phase: ep.header.phase.as_str(),
+            expected: phase.as_str(),
+        });
+    }
+    Ok(())
+}
+
+/// `value` must be a 64-hex digest.
+pub fn hex_field(
+    action: &'static str,
+    field: &'static str,
+    value: &str,
+) -> Result<(), ContractError> {
+    if !is_hex_digest(value) {
+        return Err(ContractError::NotHexDigest {
+            action,
+            field,
+            value: value.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The sender's participant record in the current epoch.
+fn participant(
+    deps: &DepsMut,
+    ep: &Epoch,
+    action: &'static str,
+    sender: &str,
+) -> Result<Participant, ContractError> {
+    let epoch = ep.number();
+    PARTICIPANTS.load_or(deps.storage, (epoch, sender), || {
+        ContractError::NotParticipant {
+            action,
+            address: sender.to_string(),
+            epoch,
+        }
+    })
+}
+
+/// The sender's participant record in the current epoch, which must be of `role`.
+fn participant_as(
+    deps: &DepsMut,
+    ep: &Epoch,
+    action: &'static str,
+    sender: &str,
+    role: Role,
+) -> Result<Participant, ContractError> {
+    let p = participant(deps, ep, action, sender)?;
+    if p.role != role {
+        return Err(ContractError::WrongRole {
+            action,
+            address: sender.to_string(),
+            epoch: ep.number(),
+            role: p.role.as_str(),
+            expected: role.as_str(),
+        });
+    }
+    Ok(p)
+}
+
+/// A canonical decimal string (`protocol.types.Dec` as serialized): no sign, no exponent, no
+/// leading zeros, no trailing fractional zeros, at most [`MAX_DECIMAL_LEN`] characters.
+pub fn is_canonical_decimal(text: &str) -> bool {
+    if text.is_empty() || text.len() > MAX_DECIMAL_LEN {
+        return false;
+    }
+    let (int, frac) = match text.find('.') {
+        Some(i) => (&text[..i], Some(&text[i + 1..])),
+        None => (text, None),
+    };
+    let int_ok = !int.is_empty()
+        && int.bytes().all(|b| b.is_ascii_digit())
+        && (int == "0" || !int.starts_with('0'));
+    let frac_ok = match frac {
+        None => true,
+        Some(f) => !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) && !f.ends_with('0'),
+    };
+    int_ok && frac_ok
+}
+
+// -- messages --------------------------------------------------------------------------------------
+
+pub fn join(
+    deps: DepsMut,
+    config: &Config,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+    beacon_commit: String,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "join";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Join)?;
+    hex_field(ACTION, "beacon_commit", &beacon_commit)?;
+    let sender = &info.sender;
+    let member = match state::load_member(deps.storage, sender)? {
+        Some(m) => m,
+        None => refuse!(ACTION, "{sender} is not a member; bond first"),
+    };
+    let role = member.role;
+    let minimum = config.min_stake(role);
+    if !config.is_eligible(role, member.bonded) {
+        refuse!(
+            ACTION,
+            "bonded stake {} is below the minimum {} for a {}",
+            member.bonded,
+            minimum.max(Uint128(1)),
+            role.as_str()
+        );
+    }
+    if PARTICIPANTS
+        .may_load(deps.storage, (epoch, sender))?
+        .is_some()
+    {
+        refuse!(ACTION, "{sender} already joined epoch {epoch}");
+    }
+    let (joined, cap) = match role {
+        Role::Host => (ep.counts.hosts, config.phases.max_hosts),
+        Role::Validator => (ep.counts.validators, config.phases.max_validators),
+    };
+    if joined >= cap {
+        refuse!(
+            ACTION,
+            "epoch {epoch} is full: it admits at most {cap} {}s",
+            role.as_str()
+        );
+    }
+    PARTICIPANTS.save(
+        deps.storage,
+        (epoch, sender),
+        &Participant {
+            role,
+            stake: member.bonded,
+            beacon: beacon_commit,
+        },
+    );
+    let counts = ep.counts_mut();
+    match role {
+        Role::Host => counts.hosts += 1,
+        Role::Validator => counts.validators += 1,
+    }
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("member", sender)
+        .add_attribute("role", role.as_str())
+        .add_attribute("stake", member.bonded))
+}
+
+pub fn commit(
+    deps: DepsMut,
+    config: &Config,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+    commitment: Commitment,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "commit";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Train)?;
+    let sender = &info.sender;
+    participant_as(&deps, ep, ACTION, sender, Role::Host)?;
+    if COMMITMENTS
+        .may_load(deps.storage, (epoch, sender))?
+        .is_some()
+    {
+        refuse!(ACTION, "{sender} already committed in epoch {epoch}");
+    }
+    hex_field(ACTION, "checkpoint_root", &commitment.checkpoint_root)?;
+    hex_field(ACTION, "delta_hash", &commitment.delta_hash)?;
+    hex_field(ACTION, "loss_digest", &commitment.loss_digest)?;
+    if commitment.segments != config.segments {
+        refuse!(
+            ACTION,
+            "segments is {}, but the run has {} segments per epoch",
+            commitment.segments,
+            config.segments
+        );
+    }
+    COMMITMENTS.save(deps.storage, (epoch, sender), &commitment);
+    ep.counts_mut().committed += 1;
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("host", sender)
+        .add_attribute("checkpoint_root", &commitment.checkpoint_root)
+        .add_attribute("delta_hash", &commitment.delta_hash))
+}
+
+pub fn reveal(
+    deps: DepsMut,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+    secret: String,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "reveal";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Reveal)?;
+    let sender = &info.sender;
+    let participant = participant(&deps, ep, ACTION, sender)?;
+    if REVEALS.has(deps.storage, (epoch, sender)) {
+        refuse!(ACTION, "{sender} already revealed for epoch {epoch}");
+    }
+    let secret_bytes = match digest_from_hex(&secret) {
+        Some(bytes) => bytes,
+        None => refuse!(
+            ACTION,
+            "secret must be 64 lowercase hex characters (32 bytes)"
+        ),
+    };
+    if hex(&beacon::commitment(sender, epoch, &secret_bytes)) != participant.beacon {
+        refuse!(
+            ACTION,
+            "the secret does not match the beacon commitment {sender} made when joining epoch {epoch}"
+        );
+    }
+    REVEALS.save(deps.storage, (epoch, sender), &secret_bytes);
+    ep.counts_mut().revealed += 1;
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("member", sender))
+}
+
+/// A validator's verdict on one challenged segment (what it voted on, and how).
+pub struct VerdictMsg {
+    pub epoch: u64,
+    pub host: String,
+    pub segment: u32,
+    pub outcome: VoteOutcome,
+    pub distance: String,
+    pub evidence: String,
+}
+
+pub fn verdict(
+    deps: DepsMut,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    msg: VerdictMsg,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "verdict";
+    let VerdictMsg {
+        epoch,
+        host,
+        segment,
+        outcome,
+        distance,
+        evidence,
+    } = msg;
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Verify)?;
+    deps.api
+        .addr_validate(&host)
+        .map_err(|e| e.context("verdict: host"))?;
+    let sender = &info.sender;
+    let assignment = ASSIGNMENTS
+        .may_load(deps.storage, (epoch, &host))?
+        .and_then(|list| list.into_iter().find(|a| a.segment == segment));
+    let assigned = match assignment {
+        Some(a) => a
+            .addresses(&records::load_validator_set(deps.storage, epoch)?)?
+            .iter()
+            .any(|v| v == sender),
+        None => false,
+    };
+    if !assigned {
+        return Err(ContractError::NotAssigned {
+            validator: sender.clone(),
+            host,
+            segment,
+            epoch,
+        });
+    }
+    if VOTES.has(deps.storage, (epoch, &host, segment, sender)) {
+        refuse!(
+            ACTION,
+            "{sender} already voted on host {host} segment {segment} of epoch {epoch}"
+        );
+    }
+    if !is_canonical_decimal(&distance) {
+        refuse!(
+            ACTION,
+            "distance must be a canonical decimal string like \"0.0123\", got {distance:?}"
+        );
+    }
+    hex_field(ACTION, "evidence", &evidence)?;
+    VOTES.save(
+        deps.storage,
+        (epoch, &host, segment, sender),
+        &Vote {
+            outcome,
+            distance,
+            evidence,
+        },
+    );
+    ep.counts_mut().votes_posted += 1;
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("validator", sender)
+        .add_attribute("host", &host)
+        .add_attribute("segment", segment)
+        .add_attribute("outcome", outcome.as_str()))
+}
+
+pub fn propose_model(
+    deps: DepsMut,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+    model_hash: String,
+    val_loss_micro: u64,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "propose_model";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Propose)?;
+    let sender = &info.sender;
+    let accepted = match PARTICIPANTS.may_load(deps.storage, (epoch, sender))? {
+        Some(p) if p.role == Role::Host => {
+            let outcome = records::load_payout(deps.storage, epoch, sender)?.outcome;
+            (outcome == Outcome::Accepted).then(|| p)
+        }
+        _ => None,
+    };
+    let participant = match accepted {
+        Some(p) => p,
+        None => refuse!(ACTION, "{sender} is not an accepted host of epoch {epoch}"),
+    };
+    if PROPOSALS.may_load(deps.storage, (epoch, sender))?.is_some() {
+        refuse!(
+            ACTION,
+            "{sender} already proposed a model for epoch {epoch}"
+        );
+    }
+    hex_field(ACTION, "model_hash", &model_hash)?;
+    PROPOSALS.save(
+        deps.storage,
+        (epoch, sender),
+        &Proposal {
+            model_hash: model_hash.clone(),
+            val_loss_micro,
+        },
+    );
+    let backing = BACKING
+        .may_load(deps.storage, (epoch, &model_hash))?
+        .unwrap_or_default()
+        .checked_add(participant.stake)?;
+    BACKING.save(deps.storage, (epoch, &model_hash), &backing);
+    let counts = ep.counts_mut();
+    counts.proposed += 1;
+    if backing > counts.best_stake {
+        counts.best_stake = backing;
+        counts.best_hash = Some(model_hash.clone());
+    }
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("host", sender)
+        .add_attribute("model_hash", &model_hash)
+        .add_attribute("backing", backing))
+}
+
+/// `advance {}`: succeeds only if the auto-advance of this very transaction closed something.
+pub fn advance(
+    ep: &Epoch,
+    info: &MessageInfo,
+    height: u64,
+    transitions: u32,
+) -> Result<Response, ContractError> {
+    nonpayable(info, "advance")?;
+    if transitions == 0 {
+        return Err(ContractError::NothingDue {
+            epoch: ep.number(),
+            phase: ep.header.phase.as_str(),
+            deadline: ep.header.phase_deadline,
+            height,
+        });
+    }
+    Ok(Response::new()
+        .add_attribute("action", "advance")
+        .add_attribute("transitions", transitions)
+        .add_attribute("epoch", ep.number())
+        .add_attribute("phase", ep.header.phase.as_str())
+        .add_attribute("deadline", ep.header.phase_deadline))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_canonical_decimal;
+
+    #[test]
+    fn decimals() {
+        for ok in ["0", "1", "0.5", "12.0001", "1000000000"] {
+            assert!(is_canonical_decimal(ok), "{ok}");
+        }
+        for bad in [
+            "", "-1", "01", "1.", ".5", "1.50", "1e3", "+1", "0.0", "1,5",
+        ] {
+            assert!(!is_canonical_decimal(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! The limits the contract enforces that the Python side checks the same way. Their one
+//! definition is `protocol/rules/limits.py`; `tests/vectors/limits.json` is generated from it,
+//! and the native tests (`tests::vectors`) fail unless every constant here equals its entry there
+//! and every entry there has a constant here.
+
+/// Most segments one epoch of a host may have (`MAX_SEGMENTS`).
+pub const MAX_SEGMENTS: u32 = 1024;
+/// Most participants of one role per epoch (`MAX_PARTICIPANTS`): bounds the work of closing a
+/// phase.
+pub const MAX_PARTICIPANTS: u32 = 1024;
+/// Basis points in one whole (`BPS_DENOMINATOR`).
+pub const BPS_DENOMINATOR: u16 = 10_000;
+/// Longest phase, in blocks (`MAX_BLOCKS`).
+pub const MAX_BLOCKS: u64 = 10_000_000;
+/// Largest and default page of `epochs` (each item lists the epoch's participants).
+pub const EPOCHS_PAGE: u32 = 30;
+pub const EPOCHS_PAGE_DEFAULT: u32 = 10;
+/// Largest and default page of `members`.
+pub const MEMBERS_PAGE: u32 = 100;
+pub const MEMBERS_PAGE_DEFAULT: u32 = 30;
+/// Largest and default page of `aggregation_inputs`.
+pub const AGGREGATION_PAGE: u32 = 100;
+pub const AGGREGATION_PAGE_DEFAULT: u32 = 30;
+/// Longest member endpoint, in bytes.
+pub const MAX_ENDPOINT_LEN: usize = 256;
+/// Longest address, in bytes (the VM's limit on a human address).
+pub const MAX_ADDRESS_LEN: usize = crate::deps::MAX_HUMAN_ADDRESS;
+/// Longest canonical decimal string (a verdict's distance), in characters.
+pub const MAX_DECIMAL_LEN: usize = 40;
