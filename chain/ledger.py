@@ -15,6 +15,7 @@ Writes raise :class:`ContractError` with the contract's own message when the con
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -25,9 +26,18 @@ from chain.types import Event as Event
 from chain.types import TxResult as TxResult
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Role, Verdict
-from protocol.rules.limits import EPOCHS_PAGE
+from protocol.rules.limits import AGGREGATION_PAGE, EPOCHS_PAGE, MEMBERS_PAGE
 from protocol.rules.spec import RunSpec
-from protocol.views import Accounting, Challenge, Config, EpochInfo, EpochReport, Member
+from protocol.views import (
+    Accounting,
+    AggregationInput,
+    Challenge,
+    Config,
+    EpochInfo,
+    EpochReport,
+    Member,
+    ParticipantStatus,
+)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -164,9 +174,11 @@ class Ledger:
         return None if answer is None else self._validate(Member, answer)
 
     def members(self, role: Role | None = None, start_after: str | None = None,
-                limit: int = 100) -> list[Member]:
-        answer = self.backend.query({"members": {"role": role, "start_after": start_after, "limit": limit}})
-        return [self._validate(Member, m) for m in self._field(answer, "members")]
+                limit: int | None = None) -> list[Member]:
+        """Members in address order after ``start_after`` (of ``role`` if given): up to ``limit``,
+        or all of them (paging through the contract's pages of at most ``MEMBERS_PAGE``)."""
+        return self._paged("members", Member, {"role": role}, start_after, limit, MEMBERS_PAGE,
+                           lambda m: m.address)
 
     def epoch(self, epoch: int | None = None) -> EpochInfo:
         """One epoch (the current one when ``epoch`` is None)."""
@@ -174,17 +186,18 @@ class Ledger:
 
     def epochs(self, start_after: int | None = None, limit: int | None = None) -> list[EpochInfo]:
         """Epochs in order after ``start_after``: up to ``limit``, or all of them (paging through the
-        contract's pages of at most 30)."""
-        out: list[EpochInfo] = []
-        while limit is None or len(out) < limit:
-            page = min(EPOCHS_PAGE, limit - len(out)) if limit is not None else EPOCHS_PAGE
-            answer = self.backend.query({"epochs": {"start_after": start_after, "limit": page}})
-            batch = [self._validate(EpochInfo, e) for e in self._field(answer, "epochs")]
-            out.extend(batch)
-            if len(batch) < page:
-                break
-            start_after = batch[-1].epoch
-        return out
+        contract's pages of at most ``EPOCHS_PAGE``)."""
+        return self._paged("epochs", EpochInfo, {}, start_after, limit, EPOCHS_PAGE, lambda e: e.epoch)
+
+    def participant(self, address: str, epoch: int | None = None) -> ParticipantStatus:
+        """``address``'s part in ``epoch`` (the current one when None) and the epoch's phase."""
+        return self._read(ParticipantStatus, {"participant": {"address": address, "epoch": epoch}})
+
+    def aggregation_inputs(self, epoch: int) -> list[AggregationInput]:
+        """Every accepted host of ``epoch`` in address order, with its endpoint and committed Δ
+        hash (empty until the epoch is finalized); pages of at most ``AGGREGATION_PAGE``."""
+        return self._paged("aggregation_inputs", AggregationInput, {"epoch": epoch}, None, None,
+                           AGGREGATION_PAGE, lambda h: h.address, field="hosts")
 
     def challenges(self, epoch: int, validator: str) -> list[Challenge]:
         """The challenges ``validator`` must replay in ``epoch``."""
@@ -214,6 +227,31 @@ class Ledger:
             return model.model_validate(answer)
         except ValidationError as exc:
             raise LedgerError(f"malformed {model.__name__} from the contract: {exc.errors()[0]['msg']}") from None
+
+    def _paged(self, query: str, model: type[M], args: dict[str, Any], start_after: Any,
+               limit: int | None, page_max: int, key: Callable[[M], Any],
+               field: str | None = None) -> list[M]:
+        """Items of a paged query after ``start_after``: up to ``limit``, or all of them.
+
+        Args:
+            query: the query's name; its answer holds the list under ``field`` (default: ``query``).
+            model: the item's view.
+            args: the query's other arguments.
+            start_after: where to start (exclusive), in the query's key.
+            limit: how many items at most; None for all.
+            page_max: the contract's largest page.
+            key: an item's key, for the next page's ``start_after``.
+        """
+        out: list[M] = []
+        while limit is None or len(out) < limit:
+            page = min(page_max, limit - len(out)) if limit is not None else page_max
+            answer = self.backend.query({query: {**args, "start_after": start_after, "limit": page}})
+            batch = [self._validate(model, item) for item in self._field(answer, field or query)]
+            out.extend(batch)
+            if len(batch) < page:
+                break
+            start_after = key(batch[-1])
+        return out
 
     @staticmethod
     def _field(answer: Any, name: str) -> list[Any]:

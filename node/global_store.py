@@ -4,12 +4,14 @@ The chain agrees on the hash of θ_e (with its outer momentum); the bytes live w
 participant that did not compute θ_e itself — a host whose proposal lost the vote, a validator, a
 host that restarted on a fresh disk — asks the run's hosts for it by hash and keeps the first answer
 that decodes under the spec's layout and hashes right. A wrong answer costs the liar nothing but
-the reader a retry, so peers are tried in turn.
+the reader a retry, so peers are tried in turn: first the hosts accepted in epoch e − 1 (they
+built θ_e, or trained from it when the vote kept θ_{e−1}; the chain's aggregation inputs), then
+every other host (all members, paged).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from chain.ledger import Ledger
@@ -66,8 +68,13 @@ class GlobalStore:
     def has(self, model_hash: str) -> bool:
         return model_hash in self._cache or self.path(model_hash).exists()
 
-    def get(self, model_hash: str) -> GlobalState:
+    def get(self, model_hash: str, epoch: int | None = None) -> GlobalState:
         """The global state with ``model_hash``: from memory, disk, θ_0, or a peer — verified.
+
+        Args:
+            model_hash: the state's hash (θ_e as the chain holds it).
+            epoch: the epoch that starts from it, if known: the hosts accepted in the epoch before
+                are asked first.
 
         Raises:
             GlobalStateUnavailable: nobody has it (yet).
@@ -84,21 +91,32 @@ class GlobalStore:
         if initial.hash().hex() == model_hash:
             self.put(initial)
             return initial
-        return self._fetch(model_hash)
+        return self._fetch(model_hash, epoch)
 
-    def _fetch(self, model_hash: str) -> GlobalState:
-        reasons = []
+    def _peers_to_ask(self, epoch: int | None) -> Iterator[tuple[str, str]]:
+        """(address, endpoint) of the hosts to ask, likeliest first, each once, never ourselves."""
+        asked = {self._own}
+        builders = self._ledger.aggregation_inputs(epoch - 1) if epoch else []
+        for host in builders:
+            if host.address not in asked:
+                asked.add(host.address)
+                yield host.address, host.endpoint
         for member in self._ledger.members(role="host"):
-            if member.address == self._own:
-                continue
+            if member.address not in asked:
+                asked.add(member.address)
+                yield member.address, member.endpoint
+
+    def _fetch(self, model_hash: str, epoch: int | None) -> GlobalState:
+        reasons = []
+        for address, endpoint in self._peers_to_ask(epoch):
             try:
-                state = decode_global(self._peers(member.endpoint).global_state(model_hash), self.spec,
-                                      what=f"global state from {member.address}")
+                state = decode_global(self._peers(endpoint).global_state(model_hash), self.spec,
+                                      what=f"global state from {address}")
             except (ArtifactUnavailable, TensorFileError) as exc:
-                reasons.append(f"{member.address}: {exc}")
+                reasons.append(f"{address}: {exc}")
                 continue
             if state.hash().hex() != model_hash:
-                reasons.append(f"{member.address}: served a state with another hash")
+                reasons.append(f"{address}: served a state with another hash")
                 continue
             self.put(state)
             return state

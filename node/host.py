@@ -1,14 +1,16 @@
 """The host node: joins, trains, commits, serves, reveals, aggregates and proposes, epoch after epoch.
 
-Each :meth:`HostNode.tick` reads the chain and does what the current phase asks of this host:
+Each :meth:`HostNode.tick` reads this host's status on chain (the phase and what it has done) and
+does what the current phase asks of it:
 
 * ``join``    — post the beacon commitment (the secret is on disk first);
 * ``train``   — run the epoch's inner loop from θ_e (resumable) and post the commitment;
 * ``reveal``  — reveal the beacon secret;
 * ``verify``  — nothing to send; validators read the host's artifacts meanwhile;
-* ``propose`` — if accepted: fetch every accepted Δ, check each against its on-chain hash,
-  aggregate with the run's robust rule, apply the outer Nesterov step, store θ_{e+1} and propose
-  its hash with the validation loss.
+* ``propose`` — if accepted: fetch every accepted Δ (the chain's aggregation inputs: each accepted
+  host's endpoint and committed Δ hash), check each against its hash, aggregate with the run's
+  robust rule, apply the outer Nesterov step, store θ_{e+1} and propose its hash with the
+  validation loss.
 
 θ_e for training comes from :class:`~node.global_store.GlobalStore`: the host's own result when
 its proposal won, otherwise fetched from peers by the canonical hash — that is how a host whose
@@ -30,7 +32,7 @@ from protocol.messages import ModelProposal
 from protocol.rules.losses import MICRO, loss_micro
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
-from protocol.views import EpochInfo, EpochReport
+from protocol.views import ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
@@ -80,24 +82,24 @@ class HostNode(Participant):
     # -- the loop ------------------------------------------------------------------------------
 
     def tick(self) -> bool:
-        info = self.ledger.epoch()
-        if info.phase == "join":
-            return self.maybe_join(info)
-        if info.phase == "train":
-            return self._maybe_train(info)
-        if info.phase == "reveal":
-            return self.maybe_reveal(info, self.ledger.report(info.epoch))
-        if info.phase == "propose":
-            return self._maybe_propose(info)
+        status = self.status()
+        if status.phase == "join":
+            return self.maybe_join(status)
+        if status.phase == "train":
+            return self._maybe_train(status)
+        if status.phase == "reveal":
+            return self.maybe_reveal(status)
+        if status.phase == "propose":
+            return self._maybe_propose(status)
         return False
 
     # -- train and commit ----------------------------------------------------------------------
 
-    def _maybe_train(self, info: EpochInfo) -> bool:
-        if not self.joined(info) or self.address in info.committed:
+    def _maybe_train(self, info: ParticipantStatus) -> bool:
+        if not info.joined or info.committed:
             return False
         try:
-            theta = self.globals.get(info.model_hash)
+            theta = self.globals.get(info.model_hash, info.epoch)
         except GlobalStateUnavailable as exc:
             self.event(info.epoch, "waiting for θ", str(exc))
             return False
@@ -110,16 +112,12 @@ class HostNode(Participant):
 
     # -- aggregate and propose -----------------------------------------------------------------
 
-    def _maybe_propose(self, info: EpochInfo) -> bool:
-        if self.address not in info.accepted:
-            return False
-        report = self.ledger.report(info.epoch)
-        mine = next(h for h in report.hosts if h.address == self.address)
-        if mine.proposal is not None:
+    def _maybe_propose(self, info: ParticipantStatus) -> bool:
+        if not info.accepted or info.proposed:
             return False
         try:
-            theta = self.globals.get(info.model_hash)
-            deltas = self._accepted_deltas(info, report)
+            theta = self.globals.get(info.model_hash, info.epoch)
+            deltas = self._accepted_deltas(info.epoch)
         except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
             self.event(info.epoch, "waiting to aggregate", str(exc))
             return False
@@ -130,26 +128,21 @@ class HostNode(Participant):
         return self.attempt(info.epoch, "proposed", lambda: self.ledger.propose_model(self.key, proposal),
                             f"θ {model_hash[:12]}… from {len(deltas)} Δ, val loss {val:.4f}")
 
-    def _accepted_deltas(self, info: EpochInfo, report: EpochReport) -> dict[str, dict[str, torch.Tensor]]:
-        """Every accepted host's dequantized Δ, each checked against its committed hash."""
-        committed = {h.address: h.commitment for h in report.hosts if h.commitment is not None}
+    def _accepted_deltas(self, epoch: int) -> dict[str, dict[str, torch.Tensor]]:
+        """Every accepted host's dequantized Δ, each checked against its committed hash (one
+        paged query for all of them: address, endpoint, Δ hash)."""
         deltas = {}
-        for host in sorted(info.accepted):
-            source = self.source if host == self.address else self._peer_source(host)
+        for accepted in self.ledger.aggregation_inputs(epoch):
+            host = accepted.address
+            source = self.source if host == self.address else self.peers(accepted.endpoint)
             try:
-                payload = decode_delta(source.delta(info.epoch), self.spec, what=f"Δ of {host}")
+                payload = decode_delta(source.delta(epoch), self.spec, what=f"Δ of {host}")
             except TensorFileError as exc:
                 raise ArtifactUnavailable(str(exc)) from None
-            if delta_hash(payload).hex() != committed[host].delta_hash:
+            if delta_hash(payload).hex() != accepted.delta_hash:
                 raise ArtifactUnavailable(f"{host} served a Δ that does not match its commitment")
             deltas[host] = dequantize(payload, self._shapes, self.spec.quantization)
         return deltas
-
-    def _peer_source(self, host: str) -> ArtifactSource:
-        member = self.ledger.member(host)
-        if member is None:
-            raise ArtifactUnavailable(f"{host} is not a member")
-        return self.peers(member.endpoint)
 
     def _validation_loss(self, state: GlobalState) -> float:
         if self._eval_model is None:

@@ -1,8 +1,10 @@
 """What hosts and validators share: identity, the beacon secret journal, joining and revealing.
 
-A participant is driven by :meth:`Participant.tick`: it reads the chain's current epoch and phase
-and does whatever is due and not yet done. The chain is the source of truth for what was done
-(joined, committed, revealed, voted, proposed); the disk keeps only what the chain must not see
+A participant is driven by :meth:`Participant.tick`: it reads its own status in the current epoch
+(:meth:`chain.ledger.Ledger.participant`: the phase and what this participant has done, a few
+point reads on chain, not the whole epoch report) and does whatever is due and not yet done. The
+chain is the source of truth for what was done (joined, committed, revealed, voted, proposed); the
+disk keeps only what the chain must not see
 yet — the beacon secret, written (and fsynced) *before* the join transaction, so a participant that
 crashes between joining and revealing still reveals after a restart. Calling ``tick`` again after
 any crash therefore never repeats an action and never loses one.
@@ -22,7 +24,7 @@ from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Role
 from protocol.rules.beacon import SECRET_SIZE, beacon_commit
 from protocol.rules.spec import RunSpec
-from protocol.views import EpochInfo, EpochReport
+from protocol.views import ParticipantStatus
 from trainer.tensorfile import write_atomic
 
 log = logging.getLogger("veriloco.node")
@@ -104,29 +106,26 @@ class Participant:
         econ = self.spec.economics
         return int(econ.min_host_stake if self.role == "host" else econ.min_validator_stake)
 
-    def joined(self, info: EpochInfo) -> bool:
-        return self.address in (info.hosts if self.role == "host" else info.validators)
+    def status(self) -> ParticipantStatus:
+        """This participant's part in the current epoch, and the epoch's phase."""
+        return self.ledger.participant(self.address)
 
-    def maybe_join(self, info: EpochInfo) -> bool:
-        if info.phase != "join" or self.joined(info):
+    def maybe_join(self, status: ParticipantStatus) -> bool:
+        if status.phase != "join" or status.joined:
             return False
         member = self.ledger.member(self.address)
         if member is None or member.role != self.role or int(member.bonded) < self.min_stake():
             return False
-        commit = beacon_commit(self.address, info.epoch, self.secret(info.epoch)).hex()
-        return self.attempt(info.epoch, "joined", lambda: self.ledger.join(
-            self.key, BeaconJoin(epoch=info.epoch, beacon_commit=commit)))
+        commit = beacon_commit(self.address, status.epoch, self.secret(status.epoch)).hex()
+        return self.attempt(status.epoch, "joined", lambda: self.ledger.join(
+            self.key, BeaconJoin(epoch=status.epoch, beacon_commit=commit)))
 
-    def revealed(self, report: EpochReport) -> bool:
-        rows = report.hosts if self.role == "host" else report.validators
-        return any(r.address == self.address and r.revealed for r in rows)
-
-    def maybe_reveal(self, info: EpochInfo, report: EpochReport) -> bool:
-        if info.phase != "reveal" or not self.joined(info) or self.revealed(report):
+    def maybe_reveal(self, status: ParticipantStatus) -> bool:
+        if status.phase != "reveal" or not status.joined or status.revealed:
             return False
-        secret = self.secret(info.epoch)
-        return self.attempt(info.epoch, "revealed", lambda: self.ledger.reveal(
-            self.key, BeaconReveal(epoch=info.epoch, secret=secret.hex())))
+        secret = self.secret(status.epoch)
+        return self.attempt(status.epoch, "revealed", lambda: self.ledger.reveal(
+            self.key, BeaconReveal(epoch=status.epoch, secret=secret.hex())))
 
     def tick(self) -> bool:
         """Do what is due in the current phase. Returns whether a transaction was sent."""

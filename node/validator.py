@@ -1,6 +1,7 @@
 """The validator node: joins epochs, reveals, replays its challenges and posts verdicts.
 
-Each :meth:`ValidatorNode.tick` reads the chain and does what the current phase asks:
+Each :meth:`ValidatorNode.tick` reads this validator's status on chain (the phase, what it has
+done, how many of its challenges still wait for its verdict) and does what the phase asks:
 
 * ``join``   — post the beacon commitment (the secret is on disk first);
 * ``reveal`` — reveal the beacon secret;
@@ -24,7 +25,7 @@ from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
-from protocol.views import EpochInfo
+from protocol.views import ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.data import Dataset
 from trainer.step import Stepper
@@ -60,23 +61,25 @@ class ValidatorNode(Participant):
         self._stepper: Stepper | None = None
 
     def tick(self) -> bool:
-        info = self.ledger.epoch()
-        if info.phase == "join":
-            return self.maybe_join(info)
-        if info.phase == "reveal":
-            return self.maybe_reveal(info, self.ledger.report(info.epoch))
-        if info.phase == "verify":
-            return self._maybe_verify(info)
+        status = self.status()
+        if status.phase == "join":
+            return self.maybe_join(status)
+        if status.phase == "reveal":
+            return self.maybe_reveal(status)
+        if status.phase == "verify":
+            return self._maybe_verify(status)
         return False
 
-    def _maybe_verify(self, info: EpochInfo) -> bool:
+    def _maybe_verify(self, info: ParticipantStatus) -> bool:
+        if info.pending_verdicts == 0:
+            return False
         pending = [c for c in self.ledger.challenges(info.epoch, self.address) if not c.voted]
         acted = False
         for challenge in pending:
             verdict, reason = None, "without replaying"
             if self.behaviour.replays:
                 try:
-                    theta = self.globals.get(info.model_hash)
+                    theta = self.globals.get(info.model_hash, info.epoch)
                 except GlobalStateUnavailable as exc:
                     self.event(info.epoch, "waiting for θ", str(exc))
                     return acted

@@ -84,6 +84,52 @@ class EpochInfo(Boundary):
     accepted: list[Address] = Field(default_factory=list)
 
 
+class ParticipantStatus(Boundary):
+    """One participant's part in one epoch, with the epoch's phase: what a node polls each tick to
+    know what it has done and what is due (the contract's ``participant`` query, a few reads).
+
+    ``joined`` is false (and ``role`` None, ``stake`` 0) for an address that did not join the
+    epoch. ``assigned`` and ``voted`` count a validator's challenges and the verdicts it posted
+    on them (0 before the close of reveal, and for hosts). ``outcome`` is ``pending`` until the
+    contract decides it (at the close of reveal for absent and non-revealing participants, at
+    finalize for everyone else).
+    """
+
+    epoch: Count
+    phase: Phase
+    phase_deadline: Count
+    model_hash: HexDigest
+    prev_seed: HexDigest
+    address: Address
+    joined: bool
+    role: Role | None = None
+    stake: Amount = "0"
+    committed: bool = False
+    revealed: bool = False
+    assigned: Count = 0
+    voted: Count = 0
+    outcome: HostOutcome | ValidatorOutcome = "pending"
+    proposed: bool = False
+
+    @property
+    def accepted(self) -> bool:
+        """An accepted host: its Δ enters aggregation and it may propose θ_{e+1}."""
+        return self.outcome == "accepted"
+
+    @property
+    def pending_verdicts(self) -> int:
+        """Challenges assigned to this validator that it has not voted on yet."""
+        return self.assigned - self.voted
+
+
+class AggregationInput(Boundary):
+    """An accepted host of an epoch: where it serves its Δ and the hash the Δ must have."""
+
+    address: Address
+    endpoint: str
+    delta_hash: HexDigest
+
+
 class Challenge(Boundary):
     """One challenged segment as a validator sees it: what to replay and against which root."""
 

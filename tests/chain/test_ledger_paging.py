@@ -1,8 +1,11 @@
-"""The Ledger pages through the contract's capped answers: every epoch comes back, in order."""
+"""The Ledger pages through the contract's capped answers: every epoch, member and aggregation
+input comes back, in order."""
 
+from ledger_env import EmbeddedDriver, LedgerEnv, make_spec
 from test_contract_epoch import HOSTS, VALIDATORS, ready
 
-from chain.ledger import EPOCHS_PAGE
+import chain.ledger
+from chain.ledger import EPOCHS_PAGE, MEMBERS_PAGE
 
 
 def test_epochs_beyond_one_contract_page(embedded_env) -> None:
@@ -15,3 +18,33 @@ def test_epochs_beyond_one_contract_page(embedded_env) -> None:
     assert [e.epoch for e in epochs] == list(range(EPOCHS_PAGE + 2))
     assert [e.epoch for e in env.ledger.epochs(start_after=5, limit=EPOCHS_PAGE + 1)] == list(range(6, EPOCHS_PAGE + 2))
     assert len(env.ledger.epochs(limit=7)) == 7
+
+
+def test_members_beyond_one_contract_page() -> None:
+    # Embedded only: more members than the contract's largest page, all listed, in address order.
+    names = [f"host{i:03d}" for i in range(MEMBERS_PAGE + 5)] + ["validator1", "operator", "treasury"]
+    env = LedgerEnv(EmbeddedDriver(make_spec(), names))
+    for name in names[:-2]:
+        env.bond(name, 1_000)
+    members = env.ledger.members()
+    assert [m.address for m in members] == sorted(env.addr(n) for n in names[:-2])
+    hosts = env.ledger.members(role="host")
+    assert len(hosts) == MEMBERS_PAGE + 5 and all(m.role == "host" for m in hosts)
+    assert len(env.ledger.members(limit=MEMBERS_PAGE + 1)) == MEMBERS_PAGE + 1
+
+
+def test_aggregation_inputs_are_read_page_by_page(embedded_env, monkeypatch) -> None:
+    env = embedded_env
+    hosts = ["host1", "host2", "host3", "host4"]
+    ready(env, hosts)
+    env.play_epoch(hosts, VALIDATORS, stop_after="verify")
+    whole = env.ledger.aggregation_inputs(0)
+    assert [i.address for i in whole] == sorted(env.addr(h) for h in hosts)
+    # Pages of one: the Ledger follows start_after to the end, each host once.
+    queries: list[dict] = []
+    query = env.ledger.backend.query
+    monkeypatch.setattr(chain.ledger, "AGGREGATION_PAGE", 1)
+    monkeypatch.setattr(env.ledger.backend, "query", lambda msg: queries.append(msg) or query(msg))
+    assert env.ledger.aggregation_inputs(0) == whole
+    assert len(queries) == len(hosts) + 1
+    assert queries[1]["aggregation_inputs"]["start_after"] == whole[0].address

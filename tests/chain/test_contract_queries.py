@@ -1,0 +1,84 @@
+"""The participant-shaped queries the nodes poll: one participant's status in an epoch
+(``Ledger.participant``) and the aggregation inputs of an epoch (``Ledger.aggregation_inputs``).
+
+Backend-neutral (``ledger_env``).
+"""
+
+from __future__ import annotations
+
+import pytest
+from ledger_env import ENDPOINT, HOST_STAKE, LedgerEnv
+from test_contract_epoch import HOSTS, VALIDATORS, ready
+
+from chain.ledger import ContractError
+
+
+def status(env: LedgerEnv, name: str, epoch: int | None = None):
+    return env.ledger.participant(env.addr(name), epoch)
+
+
+def test_participant_status_follows_one_host_and_one_validator(ledger_env) -> None:
+    env = ledger_env
+    ready(env)
+    before = status(env, "host1")
+    assert (before.epoch, before.phase, before.joined, before.role) == (0, "join", False, None)
+    assert before.model_hash == env.epoch().model_hash and before.prev_seed == env.epoch().prev_seed
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="join")
+    s = status(env, "host1")
+    assert (s.phase, s.joined, s.role, int(s.stake), s.committed) == ("train", True, "host", HOST_STAKE, False)
+    env.commit("host1")
+    assert status(env, "host1").committed and not status(env, "host2").committed
+    env.play_epoch(HOSTS, VALIDATORS, commit=["host2"], stop_after="train")
+    assert not status(env, "validator1").revealed
+    env.reveal("validator1")
+    assert status(env, "validator1").revealed
+    env.play_epoch(HOSTS, VALIDATORS, reveal=["host1", "host2", "validator2"], stop_after="reveal")
+    # Two hosts × (k + 1 = 2) challenges, two validators each (r = 2): four for each validator.
+    v = status(env, "validator1")
+    assert (v.phase, v.assigned, v.voted, v.pending_verdicts, v.outcome) == ("verify", 4, 0, 4, "pending")
+    first = env.challenges("validator1")[0]
+    env.verdict("validator1", first.host, first.segment, "pass")
+    assert status(env, "validator1").voted == 1
+    assert status(env, "host1").assigned == 0  # hosts are not assigned challenges
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="verify")
+    h = status(env, "host1")
+    assert (h.phase, h.outcome, h.accepted, h.proposed) == ("propose", "accepted", True, False)
+    assert status(env, "validator1").outcome == "diligent"
+    env.propose("host1", "ab" * 32)
+    assert status(env, "host1").proposed and not status(env, "host2").proposed
+    env.play_epoch(HOSTS, VALIDATORS)
+    # The current epoch by default, a past one by number.
+    assert status(env, "host1").epoch == 1 and not status(env, "host1").joined
+    assert status(env, "host1", 0).phase == "closed" and status(env, "host1", 0).proposed
+
+
+def test_participant_status_of_a_stranger_and_refusals(ledger_env) -> None:
+    env = ledger_env
+    s = status(env, "outsider")
+    assert (s.joined, s.role, s.stake, s.outcome) == (False, None, "0", "pending")
+    with pytest.raises(ContractError, match="participant: invalid address"):
+        env.ledger.participant("inj1invalid")
+    with pytest.raises(ContractError, match="participant: epoch 7 has not started; the current epoch is 0"):
+        env.ledger.participant(env.addr("host1"), 7)
+
+
+def test_aggregation_inputs_are_the_accepted_hosts_with_endpoint_and_delta_hash(ledger_env) -> None:
+    env = ledger_env
+    hosts = ["host1", "host2", "host3"]
+    ready(env, hosts)
+    env.play_epoch(hosts, VALIDATORS, stop_after="reveal")
+    assert env.ledger.aggregation_inputs(0) == []  # nothing before finalize
+    # host2 fails its challenges: it is not an input.
+    env.play_epoch(hosts, VALIDATORS, vote=lambda _v, c: "fail" if c.host == env.addr("host2") else "pass",
+                   stop_after="verify")
+    inputs = env.ledger.aggregation_inputs(0)
+    accepted = sorted(env.addr(h) for h in ["host1", "host3"])
+    assert [i.address for i in inputs] == accepted == env.epoch(0).accepted
+    committed = {h.address: h.commitment for h in env.report(0).hosts}
+    for i in inputs:
+        assert i.endpoint == ENDPOINT
+        assert i.delta_hash == committed[i.address].delta_hash
+    with pytest.raises(ContractError, match="aggregation_inputs: epoch 5 has not started"):
+        env.ledger.aggregation_inputs(5)
+    with pytest.raises(ContractError, match="aggregation_inputs: start_after is longer than an address"):
+        env.ledger.backend.query({"aggregation_inputs": {"epoch": 0, "start_after": "x" * 300}})
