@@ -216,6 +216,28 @@ class ContractMachine(RuleBasedStateMachine):
             assert int(done.to_treasury) + int(done.to_catchers) == int(done.slashed_total)
         assert len(report.hosts) <= 3 and len(report.validators) <= 3
 
+    @invariant()
+    def node_queries_agree_with_the_report(self) -> None:
+        # What the nodes poll (participant status, aggregation inputs) says what the report says.
+        info = self.env.epoch()
+        report = self.env.report(info.epoch)
+        for row in [*report.hosts, *report.validators]:
+            status = self.env.ledger.participant(row.address)
+            assert (status.epoch, status.phase, status.joined) == (info.epoch, info.phase, True)
+            assert (status.stake, status.revealed, status.outcome) == (row.stake, row.revealed, row.outcome)
+        for host in report.hosts:
+            status = self.env.ledger.participant(host.address)
+            assert status.committed == (host.commitment is not None)
+            assert status.proposed == (host.proposal is not None)
+        for validator in report.validators:
+            status = self.env.ledger.participant(validator.address)
+            assert (status.assigned, status.voted) == (validator.assigned, validator.voted)
+        inputs = self.env.ledger.aggregation_inputs(info.epoch)
+        accepted = [h for h in report.hosts if h.outcome == "accepted"]
+        assert [(i.address, i.delta_hash) for i in inputs] == [
+            (h.address, h.commitment.delta_hash) for h in accepted if h.commitment is not None]
+        assert len(inputs) == len(accepted)
+
 
 def _run(examples: int, steps: int) -> None:
     machine = ContractMachine

@@ -2,7 +2,7 @@
 //! cw2's version record) and one pair of records per member, as [`Item`]s and [`Map`]s.
 //!
 //! Keys: fixed ASCII names for singletons, `member/` + address for members (so a range yields
-//! members ordered by address), `mt/` + address for their lifetime totals. Values are JSON, but
+//! members ordered by address), `mt/` + address for their lifetime totals. Values are JSON, except
 //! the spec, which is stored as the deployed text. The per-epoch records are in `records.rs`.
 
 use serde::{Deserialize, Serialize};
