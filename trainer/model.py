@@ -27,7 +27,15 @@ from trainer.data import VOCAB_SIZE
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head self-attention where position t sees positions 0..t only."""
+    """Multi-head self-attention where position t sees positions 0..t only.
+
+    The query and value projections have biases; the key projection has none. A key bias adds
+    ``q · b`` to every score of a query, which softmax ignores: its gradient is exactly zero in
+    exact arithmetic and pure rounding noise in practice, which AdamW normalizes into steps of a
+    few percent of the learning rate in directions the thread count decides. It was almost all of
+    the honest replay error (``docs/verification.md``); without it the model computes the same
+    functions and replays ~1000× closer across thread counts.
+    """
 
     mask: torch.Tensor  # a buffer (register_buffer), declared for the type checker
 
@@ -36,7 +44,9 @@ class CausalSelfAttention(nn.Module):
         if d_model % n_head:
             raise ValueError(f"d_model ({d_model}) must be a multiple of n_head ({n_head})")
         self.n_head = n_head
-        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.q_bias = nn.Parameter(torch.zeros(d_model))
+        self.v_bias = nn.Parameter(torch.zeros(d_model))
         self.proj = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
         mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
@@ -45,6 +55,7 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=2)
+        q, v = q + self.q_bias, v + self.v_bias
         # [B, T, D] -> [B, heads, T, D/heads]
         q, k, v = (z.view(b, t, self.n_head, d // self.n_head).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
