@@ -86,7 +86,7 @@ def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int
 
 def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: int,
              evals: int = 10, eval_windows: int = 512, progress: Progress | None = None,
-             inner_state: Literal["fresh", "kept"] = "fresh") -> SimResult:
+             inner_state: Literal["fresh", "kept"] = "fresh", device: str = "cpu") -> SimResult:
     """Train one configuration and measure it.
 
     Args:
@@ -101,6 +101,8 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
         progress: callback with (micro-steps done, total).
         inner_state: ``diloco`` only: ``fresh`` AdamW state every round (the protocol) or each
             worker's state ``kept`` across rounds.
+        device: where the steps and evaluations run (``cpu``, ``cuda``; see
+            :class:`~trainer.step.Stepper`).
     """
     h = spec.train.inner_steps
     if mode not in MODES:
@@ -112,7 +114,7 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
     if steps % h or steps < h:
         raise ValueError(f"steps ({steps}) must be a positive multiple of inner_steps ({h})")
     run_id, total = spec.run_id(), workers * steps
-    stepper = Stepper(spec)
+    stepper = Stepper(spec, device=device)
     shapes = {n: p.shape for n, p in stepper.named.items()}
     marks = {total * (i + 1) // evals for i in range(evals)}
     curve: list[tuple[int, float]] = []

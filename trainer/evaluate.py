@@ -38,12 +38,13 @@ def validation_loss(model: nn.Module, dataset: Dataset, windows: int = 512, batc
         named = dict(model.named_parameters())
         for name, value in params.items():
             named[name].copy_(value)
+    device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     starts = validation_starts(dataset, windows)
     total = 0.0
     for i in range(0, len(starts), batch_size):
-        x, y = dataset.windows(starts[i:i + batch_size], split="val")
+        x, y = (t.to(device) for t in dataset.windows(starts[i:i + batch_size], split="val"))
         logits = model(x)
         total += float(F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum"))
     model.train(was_training)

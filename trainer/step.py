@@ -69,16 +69,47 @@ def micro_seed(rng_key: int, step: int, micro: int) -> int:
 
 
 @contextmanager
-def _seeded(seed: int) -> Iterator[None]:
-    # Seed torch's CPU generator for the block and restore the caller's state afterwards (what
-    # torch.random.fork_rng does, minus its per-device bookkeeping, which costs ~0.1 ms a call).
-    generator = torch.default_generator
-    saved = generator.get_state()
-    generator.manual_seed(seed)
-    try:
+def _seeded(seed: int, device: torch.device) -> Iterator[None]:
+    # Seed the generator that draws on `device` (dropout masks are drawn where the activations
+    # live) for the block and restore the caller's state afterwards. On CPU this is what
+    # torch.random.fork_rng does, minus its per-device bookkeeping (~0.1 ms a call).
+    if device.type == "cpu":
+        generator = torch.default_generator
+        saved = generator.get_state()
+        generator.manual_seed(seed)
+        try:
+            yield
+        finally:
+            generator.set_state(saved)
+        return
+    with torch.random.fork_rng(devices=[device], device_type=device.type):
+        torch.manual_seed(seed)  # every device's generator, the one `device` draws from included
         yield
-    finally:
-        generator.set_state(saved)
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``device`` as a :class:`torch.device`, refused when this machine cannot compute on it.
+
+    Raises:
+        ValueError: an unknown device string, or a CUDA device on a machine without one.
+    """
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"unknown device {device!r}: {exc}") from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this torch build or machine has no CUDA device")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA devices")
+    elif resolved.type != "cpu":
+        raise ValueError(f"device {device!r}: only cpu and cuda are supported")
+    return resolved
+
+
+def decays(param: torch.Tensor) -> bool:
+    """Whether AdamW's weight decay applies to a parameter: matrices (``dim ≥ 2``) only."""
+    return param.dim() >= 2
 
 
 def rank_rows(batch_size: int, rank: int, world: int) -> slice:
@@ -138,24 +169,34 @@ class TrainState:
 class Stepper:
     """A model and its AdamW optimizer, stepped only by :meth:`step`.
 
+    The model, its gradients and AdamW's moments live on ``device``; :meth:`load` takes and
+    :meth:`export` returns CPU tensors, so checkpoints, hashes and comparisons never depend on
+    where a step ran. Replays on another device agree with the host only within the calibrated
+    tolerance (``docs/verification.md``), like replays at another thread count.
+
     Args:
         spec: the run spec (model and ``train`` hyperparameters).
         model: a model built by :func:`trainer.model.build_model` for ``spec`` (built when omitted).
         group: the island's process group when this process is one rank of several; ``None`` for
             a single process.
+        device: where the step computes (``"cpu"``, ``"cuda"``, ``"cuda:1"`` …); islands (gloo)
+            run on CPU only.
     """
 
     def __init__(self, spec: RunSpec, model: nn.Module | None = None,
-                 group: dist.ProcessGroup | None = None) -> None:
-        self.model = model if model is not None else build_model(spec)
+                 group: dist.ProcessGroup | None = None, device: str | torch.device = "cpu") -> None:
+        self.device = resolve_device(device)
+        if group is not None and self.device.type != "cpu":
+            raise ValueError("islands all-reduce over gloo and run on CPU only")
+        self.model = (model if model is not None else build_model(spec)).to(self.device)
         self.group = group
         self.rank = dist.get_rank(group) if group is not None else 0
         self.world = dist.get_world_size(group) if group is not None else 1
         self.named = dict(self.model.named_parameters())
         t = spec.train
         # Decimals become floats here, at the boundary to torch, and nowhere earlier.
-        decay = [p for p in self.named.values() if p.dim() >= 2]
-        no_decay = [p for p in self.named.values() if p.dim() < 2]
+        decay = [p for p in self.named.values() if decays(p)]
+        no_decay = [p for p in self.named.values() if not decays(p)]
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": float(t.weight_decay)},
              {"params": no_decay, "weight_decay": 0.0}],
@@ -175,9 +216,10 @@ class Stepper:
             for name, p in self.named.items():
                 p.copy_(state.params[name])
                 self.optimizer.state[p] = {
+                    # AdamW's non-capturable kernel keeps its step count on the CPU.
                     "step": torch.tensor(float(state.step), dtype=torch.float32),
-                    "exp_avg": state.exp_avg[name].clone(),
-                    "exp_avg_sq": state.exp_avg_sq[name].clone(),
+                    "exp_avg": state.exp_avg[name].to(self.device, copy=True),
+                    "exp_avg_sq": state.exp_avg_sq[name].to(self.device, copy=True),
                 }
         self.step_count = state.step
         self.rng_key = state.rng_key
@@ -185,11 +227,12 @@ class Stepper:
     def export(self) -> TrainState:
         """A copy of the current state."""
         params, m, v = {}, {}, {}
+        cpu = torch.device("cpu")
         for name, p in self.named.items():
-            params[name] = p.detach().clone()
+            params[name] = p.detach().to(cpu, copy=True)
             s = self.optimizer.state.get(p, {})
-            m[name] = s["exp_avg"].clone() if s else torch.zeros_like(params[name])
-            v[name] = s["exp_avg_sq"].clone() if s else torch.zeros_like(params[name])
+            m[name] = s["exp_avg"].to(cpu, copy=True) if s else torch.zeros_like(params[name])
+            v[name] = s["exp_avg_sq"].to(cpu, copy=True) if s else torch.zeros_like(params[name])
         return TrainState(params, m, v, self.step_count, self.rng_key)
 
     def step(self, x: torch.Tensor, y: torch.Tensor, micro_batches: int = 1) -> float:
@@ -215,11 +258,12 @@ class Stepper:
         if len(x) % local or len(x) != len(y):
             raise ValueError(f"{len(x)} rows do not split into {local} equal micro-batches")
         rows = len(x) // local
+        x, y = x.to(self.device), y.to(self.device)
         self.model.train()
-        loss_sum = torch.zeros((), dtype=torch.float32)
+        loss_sum = torch.zeros((), dtype=torch.float32, device=self.device)
         for j in range(local):
             xs, ys = x[j * rows:(j + 1) * rows], y[j * rows:(j + 1) * rows]
-            with _seeded(micro_seed(self.rng_key, self.step_count, self.rank * local + j)):
+            with _seeded(micro_seed(self.rng_key, self.step_count, self.rank * local + j), self.device):
                 logits = self.model(xs)
                 loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ys.reshape(-1))
                 (loss / micro_batches).backward()

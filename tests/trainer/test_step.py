@@ -105,3 +105,22 @@ def test_a_diverged_step_raises(spec, dataset, ctx) -> None:
     x, y = dataset.batch(ctx.run_id, ctx.prev_epoch_seed, ctx.host, 0, 8)
     with pytest.raises(ValueError, match="not finite at inner step 0"):
         stepper.step(x, y)
+
+
+def test_the_step_runs_on_the_device_it_is_given(spec, dataset, ctx) -> None:
+    # load() takes and export() returns CPU tensors wherever the step computes: a stepper on an
+    # explicit device replays like the default one.
+    on_cpu = Stepper(spec, device="cpu")
+    assert on_cpu.device == torch.device("cpu") and all(p.device.type == "cpu" for p in on_cpu.named.values())
+    a = replay_segment(spec, dataset, ctx, _start(spec), stepper=on_cpu)
+    assert a.leaf_hash() == replay_segment(spec, dataset, ctx, _start(spec)).leaf_hash()
+    for bad, message in (("meta", "only cpu and cuda"), ("nonsense", "unknown device")):
+        with pytest.raises(ValueError, match=message):
+            Stepper(spec, device=bad)
+    if torch.cuda.is_available():
+        on_gpu = Stepper(spec, device="cuda")
+        b = replay_segment(spec, dataset, ctx, _start(spec), stepper=on_gpu)
+        assert all(t.device.type == "cpu" for t in b.state.params.values())
+    else:
+        with pytest.raises(ValueError, match="no CUDA device"):
+            Stepper(spec, device="cuda")

@@ -33,3 +33,18 @@ def test_bad_arguments_are_refused(tmp_path) -> None:
     assert result.exit_code != 0 and "multiple of --inner-steps" in str(result.exception)
     result = CliRunner().invoke(_cli(), ["train", "--mode", "gossip", "--home", str(tmp_path)])
     assert result.exit_code != 0 and "unknown mode" in str(result.exception)
+
+
+def test_device_option(tmp_path) -> None:
+    # --device cpu is the default path; a device this machine cannot compute on is a clear refusal.
+    result = CliRunner().invoke(_cli(), ["train", "--preset", "tiny", "--mode", "single", "-k", "1", "-H", "4",
+                                         "--steps", "4", "--evals", "1", "--device", "cpu", "--home", str(tmp_path),
+                                         "--json"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(_cli(), ["train", "--device", "meta", "--home", str(tmp_path)])
+    assert result.exit_code != 0 and "only cpu and cuda" in str(result.exception)
+    import torch
+
+    if not torch.cuda.is_available():
+        result = CliRunner().invoke(_cli(), ["train", "--device", "cuda", "--home", str(tmp_path)])
+        assert result.exit_code != 0 and "no CUDA device" in str(result.exception)

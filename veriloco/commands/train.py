@@ -15,6 +15,7 @@ from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.diloco import MODES, Mode, simulate
 from trainer.presets import PRESETS, preset
+from trainer.step import resolve_device
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.output import console, err_console, print_json, table
@@ -43,6 +44,7 @@ def train(
                                                   "or kept (the DiLoCo paper)")] = "fresh",
     evals: Annotated[int, typer.Option(min=1, help="validation measurements per run (the last at the end)")] = 10,
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads")] = None,
+    device: Annotated[str, typer.Option(help="where to compute: cpu, cuda, cuda:N")] = "cpu",
     home: Annotated[str | None, typer.Option("--home", help="veriloco home (dataset cache)")] = None,
     json: Annotated[bool, typer.Option("--json", help="print a JSON summary")] = False,
 ) -> None:
@@ -64,7 +66,11 @@ def train(
     t = steps or 10 * h
     if t % h:
         raise CommandError(f"--steps ({t}) must be a multiple of --inner-steps ({h})")
-    configure(threads)
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    configure(threads, device)
     dataset = Dataset.load(spec.data, home_dir(home) / "cache")
 
     results = []
@@ -77,7 +83,7 @@ def train(
                 progress.update(task, completed=done)
 
             results.append(simulate(spec, dataset, m, workers, t, evals=evals, inner_state=state,
-                                    progress=advance))
+                                    progress=advance, device=device))
     rows: list[dict[str, Any]] = [{"mode": r.mode, "workers": r.workers, "inner_steps": r.inner_steps, "steps": r.steps,
              "val_loss": round(r.val_loss, 4), "bytes_sent": r.bytes_sent,
              "quant_error": None if r.quant_error is None else round(r.quant_error, 5),
