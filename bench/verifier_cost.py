@@ -66,9 +66,7 @@ def measure(name: str, spec, repeats: int, tmp: Path) -> dict:
         c = result.commitment
         t0 = time.perf_counter()
         for g in challenged_segments(rng.randbytes(32), host, c.segments, k):
-            ch = Challenge(epoch=i, host=host, segment=g, segments=c.segments, checkpoint_root=c.checkpoint_root,
-                           delta_hash=c.delta_hash, loss_digest=c.loss_digest, endpoint="local",
-                           validators=[VALIDATOR])
+            ch = Challenge.of(c, host, g, "local", [VALIDATOR])
             outcomes.append(check_challenge(spec, dataset, ch, source, theta, ctx.prev_epoch_seed,
                                             stepper=stepper).outcome)
         val_times.append(time.perf_counter() - t0)

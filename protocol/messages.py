@@ -7,16 +7,19 @@ Losses travel as fixed-point integers (micro-nats) so that no float is ever hash
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
-from protocol.rules.limits import MAX_SEGMENTS
+from protocol.rules.limits import MAX_LOSS_MICRO, MAX_SEGMENTS
 from protocol.types import Address, Boundary, Count, Dec
 
 Role = Literal["host", "validator"]
 Outcome = Literal["pass", "fail", "unavailable"]
+
+LossMicro = Annotated[int, Field(ge=0, le=MAX_LOSS_MICRO, strict=True)]
+"""A loss in micro-nats as commitments and proposals carry it: ``0 … MAX_LOSS_MICRO`` (the contract's bound)."""
 
 
 class BeaconJoin(Boundary):
@@ -39,7 +42,8 @@ class Commitment(Boundary):
     ``checkpoint_root`` is the Merkle root over the ``segments + 1`` checkpoint leaf hashes
     (leaf 0 is the start state θ_e); ``delta_hash`` hashes the quantized pseudo-gradient exactly
     as it will be served; ``loss_digest`` commits to all per-step losses; ``train_loss_micro`` is
-    the mean loss of the last segment, for the report.
+    :func:`protocol.rules.losses.train_loss_micro` of those losses (the mean of the last segment),
+    which validators check against the losses the host serves.
     """
 
     epoch: Count
@@ -47,7 +51,7 @@ class Commitment(Boundary):
     delta_hash: HexDigest
     loss_digest: HexDigest
     segments: int = Field(ge=1, le=MAX_SEGMENTS, strict=True)
-    train_loss_micro: Count
+    train_loss_micro: LossMicro
 
 
 class Verdict(Boundary):
@@ -74,7 +78,7 @@ class ModelProposal(Boundary):
 
     epoch: Count
     model_hash: HexDigest
-    val_loss_micro: Count
+    val_loss_micro: LossMicro
 
 
 def evidence_hash(*parts: bytes) -> str:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from protocol.messages import Commitment, ModelProposal, Outcome, Role
+from protocol.messages import Commitment, LossMicro, ModelProposal, Outcome, Role
 from protocol.rules.hashing import HexDigest
 from protocol.types import Address, Amount, Boundary, Count, Dec
 
@@ -131,7 +131,7 @@ class AggregationInput(Boundary):
 
 
 class Challenge(Boundary):
-    """One challenged segment as a validator sees it: what to replay and against which root."""
+    """One challenged segment as a validator sees it: what to replay and against which commitment."""
 
     epoch: Count
     host: Address
@@ -140,9 +140,19 @@ class Challenge(Boundary):
     checkpoint_root: HexDigest
     delta_hash: HexDigest
     loss_digest: HexDigest
+    train_loss_micro: LossMicro
     endpoint: str
     validators: list[Address]
     voted: bool = False
+
+    @classmethod
+    def of(cls, commitment: Commitment, host: str, segment: int, endpoint: str,
+           validators: list[str]) -> Challenge:
+        """The challenge of ``segment`` of ``host``'s ``commitment`` (as the contract lists it)."""
+        return cls(epoch=commitment.epoch, host=host, segment=segment, segments=commitment.segments,
+                   checkpoint_root=commitment.checkpoint_root, delta_hash=commitment.delta_hash,
+                   loss_digest=commitment.loss_digest, train_loss_micro=commitment.train_loss_micro,
+                   endpoint=endpoint, validators=validators)
 
 
 class Vote(Boundary):

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from protocol.messages import Commitment
 from protocol.rules.hashing import HexDigest
-from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
 from protocol.rules.merkle import merkle_root
 from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
@@ -74,13 +74,6 @@ class _RecordFile(BaseModel):
         if loss_digest(self.losses_micro) != self.commitment.loss_digest:
             raise ValueError("the losses do not hash to the committed loss digest")
         return self
-
-
-def _train_loss_micro(spec: RunSpec, losses: Sequence[float]) -> int:
-    # The mean loss of the last segment, for reports. A cheater's losses may be negative; the
-    # commitment's field is a count, so it is clamped at 0 (never reached by a real loss).
-    last = losses[-spec.train.segment_steps:]
-    return max(0, loss_micro(sum(last) / len(last)))
 
 
 class EpochStore:
@@ -227,8 +220,9 @@ class EpochStore:
         if len(losses) != spec.train.inner_steps:
             raise ValueError(f"an epoch has {spec.train.inner_steps} losses, got {len(losses)}")
         self._write_delta(spec, epoch, payload)
-        return self._write_record(spec, epoch, list(leaf_hashes), [loss_micro(x) for x in losses],
-                                  _train_loss_micro(spec, losses), delta_hash(payload).hex())
+        micro = [loss_micro(x) for x in losses]
+        return self._write_record(spec, epoch, list(leaf_hashes), micro,
+                                  train_loss_micro(micro, spec.train.segment_steps), delta_hash(payload).hex())
 
     def write_epoch(self, spec: RunSpec, epoch: int, leaves: Sequence[Checkpoint],
                     payload: Mapping[str, torch.Tensor]) -> EpochRecord:
@@ -249,8 +243,9 @@ class EpochStore:
         return self.commit(spec, epoch, [leaf.leaf_hash() for leaf in leaves], losses, payload)
 
     def recommit(self, spec: RunSpec, epoch: int, *, payload: Mapping[str, torch.Tensor] | None = None,
-                 losses: Sequence[float] | None = None) -> EpochRecord:
-        """Rewrite the commitment of a committed epoch with another Δ and/or other losses.
+                 losses: Sequence[float] | None = None, reported_loss: int | None = None) -> EpochRecord:
+        """Rewrite the commitment of a committed epoch with another Δ, other losses and/or another
+        reported train loss.
 
         The leaves stay as they are; what is not given stays as committed. This is what an
         adversary that trains honestly and then commits something else does.
@@ -260,6 +255,8 @@ class EpochStore:
             epoch: a committed epoch.
             payload: the quantized Δ to serve and commit to instead.
             losses: the ``H`` per-step losses to commit to instead (the leaves keep theirs).
+            reported_loss: the ``train_loss_micro`` to report instead of the one that follows from
+                the committed losses (a lie that validators catch).
         """
         old = self.read_record(epoch)
         digest = old.commitment.delta_hash
@@ -270,7 +267,10 @@ class EpochStore:
         if losses is not None:
             if len(losses) != spec.train.inner_steps:
                 raise ValueError(f"an epoch has {spec.train.inner_steps} losses, got {len(losses)}")
-            micro, train = [loss_micro(x) for x in losses], _train_loss_micro(spec, losses)
+            micro = [loss_micro(x) for x in losses]
+            train = train_loss_micro(micro, spec.train.segment_steps)
+        if reported_loss is not None:
+            train = reported_loss
         return self._write_record(spec, epoch, old.leaf_hashes, micro, train, digest)
 
     def _write_delta(self, spec: RunSpec, epoch: int, payload: Mapping[str, torch.Tensor]) -> None:

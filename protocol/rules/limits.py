@@ -48,6 +48,11 @@ MAX_ADDRESS_LEN = 256
 MAX_DECIMAL_LEN = 40
 """Longest canonical decimal string the contract takes (a verdict's distance), in characters."""
 
+MAX_LOSS_MICRO = 2**31 - 1
+"""Largest loss a commitment or a model proposal may carry, in micro-nats (about 2147 nats: far
+above any real language model's loss; a model beyond it is broken). The contract refuses larger
+values, so no reader of a report ever meets one."""
+
 
 def all_limits() -> dict[str, int]:
     """Every limit of this module by name (what ``tests/vectors/limits.json`` holds)."""

@@ -12,6 +12,7 @@ from ledger_env import HOST_STAKE, INITIAL_MODEL_HASH, LedgerEnv, digest, make_s
 
 from chain.ledger import ContractError
 from protocol.rules.beacon import beacon_commit, epoch_seed
+from protocol.rules.limits import MAX_LOSS_MICRO
 
 HOSTS = ["host1", "host2"]
 VALIDATORS = ["validator1", "validator2"]
@@ -62,7 +63,9 @@ def test_an_epoch_moves_through_every_phase_and_opens_the_next(ledger_env) -> No
         assert {(c.host, c.segment) for c in challenges} == {(env.addr(h), s) for h in HOSTS for s in (0, 1)}
         for c in challenges:
             assert c.validators == sorted(env.addr(x) for x in VALIDATORS)
-            assert c.checkpoint_root == env.commitment(env.name_of(c.host), 0).checkpoint_root
+            committed = env.commitment(env.name_of(c.host), 0)
+            assert c.checkpoint_root == committed.checkpoint_root
+            assert (c.loss_digest, c.train_loss_micro) == (committed.loss_digest, committed.train_loss_micro)
             assert (c.segments, c.endpoint, c.voted) == (2, "http://127.0.0.1:8700", False)
             r = env.verdict(v, c.host, c.segment, "pass")
     info = env.epoch()
@@ -240,6 +243,10 @@ def test_commit_refusals(ledger_env) -> None:
         env.raw("host1", {"commit": {**good, "extra": 1}})
     with pytest.raises(ContractError, match=r"^commit: does not accept funds"):
         env.raw("host1", {"commit": good}, funds=1)
+    # A loss beyond what every reader can hold (Python's bound, MAX_LOSS_MICRO) never reaches the chain.
+    with pytest.raises(ContractError, match=f"^commit: train_loss_micro {MAX_LOSS_MICRO + 1} exceeds the bound "
+                                            f"{MAX_LOSS_MICRO}$"):
+        env.raw("host1", {"commit": {**good, "train_loss_micro": MAX_LOSS_MICRO + 1}})
     env.commit("host1")
     with pytest.raises(ContractError, match=f"^commit: {env.addr('host1')} already committed in epoch 0$"):
         env.commit("host1", checkpoint_root=digest("another root"))
@@ -412,6 +419,12 @@ def test_without_enough_proposals_the_epoch_closes_at_the_deadline(ledger_env) -
         env.propose("validator1", digest("a"))
     with pytest.raises(ContractError, match=r"^propose_model: model_hash must be 64 lowercase hex"):
         env.raw("host2", {"propose_model": {"epoch": 0, "model_hash": "x", "val_loss_micro": 1}})
+    # A validation loss above the bound (an honest host once computed one for a diverged model) is
+    # refused, so no reader of the report ever meets a value it cannot hold.
+    for too_big in (MAX_LOSS_MICRO + 1, 2**64 - 1):
+        with pytest.raises(ContractError, match=f"^propose_model: val_loss_micro {too_big} exceeds the bound"):
+            env.raw("host2", {"propose_model": {"epoch": 0, "model_hash": digest("b"), "val_loss_micro": too_big}})
+    assert [h.proposal for h in env.report().hosts if h.address == env.addr("host2")] == [None]
     deadline = env.epoch().phase_deadline
     env.close_phase()
     closed = env.epoch(0)

@@ -3,9 +3,10 @@
 import pytest
 from pydantic import ValidationError
 
-from protocol.messages import Commitment, Verdict
+from protocol.messages import Commitment, ModelProposal, Verdict
 from protocol.rules.encoding import EncodingError
-from protocol.rules.losses import loss_digest, loss_micro
+from protocol.rules.limits import MAX_LOSS_MICRO
+from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 
 
@@ -73,6 +74,27 @@ def test_commitment_and_verdict_validation() -> None:
         Verdict(epoch=0, host="inj1nothing", segment=1, outcome="pass", evidence="33" * 32)
     with pytest.raises(ValidationError):
         Verdict(epoch=0, host=host, segment=1, outcome="maybe", evidence="33" * 32)
+
+
+def test_reported_losses_are_bounded() -> None:
+    ok = Commitment(epoch=0, checkpoint_root="00" * 32, delta_hash="11" * 32, loss_digest="22" * 32,
+                    segments=4, train_loss_micro=MAX_LOSS_MICRO)
+    for bad in (MAX_LOSS_MICRO + 1, -1):
+        with pytest.raises(ValidationError):
+            Commitment(**{**ok.model_dump(), "train_loss_micro": bad})
+        with pytest.raises(ValidationError):
+            ModelProposal(epoch=0, model_hash="00" * 32, val_loss_micro=bad)
+    assert ModelProposal(epoch=0, model_hash="00" * 32, val_loss_micro=MAX_LOSS_MICRO).val_loss_micro == MAX_LOSS_MICRO
+
+
+def test_the_train_loss_follows_from_the_committed_losses() -> None:
+    assert train_loss_micro([10, 20, 30, 41], 2) == 36  # the last segment: (30 + 41) / 2 = 35.5 -> 36
+    assert train_loss_micro([1, 2], 2) == 2 and train_loss_micro([1, 4], 2) == 2  # halves to even
+    assert train_loss_micro([3, 4, 4], 3) == 4  # 11 / 3 = 3.67
+    assert train_loss_micro([-9, -3], 2) == 0 and train_loss_micro([2**40, 2**40], 2) == MAX_LOSS_MICRO
+    for bad in (([1], 2), ([1, 2], 0)):
+        with pytest.raises(ValueError):
+            train_loss_micro(*bad)
 
 
 def test_loss_fixed_point() -> None:

@@ -13,7 +13,7 @@ from protocol.rules import limits
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
 from protocol.rules.encoding import EncodingError, canonical_decimal
 from protocol.rules.hashing import tagged_hash
-from protocol.rules.losses import loss_digest
+from protocol.rules.losses import loss_digest, train_loss_micro
 from protocol.rules.merkle import MerkleProof, merkle_proof, merkle_root, verify_proof
 from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
 from protocol.rules.spec import RunSpec
@@ -91,6 +91,8 @@ def test_merkle() -> None:
 def test_losses() -> None:
     for c in load("losses")["cases"]:
         assert loss_digest(c["losses_micro"]) == c["digest"]
+    for c in load("losses")["train_loss"]:
+        assert train_loss_micro(c["losses_micro"], c["segment_steps"]) == c["train_loss_micro"]
 
 
 def _is_canonical(text: str) -> bool:

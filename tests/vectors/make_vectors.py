@@ -17,7 +17,7 @@ from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
 from protocol.rules.encoding import canonical_decimal, canonical_json
 from protocol.rules.hashing import Tag, tagged_hash
 from protocol.rules.limits import MAX_DECIMAL_LEN, MAX_SEGMENTS, all_limits
-from protocol.rules.losses import loss_digest
+from protocol.rules.losses import loss_digest, train_loss_micro
 from protocol.rules.merkle import merkle_proof, merkle_root
 from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
@@ -105,8 +105,14 @@ def merkle() -> dict:
 
 
 def losses() -> dict:
+    # train_loss: the reported train loss as it must follow from the committed losses (half to
+    # even at .5, clamped to [0, MAX_LOSS_MICRO]).
+    train = [([3, 4, 5, 6], 2), ([1, 2], 2), ([1, 3, 2, 3], 2), ([2_500_000, 2_500_001, 2_400_000], 3),
+             ([-5, -7], 2), ([2**31 - 1, 2**31 + 5], 2), ([7], 1)]
     return {"cases": [{"losses_micro": xs, "digest": loss_digest(xs)}
-                      for xs in ([], [5_545_177], [3_000_000, 2_999_999, -1, 0])]}
+                      for xs in ([], [5_545_177], [3_000_000, 2_999_999, -1, 0])],
+            "train_loss": [{"losses_micro": xs, "segment_steps": c, "train_loss_micro": train_loss_micro(xs, c)}
+                           for xs, c in train]}
 
 
 def decimals() -> dict:

@@ -55,10 +55,7 @@ class Served:
     behaviour: HostBehaviour
 
     def challenge(self, segment: int) -> Challenge:
-        c = self.result.commitment
-        return Challenge(epoch=self.ctx.epoch, host=self.ctx.host, segment=segment, segments=c.segments,
-                         checkpoint_root=c.checkpoint_root, delta_hash=c.delta_hash, loss_digest=c.loss_digest,
-                         endpoint="local", validators=[VALIDATOR])
+        return Challenge.of(self.result.commitment, self.ctx.host, segment, "local", [VALIDATOR])
 
 
 def serve_epoch(spec: RunSpec, dataset: Dataset, behaviour: HostBehaviour, root: Path, *, host: str = HOST,

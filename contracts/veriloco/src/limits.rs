@@ -27,3 +27,6 @@ pub const MAX_ENDPOINT_LEN: usize = 256;
 pub const MAX_ADDRESS_LEN: usize = crate::deps::MAX_HUMAN_ADDRESS;
 /// Longest canonical decimal string (a verdict's distance), in characters.
 pub const MAX_DECIMAL_LEN: usize = 40;
+/// Largest loss a commitment or a model proposal may carry, in micro-nats (`MAX_LOSS_MICRO`):
+/// every reader of a report can hold it.
+pub const MAX_LOSS_MICRO: u64 = 2_147_483_647;

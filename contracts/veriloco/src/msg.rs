@@ -203,6 +203,7 @@ pub struct ChallengeInfo {
     pub checkpoint_root: String,
     pub delta_hash: String,
     pub loss_digest: String,
+    pub train_loss_micro: u64,
     pub endpoint: String,
     pub validators: Vec<String>,
     pub voted: bool,

@@ -216,6 +216,7 @@ pub fn challenges(
                 checkpoint_root: commitment.checkpoint_root.clone(),
                 delta_hash: commitment.delta_hash.clone(),
                 loss_digest: commitment.loss_digest.clone(),
+                train_loss_micro: commitment.train_loss_micro,
                 endpoint: endpoint.clone(),
                 voted: VOTES.has(storage, (epoch, &host, a.segment, validator)),
                 validators: a.addresses(&set)?,

@@ -8,7 +8,7 @@ use crate::deps::DepsMut;
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
 use crate::hashing::{digest_from_hex, hex, is_hex_digest};
-use crate::limits::MAX_DECIMAL_LEN;
+use crate::limits::{MAX_DECIMAL_LEN, MAX_LOSS_MICRO};
 use crate::records::{
     self, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome, ASSIGNMENTS,
     BACKING, COMMITMENTS, PARTICIPANTS, PROPOSALS, REVEALS, VOTES,
@@ -226,6 +226,13 @@ pub fn commit(
             config.segments
         );
     }
+    if commitment.train_loss_micro > MAX_LOSS_MICRO {
+        refuse!(
+            ACTION,
+            "train_loss_micro {} exceeds the bound {MAX_LOSS_MICRO}",
+            commitment.train_loss_micro
+        );
+    }
     COMMITMENTS.save(deps.storage, (epoch, sender), &commitment);
     ep.counts_mut().committed += 1;
     Ok(Response::new()
@@ -383,6 +390,12 @@ pub fn propose_model(
         );
     }
     hex_field(ACTION, "model_hash", &model_hash)?;
+    if val_loss_micro > MAX_LOSS_MICRO {
+        refuse!(
+            ACTION,
+            "val_loss_micro {val_loss_micro} exceeds the bound {MAX_LOSS_MICRO}"
+        );
+    }
     PROPOSALS.save(
         deps.storage,
         (epoch, sender),

@@ -450,6 +450,7 @@ fn limits_equal_the_python_definitions() {
         ("MAX_ENDPOINT_LEN", limits::MAX_ENDPOINT_LEN as u64),
         ("MAX_ADDRESS_LEN", limits::MAX_ADDRESS_LEN as u64),
         ("MAX_DECIMAL_LEN", limits::MAX_DECIMAL_LEN as u64),
+        ("MAX_LOSS_MICRO", limits::MAX_LOSS_MICRO),
     ];
     let theirs = v.as_object().expect("an object of limits");
     for (name, value) in ours.iter() {
