@@ -65,10 +65,7 @@ def address(i: int) -> str:
 
 
 def challenge(result, ctx: EpochContext, segment: int) -> Challenge:
-    c = result.commitment
-    return Challenge(epoch=ctx.epoch, host=ctx.host, segment=segment, segments=c.segments,
-                     checkpoint_root=c.checkpoint_root, delta_hash=c.delta_hash, loss_digest=c.loss_digest,
-                     endpoint="local", validators=[VALIDATOR])
+    return Challenge.of(result.commitment, ctx.host, segment, "local", [VALIDATOR])
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -84,7 +81,7 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
     theta = GlobalState.initial(spec)
     steppers = {}
     replays, fails, worst = Counter(), [], {1: 0.0, 2: 0.0}
-    worst_loss = 0.0
+    worst_loss = worst_moments = 0.0
     t0 = time.perf_counter()
     for e in range(epochs):
         host_threads = 1 + e % 2
@@ -102,14 +99,17 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
                 if report.outcome != "pass":
                     fails.append({"epoch": e, "segment": g, "threads": val_threads, "reason": report.reason})
                 else:
-                    worst[val_threads] = max(worst[val_threads], report.measurements["distance"])
-                    worst_loss = max(worst_loss, report.measurements["loss_max_diff"])
+                    m = report.measurements
+                    worst[val_threads] = max(worst[val_threads], m["distance"])
+                    worst_loss = max(worst_loss, m["loss_max_diff"])
+                    worst_moments = max(worst_moments, m["moment_error_exp_avg"], m["moment_error_exp_avg_sq"])
         delta = dequantize(result.payload, parameter_shapes(spec), spec.quantization)
         theta = outer_step(theta, delta, spec.outer)
     n = sum(replays.values())
     return {"replays": dict(replays), "total": n, "fails": len(fails), "fail_examples": fails[:5],
             "fp_rate_95_upper": wilson(len(fails), n)[1],
             "max_distance_by_validator_threads": worst, "max_loss_diff": worst_loss,
+            "max_moment_error": worst_moments,
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -157,6 +157,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=16, help="H")
     parser.add_argument("--segment", type=int, default=2, help="c")
+    parser.add_argument("--batch", type=int, default=8, help="batch size (the tiny preset's is 16)")
     parser.add_argument("--fp-epochs", type=int, default=63, help="honest epochs (2·S replays each)")
     parser.add_argument("--epochs", type=int, default=200, help="epochs per fractional adversary")
     parser.add_argument("--whole-epochs", type=int, default=10, help="epochs per always-faking adversary")
@@ -164,12 +165,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)  # a fail per caught epoch is the point here
-    spec = tiny().with_changes(train={"inner_steps": args.steps, "segment_steps": args.segment, "batch_size": 8})
+    spec = tiny().with_changes(train={"inner_steps": args.steps, "segment_steps": args.segment,
+                                      "batch_size": args.batch})
     dataset = Dataset.load(spec.data)
     k = spec.verification.challenges_k
     parts = set(args.only.split(",")) if args.only else {"fp", "detection"}
-    out: dict = {"spec": {"H": args.steps, "c": args.segment, "S": spec.train.segments, "k": k,
-                          "tau": str(spec.verification.tau), "loss_tolerance": str(spec.verification.loss_tolerance),
+    out: dict = {"spec": {"H": args.steps, "c": args.segment, "batch": args.batch, "S": spec.train.segments, "k": k,
+                          "tau": str(spec.verification.tau), "moment_tolerance": str(spec.verification.moment_tolerance),
+                          "loss_tolerance": str(spec.verification.loss_tolerance),
                           "min_update_ratio": str(spec.verification.min_update_ratio)},
                  "torch_threads_default": torch.get_num_threads()}
     with tempfile.TemporaryDirectory(prefix="veriloco-detection-") as tmp:

@@ -1,19 +1,32 @@
-"""What a validator measures when it compares a replayed segment with the committed one.
+"""What a validator measures when it checks a segment: pure functions of tensors and the run spec.
 
-All norms are L2 over every tensor of a group, accumulated in float64 in name order.
+Norms are L2, accumulated in float64 in name order. ``docs/verification.md`` says why each check
+is sound and how its threshold was calibrated.
 
-* :func:`relative_distances` — for each of the three state groups (parameters, AdamW first
-  moments, AdamW second moments) ``‖X' − X‖ / max(‖X − X_start‖, ε)``: the replayed end state
-  ``X'`` against the committed end state ``X``, relative to how far the committed segment moved
-  that group. The verdict's distance is the largest of the three (``docs/verification.md``).
-* :func:`expected_update` — the size of the update AdamW's learning rate allows over ``c`` steps,
-  ``lr · √(c · N)`` (``N`` parameters): per step every coordinate moves by about ``lr`` (the
-  normalized update ``m̂ / (√v̂ + ε)`` is of order one), and ``c`` steps whose directions are not
-  aligned add up like a random walk. Honest segments land at 0.3–1.5 times this (measured).
-* :func:`moment_bounds` — with gradient clipping at ``g_max`` every gradient has ``‖g‖ ≤ g_max``,
-  so AdamW's moments obey ``‖m‖₂ ≤ g_max`` and ``Σ v ≤ g_max²`` (and ``v ≥ 0``) at every step, by
-  induction over the EMA. A forged optimizer state (e.g. huge ``v`` to make replayed updates
-  vanish) breaks these bounds.
+Replay (a replayed end state ``X'`` against the committed one ``X``, from the start state ``X_s``,
+for ``X`` in the parameters, AdamW's first moments ``m`` and second moments ``v``):
+
+* :func:`tensor_distances` — for every tensor ``n`` of every group, ``‖X'_n − X_n‖ / max(‖X_n −
+  X_s,n‖, ε)``: the error relative to how far the committed segment moved that tensor (threshold
+  ``tau``), so that no tensor can be forged under the average of the others.
+  :func:`relative_distances` is the same over all tensors of a group (reported; it is never larger
+  than the largest tensor's).
+* :func:`moment_errors` — every coordinate of the moments against the replay, relative to the scale
+  at which it acts on the update, ``√v + ε``: ``|m' − m|`` and ``|√v' − √v|`` (threshold
+  ``moment_tolerance``), so that no subset of coordinates can be forged under a tensor's norm.
+
+Bounds that need no replay, derived from the run spec (no thresholds to calibrate):
+
+* :func:`adam_step_bound` — AdamW's normalized step ``|m̂_t| / √v̂_t`` is at most ``A(t)`` for any
+  gradients (Cauchy–Schwarz over the two EMAs, :func:`moment_ratio_bound`), so a coordinate moves
+  by at most ``lr · A(t)`` per step besides weight decay; :func:`update_excess` checks a segment's
+  or a whole epoch's committed change against the sum (the per-segment and the Δ bound).
+* :func:`leaf_moment_check` — with gradient clipping at ``g_max``: ``‖m_t‖ ≤ (1 − β₁ᵗ) g_max``,
+  ``Σ v_t ≤ (1 − β₂ᵗ) g_max²``, ``v ≥ 0``; and elementwise for any gradients
+  ``|m_t| ≤ B(t) √v_t``. Forged optimizer state (huge ``v`` to make replays vanish, first moments
+  of coordinates the data never touched) breaks them.
+* :func:`expected_update` — the size ``lr · √(c · N)`` an honest segment's update has (the lower
+  bound, ``min_update_ratio``).
 * :func:`delta_check` — the committed Δ against ``θ_e − θ_end`` within the quantization bound.
 """
 
@@ -21,17 +34,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 
-from protocol.rules.spec import QuantizationSpec
-from trainer.step import TrainState
+from protocol.rules.spec import QuantizationSpec, TrainSpec
+
+from trainer.step import TrainState, decays
 
 EPSILON = 1e-12
 """Floor of a distance's denominator (an update of exactly zero makes any difference infinite)."""
 
 MOMENT_SLACK = 1e-3
-"""Relative slack on the moment bounds, for float32 rounding of the EMAs."""
+"""Relative slack on the moment and update bounds, for float32 rounding of the EMAs and steps."""
+
+MOMENT_ATOL = 1e-18
+"""Absolute slack on ``|m| ≤ B √v``: below ~1e-19 a squared gradient underflows float32, so a
+first moment may be non-zero where ``v`` is 0. A forged ``m`` this small moves a coordinate by at
+most ``lr · 1e-18 / ε`` per step (``ε`` = AdamW's epsilon, 1e-8 or more)."""
+
+MOMENT_FLOOR = 1e-3
+"""The scale of the elementwise moment check is at least this fraction of the tensor's RMS of
+``√v``. Without a floor a coordinate whose gradient happens to be near zero (a cancellation: its
+rounding noise is large relative to itself) dominates the check; with it, such coordinates are
+held to an error of ``moment_tolerance · MOMENT_FLOOR`` of their tensor's typical scale, and
+:func:`leaf_moment_check` still bounds what they can do (``|m| ≤ B √v``)."""
 
 _LEVELS = {"int8": 127, "int4": 7}
 SCALE_SLACK = 2.0 ** -20
@@ -54,8 +81,11 @@ def _safe(x: float) -> float:
     return x if math.isfinite(x) else float("inf")
 
 
+# -- replay distances ------------------------------------------------------------------------------
+
+
 def relative_distances(replayed: TrainState, committed: TrainState, start: TrainState) -> dict[str, float]:
-    """``‖X' − X‖ / max(‖X − X_start‖, ε)`` for ``X`` in params, exp_avg, exp_avg_sq.
+    """``‖X' − X‖ / max(‖X − X_start‖, ε)`` over all tensors, for ``X`` in params, exp_avg, exp_avg_sq.
 
     Returns:
         ``{"params": …, "exp_avg": …, "exp_avg_sq": …}`` (``inf`` when anything is non-finite).
@@ -67,6 +97,203 @@ def relative_distances(replayed: TrainState, committed: TrainState, start: Train
         den = max(math.sqrt(_sq_diff(x, x_start)), EPSILON)
         out[group] = _safe(num / den)
     return out
+
+
+def tensor_distances(replayed: TrainState, committed: TrainState, start: TrainState) -> dict[str, float]:
+    """The distance of :func:`relative_distances` for every tensor on its own.
+
+    Returns:
+        ``"<group>/<parameter name>"`` -> ``‖X'_n − X_n‖ / max(‖X_n − X_start,n‖, ε)``.
+    """
+    out = {}
+    for group in GROUPS:
+        x_replay, x, x_start = (getattr(s, group) for s in (replayed, committed, start))
+        for name in sorted(x):
+            num = float((x_replay[name].double() - x[name].double()).norm())
+            den = max(float((x[name].double() - x_start[name].double()).norm()), EPSILON)
+            out[f"{group}/{name}"] = _safe(num / den)
+    return out
+
+
+def moment_errors(replayed: TrainState, committed: TrainState, eps: float) -> dict[str, float | str]:
+    """Every coordinate of the replayed AdamW moments against the committed ones.
+
+    The error of a coordinate is ``|m' − m| / s`` and ``|√v' − √v| / s`` with the scale
+    ``s = max(√max(v, v'), MOMENT_FLOOR · RMS_n(√v)) + eps``: AdamW's step is ``m̂ / (√v̂ + eps)``,
+    so these are the relative errors of the step's numerator and denominator.
+
+    Args:
+        replayed: the replayed end state.
+        committed: the committed end state.
+        eps: AdamW's epsilon (the run spec's ``train.eps``).
+
+    Returns:
+        ``exp_avg`` and ``exp_avg_sq``: the largest error of each; ``worst``: the tensor of the
+        largest (``"<group>/<name>"``). ``inf`` when anything is non-finite.
+    """
+    worst = {"exp_avg": 0.0, "exp_avg_sq": 0.0}
+    where = {"exp_avg": "", "exp_avg_sq": ""}
+    for name in sorted(committed.exp_avg):
+        v_c, v_r = committed.exp_avg_sq[name].double(), replayed.exp_avg_sq[name].double()
+        if not bool(torch.isfinite(v_r).all()) or not bool(torch.isfinite(v_c).all()) or bool((v_r < 0).any()):
+            return {"exp_avg": float("inf"), "exp_avg_sq": float("inf"), "worst": f"exp_avg_sq/{name}"}
+        root = torch.maximum(v_c, v_r).sqrt()
+        rms = float(root.pow(2).mean().sqrt()) if root.numel() else 0.0
+        scale = root.clamp(min=MOMENT_FLOOR * rms) + eps
+        errors = {"exp_avg": (replayed.exp_avg[name].double() - committed.exp_avg[name].double()).abs() / scale,
+                  "exp_avg_sq": (v_r.sqrt() - v_c.sqrt()).abs() / scale}
+        for group, err in errors.items():
+            value = _safe(float(err.max())) if err.numel() else 0.0
+            if value != value:  # NaN in m
+                value = float("inf")
+            if value > worst[group]:
+                worst[group], where[group] = value, f"{group}/{name}"
+    top = max(worst, key=lambda g: worst[g])
+    return {**worst, "worst": where[top]}
+
+
+# -- bounds that need no replay --------------------------------------------------------------------
+
+
+def moment_ratio_bound(beta1: float, beta2: float, t: int) -> float:
+    """``B(t)``: the largest ``|m_t| / √v_t`` AdamW's EMAs allow after ``t`` steps from zero.
+
+    ``m_t = (1 − β₁) Σ_{k<t} β₁ᵏ g_{t−k}`` and ``v_t = (1 − β₂) Σ_{k<t} β₂ᵏ g²_{t−k}`` per coordinate;
+    by Cauchy–Schwarz ``|Σ β₁ᵏ g| ≤ √(Σ (β₁²/β₂)ᵏ) · √(Σ β₂ᵏ g²)``, so
+    ``|m_t| ≤ (1 − β₁) / √(1 − β₂) · √(Σ_{k<t} (β₁²/β₂)ᵏ) · √v_t`` whatever the gradients were.
+    """
+    if t <= 0:
+        return 0.0
+    rho = beta1 * beta1 / beta2 if beta2 > 0 else math.inf
+    series = float(t) if rho == 1 else (rho ** t - 1) / (rho - 1) if math.isfinite(rho) else math.inf
+    return (1 - beta1) / math.sqrt(1 - beta2) * math.sqrt(series)
+
+
+def adam_step_bound(beta1: float, beta2: float, t: int) -> float:
+    """``A(t)``: the largest normalized step ``|m̂_t| / (√v̂_t + ε)`` of AdamW at step ``t ≥ 1``.
+
+    ``m̂ = m / (1 − β₁ᵗ)``, ``v̂ = v / (1 − β₂ᵗ)``, so ``A(t) = B(t) · √(1 − β₂ᵗ) / (1 − β₁ᵗ)``
+    (1 at ``t = 1``: the first step is at most the sign of the gradient; 1.17 for large ``t`` at
+    β = 0.9 / 0.95).
+    """
+    return moment_ratio_bound(beta1, beta2, t) * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+
+
+def update_limit(train: TrainSpec, first_step: int, steps: int) -> float:
+    """``lr · Σ A(t)`` over AdamW steps ``first_step + 1 … first_step + steps``: the most a
+    coordinate can move in those steps besides weight decay."""
+    b1, b2, lr = float(train.beta1), float(train.beta2), float(train.lr)
+    return lr * sum(adam_step_bound(b1, b2, t) for t in range(first_step + 1, first_step + steps + 1))
+
+
+def update_excess(start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Tensor], train: TrainSpec,
+                  first_step: int, steps: int,
+                  slack: Mapping[str, torch.Tensor] | None = None) -> tuple[float, str]:
+    """How far ``end`` is from what ``steps`` AdamW steps can reach from ``start``, per coordinate.
+
+    AdamW with decoupled weight decay ``λ = lr · wd`` (matrices only, as the trainer's step
+    applies it) does ``θ ← (1 − λ) θ − lr · u`` with ``|u| ≤ A(t)``, so after the steps
+    ``|θ_end − (1 − λ)^steps θ_start| ≤ lr · Σ A(t)``. Slack: :data:`MOMENT_SLACK` relative, and
+    float32 rounding of the repeated decay (``steps · 2⁻²³ · |θ_start|``).
+
+    Args:
+        start: the parameters at the start.
+        end: the parameters claimed after the steps.
+        train: the run's training section (lr, betas, weight decay).
+        first_step: AdamW's step count at ``start`` (the steps are ``first_step + 1 …``).
+        steps: how many steps.
+        slack: an extra allowance per coordinate (the quantization error of a Δ), if any.
+
+    Returns:
+        The largest ``|θ_end − (1 − λ)^steps θ_start| / allowed`` over all coordinates (≤ 1 for any
+        honest segment; ``inf`` when non-finite) and the tensor where it is.
+    """
+    limit = update_limit(train, first_step, steps) * (1 + MOMENT_SLACK)
+    decay = 1.0 - float(train.lr) * float(train.weight_decay)
+    worst, where = 0.0, ""
+    for name in sorted(start):
+        s, e = start[name].double(), end[name].double()
+        factor = decay ** steps if decays(start[name]) else 1.0
+        allowed = limit + steps * 2.0 ** -23 * s.abs() + 1e-30
+        if slack is not None:
+            allowed = allowed + slack[name].double()
+        ratio = ((e - factor * s).abs() / allowed)
+        value = float(ratio.max()) if ratio.numel() else 0.0
+        if not math.isfinite(value) or value != value:
+            return float("inf"), name
+        if value > worst:
+            worst, where = value, name
+    return worst, where
+
+
+def quantization_slack(payload: Mapping[str, torch.Tensor], shapes: Mapping[str, torch.Size],
+                       quant: QuantizationSpec) -> dict[str, torch.Tensor]:
+    """Per coordinate, how far a dequantized Δ may be from the true one: half a quantization step
+    of its block (and :data:`ERROR_SLACK`), or 2⁻²⁰ of the tensor's largest value unquantized."""
+    out = {}
+    for name in sorted(shapes):
+        numel = torch.Size(shapes[name]).numel()
+        if quant.scheme == "none":
+            values = payload[f"delta/{name}"]
+            top = float(values.abs().max()) if values.numel() else 0.0
+            out[name] = torch.full(tuple(shapes[name]), top * 2.0 ** -20, dtype=torch.float64)
+            continue
+        half = payload[f"scale/{name}"].double() * (0.5 + ERROR_SLACK)
+        out[name] = half.repeat_interleave(quant.block_size)[:numel].reshape(tuple(shapes[name]))
+    return out
+
+
+def delta_excess(theta: Mapping[str, torch.Tensor], delta: Mapping[str, torch.Tensor],
+                 payload: Mapping[str, torch.Tensor], shapes: Mapping[str, torch.Size], spec_train: TrainSpec,
+                 quant: QuantizationSpec) -> tuple[float, str]:
+    """:func:`update_excess` of a whole epoch for a dequantized Δ: ``θ_e − Δ̂`` against ``θ_e``
+    over ``H`` steps, allowing each coordinate its quantization error (what a host can check of a
+    peer's Δ before aggregating it, with nothing but the Δ and θ_e)."""
+    end = {n: theta[n] - delta[n] for n in theta}
+    return update_excess(theta, end, spec_train, 0, spec_train.inner_steps,
+                         slack=quantization_slack(payload, shapes, quant))
+
+
+def leaf_moment_check(state: TrainState, train: TrainSpec) -> tuple[dict[str, float], str | None]:
+    """Whether a leaf's AdamW moments are ones that ``state.step`` AdamW steps can produce.
+
+    Always: ``v ≥ 0`` and ``|m_i| ≤ B(t) √v_i`` for every coordinate (:func:`moment_ratio_bound`;
+    slack :data:`MOMENT_SLACK` and :data:`MOMENT_ATOL`). With clipping at ``g_max``:
+    ``‖m‖₂ ≤ (1 − β₁ᵗ) g_max`` and ``Σ v ≤ (1 − β₂ᵗ) g_max²`` (by induction over the EMAs, every
+    gradient having ``‖g‖ ≤ g_max``).
+
+    Returns:
+        The measurements (``exp_avg_norm``, ``exp_avg_sq_sum``, ``exp_avg_sq_min``,
+        ``exp_avg_ratio``: the largest ``|m_i| / (B(t) √v_i)``) and ``None``, or why not.
+    """
+    t, b1, b2 = state.step, float(train.beta1), float(train.beta2)
+    m_norm = math.sqrt(_sq(state.exp_avg))
+    v_sum = sum(float(state.exp_avg_sq[n].double().sum()) for n in sorted(state.exp_avg_sq))
+    v_min = min((float(x.min()) for x in state.exp_avg_sq.values() if x.numel()), default=0.0)
+    bound = moment_ratio_bound(b1, b2, t)
+    ratio = 0.0
+    for name in sorted(state.exp_avg):
+        m, v = state.exp_avg[name].double().abs(), state.exp_avg_sq[name].double().clamp(min=0)
+        if m.numel():
+            excess = (m - MOMENT_ATOL) / (bound * (1 + MOMENT_SLACK) * v.sqrt())
+            ratio = max(ratio, float(torch.where(m <= MOMENT_ATOL, torch.zeros_like(m), excess).max()))
+    found = {"exp_avg_norm": _safe(m_norm), "exp_avg_sq_sum": _safe(v_sum), "exp_avg_sq_min": v_min,
+             "exp_avg_ratio": _safe(ratio) if ratio == ratio else float("inf")}
+    if not v_min >= 0:
+        return found, f"a second moment is negative ({v_min:.3g})"
+    if not found["exp_avg_ratio"] <= 1:
+        return found, (f"a first moment is {found['exp_avg_ratio']:.4g}× the most |m| / √v that {t} AdamW "
+                       f"steps allow (B = {bound:.4g}): no gradients produce it")
+    g_max = float(train.grad_clip)
+    if g_max > 0:
+        m_cap, v_cap = (1 - b1 ** t) * g_max, (1 - b2 ** t) * g_max ** 2
+        if not found["exp_avg_norm"] <= m_cap * (1 + MOMENT_SLACK) + MOMENT_ATOL:
+            return found, (f"‖exp_avg‖ = {m_norm:.6g} exceeds (1 − β₁ᵗ)·g_max = {m_cap:.6g} "
+                           f"(impossible for gradients clipped at {g_max:g})")
+        if not found["exp_avg_sq_sum"] <= v_cap * (1 + MOMENT_SLACK) + MOMENT_ATOL:
+            return found, (f"Σ exp_avg_sq = {v_sum:.6g} exceeds (1 − β₂ᵗ)·g_max² = {v_cap:.6g} "
+                           f"(impossible for gradients clipped at {g_max:g})")
+    return found, None
 
 
 def update_norm(end: TrainState, start: TrainState) -> float:
@@ -84,27 +311,46 @@ def expected_update(lr: float, steps: int, n_params: int) -> float:
     return lr * math.sqrt(steps * n_params)
 
 
-def moment_bounds(state: TrainState) -> dict[str, float]:
-    """``‖m‖₂``, ``Σ v`` and ``min v`` of an AdamW state (compare with ``g_max`` and ``g_max²``)."""
-    m_norm = math.sqrt(_sq(state.exp_avg))
-    v_sum = sum(float(state.exp_avg_sq[n].double().sum()) for n in sorted(state.exp_avg_sq))
-    v_min = min((float(t.min()) for t in state.exp_avg_sq.values() if t.numel()), default=0.0)
-    return {"exp_avg_norm": _safe(m_norm), "exp_avg_sq_sum": _safe(v_sum), "exp_avg_sq_min": v_min}
+@dataclass(frozen=True)
+class Comparison:
+    """Everything :func:`compare` measures between a replayed and a committed end state.
+
+    Attributes:
+        groups: :func:`relative_distances`.
+        tensors: :func:`tensor_distances`.
+        moments: :func:`moment_errors`.
+        loss_diff: the largest per-step loss difference.
+    """
+
+    groups: dict[str, float]
+    tensors: dict[str, float]
+    moments: dict[str, float | str]
+    loss_diff: float
+
+    @property
+    def worst_tensor(self) -> tuple[str, float]:
+        """The tensor with the largest distance and that distance (what ``tau`` bounds)."""
+        name = max(self.tensors, key=lambda k: self.tensors[k])
+        return name, self.tensors[name]
+
+    @property
+    def distance(self) -> float:
+        """The largest tensor distance (what ``tau`` bounds)."""
+        return self.worst_tensor[1]
+
+    @property
+    def moment_error(self) -> float:
+        """The largest elementwise moment error (what ``moment_tolerance`` bounds)."""
+        return max(float(self.moments["exp_avg"]), float(self.moments["exp_avg_sq"]))
 
 
-def moments_plausible(bounds: Mapping[str, float], grad_clip: float) -> str | None:
-    """``None`` when the moments satisfy the clipping bounds; otherwise why not."""
-    if bounds["exp_avg_sq_min"] < 0:
-        return f"a second moment is negative ({bounds['exp_avg_sq_min']:.3g})"
-    if grad_clip <= 0:
-        return None  # no clipping, no bound
-    if not bounds["exp_avg_norm"] <= grad_clip * (1 + MOMENT_SLACK):
-        return (f"‖exp_avg‖ = {bounds['exp_avg_norm']:.6g} exceeds the gradient clip {grad_clip:g} "
-                f"(impossible for clipped gradients)")
-    if not bounds["exp_avg_sq_sum"] <= grad_clip ** 2 * (1 + MOMENT_SLACK):
-        return (f"Σ exp_avg_sq = {bounds['exp_avg_sq_sum']:.6g} exceeds the clip² {grad_clip ** 2:g} "
-                f"(impossible for clipped gradients)")
-    return None
+def compare(replayed: TrainState, committed: TrainState, start: TrainState, eps: float,
+            replayed_losses: torch.Tensor, committed_losses: torch.Tensor) -> Comparison:
+    """Every replay measure of one segment (see the module docstring)."""
+    diffs = (replayed_losses.double() - committed_losses.double()).abs()
+    loss = float(diffs.max()) if diffs.numel() else 0.0
+    return Comparison(relative_distances(replayed, committed, start), tensor_distances(replayed, committed, start),
+                      moment_errors(replayed, committed, eps), loss if math.isfinite(loss) else float("inf"))
 
 
 def delta_check(dequantized: Mapping[str, torch.Tensor], payload: Mapping[str, torch.Tensor],

@@ -9,18 +9,22 @@ measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challeng
    validated loader (names, dtypes, shapes and sizes from the spec, finite values, its step), its
    hash checked against ``challenge.checkpoint_root`` with ``S + 1`` leaves (the count from the
    chain, never from the proof) at exactly index ``g`` / ``g + 1``. Both must carry the epoch's RNG
-   key and the same micro-batch split, and AdamW moments that clipped gradients can produce
-   (:func:`verifier.measure.moment_bounds`).
-2. **Losses.** The ``H`` per-step losses the host serves must hash to ``challenge.loss_digest``
-   and contain, at the right places, the losses recorded in both leaves.
+   key and the same micro-batch split, and AdamW moments that AdamW with clipped gradients can
+   produce (:func:`verifier.measure.leaf_moment_check`).
+2. **Losses.** The ``H`` per-step losses the host serves must hash to ``challenge.loss_digest``,
+   contain, at the right places, the losses recorded in both leaves, and give the train loss the
+   commitment reports (:func:`protocol.rules.losses.train_loss_micro`).
 3. **Start state.** For ``g = 0``, leaf 0 must be ``start_checkpoint(θ_e)`` bit for bit.
-4. **Δ** (last segment only). The served Δ must hash to ``challenge.delta_hash`` exactly and, once
+4. **Bounds.** Every coordinate of the segment's committed update (and, for the last segment, of
+   ``θ_S − θ_e``) within what that many AdamW steps can move it (:func:`verifier.measure.update_excess`).
+5. **Δ** (last segment only). The served Δ must hash to ``challenge.delta_hash`` exactly and, once
    dequantized, equal ``θ_e − θ_S`` of the committed leaf ``S`` within the quantization bound.
-5. **Replay.** ``c`` steps from leaf ``g`` on the protocol's batches with the trainer's one step
-   function (:func:`trainer.inner.replay_segment`), then: the relative distance (largest over
-   parameters and both AdamW moments) ``≤ τ``; every replayed per-step loss within
-   ``loss_tolerance`` of the recorded one; and the committed update at least ``min_update_ratio``
-   times ``lr · √(c · N)``.
+6. **Replay.** ``c`` steps from leaf ``g`` on the protocol's batches with the trainer's one step
+   function (:func:`trainer.inner.replay_segment`), then (:func:`verifier.measure.compare`): the
+   relative distance of every tensor of the parameters and of both AdamW moments ``≤ tau``, every
+   moment coordinate within ``moment_tolerance``; every
+   replayed per-step loss within ``loss_tolerance`` of the recorded one; and the committed update
+   at least ``min_update_ratio`` times ``lr · √(c · N)``.
 
 Outcomes: ``unavailable`` when the source raised (the host did not serve); ``fail`` when anything
 served is malformed, unauthenticated or inconsistent, or a check does not hold; ``pass`` otherwise.
@@ -41,13 +45,14 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from protocol.messages import Outcome, Verdict, evidence_hash
 from protocol.rules.encoding import canonical_json
-from protocol.rules.losses import loss_digest, loss_micro
 from protocol.rules.merkle import MerkleProof, verify_proof
+from protocol.messages import Outcome, Verdict, evidence_hash
+from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
+
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.checkpoint import Checkpoint, decode_checkpoint
 from trainer.data import Dataset
 from trainer.delta import decode_delta, delta_hash, dequantize, pseudo_gradient
@@ -56,20 +61,16 @@ from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.step import Stepper, epoch_rng_key
 from trainer.tensorfile import TensorFileError
-from verifier.measure import (
-    delta_check,
-    expected_update,
-    moment_bounds,
-    moments_plausible,
-    parameter_count,
-    relative_distances,
-    update_norm,
-)
+from verifier.measure import (compare, delta_check, expected_update, leaf_moment_check, parameter_count,
+                              update_excess, update_norm)
 
 log = logging.getLogger("veriloco.verifier")
 
 MAX_DISTANCE = 10 ** 9
 """The largest distance a verdict can carry (``protocol.messages.Verdict``); larger ones are clipped."""
+
+REPLAY_CHECKS = ("distance", "moments", "loss", "update")
+"""The checks decided by comparing a replay (a fail by any other check carries distance 10⁹)."""
 
 _I64 = 1 << 63
 T = TypeVar("T")
@@ -85,8 +86,9 @@ class VerdictReport:
         verdict: what to post.
         reason: one human-readable line (``"pass: distance 1.8e-04 ≤ τ 0.01, …"``).
         check: the check that decided: ``ok`` for a pass; ``fetch`` (unavailable); ``leaf``
-            (decode, proof or consistency of a leaf), ``losses``, ``start``, ``delta``,
-            ``replay``, ``distance``, ``loss``, ``update`` or ``error`` for a fail.
+            (decode, proof, consistency or moment bounds of a leaf), ``losses``, ``train_loss``,
+            ``start``, ``bound``, ``delta``, ``replay``, ``distance``, ``moments``, ``loss``,
+            ``update`` or ``error`` for a fail.
         measurements: every figure measured on the way (distances, loss difference, update
             ratio, moment norms, Δ error, leaf hashes, seconds); what was not reached is absent.
     """
@@ -125,13 +127,13 @@ def _fetch(what: str, call: Callable[[], T]) -> T:
         raise _Decided("unavailable", "fetch", f"{what}: source error {type(exc).__name__}: {exc}") from None
 
 
-def _bytes(data: object, what: str) -> bytes:
+def _bytes(data: Any, what: str) -> bytes:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise _fail("leaf", f"{what} is a {type(data).__name__}, not bytes")
 
 
-def _proof(value: MerkleProof | UntrustedJson, what: str) -> MerkleProof:
+def _proof(value: Any, what: str) -> MerkleProof:
     if isinstance(value, MerkleProof):
         return value
     try:
@@ -179,8 +181,7 @@ class _Run:
 
     # -- fetching -------------------------------------------------------------------------------
 
-    def fetch(self) -> tuple[bytes, MerkleProof | UntrustedJson, bytes, MerkleProof | UntrustedJson,
-                             list[int] | UntrustedJson, bytes | None]:
+    def fetch(self) -> tuple[Any, Any, Any, Any, Any, Any]:
         e, g = self.epoch, self.g
         raw_start = _fetch(f"leaf {g}", lambda: self.source.checkpoint(e, g))
         proof_start = _fetch(f"proof of leaf {g}", lambda: self.source.proof(e, g))
@@ -192,7 +193,7 @@ class _Run:
 
     # -- authentication and consistency ---------------------------------------------------------
 
-    def leaf(self, raw: bytes, served_proof: MerkleProof | UntrustedJson, leaf: int) -> Checkpoint:
+    def leaf(self, raw: Any, proof: Any, leaf: int) -> Checkpoint:
         what = f"leaf {leaf}"
         data = _bytes(raw, what)
         self.m[f"leaf{leaf}_bytes"] = len(data)
@@ -200,7 +201,7 @@ class _Run:
             ckpt = decode_checkpoint(data, self.spec, leaf, what=f"{self.host} epoch {self.epoch} {what}")
         except (TensorFileError, ValueError) as exc:
             raise _fail("leaf", f"{what} is malformed: {exc}") from None
-        proof = _proof(served_proof, what)
+        proof = _proof(proof, what)
         leaf_hash = ckpt.leaf_hash()
         self.m[f"leaf{leaf}_hash"] = leaf_hash.hex()
         if proof.index != leaf:
@@ -213,27 +214,31 @@ class _Run:
         key = epoch_rng_key(self.spec.train.seed, self.epoch)
         if ckpt.state.rng_key != key:
             raise _fail("leaf", f"{what} carries RNG key {ckpt.state.rng_key}, not epoch {self.epoch}'s {key}")
-        bounds = moment_bounds(ckpt.state)
-        self.m.update({f"leaf{leaf}_{k}": v for k, v in bounds.items()})
-        problem = moments_plausible(bounds, float(self.spec.train.grad_clip))
+        found, problem = leaf_moment_check(ckpt.state, self.spec.train)
+        self.m.update({f"leaf{leaf}_{k}": v for k, v in found.items()})
         if problem:
             raise _fail("leaf", f"{what}: {problem}")
         return ckpt
 
-    def losses(self, served: list[int] | UntrustedJson, start: Checkpoint, end: Checkpoint) -> None:
+    def losses(self, served: Any, start: Checkpoint, end: Checkpoint) -> None:
         h = self.spec.train.inner_steps
-        if not isinstance(served, (list, tuple)):
-            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({type(served).__name__})")
-        values = [x for x in served if type(x) is int and -_I64 <= x < _I64]
-        if len(served) != h or len(values) != h:
-            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({len(served)} values)")
-        if loss_digest(values) != self.challenge.loss_digest:
+        if (not isinstance(served, (list, tuple)) or len(served) != h
+                or not all(type(x) is int and -_I64 <= x < _I64 for x in served)):
+            kind = f"{len(served)} values" if isinstance(served, (list, tuple)) else type(served).__name__
+            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({kind})")
+        if loss_digest(list(served)) != self.challenge.loss_digest:
             raise _fail("losses", "the served losses do not hash to the committed loss digest")
+        # What the host reported about its training must follow from what it committed.
+        reported, derived = self.challenge.train_loss_micro, train_loss_micro(list(served), self.c)
+        self.m["train_loss_micro"] = derived
+        if reported != derived:
+            raise _fail("train_loss", f"the commitment reports a train loss of {reported} µnats, but the committed "
+                                      f"losses of the last segment average {derived} µnats")
         for leaf, ckpt in ((self.g, start), (self.g + 1, end)):
             if leaf == 0:
                 continue
             recorded = [loss_micro(x) for x in ckpt.losses.tolist()]
-            committed = values[(leaf - 1) * self.c:leaf * self.c]
+            committed = list(served[(leaf - 1) * self.c:leaf * self.c])
             if recorded != committed:
                 raise _fail("losses", f"leaf {leaf} records losses {recorded[:3]}… but the committed losses of "
                                       f"steps {(leaf - 1) * self.c}–{leaf * self.c - 1} are {committed[:3]}…")
@@ -247,7 +252,23 @@ class _Run:
             if expected.leaf_hash() != start.leaf_hash():
                 raise _fail("start", "leaf 0 is not the agreed θ_e with a fresh optimizer at step 0")
 
-    def delta(self, raw: bytes | None, end: Checkpoint) -> None:
+    def bounds(self, start: Checkpoint, end: Checkpoint) -> None:
+        # No replay needed: what c AdamW steps (and, for the last leaf, the whole epoch) can move
+        # each coordinate, from lr and the betas.
+        train = self.spec.train
+        excess, where = update_excess(start.state.params, end.state.params, train, start.state.step, self.c)
+        self.m["update_bound_excess"] = excess
+        if not excess <= 1:
+            raise _fail("bound", f"the committed update of segment {self.g} moves a coordinate of {where} "
+                                 f"{excess:.4g}× as far as {self.c} AdamW steps can")
+        if self.last:
+            excess, where = update_excess(self.theta.params, end.state.params, train, 0, train.inner_steps)
+            self.m["delta_bound_excess"] = excess
+            if not excess <= 1:
+                raise _fail("bound", f"θ_e − θ_S moves a coordinate of {where} {excess:.4g}× as far as "
+                                     f"{train.inner_steps} AdamW steps can")
+
+    def delta(self, raw: Any, end: Checkpoint) -> None:
         data = _bytes(raw, "Δ")
         try:
             payload = decode_delta(data, self.spec, what=f"{self.host} epoch {self.epoch} Δ")
@@ -263,8 +284,8 @@ class _Run:
         self.m.update({f"delta_{k}": v for k, v in found.items()})
         if found["violations"]:
             raise _fail("delta", f"Δ is not θ_e − θ_S of the committed last leaf: {int(found['violations'])} "
-                                 "values or scales outside the quantization bound "
-                                 f"(worst ×{found['worst_excess']:.3g}, relative error {found['relative_error']:.3g})")
+                                 f"values or scales outside the quantization bound (worst ×{found['worst_excess']:.3g}, "
+                                 f"relative error {found['relative_error']:.3g})")
 
     # -- replay ---------------------------------------------------------------------------------
 
@@ -280,26 +301,31 @@ class _Run:
         self.m["replayed_hash"] = replayed.leaf_hash().hex()
         self.m["bitwise"] = self.m["replayed_hash"] == self.m[f"leaf{self.g + 1}_hash"]
 
-        dist = relative_distances(replayed.state, end.state, start.state)
-        self.distance = max(dist.values())
-        self.m.update({"distance": self.distance, **{f"distance_{k}": v for k, v in dist.items()}})
-        diffs = (replayed.losses.double() - end.losses.double()).abs()
-        loss_diff = float(diffs.max()) if diffs.numel() else 0.0
-        loss_max_diff = loss_diff if math.isfinite(loss_diff) else float("inf")
-        self.m["loss_max_diff"] = loss_max_diff
+        found = compare(replayed.state, end.state, start.state, float(self.spec.train.eps),
+                        replayed.losses, end.losses)
+        tensor, self.distance = found.worst_tensor
+        self.m.update({"distance": self.distance, "distance_worst": tensor,
+                       **{f"distance_{k}": v for k, v in found.groups.items()},
+                       "moment_error_exp_avg": float(found.moments["exp_avg"]),
+                       "moment_error_exp_avg_sq": float(found.moments["exp_avg_sq"]),
+                       "moment_worst": str(found.moments["worst"]), "loss_max_diff": found.loss_diff})
         norm = update_norm(end.state, start.state)
         scale = expected_update(float(self.spec.train.lr), self.c, parameter_count(start.state))
         self.m.update({"update_norm": norm, "expected_update": scale, "update_ratio": norm / scale})
 
         tau, tol, ratio = float(ver.tau), float(ver.loss_tolerance), float(ver.min_update_ratio)
         if not self.distance <= tau:
-            worst = max(dist, key=lambda k: dist[k])
-            raise _fail("distance", f"replay distance {self.distance:.4g} > τ {tau:g} (largest in {worst}; "
-                                    f"params {dist['params']:.3g}, exp_avg {dist['exp_avg']:.3g}, "
-                                    f"exp_avg_sq {dist['exp_avg_sq']:.3g})")
-        if not loss_max_diff <= tol:
+            g = found.groups
+            raise _fail("distance", f"replay distance {self.distance:.4g} > τ {tau:g} in {tensor} (over all "
+                                    f"tensors: params {g['params']:.3g}, exp_avg {g['exp_avg']:.3g}, "
+                                    f"exp_avg_sq {g['exp_avg_sq']:.3g})")
+        if not found.moment_error <= float(ver.moment_tolerance):
+            raise _fail("moments", f"a coordinate of {found.moments['worst']} differs from the replay by "
+                                   f"{found.moment_error:.4g} of √v + ε > tolerance {float(ver.moment_tolerance):g}")
+        if not found.loss_diff <= tol:
+            diffs = (replayed.losses.double() - end.losses.double()).abs()
             step = int(diffs.argmax()) + self.g * self.c
-            raise _fail("loss", f"replayed loss of step {step} differs by {loss_diff:.4g} > tolerance {tol:g}")
+            raise _fail("loss", f"replayed loss of step {step} differs by {found.loss_diff:.4g} > tolerance {tol:g}")
         if not norm / scale >= ratio:
             raise _fail("update", f"the committed update {norm:.4g} is {norm / scale:.3g}× lr·√(c·N) = "
                                   f"{scale:.4g}, below the minimum ratio {ratio:g}")
@@ -310,11 +336,14 @@ class _Run:
         end = self.leaf(raw_end, proof_end, self.g + 1)
         self.consistent(start, end)
         self.losses(served_losses, start, end)
+        self.bounds(start, end)
         if self.last:
             self.delta(raw_delta, end)
         self.replay(start, end)
         ver = self.spec.verification
-        return (f"distance {self.distance:.3g} ≤ τ {float(ver.tau):g}, loss diff "
+        moments = max(self.m["moment_error_exp_avg"], self.m["moment_error_exp_avg_sq"])
+        return (f"distance {self.distance:.3g} ≤ τ {float(ver.tau):g}, moments {moments:.3g} ≤ "
+                f"{float(ver.moment_tolerance):g}, loss diff "
                 f"{self.m['loss_max_diff']:.3g} ≤ {float(ver.loss_tolerance):g}, update "
                 f"{self.m['update_ratio']:.3g}× lr·√(c·N) ≥ {float(ver.min_update_ratio):g}"
                 + (f", Δ within the quantization bound (rel. error {self.m['delta_relative_error']:.3g})"
@@ -373,19 +402,18 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
     _check_inputs(spec, dataset, challenge, theta, prev_epoch_seed, stepper)
     t0 = time.perf_counter()
     run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper)
-    outcome: Outcome
     try:
         reason = run.run()
         outcome, check = "pass", "ok"
     except _Decided as decided:
         outcome, check, reason = decided.outcome, decided.check, decided.reason
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the host served must not crash the validator
         log.exception("unexpected error while checking %s segment %d of epoch %d",
                       challenge.host, challenge.segment, challenge.epoch)
         outcome, check, reason = "fail", "error", f"unexpected {type(exc).__name__} while checking: {exc}"
     run.m["seconds"] = round(time.perf_counter() - t0, 4)
     distance = run.distance if outcome != "unavailable" else 0.0
-    if outcome == "fail" and check not in ("distance", "loss", "update"):
+    if outcome == "fail" and check not in REPLAY_CHECKS:
         distance = float(MAX_DISTANCE) if "distance" not in run.m else run.distance
     verdict = Verdict(epoch=challenge.epoch, host=challenge.host, segment=challenge.segment, outcome=outcome,
                       distance=distance_decimal(distance),

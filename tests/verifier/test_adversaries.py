@@ -43,11 +43,11 @@ CATALOGUE = {
     "copycat": ("copycat", {"distance"}),
     "copycat delta": ("copycat:delta", {"delta"}),
     "wrong_data": ("wrong_data:1", {"distance"}),
-    "wrong_lr": ("wrong_lr:1.5", {"distance"}),
+    "wrong_lr": ("wrong_lr:1.5", {"distance", "bound"}),  # 1.5 × lr moves coordinates further than lr can
     "fake_losses": ("fake_losses:0.99", {"loss"}),
     "crafted": ("crafted:1", {"distance"}),
     "blindfold": ("blindfold:0.67", {"distance"}),
-    "interpolate": ("interpolate:1", {"distance"}),
+    "interpolate": ("interpolate:1", {"distance", "bound"}),  # random direction: some coordinates too far
     "interpolate tiny steps": ("interpolate:0.01", {"distance"}),
     "infinitesimal": ("infinitesimal", {"leaf"}),
     "alie": ("alie:1", {"delta"}),

@@ -314,12 +314,18 @@ def test_an_unexpected_error_while_checking_is_a_logged_fail(spec, dataset, hone
 
 def test_a_diverging_replay_is_a_fail(spec, dataset, honest, tmp_path) -> None:
     # Finite but absurd weights (1e30) make the replayed loss non-finite: the trainer raises, we fail.
+    # Leaf 2 is leaf 1 after c steps of weight decay alone, within the update bound of segment 1,
+    # so that it is the replay that meets the absurd weights.
     leaves = leaves_of(honest)
     params = {n: torch.full_like(t, 1e30) for n, t in leaves[1].state.params.items()}
     leaves[1] = Checkpoint(clone_state(leaves[1].state, params=params), leaves[1].losses, 1)
+    decay = (1 - float(spec.train.lr) * float(spec.train.weight_decay)) ** spec.train.segment_steps
+    decayed = {n: t * decay if t.dim() >= 2 else t.clone() for n, t in params.items()}
+    leaves[2] = Checkpoint(clone_state(leaves[2].state, params=decayed), leaves[2].losses, 1)
     served = commit_leaves(honest, leaves, tmp_path)
     report = check(spec, dataset, served, 1)
-    assert report.outcome == "fail" and report.check in ("replay", "distance"), report.reason
+    assert report.outcome == "fail" and report.check == "replay", report.reason
+    assert check(spec, dataset, served, 0).check == "bound"  # from honest weights to 1e30 in c steps
 
 
 @pytest.mark.parametrize("scheme", ["none", "int4"])

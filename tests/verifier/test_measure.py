@@ -1,0 +1,133 @@
+"""The verifier's measures and derived bounds: sound for honest training, tight where they claim to be,
+and failing the forged states they exist for."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from trainer.step import TrainState
+from verifier.measure import (MOMENT_ATOL, adam_step_bound, compare, delta_excess, leaf_moment_check,
+                              moment_errors, moment_ratio_bound, tensor_distances, update_excess, update_limit)
+
+from verifier_env import leaves_of
+from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
+
+
+def _adam(grads: torch.Tensor, b1: float, b2: float) -> list[tuple[float, float]]:
+    """(m_t, v_t) of one coordinate after each gradient, float64."""
+    m = v = 0.0
+    out = []
+    for g in grads.tolist():
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        out.append((m, v))
+    return out
+
+
+@pytest.mark.parametrize("b1, b2", [(0.9, 0.95), (0.9, 0.999), (0.5, 0.9), (0.95, 0.9)])
+def test_the_moment_ratio_bound_holds_for_any_gradients_and_is_reached(b1, b2) -> None:
+    gen = torch.Generator().manual_seed(0)
+    for t in (1, 2, 5, 20, 64):
+        for _ in range(50):  # random gradients of any sign and scale: never beyond B(t)
+            grads = torch.randn(t, generator=gen, dtype=torch.float64) * torch.rand(t, generator=gen,
+                                                                                      dtype=torch.float64) * 10
+            m, v = _adam(grads, b1, b2)[-1]
+            assert abs(m) <= moment_ratio_bound(b1, b2, t) * math.sqrt(v) * (1 + 1e-12)
+        # Cauchy–Schwarz is tight: the gradient g_{t-k} ∝ (β₁/β₂)^k reaches it.
+        worst = torch.tensor([(b1 / b2) ** (t - 1 - i) for i in range(t)], dtype=torch.float64)
+        m, v = _adam(worst, b1, b2)[-1]
+        assert abs(m) == pytest.approx(moment_ratio_bound(b1, b2, t) * math.sqrt(v), rel=1e-9)
+    assert adam_step_bound(b1, b2, 1) == pytest.approx(1.0)  # the first step is at most the gradient's sign
+
+
+def test_the_step_bound_at_the_default_betas() -> None:
+    a = [adam_step_bound(0.9, 0.95, t) for t in range(1, 400)]
+    limit = 0.1 / math.sqrt(0.05) / math.sqrt(1 - 0.81 / 0.95)  # t → ∞: (1 − β₁) / √((1 − β₂)(1 − β₁²/β₂))
+    assert a[0] == pytest.approx(1.0) and a == sorted(a) and a[-1] == pytest.approx(limit) and limit < 1.17
+
+
+def test_honest_segments_and_epochs_are_within_the_update_bound(spec, honest) -> None:
+    leaves = leaves_of(honest)
+    c, H = spec.train.segment_steps, spec.train.inner_steps
+    for g in range(spec.train.segments):
+        excess, _ = update_excess(leaves[g].state.params, leaves[g + 1].state.params, spec.train, g * c, c)
+        assert 0 < excess <= 1
+    excess, _ = update_excess(leaves[0].state.params, leaves[-1].state.params, spec.train, 0, H)
+    assert 0 < excess <= 1
+    # What c steps allow, per coordinate: lr · Σ A(t) (about c · lr).
+    assert update_limit(spec.train, 0, c) == pytest.approx(float(spec.train.lr) * sum(
+        adam_step_bound(0.9, 0.95, t) for t in range(1, c + 1)))
+
+
+def test_the_delta_bound_allows_the_quantization_error(spec, honest) -> None:
+    from trainer.delta import dequantize
+    from trainer.model import parameter_shapes
+
+    shapes = parameter_shapes(spec)
+    delta = dequantize(honest.result.payload, shapes, spec.quantization)
+    excess, _ = delta_excess(honest.theta.params, delta, honest.result.payload, shapes, spec.train, spec.quantization)
+    assert excess <= 1
+    pushed = {n: t * 40 for n, t in delta.items()}  # 40 × an honest Δ: more than H steps can move
+    excess, where = delta_excess(honest.theta.params, pushed, honest.result.payload, shapes, spec.train,
+                                 spec.quantization)
+    assert excess > 1 and where
+
+
+def test_leaf_moments_that_no_gradients_produce_are_found(spec, honest) -> None:
+    leaf = leaves_of(honest)[2]
+    found, problem = leaf_moment_check(leaf.state, spec.train)
+    assert problem is None and 0 < found["exp_avg_ratio"] <= 1
+    name = "blocks.0.mlp.fc.weight"
+
+    def forged(**changes) -> TrainState:
+        state = TrainState({n: t.clone() for n, t in leaf.state.params.items()},
+                           {n: t.clone() for n, t in leaf.state.exp_avg.items()},
+                           {n: t.clone() for n, t in leaf.state.exp_avg_sq.items()}, leaf.state.step, leaf.state.rng_key)
+        for group, (index, value) in changes.items():
+            getattr(state, group)[name].view(-1)[index] = value
+        return state
+
+    v0 = float(leaf.state.exp_avg_sq[name].view(-1)[0])
+    bound = moment_ratio_bound(0.9, 0.95, leaf.state.step)
+    cases = {
+        "a first moment where no gradient ever was": forged(exp_avg_sq=(0, 0.0), exp_avg=(0, 1e-6)),
+        "a first moment beyond B(t)·√v": forged(exp_avg=(0, 1.01 * bound * math.sqrt(v0))),
+        "a negative second moment": forged(exp_avg_sq=(0, -1e-9)),
+        "second moments beyond the clip": forged(exp_avg_sq=(0, 10.0)),
+    }
+    for what, state in cases.items():
+        assert leaf_moment_check(state, spec.train)[1] is not None, what
+    # Float32 underflow: a first moment of 1e-19 where v underflowed to 0 is possible and allowed.
+    assert leaf_moment_check(forged(exp_avg_sq=(0, 0.0), exp_avg=(0, MOMENT_ATOL / 2)), spec.train)[1] is None
+    zero = leaves_of(honest)[0]
+    assert leaf_moment_check(zero.state, spec.train)[1] is None  # leaf 0: step 0, zero moments
+
+
+def test_distances_are_per_tensor_and_moments_per_coordinate(spec, honest) -> None:
+    leaves = leaves_of(honest)
+    start, end = leaves[1], leaves[2]
+    assert compare(end.state, end.state, start.state, 1e-6, end.losses, end.losses).distance == 0
+    # One tensor moved by 1 % of its own update: 1 % in that tensor, whatever the others did.
+    name = "blocks.0.ln1.bias"
+    moved = {n: t.clone() for n, t in end.state.params.items()}
+    moved[name] += 0.01 * (end.state.params[name] - start.state.params[name])
+    state = TrainState(moved, end.state.exp_avg, end.state.exp_avg_sq, end.state.step, end.state.rng_key)
+    distances = tensor_distances(end.state, state, start.state)
+    assert distances[f"params/{name}"] == pytest.approx(0.01 / 1.01, rel=1e-3)
+    assert max(v for k, v in distances.items() if k != f"params/{name}") == 0
+    found = compare(end.state, state, start.state, 1e-6, end.losses, end.losses)
+    assert found.worst_tensor[0] == f"params/{name}" and found.groups["params"] < 0.001  # diluted over all
+    # One second moment shrunk by 19 %: a 10 % error of √v in that coordinate.
+    v = {n: t.clone() for n, t in end.state.exp_avg_sq.items()}
+    flat = v["head.weight"].view(-1)
+    i = int(flat.argmax())
+    flat[i] *= 0.81
+    forged = TrainState(end.state.params, end.state.exp_avg, v, end.state.step, end.state.rng_key)
+    errors = moment_errors(end.state, forged, 1e-6)
+    assert errors["exp_avg_sq"] == pytest.approx(0.1, rel=0.01) and errors["worst"] == "exp_avg_sq/head.weight"
+    nan = {n: t.clone() for n, t in end.state.exp_avg.items()}
+    nan["head.weight"].view(-1)[0] = float("nan")
+    assert moment_errors(end.state, TrainState(end.state.params, nan, end.state.exp_avg_sq, end.state.step,
+                                               end.state.rng_key), 1e-6)["exp_avg"] == math.inf
