@@ -8,9 +8,15 @@ does what the current phase asks of it:
 * ``reveal``  — reveal the beacon secret;
 * ``verify``  — nothing to send; validators read the host's artifacts meanwhile;
 * ``propose`` — if accepted: fetch every accepted Δ (the chain's aggregation inputs: each accepted
-  host's endpoint and committed Δ hash), check each against its hash, aggregate with the run's
-  robust rule, apply the outer Nesterov step, store θ_{e+1} and propose its hash with the
-  validation loss.
+  host's endpoint and committed Δ hash), check each against its hash and against what H AdamW
+  steps can do (a Δ beyond it is left out of the aggregate, the same way by every honest host),
+  aggregate with the run's robust rule, apply the outer Nesterov step, store θ_{e+1} and propose
+  its hash with the validation loss. A model whose validation loss is not a finite number within
+  the protocol's bound (``MAX_LOSS_MICRO``) is not proposed: the host logs why and the epoch ends
+  without it.
+
+Nothing the peers agree on or serve can stop the node: a θ_e that training cannot continue from
+(a non-finite loss) and a model that cannot be proposed are events with a reason, once per epoch.
 
 θ_e for training comes from :class:`~node.global_store.GlobalStore`: the host's own result when
 its proposal won, otherwise fetched from peers by the canonical hash — that is how a host whose
@@ -20,6 +26,7 @@ hash lost the vote resynchronizes. What the host trains and serves goes through 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -29,6 +36,7 @@ from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
+from protocol.rules.limits import MAX_LOSS_MICRO
 from protocol.rules.losses import MICRO, loss_micro
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
@@ -42,6 +50,7 @@ from trainer.inner import EpochContext, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.tensorfile import TensorFileError
+from verifier.measure import delta_excess
 
 
 class HostNode(Participant):
@@ -73,6 +82,7 @@ class HostNode(Participant):
         self._on_step = on_step
         self._shapes = parameter_shapes(spec)
         self._eval_model: torch.nn.Module | None = None
+        self._gave_up: dict[int, str] = {}  # epoch -> why this host neither trains nor proposes in it
 
     @property
     def source(self) -> ArtifactSource:
@@ -95,8 +105,13 @@ class HostNode(Participant):
 
     # -- train and commit ----------------------------------------------------------------------
 
+    def _give_up(self, epoch: int, action: str, reason: str) -> bool:
+        self._gave_up[epoch] = reason
+        self.event(epoch, action, reason)
+        return False
+
     def _maybe_train(self, info: ParticipantStatus) -> bool:
-        if not info.joined or info.committed:
+        if not info.joined or info.committed or info.epoch in self._gave_up:
             return False
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
@@ -104,8 +119,11 @@ class HostNode(Participant):
             self.event(info.epoch, "waiting for θ", str(exc))
             return False
         ctx = EpochContext(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed))
-        result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
-                                            on_step=self._on_step)
+        try:
+            result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
+                                                on_step=self._on_step)
+        except ValueError as exc:  # a non-finite loss: θ_e cannot be trained from
+            return self._give_up(info.epoch, "not training", f"θ {info.model_hash[:12]}…: {exc}")
         loss = result.commitment.train_loss_micro / MICRO
         return self.attempt(info.epoch, "committed", lambda: self.ledger.commit(self.key, result.commitment),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
@@ -113,24 +131,30 @@ class HostNode(Participant):
     # -- aggregate and propose -----------------------------------------------------------------
 
     def _maybe_propose(self, info: ParticipantStatus) -> bool:
-        if not info.accepted or info.proposed:
+        if not info.accepted or info.proposed or info.epoch in self._gave_up:
             return False
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
-            deltas = self._accepted_deltas(info.epoch)
+            deltas = self._accepted_deltas(info.epoch, theta)
         except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
             self.event(info.epoch, "waiting to aggregate", str(exc))
             return False
+        if not deltas:
+            return self._give_up(info.epoch, "proposal withheld", "no accepted Δ is within the update bound")
         new = outer_step(theta, aggregate(self.spec.aggregation, deltas), self.spec.outer)
         model_hash = self.globals.put(new)
         val = self._validation_loss(new)
+        problem = proposal_problem(val)
+        if problem is not None:
+            return self._give_up(info.epoch, "proposal withheld", f"θ {model_hash[:12]}…: {problem}")
         proposal = ModelProposal(epoch=info.epoch, model_hash=model_hash, val_loss_micro=loss_micro(val))
         return self.attempt(info.epoch, "proposed", lambda: self.ledger.propose_model(self.key, proposal),
                             f"θ {model_hash[:12]}… from {len(deltas)} Δ, val loss {val:.4f}")
 
-    def _accepted_deltas(self, epoch: int) -> dict[str, dict[str, torch.Tensor]]:
+    def _accepted_deltas(self, epoch: int, theta: GlobalState) -> dict[str, dict[str, torch.Tensor]]:
         """Every accepted host's dequantized Δ, each checked against its committed hash (one
-        paged query for all of them: address, endpoint, Δ hash)."""
+        paged query for all of them: address, endpoint, Δ hash); a Δ that moves a coordinate
+        further than H AdamW steps can is left out (logged)."""
         deltas = {}
         for accepted in self.ledger.aggregation_inputs(epoch):
             host = accepted.address
@@ -141,10 +165,35 @@ class HostNode(Participant):
                 raise ArtifactUnavailable(str(exc)) from None
             if delta_hash(payload).hex() != accepted.delta_hash:
                 raise ArtifactUnavailable(f"{host} served a Δ that does not match its commitment")
-            deltas[host] = dequantize(payload, self._shapes, self.spec.quantization)
+            delta = dequantize(payload, self._shapes, self.spec.quantization)
+            # Validators check this bound on the last segment; checking it again here costs one pass
+            # over Δ, is the same computation on the same bytes for every honest host (so they still
+            # agree), and keeps a Δ that passed colluding validators out of the aggregate.
+            excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train,
+                                         self.spec.quantization)
+            if not excess <= 1:
+                self.event(epoch, "Δ left out", f"{host}: moves a coordinate of {where} {excess:.3g}× as far "
+                                               f"as {self.spec.train.inner_steps} AdamW steps can")
+                continue
+            deltas[host] = delta
         return deltas
 
     def _validation_loss(self, state: GlobalState) -> float:
         if self._eval_model is None:
             self._eval_model = build_model(self.spec)
         return validation_loss(self._eval_model, self.dataset, params=state.params)
+
+
+def proposal_problem(val_loss: float) -> str | None:
+    """Why a model with validation loss ``val_loss`` (nats) cannot be proposed, or ``None``.
+
+    A proposal carries the loss in micro-nats within ``[0, MAX_LOSS_MICRO]`` (the contract refuses
+    anything else); a model whose loss is not finite or beyond that is broken, and proposing it
+    would only make the transaction fail.
+    """
+    if not math.isfinite(val_loss):
+        return f"its validation loss is {val_loss}"
+    if not 0 <= val_loss * MICRO <= MAX_LOSS_MICRO:
+        return (f"its validation loss {val_loss:.6g} nats is outside the protocol's bound "
+                f"[0, {MAX_LOSS_MICRO / MICRO:g}] nats")
+    return None
