@@ -1,21 +1,23 @@
-"""Calibrate the verifier's thresholds: honest replay error against the nearest cheats.
+"""Calibrate the verifier's thresholds: honest replay error across setups against the nearest cheats.
 
-For each preset and training stage, an honest host trains one epoch (at 1 and at 2 threads) and a
-validator replays every segment (at 1 and at 2 threads) with the verifier's measures
-(``verifier.measure``): the relative distance of parameters, AdamW first and second moments, the
-largest per-step loss difference, and the update ratio ``‖θ_end − θ_start‖ / (lr · √(c · N))``.
-Also: a replay from the leaf after a safetensors save/load (bitwise?), and a 2-process island
-(gloo, 1 thread per rank) replayed in one process at 1 and 2 threads.
+Honest part — the cross-hardware tolerance harness (``verifier.tolerance``): for each preset,
+segment length c and training stage, an honest host trains one epoch in each host setup (1 and 2
+CPU threads, a 2-process gloo island, and ``--device cuda`` when given) and a validator replays
+every segment in each validator setup (1 and 2 threads, and the device), with the verifier's own
+measures (``verifier.measure.compare``): the largest per-tensor relative distance (what ``tau``
+bounds), the largest elementwise moment error (``moment_tolerance``), the largest per-step loss
+difference (``loss_tolerance``), and the update ratio ``‖θ_end − θ_start‖ / (lr · √(c · N))``.
 
-Then the nearest cheats, replayed honestly from the same leaves: skip one step of the segment,
-train one step on another host's batch, train the segment with the learning rate × 1.01 / × 1.1.
+Cheats, replayed honestly from the same leaves (segment 0 and a middle one, the smaller value
+kept): one step of the segment skipped, one step on another host's batch, the learning rate
+× 1.01 and × 1.001, one step (first or last) computed in bfloat16 or float16 (autocast), and the
+forgeries that passed the old global tolerance: second moments of 10 % of the coordinates × 0.25,
+first moments of coordinates no gradient reached set to 0.1 of their tensor's RMS √v, and the
+parameters moved along the loss gradient by 0.9 of the old τ (0.009 of the segment's update).
 
-Stages: ``θ_0`` and θ after ``--warm`` honest steps (a model that has learned something: the
-replay error of a trained model is larger, see docs/verification.md).
+Stages: ``θ_0`` and θ after ``--warm`` honest steps (single-thread training from θ_0).
 
-CPU only: no GPU is lent to this task, so CPU-vs-GPU replay error is not measured.
-
-Run: ``.venv/bin/python bench/verifier_calibrate.py [--quick] [--json out.json]``
+Run: ``.venv/bin/python bench/verifier_calibrate.py [--quick] [--device cuda] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -24,56 +26,35 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
-import argparse
-import json
-import tempfile
-import time
-from decimal import Decimal
-from pathlib import Path
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import time  # noqa: E402
+from decimal import Decimal  # noqa: E402
+from pathlib import Path  # noqa: E402
 
-import torch
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
-from protocol.keys import encode_address
-from protocol.rules.beacon import genesis_seed
-from trainer.checkpoint import Checkpoint, decode_checkpoint
-from trainer.data import Dataset
-from trainer.determinism import configure
-from trainer.epoch_store import EpochStore
-from trainer.inner import EpochContext, replay_segment, run_segment, start_checkpoint, train_steps
-from trainer.island import spawn_island
-from trainer.outer import GlobalState
-from trainer.presets import preset
-from trainer.step import Stepper
-from verifier.measure import expected_update, parameter_count, relative_distances, update_norm
+from protocol.keys import encode_address  # noqa: E402
+from protocol.rules.beacon import genesis_seed  # noqa: E402
+from protocol.rules.spec import RunSpec  # noqa: E402
+from trainer.checkpoint import Checkpoint  # noqa: E402
+from trainer.data import Dataset  # noqa: E402
+from trainer.determinism import configure  # noqa: E402
+from trainer.inner import EpochContext, replay_segment, start_checkpoint, train_steps  # noqa: E402
+from trainer.outer import GlobalState  # noqa: E402
+from trainer.presets import preset  # noqa: E402
+from trainer.step import Stepper, TrainState  # noqa: E402
+from verifier.measure import (compare, expected_update, leaf_moment_check, parameter_count,  # noqa: E402
+                              update_excess, update_norm)
+from verifier.tolerance import Setup, measure_pairs, train_honest  # noqa: E402
 
 HOST = encode_address(bytes([7] * 20))
 
 
-def compare(replayed: Checkpoint, committed: Checkpoint, start: Checkpoint, spec) -> dict:
-    dist = relative_distances(replayed.state, committed.state, start.state)
-    diffs = (replayed.losses.double() - committed.losses.double()).abs()
-    return {"distance": max(dist.values()), **{f"d_{k}": v for k, v in dist.items()},
-            "loss_diff": float(diffs.max()) if diffs.numel() else 0.0,
-            "bitwise": replayed.leaf_hash() == committed.leaf_hash()}
-
-
-def update_ratio(start: Checkpoint, end: Checkpoint, spec) -> float:
-    scale = expected_update(float(spec.train.lr), spec.train.segment_steps, parameter_count(start.state))
-    return update_norm(end.state, start.state) / scale
-
-
-def host_epoch(spec, dataset, ctx, theta: dict, threads: int) -> list[Checkpoint]:
-    configure(threads)
-    stepper = Stepper(spec)
-    leaves = [start_checkpoint(spec, theta, ctx.epoch)]
-    stepper.load(leaves[0].state)
-    for _ in range(spec.train.segments):
-        leaves.append(run_segment(stepper, dataset, spec, ctx, 1))
-    return leaves
-
-
-def warm(spec, dataset, ctx, steps: int) -> dict:
-    """θ after ``steps`` honest steps from θ_0 (1 thread), as a new epoch's start."""
+def warm(spec: RunSpec, dataset: Dataset, ctx: EpochContext, steps: int) -> dict[str, torch.Tensor]:
+    """θ after ``steps`` honest single-thread steps from θ_0, as a new epoch's start."""
     theta = GlobalState.initial(spec).params
     if steps == 0:
         return theta
@@ -81,146 +62,171 @@ def warm(spec, dataset, ctx, steps: int) -> dict:
     stepper = Stepper(spec)
     stepper.load(start_checkpoint(spec, theta, 0).state)
     long = spec.with_changes(train={"inner_steps": steps, "segment_steps": steps})
-    train_steps(stepper, dataset, long, EpochContext(ctx.run_id, 99, ctx.host, ctx.prev_epoch_seed),
-                range(steps), 1)
+    train_steps(stepper, dataset, long, EpochContext(ctx.run_id, 99, ctx.host, ctx.prev_epoch_seed), range(steps), 1)
     return {n: t.clone() for n, t in stepper.export().params.items()}
 
 
-def summarize(rows: list[dict], key: str) -> dict:
-    values = [r[key] for r in rows]
-    return {"max": max(values), "median": sorted(values)[len(values) // 2], "n": len(values)}
+def _clone(state: TrainState, **changes) -> TrainState:
+    fields = {"params": {n: t.clone() for n, t in state.params.items()},
+              "exp_avg": {n: t.clone() for n, t in state.exp_avg.items()},
+              "exp_avg_sq": {n: t.clone() for n, t in state.exp_avg_sq.items()},
+              "step": state.step, "rng_key": state.rng_key}
+    fields.update(changes)
+    return TrainState(**fields)
 
 
-def honest_rows(spec, dataset, ctx, theta, island_root: Path | None, cache_dir) -> dict:
-    out: dict = {}
-    leaves = {t: host_epoch(spec, dataset, ctx, theta, t) for t in (1, 2)}
-    for host_t in (1, 2):
-        for val_t in (1, 2):
-            configure(val_t)
-            rows = []
-            for g in range(spec.train.segments):
-                replayed = replay_segment(spec, dataset, ctx, leaves[host_t][g])
-                rows.append({"segment": g, **compare(replayed, leaves[host_t][g + 1], leaves[host_t][g], spec)})
-            out[f"host{host_t}_val{val_t}"] = rows
-    out["update_ratio"] = [update_ratio(leaves[1][g], leaves[1][g + 1], spec) for g in range(spec.train.segments)]
-    # save/load round trip: every leaf through safetensors bytes, replayed at 1 thread
-    configure(1)
-    rows = []
-    for g in range(spec.train.segments):
-        loaded = decode_checkpoint(leaves[1][g].encode(), spec, g)
-        rows.append(compare(replay_segment(spec, dataset, ctx, loaded), leaves[1][g + 1], leaves[1][g], spec))
-    out["save_load"] = rows
-    if island_root is not None:
-        island_ctx = EpochContext(ctx.run_id, ctx.epoch, ctx.host, ctx.prev_epoch_seed)
-        start = GlobalState(theta, {n: torch.zeros_like(t) for n, t in theta.items()})
-        spawn_island(2, spec, island_ctx, start, island_root, threads=1, cache_dir=cache_dir)
-        isl = EpochStore(island_root, island_ctx.run_id, island_ctx.host).read_leaves(spec, island_ctx.epoch)
-        for val_t in (1, 2):
-            configure(val_t)
-            out[f"island_val{val_t}"] = [compare(replay_segment(spec, dataset, ctx, isl[g]), isl[g + 1], isl[g], spec)
-                                         for g in range(spec.train.segments)]
-    return out
-
-
-def cheats(spec, dataset, ctx, leaves: list[Checkpoint], segments: list[int]) -> dict:
-    """Distances of the smallest cheats from the honest replay, on ``segments`` (1 thread)."""
+def cheat_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint, kind: str) -> Checkpoint:
+    """The segment from ``start`` with one cheat (see the module docstring)."""
     configure(1)
     c = spec.train.segment_steps
-    out: dict = {}
+    if kind.startswith("lr x"):
+        lr = Decimal(kind[4:]) * spec.train.lr
+        stepper = Stepper(spec.with_changes(train={"lr": str(lr)}))
+    else:
+        stepper = Stepper(spec)
+    stepper.load(start.state)
     other = EpochContext(ctx.run_id, ctx.epoch, ctx.host + "-elsewhere", ctx.prev_epoch_seed)
-
-    def run(g, name, stepper, mode=""):
-        start = leaves[g]
-        stepper.load(start.state)
-        losses = []
-        for t in range(start.state.step, start.state.step + c):
-            middle = t == start.state.step + c // 2
-            if mode == "skip" and middle:
-                state = stepper.export()
-                state.step += 1
-                stepper.load(state)
-                losses.append(losses[-1] if losses else float("nan"))
-            else:
-                use = other if mode == "data" and middle else ctx
+    losses: list[float] = []
+    first = start.state.step
+    for t in range(first, first + c):
+        i = t - first
+        if kind == "skip one step" and i == c // 2:
+            state = stepper.export()
+            state.step += 1
+            stepper.load(state)
+            losses.append(losses[-1] if losses else float(math.log(256)))
+            continue
+        use = other if kind == "other data for one step" and i == c // 2 else ctx
+        low = None
+        for dtype in ("bfloat16", "float16"):
+            if kind in (f"{dtype} last step", f"{dtype} first step"):
+                if (kind.endswith("last step") and i == c - 1) or (kind.endswith("first step") and i == 0):
+                    low = getattr(torch, dtype)
+        if low is not None:
+            with torch.autocast("cpu", dtype=low):
                 losses += train_steps(stepper, dataset, spec, use, range(t, t + 1), 1)
-        cheat = Checkpoint(stepper.export(), torch.tensor(losses, dtype=torch.float32), 1)
-        honest = replay_segment(spec, dataset, ctx, start)
-        out.setdefault(name, []).append({"segment": g, **compare(honest, cheat, start, spec)})
-
-    for g in segments:
-        run(g, "skip one step", Stepper(spec), "skip")
-        run(g, "other data for one step", Stepper(spec), "data")
-        for factor in ("1.01", "1.1"):
-            lr = Decimal(factor) * spec.train.lr
-            run(g, f"lr x{factor}", Stepper(spec.with_changes(train={"lr": str(lr)})))
-    return out
+        else:
+            losses += train_steps(stepper, dataset, spec, use, range(t, t + 1), 1)
+    return Checkpoint(stepper.export(), torch.tensor(losses, dtype=torch.float32), 1)
 
 
-def measure(name: str, c: int, h: int, stages: list[int], island: bool, tmp: Path, cache_dir) -> list[dict]:
+def forged_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint, honest: Checkpoint,
+                   kind: str) -> Checkpoint:
+    """The honest end ``honest`` of the segment from ``start`` with one of the forgeries the old
+    global τ let through."""
+    s = honest.state
+    if kind == "v x0.25 on 10% of coordinates":
+        gen = torch.Generator().manual_seed(1)
+        v = {n: torch.where(torch.rand(t.shape, generator=gen) < 0.1, t * 0.25, t) for n, t in s.exp_avg_sq.items()}
+        return Checkpoint(_clone(s, exp_avg_sq=v), honest.losses, 1)
+    if kind == "m on untouched coordinates":
+        m = {}
+        for n, t in s.exp_avg.items():
+            rms = float(s.exp_avg_sq[n].double().sqrt().pow(2).mean().sqrt())
+            m[n] = torch.where(s.exp_avg_sq[n] == 0, torch.full_like(t, 0.1 * rms), t)
+        return Checkpoint(_clone(s, exp_avg=m), honest.losses, 1)
+    # parameters 0.9 × the old τ (0.01) along the loss gradient, relative to the segment's update
+    stepper = Stepper(spec)
+    stepper.load(s)
+    x, y = dataset.batch(ctx.run_id, ctx.prev_epoch_seed, ctx.host, s.step, spec.train.batch_size)
+    logits = stepper.model(x)
+    F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).backward()
+    grad = {n: p.grad.detach() for n, p in stepper.named.items()}
+    gnorm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grad.values()))
+    size = 0.009 * update_norm(s, start.state)
+    return Checkpoint(_clone(s, params={n: s.params[n] + grad[n] * (size / gnorm) for n in s.params}),
+                      honest.losses, 1)
+
+
+CHEATS = ["skip one step", "other data for one step", "lr x1.01", "lr x1.001", "bfloat16 last step",
+          "bfloat16 first step", "float16 last step", "float16 first step"]
+FORGERIES = ["v x0.25 on 10% of coordinates", "m on untouched coordinates", "params 0.9 old τ along the gradient"]
+
+
+def judge(spec: RunSpec, start: Checkpoint, replayed: Checkpoint, committed: Checkpoint) -> dict:
+    """Every measure of a committed segment against the honest replay, and which checks it fails."""
+    found = compare(replayed.state, committed.state, start.state, float(spec.train.eps),
+                    replayed.losses, committed.losses)
+    ver = spec.verification
+    leaf_ok = leaf_moment_check(committed.state, spec.train)[1] is None
+    excess, _ = update_excess(start.state.params, committed.state.params, spec.train, start.state.step,
+                              spec.train.segment_steps)
+    return {"distance": found.distance, "distance_worst": found.worst_tensor[0],
+            "distance_global": max(found.groups.values()), "moment_error": found.moment_error,
+            "loss_diff": found.loss_diff, "leaf_bounds_ok": leaf_ok, "update_excess": excess,
+            "fails": [name for name, bad in (("distance", found.distance > float(ver.tau)),
+                                             ("moments", found.moment_error > float(ver.moment_tolerance)),
+                                             ("loss", found.loss_diff > float(ver.loss_tolerance)),
+                                             ("leaf", not leaf_ok), ("bound", excess > 1)) if bad]}
+
+
+def measure(name: str, c: int, h: int, stages: list[int], hosts: list[Setup], validators: list[Setup],
+            cache_dir: Path | None) -> list[dict]:
     spec = preset(name).with_changes(train={"inner_steps": h, "segment_steps": c})
     dataset = Dataset.load(spec.data, cache_dir)
     run_id = spec.run_id()
     ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
-    results = []
+    rows = []
     for stage in stages:
         t0 = time.perf_counter()
         theta = warm(spec, dataset, ctx, stage)
-        root = tmp / f"{name}-{c}-{stage}" if island else None
-        honest = honest_rows(spec, dataset, ctx, theta, root, cache_dir)
-        leaves = host_epoch(spec, dataset, ctx, theta, 1)
-        segs = sorted({0, spec.train.segments // 2})
-        row = {"preset": name, "c": c, "H": h, "stage": stage, "honest": honest,
-               "cheats": cheats(spec, dataset, ctx, leaves, segs), "seconds": 0.0}
-        row["seconds"] = round(time.perf_counter() - t0, 1)
-        print(json.dumps(digest(row)), flush=True)
-        results.append(row)
-    return results
-
-
-def digest(row: dict) -> dict:
-    """The figures docs/verification.md reports, from one (preset, c, stage) measurement."""
-    h = row["honest"]
-    out = {"preset": row["preset"], "c": row["c"], "stage": row["stage"]}
-    for key in ("host1_val1", "host2_val2", "host1_val2", "host2_val1", "save_load", "island_val1", "island_val2"):
-        if key in h:
-            out[key] = {"max_distance": max(r["distance"] for r in h[key]),
-                        "max_loss_diff": max(r["loss_diff"] for r in h[key]),
-                        "bitwise": all(r["bitwise"] for r in h[key]),
-                        "worst_group": max(("d_params", "d_exp_avg", "d_exp_avg_sq"),
-                                           key=lambda k: max(r[k] for r in h[key]))}
-    out["update_ratio"] = {"min": min(h["update_ratio"]), "max": max(h["update_ratio"])}
-    out["cheats"] = {k: {"min_distance": min(r["distance"] for r in v),
-                         "min_loss_diff": min(r["loss_diff"] for r in v)} for k, v in row["cheats"].items()}
-    out["seconds"] = row["seconds"]
-    return out
+        pairs = measure_pairs(spec, dataset, ctx, theta, hosts, validators, cache_dir=cache_dir)
+        honest = [p.summary() for p in pairs]
+        # Cheats: from the 1-thread host's leaves (trained again here: the harness does not keep them).
+        leaves = train_honest(spec, dataset, ctx, theta, Setup())
+        ratios = [update_norm(leaves[g + 1].state, leaves[g].state)
+                  / expected_update(float(spec.train.lr), c, parameter_count(leaves[g].state))
+                  for g in range(spec.train.segments)]
+        cheats: dict[str, dict] = {}
+        for g in sorted({0, spec.train.segments // 2}):
+            configure(1)
+            replayed = replay_segment(spec, dataset, ctx, leaves[g])
+            found = {kind: judge(spec, leaves[g], replayed, cheat_segment(spec, dataset, ctx, leaves[g], kind))
+                     for kind in CHEATS}
+            found.update({kind: judge(spec, leaves[g], replayed,
+                                      forged_segment(spec, dataset, ctx, leaves[g], replayed, kind))
+                          for kind in FORGERIES})
+            for kind, row in found.items():
+                keep = cheats.get(kind)
+                if keep is None or row["distance"] < keep["distance"]:
+                    cheats[kind] = {**row, "segment": g}
+        row = {"preset": name, "c": c, "H": h, "stage": stage, "honest": honest, "update_ratio":
+               {"min": min(ratios), "max": max(ratios)}, "cheats": cheats, "seconds": round(time.perf_counter() - t0, 1)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer stages, no island, no long segments")
-    parser.add_argument("--warm", type=int, default=512, help="steps of honest training for the later stage")
+    parser.add_argument("--quick", action="store_true", help="tiny and demo at θ_0 only, no island")
+    parser.add_argument("--warm", type=int, nargs="+", default=[512, 2048], help="honest steps of the later stages")
+    parser.add_argument("--device", help="also train and replay on this device (e.g. cuda)")
     parser.add_argument("--json", type=Path, help="write every row here")
     args = parser.parse_args()
-    cache = None
-    stages = [0] if args.quick else [0, args.warm]
-    plan = [("tiny", 8, 64, stages, not args.quick), ("demo", 10, 50, stages, not args.quick)]
+    stages = [0] if args.quick else [0, *args.warm]
+    hosts = [Setup(threads=1), Setup(threads=2)]
+    validators = [Setup(threads=1), Setup(threads=2)]
+    if args.device:
+        hosts.append(Setup(device=args.device))
+        validators.append(Setup(device=args.device))
+    island = [Setup(threads=1, ranks=2)]
+    plan = [("tiny", 8, 64, stages, hosts + ([] if args.quick else island)),
+            ("demo", 10, 50, stages, hosts + ([] if args.quick else island))]
     if not args.quick:
-        plan += [("tiny", 50, 100, [args.warm], False), ("tiny", 2, 16, [0, args.warm], False)]
+        plan += [("tiny", 2, 16, [0, args.warm[0]], hosts), ("tiny", 50, 100, [args.warm[0]], hosts)]
     rows = []
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="veriloco-calibrate-") as tmp:
-        for name, c, h, st, island in plan:
-            rows += measure(name, c, h, st, island, Path(tmp), cache)
-    summary = [digest(r) for r in rows]
-    honest_max = max(v["max_distance"] for s in summary for k, v in s.items() if isinstance(v, dict)
-                     and "max_distance" in v)
-    cheat_min = min(v["min_distance"] for s in summary for v in s["cheats"].values())
-    print(json.dumps({"honest_max_distance": honest_max, "nearest_cheat_distance": cheat_min,
-                      "honest_max_loss_diff": max(v["max_loss_diff"] for s in summary for v in s.values()
-                                                  if isinstance(v, dict) and "max_loss_diff" in v),
-                      "update_ratio_min": min(s["update_ratio"]["min"] for s in summary),
-                      "seconds": round(time.perf_counter() - t0, 1),
-                      "threads": torch.get_num_threads()}))
+    for name, c, h, st, host_setups in plan:
+        rows += measure(name, c, h, st, host_setups, validators, None)
+    honest = [p for r in rows for p in r["honest"] if p["host"] != p["validator"]]
+    summary = {"honest_max_distance": max(p["distance"] for p in honest),
+               "honest_max_moment_error": max(p["moment_error"] for p in honest),
+               "honest_max_loss_diff": max(p["loss_diff"] for p in honest),
+               "nearest_cheat": {k: min(r["cheats"][k]["distance"] for r in rows) for k in CHEATS + FORGERIES},
+               "update_ratio_min": min(r["update_ratio"]["min"] for r in rows),
+               "seconds": round(time.perf_counter() - t0, 1), "device": args.device or "cpu"}
+    print(json.dumps(summary))
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1, default=str))
 
