@@ -1,0 +1,191 @@
+"""Forgeries within the tolerance: how far each can move the committed Δ while passing every replay,
+and what that does to the agreed model over several epochs, under ``mean`` and the default rule.
+
+The forgers (``verifier.forgeries``) train every step and then move each leaf as far as a
+``fraction`` of every threshold allows, in a chosen direction; low-precision hosts compute some
+steps of every segment in bfloat16 / float16. Everything goes through the real path: the host
+behaviour commits its epoch to disk, :class:`trainer.artifacts.LocalArtifacts` serves it, and
+:func:`verifier.replay.check_challenge` replays every segment (not just the challenged ones) at the
+host's thread count — the replay a forger is measured against is exact, so it gets the whole
+tolerance (a validator at another thread count would leave it less).
+
+1. **Sizes** (θ_0 and θ after ``--warm-epochs`` honest epochs): for each forgery and fraction, whether
+   every segment passed, ``‖Δ_forged‖ / ‖Δ_honest‖`` and ``‖Δ_forged − Δ_honest‖ / ‖Δ_honest‖``
+   against the same host's honest epoch.
+2. **Damage**: ``--hosts`` hosts of which one forges at the largest fraction (0.99) for
+   ``--epochs`` epochs; θ moves by the run's outer step on the aggregate of the quantized Δs
+   (``mean`` and ``centered_clip``). The validation loss after every epoch against the same run with
+   the forger honest (same seeds, same data: the difference is the forgery's doing).
+
+Run: ``.venv/bin/python bench/verifier_forgery.py [--epochs 6] [--hosts 4] [--json out.json]``
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+
+from protocol.keys import encode_address  # noqa: E402
+from protocol.rules.spec import RunSpec  # noqa: E402
+from protocol.tensors.aggregation import aggregate  # noqa: E402
+from protocol.views import Challenge  # noqa: E402
+from trainer.artifacts import LocalArtifacts  # noqa: E402
+from trainer.behaviour import HostBehaviour  # noqa: E402
+from trainer.data import Dataset  # noqa: E402
+from trainer.delta import dequantize  # noqa: E402
+from trainer.determinism import configure  # noqa: E402
+from trainer.evaluate import validation_loss  # noqa: E402
+from trainer.inner import EpochContext  # noqa: E402
+from trainer.model import build_model, parameter_shapes  # noqa: E402
+from trainer.outer import GlobalState, outer_step  # noqa: E402
+from trainer.presets import tiny  # noqa: E402
+from trainer.step import Stepper  # noqa: E402
+from verifier.forgeries import FORGERIES, delta_ratio  # noqa: E402
+from verifier.replay import check_challenge  # noqa: E402
+
+VALIDATOR = encode_address(bytes([250] * 20))
+POISON = [f"poison:{d}" for d in ("undo", "amplify", "random", "ascent", "target")]
+MOMENTS = [f"moments:{k}" for k in ("v_down", "v_down_top", "m_along", "m_against", "m_untouched")]
+FRACTIONS = (0.5, 0.9, 0.99)
+
+
+def make(text: str, fraction: float | None = None) -> HostBehaviour:
+    name, _, rest = text.partition(":")
+    args = rest.split(",") if rest else []
+    cls = FORGERIES[name]
+    if name == "low_precision":
+        return cls(args[0], int(args[1]), args[2] if len(args) > 2 else "last")
+    return cls(args[0], fraction)
+
+
+def address(i: int) -> str:
+    return encode_address(i.to_bytes(20, "big"))
+
+
+def prev_seed(e: int) -> bytes:
+    return bytes([e % 256, 7]) * 16
+
+
+def run_host(spec: RunSpec, dataset: Dataset, behaviour: HostBehaviour, host: str, e: int,
+             theta: GlobalState, root: Path, check: bool, stepper: Stepper) -> tuple[dict, list[str]]:
+    """One host's epoch: its dequantized Δ and (``check``) the outcome of every segment's replay."""
+    ctx = EpochContext(spec.run_id(), e, host, prev_seed(e))
+    result = behaviour.train_epoch(spec, dataset, ctx, theta.params, root)
+    outcomes = []
+    if check:
+        source = LocalArtifacts(root, spec.run_id(), host)
+        for g in range(spec.train.segments):
+            report = check_challenge(spec, dataset, Challenge.of(result.commitment, host, g, "local", [VALIDATOR]),
+                                     source, theta, ctx.prev_epoch_seed, stepper=stepper)
+            outcomes.append(report.outcome if report.outcome == "pass" else f"{report.outcome}:{report.check}")
+    return dequantize(result.payload, parameter_shapes(spec), spec.quantization), outcomes
+
+
+def warm_theta(spec: RunSpec, dataset: Dataset, epochs: int, hosts: int, root: Path) -> GlobalState:
+    theta = GlobalState.initial(spec)
+    stepper = Stepper(spec)
+    for e in range(epochs):
+        deltas = {address(i): run_host(spec, dataset, HostBehaviour(), address(i), e, theta, root / f"w{e}-{i}",
+                                       False, stepper)[0] for i in range(hosts)}
+        theta = outer_step(theta, aggregate(spec.aggregation, deltas), spec.outer)
+    return theta
+
+
+def sizes(spec: RunSpec, dataset: Dataset, theta: GlobalState, stage: str, root: Path) -> list[dict]:
+    stepper = Stepper(spec)
+    host, e = address(1), 50
+    honest, outcomes = run_host(spec, dataset, HostBehaviour(), host, e, theta, root / "honest", True, stepper)
+    assert all(o == "pass" for o in outcomes), outcomes
+    c = spec.train.segment_steps
+    plan = [(t, f) for t in POISON + MOMENTS for f in FRACTIONS]
+    plan += [(f"low_precision:{d},{n},last", None) for d in ("bfloat16", "float16") for n in sorted({1, 2, c // 2, c})]
+    plan += [(f"low_precision:{d},1,first", None) for d in ("bfloat16", "float16")]
+    rows = []
+    for text, fraction in plan:
+        t0 = time.perf_counter()
+        forged, outcomes = run_host(spec, dataset, make(text, fraction), host, e, theta,
+                                    root / f"{text}-{fraction}".replace(":", "_"), True, stepper)
+        row = {"stage": stage, "forgery": text, "fraction": fraction, "passed": sum(o == "pass" for o in outcomes),
+               "segments": len(outcomes), "verdicts": sorted(set(outcomes)), **delta_ratio(honest, forged),
+               "seconds": round(time.perf_counter() - t0, 1)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def damage(spec: RunSpec, dataset: Dataset, forgery: str | None, rule: str, hosts: int, epochs: int,
+           root: Path) -> dict:
+    """Validation loss per epoch with host 0 forging (``None``: everyone honest)."""
+    spec = spec.with_changes(aggregation={"rule": rule})
+    theta = GlobalState.initial(spec)
+    stepper = Stepper(spec)
+    model = build_model(spec)
+    losses, passed = [], True
+    forger = make(forgery, 0.99) if forgery else HostBehaviour()
+    for e in range(epochs):
+        deltas = {}
+        for i in range(hosts):
+            behaviour = forger if i == 0 else HostBehaviour()
+            delta, outcomes = run_host(spec, dataset, behaviour, address(i), e, theta, root / f"{e}-{i}",
+                                       i == 0 and forgery is not None, stepper)
+            passed &= all(o == "pass" for o in outcomes)
+            deltas[address(i)] = delta
+        theta = outer_step(theta, aggregate(spec.aggregation, deltas), spec.outer)
+        losses.append(validation_loss(model, dataset, params=theta.params))
+    return {"forgery": forgery or "none (all honest)", "rule": rule, "val_loss": losses, "passed_every_replay": passed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=6, help="epochs of the damage runs")
+    parser.add_argument("--hosts", type=int, default=4, help="hosts (one of them forges)")
+    parser.add_argument("--warm-epochs", type=int, default=4, help="honest epochs before the second size stage")
+    parser.add_argument("--only", default="", help="comma-separated parts: sizes, damage")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
+    configure(1)
+    spec = tiny()
+    dataset = Dataset.load(spec.data)
+    parts = set(args.only.split(",")) if args.only else {"sizes", "damage"}
+    out: dict = {"spec": {"preset": "tiny", "H": spec.train.inner_steps, "c": spec.train.segment_steps,
+                          "tau": str(spec.verification.tau), "moment_tolerance": str(spec.verification.moment_tolerance),
+                          "hosts": args.hosts, "epochs": args.epochs}}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="veriloco-forgery-") as tmp:
+        root = Path(tmp)
+        if "sizes" in parts:
+            out["sizes"] = sizes(spec, dataset, GlobalState.initial(spec), "θ_0", root / "s0")
+            trained = warm_theta(spec, dataset, args.warm_epochs, args.hosts, root / "warm")
+            out["sizes"] += sizes(spec, dataset, trained, f"after {args.warm_epochs} epochs", root / "s1")
+        if "damage" in parts:
+            runs = []
+            for rule in ("mean", "centered_clip"):
+                base = damage(spec, dataset, None, rule, args.hosts, args.epochs, root / f"d-{rule}-base")
+                print(json.dumps(base), flush=True)
+                runs.append(base)
+                for forgery in POISON + MOMENTS:
+                    run = damage(spec, dataset, forgery, rule, args.hosts, args.epochs,
+                                 root / f"d-{rule}-{forgery}".replace(":", "_"))
+                    run["damage"] = [a - b for a, b in zip(run["val_loss"], base["val_loss"])]
+                    run["damage_per_epoch"] = run["damage"][-1] / args.epochs
+                    print(json.dumps(run), flush=True)
+                    runs.append(run)
+            out["damage"] = runs
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
