@@ -1,7 +1,7 @@
 """Forgeries within the tolerance: how far each can move the committed Δ while passing every replay,
 and what that does to the agreed model over several epochs, under ``mean`` and the default rule.
 
-The forgers (``verifier.forgeries``) train every step and then move each leaf as far as a
+The forgers (``verifier.adversaries.forgery``) train every step and then move each leaf as far as a
 ``fraction`` of every threshold allows, in a chosen direction; low-precision hosts compute some
 steps of every segment in bfloat16 / float16. Everything goes through the real path: the host
 behaviour commits its epoch to disk, :class:`trainer.artifacts.LocalArtifacts` serves it, and
@@ -50,7 +50,8 @@ from trainer.model import build_model, parameter_shapes  # noqa: E402
 from trainer.outer import GlobalState, outer_step  # noqa: E402
 from trainer.presets import tiny  # noqa: E402
 from trainer.step import Stepper  # noqa: E402
-from verifier.forgeries import FORGERIES, delta_ratio  # noqa: E402
+from verifier.adversaries import make_adversary  # noqa: E402
+from verifier.adversaries.forgery import delta_ratio  # noqa: E402
 from verifier.replay import check_challenge  # noqa: E402
 
 VALIDATOR = encode_address(bytes([250] * 20))
@@ -60,12 +61,7 @@ FRACTIONS = (0.5, 0.9, 0.99)
 
 
 def make(text: str, fraction: float | None = None) -> HostBehaviour:
-    name, _, rest = text.partition(":")
-    args = rest.split(",") if rest else []
-    cls = FORGERIES[name]
-    if name == "low_precision":
-        return cls(args[0], int(args[1]), args[2] if len(args) > 2 else "last")
-    return cls(args[0], fraction)
+    return make_adversary(text if fraction is None else f"{text},{fraction}")
 
 
 def address(i: int) -> str:

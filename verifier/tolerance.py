@@ -25,10 +25,11 @@ import torch
 
 from protocol.rules.spec import RunSpec
 
-from trainer.checkpoint import Checkpoint, load_checkpoint
+from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.determinism import configure
-from trainer.inner import EpochContext, epoch_dir, leaf_path, replay_segment, run_segment, start_checkpoint
+from trainer.epoch_store import EpochStore
+from trainer.inner import EpochContext, replay_segment, run_segment, start_checkpoint
 from trainer.island import spawn_island
 from trainer.outer import GlobalState
 from trainer.step import Stepper, resolve_device
@@ -113,8 +114,7 @@ def train_honest(spec: RunSpec, dataset: Dataset, ctx: EpochContext, theta: Mapp
             zeros = {n: torch.zeros_like(t) for n, t in theta.items()}
             spawn_island(setup.ranks, spec, ctx, GlobalState(dict(theta), zeros), base, threads=setup.threads,
                          cache_dir=cache_dir)
-            directory = epoch_dir(base, ctx)
-            return [load_checkpoint(leaf_path(directory, i), spec, i) for i in range(spec.train.segments + 1)]
+            return EpochStore(base, ctx.run_id, ctx.host).read_leaves(spec, ctx.epoch)
     configure(setup.threads, setup.device)
     stepper = Stepper(spec, device=setup.device)
     leaves = [start_checkpoint(spec, theta, ctx.epoch)]

@@ -7,7 +7,8 @@ import pytest
 
 from trainer.delta import dequantize
 from trainer.model import parameter_shapes
-from verifier.forgeries import FORGERIES, FakeTrainLoss, LowPrecision, Moments, Poison, delta_ratio, largest
+from verifier.adversaries import FakeTrainLoss, LowPrecision, Moments, Poison, make_adversary
+from verifier.adversaries.forgery import delta_ratio, largest
 from verifier.replay import check_challenge
 
 from verifier_env import serve_epoch
@@ -30,16 +31,10 @@ SLOW = ["poison:undo,0.99", "poison:amplify,0.99", "poison:random,0.5", "poison:
         "moments:v_down_top,0.99", "moments:m_along,0.99", "moments:m_against,0.9", "moments:m_untouched,0.99"]
 
 
-def _make(text: str):
-    name, _, rest = text.partition(":")
-    first, fraction = rest.split(",")
-    return FORGERIES[name](first, float(fraction))
-
-
 @pytest.mark.parametrize("text", FAST + [pytest.param(t, marks=pytest.mark.slow) for t in SLOW])
 def test_a_forgery_within_the_tolerance_passes_every_segment_and_moves_delta_little(spec, dataset, honest,
                                                                                     tmp_path, text) -> None:
-    forger = _make(text)
+    forger = make_adversary(text)
     served = serve_epoch(spec, dataset, forger, tmp_path)
     reports = verdicts(spec, dataset, served)
     assert all(r.outcome == "pass" for r in reports), [r.reason for r in reports if r.outcome != "pass"]

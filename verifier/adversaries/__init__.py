@@ -24,6 +24,8 @@ Modules, by attack family:
 ``pol``             published Proof-of-Learning attacks: ``crafted``, ``blindfold``, ``interpolate``
 ``aggregation``     steered aggregation attacks: ``alie``, ``ipm``
 ``serving``         ``withhold``
+``forgery``         forgeries within the tolerance, which pass every replay: ``poison``, ``moments``;
+                    and ``low_precision``, ``fake_train_loss``
 ``validators``      validator behaviours: ``honest``, ``always_pass``, ``always_fail``, ``silent``
 ``registry``        names -> classes (``ADVERSARIES``, ``VALIDATORS``) and the text parser
 ==================  ==========================================================================
@@ -61,6 +63,13 @@ Host adversaries (``ADVERSARIES``, parameters in the order ``name:a,b`` gives th
                     alone, at no gradient cost
 ``alie:z``          commits Δ = mean − z·std of its peers' Δs (``peers`` sources), honest leaves
 ``ipm:epsilon``     commits Δ = −ε × its honest Δ (inner-product manipulation), honest leaves
+``poison:direction,fraction``  trains every step, then moves every leaf's parameters along
+                    ``direction`` (``undo``, ``amplify``, ``random``, ``ascent``, ``target``) by the
+                    most that keeps every check within ``fraction`` of its threshold
+``moments:kind,fraction``  the same with AdamW's moments (``v_down``, ``v_down_top``, ``m_along``,
+                    ``m_against``, ``m_untouched``)
+``low_precision:dtype,steps,where``  ``steps`` of every segment in ``bfloat16``/``float16``
+``fake_train_loss:factor``  trains honestly, reports ``factor`` × its train loss
 ==================  ==========================================================================
 
 Validator behaviours (``VALIDATORS``): ``honest``, ``always_pass``, ``always_fail``, ``silent`` —
@@ -88,6 +97,7 @@ from verifier.adversaries.forged import (
                                        SignFlipDelta,
                                        StaleDelta,
 )
+from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, Poison
 from verifier.adversaries.pol import Blindfold, Crafted, Interpolate
 from verifier.adversaries.registry import (
                                        ADVERSARIES,
@@ -102,7 +112,7 @@ from verifier.adversaries.work import Infinitesimal, Lazy, WrongData, WrongLR
 
 __all__ = [
     "ADVERSARIES", "ALIE", "IPM", "VALIDATORS", "Adversary", "AlwaysFail", "AlwaysPass", "Blindfold", "Copycat",
-    "Crafted", "FakeLosses", "FractionFaker", "Honest", "HonestThenRecommit", "Infinitesimal", "Interpolate",
+    "Crafted", "FakeLosses", "FakeTrainLoss", "LowPrecision", "Moments", "Poison", "FractionFaker", "Honest", "HonestThenRecommit", "Infinitesimal", "Interpolate",
     "Lazy", "NoiseDelta", "ScaledDelta", "SegmentFaker", "SignFlipDelta", "Silent", "StaleDelta",
     "ValidatorBehaviour", "WithheldSource", "Withhold", "WrongData", "WrongLR", "clone_state", "commit_leaves",
     "make_adversary", "make_validator_behaviour", "parse_adversary", "recommit",

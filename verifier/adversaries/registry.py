@@ -19,6 +19,7 @@ from trainer.artifacts import ArtifactSource
 from verifier.adversaries.aggregation import ALIE, IPM
 from verifier.adversaries.base import Adversary, Honest
 from verifier.adversaries.forged import Copycat, FakeLosses, NoiseDelta, ScaledDelta, SignFlipDelta, StaleDelta
+from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, Poison
 from verifier.adversaries.pol import Blindfold, Crafted, Interpolate
 from verifier.adversaries.serving import Withhold
 from verifier.adversaries.validators import AlwaysFail, AlwaysPass, Silent, ValidatorBehaviour
@@ -26,7 +27,8 @@ from verifier.adversaries.work import Infinitesimal, Lazy, WrongData, WrongLR
 
 ADVERSARIES: dict[str, type[Adversary]] = {cls.name: cls for cls in (
     Honest, Lazy, NoiseDelta, ScaledDelta, SignFlipDelta, StaleDelta, Copycat, WrongData, WrongLR,
-    FakeLosses, Withhold, Crafted, Blindfold, Interpolate, Infinitesimal, ALIE, IPM)}
+    FakeLosses, Withhold, Crafted, Blindfold, Interpolate, Infinitesimal, ALIE, IPM, Poison, Moments, LowPrecision,
+    FakeTrainLoss)}
 """Host behaviour name -> class; construct with keyword parameters, or from ``name:a,b`` with :func:`make_adversary`."""
 
 VALIDATORS: dict[str, type[ValidatorBehaviour]] = {cls.name: cls for cls in (

@@ -1,7 +1,7 @@
 """Forgeries within the tolerance: hosts that do all the work but steer what they commit.
 
-The adversary catalogue (``verifier.adversaries``) holds cheats that save work; every one of them
-fails the replay of the segments it fakes. The hosts here train every step and then change their
+The rest of the adversary catalogue holds cheats that save work or forge what is checked exactly;
+each fails the replay or check of what it fakes. The hosts here train every step and then change their
 leaves by as much as the verifier lets them: each forged leaf is the honest end of its segment
 moved along a chosen direction, by the largest amount that keeps every replay check within a
 ``fraction`` of its threshold (found by bisection with the verifier's own measures,
@@ -26,44 +26,33 @@ and the damage to the agreed model over several epochs.
 ``fake_train_loss:factor``      trains honestly, reports ``factor`` × its train loss in the commitment
 ==============================  =================================================================
 
-``fraction`` is the share of every threshold a forged leaf may use (the issue's 0.5–0.99 τ).
+``fraction`` is the share of every threshold a forged leaf may use (0.5–0.99 in the benchmark).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import random
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
-from protocol.messages import Commitment
 from protocol.rules.spec import RunSpec
 
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
-from trainer.inner import EpochContext, EpochResult, run_epoch, run_segment, start_checkpoint, train_steps
+from trainer.inner import EpochContext, EpochResult, StepCallback, run_segment, start_checkpoint, train_steps
 from trainer.step import Stepper, TrainState
-from trainer.tensorfile import write_atomic
-from verifier.adversaries import Adversary, write_epoch
+from verifier.adversaries.base import Adversary, clone_state, commit_leaves, epoch_store, loss_tensor
 from verifier.measure import compare, leaf_moment_check, update_excess
 
 Tensors = dict[str, torch.Tensor]
 
 BISECTION_STEPS = 14
 """Halvings of the search interval ``[α, 2α]`` for the largest admissible forgery (to 0.01 %)."""
-
-
-def _clone(state: TrainState, **changes: object) -> TrainState:
-    fields: dict[str, object] = {"params": {n: t.clone() for n, t in state.params.items()},
-                                 "exp_avg": {n: t.clone() for n, t in state.exp_avg.items()},
-                                 "exp_avg_sq": {n: t.clone() for n, t in state.exp_avg_sq.items()},
-                                 "step": state.step, "rng_key": state.rng_key}
-    fields.update(changes)
-    return TrainState(**fields)  # type: ignore[arg-type]
 
 
 def within(spec: RunSpec, start: Checkpoint, honest: Checkpoint, forged: TrainState, fraction: float) -> bool:
@@ -144,7 +133,9 @@ class _LeafForger(Adversary):
         """The committed end of the segment from ``start`` whose honest end is ``honest``, and its size."""
         raise NotImplementedError
 
-    def train_epoch(self, spec, dataset, ctx, start_params, root, on_step=None) -> EpochResult:
+    def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
+                    start_params: Mapping[str, torch.Tensor], root: Path,
+                    on_step: StepCallback | None = None) -> EpochResult:
         stepper = Stepper(spec)
         leaves = [start_checkpoint(spec, start_params, ctx.epoch)]
         alphas = []
@@ -158,7 +149,7 @@ class _LeafForger(Adversary):
             leaves.append(honest)
         self.alphas[ctx.epoch] = alphas
         self.faked[ctx.epoch] = []  # every segment passes its replay: nothing a validator can fail
-        return write_epoch(spec, ctx, leaves, root)
+        return commit_leaves(spec, ctx, leaves, root)
 
     def expected_detection(self, spec: RunSpec, k: int) -> float:
         return 0.0
@@ -181,7 +172,8 @@ class Poison(_LeafForger):
     PARAMS = ("direction", "fraction")
     DIRECTIONS = ("undo", "amplify", "random", "ascent", "target")
 
-    def __init__(self, direction: str = "ascent", fraction: float = 0.9, seed: int = 0) -> None:
+    def __init__(self, direction: Literal["undo", "amplify", "random", "ascent", "target"] = "ascent",
+                 fraction: float = 0.9, seed: int = 0) -> None:
         super().__init__(fraction, seed)
         if direction not in self.DIRECTIONS:
             raise ValueError(f"direction is one of {', '.join(self.DIRECTIONS)}")
@@ -197,18 +189,19 @@ class Poison(_LeafForger):
         if self.direction in ("random", "target"):
             # "target": one fixed direction for the whole run (a model the host steers towards);
             # "random": a fresh one for every leaf of every epoch.
-            what = "target" if self.direction == "target" else f"random|{ctx.epoch}|{honest.state.step}"
-            seed = random.Random(f"{self.name}|{self.seed}|{what}|{ctx.run_id.hex()}").getrandbits(63)
-            gen = torch.Generator().manual_seed(seed)
+            what = "target" if self.direction == "target" else f"random|{honest.state.step}"
+            run = EpochContext(ctx.run_id, 0, ctx.host, ctx.prev_epoch_seed) if self.direction == "target" else ctx
+            gen = self.torch_generator(run, what)
             return {n: torch.randn(u.shape, generator=gen) for n, u in update.items()}
         return _loss_gradient(spec, dataset, ctx, honest)
 
-    def forge(self, spec, dataset, ctx, start, honest):
+    def forge(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
+              honest: Checkpoint) -> tuple[TrainState, float]:
         direction = _per_tensor_unit(self._direction(spec, dataset, ctx, start, honest),
                                      {n: honest.state.params[n] - start.state.params[n] for n in honest.state.params})
 
         def make(alpha: float) -> TrainState:
-            return _clone(honest.state, params={n: honest.state.params[n] + alpha * d for n, d in direction.items()})
+            return clone_state(honest.state, params={n: honest.state.params[n] + alpha * d for n, d in direction.items()})
 
         alpha = largest(make, lambda s: within(spec, start, honest, s, self.fraction), high=self.first_guess(spec))
         return make(alpha), alpha
@@ -232,13 +225,15 @@ class Moments(_LeafForger):
     KINDS = ("v_down", "v_down_top", "m_along", "m_against", "m_untouched")
     forge_last = False
 
-    def __init__(self, kind: str = "v_down", fraction: float = 0.9, seed: int = 0) -> None:
+    def __init__(self, kind: Literal["v_down", "v_down_top", "m_along", "m_against", "m_untouched"] = "v_down",
+                 fraction: float = 0.9, seed: int = 0) -> None:
         super().__init__(fraction, seed)
         if kind not in self.KINDS:
             raise ValueError(f"kind is one of {', '.join(self.KINDS)}")
         self.kind = kind
 
-    def forge(self, spec, dataset, ctx, start, honest):
+    def forge(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
+              honest: Checkpoint) -> tuple[TrainState, float]:
         m, v, eps = honest.state.exp_avg, honest.state.exp_avg_sq, float(spec.train.eps)
         if self.kind == "v_down_top":
             # The 1 % of coordinates with the largest normalized steps |m| / (√v + ε).
@@ -252,7 +247,7 @@ class Moments(_LeafForger):
         def make(alpha: float) -> TrainState:
             if self.kind in ("v_down", "v_down_top"):
                 shrink = max(0.0, 1.0 - alpha) ** 2
-                return _clone(honest.state, exp_avg_sq={n: torch.where(mask[n], t * shrink, t) for n, t in v.items()})
+                return clone_state(honest.state, exp_avg_sq={n: torch.where(mask[n], t * shrink, t) for n, t in v.items()})
             scale = {n: v[n].sqrt() + eps for n in v}
             if self.kind == "m_untouched":
                 # Coordinates no gradient reached (v = 0): pushed to grow their parameter's magnitude.
@@ -261,7 +256,7 @@ class Moments(_LeafForger):
             else:
                 sign = 1.0 if self.kind == "m_along" else -1.0
                 step = {n: sign * alpha * scale[n] * t.sign() for n, t in m.items()}
-            return _clone(honest.state, exp_avg={n: m[n] + step[n] for n in m})
+            return clone_state(honest.state, exp_avg={n: m[n] + step[n] for n in m})
 
         alpha = largest(make, lambda s: within(spec, start, honest, s, self.fraction), high=self.first_guess(spec))
         return make(alpha), alpha
@@ -278,13 +273,16 @@ class LowPrecision(Adversary):
     PARAMS = ("dtype", "steps", "where")
     DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
-    def __init__(self, dtype: str = "bfloat16", steps: int = 1, where: str = "last", seed: int = 0) -> None:
+    def __init__(self, dtype: Literal["bfloat16", "float16"] = "bfloat16", steps: int = 1,
+                 where: Literal["last", "first"] = "last", seed: int = 0) -> None:
         super().__init__(seed)
         if dtype not in self.DTYPES or where not in ("last", "first") or steps < 1:
             raise ValueError("dtype is bfloat16 or float16, where is last or first, steps >= 1")
         self.dtype, self.steps, self.where = dtype, int(steps), where
 
-    def train_epoch(self, spec, dataset, ctx, start_params, root, on_step=None) -> EpochResult:
+    def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
+                    start_params: Mapping[str, torch.Tensor], root: Path,
+                    on_step: StepCallback | None = None) -> EpochResult:
         c = spec.train.segment_steps
         n = min(self.steps, c)
         low = set(range(c - n, c)) if self.where == "last" else set(range(n))
@@ -300,9 +298,9 @@ class LowPrecision(Adversary):
                         losses += train_steps(stepper, dataset, spec, ctx, range(t, t + 1), 1, on_step)
                 else:
                     losses += train_steps(stepper, dataset, spec, ctx, range(t, t + 1), 1, on_step)
-            leaves.append(Checkpoint(stepper.export(), torch.tensor(losses, dtype=torch.float32), 1))
+            leaves.append(Checkpoint(stepper.export(), loss_tensor(losses), 1))
         self.faked[ctx.epoch] = list(range(spec.train.segments))
-        return write_epoch(spec, ctx, leaves, root)
+        return commit_leaves(spec, ctx, leaves, root)
 
 
 class FakeTrainLoss(Adversary):
@@ -315,26 +313,18 @@ class FakeTrainLoss(Adversary):
         super().__init__(seed)
         self.factor = float(factor)
 
-    def train_epoch(self, spec, dataset, ctx, start_params, root, on_step=None) -> EpochResult:
-        result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step)
-        assert result is not None
+    def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
+                    start_params: Mapping[str, torch.Tensor], root: Path,
+                    on_step: StepCallback | None = None) -> EpochResult:
+        result = super().train_epoch(spec, dataset, ctx, start_params, root, on_step)
         reported = max(0, round(result.commitment.train_loss_micro * self.factor))
-        commitment = result.commitment.model_copy(update={"train_loss_micro": reported})
-        _rewrite_commitment(result.directory, commitment)
+        record = epoch_store(root, ctx).recommit(spec, ctx.epoch, reported_loss=reported)
         self.faked[ctx.epoch] = list(range(spec.train.segments))  # every challenge reads the losses
-        return EpochResult(commitment, result.leaf_hashes, result.losses, result.payload, result.end,
-                           result.directory)
+        return replace(result, commitment=record.commitment)
 
 
-def _rewrite_commitment(directory: Path, commitment: Commitment) -> None:
-    path = Path(directory) / "commitment.json"
-    record = json.loads(path.read_text())
-    record["commitment"] = Commitment.model_validate(commitment.model_dump(mode="json")).model_dump(mode="json")
-    write_atomic(path, json.dumps(record, sort_keys=True, indent=1).encode())
-
-
-FORGERIES: dict[str, type[Adversary]] = {cls.name: cls for cls in (Poison, Moments, LowPrecision, FakeTrainLoss)}
-"""Forgery name -> class (registered with the adversary catalogue's ``make_adversary``)."""
+FORGERIES: tuple[type[Adversary], ...] = (Poison, Moments, LowPrecision, FakeTrainLoss)
+"""The classes of this family (registered in :mod:`verifier.adversaries.registry`)."""
 
 
 def delta_ratio(honest: Mapping[str, torch.Tensor], forged: Mapping[str, torch.Tensor]) -> dict[str, float]:
