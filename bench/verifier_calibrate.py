@@ -145,8 +145,7 @@ FORGERIES = ["v x0.25 on 10% of coordinates", "m on untouched coordinates", "par
 
 def judge(spec: RunSpec, start: Checkpoint, replayed: Checkpoint, committed: Checkpoint) -> dict:
     """Every measure of a committed segment against the honest replay, and which checks it fails."""
-    found = compare(replayed.state, committed.state, start.state, float(spec.train.eps),
-                    replayed.losses, committed.losses)
+    found = compare(replayed.state, committed.state, start.state, spec.train, replayed.losses, committed.losses)
     ver = spec.verification
     leaf_ok = leaf_moment_check(committed.state, spec.train)[1] is None
     excess, _ = update_excess(start.state.params, committed.state.params, spec.train, start.state.step,

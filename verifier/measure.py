@@ -8,7 +8,8 @@ for ``X`` in the parameters, AdamW's first moments ``m`` and second moments ``v`
 
 * :func:`tensor_distances` — for every tensor ``n`` of every group, ``‖X'_n − X_n‖ / max(‖X_n −
   X_s,n‖, ε)``: the error relative to how far the committed segment moved that tensor (threshold
-  ``tau``), so that no tensor can be forged under the average of the others.
+  ``tau``), so that no tensor can be forged under the average of the others. For the parameters
+  the denominator is at least ``lr · √(c · PARAM_FLOOR_COORDINATES)`` (:data:`PARAM_FLOOR_COORDINATES`).
   :func:`relative_distances` is the same over all tensors of a group (reported; it is never larger
   than the largest tensor's).
 * :func:`moment_errors` — every coordinate of the moments against the replay, relative to the scale
@@ -60,6 +61,14 @@ rounding noise is large relative to itself) dominates the check; with it, such c
 held to an error of ``moment_tolerance · MOMENT_FLOOR`` of their tensor's typical scale, and
 :func:`leaf_moment_check` still bounds what they can do (``|m| ≤ B √v``)."""
 
+PARAM_FLOOR_COORDINATES = 4096
+"""A parameter tensor's distance is relative to at least the update of a block of this many
+coordinates moving by ``lr`` a step (``lr · √(c · 4096)``, a d × d matrix of the presets). A
+tensor of 64 coordinates (a LayerNorm gain or bias) otherwise answers for one coordinate's rounding
+noise with a relative precision a large tensor averages away: measured, such tensors carried the
+largest honest distances by up to 10× (docs/verification.md). What the floor lets a host do: move a
+small tensor by ``tau · lr · √(c · 4096)`` in L2, about ``tau · lr · √c`` per coordinate."""
+
 _LEVELS = {"int8": 127, "int4": 7}
 SCALE_SLACK = 2.0 ** -20
 """Relative slack on a block's scale against ``max|Δ| / L`` (both are one rounded division)."""
@@ -99,18 +108,27 @@ def relative_distances(replayed: TrainState, committed: TrainState, start: Train
     return out
 
 
-def tensor_distances(replayed: TrainState, committed: TrainState, start: TrainState) -> dict[str, float]:
+def tensor_distances(replayed: TrainState, committed: TrainState, start: TrainState,
+                     param_floor: float = 0.0) -> dict[str, float]:
     """The distance of :func:`relative_distances` for every tensor on its own.
 
+    Args:
+        replayed: the replayed end state.
+        committed: the committed end state.
+        start: the start state.
+        param_floor: the least denominator of a parameter tensor (``lr · √(c · 4096)``, see
+            :data:`PARAM_FLOOR_COORDINATES`; 0 for none).
+
     Returns:
-        ``"<group>/<parameter name>"`` -> ``‖X'_n − X_n‖ / max(‖X_n − X_start,n‖, ε)``.
+        ``"<group>/<parameter name>"`` -> ``‖X'_n − X_n‖ / max(‖X_n − X_start,n‖, floor, ε)``.
     """
     out = {}
     for group in GROUPS:
         x_replay, x, x_start = (getattr(s, group) for s in (replayed, committed, start))
+        floor = max(param_floor if group == "params" else 0.0, EPSILON)
         for name in sorted(x):
             num = float((x_replay[name].double() - x[name].double()).norm())
-            den = max(float((x[name].double() - x_start[name].double()).norm()), EPSILON)
+            den = max(float((x[name].double() - x_start[name].double()).norm()), floor)
             out[f"{group}/{name}"] = _safe(num / den)
     return out
 
@@ -344,13 +362,20 @@ class Comparison:
         return max(float(self.moments["exp_avg"]), float(self.moments["exp_avg_sq"]))
 
 
-def compare(replayed: TrainState, committed: TrainState, start: TrainState, eps: float,
+def param_floor(train: TrainSpec, steps: int) -> float:
+    """``lr · √(steps · PARAM_FLOOR_COORDINATES)``: the least denominator of a parameter tensor's distance."""
+    return float(train.lr) * math.sqrt(max(steps, 1) * PARAM_FLOOR_COORDINATES)
+
+
+def compare(replayed: TrainState, committed: TrainState, start: TrainState, train: TrainSpec,
             replayed_losses: torch.Tensor, committed_losses: torch.Tensor) -> Comparison:
-    """Every replay measure of one segment (see the module docstring)."""
+    """Every replay measure of one segment (see the module docstring), for the run's ``train`` section."""
     diffs = (replayed_losses.double() - committed_losses.double()).abs()
     loss = float(diffs.max()) if diffs.numel() else 0.0
-    return Comparison(relative_distances(replayed, committed, start), tensor_distances(replayed, committed, start),
-                      moment_errors(replayed, committed, eps), loss if math.isfinite(loss) else float("inf"))
+    floor = param_floor(train, committed.step - start.step)
+    return Comparison(relative_distances(replayed, committed, start),
+                      tensor_distances(replayed, committed, start, floor),
+                      moment_errors(replayed, committed, float(train.eps)), loss if math.isfinite(loss) else float("inf"))
 
 
 def delta_check(dequantized: Mapping[str, torch.Tensor], payload: Mapping[str, torch.Tensor],

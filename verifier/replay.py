@@ -301,8 +301,7 @@ class _Run:
         self.m["replayed_hash"] = replayed.leaf_hash().hex()
         self.m["bitwise"] = self.m["replayed_hash"] == self.m[f"leaf{self.g + 1}_hash"]
 
-        found = compare(replayed.state, end.state, start.state, float(self.spec.train.eps),
-                        replayed.losses, end.losses)
+        found = compare(replayed.state, end.state, start.state, self.spec.train, replayed.losses, end.losses)
         tensor, self.distance = found.worst_tensor
         self.m.update({"distance": self.distance, "distance_worst": tensor,
                        **{f"distance_{k}": v for k, v in found.groups.items()},

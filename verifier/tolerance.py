@@ -131,11 +131,10 @@ def replay_all(spec: RunSpec, dataset: Dataset, ctx: EpochContext, leaves: Seque
         raise ValueError("a validator replays in one process")
     configure(setup.threads, setup.device)
     stepper = Stepper(spec, device=setup.device)
-    eps = float(spec.train.eps)
     out = []
     for g in range(len(leaves) - 1):
         replayed = replay_segment(spec, dataset, ctx, leaves[g], stepper)
-        out.append(compare(replayed.state, leaves[g + 1].state, leaves[g].state, eps,
+        out.append(compare(replayed.state, leaves[g + 1].state, leaves[g].state, spec.train,
                            replayed.losses, leaves[g + 1].losses))
     return out
 

@@ -10,7 +10,8 @@ import torch
 
 from trainer.step import TrainState
 from verifier.measure import (MOMENT_ATOL, adam_step_bound, compare, delta_excess, leaf_moment_check,
-                              moment_errors, moment_ratio_bound, tensor_distances, update_excess, update_limit)
+                              moment_errors, moment_ratio_bound, param_floor, tensor_distances, update_excess,
+                              update_limit)
 
 from verifier_env import leaves_of
 from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
@@ -108,7 +109,7 @@ def test_leaf_moments_that_no_gradients_produce_are_found(spec, honest) -> None:
 def test_distances_are_per_tensor_and_moments_per_coordinate(spec, honest) -> None:
     leaves = leaves_of(honest)
     start, end = leaves[1], leaves[2]
-    assert compare(end.state, end.state, start.state, 1e-6, end.losses, end.losses).distance == 0
+    assert compare(end.state, end.state, start.state, spec.train, end.losses, end.losses).distance == 0
     # One tensor moved by 1 % of its own update: 1 % in that tensor, whatever the others did.
     name = "blocks.0.ln1.bias"
     moved = {n: t.clone() for n, t in end.state.params.items()}
@@ -117,8 +118,12 @@ def test_distances_are_per_tensor_and_moments_per_coordinate(spec, honest) -> No
     distances = tensor_distances(end.state, state, start.state)
     assert distances[f"params/{name}"] == pytest.approx(0.01 / 1.01, rel=1e-3)
     assert max(v for k, v in distances.items() if k != f"params/{name}") == 0
-    found = compare(end.state, state, start.state, 1e-6, end.losses, end.losses)
+    found = compare(end.state, state, start.state, spec.train, end.losses, end.losses)
     assert found.worst_tensor[0] == f"params/{name}" and found.groups["params"] < 0.001  # diluted over all
+    # A 64-coordinate tensor answers relative to at least the update of a 4096-coordinate block.
+    update = float((end.state.params[name] - start.state.params[name]).double().norm())
+    floor = param_floor(spec.train, spec.train.segment_steps)
+    assert floor > update and found.worst_tensor[1] == pytest.approx(0.01 * update / floor, rel=1e-3)
     # One second moment shrunk by 19 %: a 10 % error of √v in that coordinate.
     v = {n: t.clone() for n, t in end.state.exp_avg_sq.items()}
     flat = v["head.weight"].view(-1)

@@ -64,7 +64,7 @@ def within(spec: RunSpec, start: Checkpoint, honest: Checkpoint, forged: TrainSt
     no margin to take).
     """
     ver, train = spec.verification, spec.train
-    found = compare(honest.state, forged, start.state, float(train.eps), honest.losses, honest.losses)
+    found = compare(honest.state, forged, start.state, train, honest.losses, honest.losses)
     if not (found.distance <= fraction * float(ver.tau) and found.moment_error <= fraction * float(ver.moment_tolerance)):
         return False
     if leaf_moment_check(forged, train)[1] is not None:
