@@ -15,7 +15,9 @@ tolerance (a validator at another thread count would leave it less).
 2. **Damage**: ``--hosts`` hosts of which one forges at the largest fraction (0.99) for
    ``--epochs`` epochs; θ moves by the run's outer step on the aggregate of the quantized Δs
    (``mean`` and ``centered_clip``). The validation loss after every epoch against the same run with
-   the forger honest (same seeds, same data: the difference is the forgery's doing).
+   the forger honest (same seeds, same data: the difference is the forgery's doing). The control
+   run has host 0 honest at 2 threads: training amplifies any difference, and this is how much an
+   honest rounding difference moves the same measure.
 
 Run: ``.venv/bin/python bench/verifier_forgery.py [--epochs 6] [--hosts 4] [--json out.json]``
 """
@@ -58,6 +60,20 @@ VALIDATOR = encode_address(bytes([250] * 20))
 POISON = [f"poison:{d}" for d in ("undo", "amplify", "random", "ascent", "target")]
 MOMENTS = [f"moments:{k}" for k in ("v_down", "v_down_top", "m_along", "m_against", "m_untouched")]
 FRACTIONS = (0.5, 0.9, 0.99)
+CONTROL = "control: honest at 2 threads"
+
+
+class OtherThreads(HostBehaviour):
+    """The control: an honest host that trains at 2 threads (everyone else at 1). Its Δ differs from
+    the 1-thread one by rounding noise only, so the damage it does is the noise floor of the
+    damage measure (training amplifies any difference)."""
+
+    def train_epoch(self, spec, dataset, ctx, start_params, root, on_step=None):
+        configure(2)
+        try:
+            return super().train_epoch(spec, dataset, ctx, start_params, root, on_step)
+        finally:
+            configure(1)
 
 
 def make(text: str, fraction: float | None = None) -> HostBehaviour:
@@ -127,13 +143,13 @@ def damage(spec: RunSpec, dataset: Dataset, forgery: str | None, rule: str, host
     stepper = Stepper(spec)
     model = build_model(spec)
     losses, passed = [], True
-    forger = make(forgery, 0.99) if forgery else HostBehaviour()
+    forger = (OtherThreads() if forgery == CONTROL else make(forgery, 0.99)) if forgery else HostBehaviour()
     for e in range(epochs):
         deltas = {}
         for i in range(hosts):
             behaviour = forger if i == 0 else HostBehaviour()
             delta, outcomes = run_host(spec, dataset, behaviour, address(i), e, theta, root / f"{e}-{i}",
-                                       i == 0 and forgery is not None, stepper)
+                                       i == 0 and forgery not in (None, CONTROL), stepper)
             passed &= all(o == "pass" for o in outcomes)
             deltas[address(i)] = delta
         theta = outer_step(theta, aggregate(spec.aggregation, deltas), spec.outer)
@@ -146,14 +162,14 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=6, help="epochs of the damage runs")
     parser.add_argument("--hosts", type=int, default=4, help="hosts (one of them forges)")
     parser.add_argument("--warm-epochs", type=int, default=4, help="honest epochs before the second size stage")
-    parser.add_argument("--only", default="", help="comma-separated parts: sizes, damage")
+    parser.add_argument("--only", default="", help="comma-separated parts: sizes, damage, control")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
     configure(1)
     spec = tiny()
     dataset = Dataset.load(spec.data)
-    parts = set(args.only.split(",")) if args.only else {"sizes", "damage"}
+    parts = set(args.only.split(",")) if args.only else {"sizes", "damage", "control"}
     out: dict = {"spec": {"preset": "tiny", "H": spec.train.inner_steps, "c": spec.train.segment_steps,
                           "tau": str(spec.verification.tau), "moment_tolerance": str(spec.verification.moment_tolerance),
                           "hosts": args.hosts, "epochs": args.epochs}}
@@ -164,13 +180,13 @@ def main() -> None:
             out["sizes"] = sizes(spec, dataset, GlobalState.initial(spec), "θ_0", root / "s0")
             trained = warm_theta(spec, dataset, args.warm_epochs, args.hosts, root / "warm")
             out["sizes"] += sizes(spec, dataset, trained, f"after {args.warm_epochs} epochs", root / "s1")
-        if "damage" in parts:
+        if parts & {"damage", "control"}:
             runs = []
             for rule in ("mean", "centered_clip"):
                 base = damage(spec, dataset, None, rule, args.hosts, args.epochs, root / f"d-{rule}-base")
                 print(json.dumps(base), flush=True)
                 runs.append(base)
-                for forgery in POISON + MOMENTS:
+                for forgery in [CONTROL] * ("control" in parts) + POISON * ("damage" in parts) + MOMENTS * ("damage" in parts):
                     run = damage(spec, dataset, forgery, rule, args.hosts, args.epochs,
                                  root / f"d-{rule}-{forgery}".replace(":", "_"))
                     run["damage"] = [a - b for a, b in zip(run["val_loss"], base["val_loss"])]

@@ -157,8 +157,9 @@ class VerificationSpec(Boundary):
     enabled: bool = True
     challenges_k: Count = 2
     validators_r: Count = 2
-    # Calibrated in docs/verification.md: at least 30× the largest honest error measured across
-    # thread counts and islands (CPU); the nearest cheats land 4× (one bfloat16 step) to 1000× above.
+    # Calibrated in docs/verification.md: 36× (tau) and 48× (moment_tolerance) the largest honest
+    # error measured across CPU thread counts and islands; one bfloat16 step per segment lands 3.8×
+    # above tau, one step on other data 340×.
     tau: Dec = Decimal("0.0005")
     moment_tolerance: Dec = Decimal("0.02")
     loss_tolerance: Dec = Decimal("0.0001")
