@@ -16,21 +16,21 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import time
+from pathlib import Path
 
-from protocol.keys import encode_address  # noqa: E402
-from protocol.rules.beacon import genesis_seed  # noqa: E402
-from trainer.data import Dataset  # noqa: E402
-from trainer.determinism import configure  # noqa: E402
-from trainer.diloco import simulate  # noqa: E402
-from trainer.inner import EpochContext, start_checkpoint, train_steps  # noqa: E402
-from trainer.outer import GlobalState  # noqa: E402
-from trainer.presets import preset  # noqa: E402
-from trainer.step import Stepper  # noqa: E402
-from verifier.tolerance import Setup, measure_pairs  # noqa: E402
+from protocol.keys import encode_address
+from protocol.rules.beacon import genesis_seed
+from trainer.data import Dataset
+from trainer.determinism import configure
+from trainer.diloco import simulate
+from trainer.inner import EpochContext, start_checkpoint, train_steps
+from trainer.outer import GlobalState
+from trainer.presets import preset
+from trainer.step import Stepper
+from verifier.tolerance import Setup, measure_pairs
 
 HOST = encode_address(bytes([7] * 20))
 

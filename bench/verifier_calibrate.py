@@ -26,29 +26,28 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import time  # noqa: E402
-from decimal import Decimal  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import math
+import time
+from decimal import Decimal
+from pathlib import Path
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from protocol.keys import encode_address  # noqa: E402
-from protocol.rules.beacon import genesis_seed  # noqa: E402
-from protocol.rules.spec import RunSpec  # noqa: E402
-from trainer.checkpoint import Checkpoint  # noqa: E402
-from trainer.data import Dataset  # noqa: E402
-from trainer.determinism import configure  # noqa: E402
-from trainer.inner import EpochContext, replay_segment, start_checkpoint, train_steps  # noqa: E402
-from trainer.outer import GlobalState  # noqa: E402
-from trainer.presets import preset  # noqa: E402
-from trainer.step import Stepper, TrainState  # noqa: E402
-from verifier.measure import (compare, expected_update, leaf_moment_check, parameter_count,  # noqa: E402
-                              update_excess, update_norm)
-from verifier.tolerance import Setup, measure_pairs, train_honest  # noqa: E402
+from protocol.keys import encode_address
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.spec import RunSpec
+from trainer.checkpoint import Checkpoint
+from trainer.data import Dataset
+from trainer.determinism import configure
+from trainer.inner import EpochContext, replay_segment, start_checkpoint, train_steps
+from trainer.outer import GlobalState
+from trainer.presets import preset
+from trainer.step import Stepper, TrainState
+from verifier.measure import compare, expected_update, leaf_moment_check, parameter_count, update_excess, update_norm
+from verifier.tolerance import Setup, measure_pairs, train_honest
 
 HOST = encode_address(bytes([7] * 20))
 
@@ -99,9 +98,9 @@ def cheat_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Che
         use = other if kind == "other data for one step" and i == c // 2 else ctx
         low = None
         for dtype in ("bfloat16", "float16"):
-            if kind in (f"{dtype} last step", f"{dtype} first step"):
-                if (kind.endswith("last step") and i == c - 1) or (kind.endswith("first step") and i == 0):
-                    low = getattr(torch, dtype)
+            at = {f"{dtype} last step": c - 1, f"{dtype} first step": 0}
+            if at.get(kind) == i:
+                low = getattr(torch, dtype)
         if low is not None:
             with torch.autocast("cpu", dtype=low):
                 losses += train_steps(stepper, dataset, spec, use, range(t, t + 1), 1)
@@ -189,8 +188,9 @@ def measure(name: str, c: int, h: int, stages: list[int], hosts: list[Setup], va
                 keep = cheats.get(kind)
                 if keep is None or row["distance"] < keep["distance"]:
                     cheats[kind] = {**row, "segment": g}
-        row = {"preset": name, "c": c, "H": h, "stage": stage, "honest": honest, "update_ratio":
-               {"min": min(ratios), "max": max(ratios)}, "cheats": cheats, "seconds": round(time.perf_counter() - t0, 1)}
+        row = {"preset": name, "c": c, "H": h, "stage": stage, "honest": honest,
+               "update_ratio": {"min": min(ratios), "max": max(ratios)}, "cheats": cheats,
+               "seconds": round(time.perf_counter() - t0, 1)}
         print(json.dumps(row), flush=True)
         rows.append(row)
     return rows

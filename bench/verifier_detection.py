@@ -175,7 +175,8 @@ def main() -> None:
     k = spec.verification.challenges_k
     parts = set(args.only.split(",")) if args.only else {"fp", "detection"}
     out: dict = {"spec": {"H": args.steps, "c": args.segment, "batch": args.batch, "S": spec.train.segments, "k": k,
-                          "tau": str(spec.verification.tau), "moment_tolerance": str(spec.verification.moment_tolerance),
+                          "tau": str(spec.verification.tau),
+                          "moment_tolerance": str(spec.verification.moment_tolerance),
                           "loss_tolerance": str(spec.verification.loss_tolerance),
                           "min_update_ratio": str(spec.verification.min_update_ratio)},
                  "torch_threads_default": torch.get_num_threads()}

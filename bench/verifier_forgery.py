@@ -28,33 +28,31 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
 
-import torch  # noqa: E402
-
-from protocol.keys import encode_address  # noqa: E402
-from protocol.rules.spec import RunSpec  # noqa: E402
-from protocol.tensors.aggregation import aggregate  # noqa: E402
-from protocol.views import Challenge  # noqa: E402
-from trainer.artifacts import LocalArtifacts  # noqa: E402
-from trainer.behaviour import HostBehaviour  # noqa: E402
-from trainer.data import Dataset  # noqa: E402
-from trainer.delta import dequantize  # noqa: E402
-from trainer.determinism import configure  # noqa: E402
-from trainer.evaluate import validation_loss  # noqa: E402
-from trainer.inner import EpochContext  # noqa: E402
-from trainer.model import build_model, parameter_shapes  # noqa: E402
-from trainer.outer import GlobalState, outer_step  # noqa: E402
-from trainer.presets import tiny  # noqa: E402
-from trainer.step import Stepper  # noqa: E402
-from verifier.adversaries import make_adversary  # noqa: E402
-from verifier.adversaries.forgery import delta_ratio  # noqa: E402
-from verifier.replay import check_challenge  # noqa: E402
+from protocol.keys import encode_address
+from protocol.rules.spec import RunSpec
+from protocol.tensors.aggregation import aggregate
+from protocol.views import Challenge
+from trainer.artifacts import LocalArtifacts
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.delta import dequantize
+from trainer.determinism import configure
+from trainer.evaluate import validation_loss
+from trainer.inner import EpochContext
+from trainer.model import build_model, parameter_shapes
+from trainer.outer import GlobalState, outer_step
+from trainer.presets import tiny
+from trainer.step import Stepper
+from verifier.adversaries import make_adversary
+from verifier.adversaries.forgery import delta_ratio
+from verifier.replay import check_challenge
 
 VALIDATOR = encode_address(bytes([250] * 20))
 POISON = [f"poison:{d}" for d in ("undo", "amplify", "random", "ascent", "target")]
@@ -171,7 +169,8 @@ def main() -> None:
     dataset = Dataset.load(spec.data)
     parts = set(args.only.split(",")) if args.only else {"sizes", "damage", "control"}
     out: dict = {"spec": {"preset": "tiny", "H": spec.train.inner_steps, "c": spec.train.segment_steps,
-                          "tau": str(spec.verification.tau), "moment_tolerance": str(spec.verification.moment_tolerance),
+                          "tau": str(spec.verification.tau),
+                          "moment_tolerance": str(spec.verification.moment_tolerance),
                           "hosts": args.hosts, "epochs": args.epochs}}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="veriloco-forgery-") as tmp:
@@ -186,10 +185,11 @@ def main() -> None:
                 base = damage(spec, dataset, None, rule, args.hosts, args.epochs, root / f"d-{rule}-base")
                 print(json.dumps(base), flush=True)
                 runs.append(base)
-                for forgery in [CONTROL] * ("control" in parts) + POISON * ("damage" in parts) + MOMENTS * ("damage" in parts):
+                plan = [CONTROL] * ("control" in parts) + (POISON + MOMENTS) * ("damage" in parts)
+                for forgery in plan:
                     run = damage(spec, dataset, forgery, rule, args.hosts, args.epochs,
                                  root / f"d-{rule}-{forgery}".replace(":", "_"))
-                    run["damage"] = [a - b for a, b in zip(run["val_loss"], base["val_loss"])]
+                    run["damage"] = [a - b for a, b in zip(run["val_loss"], base["val_loss"], strict=True)]
                     run["damage_per_epoch"] = run["damage"][-1] / args.epochs
                     print(json.dumps(run), flush=True)
                     runs.append(run)

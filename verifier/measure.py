@@ -40,7 +40,6 @@ from dataclasses import dataclass
 import torch
 
 from protocol.rules.spec import QuantizationSpec, TrainSpec
-
 from trainer.step import TrainState, decays
 
 EPSILON = 1e-12
@@ -375,7 +374,8 @@ def compare(replayed: TrainState, committed: TrainState, start: TrainState, trai
     floor = param_floor(train, committed.step - start.step)
     return Comparison(relative_distances(replayed, committed, start),
                       tensor_distances(replayed, committed, start, floor),
-                      moment_errors(replayed, committed, float(train.eps)), loss if math.isfinite(loss) else float("inf"))
+                      moment_errors(replayed, committed, float(train.eps)),
+                      loss if math.isfinite(loss) else float("inf"))
 
 
 def delta_check(dequantized: Mapping[str, torch.Tensor], payload: Mapping[str, torch.Tensor],

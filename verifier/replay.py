@@ -45,14 +45,13 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from protocol.rules.encoding import canonical_json
-from protocol.rules.merkle import MerkleProof, verify_proof
 from protocol.messages import Outcome, Verdict, evidence_hash
+from protocol.rules.encoding import canonical_json
 from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
+from protocol.rules.merkle import MerkleProof, verify_proof
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
-
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import Checkpoint, decode_checkpoint
 from trainer.data import Dataset
 from trainer.delta import decode_delta, delta_hash, dequantize, pseudo_gradient
@@ -61,8 +60,15 @@ from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.step import Stepper, epoch_rng_key
 from trainer.tensorfile import TensorFileError
-from verifier.measure import (compare, delta_check, expected_update, leaf_moment_check, parameter_count,
-                              update_excess, update_norm)
+from verifier.measure import (
+    compare,
+    delta_check,
+    expected_update,
+    leaf_moment_check,
+    parameter_count,
+    update_excess,
+    update_norm,
+)
 
 log = logging.getLogger("veriloco.verifier")
 
@@ -127,13 +133,13 @@ def _fetch(what: str, call: Callable[[], T]) -> T:
         raise _Decided("unavailable", "fetch", f"{what}: source error {type(exc).__name__}: {exc}") from None
 
 
-def _bytes(data: Any, what: str) -> bytes:
+def _bytes(data: object, what: str) -> bytes:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise _fail("leaf", f"{what} is a {type(data).__name__}, not bytes")
 
 
-def _proof(value: Any, what: str) -> MerkleProof:
+def _proof(value: MerkleProof | UntrustedJson, what: str) -> MerkleProof:
     if isinstance(value, MerkleProof):
         return value
     try:
@@ -181,7 +187,8 @@ class _Run:
 
     # -- fetching -------------------------------------------------------------------------------
 
-    def fetch(self) -> tuple[Any, Any, Any, Any, Any, Any]:
+    def fetch(self) -> tuple[bytes, MerkleProof | UntrustedJson, bytes, MerkleProof | UntrustedJson,
+                             list[int] | UntrustedJson, bytes | None]:
         e, g = self.epoch, self.g
         raw_start = _fetch(f"leaf {g}", lambda: self.source.checkpoint(e, g))
         proof_start = _fetch(f"proof of leaf {g}", lambda: self.source.proof(e, g))
@@ -193,7 +200,7 @@ class _Run:
 
     # -- authentication and consistency ---------------------------------------------------------
 
-    def leaf(self, raw: Any, proof: Any, leaf: int) -> Checkpoint:
+    def leaf(self, raw: bytes, served_proof: MerkleProof | UntrustedJson, leaf: int) -> Checkpoint:
         what = f"leaf {leaf}"
         data = _bytes(raw, what)
         self.m[f"leaf{leaf}_bytes"] = len(data)
@@ -201,7 +208,7 @@ class _Run:
             ckpt = decode_checkpoint(data, self.spec, leaf, what=f"{self.host} epoch {self.epoch} {what}")
         except (TensorFileError, ValueError) as exc:
             raise _fail("leaf", f"{what} is malformed: {exc}") from None
-        proof = _proof(proof, what)
+        proof = _proof(served_proof, what)
         leaf_hash = ckpt.leaf_hash()
         self.m[f"leaf{leaf}_hash"] = leaf_hash.hex()
         if proof.index != leaf:
@@ -220,16 +227,17 @@ class _Run:
             raise _fail("leaf", f"{what}: {problem}")
         return ckpt
 
-    def losses(self, served: Any, start: Checkpoint, end: Checkpoint) -> None:
+    def losses(self, served: list[int] | UntrustedJson, start: Checkpoint, end: Checkpoint) -> None:
         h = self.spec.train.inner_steps
-        if (not isinstance(served, (list, tuple)) or len(served) != h
-                or not all(type(x) is int and -_I64 <= x < _I64 for x in served)):
-            kind = f"{len(served)} values" if isinstance(served, (list, tuple)) else type(served).__name__
-            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({kind})")
-        if loss_digest(list(served)) != self.challenge.loss_digest:
+        if not isinstance(served, (list, tuple)):
+            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({type(served).__name__})")
+        values = [x for x in served if type(x) is int and -_I64 <= x < _I64]
+        if len(served) != h or len(values) != h:
+            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({len(served)} values)")
+        if loss_digest(values) != self.challenge.loss_digest:
             raise _fail("losses", "the served losses do not hash to the committed loss digest")
         # What the host reported about its training must follow from what it committed.
-        reported, derived = self.challenge.train_loss_micro, train_loss_micro(list(served), self.c)
+        reported, derived = self.challenge.train_loss_micro, train_loss_micro(values, self.c)
         self.m["train_loss_micro"] = derived
         if reported != derived:
             raise _fail("train_loss", f"the commitment reports a train loss of {reported} µnats, but the committed "
@@ -238,7 +246,7 @@ class _Run:
             if leaf == 0:
                 continue
             recorded = [loss_micro(x) for x in ckpt.losses.tolist()]
-            committed = list(served[(leaf - 1) * self.c:leaf * self.c])
+            committed = values[(leaf - 1) * self.c:leaf * self.c]
             if recorded != committed:
                 raise _fail("losses", f"leaf {leaf} records losses {recorded[:3]}… but the committed losses of "
                                       f"steps {(leaf - 1) * self.c}–{leaf * self.c - 1} are {committed[:3]}…")
@@ -268,7 +276,7 @@ class _Run:
                 raise _fail("bound", f"θ_e − θ_S moves a coordinate of {where} {excess:.4g}× as far as "
                                      f"{train.inner_steps} AdamW steps can")
 
-    def delta(self, raw: Any, end: Checkpoint) -> None:
+    def delta(self, raw: bytes | None, end: Checkpoint) -> None:
         data = _bytes(raw, "Δ")
         try:
             payload = decode_delta(data, self.spec, what=f"{self.host} epoch {self.epoch} Δ")
@@ -284,8 +292,8 @@ class _Run:
         self.m.update({f"delta_{k}": v for k, v in found.items()})
         if found["violations"]:
             raise _fail("delta", f"Δ is not θ_e − θ_S of the committed last leaf: {int(found['violations'])} "
-                                 f"values or scales outside the quantization bound (worst ×{found['worst_excess']:.3g}, "
-                                 f"relative error {found['relative_error']:.3g})")
+                                 "values or scales outside the quantization bound "
+                                 f"(worst ×{found['worst_excess']:.3g}, relative error {found['relative_error']:.3g})")
 
     # -- replay ---------------------------------------------------------------------------------
 
@@ -401,12 +409,13 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
     _check_inputs(spec, dataset, challenge, theta, prev_epoch_seed, stepper)
     t0 = time.perf_counter()
     run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper)
+    outcome: Outcome
     try:
         reason = run.run()
         outcome, check = "pass", "ok"
     except _Decided as decided:
         outcome, check, reason = decided.outcome, decided.check, decided.reason
-    except Exception as exc:  # noqa: BLE001 - whatever the host served must not crash the validator
+    except Exception as exc:
         log.exception("unexpected error while checking %s segment %d of epoch %d",
                       challenge.host, challenge.segment, challenge.epoch)
         outcome, check, reason = "fail", "error", f"unexpected {type(exc).__name__} while checking: {exc}"

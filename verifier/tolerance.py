@@ -24,7 +24,6 @@ from pathlib import Path
 import torch
 
 from protocol.rules.spec import RunSpec
-
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.determinism import configure

@@ -4,15 +4,13 @@ thresholds; low precision on one step per segment and a false train loss are cau
 from __future__ import annotations
 
 import pytest
+from verifier_env import cache_dir, dataset, honest, one_thread, serve_epoch, spec, threads  # noqa: F401 (fixtures)
 
 from trainer.delta import dequantize
 from trainer.model import parameter_shapes
 from verifier.adversaries import FakeTrainLoss, LowPrecision, Moments, Poison, make_adversary
 from verifier.adversaries.forgery import delta_ratio, largest
 from verifier.replay import check_challenge
-
-from verifier_env import serve_epoch
-from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 
 def verdicts(spec, dataset, served):

@@ -7,14 +7,22 @@ import math
 
 import pytest
 import torch
+from verifier_env import cache_dir, dataset, honest, leaves_of, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 from trainer.step import TrainState
-from verifier.measure import (MOMENT_ATOL, adam_step_bound, compare, delta_excess, leaf_moment_check,
-                              moment_errors, moment_ratio_bound, param_floor, tensor_distances, update_excess,
-                              update_limit)
-
-from verifier_env import leaves_of
-from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
+from verifier.measure import (
+    MOMENT_ATOL,
+    adam_step_bound,
+    compare,
+    delta_excess,
+    leaf_moment_check,
+    moment_errors,
+    moment_ratio_bound,
+    param_floor,
+    tensor_distances,
+    update_excess,
+    update_limit,
+)
 
 
 def _adam(grads: torch.Tensor, b1: float, b2: float) -> list[tuple[float, float]]:
@@ -85,7 +93,8 @@ def test_leaf_moments_that_no_gradients_produce_are_found(spec, honest) -> None:
     def forged(**changes) -> TrainState:
         state = TrainState({n: t.clone() for n, t in leaf.state.params.items()},
                            {n: t.clone() for n, t in leaf.state.exp_avg.items()},
-                           {n: t.clone() for n, t in leaf.state.exp_avg_sq.items()}, leaf.state.step, leaf.state.rng_key)
+                           {n: t.clone() for n, t in leaf.state.exp_avg_sq.items()}, leaf.state.step,
+                           leaf.state.rng_key)
         for group, (index, value) in changes.items():
             getattr(state, group)[name].view(-1)[index] = value
         return state

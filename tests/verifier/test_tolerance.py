@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from verifier_env import HOST, cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 from protocol.rules.beacon import genesis_seed
 from trainer.delta import dequantize, pseudo_gradient, quantize
@@ -14,9 +15,6 @@ from trainer.inner import EpochContext
 from trainer.model import parameter_shapes
 from trainer.outer import outer_step
 from verifier.tolerance import Setup, margins, measure_pairs, train_honest
-
-from verifier_env import HOST
-from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
 
 MARGIN = 30
 """What docs/verification.md claims: every threshold at least 30× the largest honest error measured."""
@@ -63,7 +61,7 @@ def test_a_two_process_island_and_a_trained_model(spec, dataset, cache_dir, hone
 
 def test_setups_are_validated(spec) -> None:
     assert Setup(threads=2).label == "cpu/2t" and Setup(ranks=2).label == "cpu/island 2×1t"
-    for bad in (dict(threads=0), dict(ranks=0), dict(device="meta")):
+    for bad in ({"threads": 0}, {"ranks": 0}, {"device": "meta"}):
         with pytest.raises(ValueError):
             Setup(**bad)
     assert math.isinf(margins([], spec)["tau"])  # nothing measured: no honest error to compare with

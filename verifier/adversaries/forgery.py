@@ -35,13 +35,12 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 
 from protocol.rules.spec import RunSpec
-
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback, run_segment, start_checkpoint, train_steps
@@ -65,7 +64,8 @@ def within(spec: RunSpec, start: Checkpoint, honest: Checkpoint, forged: TrainSt
     """
     ver, train = spec.verification, spec.train
     found = compare(honest.state, forged, start.state, train, honest.losses, honest.losses)
-    if not (found.distance <= fraction * float(ver.tau) and found.moment_error <= fraction * float(ver.moment_tolerance)):
+    if not (found.distance <= fraction * float(ver.tau)
+            and found.moment_error <= fraction * float(ver.moment_tolerance)):
         return False
     if leaf_moment_check(forged, train)[1] is not None:
         return False
@@ -201,7 +201,8 @@ class Poison(_LeafForger):
                                      {n: honest.state.params[n] - start.state.params[n] for n in honest.state.params})
 
         def make(alpha: float) -> TrainState:
-            return clone_state(honest.state, params={n: honest.state.params[n] + alpha * d for n, d in direction.items()})
+            moved = {n: honest.state.params[n] + alpha * d for n, d in direction.items()}
+            return clone_state(honest.state, params=moved)
 
         alpha = largest(make, lambda s: within(spec, start, honest, s, self.fraction), high=self.first_guess(spec))
         return make(alpha), alpha
@@ -214,7 +215,9 @@ def _loss_gradient(spec: RunSpec, dataset: Dataset, ctx: EpochContext, leaf: Che
     x, y = dataset.batch(ctx.run_id, ctx.prev_epoch_seed, ctx.host, leaf.state.step, spec.train.batch_size)
     logits = stepper.model(x)
     F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).backward()
-    return {n: p.grad.detach().clone() for n, p in stepper.named.items()}
+    # A parameter the loss does not reach has no gradient: no way up along it.
+    return {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p.detach())
+            for n, p in stepper.named.items()}
 
 
 class Moments(_LeafForger):
@@ -247,7 +250,8 @@ class Moments(_LeafForger):
         def make(alpha: float) -> TrainState:
             if self.kind in ("v_down", "v_down_top"):
                 shrink = max(0.0, 1.0 - alpha) ** 2
-                return clone_state(honest.state, exp_avg_sq={n: torch.where(mask[n], t * shrink, t) for n, t in v.items()})
+                shrunk = {n: torch.where(mask[n], t * shrink, t) for n, t in v.items()}
+                return clone_state(honest.state, exp_avg_sq=shrunk)
             scale = {n: v[n].sqrt() + eps for n in v}
             if self.kind == "m_untouched":
                 # Coordinates no gradient reached (v = 0): pushed to grow their parameter's magnitude.
@@ -271,7 +275,7 @@ class LowPrecision(Adversary):
 
     name = "low_precision"
     PARAMS = ("dtype", "steps", "where")
-    DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+    DTYPES: ClassVar[dict[str, torch.dtype]] = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
     def __init__(self, dtype: Literal["bfloat16", "float16"] = "bfloat16", steps: int = 1,
                  where: Literal["last", "first"] = "last", seed: int = 0) -> None:
