@@ -182,7 +182,7 @@ def test_join_does_not_wait_for_members_below_the_minimum(ledger_env) -> None:
     env.bond("host1")
     env.bond("host2", 999)  # below min_host_stake 1000: cannot join, not waited for
     env.bond("validator1")
-    with pytest.raises(ContractError, match=r"^join: bonded stake 999 is below the minimum 1000 for a host$"):
+    with pytest.raises(ContractError, match=r"^join: bonded stake 999inj is below the minimum 1000inj for a host$"):
         env.join("host2")
     env.join("host1")
     env.join("validator1")
@@ -479,7 +479,7 @@ def test_a_member_with_nothing_bonded_cannot_join_even_with_a_zero_minimum(make_
     env = make_ledger_env(make_spec(min_host_stake="0"))
     env.bond("host1", 1)
     env.unbond("host1", 1)
-    with pytest.raises(ContractError, match=r"^join: bonded stake 0 is below the minimum 1 for a host$"):
+    with pytest.raises(ContractError, match=r"^join: bonded stake 0inj is below the minimum 1inj for a host$"):
         env.join("host1")
 
 

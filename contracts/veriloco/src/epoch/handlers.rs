@@ -149,11 +149,14 @@ pub fn join(
     let role = member.role;
     let minimum = config.min_stake(role);
     if !config.is_eligible(role, member.bonded) {
+        // Amounts in Cosmos notation (base units and the denom), like every amount the contract writes.
         refuse!(
             ACTION,
-            "bonded stake {} is below the minimum {} for a {}",
+            "bonded stake {}{} is below the minimum {}{} for a {}",
             member.bonded,
+            config.denom,
             minimum.max(Uint128(1)),
+            config.denom,
             role.as_str()
         );
     }
