@@ -3,8 +3,7 @@
 The node comes from the pinned PyPI package ``injective-core`` (the ``devnet`` extra; BUSL-1.1,
 non-production use: never vendor the binary). Everything listens on 127.0.0.1 only, the EVM
 JSON-RPC, pprof, pex, swagger and the other extras are off, blocks come every 200 ms, and the
-node needs no network. Facts about this node are in ``/work/shared/notes/cosmos-devnet.md`` and
-``docs/devnet.md``.
+node needs no network. Facts about this node are in ``docs/devnet.md``.
 
     with Devnet(tmp_path / "devnet", ports=DevnetPorts.free(),
                 accounts=[GenesisAccount.test("alice")]) as net:
@@ -32,7 +31,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -328,24 +327,36 @@ class Devnet:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def up(self, timeout: float = 60.0) -> DevnetStatus:
+    def up(self, timeout: float = 60.0, progress: Callable[[str], None] | None = None) -> DevnetStatus:
         """Wipe the home, write a fresh genesis and configuration, start the node, wait for block 1.
+
+        Args:
+            timeout: seconds to wait for the first block.
+            progress: told each step as it starts, in words.
 
         Raises:
             DevnetNotInstalled: the ``devnet`` extra is missing.
             DevnetError: a port is taken, the node is already running, or it did not start.
         """
+        say = progress or (lambda _: None)
         binary = injectived_binary()
         if self.pid() is not None:
             raise DevnetError(f"a devnet is already running from {self.home} (pid {self.pid()}); "
                               "stop it first (`veriloco devnet down`)")
         self._check_ports()
+        say(f"wiping {self.home} and writing a genesis with {len(self.accounts)} funded accounts")
         self._wipe()
         self._init(binary)
-        return self.start(timeout=timeout)
+        return self.start(timeout=timeout, progress=progress)
 
-    def start(self, timeout: float = 60.0) -> DevnetStatus:
-        """Start the node on its existing home (state kept) and wait until it produces blocks."""
+    def start(self, timeout: float = 60.0, progress: Callable[[str], None] | None = None) -> DevnetStatus:
+        """Start the node on its existing home (state kept) and wait until it produces blocks.
+
+        Args:
+            timeout: seconds to wait for the next block.
+            progress: told each step as it starts, in words.
+        """
+        say = progress or (lambda _: None)
         binary = injectived_binary()
         if not (self.home / "config" / "genesis.json").is_file():
             raise DevnetError(f"no devnet in {self.home} (run `veriloco devnet up` first)")
@@ -365,6 +376,8 @@ class Devnet:
         finally:
             log.close()
         self.pid_path.write_text(f"{self._proc.pid}\n")
+        say(f"started injectived (pid {self._proc.pid}); waiting up to {timeout:g} s for block "
+            f"{max(1, start_height + 1)} (log: {self.log_path})")
         self._wait_ready(timeout, min_height=max(1, start_height + 1))
         return self.status()
 

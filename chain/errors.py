@@ -63,3 +63,18 @@ class ContractError(LedgerError):
         self.contract = contract
         self.entry_point = entry_point
         self.raw_log = raw_log
+
+
+class NodeUnreachable(LedgerError):
+    """The chain's node did not answer within the reconnect timeout (it is down, or unreachable).
+
+    Args:
+        message: one readable line.
+        url: the node's address.
+    """
+
+    url: str
+
+    def __init__(self, message: str, *, url: str = "") -> None:
+        super().__init__(message)
+        self.url = url

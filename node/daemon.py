@@ -25,11 +25,75 @@ from node.participant import NodeEvent, Participant
 from node.server import ServerThread, create_app
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
+from protocol.views import EpochInfo
 from trainer.artifacts import ArtifactSource
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 
 log = logging.getLogger("node.daemon")
+
+WAIT_REPORT_S = 20.0
+"""A daemon stuck in one phase says what it waits for this often."""
+
+
+def join_wait(info: EpochInfo, spec: RunSpec) -> str:
+    """What a join phase still needs, in words: ``1 of 1 hosts joined, 0 of 1 validators — start a validator``.
+
+    The phase ends once the spec's minimums have joined (at its deadline, or earlier when every
+    eligible member joined); until the minimums are met it is extended, block after block.
+    """
+    phases = spec.phases
+    hosts, validators = len(info.hosts), len(info.validators)
+    text = f"{hosts} of {phases.min_hosts} hosts joined, {validators} of {phases.min_validators} validators"
+    missing = []
+    if hosts < phases.min_hosts:
+        n = phases.min_hosts - hosts
+        missing.append(f"{n} more host{'s' * (n > 1)} (veriloco host bond, then host run)")
+    if validators < phases.min_validators:
+        n = phases.min_validators - validators
+        missing.append(f"{n} more validator{'s' * (n > 1)} (veriloco validator bond, then validator run)")
+    if missing:
+        return f"{text} — the epoch cannot start without {' and '.join(missing)}"
+    return (f"{text} — minimums met; the phase closes at height {info.phase_deadline} or when every eligible "
+            "member joined")
+
+
+class PhaseWatch:
+    """Logs what a daemon sees on chain: each phase as it begins, and — when the daemon has waited
+    in one phase for :data:`WAIT_REPORT_S` — what the phase is waiting for.
+
+    Args:
+        spec: the run spec (the join phase's minimums).
+        every: seconds between two "waiting" lines.
+    """
+
+    def __init__(self, spec: RunSpec, every: float = WAIT_REPORT_S) -> None:
+        self.spec = spec
+        self.every = every
+        self._phase: tuple[int, str] | None = None
+        self._since = self._said = time.monotonic()
+
+    def observe(self, info: EpochInfo, height: int | None = None) -> str | None:
+        """Log ``info``'s phase if it is new, or a waiting line if one is due; return what was logged."""
+        now = time.monotonic()
+        key = (info.epoch, info.phase)
+        if key != self._phase:
+            self._phase, self._since, self._said = key, now, now
+            line = f"epoch {info.epoch}: phase {info.phase} (deadline height {info.phase_deadline})"
+        elif now - self._said >= self.every:
+            self._said = now
+            waited = f"waiting in {info.phase} of epoch {info.epoch} for {now - self._since:.0f} s"
+            if info.phase == "join":
+                line = f"{waited}: {join_wait(info, self.spec)}"
+            elif info.phase == "train":
+                line = f"{waited}: {len(info.committed)} of {len(info.hosts)} hosts committed"
+            else:
+                line = f"{waited}: it closes at height {info.phase_deadline}" + (
+                    f" (now {height})" if height is not None else "")
+        else:
+            return None
+        log.info("%s", line)
+        return line
 
 
 class MembershipCache:
@@ -92,11 +156,14 @@ class Daemon:
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        watch = PhaseWatch(self.node.spec)
         while not self._stop.is_set():
             try:
-                if self.max_epochs is not None and self.ledger.epoch().epoch >= self.max_epochs:
+                info = self.ledger.epoch()
+                if self.max_epochs is not None and info.epoch >= self.max_epochs:
                     log.info("reached epoch %d; stopping", self.max_epochs)
                     return
+                watch.observe(info)
                 acted = self.node.tick()
             except LedgerError as exc:
                 # The node is down or slow: keep going; the chain holds the truth.

@@ -26,6 +26,7 @@ hash lost the vote resynchronizes. What the host trains and serves goes through 
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -51,6 +52,8 @@ from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.tensorfile import TensorFileError
 from verifier.measure import delta_excess
+
+log = logging.getLogger("veriloco.node")
 
 
 class HostNode(Participant):
@@ -121,12 +124,29 @@ class HostNode(Participant):
         ctx = EpochContext(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed))
         try:
             result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
-                                                on_step=self._on_step)
+                                                on_step=self._progress(info.epoch))
         except ValueError as exc:  # a non-finite loss: θ_e cannot be trained from
             return self._give_up(info.epoch, "not training", f"θ {info.model_hash[:12]}…: {exc}")
         loss = result.commitment.train_loss_micro / MICRO
         return self.attempt(info.epoch, "committed", lambda: self.ledger.commit(self.key, result.commitment),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
+
+    def _progress(self, epoch: int) -> StepCallback:
+        """The step callback: a log line at every segment boundary (steps done, the segment's mean
+        loss), then the caller's ``on_step``."""
+        total, every = self.spec.train.inner_steps, self.spec.train.segment_steps
+        losses: list[float] = []
+
+        def on_step(done: int, loss: float) -> None:
+            losses.append(loss)
+            if done % every == 0 or done == total:
+                log.info("%s epoch %d training: step %d/%d, loss %.4f", self.name, epoch, done, total,
+                         sum(losses) / len(losses))
+                losses.clear()
+            if self._on_step is not None:
+                self._on_step(done, loss)
+
+        return on_step
 
     # -- aggregate and propose -----------------------------------------------------------------
 

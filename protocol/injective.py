@@ -12,7 +12,7 @@ PREFIX = "inj"
 """Bech32 prefix of Injective account addresses (``inj1…``)."""
 
 DENOM = "inj"
-"""Injective's native denom; amounts are in base units (10^-18 INJ)."""
+"""Injective's native (base) denom; amounts are in base units (10^-18 INJ), written ``20000000000000000000inj``."""
 
 DECIMALS = 18
 """Decimals of a whole INJ: ``1 INJ = 10**18 inj``."""
@@ -20,8 +20,8 @@ DECIMALS = 18
 ONE_INJ = 10**DECIMALS
 """One whole INJ in base units."""
 
-DENOM_DECIMALS: dict[str, int] = {DENOM: DECIMALS}
-"""Denoms whose amounts are written in whole tokens (``20INJ``), with their decimals."""
+DISPLAY_DENOM = "INJ"
+"""The display denom: ``20INJ`` is ``20 * 10**18`` inj (``protocol.coins`` reads and writes both)."""
 
 MIN_GAS_PRICE = 160_000_000
 """inj per unit of gas: ``injectived``'s default ``minimum-gas-prices`` (and txfees ``min_gas_price``)."""

@@ -6,6 +6,10 @@ contract refusal, a bad amount, a missing key or network file, ...), invalid fil
 ``ValueError`` and ``OSError``, and Typer's usage errors (exit status 2). The global ``--debug``
 option (or ``VERILOCO_DEBUG=1``) shows the traceback of a non-usage error instead. Anything else is
 a bug and always shows its traceback.
+
+Startup stays light: the command modules import torch, cosmpy, wasmtime, FastAPI and matplotlib
+only inside the commands that use them, so ``--help``, ``keys``, ``report`` and the other commands
+that do not train start in well under a second (``bench/cli_startup.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ import typer
 from pydantic import ValidationError
 from typer.core import TyperGroup
 
+from chain.errors import LedgerError, NodeUnreachable
+from protocol.coins import KNOWN, annotate
 from protocol.errors import VerilocoError
 from veriloco import __version__
-from veriloco.commands import devnet, epoch, keys, member, run, simulate, train
+from veriloco.commands import devnet, epoch, keys, member, model, run, simulate, train
+from veriloco.connect import TIMEOUTS
 from veriloco.output import err_console
 
 # What a user can cause and needs to read as one line; anything else is a bug (traceback).
@@ -42,11 +49,19 @@ def one_line(exc: BaseException) -> str:
         text = f"{where}: {first['msg']}{more}"
     elif isinstance(exc, typer.TyperException):
         text = exc.format_message()
+        if "unexpected extra argument" in text and any(f"({d.display})" in text or f"({d.base})" in text
+                                                       for d in KNOWN.values()):
+            text += "; write an amount as one word, e.g. 20INJ"
         ctx = getattr(exc, "ctx", None)  # usage errors name the command they belong to
         if ctx is not None:
             text += f" (see '{ctx.command_path} --help')"
     else:
         text = str(exc) or type(exc).__name__
+        if isinstance(exc, LedgerError):  # the contract and chain write base units; a person reads the display form
+            for denom in KNOWN:
+                text = annotate(text, denom)
+        if isinstance(exc, NodeUnreachable):
+            text += " — is the node running? (veriloco devnet status; --timeout SECONDS waits longer)"
     return " ".join(text.split())
 
 
@@ -112,11 +127,22 @@ app = typer.Typer(
 def _root(
     debug: Annotated[bool, typer.Option("--debug", envvar="VERILOCO_DEBUG",
                                         help="show the traceback of an error instead of one line")] = False,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", envvar="VERILOCO_TIMEOUT", min=0.1,
+        help="seconds to wait for the chain's node to answer before giving up")] = TIMEOUTS.node,
+    tx_timeout: Annotated[float, typer.Option(
+        "--tx-timeout", envvar="VERILOCO_TX_TIMEOUT", min=1,
+        help="seconds to wait for a transaction to be included in a block")] = TIMEOUTS.tx,
     version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
                                           help="print the version and exit")] = False,
 ) -> None:
-    """Verifiable, blockchain-settled DiLoCo training."""
+    """Verifiable, blockchain-settled DiLoCo training.
+
+    Results go to stdout (with --json: one JSON object with a schema_version); progress, prompts
+    and logs go to stderr. Amounts are Cosmos coins: 20000000000000000000inj (base units) or 20INJ.
+    """
     _Debug.on = debug
+    TIMEOUTS.node, TIMEOUTS.tx = timeout, tx_timeout
 
 
 app.add_typer(keys.app, name="keys")
@@ -128,6 +154,8 @@ app.command("report")(epoch.report)
 app.command("simulate")(simulate.simulate)
 app.add_typer(member.host_app, name="host")
 app.add_typer(member.validator_app, name="validator")
+app.add_typer(model.app, name="model")
+app.command("metrics")(epoch.metrics)
 
 
 @app.command("version")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -21,6 +22,27 @@ from protocol.rules.spec import RunSpec
 from protocol.types import Address
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
+
+
+@dataclass
+class Timeouts:
+    """How long the CLI waits for a node (set from ``veriloco --timeout/--tx-timeout``).
+
+    Attributes:
+        node: seconds a request waits for the node to answer, retries included; a node that is
+            down is reported after this long. Daemons wait :attr:`daemon_node` instead once they
+            have started, so they ride out a node's restart.
+        tx: seconds to wait for a transaction to be included in a block.
+        daemon_node: what :attr:`node` is for a running daemon.
+    """
+
+    node: float = 5.0
+    tx: float = 60.0
+    daemon_node: float = 60.0
+
+
+TIMEOUTS = Timeouts()
+"""The process's timeouts; the root command sets them from its options."""
 
 
 class ChainSettings(BaseModel):
@@ -69,13 +91,22 @@ def load_network(network: str | Path | None, home: str | Path | None = None) -> 
 
 
 def cosmos_chain(settings: ChainSettings):  # -> chain.cosmos.CosmosChain (cosmpy imported lazily)
-    """A client for a cosmos network."""
+    """A client for a cosmos network, with the process's :data:`TIMEOUTS`."""
     from chain.cosmos import CosmosChain, injective, wasmd  # noqa: PLC0415 (cosmpy loads only for a cosmos network)
 
     if not settings.grpc or not settings.chain_id:
         raise CommandError("a cosmos network needs grpc and chain_id")
     config = (injective if settings.flavour == "injective" else wasmd)(settings.chain_id)
-    return CosmosChain(settings.grpc, config, rpc_url=settings.rpc)
+    return CosmosChain(settings.grpc, config, rpc_url=settings.rpc, tx_timeout=TIMEOUTS.tx,
+                       reconnect_timeout=TIMEOUTS.node, call_timeout=TIMEOUTS.node)
+
+
+def be_patient(ledger: Ledger) -> None:
+    """Let a daemon's ledger wait :attr:`Timeouts.daemon_node` for its node (to ride out a restart)
+    instead of the quick answer one-shot commands need. Nothing to do on the embedded chain."""
+    set_timeouts = getattr(getattr(ledger.backend, "chain", None), "set_timeouts", None)
+    if set_timeouts is not None:
+        set_timeouts(reconnect=TIMEOUTS.daemon_node, call=max(TIMEOUTS.node, 10.0))
 
 
 @contextmanager

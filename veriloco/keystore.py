@@ -81,6 +81,11 @@ class Keystore:
             raise CommandError(f"key {name!r} in {self.path}: {problem}")
         return entry
 
+    def names(self) -> dict[str, str]:
+        """Address -> name of every entry whose address follows from its public key (for reports;
+        an altered entry is left out, so it can never label someone else's address as yours)."""
+        return {k.address: k.name for k in self.load().keys if k.problem() is None}
+
     def delete(self, name: str) -> SealedKey:
         """Remove key ``name`` from the file (its secret is gone unless you kept the mnemonic or
         an export) and return the removed entry.

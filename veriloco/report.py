@@ -1,46 +1,56 @@
-"""Rendering epoch reports for operators: Rich tables, a one-line summary, and a PNG plot.
+"""Rendering epoch reports for operators: Rich tables, one-line summaries, metrics rows and a PNG plot.
 
 Everything shown comes from the contract's ``report`` query (``protocol.views.EpochReport``);
-nothing here recomputes settlement. Amounts are shown in whole tokens when the denom has 18
-decimals (``inj``), otherwise in base units.
+nothing here recomputes settlement. Amounts are shown in their display form (``20INJ``;
+``protocol.coins``); addresses are shown with the name of the local key that owns them, when
+there is one (``names``: address -> name, from the keyring or a simulation's roster).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from protocol.injective import DENOM_DECIMALS
+from protocol.coins import display
 from protocol.rules.losses import MICRO
 from protocol.views import EpochReport, HostReport, ValidatorReport
 
 OUTCOME_STYLE = {
     "accepted": "green", "diligent": "green", "pass": "green",
     "invalid": "bold red", "wrong": "bold red", "fail": "bold red",
-    "unavailable": "red", "absent": "red", "no_reveal": "red", "silent": "red",
+    "unavailable": "red", "absent": "magenta", "no_reveal": "yellow", "silent": "red",
     "inconclusive": "yellow", "pending": "dim", "idle": "dim",
 }
 
-
-def amount(value: str | int, denom: str) -> str:
-    """``1500000000000000000`` inj -> ``1.5 INJ``; other denoms in base units."""
-    decimals = DENOM_DECIMALS.get(denom)
-    if decimals is None:
-        return f"{value} {denom}"
-    whole = Decimal(int(value)) / Decimal(10) ** decimals
-    text = f"{whole:.6f}".rstrip("0").rstrip(".")
-    return f"{text} {denom.upper()}"
+# Host outcomes in the plot: every outcome its own colour (colour-blind-safe where possible).
+OUTCOME_COLOUR = {
+    "accepted": "#009E73", "invalid": "#D55E00", "unavailable": "#E69F00", "absent": "#CC79A7",
+    "no_reveal": "#56B4E9", "inconclusive": "#F0E442", "pending": "#BBBBBB",
+}
 
 
-def short(address: str, names: dict[str, str] | None = None) -> str:
+def short(address: str) -> str:
+    """``inj19q79m9…adh0``."""
+    return f"{address[:10]}…{address[-4:]}"
+
+
+def who(address: str, names: dict[str, str] | None = None) -> str:
+    """The name of ``address`` if it has one, else its short form (for one-line summaries)."""
     if names and address in names:
         return names[address]
-    return f"{address[:10]}…{address[-4:]}"
+    return short(address)
+
+
+def label(address: str, names: dict[str, str] | None = None) -> str:
+    """The name next to the short address, ``alice inj19q79m9…adh0`` (for tables)."""
+    if names and address in names:
+        return f"{names[address]} {short(address)}"
+    return short(address)
 
 
 def _styled(outcome: str) -> Text:
@@ -49,6 +59,10 @@ def _styled(outcome: str) -> Text:
 
 def _loss(micro: int | None) -> str:
     return "" if micro is None else f"{micro / MICRO:.4f}"
+
+
+def _coin(value: str, denom: str) -> str:
+    return display(value, denom) if value != "0" else ""
 
 
 def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None = None) -> Group:
@@ -63,10 +77,9 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
         hosts.add_column(col)
     for h in report.hosts:
         c = h.commitment
-        hosts.add_row(short(h.address, names), amount(h.stake, denom),
+        hosts.add_row(label(h.address, names), display(h.stake, denom),
                       _loss(c.train_loss_micro) if c else "—", Text(" ".join(challenges.get(h.address, []))),
-                      _styled(h.outcome), amount(h.slashed, denom) if h.slashed != "0" else "",
-                      amount(h.reward, denom) if h.reward != "0" else "",
+                      _styled(h.outcome), _coin(h.slashed, denom), _coin(h.reward, denom),
                       h.proposal.model_hash[:8] if h.proposal else "",
                       _loss(h.proposal.val_loss_micro) if h.proposal else "")
     validators = Table(title="validators", title_justify="left")
@@ -74,21 +87,23 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
                 "reward", "caught"):
         validators.add_column(col)
     for v in report.validators:
-        validators.add_row(short(v.address, names), amount(v.stake, denom), str(v.assigned), str(v.voted),
-                           str(v.against_majority), _styled(v.outcome),
-                           amount(v.slashed, denom) if v.slashed != "0" else "",
-                           amount(v.reward, denom) if v.reward != "0" else "",
-                           amount(v.catcher_reward, denom) if v.catcher_reward != "0" else "")
-    agreed = {True: "agreed", False: "NOT agreed (θ unchanged)", None: "pending"}[report.agreed]
+        validators.add_row(label(v.address, names), display(v.stake, denom), str(v.assigned), str(v.voted),
+                           str(v.against_majority), _styled(v.outcome), _coin(v.slashed, denom),
+                           _coin(v.reward, denom), _coin(v.catcher_reward, denom))
     totals = Text.assemble(
         ("θ_e ", "bold"), report.model_hash[:16], ("  →  θ_e+1 ", "bold"),
-        (report.next_model_hash or "—")[:16], f" ({agreed})\n",
-        ("slashed ", "bold"), amount(report.slashed_total, denom),
-        ("  to catchers ", "bold"), amount(report.to_catchers, denom),
-        ("  to treasury ", "bold"), amount(report.to_treasury, denom),
-        ("  rewards ", "bold"), amount(report.rewards_total, denom),
+        (report.next_model_hash or "—")[:16], f" ({agreement(report.agreed)})\n",
+        ("slashed ", "bold"), display(report.slashed_total, denom),
+        ("  to catchers ", "bold"), display(report.to_catchers, denom),
+        ("  to treasury ", "bold"), display(report.to_treasury, denom),
+        ("  rewards ", "bold"), display(report.rewards_total, denom),
     )
     return Group(hosts, validators, totals)
+
+
+def agreement(agreed: bool | None) -> str:
+    """How an epoch's vote on θ_{e+1} stands, in words (never ``None``)."""
+    return {True: "agreed", False: "NOT agreed (θ unchanged)", None: "pending"}[agreed]
 
 
 def best_val_loss(report: EpochReport) -> float | None:
@@ -108,17 +123,18 @@ def mean_train_loss(report: EpochReport) -> float | None:
 def summary_line(report: EpochReport, names: dict[str, str] | None = None) -> str:
     """One line per epoch: outcomes, slashes and the agreed model's validation loss."""
     val = best_val_loss(report)
-    hosts = sorted(report.hosts, key=lambda h: short(h.address, names))
-    outcomes = ", ".join(f"{short(h.address, names)} {h.outcome}" for h in hosts)
-    slashed = [short(h.address, names) for h in report.hosts if h.slashed != "0"]
-    slashed += [short(v.address, names) for v in report.validators if v.slashed != "0"]
+    hosts = sorted(report.hosts, key=lambda h: who(h.address, names))
+    outcomes = ", ".join(f"{who(h.address, names)} {h.outcome}" for h in hosts)
+    slashed = [who(h.address, names) for h in report.hosts if h.slashed != "0"]
+    slashed += [who(v.address, names) for v in report.validators if v.slashed != "0"]
     return (f"epoch {report.epoch}: {outcomes}; slashed: {', '.join(slashed) or 'nobody'}; "
-            f"val loss {'—' if val is None else f'{val:.4f}'}; θ {'agreed' if report.agreed else 'unchanged'}")
+            f"val loss of θ_{report.epoch + 1} {'—' if val is None else f'{val:.4f}'}; "
+            f"θ {'agreed' if report.agreed else 'unchanged'}")
 
 
 def slashed_over_run(reports: Sequence[EpochReport], denom: str, names: dict[str, str] | None = None) -> str:
     """Who was slashed across several epochs, how much in all and in how many epochs, e.g.
-    ``host-4 (noise) 15 INJ in 2 epochs``; ``nobody`` if nobody was."""
+    ``host-4 (noise) 15INJ in 2 epochs``; ``nobody`` if nobody was."""
     total: dict[str, int] = {}
     epochs: dict[str, int] = {}
     for report in reports:
@@ -127,52 +143,113 @@ def slashed_over_run(reports: Sequence[EpochReport], denom: str, names: dict[str
             if member.slashed != "0":
                 total[member.address] = total.get(member.address, 0) + int(member.slashed)
                 epochs[member.address] = epochs.get(member.address, 0) + 1
-    parts = [f"{short(a, names)} {amount(total[a], denom)} in {epochs[a]} epoch{'s' * (epochs[a] > 1)}"
-             for a in sorted(total, key=lambda a: short(a, names))]
+    parts = [f"{who(a, names)} {display(total[a], denom)} in {epochs[a]} epoch{'s' * (epochs[a] > 1)}"
+             for a in sorted(total, key=lambda a: who(a, names))]
     return ", ".join(parts) or "nobody"
 
 
+EPOCH_COLUMNS = ["epoch", "phase", "agreed", "model_hash", "next_model_hash", "val_loss_next",
+                 "train_loss_accepted", "hosts", "accepted", "validators", "slashed_total", "to_catchers",
+                 "to_treasury", "rewards_total", "denom"]
+MEMBER_COLUMNS = ["epoch", "role", "address", "name", "stake", "outcome", "train_loss", "val_loss", "assigned",
+                  "voted", "against_majority", "slashed", "reward", "catcher_reward", "denom"]
+
+
+def epoch_rows(reports: Sequence[EpochReport], denom: str) -> list[dict[str, Any]]:
+    """One row per epoch (columns :data:`EPOCH_COLUMNS`): losses, counts and money; amounts in base units.
+
+    ``val_loss_next`` is the validation loss of θ_{e+1}, the model epoch ``e`` produced.
+    """
+    return [{"epoch": r.epoch, "phase": r.phase, "agreed": "" if r.agreed is None else r.agreed,
+             "model_hash": r.model_hash, "next_model_hash": r.next_model_hash or "",
+             "val_loss_next": _opt(best_val_loss(r)), "train_loss_accepted": _opt(mean_train_loss(r)),
+             "hosts": len(r.hosts), "accepted": sum(h.outcome == "accepted" for h in r.hosts),
+             "validators": len(r.validators), "slashed_total": r.slashed_total, "to_catchers": r.to_catchers,
+             "to_treasury": r.to_treasury, "rewards_total": r.rewards_total, "denom": denom}
+            for r in reports]
+
+
+def member_rows(reports: Sequence[EpochReport], denom: str,
+                names: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per member and epoch (columns :data:`MEMBER_COLUMNS`); amounts in base units."""
+    rows: list[dict[str, Any]] = []
+    for r in reports:
+        for h in r.hosts:
+            rows.append({"epoch": r.epoch, "role": "host", "address": h.address,
+                         "name": (names or {}).get(h.address, ""),
+                         "stake": h.stake, "outcome": h.outcome,
+                         "train_loss": _opt(h.commitment.train_loss_micro / MICRO if h.commitment else None),
+                         "val_loss": _opt(h.proposal.val_loss_micro / MICRO if h.proposal else None),
+                         "assigned": "", "voted": "", "against_majority": "", "slashed": h.slashed,
+                         "reward": h.reward, "catcher_reward": "0", "denom": denom})
+        for v in r.validators:
+            rows.append({"epoch": r.epoch, "role": "validator", "address": v.address,
+                         "name": (names or {}).get(v.address, ""), "stake": v.stake, "outcome": v.outcome,
+                         "train_loss": "", "val_loss": "", "assigned": v.assigned, "voted": v.voted,
+                         "against_majority": v.against_majority, "slashed": v.slashed, "reward": v.reward,
+                         "catcher_reward": v.catcher_reward, "denom": denom})
+    return rows
+
+
+def _opt(value: float | None) -> str | float:
+    return "" if value is None else round(value, 6)
+
+
 def plot_reports(reports: Sequence[EpochReport], path: Path, names: dict[str, str] | None = None) -> Path:
-    """Validation loss of the agreed model per epoch, and each host's outcome per epoch, as a PNG."""
+    """Losses per epoch and each host's outcome per epoch, as a PNG.
+
+    The x axis counts epochs: the train loss of epoch ``e`` (trained from θ_e) is drawn at ``e``,
+    the validation loss of θ_{e+1} — the model epoch ``e`` produced — at ``e + 1``. Legends sit
+    below their plots, so they never cover a point.
+    """
     import matplotlib  # noqa: PLC0415 (matplotlib loads only when a plot is asked for)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415 (after choosing the backend)
 
-    fig, (ax_loss, ax_hosts) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1.2, 1]})
-    points = [(r.epoch, best_val_loss(r)) for r in reports]
-    points = [(e, v) for e, v in points if v is not None]
-    if points:
-        ax_loss.plot([e for e, _ in points], [v for _, v in points], marker="o", label="validation loss of θ_e+1")
+    hosts = sorted({h.address for r in reports for h in r.hosts}, key=lambda a: who(a, names))
+    fig, (ax_loss, ax_hosts) = plt.subplots(1, 2, figsize=(12, 4.8 + 0.18 * max(0, len(hosts) - 6)),
+                                            gridspec_kw={"width_ratios": [1.2, 1]})
+    val = [(r.epoch + 1, best_val_loss(r)) for r in reports]
+    val = [(e, v) for e, v in val if v is not None]
+    if val:
+        ax_loss.plot([e for e, _ in val], [v for _, v in val], marker="o", label="validation loss of θ_e (agreed)")
     train = [(r.epoch, mean_train_loss(r)) for r in reports]
     train = [(e, v) for e, v in train if v is not None]
     if train:
         ax_loss.plot([e for e, _ in train], [v for _, v in train], marker="s", linestyle="--",
-                     label="train loss, last segment (accepted hosts)")
-    ax_loss.set_xlabel("epoch")
+                     label="train loss in epoch e, last segment (accepted hosts)")
+    ax_loss.set_xlabel("epoch e")
     ax_loss.set_ylabel("nats/byte")
     ax_loss.set_title("loss")
     ax_loss.grid(alpha=0.3)
-    ax_loss.legend(fontsize="small")
-    if reports:
-        ax_loss.set_xticks([r.epoch for r in reports])
-    hosts = sorted({h.address for r in reports for h in r.hosts})
-    colors = {"accepted": "tab:green", "invalid": "tab:red", "unavailable": "tab:orange",
-              "absent": "tab:orange", "no_reveal": "tab:orange", "inconclusive": "gold", "pending": "lightgray"}
+    epochs = [r.epoch for r in reports]
+    if epochs:
+        ax_loss.set_xticks(range(min(epochs), max(epochs) + 2))
+        ax_loss.set_xlim(min(epochs) - 0.5, max(epochs) + 1.5)
+    if val or train:
+        ax_loss.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+    seen: set[str] = set()
     for r in reports:
         for h in r.hosts:
-            y = hosts.index(h.address)
-            ax_hosts.scatter(r.epoch, y, s=160, marker="s", color=colors.get(h.outcome, "gray"))
-    ax_hosts.set_yticks(range(len(hosts)), [short(a, names) for a in hosts])
-    ax_hosts.set_xlabel("epoch")
+            seen.add(h.outcome)
+            ax_hosts.scatter(r.epoch, hosts.index(h.address), s=160, marker="s",
+                             color=OUTCOME_COLOUR.get(h.outcome, "gray"), edgecolors="black", linewidths=0.5)
+    ax_hosts.set_yticks(range(len(hosts)), [who(a, names) for a in hosts])
+    ax_hosts.set_ylim(-0.7, max(len(hosts), 1) - 0.3)
+    ax_hosts.set_xlabel("epoch e")
     ax_hosts.set_title("host outcomes")
-    for outcome, color in colors.items():
-        ax_hosts.scatter([], [], marker="s", color=color, label=outcome)
-    ax_hosts.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    if reports:
-        ax_hosts.set_xticks([r.epoch for r in reports])
+    if epochs:
+        ax_hosts.set_xticks(epochs)
+        ax_hosts.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
+    for outcome, colour in OUTCOME_COLOUR.items():
+        if outcome in seen:
+            ax_hosts.scatter([], [], s=80, marker="s", color=colour, edgecolors="black", linewidths=0.5,
+                             label=outcome)
+    if seen:
+        ax_hosts.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, frameon=False)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -9,9 +9,10 @@ ContractError / LedgerError). See ``docs/devnet.md``.
 
 from chain.cosmos.backend import CosmosBackend
 from chain.cosmos.chain import CosmosChain, PendingTx
-from chain.cosmos.client import CosmosClient, NodeUnreachable
+from chain.cosmos.client import CosmosClient
 from chain.cosmos.config import ChainConfig, injective, wasmd
 from chain.cosmos.errors import CosmosTxError, contract_message
+from chain.errors import NodeUnreachable
 
 __all__ = [
     "ChainConfig",

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chain.cosmos.chain import CosmosChain, Funds, PendingTx
@@ -36,21 +36,33 @@ class CosmosBackend(ContractBackend):
         self.chain = chain
         self._contract = contract_address
         self.gas_limit = gas_limit
+        self.deploy_txs: dict[str, TxResult] = {}
+        """The transactions :meth:`deploy` sent (``store_code`` unless a code was reused, ``instantiate``)."""
 
     @classmethod
     def deploy(cls, chain: CosmosChain, key: PrivateKey, instantiate_msg: Mapping[str, Any], *,
                wasm: bytes | None = None, label: str = "veriloco", admin: str | None = None,
-               code_id: int | None = None) -> CosmosBackend:
+               code_id: int | None = None, progress: Callable[[str], None] | None = None) -> CosmosBackend:
         """Store the contract's code (or reuse a code with the same sha256) and instantiate it.
 
         Args:
             wasm: the contract (default: the committed ``contracts/artifacts/veriloco.wasm``).
             code_id: instantiate this code instead of storing ``wasm``.
+            progress: told each step as it starts, in words.
         """
+        say = progress or (lambda _: None)
+        txs: dict[str, TxResult] = {}
         if code_id is None:
-            code_id, _ = chain.store_code(key, wasm if wasm is not None else load_contract_wasm())
-        address, _ = chain.instantiate(key, code_id, instantiate_msg, label=label, admin=admin)
-        return cls(chain, address)
+            code = wasm if wasm is not None else load_contract_wasm()
+            say(f"storing the contract's code ({len(code) // 1024} KiB) or reusing a stored copy")
+            code_id, stored = chain.store_code(key, code)
+            if stored is not None:
+                txs["store_code"] = stored
+        say(f"instantiating code {code_id}")
+        address, txs["instantiate"] = chain.instantiate(key, code_id, instantiate_msg, label=label, admin=admin)
+        backend = cls(chain, address)
+        backend.deploy_txs = txs
+        return backend
 
     @property
     def denom(self) -> str:

@@ -160,6 +160,14 @@ class CosmosChain:
     def url(self) -> str:
         return self.client.url
 
+    def set_timeouts(self, *, reconnect: float | None = None, call: float | None = None) -> None:
+        """Change how long an unreachable node is retried (``reconnect``) and one request's deadline
+        (``call``), e.g. patient for a daemon after a quick first contact."""
+        if reconnect is not None:
+            self.client.reconnect_timeout = reconnect
+        if call is not None:
+            self.client.call_timeout = call
+
     def close(self) -> None:
         self.client.close()
 

@@ -40,7 +40,7 @@ from cosmpy.protos.cosmos.tx.v1beta1.service_pb2_grpc import ServiceStub as TxSt
 from cosmpy.protos.cosmwasm.wasm.v1.query_pb2_grpc import QueryStub as WasmStub
 
 from chain.cosmos.config import ChainConfig
-from chain.errors import LedgerError
+from chain.errors import LedgerError, NodeUnreachable
 
 T = TypeVar("T")
 
@@ -65,10 +65,6 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]
-
-
-class NodeUnreachable(LedgerError):
-    """The node did not answer within the reconnect timeout."""
 
 
 class CosmosClient(LedgerClient):  # type: ignore[misc]  # cosmpy ships no type information
@@ -144,7 +140,8 @@ class CosmosClient(LedgerClient):  # type: ignore[misc]  # cosmpy ships no type 
         Raises:
             NodeUnreachable: the node stayed unreachable for ``timeout`` (default ``reconnect_timeout``).
         """
-        give_up = time.monotonic() + (self.reconnect_timeout if timeout is None else timeout)
+        window = self.reconnect_timeout if timeout is None else timeout
+        give_up = time.monotonic() + window
         delay = 0.05
         failures = 0
         while True:
@@ -157,8 +154,9 @@ class CosmosClient(LedgerClient):  # type: ignore[misc]  # cosmpy ships no type 
                     raise
                 failures += 1
                 if time.monotonic() + delay > give_up:
-                    raise NodeUnreachable(f"the node at {self.url} is unreachable "
-                                          f"({code.name if code else 'error'}: {_details(exc)})") from None
+                    raise NodeUnreachable(f"the node at {self.url} did not answer within {window:g} s "
+                                          f"({code.name if code else 'error'}: {_details(exc)})",
+                                          url=self.url) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
                 if failures % 3 == 0:  # a channel stuck in backoff: start over

@@ -169,15 +169,16 @@ def test_cli_up_status_accounts_down(tmp_path, monkeypatch):
     runner = CliRunner()
     args = ["--rpc-port", ports.rpc, "--p2p-port", ports.p2p, "--grpc-port", ports.grpc, "--rest-port", ports.rest]
     res = runner.invoke(devnet_cmd.app, ["up", "--keys", "alice", "--keys", "bob", "--test-accounts", "1",
-                                         "--amount", "1000",
+                                         "--amount", "1000inj",
                                          *map(str, args), "--json"])
     assert res.exit_code == 0, res.output
     try:
-        up = json.loads(res.output)
+        up = json.loads(res.stdout)["devnet"]
+        assert "waiting up to" in res.stderr  # progress, on stderr
         assert up["running"] and up["height"] >= 1 and up["home"] == str(home / "devnet")
 
         res = runner.invoke(devnet_cmd.app, ["status", "--json"])
-        assert res.exit_code == 0 and json.loads(res.output)["pid"] == up["pid"]
+        assert res.exit_code == 0 and json.loads(res.output)["devnet"]["pid"] == up["pid"]
 
         res = runner.invoke(devnet_cmd.app, ["accounts", "--json"])
         listed = json.loads(res.output)
@@ -195,11 +196,11 @@ def test_cli_up_status_accounts_down(tmp_path, monkeypatch):
         res = runner.invoke(devnet_cmd.app, ["down"])
         assert res.exit_code == 0, res.output
         res = runner.invoke(devnet_cmd.app, ["start", "--json"])  # same chain, higher height
-        assert res.exit_code == 0 and json.loads(res.output)["height"] > up["height"]
+        assert res.exit_code == 0 and json.loads(res.stdout)["devnet"]["height"] > up["height"]
     finally:
         res = runner.invoke(devnet_cmd.app, ["down", "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["stopped"] is True
     res = runner.invoke(devnet_cmd.app, ["status", "--json"])
-    assert json.loads(res.output)["running"] is False
+    assert json.loads(res.output)["devnet"]["running"] is False
     res = runner.invoke(devnet_cmd.app, ["accounts", "--json"])
     assert json.loads(res.output)["live"] is False  # genesis balances from devnet.json

@@ -98,7 +98,7 @@ def test_three_epochs_with_a_cheater_over_http(network) -> None:
             proc.kill()
 
     addresses = {name: json.loads(cli(env, "keys", "show", name, "--json"))["address"] for name in HOSTS}
-    reports = [json.loads(cli(env, "report", str(e), "--json")) for e in range(EPOCHS)]
+    reports = [json.loads(cli(env, "report", str(e), "--json"))["report"] for e in range(EPOCHS)]
     cheater = addresses["cheat"]
     for report in reports:
         outcomes = {h["address"]: h for h in report["hosts"]}

@@ -34,4 +34,4 @@ def test_a_cheater_slashed_below_the_minimum_stake_drops_out_and_the_run_goes_on
     assert net.total_funds() == net.initial_funds
     # What simulate prints at the end: 50 % of twice the minimum, then 50 % of what is left.
     slashed = 3 * int(spec.economics.min_host_stake) // 2
-    assert slashed_over_run(reports, "utest", net.names) == f"host-2 (noise) {slashed} utest in 2 epochs"
+    assert slashed_over_run(reports, "utest", net.names) == f"host-2 (noise) {slashed}utest in 2 epochs"

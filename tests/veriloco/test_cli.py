@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -13,9 +14,7 @@ from chain.embedded import EmbeddedChain
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.presets import tiny
-from veriloco.commands.common import parse_amount
 from veriloco.connect import ChainSettings, NetworkFile
-from veriloco.errors import CommandError
 from veriloco.network import EmbeddedChainFactory, LocalNetwork, Roster
 
 VERILOCO = [sys.executable, "-m", "veriloco.cli"]
@@ -50,32 +49,40 @@ def saved_run(tmp_path_factory) -> Path:
 def test_operator_commands_read_a_saved_run(saved_run, tmp_path) -> None:
     home = tmp_path / "home"
     epochs = json.loads(cli("epoch", "list", "--json", "--network", str(saved_run), home=home).stdout)
-    assert [e["epoch"] for e in epochs] == [0, 1, 2] and [e["agreed"] for e in epochs[:2]] == [True, True]
+    assert epochs["schema_version"] == 1
+    assert [e["epoch"] for e in epochs["epochs"]] == [0, 1, 2]
+    assert [e["agreed"] for e in epochs["epochs"][:2]] == [True, True]
     report = json.loads(cli("report", "1", "--json", "--network", str(saved_run), home=home).stdout)
-    assert {h["outcome"] for h in report["hosts"]} == {"accepted"} and report["next_model_hash"]
-    text = cli("report", "1", "--plot", str(tmp_path / "loss.png"), "--network", str(saved_run), home=home).stdout
-    assert "accepted" in text and "validation loss of θ_e+1" in text
+    assert report["schema_version"] == 1 and report["denom"] == "inj"
+    assert {h["outcome"] for h in report["report"]["hosts"]} == {"accepted"} and report["report"]["next_model_hash"]
+    done = cli("report", "1", "--plot", str(tmp_path / "loss.png"), "--network", str(saved_run), home=home)
+    assert "accepted" in done.stdout and "validation loss of θ_2" in done.stdout
+    assert "plot written to" in done.stderr and "plot written" not in done.stdout
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     show = cli("run", "show", "--network", str(saved_run), home=home).stdout
     assert "tiny" not in show.splitlines()[0] and "cli" in show.splitlines()[0]
     current = json.loads(cli("epoch", "show", "--json", "--network", str(saved_run), home=home).stdout)
-    assert current["epoch"] == 2 and current["phase"] == "join"
+    assert current["epoch"]["epoch"] == 2 and current["epoch"]["phase"] == "join"
+    # Never "agreed None": an epoch whose vote is still open says so in words.
+    shown = cli("epoch", "show", "--network", str(saved_run), home=home).stdout
+    assert "None" not in shown and "(pending)" in shown
+    assert "None" not in cli("epoch", "list", "--network", str(saved_run), home=home).stdout
+    # Metrics: one CSV row per epoch and per member and epoch, TensorBoard events beside them.
+    out = tmp_path / "metrics"
+    exported = json.loads(cli("metrics", str(out), "--tensorboard", "--json", "--network", str(saved_run),
+                              home=home).stdout)
+    assert exported["epochs"] == 3 and exported["rows"] == 4
+    rows = list(csv.DictReader((out / "epochs.csv").open()))
+    assert [r["epoch"] for r in rows] == ["0", "1", "2"] and rows[2]["val_loss_next"] == ""
+    assert float(rows[1]["val_loss_next"]) == pytest.approx(
+        min(h["proposal"]["val_loss_micro"] for h in report["report"]["hosts"]) / 1e6)
+    assert len(list(csv.DictReader((out / "members.csv").open()))) == 4
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
 
 
 def test_template_round_trips_through_deploy_parsing(tmp_path) -> None:
     from veriloco.commands.common import read_spec_file
 
     out = tmp_path / "spec.toml"
-    cli("run", "template", "--preset", "tiny", "--out", str(out), home=tmp_path)
-    assert read_spec_file(out) == tiny()
-
-
-@pytest.mark.parametrize("text, expected", [("1500", 1500), ("20INJ", 20 * 10**18), ("0.5 inj", 5 * 10**17)])
-def test_amounts(text, expected) -> None:
-    assert parse_amount(text, "inj") == expected
-
-
-@pytest.mark.parametrize("text", ["1.5", "20atom", "-3", "1e5", "0.0000000000000000001inj"])
-def test_bad_amounts(text) -> None:
-    with pytest.raises(CommandError):
-        parse_amount(text, "inj")
+    done = cli("run", "template", "--preset", "tiny", "--out", str(out), home=tmp_path)
+    assert read_spec_file(out) == tiny() and done.stdout == ""

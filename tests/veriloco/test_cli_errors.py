@@ -7,6 +7,7 @@ against a real embedded deployment of the contract; one subprocess run checks th
 from __future__ import annotations
 
 import hashlib
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from typer.testing import CliRunner, Result
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
 from chain.ledger import ContractError
-from protocol.injective import DENOM, GENESIS_BALANCE
+from protocol.injective import DENOM, GENESIS_BALANCE, ONE_INJ
 from protocol.keys import PrivateKey
 from trainer.presets import tiny
 from veriloco import __version__
@@ -31,17 +32,21 @@ PASSPHRASE = "pw"
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A run deployed on an embedded chain saved to disk, and a home whose key ``outsider`` is no member."""
+    """A run deployed on an embedded chain saved to disk, and a home with two keys: ``outsider`` is
+    no member, ``member`` is a host with 20 INJ bonded and nothing unbonding."""
     root = tmp_path_factory.mktemp("deployed")
     operator = PrivateKey(hashlib.sha256(b"cli-errors-operator").digest())
-    chain = EmbeddedChain(genesis_balances={operator.address(): {DENOM: GENESIS_BALANCE}})
+    member = PrivateKey(hashlib.sha256(b"cli-errors-member").digest())
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, member)})
     ledger = deploy_embedded(chain, operator, tiny("cli-errors"), hashlib.sha256(b"theta_0").hexdigest(),
                              treasury=operator.address())
+    ledger.bond(member, "host", "http://127.0.0.1:8101", 20 * ONE_INJ)
     chain.save(root / "chain.json")
     network = NetworkFile(chain=ChainSettings(backend="embedded", state=str(root / "chain.json")),
                           contract=ledger.contract_address, run_id="00" * 32).save(root / "network.json")
     home = root / "home"
     Keystore.in_home(home).add("outsider", PrivateKey(hashlib.sha256(b"cli-errors-outsider").digest()), PASSPHRASE)
+    Keystore.in_home(home).add("member", member, PASSPHRASE)
     return network, home
 
 
@@ -72,11 +77,19 @@ def test_debug_shows_the_error_itself(deployed) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["host", "bond", "1.5", "--key", "outsider"], "base units are whole numbers"),
-    (["host", "bond", "20atom", "--key", "outsider"], "unknown unit 'atom'"),
+    (["host", "bond", "20", "--key", "outsider"], "'20' has no denom: write 20INJ or 20000000000000000000inj"),
+    (["host", "bond", "1.5inj", "--key", "outsider"], "inj is the base unit and has no fractions"),
+    (["host", "bond", "20atom", "--key", "outsider"], "unknown denom 'atom'"),
     (["host", "bond", "5INJ", "--key", "nobody"], "no key named 'nobody'"),
     (["host", "status", "inj1notanaddress"], "invalid address"),
     (["validator", "status", "--key", "outsider"], "is not a member of this run"),
+    (["host", "claim", "--key", "member"], "claim: nothing to claim;"),
+    (["host", "claim", "--key", "outsider"], "is not a member"),
+    # The contract writes base units; the CLI adds the display form.
+    (["host", "unbond", "25INJ", "--key", "member"],
+     "unbond: cannot unbond 25000000000000000000inj (25INJ), only 20000000000000000000inj (20INJ) is bonded"),
+    (["report", "7"], "epoch 7 has not started: the run is in epoch 0"),
+    (["model", "export", "out", "--epoch", "3"], "θ_3 does not exist yet: the run is in epoch 0"),
 ])
 def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> None:
     network, home = deployed
@@ -104,6 +117,7 @@ def test_a_damaged_network_file_is_one_line(tmp_path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["keys", "show"], "Missing argument 'name'"),
+    (["host", "bond", "20", "INJ"], "unexpected extra argument(s) (INJ); write an amount as one word, e.g. 20INJ"),
     (["keys", "show", "--bogus", "x"], "No such option: --bogus"),
     (["epoch", "show", "notanumber"], "Invalid value for 'epoch'"),
     (["nonsense"], "No such command 'nonsense'"),
@@ -124,6 +138,33 @@ def test_bad_spec_files_are_refused_clearly(tmp_path) -> None:
     assert "floats are ambiguous" in result.stderr
     bad.write_text("this is [not toml")
     assert_one_line(invoke("run", "deploy", str(bad), home=tmp_path), "not valid TOML")
+
+
+def test_a_node_that_is_down_is_one_line_within_the_timeout(tmp_path) -> None:
+    """Nothing listens on the node's port: the error names the node, the timeout and what to check."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # free once closed: nothing listens there
+    down = NetworkFile(chain=ChainSettings(backend="cosmos", grpc=f"grpc+http://127.0.0.1:{port}", chain_id="x"),
+                       contract="inj1npvwllfr9dqr8erajqqr6s0vxnk2ak55re90dz", run_id="00" * 32)
+    network = down.save(tmp_path / "network.json")
+    result = invoke("--timeout", "0.5", "epoch", "list", "--network", str(network), home=tmp_path)
+    assert_one_line(result, f"the node at grpc+http://127.0.0.1:{port} did not answer within 0.5 s")
+    assert "is the node running?" in result.stderr
+
+
+def test_a_busy_listen_port_is_one_line_before_anything_starts(tmp_path) -> None:
+    down = NetworkFile(chain=ChainSettings(backend="cosmos", grpc="grpc+http://127.0.0.1:9", chain_id="x"),
+                       contract="inj1npvwllfr9dqr8erajqqr6s0vxnk2ak55re90dz", run_id="00" * 32)
+    network = down.save(tmp_path / "network.json")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = invoke("host", "run", "--listen", f"127.0.0.1:{port}", "--network", str(network), home=tmp_path)
+    assert_one_line(result, f"cannot listen on 127.0.0.1:{port}")
+    assert_one_line(invoke("host", "run", "--listen", "8101", "--network", str(network), home=tmp_path),
+                    "expected HOST:PORT")
 
 
 def test_version(tmp_path) -> None:

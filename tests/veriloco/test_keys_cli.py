@@ -50,7 +50,7 @@ def test_recover_gives_injectives_address_by_default_and_plain_cosmos_on_request
     assert bob["address"] == INJ_PLAIN and bob["key_type"] == "secp256k1" and bob["hd_path"] == "m/44'/118'/0'/0/0"
     other = ok_json(keys("add", "carol", "--recover", "--index", "1", "--json", input=ABANDON + "\n"))
     assert other["hd_path"] == "m/44'/60'/0'/0/1" and other["address"] not in (INJ_ETH, INJ_PLAIN)
-    listed = ok_json(keys("list", "--json"))
+    listed = ok_json(keys("list", "--json"))["keys"]
     assert [(k["name"], k["key_type"], k["verified"]) for k in listed] == [
         ("alice", "eth_secp256k1", True), ("bob", "secp256k1", True), ("carol", "eth_secp256k1", True)]
     shown = keys("show", "alice", "-a")
@@ -122,7 +122,7 @@ def test_an_altered_entry_is_flagged_refused_and_can_be_deleted(keys) -> None:
     _tamper(keys.home, "alice", address=mallory["address"])
     listed = keys("list", "--json")
     assert listed.exit_code == 1
-    rows = {r["name"]: r for r in json.loads(listed.stdout)}
+    rows = {r["name"]: r for r in json.loads(listed.stdout)["keys"]}
     assert rows["alice"]["verified"] is False and "altered" in rows["alice"]["problem"]
     assert rows["mallory"]["verified"] is True
     for args in (["show", "alice", "-a"], ["export", "alice", "--unsafe"]):
@@ -135,11 +135,12 @@ def test_an_altered_entry_is_flagged_refused_and_can_be_deleted(keys) -> None:
     # Delete asks first, and removes only the named key.
     kept = keys("delete", "alice", input="n\n")
     assert kept.exit_code != 0 and "not deleted" in str(kept.exception)
+    assert keys("delete", "alice", input="").exit_code != 0  # no answer (a script without --yes): kept
     gone = keys("delete", "alice", input="y\n")
     assert gone.exit_code == 0 and f"deleted key alice ({INJ_ETH})" in gone.stdout
-    assert [r["name"] for r in ok_json(keys("list", "--json"))] == ["mallory"]
+    assert [r["name"] for r in ok_json(keys("list", "--json"))["keys"]] == ["mallory"]
     deleted = ok_json(keys("delete", "mallory", "--yes", "--json"))
-    assert deleted == {"deleted": "mallory", "address": mallory["address"]}
+    assert deleted == {"deleted": "mallory", "address": mallory["address"], "schema_version": 1}
     missing = keys("delete", "alice", "--yes")
     assert missing.exit_code != 0 and "no key named 'alice'" in str(missing.exception)
 
@@ -149,6 +150,19 @@ def test_a_tampered_kdf_cost_is_refused_before_any_work(keys) -> None:
     # 4 GiB and 16 passes of scrypt, which the old per-field limits allowed.
     _tamper(keys.home, "alice", n=2**20, r=32, p=16)
     listed = keys("list", "--json")
-    assert listed.exit_code == 1 and "scrypt" in json.loads(listed.stdout)[0]["problem"]
+    assert listed.exit_code == 1 and "scrypt" in json.loads(listed.stdout)["keys"][0]["problem"]
     refused = keys("export", "alice", "--unsafe")
     assert refused.exit_code != 0 and "scrypt n=1048576" in str(refused.exception)
+
+
+def test_without_a_terminal_secrets_come_from_stdin_and_the_environment(keys) -> None:
+    """A script: the mnemonic on stdin, the passphrase in $VERILOCO_PASSPHRASE; missing either is one clear error."""
+    recovered = ok_json(keys("add", "alice", "--recover", "--json", input=ABANDON + "\n"))
+    assert recovered["address"] == INJ_ETH
+    no_passphrase = keys("add", "bob", "--json", passphrase=None)
+    assert no_passphrase.exit_code != 0 and "set VERILOCO_PASSPHRASE" in str(no_passphrase.exception)
+    no_mnemonic = keys("add", "carol", "--recover", input="")
+    assert no_mnemonic.exit_code != 0 and "no terminal to ask for the mnemonic" in str(no_mnemonic.exception)
+    exists = keys("add", "alice", "--recover", input=ABANDON + "\n")
+    assert exists.exit_code != 0 and "exists already" in str(exists.exception)
+    assert [k["name"] for k in ok_json(keys("list", "--json"))["keys"]] == ["alice"]

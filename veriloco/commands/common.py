@@ -1,64 +1,77 @@
-"""Options and helpers shared by the command groups: network, keys, amounts, spec files."""
+"""Options and helpers shared by the command groups: network, keys, amounts, secrets, spec files."""
 
 from __future__ import annotations
 
 import os
-import re
+import sys
 import tomllib
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
-from protocol.injective import DENOM_DECIMALS
-from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.keystore import PASSPHRASE_ENV, Keystore
 
+if TYPE_CHECKING:
+    from protocol.keys import PrivateKey
+
 Home = Annotated[str | None, typer.Option("--home", help="veriloco home (default $VERILOCO_HOME or ~/.veriloco)")]
 Network = Annotated[Path | None, typer.Option("--network", "-n", help="network file (default <home>/network.json)")]
-Json = Annotated[bool, typer.Option("--json", help="print JSON")]
+Json = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout (nothing else)")]
 KeyName = Annotated[str, typer.Option("--key", "-k", help="name of the key in the keyring")]
+Device = Annotated[str, typer.Option("--device", help="where to compute: cpu (default), cuda or cuda:N")]
+AMOUNT_HELP = "a coin: 20INJ (whole INJ) or 20000000000000000000inj (base units)"
 
-_AMOUNT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+def ask_secret(prompt: str, what: str, *, confirm: bool = False) -> str:
+    """A secret typed at a terminal (hidden), or one line of stdin when stdin is not a terminal.
+
+    Args:
+        prompt: the prompt shown at a terminal (on stderr, so stdout keeps only the result).
+        what: names the secret in the error when there is neither a terminal nor a line.
+        confirm: at a terminal, ask twice.
+
+    Raises:
+        CommandError: no terminal and nothing on stdin.
+    """
+    if sys.stdin.isatty():
+        return str(typer.prompt(prompt, hide_input=True, confirmation_prompt=confirm, err=True))
+    line = sys.stdin.readline()
+    if not line.strip():
+        raise CommandError(f"no terminal to ask for the {what}: pipe it on stdin")
+    return line.rstrip("\r\n")
+
+
+def passphrase(name: str | None = None, *, confirm: bool = False) -> str:
+    """The keyring passphrase: ``$VERILOCO_PASSPHRASE``, or asked at the terminal.
+
+    Raises:
+        CommandError: neither the variable nor a terminal (a script must set the variable).
+    """
+    env = os.environ.get(PASSPHRASE_ENV)
+    if env is not None:
+        return env
+    if not sys.stdin.isatty():
+        raise CommandError(f"no terminal to ask for the passphrase{f' of key {name!r}' if name else ''}: "
+                           f"set {PASSPHRASE_ENV}")
+    label = f"Passphrase for key {name!r}" if name else "Passphrase"
+    return str(typer.prompt(label, hide_input=True, confirmation_prompt=confirm, err=True))
 
 
 def open_key(name: str, home: str | None) -> PrivateKey:
     """Unseal a keyring key (passphrase from ``$VERILOCO_PASSPHRASE`` or a prompt)."""
     store = Keystore.in_home(home_dir(home))
-    passphrase = os.environ.get(PASSPHRASE_ENV)
-    if passphrase is None:
-        passphrase = typer.prompt(f"Passphrase for key {name!r}", hide_input=True)
-    return store.open(name, passphrase)
+    store.entry(name)  # a missing or altered key is refused before any prompt
+    return store.open(name, passphrase(name))
 
 
-def parse_amount(text: str, denom: str) -> int:
-    """``"1500"`` (base units), ``"20INJ"`` or ``"0.5 inj"`` (whole tokens) -> base units.
-
-    Raises:
-        CommandError: not an amount, or a unit other than the run's.
-    """
-    m = _AMOUNT.match(text)
-    if not m:
-        raise CommandError(f"{text!r} is not an amount (e.g. 1500 or 20{denom.upper()})")
-    number, unit = m.groups()
-    if not unit:
-        if "." in number:
-            raise CommandError(f"{text!r}: base units are whole numbers; add the unit for tokens (20{denom.upper()})")
-        return int(number)
-    if unit.lower() != denom.lower() or denom not in DENOM_DECIMALS:
-        raise CommandError(f"{text!r}: unknown unit {unit!r} (this run pays in {denom})")
-    try:
-        value = Decimal(number) * Decimal(10) ** DENOM_DECIMALS[denom]
-    except InvalidOperation:
-        raise CommandError(f"{text!r} is not an amount") from None
-    if value != value.to_integral_value():
-        raise CommandError(f"{text!r} has more decimals than {denom} allows")
-    return int(value)
+def key_names(home: str | None) -> dict[str, str]:
+    """Address -> key name for every (verified) key of the local keyring; no passphrase needed."""
+    return Keystore.in_home(home_dir(home)).names()
 
 
 def read_spec_file(path: Path) -> RunSpec:

@@ -24,19 +24,23 @@ from chain.devnet import (
     GenesisAccount,
 )
 from chain.ledger import LedgerError
+from protocol.coins import display, parse_amount
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import is_address
+from veriloco.commands.common import AMOUNT_HELP, Home, Json
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.keystore import Keystore
-from veriloco.output import console, print_json, table
+from veriloco.output import console, err_console, print_json, table
 
 app = typer.Typer(help="Run a local injectived devnet (a real CosmWasm chain) for the cosmos backend.",
                   no_args_is_help=True)
 
-Home = Annotated[str | None, typer.Option("--home", help="veriloco home (default $VERILOCO_HOME or ~/.veriloco)")]
 NodeHome = Annotated[Path | None, typer.Option("--node-home", help="the node's directory (default <home>/devnet)")]
-Json = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+def _progress(text: str) -> None:
+    err_console.print(f"devnet: {text}…", highlight=False)
 
 
 @contextmanager
@@ -56,7 +60,7 @@ def up(
     keys: Annotated[list[str] | None, typer.Option("--keys", help="fund this keyring key (repeatable)")] = None,
     fund: Annotated[list[str] | None, typer.Option("--fund", help="fund this address (repeatable)")] = None,
     test_accounts: Annotated[int, typer.Option(help="deterministic test accounts test0..testN-1 (public keys!)")] = 4,
-    amount: Annotated[int, typer.Option(help=f"{DENOM} base units per funded account (18 decimals)")] = GENESIS_BALANCE,
+    amount: Annotated[str, typer.Option(help=f"per funded account: {AMOUNT_HELP}")] = display(GENESIS_BALANCE, DENOM),
     chain_id: Annotated[str, typer.Option(help="chain id")] = DEFAULT_CHAIN_ID,
     block_time: Annotated[str, typer.Option(help="block interval (CometBFT commit timeout)")] = DEFAULT_BLOCK_TIME,
     port_offset: Annotated[int, typer.Option(help="add this to every default port")] = 0,
@@ -70,25 +74,26 @@ def up(
     json: Json = False,
 ) -> None:
     """Wipe the devnet's home, write a fresh genesis, start the node and wait for its first block."""
+    coins = parse_amount(amount, DENOM)
     base = DevnetPorts().offset(port_offset)
     ports = DevnetPorts(rpc=rpc_port or base.rpc, p2p=p2p_port or base.p2p, grpc=grpc_port or base.grpc,
                         rest=rest_port or base.rest)
-    accounts = [GenesisAccount.test(f"test{i}", amount) for i in range(test_accounts)]
+    accounts = [GenesisAccount.test(f"test{i}", coins) for i in range(test_accounts)]
     if keys:
         store = Keystore.in_home(home_dir(home))
         for name in keys:
             entry = store.entry(name)  # checked: its address is that of its public key, of either type
-            accounts.append(GenesisAccount(name, entry.address, {DENOM: amount}, key_type=entry.key_type.value))
+            accounts.append(GenesisAccount(name, entry.address, {DENOM: coins}, key_type=entry.key_type.value))
     for address in fund or []:
         if not is_address(address):
             raise CommandError(f"--fund {address}: not an inj1... address")
-        accounts.append(GenesisAccount(address, address, {DENOM: amount}))
+        accounts.append(GenesisAccount(address, address, {DENOM: coins}))
     with _errors():
         net = Devnet(_node_home(home, node_home), ports=ports, chain_id=chain_id, accounts=accounts,
                      block_time=block_time)
-        status = net.up(timeout=timeout)
+        status = net.up(timeout=timeout, progress=_progress)
     if json:
-        print_json(status.to_json())
+        print_json({"devnet": status.to_json()})
         return
     console.print(f"devnet [bold]{status.chain_id}[/] up: pid {status.pid}, height {status.height}, home {status.home}")
     for name, url in status.endpoints.items():
@@ -104,9 +109,9 @@ def start(
 ) -> None:
     """Start a stopped devnet again on its home, keeping its chain (``up`` starts a fresh one)."""
     with _errors():
-        status = Devnet.open(_node_home(home, node_home)).start(timeout=timeout)
+        status = Devnet.open(_node_home(home, node_home)).start(timeout=timeout, progress=_progress)
     if json:
-        print_json(status.to_json())
+        print_json({"devnet": status.to_json()})
     else:
         console.print(f"devnet [bold]{status.chain_id}[/] running again: pid {status.pid}, height {status.height}")
 
@@ -134,7 +139,7 @@ def status(home: Home = None, node_home: NodeHome = None, json: Json = False) ->
     with _errors():
         st = Devnet.open(_node_home(home, node_home)).status()
     if json:
-        print_json(st.to_json())
+        print_json({"devnet": st.to_json()})
         return
     if not st.running:
         console.print(f"devnet {st.chain_id} is not running (home {st.home})")
@@ -175,5 +180,5 @@ def accounts(
     columns = ["name", "type", "address", "balances"] + (["mnemonic"] if mnemonics else [])
     title = "devnet accounts" + ("" if running else " (genesis; the node is not running)")
     console.print(table(title, columns, [[r["name"], r.get("key_type", ""), r["address"],
-                                          ", ".join(f"{v}{d}" for d, v in r["balances"].items()),
+                                          ", ".join(display(v, d) for d, v in r["balances"].items()),
                                           *([r.get("mnemonic", "")] if mnemonics else [])] for r in rows]))

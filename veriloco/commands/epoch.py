@@ -1,16 +1,29 @@
-"""``veriloco epoch list|show`` and ``veriloco report EPOCH``: what happened, from the contract."""
+"""``veriloco epoch list|show``, ``veriloco report EPOCH`` and ``veriloco metrics``: what happened,
+from the contract."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from veriloco.commands.common import Home, Json, Network
+from veriloco.commands.common import Home, Json, Network, key_names
 from veriloco.connect import load_network, open_ledger
-from veriloco.output import console, print_json, table
-from veriloco.report import best_val_loss, plot_reports, report_tables
+from veriloco.errors import CommandError
+from veriloco.output import console, err_console, print_json, table
+from veriloco.report import (
+    EPOCH_COLUMNS,
+    MEMBER_COLUMNS,
+    agreement,
+    best_val_loss,
+    epoch_rows,
+    label,
+    member_rows,
+    plot_reports,
+    report_tables,
+)
 
 app = typer.Typer(help="Inspect epochs.", no_args_is_help=True)
 
@@ -22,28 +35,35 @@ def list_(network: Network = None, home: Home = None, json: Json = False,
     with open_ledger(load_network(network, home)) as ledger:
         epochs = ledger.epochs(limit=limit)
     if json:
-        print_json(epochs)
+        print_json({"epochs": epochs})
         return
     console.print(table("epochs", ["epoch", "phase", "hosts", "validators", "committed", "accepted",
-                                   "θ_e", "θ_e+1", "agreed"],
+                                   "θ_e", "θ_e+1", "θ_e+1 vote"],
                         [[e.epoch, e.phase, len(e.hosts), len(e.validators), len(e.committed), len(e.accepted),
-                          e.model_hash[:12], (e.next_model_hash or "")[:12], e.agreed] for e in epochs]))
+                          e.model_hash[:12], (e.next_model_hash or "")[:12],
+                          agreement(e.agreed) if e.next_model_hash or e.agreed is not None else ""]
+                         for e in epochs]))
 
 
 @app.command("show")
 def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the current one)")] = None,
          network: Network = None, home: Home = None, json: Json = False) -> None:
-    """One epoch's state: phase, deadline, seeds, participants."""
+    """One epoch's state: phase, deadline, seeds, participants (named when they are your keys)."""
     with open_ledger(load_network(network, home)) as ledger:
         info = ledger.epoch(epoch)
+    names = key_names(home)
     if json:
-        print_json(info)
+        print_json({"epoch": info, "names": {a: n for a, n in names.items() if a in {*info.hosts, *info.validators}}})
         return
+
+    def members(addresses: list[str]) -> str:
+        return ", ".join(label(a, names) for a in addresses) or "—"
+
     console.print(f"[bold]epoch {info.epoch}[/] phase {info.phase} (deadline height {info.phase_deadline}, "
-                  f"started at {info.started_at})\nθ_e {info.model_hash}\nθ_e+1 {info.next_model_hash or '—'} "
-                  f"agreed {info.agreed}\nprevious seed {info.prev_seed}\nseed {info.seed or '—'}\n"
-                  f"hosts {', '.join(info.hosts) or '—'}\nvalidators {', '.join(info.validators) or '—'}\n"
-                  f"committed {len(info.committed)}, accepted {len(info.accepted)}")
+                  f"started at {info.started_at})\nθ_e   {info.model_hash}\nθ_e+1 {info.next_model_hash or '—'} "
+                  f"({agreement(info.agreed)})\nprevious seed {info.prev_seed}\nseed {info.seed or '—'}\n"
+                  f"hosts {members(info.hosts)}\nvalidators {members(info.validators)}\n"
+                  f"committed {len(info.committed)}, accepted {len(info.accepted)}", highlight=False)
 
 
 def report(epoch: Annotated[int, typer.Argument(help="the epoch")],
@@ -51,17 +71,79 @@ def report(epoch: Annotated[int, typer.Argument(help="the epoch")],
            network: Network = None, home: Home = None, json: Json = False) -> None:
     """Hosts, commitments, challenges, verdicts, slashes, rewards and losses of one epoch."""
     with open_ledger(load_network(network, home)) as ledger:
+        current = ledger.epoch().epoch
+        if epoch > current:
+            raise CommandError(f"epoch {epoch} has not started: the run is in epoch {current}")
         result = ledger.report(epoch)
         history = [ledger.report(e) for e in range(epoch + 1)] if plot else []
         denom = ledger.denom
+    names = key_names(home)
     if plot:
-        plot_reports(history, plot)
+        plot_reports(history, plot, names)
+        err_console.print(f"plot written to {plot}", highlight=False)
     if json:
-        print_json(result)
+        members = {h.address for h in result.hosts} | {v.address for v in result.validators}
+        print_json({"report": result, "denom": denom,
+                    "names": {a: n for a, n in names.items() if a in members}})
         return
-    console.print(report_tables(result, denom))
+    console.print(report_tables(result, denom, names))
     val = best_val_loss(result)
     if val is not None:
-        console.print(f"validation loss of θ_e+1: {val:.4f} nats/byte")
-    if plot:
-        console.print(f"plot written to {plot}")
+        console.print(f"validation loss of θ_{epoch + 1} (θ_e+1): {val:.4f} nats/byte", highlight=False)
+
+
+def metrics(
+    out: Annotated[Path, typer.Argument(help="folder to write epochs.csv and members.csv to")],
+    tensorboard: Annotated[bool, typer.Option(
+        "--tensorboard", help="also write TensorBoard event files to OUT/tensorboard")] = False,
+    network: Network = None, home: Home = None, json: Json = False,
+) -> None:
+    """Export every epoch's metrics: CSV (one row per epoch, one per member and epoch), optionally TensorBoard.
+
+    Amounts are in base units; val_loss_next of epoch e is the validation loss of θ_{e+1}.
+    """
+    with open_ledger(load_network(network, home)) as ledger:
+        reports = [ledger.report(e.epoch) for e in ledger.epochs()]
+        denom = ledger.denom
+    names = key_names(home)
+    out.mkdir(parents=True, exist_ok=True)
+    epochs, members = epoch_rows(reports, denom), member_rows(reports, denom, names)
+    files = [_write_csv(out / "epochs.csv", EPOCH_COLUMNS, epochs), _write_csv(out / "members.csv", MEMBER_COLUMNS,
+                                                                               members)]
+    if tensorboard:
+        files.append(_write_tensorboard(out / "tensorboard", epochs, members))
+    if json:
+        print_json({"files": [str(f) for f in files], "epochs": len(epochs), "rows": len(members)})
+    else:
+        console.print(f"{len(epochs)} epochs, {len(members)} member rows → " + ", ".join(str(f) for f in files),
+                      highlight=False)
+
+
+def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _write_tensorboard(folder: Path, epochs: list[dict[str, Any]], members: list[dict[str, Any]]) -> Path:
+    """Scalars per epoch: losses, counts, money (whole tokens of the base denom as floats)."""
+    from tensorboardX import SummaryWriter  # noqa: PLC0415 (loads only when TensorBoard files are asked for)
+
+    with SummaryWriter(str(folder)) as writer:
+        for row in epochs:
+            e = row["epoch"]
+            if row["val_loss_next"] != "":
+                writer.add_scalar("loss/validation_of_next_model", row["val_loss_next"], e + 1)
+            if row["train_loss_accepted"] != "":
+                writer.add_scalar("loss/train_accepted_hosts", row["train_loss_accepted"], e)
+            for key in ("hosts", "accepted", "validators"):
+                writer.add_scalar(f"members/{key}", row[key], e)
+            for key in ("slashed_total", "rewards_total"):
+                writer.add_scalar(f"funds/{key}_base_units", float(row[key]), e)
+        for row in members:
+            who = row["name"] or row["address"]
+            if row["train_loss"] != "":
+                writer.add_scalar(f"train_loss/{who}", row["train_loss"], row["epoch"])
+    return folder

@@ -7,7 +7,7 @@ secp256k1`` gives a plain Cosmos SDK key (coin type 118 unless ``--coin-type`` s
 
 from __future__ import annotations
 
-import os
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -23,25 +23,16 @@ from protocol.keys import (
     hd_path,
     new_mnemonic,
 )
+from veriloco.commands.common import Home, Json, ask_secret, passphrase
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
-from veriloco.keystore import PASSPHRASE_ENV, Keystore
+from veriloco.keystore import Keystore
 from veriloco.output import console, err_console, print_json, table
 
 app = typer.Typer(help="Manage keys: a participant's identity is its chain account.", no_args_is_help=True)
 
-Home = Annotated[str | None, typer.Option("--home", help="veriloco home (default $VERILOCO_HOME or ~/.veriloco)")]
-Json = Annotated[bool, typer.Option("--json", help="print JSON")]
 # BIP-32 indices below the hardened offset, as injectived accepts them.
 _MAX_INDEX = 2**31 - 1
-
-
-# Prompts go to stderr, so that stdout holds only the result (JSON with --json).
-def _passphrase(confirm: bool) -> str:
-    env = os.environ.get(PASSPHRASE_ENV)
-    if env is not None:
-        return env
-    return typer.prompt("Passphrase", hide_input=True, confirmation_prompt=confirm, err=True)
 
 
 def _public(entry: SealedKey) -> dict[str, Any]:
@@ -68,26 +59,29 @@ def add(
 ) -> None:
     """Create a key (or recover one from a mnemonic, or import a hex private key) and seal it.
 
-    The path is m/44'/COIN'/ACCOUNT'/0/INDEX, as in `injectived keys add`.
+    The path is m/44'/COIN'/ACCOUNT'/0/INDEX, as in `injectived keys add`. Without a terminal the
+    mnemonic or hex key is read as one line of stdin and the passphrase from $VERILOCO_PASSPHRASE.
     """
     if recover and from_hex:
         raise CommandError("--recover and --from-hex exclude each other")
     if from_hex and (coin_type is not None or account or index):
         raise CommandError("--coin-type, --account and --index apply to mnemonics, not to --from-hex")
     store = Keystore.in_home(home_dir(home))
+    if any(k.name == name for k in store.load().keys):
+        raise CommandError(f"a key named {name!r} exists already (keys delete {name} first, or choose another name)")
     path = hd_path(DEFAULT_COIN_TYPE[key_type] if coin_type is None else coin_type, account, index)
     mnemonic: str | None = None
     try:
         if recover:
-            key = PrivateKey.from_mnemonic(typer.prompt("Mnemonic", hide_input=True, err=True), key_type, path)
+            key = PrivateKey.from_mnemonic(ask_secret("Mnemonic", "mnemonic"), key_type, path)
         elif from_hex:
-            key = PrivateKey.from_hex(typer.prompt("Private key (hex)", hide_input=True, err=True), key_type)
+            key = PrivateKey.from_hex(ask_secret("Private key (hex)", "private key"), key_type)
         else:
             mnemonic = new_mnemonic()
             key = PrivateKey.from_mnemonic(mnemonic, key_type, path)
     except KeyFormatError as exc:
         raise CommandError(str(exc)) from None
-    entry = store.add(name, key, _passphrase(confirm=True), prefix=prefix)
+    entry = store.add(name, key, passphrase(confirm=True), prefix=prefix)
     if json:
         print_json({**_public(entry), **({"hd_path": path} if not from_hex else {}),
                     **({"mnemonic": mnemonic} if mnemonic else {})})
@@ -111,7 +105,7 @@ def list_(home: Home = None, json: Json = False) -> None:
     rows = [{**_public(k), "problem": k.problem()} for k in ring.keys]
     bad = [r["name"] for r in rows if r["problem"]]
     if json:
-        print_json([{**r, "verified": r["problem"] is None} for r in rows])
+        print_json({"keys": [{**r, "verified": r["problem"] is None} for r in rows]})
     else:
         console.print(table("keys", ["name", "type", "address", "pubkey", "check"],
                             [[r["name"], r["key_type"], r["address"], r["pubkey"],
@@ -159,7 +153,7 @@ def export(
         raise CommandError("export prints the private key in the clear; add --unsafe to confirm")
     store = Keystore.in_home(home_dir(home))
     entry = store.entry(name)
-    key = store.open(name, _passphrase(confirm=False))
+    key = store.open(name, passphrase(name))
     secret = key.secret_bytes().hex()
     if json:
         print_json({**_public(entry), "private_key_hex": secret})
@@ -182,9 +176,14 @@ def delete(
         entry = store.load().get(name)  # a flagged (altered) entry can be deleted too
     except KeyringError as exc:
         raise CommandError(str(exc)) from None
-    if not yes and not typer.confirm(f"Delete key {name!r} ({entry.address})? Without its mnemonic or an "
-                                     "export it cannot be recovered", default=False, err=True):
-        raise CommandError("not deleted")
+    if not yes:
+        if sys.stdin.isatty():
+            sure = typer.confirm(f"Delete key {name!r} ({entry.address})? Without its mnemonic or an "
+                                 "export it cannot be recovered", default=False, err=True)
+        else:  # a script: one line of stdin answers
+            sure = sys.stdin.readline().strip().lower() in ("y", "yes")
+        if not sure:
+            raise CommandError("not deleted (confirm, or add --yes)")
     store.delete(name)
     if json:
         print_json({"deleted": name, "address": entry.address})

@@ -1,31 +1,52 @@
 """``veriloco host …`` and ``veriloco validator …``: stake, run the daemon, unbond, claim, status.
 
 Both roles share their one-shot commands; only ``run`` differs (a host trains and serves, a
-validator replays). :func:`make_app` builds the group for a role.
+validator replays). :func:`make_app` builds the group for a role. The daemon's modules (torch,
+FastAPI) load only in ``run``.
 """
 
-
+# No `from __future__ import annotations`: the options' help texts name the role, a local of make_app,
+# and Typer evaluates annotations where the function is defined.
 import logging
+import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from node.daemon import Daemon, host_daemon
-from node.participant import Participant
+from protocol.coins import display, parse_amount
 from protocol.messages import Role
-from trainer.determinism import configure
-from veriloco.behaviours import host_behaviour, validator_node
-from veriloco.commands.common import Home, Json, KeyName, Network, open_key, parse_amount
-from veriloco.connect import load_network, open_ledger
+from veriloco.commands.common import AMOUNT_HELP, Home, Json, KeyName, Network, key_names, open_key
+from veriloco.connect import be_patient, load_network, open_ledger
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.keystore import Keystore
-from veriloco.output import console, print_json, table
-from veriloco.report import amount
+from veriloco.output import console, err_console, print_json, table, tx_json, tx_line
 
 Adversary = Annotated[str | None, typer.Option(
     "--adversary", help="misbehave on purpose, for tests and demos (see `veriloco simulate --help`)", hidden=True)]
+
+
+def check_listen(listen: str) -> tuple[str, int]:
+    """``host:port`` of ``--listen``, checked free before anything starts.
+
+    Raises:
+        CommandError: not ``HOST:PORT``, or nothing can listen there (the port is taken, the
+            address is not this machine's).
+    """
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CommandError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8101")
+    host = host or "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # As uvicorn binds: a port in TIME_WAIT is free, one with a listener is not.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host.strip("[]"), int(port)))
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
+                           "(is another daemon serving there? choose another --listen)") from None
+    return host, int(port)
 
 
 def make_app(role: Role) -> typer.Typer:
@@ -33,64 +54,90 @@ def make_app(role: Role) -> typer.Typer:
     app = typer.Typer(help=f"Take part in a run as a {role}.", no_args_is_help=True)
 
     @app.command("bond")
-    def bond(stake: Annotated[str, typer.Argument(help="amount, e.g. 20INJ or base units")],
+    def bond(stake: Annotated[str, typer.Argument(help=AMOUNT_HELP)],
              endpoint: Annotated[str, typer.Option(help="URL where peers reach this participant's artifact server")]
              = "http://127.0.0.1:8101",
-             key: KeyName = role, network: Network = None, home: Home = None) -> None:
+             key: KeyName = role, network: Network = None, home: Home = None, json: Json = False) -> None:
         """Stake (or add stake) as a participant of the run."""
-        participant = open_key(key, home)
-        with open_ledger(load_network(network, home), save=True) as ledger:
-            result = ledger.bond(participant, role, endpoint, parse_amount(stake, ledger.denom))
+        net = load_network(network, home)
+        with open_ledger(net, save=True) as ledger:
+            amount = parse_amount(stake, ledger.denom)  # refused before the passphrase is asked for
+            participant = open_key(key, home)
+            result = ledger.bond(participant, role, endpoint, amount)
             member = ledger.member(participant.address(ledger.prefix))
-        assert member is not None
-        console.print(f"bonded {amount(member.bonded, ledger.denom)} as {role} at height {result.height}")
+            denom = ledger.denom
+        if member is None:
+            raise CommandError("the bond went through but the contract does not list the member: a bug")
+        if json:
+            print_json({"tx": tx_json(result), "member": member, "key": key, "denom": denom})
+            return
+        console.print(f"bonded {display(member.bonded, denom)} as {role} ({key} {member.address}); "
+                      f"{tx_line(result)}", highlight=False)
 
     @app.command("unbond")
-    def unbond(stake: Annotated[str, typer.Argument(help="amount to unbond")], key: KeyName = role,
-               network: Network = None, home: Home = None) -> None:
+    def unbond(stake: Annotated[str, typer.Argument(help=f"amount to unbond: {AMOUNT_HELP}")], key: KeyName = role,
+               network: Network = None, home: Home = None, json: Json = False) -> None:
         """Start unbonding stake (it stays slashable until it can be claimed)."""
-        participant = open_key(key, home)
-        with open_ledger(load_network(network, home), save=True) as ledger:
-            ledger.unbond(participant, parse_amount(stake, ledger.denom))
+        net = load_network(network, home)
+        with open_ledger(net, save=True) as ledger:
+            amount = parse_amount(stake, ledger.denom)
+            participant = open_key(key, home)
+            result = ledger.unbond(participant, amount)
             member = ledger.member(participant.address(ledger.prefix))
-        assert member is not None
+            denom = ledger.denom
+        if member is None:
+            raise CommandError("the unbond went through but the contract does not list the member: a bug")
+        if json:
+            print_json({"tx": tx_json(result), "member": member, "key": key, "denom": denom})
+            return
         for entry in member.unbonding:
-            console.print(f"unbonding {amount(entry.amount, ledger.denom)}, claimable from epoch {entry.release_epoch}")
+            console.print(f"unbonding {display(entry.amount, denom)}, claimable from epoch {entry.release_epoch}",
+                          highlight=False)
+        console.print(f"still bonded {display(member.bonded, denom)}; {tx_line(result)}", highlight=False)
 
     @app.command("claim")
-    def claim(key: KeyName = role, network: Network = None, home: Home = None) -> None:
+    def claim(key: KeyName = role, network: Network = None, home: Home = None, json: Json = False) -> None:
         """Withdraw unbonded stake whose unbonding period is over."""
+        net = load_network(network, home)
         participant = open_key(key, home)
-        with open_ledger(load_network(network, home), save=True) as ledger:
-            before = ledger.balance(participant.address(ledger.prefix))
+        with open_ledger(net, save=True) as ledger:
+            address = participant.address(ledger.prefix)
+            before = ledger.balance(address)
             result = ledger.claim(participant)
-            paid = ledger.balance(participant.address(ledger.prefix)) - before + result.fee
-        console.print(f"claimed {amount(paid, ledger.denom)}")
+            paid = ledger.balance(address) - before + result.fee
+            denom = ledger.denom
+        if json:
+            print_json({"tx": tx_json(result), "claimed": str(paid), "key": key, "address": address, "denom": denom})
+            return
+        console.print(f"claimed {display(paid, denom)} to {key} {address}; {tx_line(result)}", highlight=False)
 
     @app.command("status")
     def status(address: Annotated[str | None, typer.Argument(help="address (default: the key's)")] = None,
                key: KeyName = role, network: Network = None, home: Home = None, json: Json = False) -> None:
         """Stake, unbonding entries, lifetime slashes and rewards, and the current epoch's view of it."""
-        with open_ledger(load_network(network, home)) as ledger:
+        net = load_network(network, home)
+        with open_ledger(net) as ledger:
             who = address or Keystore.in_home(home_dir(home)).entry(key).public_key.address(ledger.prefix)
             member, info = ledger.member(who), ledger.epoch()
             denom = ledger.denom
         if member is None:
-            raise CommandError(f"{who} is not a member of this run (bond first: veriloco {role} bond)")
+            raise CommandError(f"{who} is not a member of this run (bond first: veriloco {role} bond AMOUNT)")
         joined = who in (info.hosts if role == "host" else info.validators)
-        state = {"member": member, "epoch": info.epoch, "phase": info.phase, "joined": joined,
-                 "committed": who in info.committed, "accepted": who in info.accepted}
+        name = key_names(home).get(who)
+        state = {"member": member, "name": name, "denom": denom, "epoch": info.epoch, "phase": info.phase,
+                 "joined": joined, "committed": who in info.committed, "accepted": who in info.accepted}
         if json:
             print_json(state)
             return
-        console.print(table(f"{role} {who}", ["bonded", "unbonding", "slashed", "rewarded", "endpoint",
-                                              "epoch", "phase", "joined", "committed", "accepted"],
-                            [[amount(member.bonded, denom),
-                              ", ".join(f"{amount(u.amount, denom)}@{u.release_epoch}" for u in member.unbonding),
-                              amount(member.slashed_total, denom), amount(member.rewarded_total, denom),
+        console.print(table(f"{role} {name + ' ' if name else ''}{who}",
+                            ["bonded", "unbonding", "slashed", "rewarded", "endpoint", "epoch", "phase", "joined",
+                             *(["committed", "accepted"] if role == "host" else [])],
+                            [[display(member.bonded, denom),
+                              ", ".join(f"{display(u.amount, denom)} from epoch {u.release_epoch}"
+                                        for u in member.unbonding),
+                              display(member.slashed_total, denom), display(member.rewarded_total, denom),
                               member.endpoint, info.epoch, info.phase, joined,
-                              state["committed"] if role == "host" else "",
-                              state["accepted"] if role == "host" else ""]]))
+                              *([state["committed"], state["accepted"]] if role == "host" else [])]]))
 
     @app.command("run")
     def run(key: KeyName = role,
@@ -99,30 +146,54 @@ def make_app(role: Role) -> typer.Typer:
             poll: Annotated[float, typer.Option(help="seconds between chain polls")] = 0.5,
             epochs: Annotated[int | None, typer.Option(help="stop when the run reaches this epoch")] = None,
             threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice)")] = None,
+            verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs (every HTTP request)")]
+            = False,
             adversary: Adversary = None,
             network: Network = None, home: Home = None) -> None:
-        """Run the daemon: follow the chain's phases epoch after epoch (restart-safe)."""
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-        configure(threads)
+        """Run the daemon: follow the chain's phases epoch after epoch (restart-safe). Logs go to stderr."""
+        configure_logging(verbose)
+        net = load_network(network, home)
+        if net.chain.backend != "cosmos":
+            raise CommandError("daemons need a real chain (a cosmos network); "
+                               "the embedded chain lives inside `veriloco simulate`")
+        if role == "host":
+            check_listen(listen)
         participant = open_key(key, home)
         root = workdir or home_dir(home) / f"{role}-{key}"
-        net = load_network(network, home)
+        err_console.print(f"{role} {key}: loading (torch, the run's dataset)…", highlight=False)
+        from node.daemon import Daemon, host_daemon  # noqa: PLC0415 (torch and FastAPI load only for a daemon)
+        from node.participant import Participant  # noqa: PLC0415 (as above)
+        from trainer.determinism import configure  # noqa: PLC0415 (as above)
+        from veriloco.behaviours import host_behaviour, validator_node  # noqa: PLC0415 (as above)
+
+        configure(threads)
         with open_ledger(net) as ledger:
-            if net.chain.backend != "cosmos":
-                raise CommandError("daemons need a real chain (a cosmos network); "
-                                    "the embedded chain lives inside `veriloco simulate`")
-            if ledger.member(participant.address(ledger.prefix)) is None:
-                raise CommandError(f"bond first: veriloco {role} bond AMOUNT --key {key}")
+            address = participant.address(ledger.prefix)
+            if ledger.member(address) is None:
+                raise CommandError(f"{key} ({address}) is not a member of this run: "
+                                   f"bond first (veriloco {role} bond AMOUNT --key {key})")
+            be_patient(ledger)  # from here on, a node restart is waited out
             node: Participant
             if role == "host":
                 node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary))
-                console.print(f"host {node.address} serving on {server.url}")
+                err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
             else:
                 node = validator_node(ledger, participant, root, adversary)
-                console.print(f"validator {node.address} polling its challenges")
+                err_console.print(f"validator {key} {node.address} following the run", highlight=False)
             Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
 
     return app
+
+
+def configure_logging(verbose: bool) -> None:
+    """Daemon logs on stderr: the node's events and phases at INFO; HTTP requests only with ``--verbose``."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(message)s")
+    # httpx logs every request at INFO, which is debug detail for a daemon; httpcore's debug is wire chatter.
+    logging.getLogger("httpx").setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("httpcore").setLevel(logging.WARNING)
+    for noisy in ("grpc", "urllib3", "matplotlib", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 host_app = make_app("host")

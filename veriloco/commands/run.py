@@ -8,17 +8,15 @@ from typing import Annotated
 import tomli_w
 import typer
 
-from chain.devnet import Devnet
 from chain.ledger import Ledger, instantiate_msg
+from protocol.coins import display, parse_amount
 from protocol.rules.spec import RunSpec
-from trainer.outer import GlobalState
 from trainer.presets import PRESETS, preset
-from veriloco.commands.common import Home, Json, KeyName, Network, open_key, parse_amount, read_spec_file
+from veriloco.commands.common import AMOUNT_HELP, Home, Json, KeyName, Network, key_names, open_key, read_spec_file
 from veriloco.connect import ChainSettings, NetworkFile, cosmos_chain, load_network, network_path, open_ledger
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
-from veriloco.output import console, print_json, table
-from veriloco.report import amount
+from veriloco.output import console, err_console, print_json, table, tx_json, tx_line
 
 app = typer.Typer(help="Start a run (deploy the contract with a run spec) and inspect it.", no_args_is_help=True)
 
@@ -29,10 +27,14 @@ def template(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
 ) -> None:
     """Print a complete run spec as TOML, to edit and deploy."""
-    text = tomli_w.dumps(preset(preset_name).model_dump(mode="json"))
+    try:
+        spec = preset(preset_name)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    text = tomli_w.dumps(spec.model_dump(mode="json"))
     if out:
         out.write_text(text)
-        console.print(f"wrote {out}")
+        err_console.print(f"wrote {out}", highlight=False)
     else:
         print(text, end="")
 
@@ -43,7 +45,7 @@ def deploy(
     preset_name: Annotated[str | None, typer.Option("--preset", help="deploy a preset instead of a file")] = None,
     key: KeyName = "operator",
     treasury: Annotated[str | None, typer.Option(help="treasury address (default: the operator)")] = None,
-    fund: Annotated[str | None, typer.Option(help="fund the reward pool with this amount (e.g. 10INJ)")] = None,
+    fund: Annotated[str | None, typer.Option(help=f"fund the reward pool with this amount: {AMOUNT_HELP}")] = None,
     devnet: Annotated[bool, typer.Option("--devnet", help="use the local devnet of <home>/devnet")] = False,
     grpc: Annotated[str | None, typer.Option(help="gRPC URL of a node, e.g. grpc+http://127.0.0.1:9900")] = None,
     rpc: Annotated[str | None, typer.Option(help="CometBFT RPC URL of the node")] = None,
@@ -52,36 +54,58 @@ def deploy(
     home: Home = None,
     json: Json = False,
 ) -> None:
-    """Deploy the contract for a run spec on a Cosmos chain and write the network file."""
+    """Deploy the contract for a run spec on a Cosmos chain and write the network file.
+
+    Progress goes to stderr; the result (with --json: the contract, the run id, θ_0's hash and
+    every transaction) to stdout.
+    """
     if (spec_file is None) == (preset_name is None):
         raise CommandError("give a spec file or --preset (one of them)")
-    spec = read_spec_file(spec_file) if spec_file else preset(preset_name or "")
+    try:
+        spec = read_spec_file(spec_file) if spec_file else preset(preset_name or "")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    funding = parse_amount(fund, spec.economics.denom) if fund else 0
     if devnet:
+        from chain.devnet import Devnet  # noqa: PLC0415 (the launcher loads only for --devnet)
+
         node = Devnet.open(home_dir(home) / "devnet")
         grpc, rpc, chain_id = node.grpc_url, node.rpc_url, node.chain_id
     if not grpc or not chain_id:
         raise CommandError("where to deploy? pass --devnet, or --grpc and --chain-id")
     settings = ChainSettings(backend="cosmos", grpc=grpc, rpc=rpc, chain_id=chain_id)
     operator = open_key(key, home)
-    theta0 = GlobalState.initial(spec).hash().hex()
-    from chain.cosmos import CosmosBackend  # noqa: PLC0415 (cosmpy loads only for a deployment)
 
+    def step(text: str) -> None:
+        err_console.print(f"deploy: {text}…", highlight=False)
+
+    step(f"computing θ_0 of {spec.name} (loads torch)")
+    from chain.cosmos import CosmosBackend  # noqa: PLC0415 (cosmpy loads only for a deployment)
+    from trainer.outer import GlobalState  # noqa: PLC0415 (torch loads only to compute θ_0)
+
+    theta0 = GlobalState.initial(spec).hash().hex()
     chain = cosmos_chain(settings)
     try:
+        step(f"connecting to {grpc} ({chain_id})")
+        chain.height()
         msg = instantiate_msg(spec, theta0, treasury or operator.address(chain.config.prefix), admin=None)
-        ledger = Ledger(CosmosBackend.deploy(chain, operator, msg))
-        if fund:
-            ledger.fund_rewards(operator, parse_amount(fund, spec.economics.denom))
+        backend = CosmosBackend.deploy(chain, operator, msg, progress=step)
+        txs = dict(backend.deploy_txs)
+        ledger = Ledger(backend)
+        if funding:
+            step(f"funding the reward pool with {display(funding, spec.economics.denom)}")
+            txs["fund_rewards"] = ledger.fund_rewards(operator, funding)
         net = NetworkFile(chain=settings, contract=ledger.contract_address, run_id=spec.run_id().hex())
         path = net.save(network_path(network, home))
     finally:
         chain.close()
     if json:
         print_json({"contract": net.contract, "run_id": net.run_id, "initial_model_hash": theta0,
-                    "network_file": str(path)})
+                    "network_file": str(path), "txs": {k: tx_json(v) for k, v in txs.items()}})
     else:
         console.print(f"deployed run [bold]{spec.name}[/] ({net.run_id[:16]}…) at {net.contract}\n"
-                      f"θ_0 {theta0[:16]}…; network file {path}")
+                      f"θ_0 {theta0[:16]}…; network file {path}\n"
+                      + "\n".join(f"{k}: {tx_line(v)}" for k, v in txs.items()), highlight=False)
 
 
 @app.command("show")
@@ -92,9 +116,10 @@ def show(network: Network = None, home: Home = None, json: Json = False) -> None
         config, accounting, info = ledger.config(), ledger.accounting(), ledger.epoch()
         spec = RunSpec.from_canonical(config.spec_json)
         members = ledger.members()
+    names = key_names(home)
     if json:
         print_json({"config": config, "spec": spec, "accounting": accounting, "epoch": info,
-                    "members": members})
+                    "members": members, "names": {m.address: names[m.address] for m in members if m.address in names}})
         return
     d = spec.economics.denom
     console.print(f"[bold]run[/] {spec.name}  id {config.run_id}\n[bold]contract[/] {net.contract} "
@@ -102,9 +127,10 @@ def show(network: Network = None, home: Home = None, json: Json = False) -> None
                   f"[bold]epoch[/] H={spec.train.inner_steps} c={spec.train.segment_steps} "
                   f"S={spec.train.segments}; k={spec.verification.challenges_k} r={spec.verification.validators_r} "
                   f"τ={spec.verification.tau}; rule {spec.aggregation.rule}; quantization {spec.quantization.scheme}\n"
-                  f"[bold]holdings[/] bonded {amount(accounting.bonded, d)}, unbonding "
-                  f"{amount(accounting.unbonding, d)}, reward pool {amount(accounting.reward_pool, d)}\n"
-                  f"[bold]now[/] epoch {info.epoch}, phase {info.phase} until height {info.phase_deadline}")
-    console.print(table("members", ["address", "role", "bonded", "endpoint", "slashed", "rewarded"],
-                        [[m.address, m.role, amount(m.bonded, d), m.endpoint, amount(m.slashed_total, d),
-                          amount(m.rewarded_total, d)] for m in members]))
+                  f"[bold]holdings[/] bonded {display(accounting.bonded, d)}, unbonding "
+                  f"{display(accounting.unbonding, d)}, reward pool {display(accounting.reward_pool, d)}\n"
+                  f"[bold]now[/] epoch {info.epoch}, phase {info.phase} until height {info.phase_deadline}",
+                  highlight=False)
+    console.print(table("members", ["key", "address", "role", "bonded", "endpoint", "slashed", "rewarded"],
+                        [[names.get(m.address, ""), m.address, m.role, display(m.bonded, d), m.endpoint,
+                          display(m.slashed_total, d), display(m.rewarded_total, d)] for m in members]))

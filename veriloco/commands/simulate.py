@@ -5,6 +5,9 @@ By default: the ``demo`` model, 4 honest hosts, 1 cheating host (``noise``: it c
 with the last epoch's report, the validation loss per epoch, who was slashed, and the funds audit.
 The chain state and a network file are left in the work directory, so
 ``veriloco report EPOCH --network WORKDIR/network.json`` works afterwards.
+
+Progress (each epoch's line, failed verdicts, the bar) goes to stderr; the result (the last
+report, the losses, the slashes, the funds audit) to stdout, or with ``--json`` one JSON object.
 """
 
 from __future__ import annotations
@@ -13,22 +16,21 @@ import logging
 import tempfile
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from node.participant import NodeEvent
-from node.validator import ValidatorNode
 from protocol.rules.spec import AggregationRule, RunSpec
-from trainer.data import Dataset
 from trainer.presets import PRESETS, preset
-from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.errors import CommandError
-from veriloco.network import DevnetChainFactory, EmbeddedChainFactory, LocalNetwork, Roster
-from veriloco.output import console, print_json
+from veriloco.output import console, err_console, print_json
 from veriloco.report import best_val_loss, plot_reports, report_tables, slashed_over_run, summary_line
+
+if TYPE_CHECKING:
+    from node.participant import NodeEvent
+    from veriloco.network import LocalNetwork
 
 # Events worth a line of their own; the rest (joins, reveals, passing verdicts) are counted.
 LOUD = ("committed", "proposed", "refused", "waiting", "verdict fail", "verdict unavailable")
@@ -55,11 +57,24 @@ def simulate(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="print every event")] = False,
 ) -> None:
     """Run a whole veriloco network on this machine: stake, train, verify, slash, aggregate, agree."""
+    from node.validator import ValidatorNode  # noqa: PLC0415 (torch loads only when a simulation runs)
+    from trainer.data import Dataset  # noqa: PLC0415 (as above)
+    from veriloco.behaviours import host_behaviour, validator_behaviour  # noqa: PLC0415 (as above)
+    from veriloco.network import (  # noqa: PLC0415 (as above)
+        DevnetChainFactory,
+        EmbeddedChainFactory,
+        LocalNetwork,
+        Roster,
+    )
+
     if hosts + cheaters < 1 or epochs < 1:
         raise CommandError("need at least one host and one epoch")
     if chain not in ("embedded", "devnet"):
         raise CommandError(f"--chain must be embedded or devnet, not {chain!r}")
-    spec = preset(preset_name)
+    try:
+        spec = preset(preset_name)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
     if rule:
         if rule not in AggregationRule.__args__:  # type: ignore[attr-defined]
             raise CommandError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
@@ -77,7 +92,7 @@ def simulate(
     factory = EmbeddedChainFactory() if chain == "embedded" else DevnetChainFactory(root / "devnet")
     counts: dict[tuple[int, str], int] = {}  # (epoch, action) -> events; a node may act on e+1 before e is reported
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                        TimeElapsedColumn(), console=console, transient=True)
+                        TimeElapsedColumn(), console=err_console, transient=True)
 
     def on_event(event: NodeEvent) -> None:
         if verbose or any(event.action.startswith(word) for word in LOUD):
@@ -88,7 +103,7 @@ def simulate(
 
     if not verbose:  # a failed replay is already an event line; the verifier's own log would repeat it
         logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
-    console.print(f"[bold]veriloco simulate[/]: {hosts} honest + {cheaters} {adversary} hosts, {validators} "
+    err_console.print(f"[bold]veriloco simulate[/]: {hosts} honest + {cheaters} {adversary} hosts, {validators} "
                   f"validators{f' + {liars} {liar}' if liars else ''}, {epochs} epochs of {spec.name} "
                   f"(H={spec.train.inner_steps}, S={spec.train.segments}, rule {spec.aggregation.rule}) "
                   f"on the {chain} chain; work in {root}")
@@ -113,20 +128,26 @@ def simulate(
         if isinstance(factory, DevnetChainFactory):
             factory.stop()
     elapsed = time.monotonic() - started
-    if json:
-        print_json(reports)
-        return
-    console.print(report_tables(reports[-1], spec.economics.denom, net.names))
     losses = [best_val_loss(r) for r in reports]
-    console.print("validation loss per epoch: " + " → ".join("—" if v is None else f"{v:.4f}" for v in losses))
-    console.print(f"slashed over the run: {slashed_over_run(reports, spec.economics.denom, net.names)}")
-    console.print(f"funds conserved: {'yes' if conserved else '[red]NO[/]'} "
-                  f"({net.initial_funds} base units before and after, fees included)")
     if plot:
         plot_reports(reports, plot, net.names)
-        console.print(f"plot written to {plot}")
+        err_console.print(f"plot written to {plot}", highlight=False)
+    if json:
+        print_json({"reports": reports, "names": net.names, "denom": spec.economics.denom,
+                    "val_loss_next": losses, "funds_conserved": conserved,
+                    "funds": str(net.initial_funds), "network_file": str(root / "network.json"),
+                    "elapsed_s": round(elapsed, 1)})
+        if not conserved:
+            raise CommandError("funds were not conserved: this is a bug, please report it")
+        return
+    console.print(report_tables(reports[-1], spec.economics.denom, net.names))
+    console.print("validation loss of the agreed model θ_1 … θ_" + str(len(reports)) + ": "
+                  + " → ".join("—" if v is None else f"{v:.4f}" for v in losses), highlight=False)
+    console.print(f"slashed over the run: {slashed_over_run(reports, spec.economics.denom, net.names)}")
+    console.print(f"funds conserved: {'yes' if conserved else '[red]NO[/]'} "
+                  f"({net.initial_funds}{spec.economics.denom} before and after, fees included)", highlight=False)
     console.print(f"finished in {elapsed:.0f} s; inspect with: veriloco report {len(reports) - 1} "
-                  f"--network {root / 'network.json'}")
+                  f"--network {root / 'network.json'}", highlight=False)
     if not conserved:
         raise CommandError("funds were not conserved: this is a bug, please report it")
 
@@ -146,8 +167,10 @@ def simulation_spec(spec: RunSpec, *, validators: int) -> RunSpec:
                              verification={"enabled": validators > 0})
 
 
-def _save(net: LocalNetwork, factory: object, root: Path, spec) -> None:
+def _save(net: LocalNetwork, factory: object, root: Path, spec: RunSpec) -> None:
     """Leave the chain state and a network file so the report commands can read the run later."""
+    from veriloco.network import DevnetChainFactory, EmbeddedChainFactory  # noqa: PLC0415 (loaded by simulate)
+
     if isinstance(factory, EmbeddedChainFactory) and factory.chain is not None:
         state = root / "chain.json"
         factory.chain.save(state)

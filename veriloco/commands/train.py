@@ -1,7 +1,8 @@
 """``veriloco train``: plain DiLoCo next to data-parallel and single-worker training, no chain.
 
 Runs :func:`trainer.diloco.simulate` for the chosen modes at equal compute on a preset's run spec
-and prints validation loss and communication side by side.
+and prints validation loss and communication side by side, and the validation curve of each mode
+(``--evals`` points).
 """
 
 from __future__ import annotations
@@ -11,14 +12,13 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from trainer.data import Dataset
-from trainer.determinism import configure
-from trainer.diloco import MODES, Mode, simulate
 from trainer.presets import PRESETS, preset
 from trainer.step import resolve_device
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.output import console, err_console, print_json, table
+
+MODES = ("diloco", "ddp", "single")  # trainer.diloco.MODES, without loading torch for --help
 
 app = typer.Typer(help="Train without the chain: DiLoCo vs data-parallel vs one worker, at equal compute.")
 
@@ -49,13 +49,22 @@ def train(
     json: Annotated[bool, typer.Option("--json", help="print a JSON summary")] = False,
 ) -> None:
     """Train the preset's model in the chosen modes and compare validation loss and bytes sent."""
-    modes: list[Mode] = list(MODES) if mode == "all" else [m for m in MODES if m == mode]
+    from trainer.data import Dataset  # noqa: PLC0415 (torch loads only when training)
+    from trainer.determinism import configure  # noqa: PLC0415 (as above)
+    from trainer.diloco import MODES as TRAINER_MODES  # noqa: PLC0415 (as above)
+    from trainer.diloco import Mode, simulate  # noqa: PLC0415 (as above)
+
+    assert MODES == TRAINER_MODES, "veriloco.commands.train.MODES must list trainer.diloco.MODES"
+    modes: list[Mode] = list(TRAINER_MODES) if mode == "all" else [m for m in TRAINER_MODES if m == mode]
     if not modes:
         raise CommandError(f"unknown mode {mode!r} (use {', '.join(MODES)} or all)")
     if inner_state not in ("fresh", "kept"):
         raise CommandError(f"inner_state must be 'fresh' or 'kept', not {inner_state!r}")
     state: Literal["fresh", "kept"] = "kept" if inner_state == "kept" else "fresh"
-    spec = preset(preset_name)
+    try:
+        spec = preset(preset_name)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
     h = inner_steps or spec.train.inner_steps
     changes: dict = {"train": {"inner_steps": h, "segment_steps": h}}
     if quant is not None:
@@ -87,7 +96,8 @@ def train(
     rows: list[dict[str, Any]] = [{"mode": r.mode, "workers": r.workers, "inner_steps": r.inner_steps, "steps": r.steps,
              "val_loss": round(r.val_loss, 4), "bytes_sent": r.bytes_sent,
              "quant_error": None if r.quant_error is None else round(r.quant_error, 5),
-             "wall_s": round(r.wall_s, 1)} for r in results]
+             "wall_s": round(r.wall_s, 1),
+             "curve": [{"steps": done, "val_loss": round(v, 4)} for done, v in r.curve]} for r in results]
     if json:
         print_json({"preset": preset_name, "quantization": spec.quantization.scheme, "runs": rows})
         return
@@ -96,3 +106,7 @@ def train(
         ["mode", "val loss (nats/byte)", "bytes sent", "Δ quant. error", "wall s"],
         [[r["mode"], f"{r['val_loss']:.4f}", _bytes(r["bytes_sent"]),
           "" if r["quant_error"] is None else f"{100 * r['quant_error']:.2f}%", r["wall_s"]] for r in rows]))
+    console.print(table("validation curve: steps of compute (all workers together) → val loss (nats/byte)",
+                        ["mode", "curve"],
+                        [[r["mode"], "  ".join(f"{p['steps']}→{p['val_loss']:.4f}" for p in r["curve"])]
+                         for r in rows]))
