@@ -64,11 +64,13 @@ class PhaseWatch:
 
     Args:
         spec: the run spec (the join phase's minimums).
+        name: the daemon's name, first on each line.
         every: seconds between two "waiting" lines.
     """
 
-    def __init__(self, spec: RunSpec, every: float = WAIT_REPORT_S) -> None:
+    def __init__(self, spec: RunSpec, name: str, every: float = WAIT_REPORT_S) -> None:
         self.spec = spec
+        self.name = name
         self.every = every
         self._phase: tuple[int, str] | None = None
         self._since = self._said = time.monotonic()
@@ -79,10 +81,10 @@ class PhaseWatch:
         key = (info.epoch, info.phase)
         if key != self._phase:
             self._phase, self._since, self._said = key, now, now
-            line = f"epoch {info.epoch}: phase {info.phase} (deadline height {info.phase_deadline})"
+            line = f"{self.name} epoch {info.epoch} phase {info.phase} (deadline height {info.phase_deadline})"
         elif now - self._said >= self.every:
             self._said = now
-            waited = f"waiting in {info.phase} of epoch {info.epoch} for {now - self._since:.0f} s"
+            waited = f"{self.name} waiting in {info.phase} of epoch {info.epoch} for {now - self._since:.0f} s"
             if info.phase == "join":
                 line = f"{waited}: {join_wait(info, self.spec)}"
             elif info.phase == "train":
@@ -156,12 +158,12 @@ class Daemon:
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
-        watch = PhaseWatch(self.node.spec)
+        watch = PhaseWatch(self.node.spec, self.node.name)
         while not self._stop.is_set():
             try:
                 info = self.ledger.epoch()
                 if self.max_epochs is not None and info.epoch >= self.max_epochs:
-                    log.info("reached epoch %d; stopping", self.max_epochs)
+                    log.info("%s reached epoch %d; stopping", self.node.name, self.max_epochs)
                     return
                 watch.observe(info)
                 acted = self.node.tick()
@@ -174,12 +176,14 @@ class Daemon:
 
 
 def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behaviour: HostBehaviour | None = None,
-                on_event: Callable[[NodeEvent], None] | None = None) -> tuple[HostNode, ServerThread]:
-    """A host node on ``ledger`` and its artifact server, started on ``listen`` (``host:port``)."""
+                on_event: Callable[[NodeEvent], None] | None = None,
+                name: str | None = None) -> tuple[HostNode, ServerThread]:
+    """A host node on ``ledger`` and its artifact server, started on ``listen`` (``host:port``);
+    ``name`` labels its logs (default: its address)."""
     spec = ledger.spec()
     dataset = Dataset.load(spec.data)
     node = HostNode(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix),
-                    behaviour=behaviour, on_event=on_event)
+                    behaviour=behaviour, name=name, on_event=on_event)
     host, _, port = listen.rpartition(":")
     app = create_app(node.source, spec.run_id().hex(), node.address,
                      authorize=MembershipCache(ledger), prefix=ledger.prefix)

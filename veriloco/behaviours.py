@@ -36,8 +36,9 @@ def validator_behaviour(text: str | None) -> ValidatorBehaviour:
         raise CommandError(f"{exc} (known: {', '.join(sorted(VALIDATORS))})") from None
 
 
-def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str | None) -> ValidatorNode:
-    """A validator node reaching hosts over HTTP (the daemon's)."""
+def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str | None,
+                   name: str | None = None) -> ValidatorNode:
+    """A validator node reaching hosts over HTTP (the daemon's); ``name`` labels its logs."""
     spec = ledger.spec()
     return ValidatorNode(ledger, key, spec, Dataset.load(spec.data), root, http_peers(key, spec, ledger.prefix),
-                         behaviour=validator_behaviour(behaviour))
+                         behaviour=validator_behaviour(behaviour), name=name)

@@ -115,7 +115,10 @@ def _show_version(value: bool) -> None:
 
 app = typer.Typer(
     name="veriloco",
-    help="Verifiable, blockchain-settled DiLoCo training.",
+    help="Verifiable, blockchain-settled DiLoCo training.\n\n"
+         "Results go to stdout (with --json: one JSON object with a schema_version); progress, prompts and logs "
+         "to stderr. Amounts are Cosmos coins: 20INJ (whole INJ) or 20000000000000000000inj (base units). "
+         "docs/operators.md walks through every role.",
     cls=VerilocoGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -136,11 +139,7 @@ def _root(
     version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
                                           help="print the version and exit")] = False,
 ) -> None:
-    """Verifiable, blockchain-settled DiLoCo training.
-
-    Results go to stdout (with --json: one JSON object with a schema_version); progress, prompts
-    and logs go to stderr. Amounts are Cosmos coins: 20000000000000000000inj (base units) or 20INJ.
-    """
+    """Verifiable, blockchain-settled DiLoCo training (the options every command shares)."""
     _Debug.on = debug
     TIMEOUTS.node, TIMEOUTS.tx = timeout, tx_timeout
 

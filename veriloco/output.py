@@ -27,9 +27,10 @@ from chain.types import TxResult
 SCHEMA_VERSION = 1
 """The version of every ``--json`` document's layout."""
 
-# Logs, CI and docs are not terminals; Rich would squeeze tables into 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 140)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
+# Logs, CI and docs are not terminals; Rich would squeeze tables into 80 columns there. Text lines
+# are never wrapped (soft_wrap): a mnemonic or a path must stay on one line to be copied.
+console = Console(width=None if sys.stdout.isatty() else 140, soft_wrap=True)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140, soft_wrap=True)
 
 
 def to_jsonable(value: Any) -> Any:

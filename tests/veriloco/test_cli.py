@@ -86,3 +86,16 @@ def test_template_round_trips_through_deploy_parsing(tmp_path) -> None:
     out = tmp_path / "spec.toml"
     done = cli("run", "template", "--preset", "tiny", "--out", str(out), home=tmp_path)
     assert read_spec_file(out) == tiny() and done.stdout == ""
+
+
+@pytest.mark.slow
+def test_simulate_json_is_one_document_on_stdout(tmp_path) -> None:
+    """Progress on stderr, exactly one JSON object on stdout: `simulate --json | jq` parses."""
+    done = cli("simulate", "--preset", "tiny", "--epochs", "1", "--hosts", "1", "--cheaters", "1", "--validators", "2",
+               "--workdir", str(tmp_path / "sim"), "--json", home=tmp_path / "home")
+    result = json.loads(done.stdout)
+    assert result["schema_version"] == 1 and result["funds_conserved"] is True
+    assert [r["epoch"] for r in result["reports"]] == [0] and result["val_loss_next"][0] is not None
+    outcomes = {result["names"][h["address"]]: h["outcome"] for h in result["reports"][0]["hosts"]}
+    assert outcomes == {"host-0": "accepted", "host-1 (noise)": "invalid"}
+    assert "epoch 0:" in done.stderr and "veriloco simulate" in done.stderr

@@ -175,10 +175,11 @@ def make_app(role: Role) -> typer.Typer:
             be_patient(ledger)  # from here on, a node restart is waited out
             node: Participant
             if role == "host":
-                node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary))
+                node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary),
+                                           name=key)
                 err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
             else:
-                node = validator_node(ledger, participant, root, adversary)
+                node = validator_node(ledger, participant, root, adversary, name=key)
                 err_console.print(f"validator {key} {node.address} following the run", highlight=False)
             Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
 
@@ -186,11 +187,14 @@ def make_app(role: Role) -> typer.Typer:
 
 
 def configure_logging(verbose: bool) -> None:
-    """Daemon logs on stderr: the node's events and phases at INFO; HTTP requests only with ``--verbose``."""
+    """Daemon logs on stderr: the node's events and phases at INFO; HTTP requests and each replay's
+    measurements only with ``--verbose`` (and the logger names, to tell them apart)."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(name)s %(message)s")
+                        format="%(asctime)s %(name)s %(message)s" if verbose else "%(asctime)s %(message)s")
     # httpx logs every request at INFO, which is debug detail for a daemon; httpcore's debug is wire chatter.
     logging.getLogger("httpx").setLevel(logging.INFO if verbose else logging.WARNING)
+    # The verifier logs each replay's result, which the node's verdict line repeats.
+    logging.getLogger("veriloco.verifier").setLevel(logging.INFO if verbose else logging.WARNING)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     for noisy in ("grpc", "urllib3", "matplotlib", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import tomli_w
 import typer
+from pydantic import ValidationError
 
 from chain.ledger import Ledger, instantiate_msg
 from protocol.coins import display, parse_amount
@@ -21,9 +23,39 @@ from veriloco.output import console, err_console, print_json, table, tx_json, tx
 app = typer.Typer(help="Start a run (deploy the contract with a run spec) and inspect it.", no_args_is_help=True)
 
 
+def with_settings(spec: RunSpec, settings: list[str]) -> RunSpec:
+    """``spec`` with ``SECTION.FIELD=VALUE`` settings applied; a value is read as TOML (``2``,
+    ``true``, ``"text"``), or else taken as a string; a fraction stays the string it was written as
+    (``train.lr=3e-3``), as run specs hold no floats.
+
+    Raises:
+        CommandError: a setting that is not ``SECTION.FIELD=VALUE``, or a spec the change makes invalid.
+    """
+    changes: dict[str, dict[str, Any]] = {}
+    for setting in settings:
+        path, sep, raw = setting.partition("=")
+        section, dot, name = path.strip().partition(".")
+        if not sep or not dot or not section or not name:
+            raise CommandError(f"--set {setting!r}: expected SECTION.FIELD=VALUE, e.g. phases.min_hosts=2")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        if isinstance(value, float):
+            value = raw.strip()
+        changes.setdefault(section, {})[name] = value
+    try:
+        return spec.with_changes(**changes)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise CommandError(f"--set: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+
+
 @app.command("template")
 def template(
     preset_name: Annotated[str, typer.Option("--preset", help=f"one of {', '.join(PRESETS)}")] = "demo",
+    settings: Annotated[list[str] | None, typer.Option(
+        "--set", help="change a field: SECTION.FIELD=VALUE, e.g. phases.min_hosts=2 (repeatable)")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
 ) -> None:
     """Print a complete run spec as TOML, to edit and deploy."""
@@ -31,6 +63,7 @@ def template(
         spec = preset(preset_name)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    spec = with_settings(spec, settings or [])
     text = tomli_w.dumps(spec.model_dump(mode="json"))
     if out:
         out.write_text(text)
