@@ -69,6 +69,20 @@ def open_key(name: str, home: str | None) -> PrivateKey:
     return store.open(name, passphrase(name))
 
 
+def check_device(device: str) -> None:
+    """Refuse a ``--device`` this machine cannot compute on, before any work (loads torch).
+
+    Raises:
+        CommandError: not cpu/cuda/cuda:N, or CUDA asked for where there is none.
+    """
+    from trainer.step import resolve_device  # noqa: PLC0415 (torch loads only for commands that compute)
+
+    try:
+        resolve_device(device)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def key_names(home: str | None) -> dict[str, str]:
     """Address -> key name for every (verified) key of the local keyring; no passphrase needed."""
     return Keystore.in_home(home_dir(home)).names()

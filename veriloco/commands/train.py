@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from trainer.presets import PRESETS, preset
-from trainer.step import resolve_device
+from veriloco.commands.common import Device, check_device
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.output import console, err_console, print_json, table
@@ -44,7 +44,7 @@ def train(
                                                   "or kept (the DiLoCo paper)")] = "fresh",
     evals: Annotated[int, typer.Option(min=1, help="validation measurements per run (the last at the end)")] = 10,
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads")] = None,
-    device: Annotated[str, typer.Option(help="where to compute: cpu, cuda, cuda:N")] = "cpu",
+    device: Device = "cpu",
     home: Annotated[str | None, typer.Option("--home", help="veriloco home (dataset cache)")] = None,
     json: Annotated[bool, typer.Option("--json", help="print a JSON summary")] = False,
 ) -> None:
@@ -75,10 +75,7 @@ def train(
     t = steps or 10 * h
     if t % h:
         raise CommandError(f"--steps ({t}) must be a multiple of --inner-steps ({h})")
-    try:
-        resolve_device(device)
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+    check_device(device)
     configure(threads, device)
     dataset = Dataset.load(spec.data, home_dir(home) / "cache")
 
@@ -91,8 +88,8 @@ def train(
             def advance(done: int, total: int, task: TaskID = task) -> None:
                 progress.update(task, completed=done)
 
-            results.append(simulate(spec, dataset, m, workers, t, evals=evals, inner_state=state,
-                                    progress=advance, device=device))
+            results.append(simulate(spec, dataset, m, workers, t, evals=evals, inner_state=state, device=device,
+                                    progress=advance))
     rows: list[dict[str, Any]] = [{"mode": r.mode, "workers": r.workers, "inner_steps": r.inner_steps, "steps": r.steps,
              "val_loss": round(r.val_loss, 4), "bytes_sent": r.bytes_sent,
              "quant_error": None if r.quant_error is None else round(r.quant_error, 5),
