@@ -70,16 +70,21 @@ class HostNode(Participant):
         name: a label for events.
         on_event: called with every event.
         on_step: inner-loop progress callback.
+        device: where training and the validation loss compute (``cpu``, ``cuda``, ``cuda:N``);
+            checkpoints and hashes are the same wherever a step ran.
     """
 
     role = "host"
 
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, dataset: Dataset, root: Path,
                  peers: PeerResolver, behaviour: HostBehaviour | None = None, name: str | None = None,
-                 on_event: EventSink | None = None, on_step: StepCallback | None = None) -> None:
+                 on_event: EventSink | None = None, on_step: StepCallback | None = None,
+                 device: str = "cpu") -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
         self.dataset = dataset
         self.behaviour = behaviour or HostBehaviour()
+        self.device = device
+        self.behaviour.device = device
         self.peers = peers
         self.globals = GlobalStore(self.root, spec, ledger, peers, self.address)
         self._on_step = on_step
@@ -200,7 +205,7 @@ class HostNode(Participant):
 
     def _validation_loss(self, state: GlobalState) -> float:
         if self._eval_model is None:
-            self._eval_model = build_model(self.spec)
+            self._eval_model = build_model(self.spec).to(self.device)
         return validation_loss(self._eval_model, self.dataset, params=state.params)
 
 

@@ -46,14 +46,17 @@ class ValidatorNode(Participant):
         behaviour: honest by default.
         name: a label for events.
         on_event: called with every event.
+        device: where replays compute (``cpu``, ``cuda``, ``cuda:N``); a replay on another device
+            than the host's agrees only within the calibrated tolerance.
     """
 
     role = "validator"
 
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, dataset: Dataset, root: Path,
                  peers: PeerResolver, behaviour: ValidatorBehaviour | None = None, name: str | None = None,
-                 on_event: EventSink | None = None) -> None:
+                 on_event: EventSink | None = None, device: str = "cpu") -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
+        self.device = device
         self.dataset = dataset
         self.peers = peers
         self.behaviour = behaviour or ValidatorBehaviour()
@@ -88,7 +91,7 @@ class ValidatorNode(Participant):
                 except ArtifactUnavailable as exc:
                     source = _Unreachable(str(exc))
                 if self._stepper is None:
-                    self._stepper = Stepper(self.spec)
+                    self._stepper = Stepper(self.spec, device=self.device)
                 report = check_challenge(self.spec, self.dataset, challenge, source, theta,
                                          bytes.fromhex(info.prev_seed), stepper=self._stepper)
                 verdict, reason = report.verdict, report.reason

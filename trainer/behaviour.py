@@ -19,6 +19,7 @@ from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback, run_epoch
+from trainer.step import Stepper
 
 
 class HostBehaviour:
@@ -26,9 +27,12 @@ class HostBehaviour:
 
     Attributes:
         name: a short label for reports (``honest``, ``lazy``, ``noise`` …).
+        device: where the honest training computes (``cpu``, ``cuda``…); the host node sets it.
+            Adversaries that build their own stepper compute on the CPU.
     """
 
     name = "honest"
+    device = "cpu"
 
     def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
                     start_params: Mapping[str, torch.Tensor], root: Path,
@@ -38,7 +42,8 @@ class HostBehaviour:
         Must be resumable like :func:`run_epoch`: called again after a crash, it ends with the same
         commitment.
         """
-        result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step)
+        result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step,
+                           stepper=Stepper(spec, device=self.device))
         assert result is not None  # one process: always rank 0
         return result
 

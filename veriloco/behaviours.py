@@ -37,8 +37,9 @@ def validator_behaviour(text: str | None) -> ValidatorBehaviour:
 
 
 def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str | None,
-                   name: str | None = None) -> ValidatorNode:
-    """A validator node reaching hosts over HTTP (the daemon's); ``name`` labels its logs."""
+                   name: str | None = None, device: str = "cpu") -> ValidatorNode:
+    """A validator node reaching hosts over HTTP (the daemon's); ``name`` labels its logs,
+    ``device`` is where it replays."""
     spec = ledger.spec()
     return ValidatorNode(ledger, key, spec, Dataset.load(spec.data), root, http_peers(key, spec, ledger.prefix),
-                         behaviour=validator_behaviour(behaviour), name=name)
+                         behaviour=validator_behaviour(behaviour), name=name, device=device)

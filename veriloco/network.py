@@ -124,12 +124,13 @@ class LocalNetwork:
         validator_factory: builds a validator node (``node.validator.ValidatorNode``);
             needed when the roster has validators.
         chain: deploys the contract (default: a new embedded chain).
+        device: where every node trains and replays (``cpu``, ``cuda``, ``cuda:N``).
     """
 
     def __init__(self, spec: RunSpec, root: Path, roster: Roster, dataset: Dataset,
                  on_event: EventSink | None = None,
                  validator_factory: Callable[..., Participant] | None = None,
-                 chain: ChainFactory | None = None) -> None:
+                 chain: ChainFactory | None = None, device: str = "cpu") -> None:
         self.spec = spec
         self.root = Path(root)
         econ = spec.economics
@@ -156,7 +157,7 @@ class LocalNetwork:
             name = f"host-{i}" + ("" if behaviour.name == "honest" else f" ({behaviour.name})")
             endpoint = f"http://host-{i}.sim"
             node = HostNode(self.ledger, key, spec, dataset, self.root / f"host-{i}", self.resolve,
-                            behaviour=behaviour, name=name, on_event=on_event)
+                            behaviour=behaviour, name=name, on_event=on_event, device=device)
             self._sources[endpoint] = _source_of(node)
             self.ledger.bond(key, "host", endpoint, roster.host_stake or 2 * int(econ.min_host_stake))
             self.hosts.append(node)
@@ -167,7 +168,7 @@ class LocalNetwork:
             label = getattr(conduct, "name", "honest")
             name = f"validator-{i}" + ("" if label == "honest" else f" ({label})")
             validator = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}", self.resolve,
-                                          behaviour=conduct, name=name, on_event=on_event)
+                                          behaviour=conduct, name=name, on_event=on_event, device=device)
             self.ledger.bond(key, "validator", f"http://validator-{i}.sim",
                              roster.validator_stake or 2 * int(econ.min_validator_stake))
             self.validators.append(validator)

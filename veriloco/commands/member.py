@@ -16,7 +16,17 @@ import typer
 
 from protocol.coins import display, parse_amount
 from protocol.messages import Role
-from veriloco.commands.common import AMOUNT_HELP, Home, Json, KeyName, Network, key_names, open_key
+from veriloco.commands.common import (
+    AMOUNT_HELP,
+    Device,
+    Home,
+    Json,
+    KeyName,
+    Network,
+    check_device,
+    key_names,
+    open_key,
+)
 from veriloco.connect import be_patient, load_network, open_ledger
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
@@ -146,6 +156,7 @@ def make_app(role: Role) -> typer.Typer:
             poll: Annotated[float, typer.Option(help="seconds between chain polls")] = 0.5,
             epochs: Annotated[int | None, typer.Option(help="stop when the run reaches this epoch")] = None,
             threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice)")] = None,
+            device: Device = "cpu",
             verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs (every HTTP request)")]
             = False,
             adversary: Adversary = None,
@@ -166,7 +177,8 @@ def make_app(role: Role) -> typer.Typer:
         from trainer.determinism import configure  # noqa: PLC0415 (as above)
         from veriloco.behaviours import host_behaviour, validator_node  # noqa: PLC0415 (as above)
 
-        configure(threads)
+        check_device(device)
+        configure(threads, device)
         with open_ledger(net) as ledger:
             address = participant.address(ledger.prefix)
             if ledger.member(address) is None:
@@ -176,10 +188,10 @@ def make_app(role: Role) -> typer.Typer:
             node: Participant
             if role == "host":
                 node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary),
-                                           name=key)
+                                           name=key, device=device)
                 err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
             else:
-                node = validator_node(ledger, participant, root, adversary, name=key)
+                node = validator_node(ledger, participant, root, adversary, name=key, device=device)
                 err_console.print(f"validator {key} {node.address} following the run", highlight=False)
             Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
 

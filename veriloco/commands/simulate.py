@@ -23,6 +23,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from protocol.rules.spec import AggregationRule, RunSpec
 from trainer.presets import PRESETS, preset
+from veriloco.commands.common import Device, check_device
 from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.errors import CommandError
 from veriloco.output import console, err_console, print_json
@@ -53,12 +54,16 @@ def simulate(
                                             "node)")] = "embedded",
     workdir: Annotated[Path | None, typer.Option(help="keep everything here (default: a temporary directory)")] = None,
     plot: Annotated[Path | None, typer.Option(help="draw the loss curve and host outcomes to this PNG")] = None,
-    json: Annotated[bool, typer.Option("--json", help="print the epoch reports as JSON at the end")] = False,
+    device: Device = "cpu",
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads (default: torch's choice)")] = None,
+    json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object (progress stays on "
+                                                      "stderr)")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="print every event")] = False,
 ) -> None:
     """Run a whole veriloco network on this machine: stake, train, verify, slash, aggregate, agree."""
     from node.validator import ValidatorNode  # noqa: PLC0415 (torch loads only when a simulation runs)
     from trainer.data import Dataset  # noqa: PLC0415 (as above)
+    from trainer.determinism import configure  # noqa: PLC0415 (as above)
     from veriloco.behaviours import host_behaviour, validator_behaviour  # noqa: PLC0415 (as above)
     from veriloco.network import (  # noqa: PLC0415 (as above)
         DevnetChainFactory,
@@ -69,6 +74,8 @@ def simulate(
 
     if hosts + cheaters < 1 or epochs < 1:
         raise CommandError("need at least one host and one epoch")
+    check_device(device)
+    configure(threads, device)
     if chain not in ("embedded", "devnet"):
         raise CommandError(f"--chain must be embedded or devnet, not {chain!r}")
     try:
@@ -111,7 +118,7 @@ def simulate(
     dataset = Dataset.load(spec.data)
     try:
         net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, validator_factory=ValidatorNode,
-                           chain=factory)
+                           chain=factory, device=device)
         reports = []
         with progress:
             task = progress.add_task("epochs", total=epochs)
