@@ -72,7 +72,7 @@ class Participant:
     # -- events --------------------------------------------------------------------------------
 
     def event(self, epoch: int, action: str, detail: str = "") -> None:
-        log.info("%s epoch %d %s %s", self.name, epoch, action, detail)
+        log.info("%s epoch %d %s%s", self.name, epoch, action, f" {detail}" if detail else "")
         if self._on_event is not None:
             self._on_event(NodeEvent(epoch, self.name, action, detail))
 

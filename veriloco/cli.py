@@ -33,7 +33,7 @@ from protocol.errors import VerilocoError
 from veriloco import __version__
 from veriloco.commands import devnet, epoch, keys, member, model, run, simulate, train
 from veriloco.connect import TIMEOUTS
-from veriloco.output import err_console
+from veriloco.output import err_console, print_json
 
 # What a user can cause and needs to read as one line; anything else is a bug (traceback).
 EXPECTED_ERRORS = (VerilocoError, ValidationError, ValueError, OSError)
@@ -158,9 +158,12 @@ app.command("metrics")(epoch.metrics)
 
 
 @app.command("version")
-def version() -> None:
+def version(json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False) -> None:
     """Print the version."""
-    print(__version__)
+    if json:
+        print_json({"version": __version__})
+    else:
+        print(__version__)
 
 
 def main() -> None:

@@ -16,8 +16,8 @@ The smoke form changes only what must differ on a shared machine: the devnet and
 servers get free ports instead of the doc's fixed ones (``--port-offset``/``127.0.0.1:82xx``),
 and blocks come as fast as the suite's other devnets (``$VERILOCO_DEVNET_BLOCK_TIME``).
 
-``VERILOCO_WALKTHROUGH_RECORD=FILE`` writes every command with its output to FILE (how the doc's
-output was captured).
+``VERILOCO_WALKTHROUGH_RECORD=FILE`` writes every command with its output to FILE and the plot
+beside it (how the doc's output and figure were captured).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import csv
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -118,6 +119,8 @@ def test_the_docs_steps_run_as_written(tmp_path: Path) -> None:
                        timeout=60)
         if record:
             Path(record).write_text("\n".join(transcript))
+            if (work / "loss.png").exists():
+                shutil.copy(work / "loss.png", Path(record).with_suffix(".png"))
     # What the doc says happened: the cheater (carol) was caught in both epochs, alice was accepted
     # and paid, and the files it writes are there.
     rows = list(csv.DictReader((work / "metrics" / "members.csv").open()))

@@ -206,7 +206,7 @@ def configure_logging(verbose: bool) -> None:
     # httpx logs every request at INFO, which is debug detail for a daemon; httpcore's debug is wire chatter.
     logging.getLogger("httpx").setLevel(logging.INFO if verbose else logging.WARNING)
     # The verifier logs each replay's result, which the node's verdict line repeats.
-    logging.getLogger("veriloco.verifier").setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("veriloco.verifier").setLevel(logging.INFO if verbose else logging.ERROR)
     logging.getLogger("httpcore").setLevel(logging.WARNING)
     for noisy in ("grpc", "urllib3", "matplotlib", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -57,14 +57,20 @@ def template(
     settings: Annotated[list[str] | None, typer.Option(
         "--set", help="change a field: SECTION.FIELD=VALUE, e.g. phases.min_hosts=2 (repeatable)")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="write here instead of stdout")] = None,
+    json: Json = False,
 ) -> None:
-    """Print a complete run spec as TOML, to edit and deploy."""
+    """Print a complete run spec as TOML, to edit and deploy (with --json: the spec and its run id)."""
     try:
         spec = preset(preset_name)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     spec = with_settings(spec, settings or [])
     text = tomli_w.dumps(spec.model_dump(mode="json"))
+    if json:
+        if out:
+            out.write_text(text)
+        print_json({"spec": spec, "run_id": spec.run_id().hex(), **({"file": str(out)} if out else {})})
+        return
     if out:
         out.write_text(text)
         err_console.print(f"wrote {out}", highlight=False)
