@@ -195,6 +195,14 @@ def _opt(value: float | None) -> str | float:
     return "" if value is None else round(value, 6)
 
 
+def loss_points(reports: Sequence[EpochReport]) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """What the loss plot draws: (epoch, validation loss of θ_epoch) for every agreed model after θ_0
+    — θ_{e+1} at ``e + 1`` —, and (epoch, the accepted hosts' mean train loss in that epoch)."""
+    val = [(r.epoch + 1, v) for r in reports if (v := best_val_loss(r)) is not None]
+    train = [(r.epoch, v) for r in reports if (v := mean_train_loss(r)) is not None]
+    return val, train
+
+
 def plot_reports(reports: Sequence[EpochReport], path: Path, names: dict[str, str] | None = None) -> Path:
     """Losses per epoch and each host's outcome per epoch, as a PNG.
 
@@ -210,12 +218,9 @@ def plot_reports(reports: Sequence[EpochReport], path: Path, names: dict[str, st
     hosts = sorted({h.address for r in reports for h in r.hosts}, key=lambda a: who(a, names))
     fig, (ax_loss, ax_hosts) = plt.subplots(1, 2, figsize=(12, 4.8 + 0.18 * max(0, len(hosts) - 6)),
                                             gridspec_kw={"width_ratios": [1.2, 1]})
-    val = [(r.epoch + 1, best_val_loss(r)) for r in reports]
-    val = [(e, v) for e, v in val if v is not None]
+    val, train = loss_points(reports)
     if val:
         ax_loss.plot([e for e, _ in val], [v for _, v in val], marker="o", label="validation loss of θ_e (agreed)")
-    train = [(r.epoch, mean_train_loss(r)) for r in reports]
-    train = [(e, v) for e, v in train if v is not None]
     if train:
         ax_loss.plot([e for e, _ in train], [v for _, v in train], marker="s", linestyle="--",
                      label="train loss in epoch e, last segment (accepted hosts)")

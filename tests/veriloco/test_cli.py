@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,8 @@ from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.presets import tiny
 from veriloco.connect import ChainSettings, NetworkFile
-from veriloco.network import EmbeddedChainFactory, LocalNetwork, Roster
+from veriloco.keystore import Keystore
+from veriloco.network import EmbeddedChainFactory, LocalNetwork, Roster, sim_key
 
 VERILOCO = [sys.executable, "-m", "veriloco.cli"]
 
@@ -48,6 +50,7 @@ def saved_run(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_operator_commands_read_a_saved_run(saved_run, tmp_path) -> None:
     home = tmp_path / "home"
+    Keystore.in_home(home).add("alice", sim_key("host-0"), "pw", scrypt_n=2**10)  # a key of the run's
     epochs = json.loads(cli("epoch", "list", "--json", "--network", str(saved_run), home=home).stdout)
     assert epochs["schema_version"] == 1
     assert [e["epoch"] for e in epochs["epochs"]] == [0, 1, 2]
@@ -57,6 +60,8 @@ def test_operator_commands_read_a_saved_run(saved_run, tmp_path) -> None:
     assert {h["outcome"] for h in report["report"]["hosts"]} == {"accepted"} and report["report"]["next_model_hash"]
     done = cli("report", "1", "--plot", str(tmp_path / "loss.png"), "--network", str(saved_run), home=home)
     assert "accepted" in done.stdout and "validation loss of θ_2" in done.stdout
+    assert f"alice {sim_key('host-0').address()[:10]}" in done.stdout  # the key's name beside its address
+    assert report["names"] == {sim_key("host-0").address(): "alice"}
     assert "plot written to" in done.stderr and "plot written" not in done.stdout
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     show = cli("run", "show", "--network", str(saved_run), home=home).stdout
@@ -99,3 +104,42 @@ def test_simulate_json_is_one_document_on_stdout(tmp_path) -> None:
     outcomes = {result["names"][h["address"]]: h["outcome"] for h in result["reports"][0]["hosts"]}
     assert outcomes == {"host-0": "accepted", "host-1 (noise)": "invalid"}
     assert "epoch 0:" in done.stderr and "veriloco simulate" in done.stderr
+
+
+def test_every_command_takes_json() -> None:
+    """The convention every command follows (docs/operators.md, Scripting); only the daemons, whose
+    output is a log, are exempt."""
+    import typer.main
+
+    from veriloco.cli import app
+
+    def leaves(group: Any, prefix: str) -> list[tuple[str, Any]]:  # Typer's own click, duck-typed
+        found = []
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                found += leaves(command, f"{prefix}{name} ")
+            else:
+                found.append((f"{prefix}{name}", command))
+        return found
+
+    commands = leaves(typer.main.get_command(app), "")
+    assert len(commands) > 25
+    missing = [name for name, command in commands
+               if name not in ("host run", "validator run") and not any("--json" in p.opts for p in command.params)]
+    assert missing == []
+
+
+def test_the_plot_draws_each_model_at_its_own_epoch_in_its_own_colour(saved_run) -> None:
+    from typing import get_args
+
+    from protocol.views import HostOutcome
+    from veriloco.connect import load_network, open_ledger
+    from veriloco.report import OUTCOME_COLOUR, best_val_loss, loss_points, mean_train_loss
+
+    assert set(OUTCOME_COLOUR) == set(get_args(HostOutcome))
+    assert len(set(OUTCOME_COLOUR.values())) == len(OUTCOME_COLOUR)  # unavailable, absent, no_reveal differ
+    with open_ledger(load_network(saved_run)) as ledger:
+        reports = [ledger.report(e) for e in (0, 1)]
+    val, train = loss_points(reports)
+    assert val == [(1, best_val_loss(reports[0])), (2, best_val_loss(reports[1]))]  # θ_{e+1} at e+1
+    assert train == [(0, mean_train_loss(reports[0])), (1, mean_train_loss(reports[1]))]
