@@ -20,8 +20,10 @@ following cosmwasm-vm 2.1 (``packages/vm/src/{compatibility,memory,imports,calls
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import struct
 import threading
 import time
@@ -135,6 +137,14 @@ def _make_engine() -> wasmtime.Engine:
     config.wasm_gc = False
     config.wasm_function_references = False
     config.wasm_exceptions = False
+    # Compiled code is cached on disk by wasmtime itself (~/.cache/wasmtime, keyed by its version,
+    # this configuration and the module's bytes; about 1 MB for the contract), so a process that
+    # opens a saved embedded chain (`veriloco report` on a simulation) starts in milliseconds
+    # instead of compiling the contract for 1-2 s. VERILOCO_WASM_CACHE=0 turns it off; a cache
+    # directory that cannot be used costs only the compile.
+    if os.environ.get("VERILOCO_WASM_CACHE", "1") != "0":
+        with contextlib.suppress(wasmtime.WasmtimeError):
+            config.cache = True
     return wasmtime.Engine(config)
 
 
