@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from protocol.coins import display
 from protocol.rules.spec import AggregationRule, RunSpec
 from trainer.presets import PRESETS, preset
 from veriloco.commands.common import Device, check_device
@@ -101,9 +102,14 @@ def simulate(
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeElapsedColumn(), console=err_console, transient=True)
 
+    names: dict[str, str] = {}  # address -> participant name, once the network exists
+
     def on_event(event: NodeEvent) -> None:
         if verbose or any(event.action.startswith(word) for word in LOUD):
-            progress.console.print(f"  [dim]epoch {event.epoch}[/] {event.who}: {event.action} {event.detail}",
+            detail = event.detail
+            for address, name in names.items():  # events shorten addresses to 12 characters and "…"
+                detail = detail.replace(f"{address[:12]}…", name)
+            progress.console.print(f"  [dim]epoch {event.epoch}[/] {event.who}: {event.action} {detail}",
                                    highlight=False)
         else:
             counts[event.epoch, event.action] = counts.get((event.epoch, event.action), 0) + 1
@@ -119,6 +125,7 @@ def simulate(
     try:
         net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, validator_factory=ValidatorNode,
                            chain=factory, device=device)
+        names.update(net.names)
         reports = []
         with progress:
             task = progress.add_task("epochs", total=epochs)
@@ -151,8 +158,9 @@ def simulate(
     console.print("validation loss of the agreed model θ_1 … θ_" + str(len(reports)) + ": "
                   + " → ".join("—" if v is None else f"{v:.4f}" for v in losses), highlight=False)
     console.print(f"slashed over the run: {slashed_over_run(reports, spec.economics.denom, net.names)}")
-    console.print(f"funds conserved: {'yes' if conserved else '[red]NO[/]'} "
-                  f"({net.initial_funds}{spec.economics.denom} before and after, fees included)", highlight=False)
+    denom = spec.economics.denom
+    console.print(f"funds conserved: {'yes' if conserved else '[red]NO[/]'} ({display(net.initial_funds, denom)} = "
+                  f"{net.initial_funds}{denom} before and after, fees included)", highlight=False)
     console.print(f"finished in {elapsed:.0f} s; inspect with: veriloco report {len(reports) - 1} "
                   f"--network {root / 'network.json'}", highlight=False)
     if not conserved:
