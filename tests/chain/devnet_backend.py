@@ -39,6 +39,7 @@ from typing import Any
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from ledger_env import key_type_for
+from suite_env import named_key
 
 from chain.cosmos import CosmosBackend, CosmosChain
 from chain.cosmos.chain import Funds, contract_address_of
@@ -58,7 +59,7 @@ FAUCET_BALANCE = 10**33
 
 
 def faucet_key() -> PrivateKey:
-    return PrivateKey(hashlib.sha256(b"veriloco-devnet-faucet").digest())
+    return named_key("devnet-faucet")
 
 
 class DevnetContract:
@@ -245,8 +246,7 @@ def devnet_deploy(request: pytest.FixtureRequest, devnet_chain: CosmosChain, dev
                **overrides: Any) -> DevnetContract:
         calls[0] += 1
         salt = f"{request.node.nodeid}#{calls[0]}"
-        keys = {n: PrivateKey(hashlib.sha256(f"veriloco-devnet-test:{salt}:{n}".encode()).digest(), key_type_for(n))
-                for n in names}
+        keys = {n: named_key(f"devnet:{salt}:{n}", key_type_for(n)) for n in names}  # fresh accounts per test
         treasury = keys["treasury"].address() if "treasury" in keys else faucet_key().address()
         msg = instantiate_msg(spec, INITIAL_MODEL_HASH, treasury)
         msg.update(overrides)

@@ -31,6 +31,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from suite_env import named_key
+
 from chain.embedded import EmbeddedChain, deploy_embedded
 from chain.ledger import ContractError, Ledger, TxResult
 from chain.metered import MeteredBackend
@@ -62,8 +64,9 @@ def key_type_for(name: str) -> KeyType:
 
 
 def account_key(name: str) -> PrivateKey:
-    """A deterministic key per name (never use such keys outside tests)."""
-    return PrivateKey(hashlib.sha256(b"veriloco-test-account:" + name.encode()).digest(), key_type_for(name))
+    """The test account ``name``: the suite's named key (``suite_env.named_key``) of the type
+    :func:`key_type_for` gives it."""
+    return named_key(name, key_type_for(name))
 
 
 def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[str, Any] | None = None,

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from suite_env import named_address, named_key
 
 from chain.cosmos import ChainConfig, CosmosBackend, CosmosChain, contract_message, injective, wasmd
 from chain.cosmos.config import ETH_ACCOUNT_TYPE, embedded_base_account
@@ -15,7 +16,7 @@ from chain.cosmos.errors import CosmosTxError, classify, wrong_sequence
 from chain.ledger import ContractError, Ledger, LedgerError, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.injective import MIN_GAS_PRICE
-from protocol.keys import KeyType, PrivateKey, keccak256
+from protocol.keys import KeyType, keccak256
 from protocol.rules.spec import RunSpec
 
 pytest_plugins = ["devnet_backend"]
@@ -98,7 +99,7 @@ def test_transactions_carry_the_key_types_public_key_and_hash(key_type, type_url
     from cosmpy.protos.cosmos.crypto.secp256k1.keys_pb2 import PubKey
     from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, SignDoc, TxRaw
 
-    key = PrivateKey(bytes(range(1, 33)), key_type)
+    key = named_key("alice", key_type)
     with CosmosChain("grpc+http://127.0.0.1:1", injective("c-1")) as chain:  # never connects
         raw = TxRaw.FromString(chain._sign(key, 7, 3, [MsgSend(from_address=key.address())], 100_000, 5, ""))
         auth = AuthInfo.FromString(raw.auth_info_bytes)
@@ -274,7 +275,7 @@ def test_unreachable_node_is_a_ledger_error(devnet):
         chain.height()
     assert time.monotonic() - t0 < 5
     with pytest.raises(LedgerError):
-        chain.balance(PrivateKey(b"\1" * 32).address())
+        chain.balance(named_address("alice"))
     chain.close()
 
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from suite_env import named_key
 from typer.testing import CliRunner
 
 from chain.devnet import (
@@ -161,8 +162,8 @@ def test_cli_up_status_accounts_down(tmp_path, monkeypatch):
     home = tmp_path / "vhome"
     monkeypatch.setenv("VERILOCO_HOME", str(home))
     home.mkdir()
-    key = PrivateKey(bytes(range(1, 33)))  # plain secp256k1
-    eth_key = PrivateKey(bytes(range(2, 34)), KeyType.ETH_SECP256K1)  # Injective's kind
+    key = named_key("alice")  # plain secp256k1
+    eth_key = named_key("bob", KeyType.ETH_SECP256K1)  # Injective's kind
     Keystore.in_home(home).add("alice", key, "pass phrase", scrypt_n=2**10)
     Keystore.in_home(home).add("bob", eth_key, "pass phrase", scrypt_n=2**10)
     ports = DevnetPorts.free()

@@ -1,12 +1,12 @@
 """MeteredBackend charges each signer the fees of its transactions, refused ones included."""
 
 import pytest
+from suite_env import named_key
 
 from chain.ledger import ContractBackend, ContractError, TxResult
 from chain.metered import MeteredBackend
-from protocol.keys import PrivateKey
 
-ALICE, BOB = PrivateKey(b"\x01" * 32), PrivateKey(b"\x02" * 32)
+ALICE, BOB = named_key("alice"), named_key("bob")
 
 
 class FeeChargingChain(ContractBackend):

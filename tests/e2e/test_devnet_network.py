@@ -40,14 +40,14 @@ def cli(env: dict[str, str], *args: str, timeout: float = 120) -> str:
 
 
 @pytest.fixture
-def network(tmp_path: Path):
+def network(tmp_path: Path, veriloco_home: Path):
     try:
         import injective_core  # noqa: F401 (only whether it is installed)
     except ImportError:
         if os.environ.get("VERILOCO_REQUIRE_DEVNET"):
             pytest.fail("the devnet extra is not installed (make test installs it)")
         pytest.skip("the devnet extra is not installed")
-    env = {**os.environ, "VERILOCO_HOME": str(tmp_path / "home"), "VERILOCO_PASSPHRASE": "e2e-passphrase",
+    env = {**os.environ, "VERILOCO_HOME": str(veriloco_home), "VERILOCO_PASSPHRASE": "e2e-passphrase",
            "OMP_NUM_THREADS": "1"}
     for name in ["operator", *HOSTS, *VALIDATORS]:
         cli(env, "keys", "add", name, "--json")

@@ -7,7 +7,6 @@ import pytest
 from node.host import HostNode
 from protocol.rules.spec import RunSpec
 from trainer.behaviour import HostBehaviour
-from trainer.data import Dataset
 from trainer.presets import tiny
 from veriloco.network import LocalNetwork, Roster
 
@@ -20,11 +19,6 @@ def unverified_spec() -> RunSpec:
         verification={"enabled": False},
         phases={"min_hosts": 2, "min_validators": 0},
     )
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    return Dataset.load(unverified_spec().data, tmp_path_factory.mktemp("cache"))
 
 
 def test_hosts_agree_and_the_model_improves(tmp_path, dataset) -> None:

@@ -4,7 +4,6 @@ falls below the minimum, and the epochs go on without it."""
 import pytest
 
 from node.validator import ValidatorNode
-from trainer.data import Dataset
 from trainer.presets import tiny
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import simulation_spec
@@ -14,10 +13,10 @@ from veriloco.report import slashed_over_run
 pytestmark = pytest.mark.slow
 
 
-def test_a_cheater_slashed_below_the_minimum_stake_drops_out_and_the_run_goes_on(tmp_path) -> None:
+def test_a_cheater_slashed_below_the_minimum_stake_drops_out_and_the_run_goes_on(tmp_path, load_dataset) -> None:
     spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
                            validators=1)
-    dataset = Dataset.load(spec.data, tmp_path / "cache")
+    dataset = load_dataset(spec.data)
     roster = Roster(hosts=[host_behaviour(None), host_behaviour(None), host_behaviour("noise")],
                     validators=[validator_behaviour("honest")])  # stakes: twice the minimum, as simulate bonds
     net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode)

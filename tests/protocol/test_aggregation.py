@@ -45,19 +45,16 @@ def test_outliers_do_not_drag_robust_rules(rule) -> None:
 
 
 @pytest.mark.parametrize("rule", sorted(RULES))
-def test_bitwise_independent_of_arrival_order_and_threads(rule) -> None:
+def test_bitwise_independent_of_arrival_order_and_threads(rule, threads) -> None:
     g = torch.Generator().manual_seed(1)
     base = {h: {"a": torch.randn(33, 7, generator=g), "b": torch.randn(5, generator=g)} for h in HOSTS[:6]}
     spec = AggregationSpec(rule=rule)
+    threads(2)
     reference = tensors_digest("model", aggregate(spec, base))
     items = list(base.items())
     random.Random(3).shuffle(items)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        assert tensors_digest("model", aggregate(spec, dict(items))) == reference
-    finally:
-        torch.set_num_threads(threads)
+    threads(1)
+    assert tensors_digest("model", aggregate(spec, dict(items))) == reference
 
 
 def test_single_input_and_shapes_preserved() -> None:

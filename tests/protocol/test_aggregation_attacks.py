@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from suite_env import VALIDATOR
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for bench/
 
@@ -27,39 +28,17 @@ from protocol.rules.sampling import challenged_segments
 from protocol.views import Challenge
 from trainer.artifacts import LocalArtifacts
 from trainer.behaviour import HostBehaviour
-from trainer.data import Dataset
 from trainer.inner import EpochContext
 from trainer.outer import GlobalState
-from trainer.presets import tiny
 from verifier.adversaries import ScaledDelta, SignFlipDelta
 from verifier.replay import check_challenge
 
-VALIDATOR = encode_address(bytes([99] * 20))
+# The tests run on the suite's small spec (tests/conftest.py): 16 steps in S = 4 segments of 4,
+# batch 8; k = 2, so a steering host is caught w.p. 2/3. The hosts keep addresses of their own: the
+# address picks a host's batches, and the steering gaps asserted below were measured on these
+# hosts' data (with the suite's named hosts the IPM gap is 0.53, above the 0.5 asserted).
 HONEST = [encode_address(bytes([i] * 20)) for i in (1, 2, 3)]
 ATTACKER = encode_address(bytes([9] * 20))
-
-
-def small_spec():
-    """tiny with 16 steps in S = 4 segments of 4, batch 8; k = 2, so a steering host is caught w.p. 2/3."""
-    return tiny().with_changes(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)  # replays are exact at equal thread counts
-    yield
-    torch.set_num_threads(old)
-
-
-@pytest.fixture(scope="module")
-def spec():
-    return small_spec()
-
-
-@pytest.fixture(scope="module")
-def dataset(spec, tmp_path_factory):
-    return Dataset.load(spec.data, tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Signed requests: a good request passes once; anything altered, stale, replayed or forged is refused."""
 
 import pytest
+from suite_env import named_key
 
 from protocol.auth import (
     HEADER_ADDRESS,
@@ -16,8 +17,8 @@ from protocol.keys import KeyType, PrivateKey
 
 RUN = "ab" * 32
 NOW = 1_800_000_000.0
-KEY = PrivateKey(bytes(range(1, 33)))
-ETH_KEY = PrivateKey(bytes(range(3, 35)), KeyType.ETH_SECP256K1)
+KEY = named_key("member")
+ETH_KEY = named_key("member-eth", KeyType.ETH_SECP256K1)
 
 
 def signed(key=KEY, **kw):
@@ -74,7 +75,7 @@ def test_altered_requests_are_refused(change, message, key) -> None:
 
 @pytest.mark.parametrize("key", [KEY, ETH_KEY], ids=["secp256k1", "eth_secp256k1"])
 def test_forged_headers_are_refused(key) -> None:
-    other = PrivateKey(bytes(range(2, 34)), key.key_type)
+    other = named_key("stranger", key.key_type)
     headers = signed(key)
     with pytest.raises(AuthError, match="does not belong"):
         verify({**headers, HEADER_ADDRESS: other.address()})

@@ -20,7 +20,6 @@ from node.host import HostNode
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.behaviour import HostBehaviour
-from trainer.data import Dataset
 from trainer.epoch_store import EpochStore
 from trainer.inner import start_checkpoint
 from trainer.outer import GlobalState, load_global
@@ -36,11 +35,6 @@ def run_spec() -> RunSpec:
         verification={"enabled": False},
         phases={"min_hosts": 2, "min_validators": 0},
     )
-
-
-@pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    return Dataset.load(run_spec().data, tmp_path_factory.mktemp("cache"))
 
 
 class _GlobalsServer(ArtifactSource):

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 from safetensors.torch import save as st_save
-from trainer_env import small_spec
+from suite_env import small_spec
 
 from protocol.rules.hashing import Tag
 from protocol.tensors.digest import tensors_digest

@@ -7,11 +7,11 @@ from decimal import Decimal
 import pytest
 import torch
 from safetensors.torch import save_file
-from trainer_env import HOST, small_spec
+from suite_env import HOST, small_spec
 
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.sampling import batch_indices
-from trainer.data import Dataset, DatasetError, corpus_splits, dataset_hash, split_documents, strip_markdown
+from trainer.data import Dataset, DatasetError, dataset_hash, split_documents, strip_markdown
 from trainer.presets import SHAKESPEARE_HASH
 
 
@@ -29,8 +29,10 @@ def test_split_is_per_document_and_exact() -> None:
     assert train == b"a" * 95 + b"b" * 39 and val == b"a" * 5 + b"b" * 2
 
 
-def test_shakespeare_hash_is_pinned() -> None:
-    train, val = corpus_splits("shakespeare", Decimal("0.05"))
+def test_shakespeare_hash_is_pinned(dataset) -> None:
+    # The session's dataset was built from the corpus by Dataset.load, which refuses other bytes.
+    train, val = dataset.train.numpy().tobytes(), dataset.val.numpy().tobytes()
+    assert small_spec().data.dataset_hash == SHAKESPEARE_HASH
     assert dataset_hash(train, val) == SHAKESPEARE_HASH
     assert 4_500_000 < len(train) < 5_000_000 and len(set(train)) > 60
 

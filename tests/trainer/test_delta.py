@@ -6,7 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trainer_env import small_spec
+from suite_env import small_spec
 
 from protocol.rules.hashing import Tag
 from protocol.rules.spec import QuantizationSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from trainer_env import small_spec
+from suite_env import small_spec
 
 from trainer.delta import payload_bytes, quantize
 from trainer.diloco import simulate

@@ -7,7 +7,7 @@ import json
 import shutil
 
 import pytest
-from trainer_env import HOST, small_spec
+from suite_env import HOST, small_spec
 
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.losses import loss_digest, loss_micro

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from trainer_env import HOST
+from suite_env import HOST
 
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.losses import loss_digest, loss_micro

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from trainer_env import small_spec
+from suite_env import small_spec
 
 from protocol.rules.hashing import Tag
 from protocol.rules.spec import OuterSpec

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from suite_env import HOST
 
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
-from trainer.data import Dataset
 from trainer.evaluate import validation_loss
 from trainer.presets import PRESETS, preset
 from trainer.step import Stepper
@@ -25,13 +25,13 @@ def test_unknown_preset() -> None:
         preset("huge")
 
 
-def test_tiny_preset_loss_goes_down(cache_dir) -> None:
+def test_tiny_preset_loss_goes_down(load_dataset) -> None:
     spec = preset("tiny")
-    dataset = Dataset.load(spec.data, cache_dir)
+    dataset = load_dataset(spec.data)
     stepper = Stepper(spec)
     before = validation_loss(stepper.model, dataset, windows=128)
     run_id = spec.run_id()
-    losses = [stepper.step(*dataset.batch(run_id, genesis_seed(run_id), "inj1host", t, spec.train.batch_size))
+    losses = [stepper.step(*dataset.batch(run_id, genesis_seed(run_id), HOST, t, spec.train.batch_size))
               for t in range(80)]
     after = validation_loss(stepper.model, dataset, windows=128)
     assert before > 5.0 and after < 3.0  # below the 3.32 nats/byte of a unigram model

@@ -2,27 +2,19 @@
 
 import httpx
 import pytest
-from trainer_env import small_spec
+from suite_env import HOST, MEMBER_KEY, STRANGER_KEY, named_key
 
 from node.http_client import HttpArtifacts
 from node.server import ServerThread, create_app
 from protocol.auth import sign_request
-from protocol.keys import KeyType, PrivateKey
+from protocol.keys import KeyType
 from protocol.rules.merkle import MerkleProof, verify_proof
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.checkpoint import decode_checkpoint
 from trainer.inner import EpochContext, run_epoch
 from trainer.outer import GlobalState
 
-MEMBER = PrivateKey(b"\x01" * 32)
-STRANGER = PrivateKey(b"\x02" * 32)
-ETH_MEMBER = PrivateKey(b"\x04" * 32, KeyType.ETH_SECP256K1)  # Injective's default key type
-HOST = PrivateKey(b"\x03" * 32).address()
-
-
-@pytest.fixture(scope="module")
-def spec():
-    return small_spec()
+ETH_MEMBER = named_key("member", KeyType.ETH_SECP256K1)  # Injective's default key type
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +27,7 @@ def work(tmp_path_factory, spec, dataset):
 
 @pytest.fixture(scope="module")
 def server(work, spec):
-    members = (MEMBER.address(), ETH_MEMBER.address())
+    members = (MEMBER_KEY.address(), ETH_MEMBER.address())
     app = create_app(work[0], spec.run_id().hex(), HOST, authorize=lambda a: a in members)
     with ServerThread(app) as thread:
         yield thread, app
@@ -43,7 +35,7 @@ def server(work, spec):
 
 def test_member_reads_everything_and_it_verifies(server, work, spec) -> None:
     thread, _ = server
-    client = HttpArtifacts(thread.url, MEMBER, spec)
+    client = HttpArtifacts(thread.url, MEMBER_KEY, spec)
     _, result = work
     root = bytes.fromhex(result.commitment.checkpoint_root)
     for leaf in (0, spec.train.segments):
@@ -58,19 +50,19 @@ def test_member_reads_everything_and_it_verifies(server, work, spec) -> None:
 def test_refusals_are_clear_and_recorded(server, spec) -> None:
     thread, app = server
     with pytest.raises(ArtifactUnavailable, match=r"403.*not a bonded participant"):
-        HttpArtifacts(thread.url, STRANGER, spec).delta(0)
+        HttpArtifacts(thread.url, STRANGER_KEY, spec).delta(0)
     with pytest.raises(ArtifactUnavailable, match="404"):
-        HttpArtifacts(thread.url, MEMBER, spec).delta(7)
+        HttpArtifacts(thread.url, MEMBER_KEY, spec).delta(7)
     with pytest.raises(ArtifactUnavailable, match="422"):
-        HttpArtifacts(thread.url, MEMBER, spec).global_state("not-a-hash")
+        HttpArtifacts(thread.url, MEMBER_KEY, spec).global_state("not-a-hash")
     run = spec.run_id().hex()
     unsigned = httpx.get(f"{thread.url}/v1/epochs/0/delta")
     assert unsigned.status_code == 401 and "missing header" in unsigned.json()["detail"]
-    headers = sign_request(MEMBER, "GET", "/v1/epochs/0/delta", run)
+    headers = sign_request(MEMBER_KEY, "GET", "/v1/epochs/0/delta", run)
     assert httpx.get(f"{thread.url}/v1/epochs/0/delta", headers=headers).status_code == 200
     replay = httpx.get(f"{thread.url}/v1/epochs/0/delta", headers=headers)
     assert replay.status_code == 401 and "replayed" in replay.json()["detail"]
-    other_run = sign_request(MEMBER, "GET", "/v1/epochs/0/delta", "00" * 32)
+    other_run = sign_request(MEMBER_KEY, "GET", "/v1/epochs/0/delta", "00" * 32)
     assert httpx.get(f"{thread.url}/v1/epochs/0/delta", headers=other_run).status_code == 401
     big = httpx.request("GET", f"{thread.url}/v1/epochs/0/delta", content=b"x" * 5000, headers=headers)
     assert big.status_code == 413
@@ -94,12 +86,12 @@ class Oversized(ArtifactSource):
 def test_client_stops_reading_oversized_answers(spec) -> None:
     app = create_app(Oversized(), spec.run_id().hex(), HOST, authorize=lambda a: True)
     with ServerThread(app) as thread, pytest.raises(ArtifactUnavailable, match=r"exceeds the limit|more than"):
-        HttpArtifacts(thread.url, MEMBER, spec).checkpoint(0, 1)
+        HttpArtifacts(thread.url, MEMBER_KEY, spec).checkpoint(0, 1)
 
 
 def test_unreachable_host_is_unavailable(spec) -> None:
     with pytest.raises(ArtifactUnavailable, match="ConnectError"):
-        HttpArtifacts("http://127.0.0.1:9", MEMBER, spec, timeout=2).delta(0)
+        HttpArtifacts("http://127.0.0.1:9", MEMBER_KEY, spec, timeout=2).delta(0)
 
 
 def test_openapi_schema_lists_the_routes(server) -> None:
@@ -113,7 +105,7 @@ def test_files_on_disk_are_streamed_and_other_sources_answer_bytes(server, work,
     local, _ = work
     path = local.file("checkpoint", 0, 1)
     assert path is not None and local.file("checkpoint", 0, 99) is None and local.file("model", "zz") is None
-    headers = sign_request(MEMBER, "GET", "/v1/epochs/0/checkpoints/1", spec.run_id().hex())
+    headers = sign_request(MEMBER_KEY, "GET", "/v1/epochs/0/checkpoints/1", spec.run_id().hex())
     with httpx.stream("GET", f"{thread.url}/v1/epochs/0/checkpoints/1", headers=headers) as response:
         chunks = list(response.iter_raw())
         # FileResponse: the file's size up front, an ETag, and the body read from disk chunk by chunk.

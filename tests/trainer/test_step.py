@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from trainer_env import small_spec
+from suite_env import small_spec
 
 from trainer.inner import replay_segment, start_checkpoint
 from trainer.outer import GlobalState

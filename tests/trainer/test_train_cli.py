@@ -16,9 +16,9 @@ def _cli() -> typer.Typer:
     return root
 
 
-def test_train_all_modes_json(tmp_path) -> None:
+def test_train_all_modes_json(veriloco_home) -> None:
     result = CliRunner().invoke(_cli(), ["train", "--preset", "tiny", "-k", "2", "-H", "8", "--steps", "16",
-                                         "--evals", "1", "--home", str(tmp_path), "--json"])
+                                         "--evals", "1", "--home", str(veriloco_home), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     runs = {r["mode"]: r for r in summary["runs"]}

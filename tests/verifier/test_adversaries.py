@@ -7,7 +7,8 @@ import math
 import random
 
 import pytest
-from verifier_env import VICTIM, address, cache_dir, dataset, honest, one_thread, serve_epoch, spec, threads  # noqa: F401 (fixtures)
+from suite_env import VICTIM, named_address
+from verifier_env import serve_epoch
 
 from protocol.messages import Verdict
 from protocol.rules.losses import loss_digest, loss_micro
@@ -136,7 +137,7 @@ def _simulated_detection(adversary: Adversary, spec, k: int, epochs: int) -> flo
     caught = 0
     rng = random.Random(7)
     for e in range(epochs):
-        ctx = EpochContext(spec.run_id(), e, address(5), bytes(32))
+        ctx = EpochContext(spec.run_id(), e, named_address("host5"), bytes(32))
         fakes = set(adversary.fakes(spec, ctx, adversary.rng(ctx, "segments")))
         seed = rng.randbytes(32)
         caught += bool(fakes & set(challenged_segments(seed, ctx.host, spec.train.segments, k)))

@@ -4,7 +4,8 @@ through files, across epochs, and when the host is a 2-process island replayed i
 from __future__ import annotations
 
 import pytest
-from verifier_env import HOST, Served, cache_dir, dataset, honest, one_thread, serve_epoch, spec, threads  # noqa: F401 (fixtures)
+from suite_env import HOST
+from verifier_env import Served, serve_epoch
 
 from protocol.rules.beacon import genesis_seed
 from trainer.artifacts import LocalArtifacts

@@ -5,40 +5,27 @@ from __future__ import annotations
 import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
-from verifier_env import cache_dir, dataset, honest, one_thread, spec  # noqa: F401
+from suite_env import named_key
 
 from node.http_client import HttpArtifacts
 from node.server import ServerThread, create_app
-from protocol.keys import PrivateKey
 from verifier.replay import check_challenge
 
-READER = PrivateKey(b"\x07" * 32)
+READER = named_key("validator")
 
 
-def verdict_over_http(served, app: FastAPI, segment: int):
+def verdict_over_http(served, dataset, app: FastAPI, segment: int):
     with ServerThread(app) as server:
         source = HttpArtifacts(server.url, READER, served.spec, timeout=10)
-        return check_challenge(served.spec, dataset_of(served), served.challenge(segment), source,
+        return check_challenge(served.spec, dataset, served.challenge(segment), source,
                                served.theta, served.ctx.prev_epoch_seed)
 
 
-_DATASETS = {}
-
-
-def dataset_of(served):
-    from trainer.data import Dataset
-
-    key = served.spec.data.dataset_hash
-    if key not in _DATASETS:
-        _DATASETS[key] = Dataset.load(served.spec.data)
-    return _DATASETS[key]
-
-
-def test_honest_host_passes_over_http(honest) -> None:
+def test_honest_host_passes_over_http(honest, dataset) -> None:
     app = create_app(honest.source, honest.spec.run_id().hex(), honest.ctx.host, authorize=lambda a: True)
     last = honest.spec.train.segments - 1
     for segment in (0, last):
-        report = verdict_over_http(honest, app, segment)
+        report = verdict_over_http(honest, dataset, app, segment)
         assert report.outcome == "pass", report.reason
 
 
@@ -77,11 +64,11 @@ def lying_app(honest, *, proof=None, losses=None, status: int | None = None) -> 
     {"losses": b"not json at all"},
     {"losses": b'{"losses_micro": "many"}'},
 ])
-def test_garbage_from_the_host_is_a_fail_not_an_excuse(honest, lie) -> None:
-    report = verdict_over_http(honest, lying_app(honest, **lie), 1)
+def test_garbage_from_the_host_is_a_fail_not_an_excuse(honest, dataset, lie) -> None:
+    report = verdict_over_http(honest, dataset, lying_app(honest, **lie), 1)
     assert report.outcome == "fail", report.reason
 
 
-def test_a_host_that_refuses_is_unavailable(honest) -> None:
-    report = verdict_over_http(honest, lying_app(honest, status=404), 1)
+def test_a_host_that_refuses_is_unavailable(honest, dataset) -> None:
+    report = verdict_over_http(honest, dataset, lying_app(honest, status=404), 1)
     assert report.outcome == "unavailable", report.reason

@@ -7,19 +7,8 @@ import logging
 
 import pytest
 import torch
-from verifier_env import (  # noqa: F401 (fixtures)
-    Tampered,
-    cache_dir,
-    commit_leaves,
-    dataset,
-    honest,
-    leaves_of,
-    one_thread,
-    serve_epoch,
-    small_spec,
-    spec,
-    threads,
-)
+from suite_env import small_spec
+from verifier_env import Tampered, commit_leaves, leaves_of, serve_epoch
 
 from protocol.messages import Verdict
 from protocol.rules.losses import MICRO
@@ -107,7 +96,7 @@ def test_a_leaf_served_for_another_index_fails(spec, dataset, honest) -> None:
 
 
 def test_a_leaf_of_another_host_fails_the_proof(spec, dataset, honest, tmp_path) -> None:
-    from verifier_env import VICTIM
+    from suite_env import VICTIM
 
     from verifier.adversaries import Honest
 

@@ -6,7 +6,7 @@ import logging
 from decimal import Decimal
 
 import pytest
-from verifier_env import VALIDATOR, cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
+from suite_env import VALIDATOR
 
 from protocol.messages import Verdict
 from trainer.outer import GlobalState

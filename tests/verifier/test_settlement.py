@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from verifier_env import cache_dir, dataset, one_thread, small_spec  # noqa: F401 (fixtures)
+from suite_env import small_spec
 
 from trainer.artifacts import LocalArtifacts
 from trainer.inner import EpochContext

@@ -1,10 +1,8 @@
-"""Helpers and fixtures for the verifier tests: a small run, hosts, epochs served from disk, challenges.
+"""Helpers for the verifier tests: one host's epoch served from disk, its challenges, tampering.
 
-The fixtures live here rather than in a ``conftest.py``: test modules elsewhere import their own
-``conftest`` by that name, and a second module called ``conftest`` on ``sys.path`` would shadow
-theirs when both directories are collected in one session. Test modules import what they use::
-
-    from verifier_env import cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401
+Test modules import what they use by name; the fixtures (``honest``) are in ``conftest.py``, and
+the small spec, the dataset, thread settings and named parties come from the suite's
+(``tests/conftest.py``, ``suite_env``).
 """
 
 from __future__ import annotations
@@ -12,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-import torch
+from suite_env import HOST, VALIDATOR
 
-from protocol.keys import encode_address
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
@@ -24,23 +20,6 @@ from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult
 from trainer.outer import GlobalState
-from trainer.presets import tiny
-
-
-def address(i: int) -> str:
-    """A valid bech32 address, distinct for every ``i``."""
-    return encode_address(i.to_bytes(20, "big"))
-
-
-HOST = address(1)
-VICTIM = address(2)
-VALIDATOR = address(99)
-
-
-def small_spec(**changes) -> RunSpec:
-    """The tiny preset with a short epoch (16 steps, 4 segments of 4) and batch 8."""
-    spec = tiny().with_changes(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8})
-    return spec.with_changes(**changes) if changes else spec
 
 
 @dataclass
@@ -112,48 +91,3 @@ class Tampered(ArtifactSource):
 
     def global_state(self, model_hash):
         return self.inner.global_state(model_hash)
-
-
-# --------------------------------------------------------------------------------------------------
-# Fixtures
-
-
-@pytest.fixture(scope="session", autouse=True)
-def one_thread():
-    """Replays are exact at equal thread counts; one thread is also the fast choice on a busy 2-core
-    machine. Tests about other thread counts set them with ``threads``."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-@pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("dataset-cache")
-
-
-@pytest.fixture(scope="session")
-def dataset(cache_dir) -> Dataset:
-    return Dataset.load(small_spec().data, cache_dir)
-
-
-@pytest.fixture(scope="session")
-def spec() -> RunSpec:
-    return small_spec()
-
-
-@pytest.fixture(scope="session")
-def honest(one_thread, spec, dataset, tmp_path_factory) -> Served:
-    """An honest host's epoch 0 (tests must not modify its files)."""
-    from verifier.adversaries import Honest
-
-    return serve_epoch(spec, dataset, Honest(), tmp_path_factory.mktemp("honest"))
-
-
-@pytest.fixture
-def threads():
-    """Set torch's thread count inside a test; restored afterwards."""
-    old = torch.get_num_threads()
-    yield torch.set_num_threads
-    torch.set_num_threads(old)

@@ -13,7 +13,6 @@ import pytest
 
 from chain.embedded import EmbeddedChain
 from trainer.behaviour import HostBehaviour
-from trainer.data import Dataset
 from trainer.presets import tiny
 from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.keystore import Keystore
@@ -31,14 +30,14 @@ def cli(*args: str, home: Path, check: bool = True) -> subprocess.CompletedProce
 
 
 @pytest.fixture(scope="module")
-def saved_run(tmp_path_factory) -> Path:
+def saved_run(tmp_path_factory, load_dataset) -> Path:
     """Two epochs of a small run with verification off, saved as an embedded network file."""
     root = tmp_path_factory.mktemp("run")
     spec = tiny("cli").with_changes(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8},
                                     verification={"enabled": False}, phases={"min_hosts": 2, "min_validators": 0})
     factory = EmbeddedChainFactory()
     net = LocalNetwork(spec, root, Roster(hosts=[HostBehaviour(), HostBehaviour()]),
-                       Dataset.load(spec.data, root / "cache"), chain=factory)
+                       load_dataset(spec.data), chain=factory)
     net.run_epoch()
     net.run_epoch()
     assert isinstance(factory.chain, EmbeddedChain)

@@ -1,0 +1,116 @@
+"""Fixtures and settings every test directory shares.
+
+* **One dataset per test run.** ``cache_dir`` is the session's dataset cache and ``load_dataset``
+  loads a run spec's data section once and keeps it, so the corpus is tokenized once however many
+  directories, specs and processes use it. ``dataset`` is the one of :func:`suite_env.small_spec`.
+  ``veriloco_home`` is a fresh ``VERILOCO_HOME`` whose cache already holds it, for the CLI and the
+  processes a test starts.
+* **Threads.** Every test runs under the settings hosts and validators use
+  (``trainer.determinism.configure``) with one torch thread; ``threads`` sets another count inside
+  one test.
+
+Plain values (the small spec, named keys) are in ``suite_env.py``, importable by name.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from suite_env import HOST, small_spec
+
+from protocol.rules.spec import DataSpec, RunSpec
+
+# -- data -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's dataset cache (tokenized splits by dataset hash), shared by every test and
+    every process the tests start (pass it on as ``cache_dir`` or through ``veriloco_home``)."""
+    return tmp_path_factory.mktemp("dataset-cache")
+
+
+@pytest.fixture(scope="session")
+def load_dataset(cache_dir: Path) -> Callable[[DataSpec], object]:
+    """``load_dataset(spec.data) -> Dataset``, built once per data section and kept for the session
+    (a Dataset is never written to, so sharing it is safe)."""
+    from trainer.data import Dataset
+
+    loaded: dict[DataSpec, Dataset] = {}
+
+    def load(data: DataSpec) -> Dataset:
+        if data not in loaded:
+            loaded[data] = Dataset.load(data, cache_dir)
+        return loaded[data]
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def dataset(load_dataset):
+    """The dataset of :func:`suite_env.small_spec` (and of every spec made from the tiny preset)."""
+    return load_dataset(small_spec().data)
+
+
+@pytest.fixture
+def veriloco_home(tmp_path: Path, dataset, cache_dir: Path) -> Path:
+    """A fresh ``VERILOCO_HOME`` whose dataset cache already holds the session's tokenized corpus,
+    so the CLI and the nodes a test starts read it instead of tokenizing it again."""
+    home = tmp_path / "home"
+    shutil.copytree(cache_dir, home / "cache")
+    return home
+
+
+@pytest.fixture(scope="session")
+def spec() -> RunSpec:
+    """:func:`suite_env.small_spec` (run specs are immutable)."""
+    return small_spec()
+
+
+@pytest.fixture
+def ctx(spec: RunSpec):
+    """Epoch 0 of ``HOST`` in ``spec``, from the genesis seed."""
+    from protocol.rules.beacon import genesis_seed
+    from trainer.inner import EpochContext
+
+    run_id = spec.run_id()
+    return EpochContext(run_id, 0, HOST, genesis_seed(run_id))
+
+
+# -- threads ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def determinism() -> Iterator[None]:
+    """Every test runs under the determinism settings of hosts and validators with one torch thread.
+
+    Replays are bitwise equal only at equal thread counts, the processes the tests start run one
+    thread each, and one thread is also the fast choice on a busy 2-core machine. Tests about other
+    thread counts set them with ``threads``. A run of torch-free tests (protocol rules, the chain)
+    does not import torch for this: every test module that uses torch imported it at collection.
+    """
+    if "torch" not in sys.modules:
+        yield
+        return
+    import torch
+
+    from trainer.determinism import configure
+
+    old = torch.get_num_threads()
+    configure(threads=1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture
+def threads() -> Iterator[Callable[[int], None]]:
+    """``threads(n)`` sets torch's thread count inside a test; the suite's count is restored after."""
+    import torch
+
+    old = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(old)
