@@ -39,9 +39,10 @@ simulate: install
 	$(BIN)/veriloco simulate
 
 # Devnet tests must run, not skip, and 100 ms blocks keep the devnet suites short; passive OpenMP
-# threads keep the many processes of the end-to-end tests from starving each other.
+# threads keep the many processes of the end-to-end tests from starving each other. The `ci`
+# hypothesis profile is the thorough property run (tests/conftest.py); a bare pytest runs `dev`.
 test: install-dev toolchain
-	OMP_WAIT_POLICY=PASSIVE VERILOCO_REQUIRE_DEVNET=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest
+	OMP_WAIT_POLICY=PASSIVE VERILOCO_REQUIRE_DEVNET=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest --hypothesis-profile=ci
 
 # Static checks of the Python code, configured in pyproject.toml: ruff (lint rules and import
 # order) over every package, the benchmarks and the tests, and mypy over every package. `make test`

@@ -8,6 +8,8 @@
 * **Threads.** Every test runs under the settings hosts and validators use
   (``trainer.determinism.configure``) with one torch thread; ``threads`` sets another count inside
   one test.
+* **Hypothesis profiles.** ``dev`` (the default) runs few examples for quick local runs; ``ci`` is
+  the thorough run, which ``make test`` (and so CI) selects with ``--hypothesis-profile=ci``.
 
 Plain values (the small spec, named keys) are in ``suite_env.py``, importable by name.
 """
@@ -20,9 +22,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from suite_env import HOST, small_spec
 
 from protocol.rules.spec import DataSpec, RunSpec
+
+# -- hypothesis -------------------------------------------------------------------------------
+# deadline=None in both: a deadline is a timing assertion, and on a busy machine a slow example is
+# not a failure. The contract's state machine runs a fraction of max_examples (each of its examples
+# is a whole run of up to stateful_step_count transactions): 8 runs of 40 steps in dev (about 5 s),
+# 40 runs of 80 steps in ci (about 100 s on 2 cores).
+settings.register_profile("dev", max_examples=20, stateful_step_count=40, deadline=None)
+settings.register_profile("ci", max_examples=100, stateful_step_count=80, deadline=None, print_blob=True)
+settings.load_profile("dev")  # --hypothesis-profile=ci overrides it (the plugin loads it after conftest)
+
 
 # -- data -------------------------------------------------------------------------------------
 
