@@ -3,7 +3,9 @@
 The node comes from the pinned PyPI package ``injective-core`` (the ``devnet`` extra; BUSL-1.1,
 non-production use: never vendor the binary). Everything listens on 127.0.0.1 only, the EVM
 JSON-RPC, pprof, pex, swagger and the other extras are off, blocks come every 200 ms, and the
-node needs no network. Facts about this node are in ``docs/devnet.md``.
+node needs no network. What this module relies on about the node (the binary and its library
+path, the genesis steps, the block-time flag, resource use) is in ``docs/devnet.md``, section
+"Facts about the node".
 
     with Devnet(tmp_path / "devnet", ports=DevnetPorts.free(),
                 accounts=[GenesisAccount.test("alice")]) as net:
