@@ -17,6 +17,10 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from protocol.rules.losses import MICRO
+from trainer.evaluate import validation_loss
+from trainer.model import build_model
+from trainer.outer import GlobalState
 from trainer.presets import tiny
 
 pytestmark = [pytest.mark.slow, pytest.mark.devnet]
@@ -61,7 +65,7 @@ def network(tmp_path: Path, veriloco_home: Path):
         subprocess.run([*VERILOCO, "devnet", "down"], env=env, capture_output=True, timeout=60)
 
 
-def test_three_epochs_with_a_cheater_over_http(network) -> None:
+def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
     env, tmp = network
     # Phases long enough for six processes sharing two cores; they close early when everyone acted.
     spec = tiny("e2e").with_changes(
@@ -108,8 +112,18 @@ def test_three_epochs_with_a_cheater_over_http(network) -> None:
         assert all(h["outcome"] == "accepted" for h in honest)
         proposed = {h["proposal"]["model_hash"] for h in honest if h["proposal"]}
         assert proposed == {report["next_model_hash"]}
-    val = [min(h["proposal"]["val_loss_micro"] for h in r["hosts"] if h["proposal"]) for r in reports]
-    assert val[-1] < val[0], f"validation loss did not fall: {val}"
+    # The validation loss each epoch's agreed model θ_e+1 was proposed with, against θ_0's, computed
+    # as hosts compute it. A host's batches depend on its address (fresh keys in this test) and, from
+    # epoch 1 on, on the beacon seed (fresh secrets). Measured over 6 runs of this network with fresh
+    # keys (bench/e2e_loss_spread.py devnet --fresh-keys): θ_0 5.564; θ_1 2.645 to 2.678
+    # (s.d. 0.012); θ_2 2.701 to 2.743 (s.d. 0.014, above θ_1 in every run); θ_3 2.540 to 2.562
+    # (s.d. 0.007). So every model more than 2.5 below θ_0 holds for any draw (each epoch's range is
+    # 20 s.d. or more clear of that bound). θ_3 was below θ_1 by 0.083 to 0.126 (mean 0.103, s.d.
+    # 0.019): the weaker claim "later epochs still learn" sits 5 s.d. from failing.
+    theta_0 = validation_loss(build_model(spec), dataset, params=GlobalState.initial(spec).params)
+    val = [min(h["proposal"]["val_loss_micro"] for h in r["hosts"] if h["proposal"]) / MICRO for r in reports]
+    assert all(v < theta_0 - 2.5 for v in val), f"validation loss did not fall far enough: {theta_0} -> {val}"
+    assert val[-1] < val[0], f"validation loss did not fall after the first epoch: {val}"
     plot = tmp / "loss.png"
     cli(env, "report", str(EPOCHS - 1), "--plot", str(plot))
     assert plot.stat().st_size > 10_000

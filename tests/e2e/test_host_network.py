@@ -5,8 +5,12 @@ import shutil
 import pytest
 
 from node.host import HostNode
+from protocol.rules.losses import MICRO
 from protocol.rules.spec import RunSpec
 from trainer.behaviour import HostBehaviour
+from trainer.evaluate import validation_loss
+from trainer.model import build_model
+from trainer.outer import GlobalState
 from trainer.presets import tiny
 from veriloco.network import LocalNetwork, Roster
 
@@ -22,15 +26,24 @@ def unverified_spec() -> RunSpec:
 
 
 def test_hosts_agree_and_the_model_improves(tmp_path, dataset) -> None:
-    net = LocalNetwork(unverified_spec(), tmp_path, Roster(hosts=[HostBehaviour(), HostBehaviour(), HostBehaviour()]),
-                       dataset)
+    spec = unverified_spec()
+    net = LocalNetwork(spec, tmp_path, Roster(hosts=[HostBehaviour(), HostBehaviour(), HostBehaviour()]), dataset)
     reports = [net.run_epoch() for _ in range(3)]
     for report in reports:
         assert report.agreed and report.next_model_hash
         assert {h.outcome for h in report.hosts} == {"accepted"}
         assert len({h.proposal.model_hash for h in report.hosts}) == 1
-    losses = [min(h.proposal.val_loss_micro for h in r.hosts) for r in reports]
-    assert losses[-1] < losses[0]
+    # The validation loss each epoch's agreed model θ_e+1 was proposed with, against θ_0's, computed
+    # as hosts compute it. θ_1 trains on batches of the genesis seed, the same in every run; θ_2 and
+    # θ_3 on batches that the participants' fresh beacon secrets draw. Measured over 10 runs
+    # (bench/e2e_loss_spread.py host): θ_0 5.564; θ_1 3.150 in every run; θ_2 2.892 to 2.964
+    # (s.d. 0.019); θ_3 2.716 to 2.765 (s.d. 0.015). So every model more than 2 below θ_0 holds for
+    # any draw (θ_1 is 2.41 below; θ_2's and θ_3's ranges are 30 and 50 s.d. clear of the bound),
+    # and so does θ_3 at least 0.2 below θ_1 (14 s.d. from θ_3's mean; the smallest gap seen, 0.385).
+    theta_0 = validation_loss(build_model(spec), dataset, params=GlobalState.initial(spec).params)
+    losses = [min(h.proposal.val_loss_micro for h in r.hosts) / MICRO for r in reports]
+    assert all(loss < theta_0 - 2.0 for loss in losses), (theta_0, losses)
+    assert losses[-1] < losses[0] - 0.2, (theta_0, losses)
     assert net.total_funds() == net.initial_funds
     assert net.ledger.epoch().model_hash == reports[-1].next_model_hash
 
