@@ -4,7 +4,7 @@ thresholds; low precision on one step per segment and a false train loss are cau
 from __future__ import annotations
 
 import pytest
-from verifier_env import cache_dir, dataset, honest, one_thread, serve_epoch, spec, threads  # noqa: F401 (fixtures)
+from verifier_env import serve_epoch
 
 from trainer.delta import dequantize
 from trainer.model import parameter_shapes

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from verifier_env import cache_dir, dataset, honest, leaves_of, one_thread, spec, threads  # noqa: F401 (fixtures)
+from verifier_env import leaves_of
 
 from trainer.step import TrainState
 from verifier.measure import (

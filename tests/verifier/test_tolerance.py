@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from verifier_env import HOST, cache_dir, dataset, honest, one_thread, spec, threads  # noqa: F401 (fixtures)
+from suite_env import HOST
 
 from protocol.rules.beacon import genesis_seed
 from trainer.delta import dequantize, pseudo_gradient, quantize
