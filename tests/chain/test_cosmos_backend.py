@@ -270,10 +270,8 @@ def test_sequence_mismatch_is_recovered(devnet, devnet_deploy):
 @pytest.mark.devnet
 def test_unreachable_node_is_a_ledger_error(devnet):
     chain = CosmosChain("grpc+http://127.0.0.1:1", injective(devnet.chain_id), reconnect_timeout=0.5)
-    t0 = time.monotonic()
-    with pytest.raises(LedgerError, match="unreachable"):
+    with pytest.raises(LedgerError, match=r"did not answer within 0\.5 s"):
         chain.height()
-    assert time.monotonic() - t0 < 5
     with pytest.raises(LedgerError):
         chain.balance(named_address("alice"))
     chain.close()

@@ -7,7 +7,6 @@ memory and calls one import exactly as a contract would.
 from __future__ import annotations
 
 import struct
-import time
 
 import pytest
 
@@ -222,17 +221,14 @@ def test_zero_offset_result_region_is_refused(probe) -> None:
 
 
 def test_out_of_fuel_is_an_error_not_a_hang(probe) -> None:
-    start = time.monotonic()
+    # The loop never ends by itself: the raise is the fuel limit stopping it.
     with pytest.raises(OutOfGasError):
         _execute(probe, b"loop", gas_limit=5_000_000)
-    assert time.monotonic() - start < 5
 
 
 def test_wall_clock_limit_stops_a_runaway(probe) -> None:
-    start = time.monotonic()
     with pytest.raises(VmError, match="time limit"):
         _execute(probe, b"loop", gas_limit=10**15, time_limit_s=0.3)
-    assert time.monotonic() - start < 5
 
 
 def test_memory_is_limited(probe) -> None:
