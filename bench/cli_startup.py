@@ -27,24 +27,44 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from chain.embedded import EmbeddedChain  # noqa: E402 (after the repository root is on sys.path)
-from chain.embedded.backend import deploy_embedded  # noqa: E402 (as above)
-from protocol.injective import DENOM, GENESIS_BALANCE  # noqa: E402 (as above)
-from protocol.keys import KeyType, PrivateKey  # noqa: E402 (as above)
+from protocol.keys import PrivateKey  # noqa: E402 (as above)
 from trainer.presets import tiny  # noqa: E402 (as above)
 from veriloco.connect import ChainSettings, NetworkFile  # noqa: E402 (as above)
-from veriloco.keystore import Keystore  # noqa: E402 (as above)
+
+# Each checkout deploys its own run and writes its own keyring: the spec and the keyring format may
+# differ between the trees compared, so one tree's state is not readable by the other's code.
+SETUP = """
+import hashlib, sys
+from pathlib import Path
+from chain.embedded import EmbeddedChain
+from chain.embedded.backend import deploy_embedded
+from protocol.injective import DENOM, GENESIS_BALANCE
+from protocol.keys import KeyType, PrivateKey
+from trainer.presets import tiny
+from veriloco.connect import ChainSettings, NetworkFile
+from veriloco.keystore import Keystore
+
+work = Path(sys.argv[1])
+store = Keystore.in_home(work / "home")
+store.add("alice", PrivateKey(hashlib.sha256(b"bench-alice").digest(), KeyType.ETH_SECP256K1), "pw", scrypt_n=2**10)
+store.add("bob", PrivateKey(hashlib.sha256(b"bench-bob").digest()), "pw", scrypt_n=2**10)
+operator = PrivateKey(hashlib.sha256(b"bench-operator").digest())
+chain = EmbeddedChain(genesis_balances={operator.address(): {DENOM: GENESIS_BALANCE}})
+ledger = deploy_embedded(chain, operator, tiny("bench"), hashlib.sha256(b"theta_0").hexdigest(),
+                         treasury=operator.address())
+chain.save(work / "chain.json")
+NetworkFile(chain=ChainSettings(backend="embedded", state=str(work / "chain.json")),
+            contract=ledger.contract_address, run_id="00" * 32).save(work / "embedded.json")
+"""
 
 
-def embedded_network(work: Path) -> Path:
-    """A tiny run deployed on an embedded chain, saved with its network file."""
-    operator = PrivateKey(hashlib.sha256(b"bench-operator").digest())
-    chain = EmbeddedChain(genesis_balances={operator.address(): {DENOM: GENESIS_BALANCE}})
-    ledger = deploy_embedded(chain, operator, tiny("bench"), hashlib.sha256(b"theta_0").hexdigest(),
-                             treasury=operator.address())
-    chain.save(work / "chain.json")
-    return NetworkFile(chain=ChainSettings(backend="embedded", state=str(work / "chain.json")),
-                       contract=ledger.contract_address, run_id="00" * 32).save(work / "embedded.json")
+def embedded_network(tree: Path, work: Path) -> Path:
+    """A tiny run deployed on an embedded chain by ``tree``'s own code, with its keyring in
+    ``work/home``; returns the network file."""
+    work.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-c", SETUP, str(work)], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                   check=True, timeout=300)
+    return work / "embedded.json"
 
 
 def devnet_network(work: Path):  # -> (network file, Devnet) or None
@@ -84,11 +104,8 @@ def main() -> None:
     parser.add_argument("--no-devnet", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="veriloco-cli-bench-"))
-    home = work / "home"
-    store = Keystore.in_home(home)
-    store.add("alice", PrivateKey(hashlib.sha256(b"bench-alice").digest(), KeyType.ETH_SECP256K1), "pw", scrypt_n=2**10)
-    store.add("bob", PrivateKey(hashlib.sha256(b"bench-bob").digest()), "pw", scrypt_n=2**10)
-    embedded = embedded_network(work)
+    trees = {"this checkout": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    networks = {tree: embedded_network(path, work / tree.replace(" ", "-")) for tree, path in trees.items()}
     devnet = None if args.no_devnet else devnet_network(work)
     py = sys.executable
     commands: list[tuple[str, list[str]]] = [
@@ -98,23 +115,24 @@ def main() -> None:
         ("veriloco --help", ["--help"]),
         ("veriloco keys list", ["keys", "list"]),
         ("veriloco run template --preset tiny", ["run", "template", "--preset", "tiny"]),
-        ("veriloco epoch list (embedded chain)", ["epoch", "list", "--network", str(embedded)]),
-        ("veriloco report 0 (embedded chain)", ["report", "0", "--network", str(embedded)]),
+        ("veriloco epoch list (embedded chain)", ["epoch", "list", "--network", "EMBEDDED"]),
+        ("veriloco report 0 (embedded chain)", ["report", "0", "--network", "EMBEDDED"]),
     ]
-    if devnet is not None:
+    if devnet is not None:  # deployed by this checkout only: the baseline's column shows —
         commands += [("veriloco epoch list (devnet)", ["epoch", "list", "--network", str(devnet[0])]),
                      ("veriloco report 0 (devnet)", ["report", "0", "--network", str(devnet[0])])]
-    trees = {"this checkout": ROOT, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
     try:
         times: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.repeat):
             for label, argv in commands:
                 for tree, path in trees.items():
-                    if argv[0] == py and tree != "this checkout":
+                    own = argv[0] != py and (devnet is None or str(devnet[0]) not in argv)
+                    if tree != "this checkout" and not own:
                         continue
-                    env = {**os.environ, "PYTHONPATH": str(path), "VERILOCO_HOME": str(home),
-                           "OMP_WAIT_POLICY": "PASSIVE"}
-                    full = argv if argv[0] == py else [py, "-m", "veriloco.cli", *argv]
+                    env = {**os.environ, "PYTHONPATH": str(path), "OMP_WAIT_POLICY": "PASSIVE",
+                           "VERILOCO_HOME": str(networks[tree].parent / "home")}
+                    args_ = [str(networks[tree]) if a == "EMBEDDED" else a for a in argv]
+                    full = args_ if argv[0] == py else [py, "-m", "veriloco.cli", *args_]
                     times.setdefault((label, tree), []).append(timed(full, env, path))
     finally:
         if devnet is not None:
