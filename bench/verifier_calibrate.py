@@ -17,7 +17,8 @@ parameters moved along the loss gradient by 0.9 of the old τ (0.009 of the segm
 
 Stages: ``θ_0`` and θ after ``--warm`` honest steps (single-thread training from θ_0).
 
-Run: ``.venv/bin/python bench/verifier_calibrate.py [--quick] [--device cuda] [--json out.json]``
+Run: ``.venv/bin/python bench/verifier_calibrate.py [--quick] [--device cuda] [--json out.json]``;
+one preset at its own segment length: ``--preset small --segment-steps 4 --inner-steps 16 --warm 256``.
 """
 
 from __future__ import annotations
@@ -202,6 +203,10 @@ def main() -> None:
     parser.add_argument("--warm", type=int, nargs="+", default=[512, 2048], help="honest steps of the later stages")
     parser.add_argument("--device", help="also train and replay on this device (e.g. cuda)")
     parser.add_argument("--json", type=Path, help="write every row here")
+    parser.add_argument("--preset", help="calibrate this preset only (e.g. small), at --segment-steps and "
+                                         "--inner-steps, θ_0 and the first --warm stage")
+    parser.add_argument("--segment-steps", type=int, default=4, help="c with --preset")
+    parser.add_argument("--inner-steps", type=int, default=16, help="H with --preset (a few segments suffice)")
     args = parser.parse_args()
     stages = [0] if args.quick else [0, *args.warm]
     hosts = [Setup(threads=1), Setup(threads=2)]
@@ -212,7 +217,9 @@ def main() -> None:
     island = [Setup(threads=1, ranks=2)]
     plan = [("tiny", 8, 64, stages, hosts + ([] if args.quick else island)),
             ("demo", 10, 50, stages, hosts + ([] if args.quick else island))]
-    if not args.quick:
+    if args.preset:
+        plan = [(args.preset, args.segment_steps, args.inner_steps, [0, args.warm[0]], hosts + island)]
+    elif not args.quick:
         plan += [("tiny", 2, 16, [0, args.warm[0]], hosts), ("tiny", 50, 100, [args.warm[0]], hosts)]
     rows = []
     t0 = time.perf_counter()

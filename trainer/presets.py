@@ -1,9 +1,13 @@
-"""Complete run specs for trying veriloco on one machine: ``tiny`` and ``demo``.
+"""Complete run specs: ``tiny`` and ``demo`` for trying veriloco on one machine, ``small`` and
+``gpt124m`` for what the protocol costs at sizes that look like training.
 
 ``tiny`` trains visibly in seconds on two CPU cores (tests, ``veriloco simulate``); ``demo`` gets
-clearly below the corpus's 3.32 nats/byte unigram entropy within minutes and is the configuration
-of the benchmarks (``docs/benchmarks.md``). Both train on the ``shakespeare`` corpus, whose content
-address is pinned here: a different corpus version is refused by :class:`trainer.data.Dataset`.
+clearly below the corpus's 3.32 nats/byte unigram entropy within minutes. ``small`` (3.3 M
+parameters, 24× ``demo``) is the preset of the scaling benchmarks (``docs/scaling.md``): its epoch
+shape makes the validators' replays (k = 2 plus the last segment, r = 2 validators each) 3.75 % of
+the steps a host trains. ``gpt124m`` (127 M parameters, context 1024) is the GPU-class preset; its
+memory and time estimates are in ``docs/scaling.md``. All train on the ``shakespeare`` corpus, whose
+content address is pinned here: a different corpus version is refused by :class:`trainer.data.Dataset`.
 """
 
 from __future__ import annotations
@@ -52,8 +56,59 @@ def demo(name: str = "demo") -> RunSpec:
     )
 
 
-PRESETS = {"tiny": tiny, "demo": demo}
+def small(name: str = "small") -> RunSpec:
+    """4 layers, width 256, context 128, batch 8: 3.32 M parameters, about 0.4 s a step on 2 cores.
+
+    An epoch is 640 inner steps in 160 segments of 4: each host's k + 1 = 3 challenged segments,
+    replayed by r = 2 validators each, are 24 steps, 3.75 % of the host's 640 (the validators'
+    fixed costs per challenge, fetching and checking two leaves, are measured on top of that in
+    ``docs/benchmarks.md``).
+    """
+    return RunSpec(
+        name=name,
+        model=ModelSpec(params={"n_layer": 4, "n_head": 4, "d_model": 256, "block_size": 128}),
+        data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=128),
+        train=TrainSpec(inner_steps=640, segment_steps=4, batch_size=8, lr=Decimal("1e-3")),
+        economics=_ECONOMICS,
+    )
+
+
+def gpt124m(name: str = "gpt124m") -> RunSpec:
+    """13 layers, width 896 (14 heads of 64), context 1024, batch 32: 126.8 M parameters.
+
+    The GPU-class preset (GPT-2-small's parameter count with the byte vocabulary: the 50 k-token
+    embedding GPT-2 spends 38 M parameters on goes into depth and width here). An epoch is 1280
+    inner steps in 160 segments of 8, so the validators replay 3.75 % of the steps, as in
+    ``small``. On one 80 GB GPU a host trains it with 4 micro-batches (float32 activations of the
+    written-out attention at batch 32 do not fit otherwise); ``docs/scaling.md`` has the memory
+    and time estimates. Nothing at this size was measured on a GPU yet.
+    """
+    return RunSpec(
+        name=name,
+        model=ModelSpec(params={"n_layer": 13, "n_head": 14, "d_model": 896, "block_size": 1024}),
+        data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=1024),
+        train=TrainSpec(inner_steps=1280, segment_steps=8, batch_size=32, lr=Decimal("6e-4")),
+        economics=_ECONOMICS,
+    )
+
+
+PRESETS = {"tiny": tiny, "demo": demo, "small": small, "gpt124m": gpt124m}
 """Preset name -> function returning its :class:`RunSpec`."""
+
+
+def replay_share(spec: RunSpec) -> float:
+    """The validators' replayed steps as a fraction of the steps a host trains, per host-epoch.
+
+    Each host has ``k`` challenged segments plus the last, each replayed by ``r`` validators:
+    ``r · (k + 1) · c`` steps against the host's ``H = S · c``, i.e. ``r · (k + 1) / S``. Their fixed
+    costs per challenge (fetching, hashing and checking two leaves) come on top; the benchmarks
+    measure them.
+    """
+    ver = spec.verification
+    if not ver.enabled:
+        return 0.0
+    challenged = min(ver.challenges_k + 1, spec.train.segments)
+    return ver.validators_r * challenged / spec.train.segments
 
 
 def preset(name: str) -> RunSpec:

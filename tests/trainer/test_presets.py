@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+import torch
 from suite_env import HOST
 
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
 from trainer.evaluate import validation_loss
-from trainer.presets import PRESETS, preset
+from trainer.model import parameter_shapes
+from trainer.presets import PRESETS, preset, replay_share
 from trainer.step import Stepper
 
 
@@ -36,3 +40,38 @@ def test_tiny_preset_loss_goes_down(load_dataset) -> None:
     after = validation_loss(stepper.model, dataset, windows=128)
     assert before > 5.0 and after < 3.0  # below the 3.32 nats/byte of a unigram model
     assert sum(losses[-10:]) / 10 < 3.0 < sum(losses[:10]) / 10
+
+
+def _parameters(spec: RunSpec) -> int:
+    return sum(math.prod(shape) for shape in parameter_shapes(spec).values())
+
+
+def test_small_preset_is_20_to_100_times_demo_and_replays_at_most_5_percent() -> None:
+    small, demo = preset("small"), preset("demo")
+    assert 20 <= _parameters(small) / _parameters(demo) <= 100
+    assert replay_share(small) <= 0.05
+    assert replay_share(preset("gpt124m")) <= 0.05
+    # The share counts k challenged segments plus the last, each replayed by r validators.
+    assert replay_share(demo) == 2 * 3 / 5
+    assert replay_share(demo.with_changes(verification={"enabled": False, "validators_r": 0},
+                                          phases={"min_validators": 0})) == 0.0
+
+
+def test_gpu_preset_has_gpt2_small_size_and_a_long_context() -> None:
+    spec = preset("gpt124m")
+    assert 115e6 <= _parameters(spec) <= 135e6
+    assert spec.data.seq_len >= 512
+
+
+@pytest.mark.slow
+def test_gpu_preset_takes_one_step_on_cpu() -> None:
+    """The 127 M-parameter model builds and trains one step on the CPU (1 row of 64 tokens: the
+    point is that the preset's model and optimizer work, not its speed). About 2 GB of memory."""
+    spec = preset("gpt124m")
+    stepper = Stepper(spec)
+    before = {n: p.detach().clone() for n, p in list(stepper.named.items())[:3]}
+    x = torch.randint(0, 256, (1, 64), generator=torch.Generator().manual_seed(0))
+    loss = stepper.step(x, torch.roll(x, -1, 1))
+    assert math.isfinite(loss) and 5.0 < loss < 6.5  # ~ln 256 = 5.55 at θ_0
+    assert stepper.step_count == 1
+    assert all(not torch.equal(before[n], stepper.named[n]) for n in before)
