@@ -12,18 +12,30 @@ Layout under a host's work root (``<root>/<run id hex>/epoch-<e:06d>/<host>/``):
   (:mod:`trainer.checkpoint`; leaf 0 is the start state θ_e);
 * ``delta.safetensors`` — the quantized Δ exactly as served (:mod:`trainer.delta`);
 * ``commitment.json`` — the :class:`~protocol.messages.Commitment`, the ``S + 1`` leaf hashes
-  and the ``H`` per-step losses in micro-nats (:class:`EpochRecord`).
+  and the ``H`` per-step losses in micro-nats (:class:`EpochRecord`);
+* ``leaves.jsonl`` — the training progress: a header (``full_leaf_every``, ``micro_batches``,
+  ``prev_epoch_seed``) and one line per finished leaf (its hash and the losses since the previous
+  leaf), appended and fsynced as each leaf is hashed.
+
+**Sparse leaves.** A host stores only every ``full_leaf_every``-th leaf in full (:meth:`stored`:
+leaf 0, the multiples of ``K`` and the last leaf ``S``); every leaf's hash is still committed. A
+challenged leaf that is not on disk is recomputed from the nearest stored leaf below it
+(:class:`trainer.recompute.LeafRecomputer`: at most ``K − 1`` segments) and checked against the
+committed hash before it is served. ``K = 1`` stores every leaf.
 
 Every file is written atomically (temporary file, fsync, rename), so after a crash each file is
-either absent or complete. The record is written after the Δ it names, so an epoch whose record
-exists is committed; :meth:`EpochStore.resume` picks an interrupted epoch up from its last
-complete leaf.
+either absent or complete (``leaves.jsonl`` is appended line by line; a torn last line is
+ignored). The record is written after the Δ it names, so an epoch whose record exists is
+committed; :meth:`EpochStore.resume` picks an interrupted epoch up from its last stored leaf whose
+predecessors' hashes are all known.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +68,43 @@ class EpochRecord:
     commitment: Commitment
     leaf_hashes: list[bytes]
     losses_micro: list[int]
+
+
+@dataclass
+class Progress:
+    """Where an epoch's training stands: what :meth:`EpochStore.resume` returns.
+
+    Attributes:
+        last: the stored leaf training continues from (leaf 0 on a fresh start).
+        index: its index.
+        hashes: the hashes of leaves ``0 … index``.
+        losses: the per-step losses of steps ``0 … index · c − 1``.
+        full_leaf_every: ``K`` of this epoch (the one it started with, whatever a restart asks).
+    """
+
+    last: Checkpoint
+    index: int
+    hashes: list[bytes]
+    losses: list[float]
+    full_leaf_every: int
+
+
+class ProgressHeader(BaseModel):
+    """The first line of ``leaves.jsonl``: what recomputing a leaf of this epoch needs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    full_leaf_every: int
+    micro_batches: int
+    prev_epoch_seed: HexDigest
+
+
+class _ProgressLine(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    leaf: int
+    hash: HexDigest
+    losses: list[float] = []
 
 
 class _RecordFile(BaseModel):
@@ -121,6 +170,10 @@ class EpochStore:
         """The file of the :class:`EpochRecord` of ``epoch``; it exists once the epoch is committed."""
         return self.directory(epoch) / "commitment.json"
 
+    def progress_path(self, epoch: int) -> Path:
+        """The file of the epoch's training progress (``leaves.jsonl``)."""
+        return self.directory(epoch) / "leaves.jsonl"
+
     def committed(self, epoch: int) -> bool:
         """Whether ``epoch`` has a record (its Δ and leaves are then on disk too)."""
         return self.record_path(epoch).exists()
@@ -147,37 +200,166 @@ class EpochStore:
         """All ``S + 1`` leaves of ``epoch``, leaf 0 first."""
         return [self.read_leaf(spec, epoch, i) for i in range(spec.train.segments + 1)]
 
-    def resume(self, spec: RunSpec, epoch: int, start: Checkpoint) -> list[Checkpoint]:
-        """Prepare ``epoch`` for training from ``start``: the contiguous leaves already on disk.
+    @staticmethod
+    def stored(spec: RunSpec, leaf: int, full_leaf_every: int) -> bool:
+        """Whether leaf ``leaf`` is kept in full on disk: leaf 0, every multiple of ``K``, the last."""
+        return leaf % full_leaf_every == 0 or leaf == spec.train.segments
+
+    def read_progress(self, epoch: int) -> tuple[ProgressHeader | None, dict[int, tuple[bytes, list[float]]]]:
+        """The header and the leaf lines of ``leaves.jsonl`` (empty when absent).
+
+        Lines after the first malformed one are ignored (a crash can tear only the last line).
+        """
+        path = self.progress_path(epoch)
+        if not path.exists():
+            return None, {}
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise ValueError(f"{path} is larger than {MAX_RECORD_BYTES} bytes")
+        lines = path.read_bytes().split(b"\n")
+        try:
+            header = ProgressHeader.model_validate_json(lines[0])
+        except ValueError:
+            return None, {}
+        entries: dict[int, tuple[bytes, list[float]]] = {}
+        for raw in lines[1:]:
+            try:
+                line = _ProgressLine.model_validate_json(raw)
+            except ValueError:
+                break
+            entries.setdefault(line.leaf, (bytes.fromhex(line.hash), list(line.losses)))
+        return header, entries
+
+    def append_progress(self, epoch: int, leaf: int, leaf_hash: bytes, losses: Sequence[float]) -> None:
+        """Append leaf ``leaf``'s hash and losses to ``leaves.jsonl`` and fsync it."""
+        line = json.dumps({"leaf": leaf, "hash": leaf_hash.hex(), "losses": [float(x) for x in losses]})
+        with open(self.progress_path(epoch), "ab") as f:
+            f.write(line.encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def resume(self, spec: RunSpec, epoch: int, start: Checkpoint, prev_epoch_seed: bytes = b"",
+               full_leaf_every: int = 1) -> Progress:
+        """Prepare ``epoch`` for training from ``start``: where an interrupted run left off.
 
         Creates the directory, removes what a crash left half-written, writes leaf 0 when it is
-        missing, and returns leaf 0 followed by every later leaf present without a gap (just
-        ``[start]`` on a fresh start).
+        missing, and walks the leaves in order: a stored leaf must be on disk (it is loaded and
+        checked), any other one must have its hash in ``leaves.jsonl``. Training resumes from the
+        last stored leaf reached (just leaf 0 on a fresh start); ``leaves.jsonl`` is rewritten to
+        end there.
+
+        Args:
+            spec: the run spec.
+            epoch: the epoch.
+            start: leaf 0 (θ_e, fresh optimizer).
+            prev_epoch_seed: the previous epoch's seed (kept so a leaf can be recomputed later).
+            full_leaf_every: ``K``; an epoch already begun keeps the ``K`` it began with.
 
         Raises:
             CheckpointError: the leaves on disk belong to another start state, island layout or
                 epoch, or one of them is damaged.
         """
+        if full_leaf_every < 1:
+            raise ValueError("full_leaf_every must be >= 1")
         directory = self.directory(epoch)
         directory.mkdir(parents=True, exist_ok=True)
         remove_partial_writes(directory)
         path = self.leaf_path(epoch, 0)
+        start_hash = start.leaf_hash()
         if path.exists():
-            if load_checkpoint(path, spec, 0).leaf_hash() != start.leaf_hash():
+            if load_checkpoint(path, spec, 0).leaf_hash() != start_hash:
                 raise CheckpointError(f"{path} is not the start state of this epoch "
                                       f"(another θ_e or island layout used this directory)")
         else:
             start.save(path)
-        leaves = [start]
+        header, entries = self.read_progress(epoch)
+        if header is not None and header.micro_batches != start.micro_batches:
+            raise CheckpointError(f"{self.progress_path(epoch)} belongs to another island layout")
+        k = header.full_leaf_every if header is not None else full_leaf_every
+        progress = Progress(start, 0, [start_hash], [], k)
+        hashes, losses = [start_hash], []
         for leaf in range(1, spec.train.segments + 1):
-            path = self.leaf_path(epoch, leaf)
-            if not path.exists():
+            if self.stored(spec, leaf, k):
+                path = self.leaf_path(epoch, leaf)
+                if not path.exists():
+                    break
+                ckpt = load_checkpoint(path, spec, leaf)
+                if ckpt.micro_batches != start.micro_batches or ckpt.state.rng_key != start.state.rng_key:
+                    raise CheckpointError(f"{path} belongs to another island layout or epoch")
+                digest = ckpt.leaf_hash()
+                if leaf in entries and entries[leaf][0] != digest:
+                    raise CheckpointError(f"{path} does not hash to the hash recorded while training")
+                hashes.append(digest)
+                losses.extend(ckpt.losses.tolist())
+                progress = Progress(ckpt, leaf, list(hashes), list(losses), k)
+            elif leaf in entries:
+                hashes.append(entries[leaf][0])
+                losses.extend(entries[leaf][1])
+            else:
                 break
-            ckpt = load_checkpoint(path, spec, leaf)
-            if ckpt.micro_batches != start.micro_batches or ckpt.state.rng_key != start.state.rng_key:
-                raise CheckpointError(f"{path} belongs to another island layout or epoch")
-            leaves.append(ckpt)
-        return leaves
+        lines = [ProgressHeader(full_leaf_every=k, micro_batches=start.micro_batches,
+                                prev_epoch_seed=prev_epoch_seed.hex() if prev_epoch_seed else "0" * 64
+                                ).model_dump_json().encode()]
+        steps = spec.train.segment_steps
+        for leaf in range(1, progress.index + 1):
+            lines.append(json.dumps({"leaf": leaf, "hash": progress.hashes[leaf].hex(),
+                                     "losses": progress.losses[(leaf - 1) * steps:leaf * steps]}).encode())
+        write_atomic(self.progress_path(epoch), b"\n".join(lines) + b"\n")
+        return progress
+
+    def leaves_on_disk(self, epoch: int) -> list[int]:
+        """The indices of the leaves of ``epoch`` stored in full, ascending."""
+        found = []
+        for path in self.directory(epoch).glob("leaf-*.safetensors"):
+            try:
+                found.append(int(path.name[5:9]))
+            except ValueError:
+                continue
+        return sorted(found)
+
+    # ------------------------------------------------------------------------------------------
+    # Retention
+
+    def epochs_on_disk(self) -> list[int]:
+        """The epochs this host has a directory for, ascending."""
+        found = []
+        for directory in (self.root / self.run_id.hex()).glob("epoch-*"):
+            if (directory / self.host).is_dir() and directory.name[6:].isdigit():
+                found.append(int(directory.name[6:]))
+        return sorted(found)
+
+    def prune(self, keep_epochs: int, current: int, closed: Callable[[int], bool]) -> list[int]:
+        """Delete this host's epochs older than the ``keep_epochs`` before ``current`` whose
+        challenge windows have closed.
+
+        Args:
+            keep_epochs: how many epochs before ``current`` to keep whatever their state.
+            current: the chain's current epoch (never deleted, nor anything after it).
+            closed: whether no challenge of an epoch can come any more (the chain says so); an epoch
+                for which it answers false is kept.
+
+        Returns:
+            The epochs deleted.
+        """
+        if keep_epochs < 0:
+            raise ValueError("keep_epochs must be >= 0")
+        deleted = []
+        for epoch in self.epochs_on_disk():
+            if epoch >= current - keep_epochs:
+                break
+            if not closed(epoch):
+                continue
+            directory = self.directory(epoch)
+            # Rename first: a crash mid-delete leaves a trash directory, never a half epoch that
+            # resume or a server could mistake for a live one.
+            trash = directory.with_name(f".{self.host}.pruned")
+            shutil.rmtree(trash, ignore_errors=True)
+            os.replace(directory, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+            parent = directory.parent
+            if parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+            deleted.append(epoch)
+        return deleted
 
     # ------------------------------------------------------------------------------------------
     # Δ and record

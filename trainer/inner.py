@@ -7,7 +7,7 @@ leaf ``i + 1``.
 
 :func:`run_epoch` keeps the epoch's files in the host's :class:`~trainer.epoch_store.EpochStore`
 (leaves, Δ, commitment record, each written atomically), so after a crash it resumes from the
-last complete leaf and, because the step is deterministic, ends with the same commitment as an
+last stored leaf and, because the step is deterministic, ends with the same commitment as an
 uninterrupted run on the same thread count.
 """
 
@@ -25,7 +25,8 @@ from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.delta import pseudo_gradient, quantize
-from trainer.epoch_store import EpochStore
+from trainer.epoch_store import EpochStore, Progress
+from trainer.snapshot import LeafWriter, SnapshotStats
 from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
 
 StepCallback = Callable[[int, float], None]
@@ -141,8 +142,14 @@ def _broadcast_state(state: TrainState, group: dist.ProcessGroup | None) -> Trai
 
 def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: Mapping[str, torch.Tensor],
               root: Path, micro_batches: int = 1, stepper: Stepper | None = None,
-              on_step: StepCallback | None = None) -> EpochResult | None:
+              on_step: StepCallback | None = None, full_leaf_every: int = 1,
+              stats: SnapshotStats | None = None) -> EpochResult | None:
     """Train an epoch (or finish an interrupted one) and produce the host's commitment.
+
+    Each segment's leaf is copied on this thread and hashed and written behind it
+    (:class:`~trainer.snapshot.LeafWriter`); only the leaves :meth:`EpochStore.stored` names are
+    written in full, the others are recomputed if a validator asks for them
+    (:class:`trainer.recompute.LeafRecomputer`).
 
     Args:
         spec: the run spec.
@@ -154,6 +161,8 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         stepper: the stepper to train with (one rank of an island passes one with its process
             group); a single-process one is built when omitted.
         on_step: progress callback.
+        full_leaf_every: ``K``: store leaf 0, every ``K``-th leaf and the last in full (1: all).
+        stats: filled with what the background writer did (hash and write seconds, bytes).
 
     Returns:
         The :class:`EpochResult` on rank 0; ``None`` on the other ranks of an island.
@@ -161,22 +170,30 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     stepper = stepper if stepper is not None else Stepper(spec)
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
     store = EpochStore(root, ctx.run_id, ctx.host)
-    leaves = [start]
+    progress = Progress(start, 0, [start.leaf_hash()], [], full_leaf_every)
     if stepper.rank == 0:
-        leaves = store.resume(spec, ctx.epoch, start)
-    state = leaves[-1].state
+        progress = store.resume(spec, ctx.epoch, start, ctx.prev_epoch_seed, full_leaf_every)
+    state = progress.last.state
     if stepper.world > 1:
         state = _broadcast_state(state, stepper.group)
     stepper.load(state)
-    hashes = [leaf.leaf_hash() for leaf in leaves]
-    losses = [x for leaf in leaves[1:] for x in leaf.losses.tolist()]
-    last = leaves[-1]
-    while stepper.step_count < spec.train.inner_steps:
-        last = run_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
-        if stepper.rank == 0:
-            store.write_leaf(ctx.epoch, len(hashes), last)
-            hashes.append(last.leaf_hash())
-            losses.extend(last.losses.tolist())
+    losses = list(progress.losses)
+    last = progress.last
+    writer = LeafWriter(store, spec, ctx.epoch, progress.full_leaf_every) if stepper.rank == 0 else None
+    try:
+        index = progress.index
+        while stepper.step_count < spec.train.inner_steps:
+            last = run_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
+            index += 1
+            if writer is not None:
+                writer.submit(index, last)
+                losses.extend(last.losses.tolist())
+        hashes = progress.hashes + (writer.finish() if writer is not None else [])
+    finally:
+        if writer is not None:
+            writer.close()
+            if stats is not None:
+                stats.__dict__.update(writer.stats.__dict__)
     if stepper.rank != 0:
         return None
     payload = epoch_delta(spec, start.state, last.state)

@@ -1,0 +1,145 @@
+"""Leaf snapshots that do not stall training: copy on the training thread, hash and write behind it.
+
+The training thread hands each finished segment's :class:`~trainer.checkpoint.Checkpoint` (already
+a copy: :meth:`trainer.step.Stepper.export` copies parameters and moments to fresh CPU tensors) to a
+:class:`LeafWriter` and goes on with the next segment. One background thread, in leaf order, hashes
+the leaf (``hashlib`` releases the GIL on large buffers, so hashing runs beside the training
+thread's torch kernels), writes it atomically when it is one of the leaves stored in full, and only
+then appends its hash to the epoch's progress file, so after a crash every hash on record belongs
+to a leaf that was either stored or can be recomputed from one that was.
+
+At most ``max_pending`` snapshots wait (each is a full copy of the training state): when the writer
+falls behind, :meth:`LeafWriter.submit` blocks, so memory stays bounded at ``max_pending + 1``
+copies of the state whatever the disk does.
+
+The leaf hash is one SHA-256 stream over the tensors in name order (``protocol.tensors.digest``),
+so it cannot be split over threads without changing the committed format; what runs in parallel
+is hashing (and writing) against training.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+from protocol.rules.spec import RunSpec
+from trainer.checkpoint import Checkpoint
+from trainer.epoch_store import EpochStore
+
+
+@dataclass
+class SnapshotStats:
+    """What the background writer did (seconds are the writer thread's wall time).
+
+    Attributes:
+        leaves: leaves hashed.
+        stored: leaves written in full.
+        bytes_hashed: bytes of leaf data hashed.
+        bytes_written: bytes of leaf files written.
+        hash_seconds: time spent hashing.
+        write_seconds: time spent encoding, writing and fsyncing.
+        wait_seconds: time the training thread waited (a full queue, or the final drain).
+    """
+
+    leaves: int = 0
+    stored: int = 0
+    bytes_hashed: int = 0
+    bytes_written: int = 0
+    hash_seconds: float = 0.0
+    write_seconds: float = 0.0
+    wait_seconds: float = 0.0
+
+
+@dataclass
+class _Job:
+    index: int
+    checkpoint: Checkpoint
+    store: bool
+    done: threading.Event = field(default_factory=threading.Event)
+    digest: bytes = b""
+
+
+class LeafWriter:
+    """Hash, store and record an epoch's leaves in a background thread, in order.
+
+    Args:
+        store: the host's epoch store.
+        spec: the run spec.
+        epoch: the epoch.
+        full_leaf_every: ``K``: leaf ``i`` is written in full when ``EpochStore.stored`` says so.
+        max_pending: snapshots that may wait for the writer before :meth:`submit` blocks.
+    """
+
+    def __init__(self, store: EpochStore, spec: RunSpec, epoch: int, full_leaf_every: int,
+                 max_pending: int = 2) -> None:
+        self.store, self.spec, self.epoch, self.k = store, spec, epoch, full_leaf_every
+        self.stats = SnapshotStats()
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=max_pending)
+        self._jobs: list[_Job] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"leaf-writer-{epoch}", daemon=True)
+        self._thread.start()
+
+    def submit(self, index: int, checkpoint: Checkpoint) -> None:
+        """Queue leaf ``index`` (its tensors must not change afterwards); blocks while the queue is full."""
+        self._raise()
+        job = _Job(index, checkpoint, EpochStore.stored(self.spec, index, self.k))
+        self._jobs.append(job)
+        t0 = time.perf_counter()
+        self._queue.put(job)
+        self.stats.wait_seconds += time.perf_counter() - t0
+
+    def finish(self) -> list[bytes]:
+        """Wait for every queued leaf; their hashes, in submission order.
+
+        Raises:
+            Exception: what the writer thread raised (a full disk, …).
+        """
+        t0 = time.perf_counter()
+        self._queue.put(None)
+        self._thread.join()
+        self.stats.wait_seconds += time.perf_counter() - t0
+        self._raise()
+        return [job.digest for job in self._jobs]
+
+    def close(self) -> None:
+        """Stop the thread without waiting for an answer (after an error on the training side)."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            if self._error is not None:
+                continue  # drain: after a failure nothing more is recorded
+            try:
+                self._process(job)
+            except BaseException as exc:  # noqa: BLE001 - handed to the training thread
+                self._error = exc
+            finally:
+                job.done.set()
+
+    def _process(self, job: _Job) -> None:
+        t0 = time.perf_counter()
+        job.digest = job.checkpoint.leaf_hash()
+        t1 = time.perf_counter()
+        nbytes = sum(t.numel() * t.element_size() for t in job.checkpoint.tensors().values())
+        self.stats.leaves += 1
+        self.stats.bytes_hashed += nbytes
+        self.stats.hash_seconds += t1 - t0
+        if job.store:
+            self.store.write_leaf(self.epoch, job.index, job.checkpoint)
+            self.stats.stored += 1
+            self.stats.bytes_written += self.store.leaf_path(self.epoch, job.index).stat().st_size
+        # The leaf is on disk (or recomputable from one that is) before its hash is on record.
+        self.store.append_progress(self.epoch, job.index, job.digest, job.checkpoint.losses.tolist())
+        self.stats.write_seconds += time.perf_counter() - t1
