@@ -177,13 +177,16 @@ class Daemon:
 
 def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behaviour: HostBehaviour | None = None,
                 on_event: Callable[[NodeEvent], None] | None = None,
-                name: str | None = None, device: str = "cpu") -> tuple[HostNode, ServerThread]:
+                name: str | None = None, device: str = "cpu", full_leaf_every: int = 1,
+                keep_epochs: int | None = None) -> tuple[HostNode, ServerThread]:
     """A host node on ``ledger`` and its artifact server, started on ``listen`` (``host:port``);
-    ``name`` labels its logs (default: its address), ``device`` is where it trains."""
+    ``name`` labels its logs (default: its address), ``device`` is where it trains;
+    ``full_leaf_every`` and ``keep_epochs`` are :class:`~node.host.HostNode`'s storage settings."""
     spec = ledger.spec()
     dataset = Dataset.load(spec.data)
     node = HostNode(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix),
-                    behaviour=behaviour, name=name, on_event=on_event, device=device)
+                    behaviour=behaviour, name=name, on_event=on_event, device=device,
+                    full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
     host, _, port = listen.rpartition(":")
     app = create_app(node.source, spec.run_id().hex(), node.address,
                      authorize=MembershipCache(ledger), prefix=ledger.prefix)

@@ -46,10 +46,12 @@ from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifact
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.delta import decode_delta, delta_hash, dequantize
+from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
+from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from verifier.measure import delta_excess
 
@@ -72,6 +74,11 @@ class HostNode(Participant):
         on_step: inner-loop progress callback.
         device: where training and the validation loss compute (``cpu``, ``cuda``, ``cuda:N``);
             checkpoints and hashes are the same wherever a step ran.
+        full_leaf_every: ``K``: store leaf 0, every ``K``-th leaf and the last in full; a challenged
+            leaf in between is recomputed from the nearest stored one when a validator asks for it
+            (at most ``K − 1`` segments, counted in :attr:`recomputer`'s stats). 1 stores all.
+        keep_epochs: keep this many epochs before the current one; older epochs are deleted once
+            the chain has closed them (no challenge or verdict can come any more). None keeps all.
     """
 
     role = "host"
@@ -79,12 +86,20 @@ class HostNode(Participant):
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, dataset: Dataset, root: Path,
                  peers: PeerResolver, behaviour: HostBehaviour | None = None, name: str | None = None,
                  on_event: EventSink | None = None, on_step: StepCallback | None = None,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", full_leaf_every: int = 1, keep_epochs: int | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
+        if full_leaf_every < 1 or (keep_epochs is not None and keep_epochs < 0):
+            raise ValueError("full_leaf_every must be >= 1 and keep_epochs >= 0")
         self.dataset = dataset
         self.behaviour = behaviour or HostBehaviour()
         self.device = device
         self.behaviour.device = device
+        if self.behaviour.sparse_leaves:
+            self.behaviour.full_leaf_every = full_leaf_every
+        self.keep_epochs = keep_epochs
+        self.epochs = EpochStore(self.root, self.run_id, self.address)
+        self.recomputer = LeafRecomputer(spec, dataset, self.epochs, device)
+        self._pruned_before = -1
         self.peers = peers
         self.globals = GlobalStore(self.root, spec, ledger, peers, self.address)
         self._on_step = on_step
@@ -95,12 +110,14 @@ class HostNode(Participant):
     @property
     def source(self) -> ArtifactSource:
         """What this host serves to peers (through its behaviour, which may withhold)."""
-        return self.behaviour.serve(LocalArtifacts(self.root, self.run_id, self.address))
+        return self.behaviour.serve(LocalArtifacts(self.root, self.run_id, self.address,
+                                                   recompute=self.recomputer.materialize))
 
     # -- the loop ------------------------------------------------------------------------------
 
     def tick(self) -> bool:
         status = self.status()
+        self._prune(status.epoch)
         if status.phase == "join":
             return self.maybe_join(status)
         if status.phase == "train":
@@ -110,6 +127,26 @@ class HostNode(Participant):
         if status.phase == "propose":
             return self._maybe_propose(status)
         return False
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def _prune(self, current: int) -> None:
+        """Delete epochs older than ``keep_epochs`` whose challenge windows the chain has closed
+        (once per current epoch: a few chain reads)."""
+        if self.keep_epochs is None or current <= self._pruned_before:
+            return
+        deleted = self.epochs.prune(self.keep_epochs, current, self._windows_closed)
+        self._pruned_before = current
+        if deleted:
+            log.info("%s pruned epochs %s (keeping %d before %d)", self.name, deleted, self.keep_epochs, current)
+
+    def _windows_closed(self, epoch: int) -> bool:
+        # An epoch is closed on chain after its verify (challenges, verdicts) and propose phases:
+        # nothing can ask for its artifacts any more. Anything else (or a chain that cannot say) keeps it.
+        try:
+            return self.ledger.epoch(epoch).phase == "closed"
+        except Exception:  # noqa: BLE001 - an unreachable chain must not delete anything
+            return False
 
     # -- train and commit ----------------------------------------------------------------------
 

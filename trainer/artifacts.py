@@ -16,6 +16,7 @@ adversary's behaviour), and the global states it holds at :func:`global_path`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, TypeAlias
 
@@ -95,13 +96,18 @@ class LocalArtifacts(ArtifactSource):
         root: the host's work root.
         run_id: the run.
         host: the host's address (its epochs live under its name).
+        recompute: ``(epoch, leaf) -> None``: puts a committed leaf that was not stored in full on
+            disk (:meth:`trainer.recompute.LeafRecomputer.materialize`); raises when it cannot.
+            Without it such a leaf is unavailable.
     """
 
-    def __init__(self, root: Path, run_id: bytes, host: str) -> None:
+    def __init__(self, root: Path, run_id: bytes, host: str,
+                 recompute: Callable[[int, int], object] | None = None) -> None:
         self.root = Path(root)
         self.run_id = run_id
         self.host = host
         self.epochs = EpochStore(root, run_id, host)
+        self.recompute = recompute
 
     def _read(self, path: Path) -> bytes:
         try:
@@ -138,7 +144,13 @@ class LocalArtifacts(ArtifactSource):
             return None
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
-        return self._read(self._path("checkpoint", epoch, leaf))
+        path = self._path("checkpoint", epoch, leaf)
+        if self.recompute is not None and not path.exists() and self.epochs.committed(epoch):
+            try:
+                self.recompute(epoch, leaf)
+            except (VerilocoError, ValueError, OSError) as exc:
+                raise ArtifactUnavailable(f"{self.host} cannot recompute leaf {leaf} of epoch {epoch}: {exc}") from None
+        return self._read(path)
 
     def proof(self, epoch: int, leaf: int) -> MerkleProof:
         hashes = self._record(epoch).leaf_hashes

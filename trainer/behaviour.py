@@ -29,10 +29,17 @@ class HostBehaviour:
         name: a short label for reports (``honest``, ``lazy``, ``noise`` …).
         device: where the honest training computes (``cpu``, ``cuda``…); the host node sets it.
             Adversaries that build their own stepper compute on the CPU.
+        full_leaf_every: ``K``: the honest training stores leaf 0, every ``K``-th leaf and the last
+            in full, the others are recomputed when challenged (``trainer.recompute``); the host
+            node sets it where :attr:`sparse_leaves` allows.
+        sparse_leaves: whether this behaviour may store leaves sparsely (the adversary catalogue
+            rewrites leaves after training and keeps every one).
     """
 
     name = "honest"
     device = "cpu"
+    full_leaf_every = 1
+    sparse_leaves = True
 
     def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
                     start_params: Mapping[str, torch.Tensor], root: Path,
@@ -43,7 +50,7 @@ class HostBehaviour:
         commitment.
         """
         result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step,
-                           stepper=Stepper(spec, device=self.device))
+                           stepper=Stepper(spec, device=self.device), full_leaf_every=self.full_leaf_every)
         assert result is not None  # one process: always rank 0
         return result
 

@@ -125,12 +125,17 @@ class LocalNetwork:
             needed when the roster has validators.
         chain: deploys the contract (default: a new embedded chain).
         device: where every node trains and replays (``cpu``, ``cuda``, ``cuda:N``).
+        full_leaf_every: each host stores every ``K``-th leaf in full and recomputes the others when
+            challenged (:class:`node.host.HostNode`).
+        keep_epochs: each host deletes epochs older than this many once the chain closed them
+            (None: keep all).
     """
 
     def __init__(self, spec: RunSpec, root: Path, roster: Roster, dataset: Dataset,
                  on_event: EventSink | None = None,
                  validator_factory: Callable[..., Participant] | None = None,
-                 chain: ChainFactory | None = None, device: str = "cpu") -> None:
+                 chain: ChainFactory | None = None, device: str = "cpu", full_leaf_every: int = 1,
+                 keep_epochs: int | None = None) -> None:
         self.spec = spec
         self.root = Path(root)
         econ = spec.economics
@@ -157,7 +162,8 @@ class LocalNetwork:
             name = f"host-{i}" + ("" if behaviour.name == "honest" else f" ({behaviour.name})")
             endpoint = f"http://host-{i}.sim"
             node = HostNode(self.ledger, key, spec, dataset, self.root / f"host-{i}", self.resolve,
-                            behaviour=behaviour, name=name, on_event=on_event, device=device)
+                            behaviour=behaviour, name=name, on_event=on_event, device=device,
+                            full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
             self._sources[endpoint] = _source_of(node)
             self.ledger.bond(key, "host", endpoint, roster.host_stake or 2 * int(econ.min_host_stake))
             self.hosts.append(node)

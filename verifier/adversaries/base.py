@@ -100,6 +100,7 @@ class Adversary(HostBehaviour):
     """
 
     name = "adversary"
+    sparse_leaves = False  # forgeries read and rewrite the leaves an honest epoch wrote: keep them all
     PARAMS: tuple[str, ...] = ()
     """Parameter names in the order ``name:a,b`` passes them."""
 

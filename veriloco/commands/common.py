@@ -24,6 +24,12 @@ Network = Annotated[Path | None, typer.Option("--network", "-n", help="network f
 Json = Annotated[bool, typer.Option("--json", help="print one JSON object on stdout (nothing else)")]
 KeyName = Annotated[str, typer.Option("--key", "-k", help="name of the key in the keyring")]
 Device = Annotated[str, typer.Option("--device", help="where to compute: cpu (default), cuda or cuda:N")]
+FullLeafEvery = Annotated[int, typer.Option(
+    "--full-leaf-every", min=1, help="hosts store every Nth checkpoint leaf in full and recompute the others "
+                                     "when challenged (1: store all); restart with the same --threads and --device")]
+KeepEpochs = Annotated[int | None, typer.Option(
+    "--keep-epochs", min=0, help="hosts delete epochs older than N once the chain has closed them "
+                                 "(default: keep all)")]
 AMOUNT_HELP = "a coin: 20INJ (whole INJ) or 20000000000000000000inj (base units)"
 
 

@@ -19,8 +19,10 @@ from protocol.messages import Role
 from veriloco.commands.common import (
     AMOUNT_HELP,
     Device,
+    FullLeafEvery,
     Home,
     Json,
+    KeepEpochs,
     KeyName,
     Network,
     check_device,
@@ -157,6 +159,8 @@ def make_app(role: Role) -> typer.Typer:
             epochs: Annotated[int | None, typer.Option(help="stop when the run reaches this epoch")] = None,
             threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice)")] = None,
             device: Device = "cpu",
+            full_leaf_every: FullLeafEvery = 4,
+            keep_epochs: KeepEpochs = None,
             verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs (every HTTP request)")]
             = False,
             adversary: Adversary = None,
@@ -188,7 +192,8 @@ def make_app(role: Role) -> typer.Typer:
             node: Participant
             if role == "host":
                 node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary),
-                                           name=key, device=device)
+                                           name=key, device=device, full_leaf_every=full_leaf_every,
+                                           keep_epochs=keep_epochs)
                 err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
             else:
                 node = validator_node(ledger, participant, root, adversary, name=key, device=device)

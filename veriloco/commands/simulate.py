@@ -24,7 +24,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from protocol.coins import display
 from protocol.rules.spec import AggregationRule, RunSpec
 from trainer.presets import PRESETS, preset
-from veriloco.commands.common import Device, check_device
+from veriloco.commands.common import Device, FullLeafEvery, KeepEpochs, check_device
 from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.errors import CommandError
 from veriloco.output import console, err_console, print_json
@@ -56,6 +56,8 @@ def simulate(
     workdir: Annotated[Path | None, typer.Option(help="keep everything here (default: a temporary directory)")] = None,
     plot: Annotated[Path | None, typer.Option(help="draw the loss curve and host outcomes to this PNG")] = None,
     device: Device = "cpu",
+    full_leaf_every: FullLeafEvery = 4,
+    keep_epochs: KeepEpochs = None,
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads (default: torch's choice)")] = None,
     json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object (progress stays on "
                                                       "stderr)")] = False,
@@ -124,7 +126,8 @@ def simulate(
     dataset = Dataset.load(spec.data)
     try:
         net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, validator_factory=ValidatorNode,
-                           chain=factory, device=device)
+                           chain=factory, device=device, full_leaf_every=full_leaf_every,
+                           keep_epochs=keep_epochs)
         names.update(net.names)
         reports = []
         with progress:

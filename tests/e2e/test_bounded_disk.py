@@ -1,0 +1,40 @@
+"""A long run with sparse leaves and retention: every honest host's challenged leaves are recomputed
+and pass, and each host's disk use stays bounded (old epochs are deleted once the chain closed them)."""
+
+import pytest
+
+from node.validator import ValidatorNode
+from trainer.presets import tiny
+from veriloco.behaviours import host_behaviour, validator_behaviour
+from veriloco.commands.simulate import simulation_spec
+from veriloco.network import LocalNetwork, Roster
+
+pytestmark = pytest.mark.slow
+
+
+def _bytes(path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def test_disk_use_stays_bounded_over_a_long_run(tmp_path, load_dataset) -> None:
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 16, "segment_steps": 2, "batch_size": 4}),
+                           validators=1)
+    dataset = load_dataset(spec.data)
+    roster = Roster(hosts=[host_behaviour(None), host_behaviour(None)], validators=[validator_behaviour("honest")])
+    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode,
+                       full_leaf_every=4, keep_epochs=1)
+    host = net.hosts[0]
+    epochs_dir = host.root / spec.run_id().hex()
+    sizes, kept = [], []
+    for _ in range(7):
+        report = net.run_epoch(max_rounds=300)
+        assert {h.outcome for h in report.hosts} == {"accepted"} and report.agreed
+        sizes.append(_bytes(epochs_dir) - _bytes(epochs_dir / "global"))
+        kept.append(host.epochs.epochs_on_disk())
+    # Leaves 0, 4, 8 of 9 stored, plus what challenges made the host recompute.
+    assert all(len(host.epochs.leaves_on_disk(e)) < 9 for e in kept[-1])
+    assert host.recomputer.stats.leaves > 0 and host.recomputer.stats.steps > 0
+    # The epochs a host keeps: the current one's predecessor and older ones until their close is seen.
+    assert max(len(k) for k in kept) <= 3 and kept[-1][0] >= 4
+    assert max(sizes[3:]) <= 1.5 * max(sizes[:3])  # no growth with the number of epochs
+    assert net.total_funds() == net.initial_funds
