@@ -45,7 +45,7 @@ from protocol.views import ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from trainer.delta import decode_delta, delta_hash, dequantize
+from trainer.delta import dequantize, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, StepCallback
@@ -222,10 +222,11 @@ class HostNode(Participant):
             host = accepted.address
             source = self.source if host == self.address else self.peers(accepted.endpoint)
             try:
-                payload = decode_delta(source.delta(epoch), self.spec, what=f"Δ of {host}")
+                # Checked and hashed as the bytes arrive: never the whole file and its decoded copy.
+                payload, digest = stream_delta(source.delta_chunks(epoch), self.spec, what=f"Δ of {host}")
             except TensorFileError as exc:
                 raise ArtifactUnavailable(str(exc)) from None
-            if delta_hash(payload).hex() != accepted.delta_hash:
+            if digest.hex() != accepted.delta_hash:
                 raise ArtifactUnavailable(f"{host} served a Δ that does not match its commitment")
             delta = dequantize(payload, self._shapes, self.spec.quantization)
             # Validators check this bound on the last segment; checking it again here costs one pass

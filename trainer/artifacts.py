@@ -16,13 +16,14 @@ adversary's behaviour), and the global states it holds at :func:`global_path`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Literal, TypeAlias
 
 from protocol.errors import VerilocoError
 from protocol.rules.merkle import MerkleProof, merkle_proof
 from trainer.epoch_store import EpochRecord, EpochStore
+from trainer.tensorstream import CHUNK_BYTES, bytes_chunks
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
 MAX_ARTIFACT_BYTES = 2 * 1024**3
@@ -68,6 +69,18 @@ class ArtifactSource(ABC):
     def global_state(self, model_hash: str) -> bytes:
         """A global state the host holds, by its hash."""
 
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
+        """:meth:`checkpoint` as an iterable of byte chunks, for readers that check and decode as the
+        bytes arrive (``trainer.tensorstream``). The default cuts up what :meth:`checkpoint` returns
+        (passing anything that is not bytes through, for the reader to refuse); a source that can
+        stream (a file, an HTTP body) overrides it. Raises :class:`ArtifactUnavailable` like
+        :meth:`checkpoint`, at the call or while iterating."""
+        return _chunks_of(self.checkpoint(epoch, leaf))
+
+    def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
+        """:meth:`delta` as an iterable of byte chunks (see :meth:`checkpoint_chunks`)."""
+        return _chunks_of(self.delta(epoch))
+
     def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
         """The file holding a blob, so that a server can stream it rather than read it whole.
 
@@ -80,6 +93,12 @@ class ArtifactSource(ABC):
             that transforms what it serves must not be bypassed by a server reading the file.
         """
         return None
+
+
+def _chunks_of(data: object) -> Iterable[bytes | object]:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes_chunks(bytes(data))
+    return iter([data])
 
 
 def global_path(root: Path, run_id: bytes, model_hash: str) -> Path:
@@ -143,14 +162,38 @@ class LocalArtifacts(ArtifactSource):
         except (ArtifactUnavailable, OSError):
             return None
 
-    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+    def _leaf(self, epoch: int, leaf: int) -> Path:
         path = self._path("checkpoint", epoch, leaf)
         if self.recompute is not None and not path.exists() and self.epochs.committed(epoch):
             try:
                 self.recompute(epoch, leaf)
             except (VerilocoError, ValueError, OSError) as exc:
                 raise ArtifactUnavailable(f"{self.host} cannot recompute leaf {leaf} of epoch {epoch}: {exc}") from None
-        return self._read(path)
+        return path
+
+    def _stream(self, path: Path) -> Iterable[bytes]:
+        try:
+            if path.stat().st_size > MAX_ARTIFACT_BYTES:
+                raise ArtifactUnavailable(f"{path.name} is larger than {MAX_ARTIFACT_BYTES} bytes")
+            handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
+        except FileNotFoundError:
+            raise ArtifactUnavailable(f"{self.host} has no {path.name}") from None
+
+        def pieces() -> Iterable[bytes]:
+            with handle:
+                while piece := handle.read(CHUNK_BYTES):
+                    yield piece
+
+        return pieces()
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        return self._read(self._leaf(epoch, leaf))
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes]:
+        return self._stream(self._leaf(epoch, leaf))
+
+    def delta_chunks(self, epoch: int) -> Iterable[bytes]:
+        return self._stream(self._path("delta", epoch))
 
     def proof(self, epoch: int, leaf: int) -> MerkleProof:
         hashes = self._record(epoch).leaf_hashes

@@ -22,6 +22,7 @@ The leaf hash is ``tensors_digest("checkpoint", tensors)``. The file's only meta
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from protocol.tensors.digest import tensors_digest
 from trainer.model import parameter_shapes
 from trainer.step import TrainState
 from trainer.tensorfile import Layout, TensorFileError, decode_tensors, encode_tensors, load_tensors, write_atomic
+from trainer.tensorstream import TensorStream
 
 FORMAT = {"format": "veriloco/checkpoint-1"}
 
@@ -118,6 +120,29 @@ def decode_checkpoint(data: bytes, spec: RunSpec, leaf: int, what: str = "checkp
     except TensorFileError as exc:
         raise CheckpointError(str(exc)) from None
     return _from_tensors(tensors, spec, leaf, what)
+
+
+def stream_checkpoint(chunks: Iterable[object], spec: RunSpec, leaf: int,
+                      what: str = "checkpoint") -> tuple[Checkpoint, bytes]:
+    """:func:`decode_checkpoint` for bytes arriving in chunks, hashed as they arrive.
+
+    Returns:
+        The checkpoint and its leaf hash, computed from the bytes as they came (one pass, no copy
+        of the whole file).
+
+    Raises:
+        CheckpointError: malformed, wrong layout, oversized, truncated, non-finite, or inconsistent.
+    """
+    _check_leaf(spec, leaf)
+    stream = TensorStream(chunks, checkpoint_layout(spec, leaf), Tag.CHECKPOINT, what, FORMAT)
+    try:
+        tensors = stream.read_all()
+    except CheckpointError:
+        raise
+    except TensorFileError as exc:
+        raise CheckpointError(str(exc)) from None
+    assert stream.digest is not None  # set by the finished iteration
+    return _from_tensors(tensors, spec, leaf, what), stream.digest
 
 
 def load_checkpoint(path: Path, spec: RunSpec, leaf: int) -> Checkpoint:

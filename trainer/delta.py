@@ -22,7 +22,7 @@ the payload is bitwise independent of the thread count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -32,6 +32,7 @@ from protocol.rules.spec import QuantizationSpec, RunSpec
 from protocol.tensors.digest import tensors_digest
 from trainer.model import parameter_shapes
 from trainer.tensorfile import Layout, TensorFileError, decode_tensors, encode_tensors, expected_size, load_tensors
+from trainer.tensorstream import TensorStream
 
 FORMAT = "veriloco/delta-1"
 _LEVELS = {"int8": 127, "int4": 7}
@@ -136,6 +137,19 @@ def decode_delta(data: bytes, spec: RunSpec, what: str = "delta") -> dict[str, t
     """Validate and parse a payload received from elsewhere against the run's model and scheme."""
     layout = payload_layout(parameter_shapes(spec), spec.quantization)
     return _check_scales(decode_tensors(data, layout, what, _metadata(spec.quantization)), what)
+
+
+def stream_delta(chunks: Iterable[object], spec: RunSpec, what: str = "delta") -> tuple[dict[str, torch.Tensor], bytes]:
+    """:func:`decode_delta` for a payload arriving in chunks, hashed as it arrives.
+
+    Returns:
+        The payload and its :func:`delta_hash`, computed from the bytes as they came (one pass).
+    """
+    layout = payload_layout(parameter_shapes(spec), spec.quantization)
+    stream = TensorStream(chunks, layout, Tag.DELTA, what, _metadata(spec.quantization))
+    payload = _check_scales(stream.read_all(), what)
+    assert stream.digest is not None  # set by the finished iteration
+    return payload, stream.digest
 
 
 def load_delta(path: Path, spec: RunSpec) -> dict[str, torch.Tensor]:

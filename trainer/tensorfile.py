@@ -88,17 +88,23 @@ def save_tensors(path: Path, tensors: Mapping[str, torch.Tensor], metadata: Mapp
     write_atomic(path, encode_tensors(tensors, metadata))
 
 
-def _check_header(data: bytes, layout: Layout, what: str) -> dict[str, str]:
-    if len(data) < 8:
-        raise TensorFileError(f"{what}: truncated ({len(data)} bytes, no header)")
-    n = int.from_bytes(data[:8], "little")
-    limit = _HEADER_BASE + _HEADER_PER_TENSOR * len(layout)
-    if n > limit:
-        raise TensorFileError(f"{what}: header of {n} bytes exceeds the {limit} allowed")
-    if len(data) < 8 + n:
-        raise TensorFileError(f"{what}: truncated inside the header")
+def header_limit(layout: Layout) -> int:
+    """The most header bytes a file with ``layout`` may have."""
+    return _HEADER_BASE + _HEADER_PER_TENSOR * len(layout)
+
+
+def check_header(header_bytes: bytes, layout: Layout, what: str) -> tuple[dict[str, str], list[tuple[int, int, str]]]:
+    """Validate a safetensors JSON header against ``layout``.
+
+    Returns:
+        The ``__metadata__`` strings and the tensors' spans ``(begin, end, name)`` in file order,
+        which tile ``[0, expected_size(layout))`` exactly.
+
+    Raises:
+        TensorFileError: not JSON, other names, dtypes or shapes, or spans that do not tile.
+    """
     try:
-        header = json.loads(data[8:8 + n])
+        header = json.loads(header_bytes)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TensorFileError(f"{what}: header is not JSON ({exc})") from None
     if not isinstance(header, dict):
@@ -127,11 +133,26 @@ def _check_header(data: bytes, layout: Layout, what: str) -> dict[str, str]:
         if end - begin != _nbytes(dtype, shape):
             raise TensorFileError(f"{what}: {name} spans {end - begin} bytes, expected {_nbytes(dtype, shape)}")
         spans.append((begin, end, name))
+    spans.sort()
     position = 0
-    for begin, end, name in sorted(spans):
+    for begin, end, name in spans:
         if begin != position:
             raise TensorFileError(f"{what}: {name} does not start where the previous tensor ends")
         position = end
+    return metadata, spans
+
+
+def _check_header(data: bytes, layout: Layout, what: str) -> dict[str, str]:
+    if len(data) < 8:
+        raise TensorFileError(f"{what}: truncated ({len(data)} bytes, no header)")
+    n = int.from_bytes(data[:8], "little")
+    limit = header_limit(layout)
+    if n > limit:
+        raise TensorFileError(f"{what}: header of {n} bytes exceeds the {limit} allowed")
+    if len(data) < 8 + n:
+        raise TensorFileError(f"{what}: truncated inside the header")
+    metadata, spans = check_header(data[8:8 + n], layout, what)
+    position = spans[-1][1] if spans else 0
     available = len(data) - 8 - n
     if available < position:
         raise TensorFileError(f"{what}: truncated ({available} data bytes, expected {position})")

@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -52,9 +52,9 @@ from protocol.rules.merkle import MerkleProof, verify_proof
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
-from trainer.checkpoint import Checkpoint, decode_checkpoint
+from trainer.checkpoint import Checkpoint, stream_checkpoint
 from trainer.data import Dataset
-from trainer.delta import decode_delta, delta_hash, dequantize, pseudo_gradient
+from trainer.delta import dequantize, pseudo_gradient, stream_delta
 from trainer.inner import EpochContext, replay_segment, start_checkpoint
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
@@ -187,29 +187,47 @@ class _Run:
 
     # -- fetching -------------------------------------------------------------------------------
 
-    def fetch(self) -> tuple[bytes, MerkleProof | UntrustedJson, bytes, MerkleProof | UntrustedJson,
-                             list[int] | UntrustedJson, bytes | None]:
+    def fetch(self) -> tuple[Iterable[object], MerkleProof | UntrustedJson, Iterable[object],
+                             MerkleProof | UntrustedJson, list[int] | UntrustedJson, Iterable[object] | None]:
+        # Leaves and Δ come as chunk streams, decoded and hashed as their bytes arrive (one pass,
+        # never the whole file and its decoded copy at once).
         e, g = self.epoch, self.g
-        raw_start = _fetch(f"leaf {g}", lambda: self.source.checkpoint(e, g))
+        raw_start = _fetch(f"leaf {g}", lambda: self.source.checkpoint_chunks(e, g))
         proof_start = _fetch(f"proof of leaf {g}", lambda: self.source.proof(e, g))
-        raw_end = _fetch(f"leaf {g + 1}", lambda: self.source.checkpoint(e, g + 1))
+        raw_end = _fetch(f"leaf {g + 1}", lambda: self.source.checkpoint_chunks(e, g + 1))
         proof_end = _fetch(f"proof of leaf {g + 1}", lambda: self.source.proof(e, g + 1))
         losses = _fetch("losses", lambda: self.source.losses(e))
-        delta = _fetch("Δ", lambda: self.source.delta(e)) if self.last else None
+        delta = _fetch("Δ", lambda: self.source.delta_chunks(e)) if self.last else None
         return raw_start, proof_start, raw_end, proof_end, losses, delta
+
+    def chunks(self, raw: Iterable[object] | None, what: str, counter: str) -> Iterator[bytes]:
+        """The served chunks, counted; a source failing mid-stream is unavailable, a piece that is
+        not bytes a fail."""
+        if raw is None:
+            raise _fail("leaf", f"{what} is a NoneType, not bytes")
+        it = iter(raw)
+        total = 0
+        end = object()
+        while True:
+            piece = _fetch(what, lambda: next(it, end))
+            if piece is end:
+                break
+            data = _bytes(piece, what)
+            total += len(data)
+            self.m[counter] = total
+            yield data
 
     # -- authentication and consistency ---------------------------------------------------------
 
-    def leaf(self, raw: bytes, served_proof: MerkleProof | UntrustedJson, leaf: int) -> Checkpoint:
+    def leaf(self, raw: Iterable[object], served_proof: MerkleProof | UntrustedJson, leaf: int) -> Checkpoint:
         what = f"leaf {leaf}"
-        data = _bytes(raw, what)
-        self.m[f"leaf{leaf}_bytes"] = len(data)
+        self.m[f"leaf{leaf}_bytes"] = 0
         try:
-            ckpt = decode_checkpoint(data, self.spec, leaf, what=f"{self.host} epoch {self.epoch} {what}")
+            ckpt, leaf_hash = stream_checkpoint(self.chunks(raw, what, f"leaf{leaf}_bytes"), self.spec, leaf,
+                                                what=f"{self.host} epoch {self.epoch} {what}")
         except (TensorFileError, ValueError) as exc:
             raise _fail("leaf", f"{what} is malformed: {exc}") from None
         proof = _proof(served_proof, what)
-        leaf_hash = ckpt.leaf_hash()
         self.m[f"leaf{leaf}_hash"] = leaf_hash.hex()
         if proof.index != leaf:
             raise _fail("leaf", f"the proof served for {what} is the proof of leaf {proof.index}")
@@ -276,13 +294,13 @@ class _Run:
                 raise _fail("bound", f"θ_e − θ_S moves a coordinate of {where} {excess:.4g}× as far as "
                                      f"{train.inner_steps} AdamW steps can")
 
-    def delta(self, raw: bytes | None, end: Checkpoint) -> None:
-        data = _bytes(raw, "Δ")
+    def delta(self, raw: Iterable[object] | None, end: Checkpoint) -> None:
         try:
-            payload = decode_delta(data, self.spec, what=f"{self.host} epoch {self.epoch} Δ")
+            payload, digest = stream_delta(self.chunks(raw, "Δ", "delta_bytes"), self.spec,
+                                           what=f"{self.host} epoch {self.epoch} Δ")
         except (TensorFileError, ValueError) as exc:
             raise _fail("delta", f"Δ is malformed: {exc}") from None
-        served_hash = delta_hash(payload).hex()
+        served_hash = digest.hex()
         if served_hash != self.challenge.delta_hash:
             raise _fail("delta", f"the served Δ hashes to {served_hash[:16]}…, the committed Δ hash is "
                                  f"{self.challenge.delta_hash[:16]}…")
