@@ -36,6 +36,7 @@ from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.delta import pseudo_gradient
 from trainer.determinism import configure
+from trainer.epoch_store import EpochStore
 from trainer.outer import GlobalState, outer_step
 from trainer.presets import preset
 from trainer.step import Stepper, TrainState, epoch_rng_key
@@ -62,6 +63,20 @@ def plain_epoch(spec, dataset, theta: GlobalState, hosts: list[str], epoch: int,
     return new, [s + shared for s in seconds]
 
 
+def _bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def _trained_bytes(store: EpochStore, spec, epoch: int, k: int) -> int:
+    """A host's epoch directory as training left it: without the leaves recomputed for validators."""
+    total = 0
+    for path in store.directory(epoch).iterdir():
+        if path.name.startswith("leaf-") and not EpochStore.stored(spec, int(path.name[5:9]), k):
+            continue
+        total += path.stat().st_size
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="demo")
@@ -71,6 +86,7 @@ def main() -> None:
     parser.add_argument("--inner-steps", type=int, help="H (default: the preset's)")
     parser.add_argument("--segment-steps", type=int, help="c (default: the preset's)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--full-leaf-every", type=int, default=4, help="K: hosts store every K-th leaf in full")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     configure(args.threads)
@@ -99,7 +115,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         roster = Roster(hosts=[HostBehaviour() for _ in range(args.hosts)],
                         validators=[ValidatorBehaviour() for _ in range(args.validators)])
-        net = LocalNetwork(spec, Path(tmp), roster, dataset, validator_factory=ValidatorNode)
+        net = LocalNetwork(spec, Path(tmp), roster, dataset, validator_factory=ValidatorNode,
+                           full_leaf_every=args.full_leaf_every)
         for node in net.nodes:
             timed(node)
         plain_theta = GlobalState.initial(spec)
@@ -110,17 +127,31 @@ def main() -> None:
             prev = genesis_seed(spec.run_id()) if e == 0 else bytes.fromhex(net.ledger.epoch().prev_seed)
             plain_theta, plain_s = plain_epoch(spec, dataset, plain_theta, plain_hosts, e, prev, stepper)
             busy.clear()
+            recomputed = [h.recomputer.stats.seconds for h in net.hosts]
             t0 = time.perf_counter()
             report = net.run_epoch()
             wall = time.perf_counter() - t0
-            host_s = [busy[h.name] for h in net.hosts]
+            # A host recomputes the leaves it did not store while a validator reads them (in this
+            # one-process network, inside the validator's tick): that time is the host's.
+            extra = [h.recomputer.stats.seconds - r for h, r in zip(net.hosts, recomputed, strict=True)]
+            host_s = [busy[h.name] + x for h, x in zip(net.hosts, extra, strict=True)]
             val_s = [busy[v.name] for v in net.validators]
+            val_s[0] -= sum(extra)  # which validator's tick it fell in does not matter for the sum
+            snaps = [h.behaviour.snapshot for h in net.hosts]
             rows.append({"epoch": e, "plain_host_s": statistics.mean(plain_s),
                          "protocol_host_s": statistics.mean(host_s),
                          "ratio": statistics.mean(host_s) / statistics.mean(plain_s),
                          "validators_s": sum(val_s), "hosts_s": sum(host_s),
                          "validator_fraction": sum(val_s) / sum(host_s), "network_wall_s": wall,
-                         "agreed": report.agreed})
+                         "agreed": report.agreed, "recompute_s": sum(extra),
+                         "storage_after_training_bytes": statistics.mean(
+                             _trained_bytes(h.epochs, spec, e, args.full_leaf_every) for h in net.hosts),
+                         "epoch_dir_bytes_after_verify": statistics.mean(
+                             _bytes(h.epochs.directory(e)) for h in net.hosts),
+                         "snapshot_hash_s": statistics.mean(s.hash_seconds for s in snaps if s),
+                         "snapshot_write_s": statistics.mean(s.write_seconds for s in snaps if s),
+                         "snapshot_wait_s": statistics.mean(s.wait_seconds for s in snaps if s),
+                         "snapshot_bytes_hashed": statistics.mean(s.bytes_hashed for s in snaps if s)})
             print(json.dumps(rows[-1]))
     ratio = statistics.median(r["ratio"] for r in rows)
     frac = statistics.median(r["validator_fraction"] for r in rows)
@@ -131,6 +162,12 @@ def main() -> None:
     print(f"host wall time per epoch, protocol / plain DiLoCo: median {ratio:.3f}× "
           f"(per epoch: {', '.join(format(r['ratio'], '.3f') for r in rows)})")
     print(f"validators' compute / hosts' compute: median {frac:.3f}")
+    last = rows[-1]
+    print(f"host-epoch storage after training {last['storage_after_training_bytes'] / 1e6:.1f} MB "
+          f"(K = {args.full_leaf_every}), after verification {last['epoch_dir_bytes_after_verify'] / 1e6:.1f} MB; "
+          f"leaf snapshots hashed {last['snapshot_bytes_hashed'] / 1e6:.0f} MB in {last['snapshot_hash_s']:.2f} s, "
+          f"written in {last['snapshot_write_s']:.2f} s (background), training waited {last['snapshot_wait_s']:.2f} s; "
+          f"recomputation for challenges {last['recompute_s']:.2f} s")
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "rows": rows,
                                          "median_ratio": ratio, "median_validator_fraction": frac}, indent=1))

@@ -19,6 +19,7 @@ from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback, run_epoch
+from trainer.snapshot import SnapshotStats
 from trainer.step import Stepper
 
 
@@ -40,6 +41,8 @@ class HostBehaviour:
     device = "cpu"
     full_leaf_every = 1
     sparse_leaves = True
+    snapshot: SnapshotStats | None = None
+    """What the background leaf writer did in the last epoch trained (benchmarks read it)."""
 
     def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
                     start_params: Mapping[str, torch.Tensor], root: Path,
@@ -49,8 +52,10 @@ class HostBehaviour:
         Must be resumable like :func:`run_epoch`: called again after a crash, it ends with the same
         commitment.
         """
+        self.snapshot = SnapshotStats()
         result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step,
-                           stepper=Stepper(spec, device=self.device), full_leaf_every=self.full_leaf_every)
+                           stepper=Stepper(spec, device=self.device), full_leaf_every=self.full_leaf_every,
+                           stats=self.snapshot)
         assert result is not None  # one process: always rank 0
         return result
 

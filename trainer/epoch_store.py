@@ -18,7 +18,8 @@ Layout under a host's work root (``<root>/<run id hex>/epoch-<e:06d>/<host>/``):
   leaf), appended and fsynced as each leaf is hashed.
 
 **Sparse leaves.** A host stores only every ``full_leaf_every``-th leaf in full (:meth:`stored`:
-leaf 0, the multiples of ``K`` and the last leaf ``S``); every leaf's hash is still committed. A
+leaf 0, the multiples of ``K`` and the last two leaves, since the last segment is always
+challenged); every leaf's hash is still committed. A
 challenged leaf that is not on disk is recomputed from the nearest stored leaf below it
 (:class:`trainer.recompute.LeafRecomputer`: at most ``K − 1`` segments) and checked against the
 committed hash before it is served. ``K = 1`` stores every leaf.
@@ -202,8 +203,9 @@ class EpochStore:
 
     @staticmethod
     def stored(spec: RunSpec, leaf: int, full_leaf_every: int) -> bool:
-        """Whether leaf ``leaf`` is kept in full on disk: leaf 0, every multiple of ``K``, the last."""
-        return leaf % full_leaf_every == 0 or leaf == spec.train.segments
+        """Whether leaf ``leaf`` is kept in full on disk: leaf 0, every multiple of ``K``, and the last
+        two (the last segment is challenged in every epoch: serving it costs no recomputation)."""
+        return leaf % full_leaf_every == 0 or leaf >= spec.train.segments - 1
 
     def read_progress(self, epoch: int) -> tuple[ProgressHeader | None, dict[int, tuple[bytes, list[float]]]]:
         """The header and the leaf lines of ``leaves.jsonl`` (empty when absent).

@@ -26,7 +26,7 @@ from trainer.snapshot import SnapshotStats
 
 @pytest.fixture(scope="module")
 def sparse(tmp_path_factory, dataset):
-    """Epoch 0 of an 8-segment spec trained with K = 4 (leaves 0, 4, 8 stored), and the same
+    """Epoch 0 of an 8-segment spec trained with K = 4 (leaves 0, 4, 7, 8 stored), and the same
     epoch with every leaf stored."""
     spec = small_spec(train={"inner_steps": 16, "segment_steps": 2})
     run_id = spec.run_id()
@@ -47,9 +47,9 @@ def copy_of(root, tmp_path, ctx) -> EpochStore:
 def test_only_every_kth_leaf_is_stored_and_every_hash_is_committed(sparse) -> None:
     _, ctx, root, result, full, stats = sparse
     store = EpochStore(root, ctx.run_id, HOST)
-    assert store.leaves_on_disk(0) == [0, 4, 8] and full.leaves_on_disk(0) == list(range(9))
+    assert store.leaves_on_disk(0) == [0, 4, 7, 8] and full.leaves_on_disk(0) == list(range(9))
     assert store.read_record(0) == full.read_record(0)  # same commitment, leaf hashes and losses
-    assert stats.leaves == 8 and stats.stored == 2 and stats.bytes_written > 0
+    assert stats.leaves == 8 and stats.stored == 3 and stats.bytes_written > 0
     header, entries = store.read_progress(0)
     assert header is not None and header.full_leaf_every == 4 and sorted(entries) == list(range(1, 9))
     assert [entries[i][0] for i in range(1, 9)] == result.leaf_hashes[1:]
@@ -61,14 +61,14 @@ def test_a_missing_leaf_is_recomputed_checked_and_counted(sparse, dataset, tmp_p
     recomputer = LeafRecomputer(spec, dataset, store)
     source = LocalArtifacts(store.root, ctx.run_id, HOST, recompute=recomputer.materialize)
     checkpoint_root = bytes.fromhex(result.commitment.checkpoint_root)
-    for leaf in (6, 7):  # a challenge of segment 6 asks for leaves 6 and 7
+    for leaf in (5, 6):  # a challenge of segment 5 asks for leaves 5 and 6
         data = source.checkpoint(0, leaf)
         assert data == full.leaf_path(0, leaf).read_bytes()  # the very bytes an all-leaves host serves
         ckpt = decode_checkpoint(data, spec, leaf)
         assert verify_proof(ckpt.leaf_hash(), source.proof(0, leaf), checkpoint_root, 9)
-    # Leaf 6 took two segments from stored leaf 4; leaf 7 one more from the recomputed leaf 6.
-    assert (recomputer.stats.leaves, recomputer.stats.segments, recomputer.stats.steps) == (2, 3, 6)
-    assert store.leaves_on_disk(0) == [0, 4, 6, 7, 8]
+    # Leaf 5 took one segment from stored leaf 4; leaf 6 one more from the recomputed leaf 5.
+    assert (recomputer.stats.leaves, recomputer.stats.segments, recomputer.stats.steps) == (2, 2, 4)
+    assert store.leaves_on_disk(0) == [0, 4, 5, 6, 7, 8]
     # Without a recomputer the leaf is unavailable; an uncommitted epoch cannot be recomputed.
     with pytest.raises(ArtifactUnavailable):
         LocalArtifacts(root, ctx.run_id, HOST).checkpoint(0, 5)
@@ -134,13 +134,13 @@ def test_sigkill_with_sparse_leaves_resumes_to_the_identical_commitment(dataset,
     assert victim.wait() == -signal.SIGKILL
     assert not store.committed(0)
     on_disk = store.leaves_on_disk(0)
-    assert all(i % 3 == 0 for i in on_disk) and on_disk == list(range(0, on_disk[-1] + 1, 3))
+    assert on_disk == [i for i in range(on_disk[-1] + 1) if EpochStore.stored(spec, i, 3)]
     subprocess.run(args, check=True)
     threads(1)
     reference = run_epoch(spec, dataset, ctx, GlobalState.initial(spec).params, tmp_path / "clean")
     resumed = store.read_record(0)
     assert resumed.commitment == reference.commitment and resumed.leaf_hashes == reference.leaf_hashes
-    assert store.leaves_on_disk(0) == list(range(0, 31, 3))
+    assert store.leaves_on_disk(0) == [*range(0, 28, 3), 29, 30]
 
 
 def test_retention_prunes_only_closed_epochs_beyond_the_kept_ones(tmp_path) -> None:
