@@ -45,18 +45,21 @@ from veriloco.network import LocalNetwork, Roster, sim_key
 
 
 def plain_epoch(spec, dataset, theta: GlobalState, hosts: list[str], epoch: int, prev_seed: bytes,
-                stepper: Stepper) -> tuple[GlobalState, list[float]]:
-    """One DiLoCo outer step with no protocol: each worker's H steps, then mean and outer step."""
+                stepper: Stepper, cpu: list[float] | None = None) -> tuple[GlobalState, list[float]]:
+    """One DiLoCo outer step with no protocol: each worker's H steps, then mean and outer step
+    (``cpu`` receives each worker's process CPU seconds)."""
     run_id = spec.run_id()
     deltas, seconds = {}, []
     for host in hosts:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         stepper.load(TrainState.fresh(dict(theta.params), epoch_rng_key(spec.train.seed, epoch)))
         for t in range(spec.train.inner_steps):
             x, y = dataset.batch(run_id, prev_seed, host, t, spec.train.batch_size)
             stepper.step(x, y)
         deltas[host] = pseudo_gradient(theta.params, stepper.export().params)
         seconds.append(time.perf_counter() - t0)
+        if cpu is not None:
+            cpu.append(time.process_time() - c0)
     t0 = time.perf_counter()
     new = outer_step(theta, aggregate(spec.aggregation, deltas), spec.outer)
     shared = time.perf_counter() - t0  # every worker does this once
@@ -98,16 +101,18 @@ def main() -> None:
         spec = spec.with_changes(train={"inner_steps": h, "segment_steps": segment_steps})
     dataset = Dataset.load(spec.data)
     busy: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)  # process CPU time: every thread (torch's, the leaf writer)
 
     def timed(node):
         tick = node.tick
 
         def wrapper() -> bool:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 return tick()
             finally:
                 busy[node.name] += time.perf_counter() - t0
+                cpu[node.name] += time.process_time() - c0
 
         node.tick = wrapper
         return node
@@ -125,8 +130,10 @@ def main() -> None:
         rows = []
         for e in range(args.epochs):
             prev = genesis_seed(spec.run_id()) if e == 0 else bytes.fromhex(net.ledger.epoch().prev_seed)
-            plain_theta, plain_s = plain_epoch(spec, dataset, plain_theta, plain_hosts, e, prev, stepper)
+            plain_cpu: list[float] = []
+            plain_theta, plain_s = plain_epoch(spec, dataset, plain_theta, plain_hosts, e, prev, stepper, plain_cpu)
             busy.clear()
+            cpu.clear()
             recomputed = [h.recomputer.stats.seconds for h in net.hosts]
             t0 = time.perf_counter()
             report = net.run_epoch()
@@ -138,7 +145,12 @@ def main() -> None:
             val_s = [busy[v.name] for v in net.validators]
             val_s[0] -= sum(extra)  # which validator's tick it fell in does not matter for the sum
             snaps = [h.behaviour.snapshot for h in net.hosts]
-            rows.append({"epoch": e, "plain_host_s": statistics.mean(plain_s),
+            cpu_extra = extra  # the recomputation's CPU, approximately its wall time (one process, busy threads)
+            host_cpu = [cpu[h.name] + x for h, x in zip(net.hosts, cpu_extra, strict=True)]
+            rows.append({"epoch": e, "plain_host_cpu_s": statistics.mean(plain_cpu),
+                         "protocol_host_cpu_s": statistics.mean(host_cpu),
+                         "cpu_ratio": statistics.mean(host_cpu) / statistics.mean(plain_cpu),
+                         "plain_host_s": statistics.mean(plain_s),
                          "protocol_host_s": statistics.mean(host_s),
                          "ratio": statistics.mean(host_s) / statistics.mean(plain_s),
                          "validators_s": sum(val_s), "hosts_s": sum(host_s),
@@ -151,6 +163,7 @@ def main() -> None:
                          "snapshot_hash_s": statistics.mean(s.hash_seconds for s in snaps if s),
                          "snapshot_write_s": statistics.mean(s.write_seconds for s in snaps if s),
                          "snapshot_wait_s": statistics.mean(s.wait_seconds for s in snaps if s),
+                         "snapshot_cpu_s": statistics.mean(s.cpu_seconds for s in snaps if s),
                          "snapshot_bytes_hashed": statistics.mean(s.bytes_hashed for s in snaps if s)})
             print(json.dumps(rows[-1]))
     ratio = statistics.median(r["ratio"] for r in rows)
@@ -162,11 +175,15 @@ def main() -> None:
     print(f"host wall time per epoch, protocol / plain DiLoCo: median {ratio:.3f}× "
           f"(per epoch: {', '.join(format(r['ratio'], '.3f') for r in rows)})")
     print(f"validators' compute / hosts' compute: median {frac:.3f}")
+    cpu_ratio = statistics.median(r["cpu_ratio"] for r in rows)
+    print(f"host CPU time per epoch, protocol / plain DiLoCo: median {cpu_ratio:.3f}× "
+          f"(per epoch: {', '.join(format(r['cpu_ratio'], '.3f') for r in rows)})")
     last = rows[-1]
     print(f"host-epoch storage after training {last['storage_after_training_bytes'] / 1e6:.1f} MB "
           f"(K = {args.full_leaf_every}), after verification {last['epoch_dir_bytes_after_verify'] / 1e6:.1f} MB; "
           f"leaf snapshots hashed {last['snapshot_bytes_hashed'] / 1e6:.0f} MB in {last['snapshot_hash_s']:.2f} s, "
-          f"written in {last['snapshot_write_s']:.2f} s (background), training waited {last['snapshot_wait_s']:.2f} s; "
+          f"written in {last['snapshot_write_s']:.2f} s (background, {last['snapshot_cpu_s']:.2f} s of CPU), "
+          f"training waited {last['snapshot_wait_s']:.2f} s; "
           f"recomputation for challenges {last['recompute_s']:.2f} s")
     if args.json:
         args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "rows": rows,

@@ -15,7 +15,7 @@ Layout under a host's work root (``<root>/<run id hex>/epoch-<e:06d>/<host>/``):
   and the ``H`` per-step losses in micro-nats (:class:`EpochRecord`);
 * ``leaves.jsonl`` — the training progress: a header (``full_leaf_every``, ``micro_batches``,
   ``prev_epoch_seed``) and one line per finished leaf (its hash and the losses since the previous
-  leaf), appended and fsynced as each leaf is hashed.
+  leaf), appended as each leaf is hashed.
 
 **Sparse leaves.** A host stores only every ``full_leaf_every``-th leaf in full (:meth:`stored`:
 leaf 0, the multiples of ``K`` and the last two leaves, since the last segment is always
@@ -25,10 +25,10 @@ challenged leaf that is not on disk is recomputed from the nearest stored leaf b
 committed hash before it is served. ``K = 1`` stores every leaf.
 
 Every file is written atomically (temporary file, fsync, rename), so after a crash each file is
-either absent or complete (``leaves.jsonl`` is appended line by line; a torn last line is
-ignored). The record is written after the Δ it names, so an epoch whose record exists is
-committed; :meth:`EpochStore.resume` picks an interrupted epoch up from its last stored leaf whose
-predecessors' hashes are all known.
+either absent or complete (``leaves.jsonl`` is appended line by line, not fsynced; a torn or lost
+tail only sends :meth:`EpochStore.resume` back to an earlier stored leaf). The record is written
+after the Δ it names, so an epoch whose record exists is committed; :meth:`EpochStore.resume` picks
+an interrupted epoch up from its last stored leaf whose predecessors' hashes are all known.
 """
 
 from __future__ import annotations
@@ -232,12 +232,15 @@ class EpochStore:
         return header, entries
 
     def append_progress(self, epoch: int, leaf: int, leaf_hash: bytes, losses: Sequence[float]) -> None:
-        """Append leaf ``leaf``'s hash and losses to ``leaves.jsonl`` and fsync it."""
+        """Append leaf ``leaf``'s hash and losses to ``leaves.jsonl``.
+
+        Not fsynced: a line lost with the page cache (a power cut, not a killed process) only makes
+        :meth:`resume` start from an earlier stored leaf and train the lost segments again; the
+        commitment is written (and fsynced) only after every leaf hash is known.
+        """
         line = json.dumps({"leaf": leaf, "hash": leaf_hash.hex(), "losses": [float(x) for x in losses]})
         with open(self.progress_path(epoch), "ab") as f:
             f.write(line.encode() + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
 
     def resume(self, spec: RunSpec, epoch: int, start: Checkpoint, prev_epoch_seed: bytes = b"",
                full_leaf_every: int = 1) -> Progress:

@@ -41,6 +41,8 @@ class SnapshotStats:
         hash_seconds: time spent hashing.
         write_seconds: time spent encoding, writing and fsyncing.
         wait_seconds: time the training thread waited (a full queue, or the final drain).
+        cpu_seconds: CPU time of the writer thread (what it took from training on a machine
+            without a spare core; wall seconds above include waiting for the CPU and the disk).
     """
 
     leaves: int = 0
@@ -50,6 +52,7 @@ class SnapshotStats:
     hash_seconds: float = 0.0
     write_seconds: float = 0.0
     wait_seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 @dataclass
@@ -129,6 +132,7 @@ class LeafWriter:
                 job.done.set()
 
     def _process(self, job: _Job) -> None:
+        cpu0 = time.thread_time()
         t0 = time.perf_counter()
         job.digest = job.checkpoint.leaf_hash()
         t1 = time.perf_counter()
@@ -143,3 +147,4 @@ class LeafWriter:
         # The leaf is on disk (or recomputable from one that is) before its hash is on record.
         self.store.append_progress(self.epoch, job.index, job.digest, job.checkpoint.losses.tolist())
         self.stats.write_seconds += time.perf_counter() - t1
+        self.stats.cpu_seconds += time.thread_time() - cpu0
