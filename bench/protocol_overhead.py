@@ -135,6 +135,7 @@ def main() -> None:
             busy.clear()
             cpu.clear()
             recomputed = [h.recomputer.stats.seconds for h in net.hosts]
+            recomputed_cpu = [h.recomputer.stats.cpu_seconds for h in net.hosts]
             t0 = time.perf_counter()
             report = net.run_epoch()
             wall = time.perf_counter() - t0
@@ -144,8 +145,9 @@ def main() -> None:
             host_s = [busy[h.name] + x for h, x in zip(net.hosts, extra, strict=True)]
             val_s = [busy[v.name] for v in net.validators]
             val_s[0] -= sum(extra)  # which validator's tick it fell in does not matter for the sum
+            cpu_extra = [h.recomputer.stats.cpu_seconds - r for h, r in zip(net.hosts, recomputed_cpu, strict=True)]
+            val_cpu = sum(cpu[v.name] for v in net.validators) - sum(cpu_extra)
             snaps = [h.behaviour.snapshot for h in net.hosts]
-            cpu_extra = extra  # the recomputation's CPU, approximately its wall time (one process, busy threads)
             host_cpu = [cpu[h.name] + x for h, x in zip(net.hosts, cpu_extra, strict=True)]
             rows.append({"epoch": e, "plain_host_cpu_s": statistics.mean(plain_cpu),
                          "protocol_host_cpu_s": statistics.mean(host_cpu),
@@ -155,6 +157,7 @@ def main() -> None:
                          "ratio": statistics.mean(host_s) / statistics.mean(plain_s),
                          "validators_s": sum(val_s), "hosts_s": sum(host_s),
                          "validator_fraction": sum(val_s) / sum(host_s), "network_wall_s": wall,
+                         "validator_cpu_fraction": val_cpu / sum(host_cpu),
                          "agreed": report.agreed, "recompute_s": sum(extra),
                          "storage_after_training_bytes": statistics.mean(
                              _trained_bytes(h.epochs, spec, e, args.full_leaf_every) for h in net.hosts),

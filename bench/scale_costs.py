@@ -201,6 +201,8 @@ def main() -> None:
         readers = reader_memory(spec, path, 1)
         assert all(r["digest"] == leaf.leaf_hash().hex() for r in readers.values())
         file_bytes = path.stat().st_size
+    from trainer.evaluate import validation_loss  # noqa: PLC0415 - only here
+    val_s = best(lambda: validation_loss(stepper.model, dataset), repeats=2)
     start_replay = start_checkpoint(spec, theta, 0)
     replay_s = best(lambda: replay_segment(spec, dataset, ctx, start_replay, stepper), repeats=2)
     payload = quantize({n: torch.randn(p.shape) * 1e-3 for n, p in theta.items()}, spec.quantization)
@@ -209,6 +211,7 @@ def main() -> None:
     result.update({
         "leaf_bytes": nbytes, "leaf_file_bytes": file_bytes, "largest_tensor_bytes": largest,
         "train_step_s": step_s, "replay_step_s": replay_s / spec.train.segment_steps,
+        "validation_loss_s": val_s, "validation_loss_of_epoch": val_s / (step_s * spec.train.inner_steps),
         "export_s": export_s, "export_GBps": nbytes / export_s / 1e9,
         "leaf_hash_s": hash_s, "leaf_hash_GBps": nbytes / hash_s / 1e9,
         "leaf_write_s": write_s, "leaf_write_GBps": file_bytes / write_s / 1e9,

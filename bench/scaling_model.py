@@ -131,6 +131,36 @@ SIZES = [
 ]
 
 
+def markdown(rows: list[dict]) -> str:
+    """The projection as the table of docs/scaling.md (one column per variant and size)."""
+    head = [f"{r['name']} {r['variant']}" for r in rows]
+    lines = ["| | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(rows)]
+
+    def row(label: str, fmt) -> None:
+        lines.append(f"| {label} | " + " | ".join(fmt(r) for r in rows) + " |")
+
+    row("GPUs per host, tokens per step", lambda r: f"{r['gpus']}, {r['batch_tokens'] / 1e6:.2g} M")
+    row("inner step (s)", lambda r: f"{r['step_s']:.2f}")
+    row("host compute per epoch (h)", lambda r: f"{r['compute_s'] / 3600:.2f}")
+    row("leaf (GB)", lambda r: f"{r['leaf_GB']:,.0f}")
+    row("leaf hash (s, threads) / segment (s)",
+        lambda r: f"{r['hash_s_per_leaf']:.0f} ({r['hash_threads']}) / {r['segment_s']:.0f}")
+    row("snapshot stall per epoch (s)", lambda r: f"{r['snapshot_exposed_s']:,.0f}")
+    row("stored K, storage per host-epoch (GB)",
+        lambda r: f"{r['full_leaf_every']}, {r['storage_GB_per_host_epoch']:,.0f}")
+    row("recomputation for challenges (s)", lambda r: f"{r['recompute_s']:,.0f}")
+    row("verify phase (h)", lambda r: f"{r['verify_phase_s'] / 3600:.2f}")
+    row("Δ (GB), exchange (h)", lambda r: f"{r['delta_GB']:.1f}, {r['exchange_s'] / 3600:.2f}")
+    row("upload / download per host-epoch (GB)",
+        lambda r: f"{r['upload_GB_per_host_epoch']:,.0f} / {r['download_GB_per_host_epoch']:,.0f}")
+    row("epoch (h)", lambda r: f"{r['epoch_s'] / 3600:.2f}")
+    row("**host utilisation**", lambda r: f"**{r['utilisation']:.0%}**")
+    row("validators' compute / host's", lambda r: f"{r['validator_share']:.2%}")
+    row("gas per host-epoch (INJ at 1.6e8 inj/gas)",
+        lambda r: f"{r['gas_per_host_epoch'] / 1e6:.2f} M ({r['inj_per_host_epoch']:.5f})")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--costs", type=Path, required=True, help="bench/scale_costs.py --json output")
@@ -142,6 +172,7 @@ def main() -> None:
     parser.add_argument("--pcie-gbps", type=float, default=25.0, help="GB/s of a GPU→host copy (PCIe 5 x16, "
                                                                       "one direction, overlapped per GPU)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--markdown", action="store_true", help="print the table of docs/scaling.md")
     args = parser.parse_args()
     costs = json.loads(args.costs.read_text())
     rows = [project(size, costs, args.hosts, args.gpu_tflops, args.link_gbps, args.disk_gbps, args.pcie_gbps,
@@ -162,6 +193,8 @@ def main() -> None:
               f"segment {row['segment_s']:.0f} s, gas {row['gas_per_host_epoch'] / 1e6:.2f} M "
               f"({row['inj_per_host_epoch']:.5f} INJ)")
     print(json.dumps(out["finalize_fit"]))
+    if args.markdown:
+        print(markdown(rows))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 

@@ -43,12 +43,14 @@ class RecomputeStats:
         segments: segments replayed for them.
         steps: inner steps replayed.
         seconds: wall time.
+        cpu_seconds: process CPU time meanwhile (every thread of the process: torch's included).
     """
 
     leaves: int = 0
     segments: int = 0
     steps: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 class LeafRecomputer:
@@ -96,7 +98,7 @@ class LeafRecomputer:
             ctx = EpochContext(store.run_id, epoch, store.host, bytes.fromhex(header.prev_epoch_seed))
             if self._stepper is None:
                 self._stepper = Stepper(spec, device=self.device)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for i in range(base, leaf):
                 current = replay_segment(spec, self.dataset, ctx, current, self._stepper)
                 if current.leaf_hash() != record.leaf_hashes[i + 1]:
@@ -108,6 +110,7 @@ class LeafRecomputer:
             self.stats.segments += leaf - base
             self.stats.steps += (leaf - base) * spec.train.segment_steps
             self.stats.seconds += seconds
+            self.stats.cpu_seconds += time.process_time() - c0
             log.info("recomputed leaf %d of epoch %d from leaf %d: %d segments in %.2f s",
                      leaf, epoch, base, leaf - base, seconds)
             return current
