@@ -28,7 +28,7 @@ challenges plus the last segment, ``r`` validators each, and every ``K``-th leaf
   of finalize (linear fit of the devnet's measurements at 16 and 64 hosts), at the devnet's fee of
   1.6e8 inj per gas.
 
-Run: ``.venv/bin/python bench/scaling_model.py --costs costs.json [--hosts 16] [--json out.json]``
+Run: ``.venv/bin/python bench/scaling_model.py --costs costs.json [--hosts 16] [--sha256-gbps 1.34] [--markdown]``
 """
 
 from __future__ import annotations
@@ -171,14 +171,18 @@ def main() -> None:
     parser.add_argument("--disk-gbps", type=float, default=2.0, help="GB/s a host writes to local NVMe")
     parser.add_argument("--pcie-gbps", type=float, default=25.0, help="GB/s of a GPU→host copy (PCIe 5 x16, "
                                                                       "one direction, overlapped per GPU)")
+    parser.add_argument("--sha256-gbps", type=float, help="SHA-256 GB/s to use instead of the costs file's "
+                                                          "(which a loaded machine measures low)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", action="store_true", help="print the table of docs/scaling.md")
     args = parser.parse_args()
     costs = json.loads(args.costs.read_text())
+    if args.sha256_gbps:
+        costs["limits"]["sha256_GBps"] = args.sha256_gbps
     rows = [project(size, costs, args.hosts, args.gpu_tflops, args.link_gbps, args.disk_gbps, args.pcie_gbps,
                     changed) for changed in (False, True) for size in SIZES]
     slope, intercept = finalize_fit()
-    out = {"assumptions": {k: v for k, v in vars(args).items() if k not in ("costs", "json")},
+    out = {"assumptions": {k: v for k, v in vars(args).items() if k not in ("costs", "json", "markdown")},
            "measured": {k: costs[k] for k in ("preset", "parameters", "delta_bytes_per_param", "limits",
                                               "leaf_hash_GBps", "leaf_write_GBps", "export_GBps")},
            "finalize_fit": {"gas_per_host": slope, "intercept": intercept,
