@@ -170,9 +170,10 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     stepper = stepper if stepper is not None else Stepper(spec)
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
     store = EpochStore(root, ctx.run_id, ctx.host)
-    progress = Progress(start, 0, [start.leaf_hash()], [], full_leaf_every)
     if stepper.rank == 0:
         progress = store.resume(spec, ctx.epoch, start, ctx.prev_epoch_seed, full_leaf_every)
+    else:  # the other ranks of an island receive rank 0's resume point below; they hash nothing
+        progress = Progress(start, 0, [], [], full_leaf_every)
     state = progress.last.state
     if stepper.world > 1:
         state = _broadcast_state(state, stepper.group)
