@@ -96,6 +96,9 @@ class Capture(ContractBackend):
     def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
         return self.real.wait_for_height(height, timeout)
 
+    def raw(self, key: bytes) -> bytes | None:
+        return self.real.raw(key)
+
 
 class Run:
     """One deployed contract and helpers to send Ledger calls in parallel."""

@@ -25,7 +25,18 @@ from chain.errors import LedgerError as LedgerError
 from chain.types import Event as Event
 from chain.types import TxResult as TxResult
 from protocol.keys import PrivateKey
-from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Role, Verdict
+from protocol.messages import (
+    BeaconJoin,
+    BeaconReveal,
+    Commitment,
+    ModelProposal,
+    Role,
+    TrapOpening,
+    VerdictCommit,
+    VerdictOpening,
+)
+from protocol.rules.beacon import SECRET_SIZE
+from protocol.rules.hashing import u64be
 from protocol.rules.limits import AGGREGATION_PAGE, EPOCHS_PAGE, MEMBERS_PAGE
 from protocol.rules.spec import RunSpec
 from protocol.views import (
@@ -79,6 +90,14 @@ class ContractBackend(ABC):
     @abstractmethod
     def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
         """Return once the chain has reached ``height`` (an embedded chain produces the blocks)."""
+
+    @abstractmethod
+    def raw(self, key: bytes) -> bytes | None:
+        """The contract's stored value under ``key`` (wasmd's raw query), or None."""
+
+    def end_block(self) -> None:  # noqa: B027 (deliberately a no-op by default: real chains close blocks by themselves)
+        """Close the block that transactions are landing in now (a real chain closes its blocks by
+        itself; an embedded chain that packs many transactions in a block needs to be told)."""
 
 
 def instantiate_msg(spec: RunSpec, initial_model_hash: str, treasury: str,
@@ -145,14 +164,25 @@ class Ledger:
     def join(self, key: PrivateKey, msg: BeaconJoin) -> TxResult:
         return self.backend.execute(key, {"join": self._to_json(msg)})
 
-    def commit(self, key: PrivateKey, msg: Commitment) -> TxResult:
-        return self.backend.execute(key, {"commit": self._to_json(msg)})
+    def commit(self, key: PrivateKey, msg: Commitment, trap_commit: str) -> TxResult:
+        """Post the epoch's work ``msg`` with the trap commitment (``TrapOpening.commitment``)."""
+        work = {k: v for k, v in self._to_json(msg).items() if k != "trap_commit"}
+        return self.backend.execute(key, {"commit": {**work, "trap_commit": trap_commit}})
 
     def reveal(self, key: PrivateKey, msg: BeaconReveal) -> TxResult:
         return self.backend.execute(key, {"reveal": self._to_json(msg)})
 
-    def verdict(self, key: PrivateKey, msg: Verdict) -> TxResult:
-        return self.backend.execute(key, {"verdict": self._to_json(msg)})
+    def commit_verdict(self, key: PrivateKey, msg: VerdictCommit) -> TxResult:
+        """Commit to a verdict (``verify`` and ``dispute`` phases)."""
+        return self.backend.execute(key, {"commit_verdict": self._to_json(msg)})
+
+    def reveal_verdict(self, key: PrivateKey, msg: VerdictOpening) -> TxResult:
+        """Open a committed verdict (``verdict_reveal`` and ``dispute_reveal`` phases)."""
+        return self.backend.execute(key, {"reveal_verdict": self._to_json(msg)})
+
+    def reveal_traps(self, key: PrivateKey, msg: TrapOpening) -> TxResult:
+        """Open the trap commitment (``verdict_reveal``)."""
+        return self.backend.execute(key, {"reveal_traps": self._to_json(msg)})
 
     def propose_model(self, key: PrivateKey, msg: ModelProposal) -> TxResult:
         return self.backend.execute(key, {"propose_model": self._to_json(msg)})
@@ -210,6 +240,21 @@ class Ledger:
     def spec(self) -> RunSpec:
         """The run spec the contract was deployed with."""
         return RunSpec.from_canonical(self.config().spec_json)
+
+    def beacon_reveal(self, epoch: int, address: str) -> bytes | None:
+        """The beacon secret ``address`` revealed in ``epoch`` if it did: public contract storage
+        (``rv/`` e address), which anyone can read before the reveal phase closes. Nodes do not
+        need it; it shows what a participant that reveals last can know (``docs/contract.md``)."""
+        value = self.backend.raw(b"rv/" + u64be(epoch) + address.encode())
+        if value is None:
+            return None
+        if len(value) != SECRET_SIZE:
+            raise LedgerError(f"a stored reveal of {len(value)} bytes")
+        return value
+
+    def end_block(self) -> None:
+        """Close the block transactions land in now (see :meth:`ContractBackend.end_block`)."""
+        self.backend.end_block()
 
     # -- plumbing ------------------------------------------------------------------------------
 

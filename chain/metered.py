@@ -63,3 +63,9 @@ class MeteredBackend(ContractBackend):
 
     def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
         return self.inner.wait_for_height(height, timeout)
+
+    def raw(self, key: bytes) -> bytes | None:
+        return self.inner.raw(key)
+
+    def end_block(self) -> None:
+        self.inner.end_block()

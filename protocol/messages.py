@@ -1,4 +1,4 @@
-"""What participants post to the chain in an epoch: beacon commit/reveal, commitments, verdicts, proposals.
+"""What participants post to the chain in an epoch: beacon commit/reveal, commitments, verdicts, traps, proposals.
 
 These are the Ledger's inputs. Each is validated here before it is sent (and again by the contract).
 Losses travel as fixed-point integers (micro-nats) so that no float is ever hashed or compared on chain.
@@ -7,10 +7,13 @@ Losses travel as fixed-point integers (micro-nats) so that no float is ever hash
 from __future__ import annotations
 
 from decimal import Decimal
+from itertools import pairwise
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from protocol.rules.commitments import trap_commitment, verdict_commitment
+from protocol.rules.encoding import canonical_decimal
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
 from protocol.rules.limits import MAX_LOSS_MICRO, MAX_SEGMENTS
 from protocol.types import Address, Boundary, Count, Dec
@@ -43,7 +46,9 @@ class Commitment(Boundary):
     (leaf 0 is the start state θ_e); ``delta_hash`` hashes the quantized pseudo-gradient exactly
     as it will be served; ``loss_digest`` commits to all per-step losses; ``train_loss_micro`` is
     :func:`protocol.rules.losses.train_loss_micro` of those losses (the mean of the last segment),
-    which validators check against the losses the host serves.
+    which validators check against the losses the host serves. On chain the host posts it with its trap
+    commitment (``chain.ledger.Ledger.commit``); the chain's answers show it as ``trap_commit``
+    (None in what a host's epoch store records).
     """
 
     epoch: Count
@@ -52,6 +57,7 @@ class Commitment(Boundary):
     loss_digest: HexDigest
     segments: int = Field(ge=1, le=MAX_SEGMENTS, strict=True)
     train_loss_micro: LossMicro
+    trap_commit: HexDigest | None = None
 
 
 class Verdict(Boundary):
@@ -71,6 +77,63 @@ class Verdict(Boundary):
             raise ValueError("distance must be in [0, 1e9]")
         # Keep the on-chain text short: 9 significant digits are plenty for a relative distance.
         return v if len(v.as_tuple().digits) <= 9 else Decimal(f"{v:.9g}")
+
+
+class VerdictOpening(Boundary):
+    """A validator's verdict with the salt that hides it until it is opened.
+
+    The validator posts :meth:`commitment` (``commit_verdict``) in ``verify`` or a ``dispute``
+    round, and the opening itself (``reveal_verdict``) in the reveal phase that follows.
+    """
+
+    epoch: Count
+    host: Address
+    segment: int = Field(ge=0, lt=MAX_SEGMENTS, strict=True)
+    outcome: Outcome
+    distance: Dec = Decimal(0)
+    evidence: HexDigest
+    salt: HexDigest
+
+    @classmethod
+    def of(cls, verdict: Verdict, salt: bytes) -> VerdictOpening:
+        """``verdict`` hidden by ``salt`` (32 random bytes)."""
+        return cls(epoch=verdict.epoch, host=verdict.host, segment=verdict.segment, outcome=verdict.outcome,
+                   distance=verdict.distance, evidence=verdict.evidence, salt=salt.hex())
+
+    def commitment(self, validator: str) -> str:
+        """The commitment ``validator`` posts for this opening (hex)."""
+        return verdict_commitment(validator, self.epoch, self.host, self.segment, self.outcome,
+                                  canonical_decimal(self.distance), bytes.fromhex(self.evidence),
+                                  bytes.fromhex(self.salt)).hex()
+
+
+class VerdictCommit(Boundary):
+    """A validator's commitment to its verdict on one challenged segment."""
+
+    epoch: Count
+    host: Address
+    segment: int = Field(ge=0, lt=MAX_SEGMENTS, strict=True)
+    commitment: HexDigest
+
+
+class TrapOpening(Boundary):
+    """A host's trap set (the segments it deliberately corrupted, ascending; empty for an honest
+    host) with the salt of its trap commitment."""
+
+    epoch: Count
+    segments: list[int] = Field(default_factory=list, max_length=MAX_SEGMENTS)
+    salt: HexDigest
+
+    @field_validator("segments")
+    @classmethod
+    def _ascending(cls, v: list[int]) -> list[int]:
+        if any(t < 0 for t in v) or any(a >= b for a, b in pairwise(v)):
+            raise ValueError("trap segments must be distinct, non-negative and ascending")
+        return v
+
+    def commitment(self, host: str) -> str:
+        """The trap commitment ``host`` posts with its work (hex)."""
+        return trap_commitment(host, self.epoch, self.segments, bytes.fromhex(self.salt)).hex()
 
 
 class ModelProposal(Boundary):

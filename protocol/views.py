@@ -15,11 +15,16 @@ from protocol.messages import Commitment, LossMicro, ModelProposal, Outcome, Rol
 from protocol.rules.hashing import HexDigest
 from protocol.types import Address, Amount, Boundary, Count, Dec
 
-Phase = Literal["join", "train", "reveal", "verify", "propose", "closed"]
-ChallengeOutcome = Literal["pending", "pass", "fail", "unavailable", "inconclusive"]
-HostOutcome = Literal["pending", "accepted", "invalid", "unavailable", "inconclusive", "absent",
+Phase = Literal["join", "train", "reveal", "verify", "verdict_reveal", "dispute", "dispute_reveal",
+                "propose", "closed"]
+VERDICT_COMMIT_PHASES: tuple[Phase, ...] = ("verify", "dispute")
+"""Phases in which validators commit to verdicts."""
+VERDICT_REVEAL_PHASES: tuple[Phase, ...] = ("verdict_reveal", "dispute_reveal")
+"""Phases in which validators open their verdicts."""
+ChallengeOutcome = Literal["pending", "pass", "fail", "unavailable", "unresolved"]
+HostOutcome = Literal["pending", "accepted", "invalid", "unavailable", "audit", "excluded", "absent",
                       "no_reveal"]
-ValidatorOutcome = Literal["pending", "diligent", "wrong", "silent", "no_reveal", "idle"]
+ValidatorOutcome = Literal["pending", "diligent", "unserved", "wrong", "silent", "no_reveal", "idle"]
 
 
 class Unbonding(Boundary):
@@ -82,6 +87,8 @@ class EpochInfo(Boundary):
     validators: list[Address] = Field(default_factory=list)
     committed: list[Address] = Field(default_factory=list)
     accepted: list[Address] = Field(default_factory=list)
+    round: Count = 0
+    abandoned: bool = False
 
 
 class ParticipantStatus(Boundary):
@@ -89,8 +96,11 @@ class ParticipantStatus(Boundary):
     know what it has done and what is due (the contract's ``participant`` query, a few reads).
 
     ``joined`` is false (and ``role`` None, ``stake`` 0) for an address that did not join the
-    epoch. ``assigned`` and ``voted`` count a validator's challenges and the verdicts it posted
-    on them (0 before the close of reveal, and for hosts). ``outcome`` is ``pending`` until the
+    epoch. ``assigned`` and ``voted`` count a validator's challenges in every round and the
+    verdicts it opened on them (0 before the close of reveal, and for hosts); ``to_commit`` and
+    ``to_reveal`` count the challenges of the current ``round`` still waiting for its commitment
+    or its opening. ``challenged`` says a host has challenges (so it opens its trap commitment in
+    ``verdict_reveal``), ``traps_opened`` that it did. ``outcome`` is ``pending`` until the
     contract decides it (at the close of reveal for absent and non-revealing participants, at
     finalize for everyone else).
     """
@@ -106,8 +116,13 @@ class ParticipantStatus(Boundary):
     stake: Amount = "0"
     committed: bool = False
     revealed: bool = False
+    round: Count = 0
     assigned: Count = 0
     voted: Count = 0
+    to_commit: Count = 0
+    to_reveal: Count = 0
+    challenged: bool = False
+    traps_opened: bool = False
     outcome: HostOutcome | ValidatorOutcome = "pending"
     proposed: bool = False
 
@@ -115,11 +130,6 @@ class ParticipantStatus(Boundary):
     def accepted(self) -> bool:
         """An accepted host: its Δ enters aggregation and it may propose θ_{e+1}."""
         return self.outcome == "accepted"
-
-    @property
-    def pending_verdicts(self) -> int:
-        """Challenges assigned to this validator that it has not voted on yet."""
-        return self.assigned - self.voted
 
 
 class AggregationInput(Boundary):
@@ -131,7 +141,9 @@ class AggregationInput(Boundary):
 
 
 class Challenge(Boundary):
-    """One challenged segment as a validator sees it: what to replay and against which commitment."""
+    """One challenged segment as a validator sees it: what to replay and against which commitment,
+    the round it sits on it in (0: first round; i: dispute committee i) with that round's
+    validators, whether it committed and opened its verdict, and the challenge's outcome so far."""
 
     epoch: Count
     host: Address
@@ -142,8 +154,11 @@ class Challenge(Boundary):
     loss_digest: HexDigest
     train_loss_micro: LossMicro
     endpoint: str
+    round: Count = 0
     validators: list[Address]
-    voted: bool = False
+    committed: bool = False
+    revealed: bool = False
+    outcome: ChallengeOutcome = "pending"
 
     @classmethod
     def of(cls, commitment: Commitment, host: str, segment: int, endpoint: str,
@@ -156,15 +171,23 @@ class Challenge(Boundary):
 
 
 class Vote(Boundary):
+    """One member's part in a challenge: its round, its verdict commitment (public once posted;
+    it reveals nothing) and its opened verdict."""
+
     validator: Address
+    round: Count = 0
+    commitment: HexDigest | None = None
     outcome: Outcome | None = None
     distance: Dec | None = None
     evidence: HexDigest | None = None
+    salt: HexDigest | None = None
 
 
 class ChallengeReport(Boundary):
     host: Address
     segment: Count
+    trap: bool = False
+    rounds: Count = 0
     votes: list[Vote]
     outcome: ChallengeOutcome
 
@@ -177,6 +200,8 @@ class HostReport(Boundary):
     outcome: HostOutcome
     slashed: Amount = "0"
     reward: Amount = "0"
+    catcher_reward: Amount = "0"
+    traps: list[Count] | None = None
     proposal: ModelProposal | None = None
 
 
@@ -185,8 +210,10 @@ class ValidatorReport(Boundary):
     stake: Amount
     revealed: bool
     assigned: Count = 0
+    committed: Count = 0
     voted: Count = 0
-    against_majority: Count = 0
+    against: Count = 0
+    unavailable: Count = 0
     outcome: ValidatorOutcome
     slashed: Amount = "0"
     reward: Amount = "0"
@@ -205,6 +232,8 @@ class EpochReport(Boundary):
     next_model_hash: HexDigest | None = None
     agreed: bool | None = None
     seed: HexDigest | None = None
+    round: Count = 0
+    abandoned: bool = False
     hosts: list[HostReport]
     validators: list[ValidatorReport]
     challenges: list[ChallengeReport]

@@ -95,3 +95,6 @@ class CosmosBackend(ContractBackend):
 
     def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
         return self.chain.wait_for_height(height, timeout)
+
+    def raw(self, key: bytes) -> bytes | None:
+        return self.chain.raw_query(self._contract, key)

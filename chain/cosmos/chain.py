@@ -54,7 +54,11 @@ from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import (
     SimulateRequest,
 )
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, Fee, ModeInfo, SignDoc, SignerInfo, TxBody, TxRaw
-from cosmpy.protos.cosmwasm.wasm.v1.query_pb2 import QueryCodesRequest, QuerySmartContractStateRequest
+from cosmpy.protos.cosmwasm.wasm.v1.query_pb2 import (
+    QueryCodesRequest,
+    QueryRawContractStateRequest,
+    QuerySmartContractStateRequest,
+)
 from cosmpy.protos.cosmwasm.wasm.v1.tx_pb2 import MsgExecuteContract, MsgInstantiateContract, MsgStoreCode
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.message import Message
@@ -245,6 +249,15 @@ class CosmosChain:
             text = _details(exc)
             raise classify(text) if contract_message(text) else LedgerError(f"query: {text}") from None
         return json.loads(resp.data)
+
+    def raw_query(self, contract: str, key: bytes) -> bytes | None:
+        """The contract's stored value under ``key`` (wasmd's raw state query), or None."""
+        req = QueryRawContractStateRequest(address=contract, query_data=key)
+        try:
+            resp = self._call(lambda t: self.client.wasm.RawContractState(req, timeout=t))
+        except grpc.RpcError as exc:
+            raise LedgerError(f"raw query: {_details(exc)}") from None
+        return bytes(resp.data) or None
 
     # -- transactions -------------------------------------------------------------------------
 

@@ -66,6 +66,12 @@ class EmbeddedBackend(ContractBackend):
             self.chain.advance_blocks(height - self.chain.height)
         return self.chain.height
 
+    def raw(self, key: bytes) -> bytes | None:
+        return self.chain.raw_storage(self._contract, key)
+
+    def end_block(self) -> None:
+        self.chain.seal_block()
+
     def mine(self, blocks: int = 1) -> int:
         """Produce ``blocks`` empty blocks; returns the new height."""
         return self.chain.advance_blocks(blocks)

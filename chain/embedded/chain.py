@@ -3,9 +3,13 @@
 It runs the same ``.wasm`` a real wasmd chain runs, with wasmd's semantics where a contract or a
 client can observe them:
 
-* one transaction per block: each successful transaction opens a new block (height + 1, time +
-  ``block_time``) and runs with ``env.transaction.index == 0``; :meth:`EmbeddedChain.advance_blocks`
-  produces empty blocks;
+* blocks of at most ``block_txs`` transactions: a successful transaction lands in the open block
+  (with ``env.transaction.index`` its position in it) or, when none is open or it is full, opens
+  a new one (height + 1, time + ``block_time``); :meth:`EmbeddedChain.seal_block` closes the open
+  block, so the next transaction opens a new one, and :meth:`EmbeddedChain.advance_blocks`
+  produces empty blocks. With ``block_txs=1`` (the default) every transaction is its own block;
+  a real node includes many transactions in a block, which ``simulate`` mirrors by packing each
+  round of its nodes' transactions into one block;
 * funds attached to ``instantiate``/``execute`` move from the sender to the contract before the
   contract runs; the contract's ``BankMsg``s run after it returns, from the contract's balance;
 * a transaction is atomic: if the contract refuses, traps, runs out of gas, or one of its messages
@@ -108,6 +112,7 @@ class EmbeddedChain:
         genesis_time_ns: the time of the genesis block (nanoseconds since the Unix epoch).
         gas_limit: fuel per transaction (and per query).
         genesis_balances: ``{address: {denom: amount}}`` credited at genesis.
+        block_txs: the most transactions one block includes (1: every transaction is a block).
     """
 
     def __init__(
@@ -119,9 +124,14 @@ class EmbeddedChain:
         genesis_time_ns: int = GENESIS_TIME_NS,
         gas_limit: int = DEFAULT_GAS_LIMIT,
         genesis_balances: Mapping[str, CoinsLike] | None = None,
+        block_txs: int = 1,
     ) -> None:
         if block_time_s <= 0:
             raise ValueError("block_time_s must be positive")
+        if block_txs < 1:
+            raise ValueError("block_txs must be at least 1")
+        self.block_txs = block_txs
+        self._open = 0  # transactions in the latest block while it is open (0: sealed)
         self.chain_id = chain_id
         self.prefix = prefix
         self.api = AddressCodec(prefix)
@@ -139,6 +149,7 @@ class EmbeddedChain:
         )
         self._wasm: dict[str, WasmCode] = {}  # by checksum; compiled code is immutable
         self.debug_log: deque[str] = deque(maxlen=1000)
+        self._tx_index = 0
         for address, coins in (genesis_balances or {}).items():
             self.fund(address, coins)
 
@@ -155,12 +166,17 @@ class EmbeddedChain:
         return self._time_ns
 
     def advance_blocks(self, n: int = 1) -> int:
-        """Produce ``n`` empty blocks; returns the new height."""
+        """Seal the open block and produce ``n`` empty blocks; returns the new height."""
         if n < 0:
             raise ValueError("cannot go back in time")
+        self._open = 0
         self._height += n
         self._time_ns += n * self.block_time_ns
         return self._height
+
+    def seal_block(self) -> None:
+        """Close the open block: the next transaction opens a new one."""
+        self._open = 0
 
     # -- bank ------------------------------------------------------------------------------------
 
@@ -357,6 +373,8 @@ class EmbeddedChain:
             "gas_limit": self.gas_limit,
             "height": self._height,
             "time_ns": self._time_ns,
+            "block_txs": self.block_txs,
+            "open_txs": self._open,
             "sequences": self._sequences.snapshot(),
             "balances": [
                 {"address": a, "denom": d, "amount": str(v)}
@@ -402,6 +420,8 @@ class EmbeddedChain:
         chain.block_time_ns = state["block_time_ns"]  # exact, whatever the float round trip did
         chain._height = state["height"]
         chain._time_ns = state["time_ns"]
+        chain.block_txs = int(state.get("block_txs", 1))
+        chain._open = int(state.get("open_txs", 0))
         journal = chain._journal
         chain._sequences = JournaledDict(journal, state["sequences"])
         chain.bank = Bank(journal, {(b["address"], b["denom"]): int(b["amount"]) for b in state["balances"]})
@@ -460,7 +480,7 @@ class EmbeddedChain:
     def _env_json(self, contract: str, height: int, time_ns: int, *, transaction: bool) -> bytes:
         env = {
             "block": {"height": height, "time": str(time_ns), "chain_id": self.chain_id},
-            "transaction": {"index": 0} if transaction else None,
+            "transaction": {"index": self._tx_index} if transaction else None,
             "contract": {"address": contract},
         }
         return json.dumps(env, separators=(",", ":")).encode()
@@ -529,13 +549,20 @@ class EmbeddedChain:
         details: dict[str, Any],
         body: Callable[[int, int], _Outcome],
     ) -> TxResult:
-        """Run ``body`` atomically in a new block; commit the block only if it succeeds."""
-        height, time_ns = self._height + 1, self._time_ns + self.block_time_ns
+        """Run ``body`` atomically in the open block or a new one; it stays only if it succeeds."""
+        new_block = self._open == 0 or self._open >= self.block_txs
+        if new_block:
+            height, time_ns, index = self._height + 1, self._time_ns + self.block_time_ns, 0
+        else:
+            height, time_ns, index = self._height, self._time_ns, self._open
+        self._tx_index = index
         with self._journal.transaction():
             out = body(height, time_ns)
         self._height, self._time_ns = height, time_ns
+        self._open = index + 1
         # A stable name for the transaction: hash of what it was, where it landed.
-        description = {"chain_id": self.chain_id, "height": height, "type": kind, "sender": sender, **details}
+        description = {"chain_id": self.chain_id, "height": height, "index": index, "type": kind,
+                       "sender": sender, **details}
         tx_hash = hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest().upper()
         return TxResult(height=height, tx_hash=tx_hash, gas_used=out.gas_used, events=tuple(out.events),
                         data=out.data, contract_address=out.contract_address, code_id=out.code_id)

@@ -38,6 +38,10 @@ class Tag:
     SAMPLE_BATCH = "sample/batch"
     SAMPLE_SEGMENTS = "sample/segments"
     SAMPLE_VALIDATORS = "sample/validators"
+    SAMPLE_DISPUTE = "sample/dispute"
+    DISPUTE_SEED = "dispute/seed"
+    VERDICT = "verdict"
+    TRAPS = "traps"
     EVIDENCE = "evidence"
     MESSAGE = "message"
 

@@ -1,4 +1,4 @@
-"""Deterministic sampling from public seeds: data batches, challenged segments, validators.
+"""Deterministic sampling from public seeds: data batches, challenged segments, validators, committees.
 
 Nobody chooses: a host's batches are a function of (run id, previous epoch seed, host address,
 step); which of its segments are checked, and by whom, is a function of the epoch seed, which is
@@ -117,3 +117,40 @@ def challenge_validators(epoch_seed: bytes, host: str, segment: int,
     candidates = sorted(set(validators) - {host})
     stream = Stream(Tag.SAMPLE_VALIDATORS, epoch_seed + host.encode() + b"\x00" + u32be(segment))
     return sorted(_partial_shuffle(stream, candidates, min(r, len(candidates))))
+
+
+def committee_size(first: int, round_: int) -> int:
+    """The size dispute round ``round_`` (from 1) draws: ``first``, then ``2m + 1`` each round."""
+    if first < 1 or round_ < 1:
+        raise ValueError("the first committee size and the round are at least 1")
+    size = first
+    for _ in range(1, round_):
+        size = 2 * size + 1
+    return size
+
+
+def quorum(first: int, round_: int) -> int:
+    """The votes a decision of dispute round ``round_`` needs: more than half the size it drew for."""
+    return committee_size(first, round_) // 2 + 1
+
+
+def dispute_committee(dispute_seed: bytes, host: str, segment: int, validators: list[str],
+                      excluded: list[str], m: int) -> list[str]:
+    """A dispute committee for (``host``, ``segment``): never the host, never a validator already on the challenge.
+
+    Args:
+        dispute_seed: 32-byte seed of the round (:func:`protocol.rules.commitments.dispute_seed`).
+        host: the challenged host.
+        segment: the challenged segment.
+        validators: the epoch's validators V (any order; duplicates ignored).
+        excluded: validators already assigned to this challenge (first round, earlier committees).
+        m: the committee size of the round (:func:`committee_size`).
+
+    Returns:
+        ``min(m, candidates)`` addresses, sorted.
+    """
+    if len(dispute_seed) != DIGEST_SIZE:
+        raise ValueError(f"dispute_seed must be {DIGEST_SIZE} bytes")
+    candidates = sorted(set(validators) - {host} - set(excluded))
+    stream = Stream(Tag.SAMPLE_DISPUTE, dispute_seed + host.encode() + b"\x00" + u32be(segment))
+    return sorted(_partial_shuffle(stream, candidates, min(m, len(candidates))))

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from protocol.rules.encoding import I64_MAX, canonical_json, parse_canonical
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
-from protocol.rules.limits import MAX_PARTICIPANTS, MAX_SEGMENTS
+from protocol.rules.limits import MAX_DISPUTE_ROUNDS, MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS, MAX_SEGMENTS
 from protocol.types import Amount, Blocks, Boundary, Bps, Count, Dec
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -152,11 +152,17 @@ class VerificationSpec(Boundary):
     ``moment_tolerance`` of the replay (relative to ``√v + ε``), every per-step loss within
     ``loss_tolerance``, and the committed update at least ``min_update_ratio · lr · √(c · N)``
     (``docs/verification.md`` has the calibration).
+
+    The disputes (``docs/contract.md``): the first committee's size (odd) and how many rounds,
+    each drawing a committee of ``2m + 1`` when the one before had ``m``, before a challenge is
+    unresolved.
     """
 
     enabled: bool = True
     challenges_k: Count = 2
     validators_r: Count = 2
+    dispute_committee: int = Field(default=3, ge=1, le=MAX_PARTICIPANTS, strict=True)
+    dispute_rounds: int = Field(default=2, ge=1, le=MAX_DISPUTE_ROUNDS, strict=True)
     # Calibrated in docs/verification.md: 36× (tau) and 48× (moment_tolerance) the largest honest
     # error measured across CPU thread counts and islands; one bfloat16 step per segment lands 3.8×
     # above tau, one step on other data 340×.
@@ -169,6 +175,8 @@ class VerificationSpec(Boundary):
     def _ranges(self) -> VerificationSpec:
         if self.enabled and self.validators_r < 1:
             raise ValueError("validators_r must be >= 1 when verification is enabled")
+        if self.dispute_committee % 2 == 0:
+            raise ValueError("dispute_committee must be odd (a committee decides by more than half)")
         if self.tau <= 0 or self.moment_tolerance <= 0:
             raise ValueError("tau and moment_tolerance must be positive")
         if self.loss_tolerance < 0 or self.min_update_ratio < 0:
@@ -184,12 +192,15 @@ class EconomicsSpec(Boundary):
     min_validator_stake: Amount
     unbonding_epochs: int = Field(default=2, ge=0, le=10_000, strict=True)
     slash_invalid_bps: Bps = 5_000
-    # As much as invalid: a host that cannot back a faked segment must gain nothing by withholding it.
+    # At least invalid (a rule): a host that cannot back a faked segment must gain nothing by
+    # withholding it, or by serving something that is not what it committed.
     slash_unavailable_bps: Bps = 5_000
     slash_absent_bps: Bps = 500
-    slash_no_reveal_bps: Bps = 500
+    # Withholding a reveal must never pay (docs/contract.md): not revealing a beacon secret costs at
+    # least being caught cheating, and not opening a committed verdict at least being wrong.
+    slash_no_reveal_bps: Bps = 5_000
     slash_validator_wrong_bps: Bps = 2_000
-    slash_validator_silent_bps: Bps = 500
+    slash_validator_silent_bps: Bps = 2_000
     catcher_share_bps: Bps = 5_000
     reward_per_epoch: Amount = "0"
     host_reward_share_bps: Bps = 8_000
@@ -201,15 +212,37 @@ class EconomicsSpec(Boundary):
             raise ValueError("denom must be 3-128 characters: a letter, then letters, digits, '/:._-'")
         return v
 
+    @model_validator(mode="after")
+    def _withholding_never_pays(self) -> EconomicsSpec:
+        if self.slash_unavailable_bps < self.slash_invalid_bps:
+            raise ValueError(f"slash_unavailable_bps ({self.slash_unavailable_bps}) must be at least "
+                             f"slash_invalid_bps ({self.slash_invalid_bps})")
+        if self.slash_no_reveal_bps < self.slash_invalid_bps:
+            raise ValueError(f"slash_no_reveal_bps ({self.slash_no_reveal_bps}) must be at least "
+                             f"slash_invalid_bps ({self.slash_invalid_bps})")
+        if self.slash_validator_silent_bps < self.slash_validator_wrong_bps:
+            raise ValueError(f"slash_validator_silent_bps ({self.slash_validator_silent_bps}) must be at least "
+                             f"slash_validator_wrong_bps ({self.slash_validator_wrong_bps})")
+        return self
+
 
 class PhaseSpec(Boundary):
-    """Phase deadlines in blocks, and how many participants an epoch needs and admits."""
+    """Phase windows in blocks (each counted from the block at which the phase actually opened),
+    how many participants an epoch needs and admits, and how often a join phase short of its
+    minimums is extended before the epoch is abandoned.
+
+    ``verify_blocks`` is each verdict-commit window (``verify`` and every ``dispute`` round),
+    ``verdict_reveal_blocks`` each verdict-opening window (``verdict_reveal`` and every
+    ``dispute_reveal``).
+    """
 
     join_blocks: Blocks = 20
     train_blocks: Blocks = 200
     reveal_blocks: Blocks = 20
     verify_blocks: Blocks = 100
+    verdict_reveal_blocks: Blocks = 20
     propose_blocks: Blocks = 50
+    max_join_extensions: int = Field(default=10, ge=0, le=MAX_JOIN_EXTENSIONS, strict=True)
     min_hosts: int = Field(default=1, ge=1, le=MAX_PARTICIPANTS, strict=True)
     min_validators: int = Field(default=1, ge=0, le=MAX_PARTICIPANTS, strict=True)
     max_hosts: int = Field(default=64, ge=1, le=MAX_PARTICIPANTS, strict=True)

@@ -38,10 +38,18 @@ from chain.ledger import ContractError, Ledger, TxResult
 from chain.metered import MeteredBackend
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import KeyType, PrivateKey
-from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
+from protocol.messages import (
+    BeaconJoin,
+    BeaconReveal,
+    Commitment,
+    ModelProposal,
+    TrapOpening,
+    VerdictCommit,
+    VerdictOpening,
+)
 from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
-from protocol.views import Challenge, EpochInfo, EpochReport
+from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, EpochInfo, EpochReport
 
 OTHER_DENOM = "uatom"
 INITIAL_BALANCE = GENESIS_BALANCE
@@ -49,7 +57,7 @@ INITIAL_MODEL_HASH = hashlib.sha256(b"theta_0").hexdigest()
 ENDPOINT = "http://127.0.0.1:8700"
 # Every env has these; tests pick the hosts and validators they need.
 DEFAULT_NAMES = ("operator", "treasury", "funder", "outsider", "host1", "host2", "host3", "host4",
-                 "validator1", "validator2", "validator3")
+                 "validator1", "validator2", "validator3", "validator4", "validator5")
 HOST_STAKE = 5_000
 VALIDATOR_STAKE = 2_000
 # Signers of both key types in every env, on every backend: these names get Injective's
@@ -82,10 +90,13 @@ def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[
         "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, **(verification or {})},
         "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
                       "unbonding_epochs": 2,
-                      # Not the default (equal to invalid): distinct rates show which one was applied.
-                      "slash_unavailable_bps": 1_000, **economics},
+                      # Not the defaults: distinct rates show which one was applied (each one that
+                      # withholds something is at least the rate of being caught, as the rules say).
+                      "slash_unavailable_bps": 6_000, "slash_no_reveal_bps": 7_000,
+                      "slash_validator_silent_bps": 2_500, **economics},
         "phases": {"join_blocks": 30, "train_blocks": 30, "reveal_blocks": 30, "verify_blocks": 40,
-                   "propose_blocks": 30, "min_hosts": 1, "min_validators": 1, **(phases or {})},
+                   "verdict_reveal_blocks": 30, "propose_blocks": 30, "min_hosts": 1, "min_validators": 1,
+                   **(phases or {})},
     }
     return RunSpec.model_validate(base)
 
@@ -148,6 +159,10 @@ class LedgerEnv:
         self.ledger = Ledger(self.recorder)
         self.denom = self.ledger.denom
         self.address = self.ledger.contract_address
+        # The trap set each host commits to (an auditor's; the empty set by default).
+        self.traps: dict[str, list[int]] = {}
+        # Verdict openings committed: (validator, host address, segment, epoch) -> opening.
+        self.openings: dict[tuple[str, str, int, int], VerdictOpening] = {}
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -231,23 +246,54 @@ class LedgerEnv:
                   "segments": self.spec.train.segments, "train_loss_micro": 2_500_000, **fields}
         return Commitment(**values)
 
-    def commit(self, name: str, epoch: int | None = None, **fields: Any) -> TxResult:
+    def trap_opening(self, name: str, epoch: int) -> TrapOpening:
+        """``name``'s trap set of ``epoch`` (``self.traps``, empty by default) with its salt."""
+        salt = hashlib.sha256(f"trap-salt:{name}:{epoch}".encode()).hexdigest()
+        return TrapOpening(epoch=epoch, segments=self.traps.get(name, []), salt=salt)
+
+    def commit(self, name: str, epoch: int | None = None, trap_commit: str | None = None, **fields: Any) -> TxResult:
         epoch = self.current() if epoch is None else epoch
-        return self.ledger.commit(self.key(name), self.commitment(name, epoch, **fields))
+        if trap_commit is None:
+            trap_commit = self.trap_opening(name, epoch).commitment(self.addr(name))
+        return self.ledger.commit(self.key(name), self.commitment(name, epoch, **fields), trap_commit)
+
+    def open_traps(self, name: str, epoch: int | None = None, segments: list[int] | None = None) -> TxResult:
+        """Open ``name``'s trap commitment (``segments`` to open another set than the committed one)."""
+        epoch = self.current() if epoch is None else epoch
+        opening = self.trap_opening(name, epoch)
+        if segments is not None:
+            opening = opening.model_copy(update={"segments": segments})
+        return self.ledger.reveal_traps(self.key(name), opening)
 
     def reveal(self, name: str, epoch: int | None = None, secret: bytes | None = None) -> TxResult:
         epoch = self.current() if epoch is None else epoch
         secret = self.secret(name, epoch) if secret is None else secret
         return self.ledger.reveal(self.key(name), BeaconReveal(epoch=epoch, secret=secret.hex()))
 
-    def verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
-                distance: str = "0.001", epoch: int | None = None) -> TxResult:
-        """``host`` is a name or an address."""
+    def opening(self, name: str, host: str, segment: int, outcome: str = "pass", *,
+                distance: str = "0.001", epoch: int | None = None) -> VerdictOpening:
+        """``name``'s verdict on (``host``, ``segment``) with a deterministic salt; ``host`` is a
+        name or an address."""
         epoch = self.current() if epoch is None else epoch
         host_address = self.addr(host) if host in self.keys else host
-        msg = Verdict(epoch=epoch, host=host_address, segment=segment, outcome=outcome, distance=distance,
-                      evidence=digest(f"evidence:{name}:{host_address}:{segment}"))
-        return self.ledger.verdict(self.key(name), msg)
+        salt = hashlib.sha256(f"verdict-salt:{name}:{host_address}:{segment}:{epoch}:{outcome}".encode()).hexdigest()
+        return VerdictOpening(epoch=epoch, host=host_address, segment=segment, outcome=outcome, distance=distance,
+                              evidence=digest(f"evidence:{name}:{host_address}:{segment}"), salt=salt)
+
+    def commit_verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
+                       distance: str = "0.001", epoch: int | None = None) -> TxResult:
+        """Commit to a verdict (kept for :meth:`reveal_verdict`); ``host`` is a name or an address."""
+        opening = self.opening(name, host, segment, outcome, distance=distance, epoch=epoch)
+        self.openings[name, opening.host, segment, opening.epoch] = opening
+        msg = VerdictCommit(epoch=opening.epoch, host=opening.host, segment=segment,
+                            commitment=opening.commitment(self.addr(name)))
+        return self.ledger.commit_verdict(self.key(name), msg)
+
+    def reveal_verdict(self, name: str, host: str, segment: int, *, epoch: int | None = None) -> TxResult:
+        """Open the verdict ``name`` committed on (``host``, ``segment``)."""
+        epoch = self.current() if epoch is None else epoch
+        host_address = self.addr(host) if host in self.keys else host
+        return self.ledger.reveal_verdict(self.key(name), self.openings[name, host_address, segment, epoch])
 
     def propose(self, name: str, model_hash: str, epoch: int | None = None,
                 val_loss_micro: int = 2_000_000) -> TxResult:
@@ -334,6 +380,8 @@ class LedgerEnv:
         commit: Iterable[str] | None = None,
         reveal: Iterable[str] | None = None,
         vote: Callable[[str, Challenge], str | None] | None = None,
+        open_verdict: Callable[[str, Challenge], bool] | None = None,
+        open_traps: Iterable[str] | None = None,
         propose: Callable[[str], str | None] | None = None,
         stop_after: str | None = None,
     ) -> int:
@@ -343,11 +391,15 @@ class LedgerEnv:
         Args:
             commit / reveal: who commits / reveals (default: every host / everyone).
             vote: ``vote(validator, challenge)`` -> ``pass``/``fail``/``unavailable``, or None to
-                stay silent (default: pass).
+                stay silent (default: pass); asked in every verdict round (first round and
+                dispute committees; ``challenge.round`` tells which).
+            open_verdict: ``open_verdict(validator, challenge)`` -> whether to open a committed
+                verdict (default: always).
+            open_traps: the hosts that open their trap commitment (default: every host).
             propose: ``propose(host)`` -> a model hash, or None to stay silent (default: every
                 accepted host proposes the same hash).
             stop_after: a phase name; return once the epoch has left it (``join``, ``train``,
-                ``reveal``, ``verify``).
+                ``reveal``; ``verify`` returns once every verdict round is over).
         """
         e = self.current()
         # Each step acts only if the epoch is in its phase, so a partly played epoch resumes.
@@ -369,15 +421,17 @@ class LedgerEnv:
             self._leave("reveal", e)
         if stop_after == "reveal":
             return e
-        if self.epoch(e).phase == "verify":
-            for name in validators:
-                for challenge in self.challenges(name, e):
-                    if challenge.voted:
-                        continue
-                    outcome = "pass" if vote is None else vote(name, challenge)
-                    if outcome is not None:
-                        self.verdict(name, challenge.host, challenge.segment, outcome, epoch=e)
-            self._leave("verify", e)
+        openers = list(hosts if open_traps is None else open_traps)
+        for _ in range(2 * (self.spec.verification.dispute_rounds + 1)):
+            info = self.epoch(e)
+            if info.phase in VERDICT_COMMIT_PHASES:
+                self.commit_round(validators, vote, e)
+                self._leave(info.phase, e)
+            elif info.phase in VERDICT_REVEAL_PHASES:
+                self.reveal_round(validators, open_verdict, openers, e)
+                self._leave(info.phase, e)
+            else:
+                break
         if stop_after == "verify":
             return e
         if self.epoch(e).phase == "propose":
@@ -391,9 +445,66 @@ class LedgerEnv:
             self._leave("propose", e)
         return e
 
+    def round_challenges(self, name: str, epoch: int) -> list[Challenge]:
+        """``name``'s undecided challenges of the epoch's current verdict round."""
+        current = self.epoch(epoch).round
+        return [c for c in self.challenges(name, epoch) if c.round == current and c.outcome == "pending"]
+
+    def commit_round(self, validators: Sequence[str], vote: Callable[[str, Challenge], str | None] | None,
+                     epoch: int) -> TxResult | None:
+        """Every validator commits to its verdicts of the current round (``vote`` decides); returns
+        the last transaction."""
+        last = None
+        for name in validators:
+            for challenge in self.round_challenges(name, epoch):
+                if challenge.committed or self.epoch(epoch).phase not in VERDICT_COMMIT_PHASES:
+                    continue
+                outcome = "pass" if vote is None else vote(name, challenge)
+                if outcome is not None:
+                    last = self.commit_verdict(name, challenge.host, challenge.segment, outcome, epoch=epoch)
+        return last
+
+    def reveal_round(self, validators: Sequence[str], open_verdict: Callable[[str, Challenge], bool] | None,
+                     openers: Sequence[str], epoch: int) -> TxResult | None:
+        """Every validator opens its committed verdicts of the current round; in the first round the
+        hosts in ``openers`` open their trap commitments. Returns the last transaction."""
+        last = None
+        for name in validators:
+            for challenge in self.round_challenges(name, epoch):
+                if not challenge.committed or challenge.revealed:
+                    continue
+                if self.epoch(epoch).phase not in VERDICT_REVEAL_PHASES:
+                    return last
+                if open_verdict is None or open_verdict(name, challenge):
+                    last = self.reveal_verdict(name, challenge.host, challenge.segment, epoch=epoch)
+        for name in openers:
+            if self.epoch(epoch).phase != "verdict_reveal":
+                return last
+            status = self.ledger.participant(self.addr(name), epoch)
+            if status.challenged and not status.traps_opened:
+                last = self.open_traps(name, epoch)
+        return last
+
+    def play_rounds(self, hosts: Sequence[str], validators: Sequence[str], *,
+                    vote: Callable[[str, Challenge], str | None] | None = None) -> TxResult | None:
+        """Play every verdict round of the current epoch; returns the transaction that closed the
+        last one (the one that finalized the epoch)."""
+        e = self.current()
+        last = None
+        while (phase_now := self.epoch(e).phase) in (*VERDICT_COMMIT_PHASES, *VERDICT_REVEAL_PHASES):
+            if phase_now in VERDICT_COMMIT_PHASES:
+                last = self.commit_round(validators, vote, e)
+            else:
+                last = self.reveal_round(validators, None, hosts, e)
+            if self.epoch(e).phase == phase_now:
+                last = self.close_phase()
+        return last
+
     def _leave(self, phase: str, epoch: int) -> None:
         """Return once ``epoch`` is past ``phase``; wait out the deadline if it did not close
-        early (the join phase may need its deadline when not every eligible member joined)."""
+        early (the join phase may need its deadline when not every eligible member joined). A
+        phase is closed by the transaction after its deadline and the next one counts its window
+        from there, so waiting out one phase never closes the next."""
         for _ in range(3):
             info = self.epoch(epoch)
             if info.phase != phase:

@@ -1,5 +1,6 @@
-"""The epoch as the contract runs it: phases, deadlines, early close, join extension, the
-messages of each phase and their refusals, model agreement, verification disabled.
+"""The epoch as the contract runs it: phases, windows counted from the block a phase opened, early
+close, bounded join extension, the messages of each phase and their refusals (verdicts committed
+then opened, trap openings), model agreement, verification disabled.
 
 Backend-neutral (``ledger_env``): blocks are waited for, never assumed, so the same assertions
 hold where blocks come by themselves. Settlement amounts are in ``test_contract_settlement.py``.
@@ -66,12 +67,24 @@ def test_an_epoch_moves_through_every_phase_and_opens_the_next(ledger_env) -> No
             committed = env.commitment(env.name_of(c.host), 0)
             assert c.checkpoint_root == committed.checkpoint_root
             assert (c.loss_digest, c.train_loss_micro) == (committed.loss_digest, committed.train_loss_micro)
-            assert (c.segments, c.endpoint, c.voted) == (2, "http://127.0.0.1:8700", False)
-            r = env.verdict(v, c.host, c.segment, "pass")
+            assert (c.segments, c.endpoint, c.round, c.committed, c.outcome) == (
+                2, "http://127.0.0.1:8700", 0, False, "pending")
+            r = env.commit_verdict(v, c.host, c.segment, "pass")
+    # Every commitment in: verify closes; the verdicts are still hidden.
+    info = env.epoch()
+    assert (info.phase, info.phase_deadline) == ("verdict_reveal", r.height + ph.verdict_reveal_blocks)
+    assert all(vote.outcome is None and vote.commitment for c in env.report().challenges for vote in c.votes)
+    for v in VALIDATORS:
+        for c in env.challenges(v):
+            env.reveal_verdict(v, c.host, c.segment)
+    assert phase(env) == "verdict_reveal", "the hosts have not opened their trap commitments yet"
+    env.open_traps("host1")
+    r = env.open_traps("host2")
     info = env.epoch()
     assert (info.phase, info.phase_deadline) == ("propose", r.height + ph.propose_blocks)
     assert info.accepted == sorted(env.addr(h) for h in HOSTS)
-    assert all(c.voted for c in env.challenges("validator1"))
+    assert all(c.committed and c.revealed and c.outcome == "pass" for c in env.challenges("validator1"))
+    assert [e.get("decided") for e in r.events_of("wasm-dispute")] == ["4"]
 
     theta1 = digest("theta 1")
     env.propose("host1", theta1)
@@ -93,49 +106,67 @@ def test_an_epoch_moves_through_every_phase_and_opens_the_next(ledger_env) -> No
     assert env.epoch().model_hash == digest("theta:2")
 
 
-def test_phases_close_at_their_deadlines_counting_from_the_deadline(ledger_env) -> None:
+def test_a_phase_closed_by_its_deadline_gives_the_next_one_its_whole_window(ledger_env) -> None:
     env, ph = ledger_env, ledger_env.spec.phases
     ready(env, hosts=["host1", "host2", "host3"])
     for name in ["host1", "host2", *VALIDATORS]:
         env.join(name)  # host3 is eligible but does not join: no early close
-    deadline = env.epoch().phase_deadline
     env.wait_past_deadline()
     r = env.advance()
     assert r.attribute("transitions") == "1"
-    # The train phase counts from the join deadline, not from the late advance.
-    assert (phase(env), env.epoch().phase_deadline) == ("train", deadline + ph.train_blocks)
+    # The train phase counts from the transaction that closed join, however late it came.
+    assert (phase(env), env.epoch().phase_deadline) == ("train", r.height + ph.train_blocks)
     assert env.epoch().hosts == sorted(env.addr(h) for h in ["host1", "host2"])
 
     env.commit("host1")  # host2 never commits
-    deadline = env.epoch().phase_deadline
-    env.close_phase()
-    assert (phase(env), env.epoch().phase_deadline) == ("reveal", deadline + ph.reveal_blocks)
+    r = env.close_phase()
+    assert (phase(env), env.epoch().phase_deadline) == ("reveal", r.height + ph.reveal_blocks)
 
 
-def test_advance_closes_several_phases_at_once_when_the_chain_was_idle(ledger_env) -> None:
+def test_an_idle_chain_closes_one_overdue_phase_per_transaction(ledger_env) -> None:
+    env, ph = ledger_env, ledger_env.spec.phases
+    ready(env)
+    for name in [*HOSTS, *VALIDATORS]:
+        env.join(name)
+    r = env.commit("host1")
+    train_deadline = r.height + ph.train_blocks - 1  # (host1 committed in train's first blocks)
+    # host2's node is down; the chain idles far past the train deadline and what would have been
+    # the reveal deadline. The first transaction closes train now and opens reveal with its whole
+    # window: nobody who could reveal is recorded as not revealing.
+    env.wait_until(env.epoch().phase_deadline + ph.reveal_blocks + ph.verify_blocks)
+    r = env.advance()
+    assert int(r.attribute("transitions")) == 1
+    info = env.epoch()
+    assert (info.phase, info.phase_deadline) == ("reveal", r.height + ph.reveal_blocks)
+    assert r.height > train_deadline + ph.reveal_blocks
+    for name in [*HOSTS, *VALIDATORS]:
+        env.reveal(name)
+    report = env.report(0)
+    outcomes = {env.name_of(h.address): h.outcome for h in report.hosts}
+    assert outcomes == {"host1": "pending", "host2": "absent"}
+    assert {v.outcome for v in report.validators} == {"pending"}
+
+
+def test_phases_with_nobody_to_wait_for_close_behind_the_one_a_transaction_closed(ledger_env) -> None:
     env, ph = ledger_env, ledger_env.spec.phases
     ready(env)
     for name in [*HOSTS, *VALIDATORS]:
         env.join(name)
     env.commit("host1")
     env.commit("host2")
-    reveal_deadline = env.epoch().phase_deadline
-    # Nobody reveals, nobody votes, nobody proposes; the chain idles past reveal + verify.
-    env.wait_until(reveal_deadline + ph.verify_blocks + ph.join_blocks)
+    # Nobody reveals; the chain idles past the reveal deadline.
+    env.wait_until(env.epoch().phase_deadline + 3 * ph.join_blocks)
     r = env.advance()
-    # reveal closed at its deadline; verify had nobody to wait for (no reveals, no challenges), so
-    # it closed where it began, with no accepted host: θ unchanged, epoch 1 opened at that height,
-    # and its join phase, already past its first deadline, was extended.
+    # reveal closed now; verify and verdict_reveal had nothing to wait for (no reveal, no
+    # challenge) and closed behind it; no host was accepted: θ unchanged, epoch 1 opened at
+    # that height with its whole join window.
     assert int(r.attribute("transitions")) == 3
     closed = env.epoch(0)
     assert (closed.phase, closed.agreed, closed.next_model_hash) == ("closed", False, INITIAL_MODEL_HASH)
-    assert closed.phase_deadline == reveal_deadline
+    assert closed.phase_deadline == r.height
     current = env.epoch()
-    assert (current.epoch, current.phase, current.started_at) == (1, "join", reveal_deadline)
-    # Extended by whole join periods, to the first deadline after the advance.
-    periods, rest = divmod(current.phase_deadline - reveal_deadline, ph.join_blocks)
-    assert rest == 0 and periods >= 2
-    assert current.phase_deadline - ph.join_blocks <= r.height < current.phase_deadline
+    assert (current.epoch, current.phase, current.started_at) == (1, "join", r.height)
+    assert current.phase_deadline == r.height + ph.join_blocks
     report = env.report(0)
     assert {h.outcome for h in report.hosts} == {"no_reveal"}
     assert {v.outcome for v in report.validators} == {"no_reveal"}
@@ -158,23 +189,42 @@ def test_join_is_extended_while_the_minimums_are_not_met(make_ledger_env) -> Non
     env.join("host1")
     env.join("validator1")  # every eligible member joined, but min_hosts = 2
     assert phase(env) == "join"
-    deadline = env.epoch().phase_deadline
     env.wait_past_deadline()
     r = env.advance()
     extended = [e.to_dict() for e in r.events_of("wasm-phase")]
     assert extended and extended[0]["extended"] == "true" and extended[0]["hosts"] == "1"
-    assert (phase(env), env.epoch().phase_deadline) == ("join", deadline + ph.join_blocks)
-    # Idle for several periods: extended by whole periods until the deadline lies ahead.
-    deadline = env.epoch().phase_deadline
-    env.wait_until(deadline + 2 * ph.join_blocks)
+    assert extended[0]["extensions"] == "1"
+    assert (phase(env), env.epoch().phase_deadline) == ("join", r.height + ph.join_blocks)
+    # Idle for several periods: one new window, from the transaction that extended it.
+    env.wait_until(env.epoch().phase_deadline + 2 * ph.join_blocks)
     r = env.advance()
-    new = env.epoch().phase_deadline
-    assert (new - deadline) % ph.join_blocks == 0 and new > r.height
+    assert env.epoch().phase_deadline == r.height + ph.join_blocks
     # A second host arrives: the minimums are met and everyone joined.
     env.bond("host2")
     env.join("host2")
     assert phase(env) == "train"
     assert env.epoch().hosts == sorted(env.addr(h) for h in ["host1", "host2"])
+
+
+def test_a_join_short_of_its_minimums_is_abandoned_after_its_extensions(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(phases={"min_hosts": 2, "max_join_extensions": 1}, unbonding_epochs=1))
+    env.bond_all(["host1", "host2", "validator1"])
+    env.unbond("host2", HOST_STAKE)  # leaving: release at epoch 1
+    env.join("host1")
+    env.join("validator1")
+    total = env.total_funds()
+    env.close_phase()  # extension 1
+    assert (phase(env), env.current()) == ("join", 0)
+    r = env.close_phase()  # no extension left: the epoch is closed unplayed, epochs go on
+    assert [e.get("abandoned") for e in r.events_of("wasm-epoch")] == ["true"]
+    closed = env.epoch(0)
+    assert (closed.phase, closed.abandoned, closed.agreed) == ("closed", True, False)
+    assert closed.next_model_hash == closed.model_hash and closed.seed is not None
+    assert (env.current(), phase(env), env.epoch().prev_seed) == (1, "join", closed.seed)
+    assert env.report(0).slashed_total == "0"
+    env.claim("host2")  # the unbonding matured: the stuck run did not lock it
+    assert env.member("host2").unbonding == []
+    assert env.total_funds() == total
 
 
 def test_join_does_not_wait_for_members_below_the_minimum(ledger_env) -> None:
@@ -236,9 +286,14 @@ def test_commit_refusals(ledger_env) -> None:
         env.commit("outsider")
     with pytest.raises(ContractError, match=r"^commit: segments is 3, but the run has 2 segments per epoch$"):
         env.commit("host1", segments=3)
-    good = env.commitment("host1", 0).model_dump(mode="json")
+    good = {**env.commitment("host1", 0).model_dump(mode="json"),
+            "trap_commit": env.trap_opening("host1", 0).commitment(env.addr("host1"))}
     with pytest.raises(ContractError, match=r'^commit: delta_hash must be 64 lowercase hex characters, got "XY"$'):
         env.raw("host1", {"commit": {**good, "delta_hash": "XY"}})
+    with pytest.raises(ContractError, match=r'^commit: trap_commit must be 64 lowercase hex characters, got "XY"$'):
+        env.raw("host1", {"commit": {**good, "trap_commit": "XY"}})
+    with pytest.raises(ContractError, match="missing field `trap_commit`"):
+        env.raw("host1", {"commit": {k: v for k, v in good.items() if k != "trap_commit"}})
     with pytest.raises(ContractError, match="unknown field `extra`"):
         env.raw("host1", {"commit": {**good, "extra": 1}})
     with pytest.raises(ContractError, match=r"^commit: does not accept funds"):
@@ -325,45 +380,103 @@ def test_verdict_refusals(make_ledger_env) -> None:
     (assigned,) = [env.name_of(v.validator) for v in first.votes]
     idle = next(v for v in VALIDATORS if v != assigned)
     c = next(x for x in env.challenges(assigned) if (x.host, x.segment) == (first.host, first.segment))
-    with pytest.raises(ContractError, match=f"^verdict: {env.addr(idle)} is not assigned to host "
-                                            f"{c.host} segment {c.segment} of epoch 0$"):
-        env.verdict(idle, c.host, c.segment)
-    with pytest.raises(ContractError, match=f"^verdict: {env.addr(assigned)} is not assigned to host "
-                                            f"{c.host} segment 7 of epoch 0$"):
-        env.verdict(assigned, c.host, 7)
+    not_assigned = f"is not assigned to host {c.host} segment {c.segment} of epoch 0 in this round$"
+    with pytest.raises(ContractError, match=f"^commit_verdict: {env.addr(idle)} {not_assigned}"):
+        env.commit_verdict(idle, c.host, c.segment)
+    with pytest.raises(ContractError, match=f"^commit_verdict: {env.addr(assigned)} is not assigned to host "
+                                            f"{c.host} segment 7 of epoch 0"):
+        env.commit_verdict(assigned, c.host, 7)
     with pytest.raises(ContractError, match="is not assigned to host"):
-        env.verdict("host1", c.host, c.segment)  # a host never judges
+        env.commit_verdict("host1", c.host, c.segment)  # a host never judges
     with pytest.raises(ContractError, match="is not assigned to host"):
-        env.verdict("outsider", c.host, c.segment)
-    with pytest.raises(ContractError, match=r"^verdict: host: invalid address"):
-        env.raw(assigned, {"verdict": {"epoch": 0, "host": "inj1nope", "segment": 0, "outcome": "pass",
-                                       "distance": "0", "evidence": "ab" * 32}})
-    with pytest.raises(ContractError, match="unknown variant `maybe`"):
-        env.raw(assigned, {"verdict": {"epoch": 0, "host": c.host, "segment": c.segment, "outcome": "maybe",
-                                       "distance": "0", "evidence": "ab" * 32}})
-    with pytest.raises(ContractError,
-                       match=r'^verdict: distance must be a canonical decimal string like "0.0123", got "1e-3"$'):
-        env.raw(assigned, {"verdict": {"epoch": 0, "host": c.host, "segment": c.segment, "outcome": "fail",
-                                       "distance": "1e-3", "evidence": "ab" * 32}})
+        env.commit_verdict("outsider", c.host, c.segment)
+    with pytest.raises(ContractError, match=r"^commit_verdict: host: invalid address"):
+        env.raw(assigned, {"commit_verdict": {"epoch": 0, "host": "inj1nope", "segment": 0,
+                                              "commitment": "ab" * 32}})
+    with pytest.raises(ContractError, match=r"^commit_verdict: commitment must be 64 lowercase hex"):
+        env.raw(assigned, {"commit_verdict": {"epoch": 0, "host": c.host, "segment": c.segment,
+                                              "commitment": "AB" * 32}})
+    with pytest.raises(ContractError, match=r"^reveal_verdict: epoch 0 is in phase verify; reveal_verdict is "
+                                            r"accepted in phase verdict_reveal or dispute_reveal only$"):
+        env.ledger.reveal_verdict(env.key(assigned), env.opening(assigned, c.host, c.segment))
     with pytest.raises(ContractError,
                        match=r"^commit: epoch 0 is in phase verify; commit is accepted in phase train only$"):
         env.commit("host1")
-    env.verdict(assigned, c.host, c.segment, "fail", distance="0.25")
-    with pytest.raises(ContractError, match=f"^verdict: {env.addr(assigned)} already voted on host {c.host} "
-                                            f"segment {c.segment} of epoch 0$"):
-        env.verdict(assigned, c.host, c.segment, "pass")
+    env.commit_verdict(assigned, c.host, c.segment, "fail", distance="0.25")
+    with pytest.raises(ContractError, match=f"^commit_verdict: {env.addr(assigned)} already committed a verdict "
+                                            f"on host {c.host} segment {c.segment} of epoch 0$"):
+        env.commit_verdict(assigned, c.host, c.segment, "pass")
+    # Nothing about the verdict is visible before it is opened.
     vote = next(ch for ch in env.report().challenges if (ch.host, ch.segment) == (c.host, c.segment)).votes[0]
-    assert (vote.outcome, str(vote.distance)) == ("fail", "0.25")
-    assert next(x for x in env.challenges(assigned) if (x.host, x.segment) == (c.host, c.segment)).voted
+    assert (vote.outcome, vote.distance, vote.commitment is not None) == (None, None, True)
+
+
+def test_an_opening_must_match_the_commitment(make_ledger_env) -> None:
+    env = make_ledger_env(make_spec(verification={"validators_r": 1}))
+    ready(env)
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    for v in VALIDATORS:
+        for c in env.challenges(v):
+            env.commit_verdict(v, c.host, c.segment, "fail", distance="0.25")
+    assert phase(env) == "verdict_reveal"
+    v = VALIDATORS[0]
+    c = env.challenges(v)[0]
+    committed = env.openings[v, c.host, c.segment, 0]
+    for change in ({"outcome": "pass"}, {"distance": "0.26"}, {"salt": "00" * 32}, {"evidence": "11" * 32}):
+        with pytest.raises(ContractError, match=f"^reveal_verdict: the opening does not match the verdict "
+                                                f"commitment {env.addr(v)} made on host {c.host} segment "
+                                                f"{c.segment} of epoch 0$"):
+            env.ledger.reveal_verdict(env.key(v), committed.model_copy(update=change))
+    with pytest.raises(ContractError, match=r'^reveal_verdict: distance must be a canonical decimal string like '
+                                            r'"0.0123", got "1e-3"$'):
+        env.raw(v, {"reveal_verdict": {**committed.model_dump(mode="json"), "distance": "1e-3"}})
+    with pytest.raises(ContractError, match="unknown variant `maybe`"):
+        env.raw(v, {"reveal_verdict": {**committed.model_dump(mode="json"), "outcome": "maybe"}})
+    # Another validator's opening never opens a commitment (it binds the committer's address).
+    other = next(x for x in VALIDATORS if x != v)
+    with pytest.raises(ContractError, match=r"is not assigned to host|does not match"):
+        env.ledger.reveal_verdict(env.key(other), committed)
+    env.reveal_verdict(v, c.host, c.segment)
+    with pytest.raises(ContractError, match=f"^reveal_verdict: {env.addr(v)} already opened its verdict"):
+        env.reveal_verdict(v, c.host, c.segment)
+    vote = next(ch for ch in env.report().challenges if (ch.host, ch.segment) == (c.host, c.segment)).votes[0]
+    assert (vote.outcome, str(vote.distance), vote.salt) == ("fail", "0.25", committed.salt)
+
+
+def test_trap_openings(ledger_env) -> None:
+    env = ledger_env
+    ready(env)
+    env.traps["host1"] = [1]
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    with pytest.raises(ContractError, match=r"^reveal_traps: epoch 0 is in phase verify"):
+        env.open_traps("host1")
+    for v in VALIDATORS:
+        for c in env.challenges(v):
+            env.commit_verdict(v, c.host, c.segment, "pass")
+    assert phase(env) == "verdict_reveal"
+    with pytest.raises(ContractError, match=r"^reveal_traps: the opening does not match the trap commitment"):
+        env.open_traps("host1", segments=[])  # not what it committed to
+    with pytest.raises(ContractError, match=r"^reveal_traps: trap segments must be distinct and in ascending"):
+        env.raw("host1", {"reveal_traps": {"epoch": 0, "segments": [1, 1], "salt": "00" * 32}})
+    with pytest.raises(ContractError, match=r"^reveal_traps: trap segment 2 is not a segment"):
+        env.raw("host1", {"reveal_traps": {"epoch": 0, "segments": [2], "salt": "00" * 32}})
+    with pytest.raises(ContractError, match=r"^reveal_traps: .* joined epoch 0 as a validator; only hosts may"):
+        env.raw("validator1", {"reveal_traps": {"epoch": 0, "segments": [], "salt": "00" * 32}})
+    env.open_traps("host1")
+    with pytest.raises(ContractError, match=f"^reveal_traps: {env.addr('host1')} already opened its traps"):
+        env.open_traps("host1")
+    assert env.ledger.participant(env.addr("host1")).traps_opened
+    rows = {env.name_of(h.address): h for h in env.report().hosts}
+    assert (rows["host1"].traps, rows["host2"].traps) == ([1], None)
 
 
 def test_verdicts_before_verify_are_refused(ledger_env) -> None:
     env = ledger_env
     ready(env)
     env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
-    with pytest.raises(ContractError,
-                       match=r"^verdict: epoch 0 is in phase reveal; verdict is accepted in phase verify only$"):
-        env.verdict("validator1", "host1", 0)
+    with pytest.raises(ContractError, match=r"^commit_verdict: epoch 0 is in phase reveal; commit_verdict is "
+                                            r"accepted in phase verify or dispute only$"):
+        env.commit_verdict("validator1", "host1", 0)
     with pytest.raises(ContractError, match=r"^propose_model: epoch 0 is in phase reveal"):
         env.propose("host1", digest("x"))
 
@@ -426,11 +539,12 @@ def test_without_enough_proposals_the_epoch_closes_at_the_deadline(ledger_env) -
             env.raw("host2", {"propose_model": {"epoch": 0, "model_hash": digest("b"), "val_loss_micro": too_big}})
     assert [h.proposal for h in env.report().hosts if h.address == env.addr("host2")] == [None]
     deadline = env.epoch().phase_deadline
-    env.close_phase()
+    r = env.close_phase()
     closed = env.epoch(0)
     assert (closed.phase, closed.agreed, closed.next_model_hash) == ("closed", False, INITIAL_MODEL_HASH)
-    assert closed.phase_deadline == deadline
-    assert env.epoch().started_at == deadline
+    # Closed by the first transaction at or after its deadline, at that transaction's height.
+    assert closed.phase_deadline == r.height >= deadline
+    assert env.epoch().started_at == r.height
 
 
 def test_without_accepted_hosts_the_epoch_closes_after_verify(ledger_env) -> None:

@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from ledger_env import DENOM, EmbeddedDriver, LedgerEnv, digest, make_spec
 
 from chain.ledger import ContractError
+from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES
 
 HOSTS = ["host1", "host2", "host3"]
 VALIDATORS = ["validator1", "validator2", "validator3"]
@@ -26,8 +27,9 @@ MEMBERS = [*HOSTS, *VALIDATORS]
 NAMES = ["operator", "treasury", "funder", "outsider", *MEMBERS]
 SPEC = make_spec(
     reward_per_epoch="700", unbonding_epochs=1, min_host_stake="1000", min_validator_stake="500",
-    phases={"join_blocks": 12, "train_blocks": 10, "reveal_blocks": 10, "verify_blocks": 20, "propose_blocks": 10,
-            "min_hosts": 1, "min_validators": 1, "max_hosts": 3, "max_validators": 3},
+    phases={"join_blocks": 12, "train_blocks": 10, "reveal_blocks": 10, "verify_blocks": 20,
+            "verdict_reveal_blocks": 10, "propose_blocks": 10, "min_hosts": 1, "min_validators": 1, "max_hosts": 3,
+            "max_validators": 3, "max_join_extensions": 3},
 )
 MODELS = [digest("model-a"), digest("model-b")]
 
@@ -91,12 +93,19 @@ class ContractMachine(RuleBasedStateMachine):
                 self.attempt(lambda name=name, e=e: self.env.commit(name, e))
             elif info.phase == "reveal":
                 self.attempt(lambda name=name, e=e: self.env.reveal(name, e))
-            elif info.phase == "verify" and name in VALIDATORS:
-                for i, c in enumerate(self.env.challenges(name, e)):
+            elif info.phase in VERDICT_COMMIT_PHASES and name in VALIDATORS:
+                for i, c in enumerate(self.env.round_challenges(name, e)):
                     outcome = outcomes[i % len(outcomes)]
-                    if outcome is not None and not c.voted:
+                    if outcome is not None and not c.committed:
                         self.attempt(lambda name=name, c=c, outcome=outcome, e=e:
-                                     self.env.verdict(name, c.host, c.segment, outcome, epoch=e))
+                                     self.env.commit_verdict(name, c.host, c.segment, outcome, epoch=e))
+            elif info.phase in VERDICT_REVEAL_PHASES and name in VALIDATORS:
+                for c in self.env.round_challenges(name, e):
+                    if c.committed and not c.revealed:
+                        self.attempt(lambda name=name, c=c, e=e:
+                                     self.env.reveal_verdict(name, c.host, c.segment, epoch=e))
+            elif info.phase == "verdict_reveal" and name in HOSTS:
+                self.attempt(lambda name=name, e=e: self.env.open_traps(name, e))
             elif info.phase == "propose":
                 self.attempt(lambda name=name, e=e: self.env.propose(name, model, e))
 
@@ -137,8 +146,9 @@ class ContractMachine(RuleBasedStateMachine):
         self.attempt(lambda: self.env.reveal(name, epoch, secret=secret))
 
     @rule(name=st.sampled_from([*VALIDATORS, "host1", "outsider"]), pick=st.integers(0, 7),
-          outcome=st.sampled_from(["pass", "pass", "fail", "unavailable"]), assigned=st.booleans())
-    def verdict(self, name: str, pick: int, outcome: str, assigned: bool) -> None:
+          outcome=st.sampled_from(["pass", "pass", "fail", "unavailable"]), assigned=st.booleans(),
+          open_it=st.booleans())
+    def verdict(self, name: str, pick: int, outcome: str, assigned: bool, open_it: bool) -> None:
         epoch = self.env.current()
         mine = self.env.challenges(name, epoch) if name in VALIDATORS else []
         if assigned and mine:
@@ -146,7 +156,14 @@ class ContractMachine(RuleBasedStateMachine):
             host, segment = c.host, c.segment
         else:
             host, segment = self.env.addr(HOSTS[pick % len(HOSTS)]), pick % 3
-        self.attempt(lambda: self.env.verdict(name, host, segment, outcome, epoch=epoch))
+        if open_it and (name, host, segment, epoch) in self.env.openings:
+            self.attempt(lambda: self.env.reveal_verdict(name, host, segment, epoch=epoch))
+        else:
+            self.attempt(lambda: self.env.commit_verdict(name, host, segment, outcome, epoch=epoch))
+
+    @rule(name=st.sampled_from([*HOSTS, "validator1", "outsider"]), honest=st.booleans())
+    def open_traps(self, name: str, honest: bool) -> None:
+        self.attempt(lambda: self.env.open_traps(name, segments=None if honest else [0]))
 
     @rule(name=anyone, model=st.sampled_from(MODELS), offset=epoch_offsets)
     def propose(self, name: str, model: str, offset: int) -> None:
@@ -163,10 +180,13 @@ class ContractMachine(RuleBasedStateMachine):
     @rule(name=anyone, msg=st.sampled_from([
         {"join": {"epoch": -1, "beacon_commit": "00" * 32}},
         {"commit": {"epoch": 0}},
-        {"verdict": {"epoch": 0, "host": "inj1" + "q" * 38, "segment": 4294967295, "outcome": "fail",
-                     "distance": "0", "evidence": "00" * 32}},
-        {"verdict": {"epoch": 0, "host": "x" * 300, "segment": 0, "outcome": "pass", "distance": "0",
-                     "evidence": "00" * 32}},
+        {"commit_verdict": {"epoch": 0, "host": "inj1" + "q" * 38, "segment": 4294967295,
+                            "commitment": "00" * 32}},
+        {"commit_verdict": {"epoch": 0, "host": "x" * 300, "segment": 0, "commitment": "00" * 32}},
+        {"reveal_verdict": {"epoch": 0, "host": "inj1" + "q" * 38, "segment": 0, "outcome": "fail",
+                            "distance": "0", "evidence": "00" * 32, "salt": "00" * 32}},
+        {"reveal_traps": {"epoch": 0, "segments": [4294967295, 0], "salt": "00" * 32}},
+        {"reveal_traps": {"epoch": 0, "segments": list(range(3000)), "salt": "zz"}},
         {"propose_model": {"epoch": 18446744073709551615, "model_hash": "00" * 32, "val_loss_micro": 0}},
         {"reveal": {"epoch": 0, "secret": "zz"}},
         {"advance": {"now": True}},
@@ -231,6 +251,7 @@ class ContractMachine(RuleBasedStateMachine):
         for validator in report.validators:
             status = self.env.ledger.participant(validator.address)
             assert (status.assigned, status.voted) == (validator.assigned, validator.voted)
+            assert status.to_commit + status.to_reveal <= status.assigned
         inputs = self.env.ledger.aggregation_inputs(info.epoch)
         accepted = [h for h in report.hosts if h.outcome == "accepted"]
         assert [(i.address, i.delta_hash) for i in inputs] == [

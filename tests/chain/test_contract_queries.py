@@ -35,11 +35,25 @@ def test_participant_status_follows_one_host_and_one_validator(ledger_env) -> No
     env.play_epoch(HOSTS, VALIDATORS, reveal=["host1", "host2", "validator2"], stop_after="reveal")
     # Two hosts × (k + 1 = 2) challenges, two validators each (r = 2): four for each validator.
     v = status(env, "validator1")
-    assert (v.phase, v.assigned, v.voted, v.pending_verdicts, v.outcome) == ("verify", 4, 0, 4, "pending")
+    assert (v.phase, v.round, v.assigned, v.voted, v.to_commit, v.to_reveal, v.outcome) == (
+        "verify", 0, 4, 0, 4, 0, "pending")
     first = env.challenges("validator1")[0]
-    env.verdict("validator1", first.host, first.segment, "pass")
-    assert status(env, "validator1").voted == 1
+    env.commit_verdict("validator1", first.host, first.segment, "pass")
+    v = status(env, "validator1")
+    assert (v.to_commit, v.to_reveal, v.voted) == (3, 1, 0)
     assert status(env, "host1").assigned == 0  # hosts are not assigned challenges
+    h = status(env, "host1")
+    assert (h.challenged, h.traps_opened) == (True, False)
+    for c in env.challenges("validator1")[1:]:
+        env.commit_verdict("validator1", c.host, c.segment, "pass")
+    for c in env.challenges("validator2"):
+        env.commit_verdict("validator2", c.host, c.segment, "pass")
+    v = status(env, "validator1")
+    assert (v.phase, v.to_commit, v.to_reveal) == ("verdict_reveal", 0, 4)
+    env.reveal_verdict("validator1", first.host, first.segment)
+    assert (status(env, "validator1").voted, status(env, "validator1").to_reveal) == (1, 3)
+    env.open_traps("host1")
+    assert status(env, "host1").traps_opened and not status(env, "host2").traps_opened
     env.play_epoch(HOSTS, VALIDATORS, stop_after="verify")
     h = status(env, "host1")
     assert (h.phase, h.outcome, h.accepted, h.proposed) == ("propose", "accepted", True, False)

@@ -32,6 +32,9 @@ class FeeChargingChain(ContractBackend):
     def wait_for_height(self, height, timeout=60.0):
         return height
 
+    def raw(self, key):
+        return None
+
 
 def test_fees_of_accepted_and_refused_transactions_are_charged_to_their_signer() -> None:
     metered = MeteredBackend(FeeChargingChain())

@@ -11,11 +11,21 @@ from pydantic import TypeAdapter, ValidationError
 
 from protocol.rules import limits
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
+from protocol.rules.commitments import dispute_seed, trap_commitment, verdict_commitment
 from protocol.rules.encoding import EncodingError, canonical_decimal
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.losses import loss_digest, train_loss_micro
 from protocol.rules.merkle import MerkleProof, merkle_proof, merkle_root, verify_proof
-from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
+from protocol.rules.sampling import (
+    Stream,
+    batch_indices,
+    challenge_validators,
+    challenged_segments,
+    committee_size,
+    dispute_committee,
+    quorum,
+    uniform,
+)
 from protocol.rules.spec import RunSpec
 from protocol.types import Amount, Dec
 
@@ -67,6 +77,30 @@ def test_sampling() -> None:
         got = challenge_validators(bytes.fromhex(c["epoch_seed"]), c["host"], c["segment"], c["validators"], c["r"])
         assert got == c["assigned"]
         assert c["host"] not in got
+    for c in v["dispute_committees"]:
+        got = dispute_committee(bytes.fromhex(c["dispute_seed"]), c["host"], c["segment"], c["validators"],
+                                c["excluded"], c["m"])
+        assert got == c["committee"]
+        assert c["host"] not in got and not set(got) & set(c["excluded"])
+    for c in v["committee_sizes"]:
+        assert (committee_size(c["first"], c["round"]), quorum(c["first"], c["round"])) == (c["size"], c["quorum"])
+
+
+def test_commitments() -> None:
+    v = load("commitments")
+    for c in v["verdicts"]:
+        got = verdict_commitment(c["validator"], c["epoch"], c["host"], c["segment"], c["outcome"], c["distance"],
+                                 bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]))
+        assert got.hex() == c["commitment"]
+        # Bound to the validator: the same opening under another address is another commitment.
+        other = verdict_commitment(c["host"], c["epoch"], c["host"], c["segment"], c["outcome"], c["distance"],
+                                   bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]))
+        assert other.hex() != c["commitment"]
+    for c in v["traps"]:
+        assert trap_commitment(c["host"], c["epoch"], c["segments"], bytes.fromhex(c["salt"])).hex() == c["commitment"]
+    for c in v["dispute_seeds"]:
+        salts = [bytes.fromhex(s) for s in c["salts"]]
+        assert dispute_seed(bytes.fromhex(c["epoch_seed"]), c["round"], salts).hex() == c["seed"]
 
 
 def test_beacon() -> None:

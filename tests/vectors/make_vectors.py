@@ -14,12 +14,22 @@ from pathlib import Path
 
 from protocol.keys import PrivateKey
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
+from protocol.rules.commitments import dispute_seed, trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal, canonical_json
 from protocol.rules.hashing import Tag, tagged_hash
 from protocol.rules.limits import MAX_DECIMAL_LEN, MAX_SEGMENTS, all_limits
 from protocol.rules.losses import loss_digest, train_loss_micro
 from protocol.rules.merkle import merkle_proof, merkle_root
-from protocol.rules.sampling import Stream, batch_indices, challenge_validators, challenged_segments, uniform
+from protocol.rules.sampling import (
+    Stream,
+    batch_indices,
+    challenge_validators,
+    challenged_segments,
+    committee_size,
+    dispute_committee,
+    quorum,
+    uniform,
+)
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 from protocol.types import U128_MAX
 
@@ -77,7 +87,18 @@ def sampling() -> dict:
             validators.append({"epoch_seed": es.hex(), "host": host, "segment": segment,
                                "validators": VALIDATORS, "r": r,
                                "assigned": challenge_validators(es, host, segment, VALIDATORS, r)})
-    return {"batch_indices": batches, "challenged_segments": segments, "challenge_validators": validators}
+    committees = []
+    for host in HOSTS:
+        for segment, excluded, m in [(0, VALIDATORS[:1], 3), (3, VALIDATORS[1:3], 1), (5, [], 7),
+                                     (1, VALIDATORS[:3], 3)]:
+            ds = seed("dispute")
+            committees.append({"dispute_seed": ds.hex(), "host": host, "segment": segment,
+                               "validators": VALIDATORS, "excluded": excluded, "m": m,
+                               "committee": dispute_committee(ds, host, segment, VALIDATORS, excluded, m)})
+    sizes = [{"first": d, "round": r, "size": committee_size(d, r), "quorum": quorum(d, r)}
+             for d in (1, 3, 5) for r in (1, 2, 3, 4)]
+    return {"batch_indices": batches, "challenged_segments": segments, "challenge_validators": validators,
+            "dispute_committees": committees, "committee_sizes": sizes}
 
 
 def beacon() -> dict:
@@ -93,6 +114,29 @@ def beacon() -> dict:
     ]
     return {"commits": commits, "epoch_seeds": seeds,
             "genesis": {"run_id": run_id.hex(), "seed": genesis_seed(run_id).hex()}}
+
+
+def commitments() -> dict:
+    """Verdict commitments, trap commitments and dispute seeds."""
+    verdicts = [
+        {"validator": v, "epoch": e, "host": h, "segment": g, "outcome": o, "distance": d,
+         "evidence": seed(f"evidence{g}").hex(), "salt": seed(f"salt{g}{o}").hex(),
+         "commitment": verdict_commitment(v, e, h, g, o, d, seed(f"evidence{g}"), seed(f"salt{g}{o}")).hex()}
+        for v, e, h, g, o, d in [(VALIDATORS[0], 0, HOSTS[0], 0, "pass", "0"),
+                                 (VALIDATORS[1], 7, HOSTS[1], 3, "fail", "0.0123"),
+                                 (VALIDATORS[2], 2**40, HOSTS[2], 1023, "unavailable", "1000000000")]
+    ]
+    traps = [
+        {"host": h, "epoch": e, "segments": t, "salt": seed(f"trap{e}").hex(),
+         "commitment": trap_commitment(h, e, t, seed(f"trap{e}")).hex()}
+        for h, e, t in [(HOSTS[0], 0, []), (HOSTS[1], 5, [3]), (HOSTS[2], 9, [0, 2, 7])]
+    ]
+    seeds = [
+        {"epoch_seed": seed("epoch").hex(), "round": r, "salts": [seed(f"s{i}").hex() for i in range(n)],
+         "seed": dispute_seed(seed("epoch"), r, [seed(f"s{i}") for i in range(n)]).hex()}
+        for r, n in [(1, 0), (1, 3), (2, 1)]
+    ]
+    return {"verdicts": verdicts, "traps": traps, "dispute_seeds": seeds}
 
 
 def merkle() -> dict:
@@ -178,6 +222,10 @@ def spec() -> dict:
             variant(economics={"slash_invalid_bps": 10_001}),  # more than one whole
             variant(phases={"min_hosts": 5, "max_hosts": 4}),  # min above max
             variant(verification={"validators_r": 0}),  # verification without validators
+            variant(verification={"dispute_committee": 4}),  # an even committee
+            variant(economics={"slash_no_reveal_bps": 100}),  # withholding a reveal would pay
+            variant(economics={"slash_unavailable_bps": 100}),  # withholding a segment would pay
+            variant(economics={"slash_validator_silent_bps": 100}),  # withholding a verdict would pay
         ],
     }
 
@@ -187,7 +235,7 @@ def limits() -> dict:
 
 
 VECTORS = {"hashing": hashing, "stream": streams, "sampling": sampling, "beacon": beacon,
-           "merkle": merkle, "losses": losses, "decimals": decimals, "amounts": amounts,
+           "commitments": commitments, "merkle": merkle, "losses": losses, "decimals": decimals, "amounts": amounts,
            "spec": spec, "limits": limits}
 """Every vector file by name (``<name>.json``); both test suites must read each of them."""
 

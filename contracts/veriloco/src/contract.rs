@@ -6,7 +6,7 @@
 //! `query`); this file runs the auto-advance around every execute and routes.
 
 use crate::deps::{Deps, DepsMut};
-use crate::epoch::handlers::{self, VerdictMsg};
+use crate::epoch::handlers::{self, VerdictOpening};
 use crate::epoch::{self, Epoch};
 use crate::error::ContractError;
 use crate::funds::nonpayable;
@@ -121,6 +121,7 @@ pub fn execute(
             loss_digest,
             segments,
             train_loss_micro,
+            trap_commit,
         } => handlers::commit(
             d,
             &config,
@@ -133,29 +134,43 @@ pub fn execute(
                 loss_digest,
                 segments,
                 train_loss_micro,
+                trap_commit,
             },
         )?,
         ExecuteMsg::Reveal { epoch, secret } => handlers::reveal(d, &mut ep, &info, epoch, secret)?,
-        ExecuteMsg::Verdict {
+        ExecuteMsg::CommitVerdict {
+            epoch,
+            host,
+            segment,
+            commitment,
+        } => handlers::commit_verdict(d, &mut ep, &info, epoch, host, segment, commitment)?,
+        ExecuteMsg::RevealVerdict {
             epoch,
             host,
             segment,
             outcome,
             distance,
             evidence,
-        } => handlers::verdict(
+            salt,
+        } => handlers::reveal_verdict(
             d,
             &mut ep,
             &info,
-            VerdictMsg {
+            VerdictOpening {
                 epoch,
                 host,
                 segment,
                 outcome,
                 distance,
                 evidence,
+                salt,
             },
         )?,
+        ExecuteMsg::RevealTraps {
+            epoch,
+            segments,
+            salt,
+        } => handlers::reveal_traps(d, &config, &mut ep, &info, epoch, segments, salt)?,
         ExecuteMsg::ProposeModel {
             epoch,
             model_hash,

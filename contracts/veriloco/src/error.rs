@@ -72,8 +72,9 @@ pub enum ContractError {
         role: &'static str,
         expected: &'static str,
     },
-    /// A verdict from a validator that is not assigned to that challenge.
+    /// A verdict from a validator that is not assigned to that challenge in the current round.
     NotAssigned {
+        action: &'static str,
         validator: String,
         host: String,
         segment: u32,
@@ -195,13 +196,14 @@ impl fmt::Display for ContractError {
                 "{action}: {address} joined epoch {epoch} as a {role}; only {expected}s may {action}"
             ),
             NotAssigned {
+                action,
                 validator,
                 host,
                 segment,
                 epoch,
             } => write!(
                 f,
-                "verdict: {validator} is not assigned to host {host} segment {segment} of epoch {epoch}"
+                "{action}: {validator} is not assigned to host {host} segment {segment} of epoch {epoch} in this round"
             ),
             NothingDue {
                 epoch,

@@ -11,6 +11,10 @@ pub mod tag {
     pub const BEACON_GENESIS: &str = "beacon/genesis";
     pub const SAMPLE_SEGMENTS: &str = "sample/segments";
     pub const SAMPLE_VALIDATORS: &str = "sample/validators";
+    pub const SAMPLE_DISPUTE: &str = "sample/dispute";
+    pub const DISPUTE_SEED: &str = "dispute/seed";
+    pub const VERDICT: &str = "verdict";
+    pub const TRAPS: &str = "traps";
     // Rules the contract does not run, checked against the shared vectors by the tests.
     #[cfg(test)]
     pub const SAMPLE_BATCH: &str = "sample/batch";

@@ -15,14 +15,17 @@
 //! * `records`  — the per-epoch records and their `Map`s;
 //! * `contract` — instantiate and the execute/query dispatch;
 //! * `funds`, `staking`, `rewards` — one concern each;
-//! * `hashing`, `beacon`, `sampling` — the byte-for-byte protocol rules (`docs/protocol.md`);
+//! * `hashing`, `beacon`, `commitments`, `sampling` — the byte-for-byte protocol rules
+//!                (`docs/protocol.md`);
 //! * `epoch`    — the phase machine, and in it `handlers` (the epoch messages), `challenges`
-//!                (reveal close), `tally` (majorities, outcomes) and `finalize`;
+//!                (reveal close), `disputes` (round closes: decisions, committees), `tally`
+//!                (outcomes from the decisions) and `finalize`;
 //! * `query`    — every query.
 
 #[cfg(target_arch = "wasm32")]
 mod abi;
 pub mod beacon;
+pub mod commitments;
 pub mod contract;
 pub mod deps;
 pub mod epoch;

@@ -6,9 +6,8 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::epoch::tally::ChallengeOutcome;
 use crate::error::ContractError;
-use crate::records::VoteOutcome;
+use crate::records::{ChallengeOutcome, VoteOutcome};
 use crate::state::{MemberView, Role};
 use crate::types::Uint128;
 
@@ -39,7 +38,7 @@ pub enum ExecuteMsg {
     FundRewards {},
     /// Join `epoch` (in its join phase) with a beacon commitment.
     Join { epoch: u64, beacon_commit: String },
-    /// A host's commitment to its epoch of work (train phase).
+    /// A host's commitment to its epoch of work and to its trap set (train phase).
     Commit {
         epoch: u64,
         checkpoint_root: String,
@@ -47,17 +46,32 @@ pub enum ExecuteMsg {
         loss_digest: String,
         segments: u32,
         train_loss_micro: u64,
+        trap_commit: String,
     },
     /// Reveal the beacon secret (reveal phase).
     Reveal { epoch: u64, secret: String },
-    /// A validator's verdict on one challenged segment (verify phase).
-    Verdict {
+    /// A validator's commitment to its verdict on one challenged segment (verify, dispute).
+    CommitVerdict {
+        epoch: u64,
+        host: String,
+        segment: u32,
+        commitment: String,
+    },
+    /// The opening of that commitment (verdict_reveal, dispute_reveal).
+    RevealVerdict {
         epoch: u64,
         host: String,
         segment: u32,
         outcome: VoteOutcome,
         distance: String,
         evidence: String,
+        salt: String,
+    },
+    /// A host's opening of its trap commitment (verdict_reveal).
+    RevealTraps {
+        epoch: u64,
+        segments: Vec<u32>,
+        salt: String,
     },
     /// An accepted host's hash of θ_{e+1} (propose phase).
     ProposeModel {
@@ -167,6 +181,10 @@ pub struct EpochInfo {
     pub validators: Vec<String>,
     pub committed: Vec<String>,
     pub accepted: Vec<String>,
+    /// The dispute round in progress (0: none).
+    pub round: u32,
+    /// Closed unplayed: the join phase ran out of extensions.
+    pub abandoned: bool,
 }
 
 #[derive(Serialize)]
@@ -183,6 +201,7 @@ pub struct CommitmentView {
     pub loss_digest: String,
     pub segments: u32,
     pub train_loss_micro: u64,
+    pub trap_commit: String,
 }
 
 /// `protocol.messages.ModelProposal`.
@@ -193,7 +212,8 @@ pub struct ProposalView {
     pub val_loss_micro: u64,
 }
 
-/// An item of `challenges {}` (`protocol.views.Challenge`).
+/// An item of `challenges {}` (`protocol.views.Challenge`): one challenge the validator sits
+/// on, in the round it was assigned.
 #[derive(Serialize)]
 pub struct ChallengeInfo {
     pub epoch: u64,
@@ -205,8 +225,14 @@ pub struct ChallengeInfo {
     pub loss_digest: String,
     pub train_loss_micro: u64,
     pub endpoint: String,
+    /// The round this validator was assigned in (0: first round; i: dispute committee i).
+    pub round: u32,
+    /// That round's validators.
     pub validators: Vec<String>,
-    pub voted: bool,
+    /// Whether this validator committed / opened its verdict.
+    pub committed: bool,
+    pub revealed: bool,
+    pub outcome: ChallengeOutcome,
 }
 
 #[derive(Serialize)]
@@ -214,13 +240,18 @@ pub struct ChallengesResponse {
     pub challenges: Vec<ChallengeInfo>,
 }
 
-/// `protocol.views.Vote`.
+/// `protocol.views.Vote`: one member's part in a challenge: its round, its commitment (public
+/// once posted, but it reveals nothing), and its opened verdict.
 #[derive(Serialize)]
 pub struct VoteView {
     pub validator: String,
+    pub round: u32,
+    pub commitment: Option<String>,
     pub outcome: Option<VoteOutcome>,
     pub distance: Option<String>,
     pub evidence: Option<String>,
+    /// The opened commitment's salt (it seeds the next dispute round's committees).
+    pub salt: Option<String>,
 }
 
 /// `protocol.views.ChallengeReport`.
@@ -228,6 +259,10 @@ pub struct VoteView {
 pub struct ChallengeReport {
     pub host: String,
     pub segment: u32,
+    /// The host declared this segment a trap.
+    pub trap: bool,
+    /// The dispute rounds it went through.
+    pub rounds: u32,
     pub votes: Vec<VoteView>,
     pub outcome: ChallengeOutcome,
 }
@@ -242,6 +277,10 @@ pub struct HostReport {
     pub outcome: &'static str,
     pub slashed: Uint128,
     pub reward: Uint128,
+    /// Catcher shares of the validators it caught on its traps (auditors).
+    pub catcher_reward: Uint128,
+    /// The trap segments it opened (None: not opened).
+    pub traps: Option<Vec<u32>>,
     pub proposal: Option<ProposalView>,
 }
 
@@ -252,8 +291,10 @@ pub struct ValidatorReport {
     pub stake: Uint128,
     pub revealed: bool,
     pub assigned: u32,
+    pub committed: u32,
     pub voted: u32,
-    pub against_majority: u32,
+    pub against: u32,
+    pub unavailable: u32,
     pub outcome: &'static str,
     pub slashed: Uint128,
     pub reward: Uint128,
@@ -272,6 +313,8 @@ pub struct EpochReport {
     pub next_model_hash: Option<String>,
     pub agreed: Option<bool>,
     pub seed: Option<String>,
+    pub round: u32,
+    pub abandoned: bool,
     pub hosts: Vec<HostReport>,
     pub validators: Vec<ValidatorReport>,
     pub challenges: Vec<ChallengeReport>,
@@ -297,9 +340,18 @@ pub struct ParticipantStatus {
     pub stake: Uint128,
     pub committed: bool,
     pub revealed: bool,
-    /// Validators: challenges assigned to it, and verdicts it posted on them.
+    /// The dispute round in progress (0: none).
+    pub round: u32,
+    /// Validators: challenges assigned to it (every round), and verdicts it opened on them.
     pub assigned: u32,
     pub voted: u32,
+    /// Validators: challenges of the current round still waiting for its commitment (in
+    /// `verify`/`dispute`) or for its opening (in `verdict_reveal`/`dispute_reveal`).
+    pub to_commit: u32,
+    pub to_reveal: u32,
+    /// Hosts: it has challenges (and so may open its trap commitment), and it opened it.
+    pub challenged: bool,
+    pub traps_opened: bool,
     pub outcome: &'static str,
     pub proposed: bool,
 }

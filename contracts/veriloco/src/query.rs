@@ -22,8 +22,8 @@ use crate::msg::{
     ValidatorReport, VoteView,
 };
 use crate::records::{
-    self, Commitment, EpochHeader, Outcome, Phase, Proposal, ASSIGNMENTS, COMMITMENTS, HEADERS,
-    PARTICIPANTS, PAYOUTS, PROPOSALS, REVEALS, VOTES,
+    self, Commitment, EpochHeader, Outcome, Proposal, ASSIGNMENTS, COMMITMENTS, HEADERS,
+    PARTICIPANTS, PAYOUTS, PROPOSALS, REVEALS, TRAPS, VERDICT_COMMITS, VOTES,
 };
 use crate::state::{self, MemberView, Role, CONFIG, SPEC, TOTALS};
 
@@ -134,6 +134,8 @@ fn info(storage: &dyn Storage, header: EpochHeader) -> Result<EpochInfo, Contrac
         validators,
         committed,
         accepted,
+        round: header.round,
+        abandoned: header.abandoned,
     })
 }
 
@@ -173,6 +175,8 @@ fn validator_index(
     Ok(set.iter().position(|v| v == validator).map(|i| i as u16))
 }
 
+/// The challenges `validator` sits on in `epoch`, each in the round it was assigned (first
+/// round or dispute committee).
 pub fn challenges(
     deps: Deps,
     epoch: u64,
@@ -184,19 +188,19 @@ pub fn challenges(
         .map_err(|e| e.context("challenges: validator"))?;
     header(storage, "challenges", epoch)?;
     let mut out = Vec::new();
-    let assignments = ASSIGNMENTS.prefix(epoch).all(storage)?;
-    if assignments.is_empty() {
-        return Ok(out);
-    }
-    let set = records::load_validator_set(storage, epoch)?;
-    let index = match set.iter().position(|v| v == validator) {
-        Some(i) => i as u16,
+    let index = match validator_index(storage, epoch, validator)? {
+        Some(i) => i,
         None => return Ok(out),
     };
-    for (host, assignments) in assignments {
+    let set = records::load_validator_set(storage, epoch)?;
+    for record in ASSIGNMENTS
+        .prefix(epoch)
+        .range(storage, None, Order::Ascending)
+    {
+        let (host, assignments) = record?;
         let mine: Vec<_> = assignments
             .into_iter()
-            .filter(|a| a.validators.contains(&index))
+            .filter_map(|a| a.round_of(index).map(|round| (round, a)))
             .collect();
         if mine.is_empty() {
             continue;
@@ -207,7 +211,14 @@ pub fn challenges(
         let endpoint = state::load_member(storage, &host)?
             .map(|m| m.endpoint)
             .unwrap_or_default();
-        for a in mine {
+        for (round, a) in mine {
+            let key = (epoch, host.as_str(), a.segment, validator);
+            let validators = a
+                .members(&set)?
+                .into_iter()
+                .filter(|(r, _)| *r == round)
+                .map(|(_, v)| v)
+                .collect();
             out.push(ChallengeInfo {
                 epoch,
                 host: host.clone(),
@@ -218,8 +229,11 @@ pub fn challenges(
                 loss_digest: commitment.loss_digest.clone(),
                 train_loss_micro: commitment.train_loss_micro,
                 endpoint: endpoint.clone(),
-                voted: VOTES.has(storage, (epoch, &host, a.segment, validator)),
-                validators: a.addresses(&set)?,
+                round,
+                validators,
+                committed: VERDICT_COMMITS.has(storage, key),
+                revealed: VOTES.has(storage, key),
+                outcome: a.outcome,
             });
         }
     }
@@ -240,21 +254,35 @@ pub fn participant(
     let e = epoch_or_current(storage, epoch)?;
     let h = header(storage, "participant", e)?;
     let joined = PARTICIPANTS.may_load(storage, (e, address))?;
-    let (mut assigned, mut voted) = (0u32, 0u32);
+    let (mut assigned, mut voted, mut to_commit, mut to_reveal) = (0u32, 0u32, 0u32, 0u32);
     if joined.as_ref().map(|p| p.role) == Some(Role::Validator) {
         if let Some(index) = validator_index(storage, e, address)? {
             for record in ASSIGNMENTS.prefix(e).range(storage, None, Order::Ascending) {
                 let (host, list) = record?;
-                for a in list.iter().filter(|a| a.validators.contains(&index)) {
+                for a in list.iter() {
+                    let round = match a.round_of(index) {
+                        Some(r) => r,
+                        None => continue,
+                    };
+                    let key = (e, host.as_str(), a.segment, address);
                     assigned += 1;
-                    if VOTES.has(storage, (e, &host, a.segment, address)) {
+                    let opened = VOTES.has(storage, key);
+                    if opened {
                         voted += 1;
+                    }
+                    if round == h.round && a.outcome.is_pending() && !opened {
+                        if VERDICT_COMMITS.has(storage, key) {
+                            to_reveal += 1;
+                        } else {
+                            to_commit += 1;
+                        }
                     }
                 }
             }
         }
     }
     let is_joined = joined.is_some();
+    let is_host = joined.as_ref().map(|p| p.role) == Some(Role::Host);
     Ok(ParticipantStatus {
         epoch: e,
         phase: h.phase.as_str(),
@@ -267,8 +295,13 @@ pub fn participant(
         stake: joined.map(|p| p.stake).unwrap_or_default(),
         committed: is_joined && COMMITMENTS.has(storage, (e, address)),
         revealed: is_joined && REVEALS.has(storage, (e, address)),
+        round: h.round,
         assigned,
         voted,
+        to_commit,
+        to_reveal,
+        challenged: is_host && ASSIGNMENTS.has(storage, (e, address)),
+        traps_opened: is_host && TRAPS.has(storage, (e, address)),
         outcome: records::load_payout(storage, e, address)?.outcome.as_str(),
         proposed: is_joined && PROPOSALS.has(storage, (e, address)),
     })
@@ -322,9 +355,7 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
     let storage = deps.storage;
     let h = header(storage, "report", epoch)?;
     let config = CONFIG.load(storage)?;
-    // Challenge outcomes are decided at finalize: after `verify` closed.
-    let decided = matches!(h.phase, Phase::Propose | Phase::Closed);
-    let tally = Tally::of_epoch(storage, epoch, decided)?;
+    let tally = Tally::of_epoch(storage, epoch)?;
     let revealed: BTreeSet<String> = REVEALS
         .prefix(epoch)
         .all(storage)?
@@ -355,10 +386,13 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
                     loss_digest: c.loss_digest,
                     segments: c.segments,
                     train_loss_micro: c.train_loss_micro,
+                    trap_commit: c.trap_commit,
                 }),
                 outcome: pay.outcome.as_str(),
                 slashed: pay.slashed,
                 reward: pay.reward,
+                catcher_reward: pay.catcher,
+                traps: tally.traps.get(&address).cloned(),
                 proposal: proposals.remove(&address).map(|m| ProposalView {
                     epoch,
                     model_hash: m.model_hash,
@@ -373,8 +407,10 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
                     stake: p.stake,
                     revealed: was_revealed,
                     assigned: stats.assigned,
+                    committed: stats.committed,
                     voted: stats.voted,
-                    against_majority: stats.against,
+                    against: stats.against,
+                    unavailable: stats.unavailable,
                     outcome: pay.outcome.as_str(),
                     slashed: pay.slashed,
                     reward: pay.reward,
@@ -389,18 +425,25 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
         .into_iter()
         .map(|((host, segment), c)| {
             let mut votes = c.votes;
+            let mut commitments = c.committed;
+            let rounds = c.members.iter().map(|(r, _)| *r).max().unwrap_or(0);
             ChallengeReport {
                 host,
                 segment,
+                trap: c.trap,
+                rounds,
                 votes: c
-                    .validators
+                    .members
                     .into_iter()
-                    .map(|v| {
+                    .map(|(round, v)| {
                         let vote = votes.remove(&v);
                         VoteView {
+                            round,
+                            commitment: commitments.remove(&v),
                             outcome: vote.as_ref().map(|x| x.outcome),
                             distance: vote.as_ref().map(|x| x.distance.clone()),
-                            evidence: vote.map(|x| x.evidence),
+                            evidence: vote.as_ref().map(|x| x.evidence.clone()),
+                            salt: vote.map(|x| x.salt),
                             validator: v,
                         }
                     })
@@ -419,6 +462,8 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
         next_model_hash: h.next_model_hash,
         agreed: h.agreed,
         seed: h.seed,
+        round: h.round,
+        abandoned: h.abandoned,
         hosts,
         validators,
         challenges,

@@ -13,8 +13,10 @@
 //! | `cm/` e addr | [`Commitment`] | commit |
 //! | `rv/` e addr | the 32-byte beacon secret | reveal |
 //! | `vs/` e | the epoch's validators V (joined and revealed), in address order | reveal close |
-//! | `cs/` e host | [`Assignment`]s: challenged segments of a host, validators as indices into V | reveal close |
-//! | `vo/` e host 0x00 u32be(segment) validator | [`Vote`] | verdict |
+//! | `cs/` e host | [`Assignment`]s: challenged segments of a host, their validators (first round and dispute committees) as indices into V, and their decided outcome | reveal close, round closes |
+//! | `vc/` e host 0x00 u32be(segment) validator | a verdict commitment (64 hex) | commit_verdict |
+//! | `vo/` e host 0x00 u32be(segment) validator | [`Vote`]: the opened verdict | reveal_verdict |
+//! | `tr/` e host | the host's opened trap segments | reveal_traps |
 //! | `pr/` e addr | [`Proposal`] | propose_model |
 //! | `pt/` e model_hash | the stake behind a proposed hash | propose_model |
 //!
@@ -46,8 +48,12 @@ pub const REVEALS: Map<(u64, &str), [u8; 32], Raw> = Map::new(b"rv/");
 pub const VALIDATOR_SETS: Map<u64, Vec<String>> = Map::new(b"vs/");
 /// The challenged segments of each committed, revealed host.
 pub const ASSIGNMENTS: Map<(u64, &str), Vec<Assignment>> = Map::new(b"cs/");
-/// Keyed by (epoch, host, segment, validator).
+/// Verdict commitments, keyed by (epoch, host, segment, validator).
+pub const VERDICT_COMMITS: Map<(u64, &str, u32, &str), String> = Map::new(b"vc/");
+/// Opened verdicts, keyed by (epoch, host, segment, validator).
 pub const VOTES: Map<(u64, &str, u32, &str), Vote> = Map::new(b"vo/");
+/// The trap segments a host opened (an empty list for an honest host that opened the empty set).
+pub const TRAPS: Map<(u64, &str), Vec<u32>> = Map::new(b"tr/");
 pub const PROPOSALS: Map<(u64, &str), Proposal> = Map::new(b"pr/");
 /// The accepted stake behind each proposed model hash.
 pub const BACKING: Map<(u64, &str), Uint128> = Map::new(b"pt/");
@@ -58,7 +64,14 @@ pub enum Phase {
     Join,
     Train,
     Reveal,
+    /// Validators commit to their first-round verdicts.
     Verify,
+    /// Validators open their first-round verdicts; hosts open their trap commitments.
+    VerdictReveal,
+    /// Dispute committees commit to their verdicts (round `EpochHeader::round`).
+    Dispute,
+    /// Dispute committees open their verdicts.
+    DisputeReveal,
     Propose,
     Closed,
 }
@@ -70,9 +83,22 @@ impl Phase {
             Phase::Train => "train",
             Phase::Reveal => "reveal",
             Phase::Verify => "verify",
+            Phase::VerdictReveal => "verdict_reveal",
+            Phase::Dispute => "dispute",
+            Phase::DisputeReveal => "dispute_reveal",
             Phase::Propose => "propose",
             Phase::Closed => "closed",
         }
+    }
+
+    /// A phase in which validators commit to verdicts.
+    pub fn commits_verdicts(self) -> bool {
+        matches!(self, Phase::Verify | Phase::Dispute)
+    }
+
+    /// A phase in which validators open verdicts.
+    pub fn reveals_verdicts(self) -> bool {
+        matches!(self, Phase::VerdictReveal | Phase::DisputeReveal)
     }
 }
 
@@ -86,12 +112,17 @@ pub enum Outcome {
     Accepted,
     Invalid,
     Unavailable,
-    Inconclusive,
+    /// A host that opened a non-empty trap set (an auditor): never accepted, not slashed.
+    Audit,
+    /// A host with a challenge no dispute could decide: its Δ is excluded, it is not slashed.
+    Excluded,
     Absent,
     // both
     NoReveal,
     // validators
     Diligent,
+    /// Voted `unavailable` at least once (and nothing worse): not slashed, not rewarded.
+    Unserved,
     Wrong,
     Silent,
     Idle,
@@ -104,10 +135,12 @@ impl Outcome {
             Outcome::Accepted => "accepted",
             Outcome::Invalid => "invalid",
             Outcome::Unavailable => "unavailable",
-            Outcome::Inconclusive => "inconclusive",
+            Outcome::Audit => "audit",
+            Outcome::Excluded => "excluded",
             Outcome::Absent => "absent",
             Outcome::NoReveal => "no_reveal",
             Outcome::Diligent => "diligent",
+            Outcome::Unserved => "unserved",
             Outcome::Wrong => "wrong",
             Outcome::Silent => "silent",
             Outcome::Idle => "idle",
@@ -142,6 +175,49 @@ impl VoteOutcome {
             VoteOutcome::Unavailable => "unavailable",
         }
     }
+
+    /// The byte a verdict commitment hashes for this outcome (`docs/protocol.md`).
+    pub fn code(self) -> u8 {
+        match self {
+            VoteOutcome::Pass => 0,
+            VoteOutcome::Fail => 1,
+            VoteOutcome::Unavailable => 2,
+        }
+    }
+}
+
+/// The state of one challenge (`protocol.views.ChallengeOutcome`): pending until a round decides
+/// it, then `pass`, `fail` (the segment does not replay), `unavailable` (the host did not serve a
+/// majority) or `unresolved` (no round could decide: the host's Δ is excluded, nobody is wrong).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ChallengeOutcome {
+    Pending,
+    Pass,
+    Fail,
+    Unavailable,
+    Unresolved,
+}
+
+impl Default for ChallengeOutcome {
+    fn default() -> Self {
+        ChallengeOutcome::Pending
+    }
+}
+
+impl ChallengeOutcome {
+    /// The vote that agrees with a pass/fail decision (None otherwise: nobody can be wrong).
+    pub fn decided_vote(self) -> Option<VoteOutcome> {
+        match self {
+            ChallengeOutcome::Pass => Some(VoteOutcome::Pass),
+            ChallengeOutcome::Fail => Some(VoteOutcome::Fail),
+            _ => None,
+        }
+    }
+
+    pub fn is_pending(&self) -> bool {
+        *self == ChallengeOutcome::Pending
+    }
 }
 
 /// The small, rarely written part of an epoch.
@@ -164,6 +240,15 @@ pub struct EpochHeader {
     /// Whether θ_{e+1} was agreed by more than 2/3 of the accepted stake (set at close).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agreed: Option<bool>,
+    /// The dispute round in progress (0 before any dispute).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub round: u32,
+    /// How many times the join phase was extended for want of its minimums.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub extensions: u32,
+    /// Closed without playing: the join phase ran out of extensions.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abandoned: bool,
     /// Sum of the accepted hosts' stake at join (the weight of the model vote).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub accepted_stake: Uint128,
@@ -193,10 +278,21 @@ pub struct Counts {
     pub committed: u32,
     #[serde(rename = "r", default, skip_serializing_if = "is_zero_u32")]
     pub revealed: u32,
+    /// Verdict commitments expected in the current round (first round or dispute round).
     #[serde(rename = "ve", default, skip_serializing_if = "is_zero_u32")]
     pub votes_expected: u32,
+    /// Verdict commitments posted in the current round.
     #[serde(rename = "vp", default, skip_serializing_if = "is_zero_u32")]
     pub votes_posted: u32,
+    /// Verdicts opened in the current round.
+    #[serde(rename = "vr", default, skip_serializing_if = "is_zero_u32")]
+    pub votes_revealed: u32,
+    /// Hosts with challenges (each may open its trap commitment once).
+    #[serde(rename = "ch", default, skip_serializing_if = "is_zero_u32")]
+    pub challenged: u32,
+    /// Hosts that opened their trap commitment.
+    #[serde(rename = "to", default, skip_serializing_if = "is_zero_u32")]
+    pub traps_opened: u32,
     #[serde(rename = "a", default, skip_serializing_if = "is_zero_u32")]
     pub accepted: u32,
     #[serde(rename = "p", default, skip_serializing_if = "is_zero_u32")]
@@ -248,6 +344,9 @@ pub struct Commitment {
     pub segments: u32,
     #[serde(rename = "t")]
     pub train_loss_micro: u64,
+    /// `H("traps", host || 0 || u64be(e) || u32be(n) || u32be(t_1) … || salt)`, hex.
+    #[serde(rename = "x")]
+    pub trap_commit: String,
 }
 
 /// An accepted host's proposal for θ_{e+1}.
@@ -259,31 +358,78 @@ pub struct Proposal {
     pub val_loss_micro: u64,
 }
 
-/// One challenged segment of a host and the validators assigned to replay it, as indices into
-/// the epoch's validator set V (`vs/` e).
+/// One challenged segment of a host: the validators of its first round and of each dispute
+/// committee, as indices into the epoch's validator set V (`vs/` e), and its outcome so far.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Assignment {
     #[serde(rename = "g")]
     pub segment: u32,
+    /// The first round's validators.
     #[serde(rename = "v")]
     pub validators: Vec<u16>,
+    /// The dispute committees: round `i` (from 1) is `committees[i - 1]`.
+    #[serde(rename = "d", default, skip_serializing_if = "Vec::is_empty")]
+    pub committees: Vec<Vec<u16>>,
+    #[serde(
+        rename = "o",
+        default,
+        skip_serializing_if = "ChallengeOutcome::is_pending"
+    )]
+    pub outcome: ChallengeOutcome,
+}
+
+fn index_addresses(indices: &[u16], set: &[String]) -> Result<Vec<String>, ContractError> {
+    indices
+        .iter()
+        .map(|i| {
+            set.get(*i as usize).cloned().ok_or_else(|| {
+                ContractError::Corrupt("corrupt challenge record: validator index".into())
+            })
+        })
+        .collect()
 }
 
 impl Assignment {
-    /// The assigned validators' addresses.
+    /// The first round's validators' addresses.
     pub fn addresses(&self, set: &[String]) -> Result<Vec<String>, ContractError> {
-        self.validators
-            .iter()
-            .map(|i| {
-                set.get(*i as usize).cloned().ok_or_else(|| {
-                    ContractError::Corrupt("corrupt challenge record: validator index".into())
-                })
-            })
-            .collect()
+        index_addresses(&self.validators, set)
+    }
+
+    /// The validators of round `round` (0: the first round; i: dispute committee i), as indices.
+    pub fn round_members(&self, round: u32) -> &[u16] {
+        if round == 0 {
+            &self.validators
+        } else {
+            self.committees
+                .get(round as usize - 1)
+                .map(|c| c.as_slice())
+                .unwrap_or(&[])
+        }
+    }
+
+    /// Every round's validators as (round, address), first round first.
+    pub fn members(&self, set: &[String]) -> Result<Vec<(u32, String)>, ContractError> {
+        let mut out = Vec::new();
+        for round in 0..=self.committees.len() as u32 {
+            for address in index_addresses(self.round_members(round), set)? {
+                out.push((round, address));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The round in which validator `index` was assigned, if it was.
+    pub fn round_of(&self, index: u16) -> Option<u32> {
+        (0..=self.committees.len() as u32).find(|r| self.round_members(*r).contains(&index))
+    }
+
+    /// Whether validator `index` was assigned in any round.
+    pub fn involves(&self, index: u16) -> bool {
+        self.round_of(index).is_some()
     }
 }
 
-/// One validator's verdict on one challenged segment.
+/// One validator's opened verdict on one challenged segment.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Vote {
     #[serde(rename = "o")]
@@ -293,6 +439,12 @@ pub struct Vote {
     pub distance: String,
     #[serde(rename = "e")]
     pub evidence: String,
+    /// The commitment's salt, hex (it seeds the next dispute committee).
+    #[serde(rename = "s")]
+    pub salt: String,
+    /// The round the verdict was cast in (0: first round).
+    #[serde(rename = "r", default, skip_serializing_if = "is_zero_u32")]
+    pub round: u32,
 }
 
 /// The counters of `epoch` (zero before the first message).

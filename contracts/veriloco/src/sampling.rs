@@ -99,6 +99,37 @@ pub fn challenge_validators(
     picked
 }
 
+/// A dispute committee of round `round` for (`host`, `segment`): candidates are `validators`
+/// without `host` and without `excluded` (every validator already assigned to this challenge),
+/// deduplicated and sorted; `min(m, candidates)` are picked from
+/// `Stream("sample/dispute", dispute_seed || utf8(host) || 0x00 || u32be(segment))` and returned
+/// sorted.
+pub fn dispute_committee(
+    dispute_seed: &[u8; 32],
+    host: &str,
+    segment: u32,
+    validators: &[String],
+    excluded: &[String],
+    m: u32,
+) -> Vec<String> {
+    let mut candidates: Vec<String> = validators
+        .iter()
+        .filter(|v| v.as_str() != host && !excluded.contains(v))
+        .cloned()
+        .collect();
+    candidates.sort();
+    candidates.dedup();
+    let mut material = dispute_seed.to_vec();
+    material.extend_from_slice(host.as_bytes());
+    material.push(0);
+    material.extend_from_slice(&u32be(segment));
+    let mut stream = Stream::new(tag::SAMPLE_DISPUTE, material);
+    let k = (m as usize).min(candidates.len());
+    let mut picked = partial_shuffle(&mut stream, candidates, k);
+    picked.sort();
+    picked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +145,13 @@ mod tests {
         assert!(challenge_validators(&seed, "a", 0, &["a".to_string()], 3).is_empty());
         let vs: Vec<String> = ["b", "c", "b", "a"].iter().map(|s| s.to_string()).collect();
         assert_eq!(challenge_validators(&seed, "a", 0, &vs, 5), vec!["b", "c"]);
+        // A committee never holds the host or an excluded validator.
+        let all: Vec<String> = ["a", "b", "c", "d", "e"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let picked = dispute_committee(&seed, "a", 0, &all, &["b".to_string()], 9);
+        assert_eq!(picked, vec!["c", "d", "e"]);
+        assert!(dispute_committee(&seed, "a", 0, &all, &all, 3).is_empty());
     }
 }

@@ -11,7 +11,10 @@ use serde_json::Value;
 
 use crate::error::ContractError;
 use crate::hashing::{hex, tag, tagged_hash};
-use crate::limits::{BPS_DENOMINATOR, MAX_BLOCKS, MAX_PARTICIPANTS, MAX_SEGMENTS};
+use crate::limits::{
+    BPS_DENOMINATOR, MAX_BLOCKS, MAX_DISPUTE_ROUNDS, MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS,
+    MAX_SEGMENTS,
+};
 use crate::types::Uint128;
 
 /// `return Err(ContractError::InvalidSpec(format!(...)))`.
@@ -59,6 +62,31 @@ impl Economics {
                 invalid!("economics.{name} is {value}, more than {BPS_DENOMINATOR} basis points");
             }
         }
+        // Withholding must never pay: not serving a challenged segment costs at least failing it;
+        // not revealing a beacon secret (which could choose between two seeds) costs at least
+        // being caught; not opening a committed verdict (which could hide a verdict that turned
+        // out wrong) costs at least being wrong.
+        if self.slash_unavailable_bps < self.slash_invalid_bps {
+            invalid!(
+                "economics.slash_unavailable_bps ({}) must be at least slash_invalid_bps ({})",
+                self.slash_unavailable_bps,
+                self.slash_invalid_bps
+            );
+        }
+        if self.slash_no_reveal_bps < self.slash_invalid_bps {
+            invalid!(
+                "economics.slash_no_reveal_bps ({}) must be at least slash_invalid_bps ({})",
+                self.slash_no_reveal_bps,
+                self.slash_invalid_bps
+            );
+        }
+        if self.slash_validator_silent_bps < self.slash_validator_wrong_bps {
+            invalid!(
+                "economics.slash_validator_silent_bps ({}) must be at least slash_validator_wrong_bps ({})",
+                self.slash_validator_silent_bps,
+                self.slash_validator_wrong_bps
+            );
+        }
         Ok(())
     }
 }
@@ -71,12 +99,33 @@ pub struct Train {
 }
 
 /// `RunSpec.verification`: spot checks on or off, `k` challenges plus the last segment, `r`
-/// validators per challenge.
+/// validators per challenge, and the disputes: the first committee's size (odd) and how many
+/// rounds (each committee `2m + 1` when the previous one had `m`) before a challenge is
+/// unresolved.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Verification {
     pub enabled: bool,
     pub challenges_k: u32,
     pub validators_r: u32,
+    pub dispute_committee: u32,
+    pub dispute_rounds: u32,
+}
+
+impl Verification {
+    /// The committee size of dispute round `round` (from 1): `d`, then `2m + 1` each round.
+    pub fn committee_size(&self, round: u32) -> u32 {
+        let mut size = self.dispute_committee;
+        for _ in 1..round {
+            size = size.saturating_mul(2).saturating_add(1);
+        }
+        size
+    }
+
+    /// The votes a decision of round `round` needs: more than half of its committee size (the
+    /// size drawn for, whatever number of validators was available).
+    pub fn quorum(&self, round: u32) -> u32 {
+        self.committee_size(round) / 2 + 1
+    }
 }
 
 /// `RunSpec.phases`: phase lengths in blocks, and how many participants an epoch needs and
@@ -86,8 +135,14 @@ pub struct Phases {
     pub join_blocks: u64,
     pub train_blocks: u64,
     pub reveal_blocks: u64,
+    /// Each verdict-commit window: `verify` and every `dispute` round.
     pub verify_blocks: u64,
+    /// Each verdict-opening window: `verdict_reveal` and every `dispute_reveal` round.
+    pub verdict_reveal_blocks: u64,
     pub propose_blocks: u64,
+    /// How many times a join phase without its minimums is extended before the epoch is
+    /// abandoned (closed unplayed, so epochs, and unbonding, go on).
+    pub max_join_extensions: u32,
     pub min_hosts: u32,
     pub min_validators: u32,
     pub max_hosts: u32,
@@ -101,6 +156,7 @@ impl Phases {
             ("train_blocks", self.train_blocks),
             ("reveal_blocks", self.reveal_blocks),
             ("verify_blocks", self.verify_blocks),
+            ("verdict_reveal_blocks", self.verdict_reveal_blocks),
             ("propose_blocks", self.propose_blocks),
         ];
         for (name, value) in lengths.iter() {
@@ -118,6 +174,9 @@ impl Phases {
         }
         if self.min_hosts > self.max_hosts || self.min_validators > self.max_validators {
             invalid!("phases.min_hosts/min_validators must not exceed max_hosts/max_validators");
+        }
+        if self.max_join_extensions > MAX_JOIN_EXTENSIONS {
+            invalid!("phases.max_join_extensions must be at most {MAX_JOIN_EXTENSIONS}");
         }
         Ok(())
     }
@@ -167,6 +226,17 @@ impl RunSpecView {
             if self.phases.min_validators < 1 {
                 invalid!("verification needs phases.min_validators >= 1");
             }
+        }
+        if ver.dispute_committee < 1
+            || ver.dispute_committee % 2 == 0
+            || ver.dispute_committee > MAX_PARTICIPANTS
+        {
+            invalid!(
+                "verification.dispute_committee must be odd, between 1 and {MAX_PARTICIPANTS}"
+            );
+        }
+        if ver.dispute_rounds < 1 || ver.dispute_rounds > MAX_DISPUTE_ROUNDS {
+            invalid!("verification.dispute_rounds must be between 1 and {MAX_DISPUTE_ROUNDS}");
         }
         if ver.challenges_k > MAX_SEGMENTS {
             invalid!("verification.challenges_k must be at most {MAX_SEGMENTS}");

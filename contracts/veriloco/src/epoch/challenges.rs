@@ -1,7 +1,7 @@
 //! The close of `reveal` (`docs/contract.md`, "Challenges"): the epoch seed from the valid
 //! reveals; `absent` for hosts without a commitment and `no_reveal` for participants without a
 //! reveal; and, with verification enabled, the challenges of every committed and revealed host:
-//! its challenged segments and the validators of each, drawn from the seed.
+//! its challenged segments and the first-round validators of each, drawn from the seed.
 
 use std::collections::BTreeSet;
 
@@ -92,7 +92,9 @@ pub fn close_reveal(
             .add_attribute("at", at),
     );
     ep.header_mut().seed = Some(seed_hex);
-    ep.counts_mut().votes_expected = expected;
+    let counts = ep.counts_mut();
+    counts.votes_expected = expected;
+    counts.challenged = challenged;
     Ok(())
 }
 
@@ -118,6 +120,8 @@ fn assign(
             Ok(Assignment {
                 segment,
                 validators: indices,
+                committees: Vec::new(),
+                outcome: Default::default(),
             })
         })
         .collect()

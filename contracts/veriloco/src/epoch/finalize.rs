@@ -1,6 +1,6 @@
-//! Finalize (`docs/contract.md`, "Finalize"), at the close of `verify` (or of `reveal` when
-//! verification is disabled): every outcome, the slashes, catcher shares and the treasury's
-//! part, the rewards, and one bank send per recipient.
+//! Finalize (`docs/contract.md`, "Finalize"), after the last verdict round (or at the close of
+//! `reveal` when verification is disabled): every outcome, the slashes, catcher shares and the
+//! treasury's part, the rewards, and one bank send per recipient.
 //!
 //! It reads each participant, assignment and vote once (a few prefix scans), decides everything
 //! in memory, and writes each participant's payout and each affected member once: its work is
@@ -22,7 +22,8 @@ use super::Epoch;
 
 /// The slash of an outcome, in basis points of total stake. A host that neither committed nor
 /// revealed pays both the absent and the no-reveal slash (capped at 100 %): withholding a reveal
-/// must never be free, or a participant could choose between two seeds.
+/// must never be free, or a participant could choose between two seeds. Audit, excluded and
+/// unserved participants are not slashed.
 fn slash_bps(config: &Config, outcome: Outcome, revealed: bool) -> u16 {
     let econ = &config.economics;
     match outcome {
@@ -98,7 +99,8 @@ pub fn finalize(
     let e = ep.number();
     let econ = &config.economics;
     // Every scan is collected before anything is written.
-    let tally = Tally::of_epoch(storage, e, true)?;
+    let tally = Tally::of_epoch(storage, e)?;
+    let trap_victims = tally.trap_victims();
     let revealed: BTreeSet<String> = REVEALS
         .prefix(e)
         .all(storage)?
@@ -127,7 +129,7 @@ pub fn finalize(
             Role::Host => match tally.host_outcome(address) {
                 Some(o) => o,
                 None if !config.verification.enabled => Outcome::Accepted,
-                None => Outcome::Inconclusive,
+                None => Outcome::Excluded,
             },
             Role::Validator => {
                 validator_outcome(tally.validators.get(address).copied().unwrap_or_default())
@@ -167,20 +169,24 @@ pub fn finalize(
         pay.slashed = amount;
         changed[i] = true;
         slashed_total = slashed_total.checked_add(amount)?;
+        // Who caught it: the validators who convicted an invalid host; the auditors whose trap a
+        // wrong validator passed. They share the catcher part; the rest goes to the treasury.
+        let catchers = match pay.outcome {
+            Outcome::Invalid => tally.catchers(address),
+            Outcome::Wrong => trap_victims.get(address).cloned().unwrap_or_default(),
+            _ => BTreeSet::new(),
+        };
         let mut treasury_part = amount;
-        if pay.outcome == Outcome::Invalid {
-            let catchers = tally.catchers(address);
-            let pool = amount.mul_bps(econ.catcher_share_bps);
-            let each = pool.div_floor(catchers.len() as u128);
-            if !each.is_zero() {
-                for c in catchers.iter() {
-                    let share = catcher_shares.entry(c.clone()).or_default();
-                    *share = share.checked_add(each)?;
-                }
-                let paid = each.checked_mul(catchers.len() as u128)?;
-                to_catchers = to_catchers.checked_add(paid)?;
-                treasury_part = amount.checked_sub(paid)?;
+        let pool = amount.mul_bps(econ.catcher_share_bps);
+        let each = pool.div_floor(catchers.len() as u128);
+        if !each.is_zero() {
+            for c in catchers.iter() {
+                let share = catcher_shares.entry(c.clone()).or_default();
+                *share = share.checked_add(each)?;
             }
+            let paid = each.checked_mul(catchers.len() as u128)?;
+            to_catchers = to_catchers.checked_add(paid)?;
+            treasury_part = amount.checked_sub(paid)?;
         }
         to_treasury = to_treasury.checked_add(treasury_part)?;
     }

@@ -1,17 +1,20 @@
 //! The epoch messages, one phase each: `join` (join), `commit` (train), `reveal` (reveal),
-//! `verdict` (verify), `propose_model` (propose), and `advance`, which any phase accepts.
-//! Each checks its epoch and phase first ([`expect_phase`]), then the sender's part in the
-//! epoch, then its fields; a refused message writes nothing.
+//! `commit_verdict` (verify, dispute), `reveal_verdict` and `reveal_traps` (verdict_reveal;
+//! `reveal_verdict` also dispute_reveal), `propose_model` (propose), and `advance`, which any
+//! phase accepts. Each checks its epoch and phase first ([`expect_phase`]), then the sender's
+//! part in the epoch, then its fields; a refused message writes nothing.
 
 use crate::beacon;
+use crate::commitments::{trap_commitment, verdict_commitment};
 use crate::deps::DepsMut;
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
 use crate::hashing::{digest_from_hex, hex, is_hex_digest};
 use crate::limits::{MAX_DECIMAL_LEN, MAX_LOSS_MICRO};
 use crate::records::{
-    self, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome, ASSIGNMENTS,
-    BACKING, COMMITMENTS, PARTICIPANTS, PROPOSALS, REVEALS, VOTES,
+    self, Assignment, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome,
+    ASSIGNMENTS, BACKING, COMMITMENTS, PARTICIPANTS, PROPOSALS, REVEALS, TRAPS, VERDICT_COMMITS,
+    VOTES,
 };
 use crate::state::{self, Config, Role};
 use crate::types::{MessageInfo, Response, Uint128};
@@ -48,6 +51,41 @@ pub fn expect_phase(
             epoch: current,
             phase: ep.header.phase.as_str(),
             expected: phase.as_str(),
+        });
+    }
+    Ok(())
+}
+
+/// `epoch` must be the current one and in one of the phases `accepts` takes (`expected` names
+/// them in the refusal).
+pub fn expect_phases(
+    ep: &Epoch,
+    action: &'static str,
+    epoch: u64,
+    accepts: fn(Phase) -> bool,
+    expected: &'static str,
+) -> Result<(), ContractError> {
+    let current = ep.number();
+    if epoch < current {
+        return Err(ContractError::EpochClosed {
+            action,
+            epoch,
+            current,
+        });
+    }
+    if epoch > current {
+        return Err(ContractError::EpochNotStarted {
+            action,
+            epoch,
+            current,
+        });
+    }
+    if !accepts(ep.header.phase) {
+        return Err(ContractError::WrongPhase {
+            action,
+            epoch: current,
+            phase: ep.header.phase.as_str(),
+            expected,
         });
     }
     Ok(())
@@ -221,6 +259,7 @@ pub fn commit(
     hex_field(ACTION, "checkpoint_root", &commitment.checkpoint_root)?;
     hex_field(ACTION, "delta_hash", &commitment.delta_hash)?;
     hex_field(ACTION, "loss_digest", &commitment.loss_digest)?;
+    hex_field(ACTION, "trap_commit", &commitment.trap_commit)?;
     if commitment.segments != config.segments {
         refuse!(
             ACTION,
@@ -282,59 +321,136 @@ pub fn reveal(
         .add_attribute("member", sender))
 }
 
-/// A validator's verdict on one challenged segment (what it voted on, and how).
-pub struct VerdictMsg {
+/// The sender's challenge (`host`, `segment`) of the current round: the host's assignment list
+/// and the index of the segment in it. Refused (one text for every case: not a validator of V,
+/// not assigned in this round, segment not challenged, challenge already decided) otherwise.
+fn assigned_now(
+    deps: &DepsMut,
+    ep: &Epoch,
+    action: &'static str,
+    sender: &str,
+    host: &str,
+    segment: u32,
+) -> Result<(Vec<Assignment>, usize), ContractError> {
+    let epoch = ep.number();
+    let not_assigned = || ContractError::NotAssigned {
+        action,
+        validator: sender.to_string(),
+        host: host.to_string(),
+        segment,
+        epoch,
+    };
+    let list = ASSIGNMENTS
+        .may_load(deps.storage, (epoch, host))?
+        .ok_or_else(not_assigned)?;
+    let position = list
+        .iter()
+        .position(|a| a.segment == segment)
+        .ok_or_else(not_assigned)?;
+    let set = records::load_validator_set(deps.storage, epoch)?;
+    let index = set
+        .iter()
+        .position(|v| v == sender)
+        .ok_or_else(not_assigned)? as u16;
+    let a = &list[position];
+    if !a.outcome.is_pending() || !a.round_members(ep.header.round).contains(&index) {
+        return Err(not_assigned());
+    }
+    Ok((list, position))
+}
+
+pub fn commit_verdict(
+    deps: DepsMut,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+    host: String,
+    segment: u32,
+    commitment: String,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "commit_verdict";
+    nonpayable(info, ACTION)?;
+    expect_phases(
+        ep,
+        ACTION,
+        epoch,
+        Phase::commits_verdicts,
+        "verify or dispute",
+    )?;
+    deps.api
+        .addr_validate(&host)
+        .map_err(|e| e.context("commit_verdict: host"))?;
+    let sender = &info.sender;
+    assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
+    if VERDICT_COMMITS.has(deps.storage, (epoch, &host, segment, sender)) {
+        refuse!(
+            ACTION,
+            "{sender} already committed a verdict on host {host} segment {segment} of epoch {epoch}"
+        );
+    }
+    hex_field(ACTION, "commitment", &commitment)?;
+    VERDICT_COMMITS.save(deps.storage, (epoch, &host, segment, sender), &commitment);
+    ep.counts_mut().votes_posted += 1;
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("validator", sender)
+        .add_attribute("host", &host)
+        .add_attribute("segment", segment)
+        .add_attribute("round", ep.header.round))
+}
+
+/// A validator's opening of its verdict on one challenged segment.
+pub struct VerdictOpening {
     pub epoch: u64,
     pub host: String,
     pub segment: u32,
     pub outcome: VoteOutcome,
     pub distance: String,
     pub evidence: String,
+    pub salt: String,
 }
 
-pub fn verdict(
+pub fn reveal_verdict(
     deps: DepsMut,
     ep: &mut Epoch,
     info: &MessageInfo,
-    msg: VerdictMsg,
+    msg: VerdictOpening,
 ) -> Result<Response, ContractError> {
-    const ACTION: &str = "verdict";
-    let VerdictMsg {
+    const ACTION: &str = "reveal_verdict";
+    let VerdictOpening {
         epoch,
         host,
         segment,
         outcome,
         distance,
         evidence,
+        salt,
     } = msg;
     nonpayable(info, ACTION)?;
-    expect_phase(ep, ACTION, epoch, Phase::Verify)?;
+    expect_phases(
+        ep,
+        ACTION,
+        epoch,
+        Phase::reveals_verdicts,
+        "verdict_reveal or dispute_reveal",
+    )?;
     deps.api
         .addr_validate(&host)
-        .map_err(|e| e.context("verdict: host"))?;
+        .map_err(|e| e.context("reveal_verdict: host"))?;
     let sender = &info.sender;
-    let assignment = ASSIGNMENTS
-        .may_load(deps.storage, (epoch, &host))?
-        .and_then(|list| list.into_iter().find(|a| a.segment == segment));
-    let assigned = match assignment {
-        Some(a) => a
-            .addresses(&records::load_validator_set(deps.storage, epoch)?)?
-            .iter()
-            .any(|v| v == sender),
-        None => false,
+    assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
+    let committed = match VERDICT_COMMITS.may_load(deps.storage, (epoch, &host, segment, sender))? {
+        Some(c) => c,
+        None => refuse!(
+            ACTION,
+            "{sender} committed no verdict on host {host} segment {segment} of epoch {epoch}"
+        ),
     };
-    if !assigned {
-        return Err(ContractError::NotAssigned {
-            validator: sender.clone(),
-            host,
-            segment,
-            epoch,
-        });
-    }
     if VOTES.has(deps.storage, (epoch, &host, segment, sender)) {
         refuse!(
             ACTION,
-            "{sender} already voted on host {host} segment {segment} of epoch {epoch}"
+            "{sender} already opened its verdict on host {host} segment {segment} of epoch {epoch}"
         );
     }
     if !is_canonical_decimal(&distance) {
@@ -343,7 +459,43 @@ pub fn verdict(
             "distance must be a canonical decimal string like \"0.0123\", got {distance:?}"
         );
     }
-    hex_field(ACTION, "evidence", &evidence)?;
+    let evidence_bytes = match digest_from_hex(&evidence) {
+        Some(b) => b,
+        None => {
+            return Err(ContractError::NotHexDigest {
+                action: ACTION,
+                field: "evidence",
+                value: evidence,
+            })
+        }
+    };
+    let salt_bytes = match digest_from_hex(&salt) {
+        Some(b) => b,
+        None => {
+            return Err(ContractError::NotHexDigest {
+                action: ACTION,
+                field: "salt",
+                value: salt,
+            })
+        }
+    };
+    let opened = verdict_commitment(
+        sender,
+        epoch,
+        &host,
+        segment,
+        outcome.code(),
+        &distance,
+        &evidence_bytes,
+        &salt_bytes,
+    );
+    if hex(&opened) != committed {
+        refuse!(
+            ACTION,
+            "the opening does not match the verdict commitment {sender} made on host {host} segment {segment} of epoch {epoch}"
+        );
+    }
+    let round = ep.header.round;
     VOTES.save(
         deps.storage,
         (epoch, &host, segment, sender),
@@ -351,16 +503,95 @@ pub fn verdict(
             outcome,
             distance,
             evidence,
+            salt,
+            round,
         },
     );
-    ep.counts_mut().votes_posted += 1;
+    ep.counts_mut().votes_revealed += 1;
     Ok(Response::new()
         .add_attribute("action", ACTION)
         .add_attribute("epoch", epoch)
         .add_attribute("validator", sender)
         .add_attribute("host", &host)
         .add_attribute("segment", segment)
+        .add_attribute("round", round)
         .add_attribute("outcome", outcome.as_str()))
+}
+
+pub fn reveal_traps(
+    deps: DepsMut,
+    config: &Config,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+    segments: Vec<u32>,
+    salt: String,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "reveal_traps";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::VerdictReveal)?;
+    let sender = &info.sender;
+    participant_as(&deps, ep, ACTION, sender, Role::Host)?;
+    let commitment = match COMMITMENTS.may_load(deps.storage, (epoch, sender))? {
+        Some(c) => c,
+        None => refuse!(ACTION, "{sender} did not commit in epoch {epoch}"),
+    };
+    if !ASSIGNMENTS.has(deps.storage, (epoch, sender)) {
+        refuse!(ACTION, "{sender} has no challenges in epoch {epoch}");
+    }
+    if TRAPS.has(deps.storage, (epoch, sender)) {
+        refuse!(
+            ACTION,
+            "{sender} already opened its traps for epoch {epoch}"
+        );
+    }
+    if segments.len() > config.segments as usize {
+        refuse!(
+            ACTION,
+            "{} trap segments, but the run has {} segments per epoch",
+            segments.len(),
+            config.segments
+        );
+    }
+    if segments.windows(2).any(|w| w[0] >= w[1]) {
+        refuse!(
+            ACTION,
+            "trap segments must be distinct and in ascending order"
+        );
+    }
+    if let Some(last) = segments.last() {
+        if *last >= config.segments {
+            refuse!(
+                ACTION,
+                "trap segment {last} is not a segment (the run has {} per epoch)",
+                config.segments
+            );
+        }
+    }
+    let salt_bytes = match digest_from_hex(&salt) {
+        Some(b) => b,
+        None => {
+            return Err(ContractError::NotHexDigest {
+                action: ACTION,
+                field: "salt",
+                value: salt,
+            })
+        }
+    };
+    if hex(&trap_commitment(sender, epoch, &segments, &salt_bytes)) != commitment.trap_commit {
+        refuse!(
+            ACTION,
+            "the opening does not match the trap commitment {sender} made in epoch {epoch}"
+        );
+    }
+    let count = segments.len();
+    TRAPS.save(deps.storage, (epoch, sender), &segments);
+    ep.counts_mut().traps_opened += 1;
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("host", sender)
+        .add_attribute("traps", count))
 }
 
 pub fn propose_model(

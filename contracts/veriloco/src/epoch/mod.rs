@@ -2,24 +2,28 @@
 //! (`docs/contract.md`, "The epoch"). The work done at a phase's close and the messages of each
 //! phase live beside it:
 //!
-//! * [`handlers`]   — join, commit, reveal, verdict, propose_model, advance (one phase each);
+//! * [`handlers`]   — join, commit, reveal, commit_verdict, reveal_verdict, reveal_traps,
+//!                    propose_model, advance;
 //! * [`challenges`] — the close of `reveal`: the seed, absent / no-reveal outcomes, assignments;
-//! * [`tally`]      — challenge majorities and outcomes from the stored votes (finalize and the
-//!                    report share it);
-//! * [`finalize`]   — the close of `verify`: outcomes, slashes, catcher shares, rewards, payments.
+//! * [`disputes`]   — the close of each verdict round (`verdict_reveal`, `dispute_reveal`):
+//!                    decisions, and the committees of the challenges still in dispute;
+//! * [`tally`]      — outcomes and counts from the decisions and the stored votes (finalize and
+//!                    the report share it);
+//! * [`finalize`]   — after the last round: outcomes, slashes, catcher shares, rewards, payments.
 //!
-//! Every execute runs [`advance`] before and after its own handler: while the current phase's
+//! Every execute runs [`advance`] before and after its own handler: when the current phase's
 //! deadline has passed (`height >= phase_deadline`) or everyone it waits for has acted, the phase
-//! is closed. A phase closed by its deadline is closed *at* the deadline: the next phase's
-//! deadline counts from there, however late the transaction that notices it, so the schedule
-//! does not depend on when someone happens to send one. A phase closed early counts from the
-//! height of the message that completed it.
+//! is closed *at the height of that transaction*, and the next phase's window counts from there:
+//! a phase never closes before its members had its whole window from the block at which it
+//! actually opened, however long the chain idled before. So one transaction closes at most one
+//! phase by its deadline; phases that have nobody to wait for close at once behind it.
 //!
 //! Adding a phase: a [`Phase`] variant, its row in [`phase_complete`] (what it waits for) and in
 //! [`advance`] (what its close does and which phase follows), its length in `spec::Phases`, and
 //! its message in [`handlers`] (checked with `handlers::expect_phase`).
 
 pub mod challenges;
+pub mod disputes;
 pub mod finalize;
 pub mod handlers;
 pub mod tally;
@@ -107,6 +111,9 @@ fn fresh_header(
         seed: None,
         next_model_hash: None,
         agreed: None,
+        round: 0,
+        extensions: 0,
+        abandoned: false,
         accepted_stake: Uint128::zero(),
         slashed_total: Uint128::zero(),
         to_treasury: Uint128::zero(),
@@ -168,7 +175,11 @@ fn enter(
     let header = ep.header_mut();
     header.phase = phase;
     header.phase_deadline = until;
-    out.push(phase_event(header.epoch, phase, at, until));
+    let mut event = phase_event(header.epoch, phase, at, until);
+    if matches!(phase, Phase::Dispute | Phase::DisputeReveal) {
+        event = event.add_attribute("round", header.round);
+    }
+    out.push(event);
     Ok(())
 }
 
@@ -195,7 +206,11 @@ fn phase_complete(
         }
         Phase::Train => c.committed >= c.hosts,
         Phase::Reveal => c.revealed >= c.hosts + c.validators,
-        Phase::Verify => c.votes_posted >= c.votes_expected,
+        Phase::Verify | Phase::Dispute => c.votes_posted >= c.votes_expected,
+        Phase::VerdictReveal => {
+            c.votes_revealed >= c.votes_posted && c.traps_opened >= c.challenged
+        }
+        Phase::DisputeReveal => c.votes_revealed >= c.votes_posted,
         Phase::Propose => agreed_hash(&ep.header, c).is_some() || c.proposed >= c.accepted,
         Phase::Closed => false,
     })
@@ -213,8 +228,12 @@ fn agreed_hash(header: &EpochHeader, counts: &Counts) -> Option<String> {
     }
 }
 
-/// Close every phase that is due (deadline passed) or complete (everyone acted); returns how
-/// many transitions were made. Events and bank messages go into `out`.
+/// Close every phase that is due (deadline passed) or complete (everyone acted) at `height`;
+/// returns how many transitions were made. Events and bank messages go into `out`.
+///
+/// Each phase closes at `height` and the next one counts its window from `height`, so a phase
+/// entered here is never due in the same pass (windows are at least one block): only phases
+/// with nobody left to wait for close behind it.
 pub fn advance(
     storage: &mut dyn Storage,
     config: &Config,
@@ -223,59 +242,61 @@ pub fn advance(
     out: &mut Response,
 ) -> Result<u32, ContractError> {
     let mut transitions = 0u32;
-    // The height at which this pass entered the current phase, if it did.
-    let mut entered: Option<u64> = None;
     loop {
         let due = height >= ep.header.phase_deadline;
         let complete = phase_complete(storage, config, ep)?;
         if !due && !complete {
             return Ok(transitions);
         }
-        // When the phase closes: a phase with nobody to wait for closes where it began; one past
-        // its deadline closes at the deadline; one completed by this message closes now.
-        let at = match entered {
-            Some(start) if complete => start,
-            _ if due => ep.header.phase_deadline,
-            _ => height,
-        };
+        let at = height;
         transitions += 1;
-        entered = Some(at);
+        let phases = &config.phases;
         match ep.header.phase {
             Phase::Join => {
                 if minimums_met(config, &ep.counts) {
-                    enter(
-                        ep,
-                        Phase::Train,
-                        at,
-                        config.phases.train_blocks,
-                        &mut out.events,
-                    )?;
+                    enter(ep, Phase::Train, at, phases.train_blocks, &mut out.events)?;
+                } else if ep.header.extensions >= phases.max_join_extensions {
+                    abandon_epoch(storage, config, ep, at, out)?;
                 } else {
-                    extend_join(config, ep, height, out)?;
+                    extend_join(config, ep, at, out)?;
                 }
             }
-            Phase::Train => enter(
-                ep,
-                Phase::Reveal,
-                at,
-                config.phases.reveal_blocks,
-                &mut out.events,
-            )?,
+            Phase::Train => enter(ep, Phase::Reveal, at, phases.reveal_blocks, &mut out.events)?,
             Phase::Reveal => {
                 challenges::close_reveal(storage, config, ep, at, out)?;
                 if config.verification.enabled {
+                    enter(ep, Phase::Verify, at, phases.verify_blocks, &mut out.events)?;
+                } else {
+                    finalize_and_continue(storage, config, ep, at, out)?;
+                }
+            }
+            Phase::Verify => enter(
+                ep,
+                Phase::VerdictReveal,
+                at,
+                phases.verdict_reveal_blocks,
+                &mut out.events,
+            )?,
+            Phase::Dispute => enter(
+                ep,
+                Phase::DisputeReveal,
+                at,
+                phases.verdict_reveal_blocks,
+                &mut out.events,
+            )?,
+            Phase::VerdictReveal | Phase::DisputeReveal => {
+                if disputes::close_round(storage, config, ep, at, out)? {
                     enter(
                         ep,
-                        Phase::Verify,
+                        Phase::Dispute,
                         at,
-                        config.phases.verify_blocks,
+                        phases.verify_blocks,
                         &mut out.events,
                     )?;
                 } else {
                     finalize_and_continue(storage, config, ep, at, out)?;
                 }
             }
-            Phase::Verify => finalize_and_continue(storage, config, ep, at, out)?,
             Phase::Propose => {
                 let agreed = agreed_hash(&ep.header, &ep.counts);
                 close_epoch(storage, config, ep, at, agreed, out)?;
@@ -290,27 +311,45 @@ pub fn advance(
     }
 }
 
-/// Not enough participants: extend the join phase by whole join periods until its deadline lies
-/// ahead of `height` again.
+/// Not enough participants at the deadline: a new join window counted from `at`.
 fn extend_join(
     config: &Config,
     ep: &mut Epoch,
-    height: u64,
+    at: u64,
     out: &mut Response,
 ) -> Result<(), ContractError> {
-    let blocks = config.phases.join_blocks;
-    let old = ep.header.phase_deadline;
-    let periods = (height - old) / blocks + 1;
-    let until = deadline(old, periods.saturating_mul(blocks))?;
+    let until = deadline(at, config.phases.join_blocks)?;
     let epoch = ep.number();
-    ep.header_mut().phase_deadline = until;
+    let header = ep.header_mut();
+    header.phase_deadline = until;
+    header.extensions += 1;
+    let extensions = header.extensions;
     out.events.push(
-        phase_event(epoch, Phase::Join, old, until)
+        phase_event(epoch, Phase::Join, at, until)
             .add_attribute("extended", "true")
+            .add_attribute("extensions", extensions)
             .add_attribute("hosts", ep.counts.hosts)
             .add_attribute("validators", ep.counts.validators),
     );
     Ok(())
+}
+
+/// The join phase ran out of extensions without its minimums: close the epoch unplayed at `at`
+/// (θ unchanged, nobody slashed or paid, its seed that of no reveal) and open the next one, so
+/// that epochs, and with them unbonding, go on.
+fn abandon_epoch(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    at: u64,
+    out: &mut Response,
+) -> Result<(), ContractError> {
+    let run_id = run_id_bytes(config)?;
+    let e = ep.number();
+    let header = ep.header_mut();
+    header.seed = Some(hex(&beacon::epoch_seed(&run_id, e, &[])));
+    header.abandoned = true;
+    close_epoch(storage, config, ep, at, None, out)
 }
 
 fn finalize_and_continue(
@@ -359,12 +398,14 @@ fn close_epoch(
         header.agreed = Some(agreed.is_some());
     }
     ep.save(storage);
+    let abandoned = ep.header.abandoned;
     out.events.push(
         Event::new("epoch")
             .add_attribute("epoch", epoch)
             .add_attribute("closed_at", at)
             .add_attribute("next_model_hash", &next_model)
-            .add_attribute("agreed", agreed.is_some()),
+            .add_attribute("agreed", agreed.is_some())
+            .add_attribute("abandoned", abandoned),
     );
     let next = epoch
         .checked_add(1)

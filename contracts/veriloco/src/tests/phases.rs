@@ -3,12 +3,16 @@
 //! transaction reverted, funds moved in before the contract runs and bank sends paid after).
 //! After every transaction the books must balance: the contract's balance equals bonded +
 //! unbonding + reward pool.
+//!
+//! The game: verdicts committed then opened, disputes decided by committees, traps, the phase
+//! windows counted from the block a phase actually opened, bounded join extensions.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
 use crate::beacon;
+use crate::commitments::{trap_commitment, verdict_commitment};
 use crate::contract;
 use crate::error::ContractError;
 use crate::hashing::{hex, tagged_hash};
@@ -29,8 +33,8 @@ fn spec_with(changes: Value) -> String {
         "economics": {"min_host_stake": "100", "min_validator_stake": "50",
                       "reward_per_epoch": "1000"},
         "phases": {"join_blocks": 50, "train_blocks": 50, "reveal_blocks": 50,
-                   "verify_blocks": 50, "propose_blocks": 50, "min_hosts": 1,
-                   "min_validators": 1},
+                   "verify_blocks": 50, "verdict_reveal_blocks": 50, "propose_blocks": 50,
+                   "min_hosts": 1, "min_validators": 1},
         "train": {"inner_steps": 4, "segment_steps": 2},
         "verification": {"challenges_k": 1, "validators_r": 2},
     });
@@ -230,7 +234,31 @@ struct Net {
     chain: Chain,
     hosts: Vec<String>,
     validators: Vec<String>,
+    /// The trap set each host commits to (none: the empty set).
+    traps: BTreeMap<String, Vec<u32>>,
+    /// The verdicts committed: (validator, host, segment) -> outcome.
+    committed: BTreeMap<(String, String, u64), &'static str>,
 }
+
+fn outcome_code(outcome: &str) -> u8 {
+    match outcome {
+        "pass" => 0,
+        "fail" => 1,
+        _ => 2,
+    }
+}
+
+fn verdict_salt(validator: &str, host: &str, segment: u64) -> [u8; 32] {
+    let label = format!("{validator}|{host}|{segment}");
+    tagged_hash("test-verdict-salt", &[label.as_bytes()])
+}
+
+fn trap_salt(host: &str) -> [u8; 32] {
+    tagged_hash("test-trap-salt", &[host.as_bytes()])
+}
+
+/// A validator's decision on (validator, host, segment): a verdict, or None to stay silent.
+type Decide<'a> = &'a dyn Fn(&str, &str, u64) -> Option<&'static str>;
 
 impl Net {
     /// `hosts` hosts staking 1000 and `validators` validators staking 500, bonded, and a reward
@@ -261,6 +289,8 @@ impl Net {
             chain,
             hosts,
             validators,
+            traps: BTreeMap::new(),
+            committed: BTreeMap::new(),
         }
     }
 
@@ -283,12 +313,22 @@ impl Net {
             .ok(who, json!({"join": {"epoch": e, "beacon_commit": commit}}))
     }
 
-    fn commit(&mut self, host: &str) -> Response {
+    fn trap_commit(&self, host: &str, e: u64) -> String {
+        let traps = self.traps.get(host).cloned().unwrap_or_default();
+        hex(&trap_commitment(host, e, &traps, &trap_salt(host)))
+    }
+
+    fn commit_msg(&self, host: &str, segments: u64) -> Value {
         let e = self.epoch_number();
-        let msg = json!({"commit": {"epoch": e, "checkpoint_root": digest(&format!("root {host}")),
-                                    "delta_hash": digest(&format!("delta {host}")),
-                                    "loss_digest": digest("losses"), "segments": 2,
-                                    "train_loss_micro": 2_000_000}});
+        json!({"commit": {"epoch": e, "checkpoint_root": digest(&format!("root {host}")),
+                          "delta_hash": digest(&format!("delta {host}")),
+                          "loss_digest": digest("losses"), "segments": segments,
+                          "train_loss_micro": 2_000_000,
+                          "trap_commit": self.trap_commit(host, e)}})
+    }
+
+    fn commit(&mut self, host: &str) -> Response {
+        let msg = self.commit_msg(host, 2);
         self.chain.ok(host, msg)
     }
 
@@ -300,17 +340,26 @@ impl Net {
         )
     }
 
-    /// `validator`'s pending challenges: (host, segment).
-    fn challenges(&self, validator: &str) -> Vec<(String, u64)> {
+    /// Every challenge `validator` sits on in the current epoch.
+    fn challenges(&self, validator: &str) -> Vec<Value> {
         let e = self.epoch_number();
         let answer = self
             .chain
             .query(json!({"challenges": {"epoch": e, "validator": validator}}));
-        answer["challenges"]
-            .as_array()
-            .unwrap()
+        answer["challenges"].as_array().unwrap().clone()
+    }
+
+    /// `validator`'s challenges of the current round still waiting for its commitment:
+    /// (host, segment).
+    fn to_commit(&self, validator: &str) -> Vec<(String, u64)> {
+        let round = self.chain.epoch()["round"].as_u64().unwrap();
+        self.challenges(validator)
             .iter()
-            .filter(|c| !c["voted"].as_bool().unwrap())
+            .filter(|c| {
+                c["round"].as_u64() == Some(round)
+                    && c["outcome"] == "pending"
+                    && !c["committed"].as_bool().unwrap()
+            })
             .map(|c| {
                 (
                     c["host"].as_str().unwrap().to_string(),
@@ -320,12 +369,135 @@ impl Net {
             .collect()
     }
 
-    fn verdict(&mut self, validator: &str, host: &str, segment: u64, outcome: &str) -> Response {
+    fn verdict_commitment(&self, validator: &str, host: &str, segment: u64, o: &str) -> String {
+        let evidence = tagged_hash("test", &[b"evidence"]);
+        hex(&verdict_commitment(
+            validator,
+            self.epoch_number(),
+            host,
+            segment as u32,
+            outcome_code(o),
+            "0.5",
+            &evidence,
+            &verdict_salt(validator, host, segment),
+        ))
+    }
+
+    fn commit_verdict(
+        &mut self,
+        validator: &str,
+        host: &str,
+        segment: u64,
+        o: &'static str,
+    ) -> Response {
         let e = self.epoch_number();
-        let msg = json!({"verdict": {"epoch": e, "host": host, "segment": segment,
-                                     "outcome": outcome, "distance": "0.5",
-                                     "evidence": digest("evidence")}});
+        let commitment = self.verdict_commitment(validator, host, segment, o);
+        self.committed
+            .insert((validator.to_string(), host.to_string(), segment), o);
+        self.chain.ok(
+            validator,
+            json!({"commit_verdict": {"epoch": e, "host": host, "segment": segment,
+                                      "commitment": commitment}}),
+        )
+    }
+
+    fn opening(&self, validator: &str, host: &str, segment: u64, o: &str) -> Value {
+        json!({"reveal_verdict": {"epoch": self.epoch_number(), "host": host,
+                                  "segment": segment, "outcome": o, "distance": "0.5",
+                                  "evidence": digest("evidence"),
+                                  "salt": hex(&verdict_salt(validator, host, segment))}})
+    }
+
+    fn reveal_verdict(&mut self, validator: &str, host: &str, segment: u64) -> Response {
+        let o = self.committed[&(validator.to_string(), host.to_string(), segment)];
+        let msg = self.opening(validator, host, segment, o);
         self.chain.ok(validator, msg)
+    }
+
+    fn open_traps(&mut self, host: &str) -> Response {
+        let e = self.epoch_number();
+        let traps = self.traps.get(host).cloned().unwrap_or_default();
+        self.chain.ok(
+            host,
+            json!({"reveal_traps": {"epoch": e, "segments": traps,
+                                    "salt": hex(&trap_salt(host))}}),
+        )
+    }
+
+    /// Commit every verdict `decide` gives for the current round; returns the last response.
+    fn commit_round(&mut self, decide: Decide) -> Option<Response> {
+        let mut last = None;
+        for v in self.validators.clone() {
+            for (host, segment) in self.to_commit(&v) {
+                if let Some(o) = decide(&v, &host, segment) {
+                    last = Some(self.commit_verdict(&v, &host, segment, o));
+                }
+            }
+        }
+        last
+    }
+
+    /// Open every verdict committed in the current round except those `withhold` names, and (in
+    /// the first round) every trap set of the hosts in `open`; returns the last response.
+    fn reveal_round(
+        &mut self,
+        withhold: &dyn Fn(&str, &str, u64) -> bool,
+        open: &[String],
+    ) -> Option<Response> {
+        let mut last = None;
+        let round = self.chain.epoch()["round"].as_u64().unwrap();
+        for v in self.validators.clone() {
+            for c in self.challenges(&v) {
+                let (host, segment) = (
+                    c["host"].as_str().unwrap().to_string(),
+                    c["segment"].as_u64().unwrap(),
+                );
+                if c["round"].as_u64() == Some(round)
+                    && c["committed"].as_bool().unwrap()
+                    && !c["revealed"].as_bool().unwrap()
+                    && !withhold(&v, &host, segment)
+                {
+                    last = Some(self.reveal_verdict(&v, &host, segment));
+                }
+            }
+        }
+        if self.phase() == "verdict_reveal" {
+            for h in open.iter() {
+                if self.chain.status(h)["challenged"] == true {
+                    last = Some(self.open_traps(h));
+                }
+            }
+        }
+        last
+    }
+
+    /// Play one verdict round to its close: commit what `decide` gives, open all of it, open the
+    /// traps of the hosts in `open`, and wait out a phase that does not close early.
+    fn play_round(&mut self, decide: Decide, open: &[String]) {
+        self.commit_round(decide);
+        if matches!(self.phase().as_str(), "verify" | "dispute") {
+            self.chain.wait_past_deadline();
+            self.chain
+                .ok(&self.hosts[0].clone(), json!({"advance": {}}));
+        }
+        self.reveal_round(&|_, _, _| false, open);
+        if matches!(self.phase().as_str(), "verdict_reveal" | "dispute_reveal") {
+            self.chain.wait_past_deadline();
+            self.chain
+                .ok(&self.hosts[0].clone(), json!({"advance": {}}));
+        }
+    }
+
+    /// Play every verdict round until the epoch leaves them.
+    fn play_verdicts(&mut self, decide: Decide) {
+        let hosts = self.hosts.clone();
+        for _ in 0..5 {
+            if !matches!(self.phase().as_str(), "verify" | "dispute") {
+                return;
+            }
+            self.play_round(decide, &hosts);
+        }
+        panic!("the verdict rounds did not end");
     }
 
     fn propose(&mut self, host: &str, model: &str) -> Response {
@@ -352,6 +524,23 @@ impl Net {
     fn phase(&self) -> String {
         self.chain.epoch()["phase"].as_str().unwrap().to_string()
     }
+
+    /// The report's challenge (host, segment) of the current epoch.
+    fn challenge(&self, host: &str, segment: u64) -> Value {
+        self.challenge_of(self.epoch_number(), host, segment)
+    }
+
+    /// The report's challenge (host, segment) of `epoch`.
+    fn challenge_of(&self, epoch: u64, host: &str, segment: u64) -> Value {
+        let report = self.chain.report(epoch);
+        report["challenges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["host"] == host && c["segment"].as_u64() == Some(segment))
+            .unwrap()
+            .clone()
+    }
 }
 
 fn amount(v: &Value) -> u128 {
@@ -365,6 +554,20 @@ fn row<'a>(report: &'a Value, role: &str, address: &str) -> &'a Value {
         .iter()
         .find(|r| r["address"] == address)
         .unwrap_or_else(|| panic!("{address} not in the report's {role}"))
+}
+
+fn first_round(challenge: &Value) -> Vec<String> {
+    challenge["votes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["round"] == 0)
+        .map(|v| v["validator"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn honest(_: &str, _: &str, _: u64) -> Option<&'static str> {
+    Some("pass")
 }
 
 #[test]
@@ -404,29 +607,45 @@ fn every_phase_closes_early_when_everyone_acted() {
     assert_eq!(seed[0]["verdicts_expected"], "12");
     // Every challenge gets both validators (r = 2); each host has k + 1 = 2 challenges.
     for validator in v.iter() {
-        assert_eq!(net.challenges(validator).len(), 6);
+        assert_eq!(net.to_commit(validator).len(), 6);
     }
-    let mut finalized = None;
-    for validator in v.iter() {
-        for (host, segment) in net.challenges(validator) {
-            finalized = Some(net.verdict(validator, &host, segment, "pass"));
+    // The last commitment closes `verify`; nothing about any verdict is visible before.
+    let committed = net.commit_round(&honest).unwrap();
+    assert_eq!(attr(&committed, "phase", "phase"), Some("verdict_reveal"));
+    let report = net.chain.report(0);
+    for c in report["challenges"].as_array().unwrap() {
+        assert_eq!(c["outcome"], "pending");
+        for vote in c["votes"].as_array().unwrap() {
+            assert!(vote["commitment"].is_string() && vote["outcome"].is_null());
         }
     }
-    let finalized = finalized.unwrap();
+    // Every verdict opened: the phase still waits for the hosts' trap openings.
+    net.reveal_round(&|_, _, _| false, &[]);
+    assert_eq!(net.phase(), "verdict_reveal");
+    net.open_traps(&h[0]);
+    net.open_traps(&h[1]);
+    let finalized = net.open_traps(&h[2]);
+    let dispute = &events(&finalized, "dispute")[0];
+    assert_eq!((dispute["decided"], dispute["disputes"]), ("6", "0"));
     assert_eq!(attr(&finalized, "finalize", "accepted"), Some("3"));
     assert_eq!(net.phase(), "propose");
     // 80 % of the 1000 paid to 3 accepted hosts, 20 % to 2 diligent validators.
     let report = net.chain.report(0);
     for host in h.iter() {
         assert_eq!(row(&report, "hosts", host)["outcome"], "accepted");
+        assert_eq!(row(&report, "hosts", host)["traps"], json!([]));
         assert_eq!(amount(&row(&report, "hosts", host)["reward"]), 266);
         assert_eq!(net.chain.paid[host], 266);
     }
     for validator in v.iter() {
         let r = row(&report, "validators", validator);
         assert_eq!(
-            (r["outcome"].as_str(), r["assigned"].as_u64()),
-            (Some("diligent"), Some(6))
+            (
+                r["outcome"].as_str(),
+                r["assigned"].as_u64(),
+                r["voted"].as_u64()
+            ),
+            (Some("diligent"), Some(6), Some(6))
         );
         assert_eq!(net.chain.paid[validator], 100);
     }
@@ -444,7 +663,6 @@ fn every_phase_closes_early_when_everyone_acted() {
     let closed = net.chain.query(json!({"epoch": {"epoch": 0}}));
     assert_eq!(closed["phase"], "closed");
     assert_eq!(closed["next_model_hash"], theta.as_str());
-    assert_eq!(closed["agreed"], true);
     let next = net.chain.epoch();
     assert_eq!(next["epoch"], 1);
     assert_eq!(next["phase"], "join");
@@ -454,77 +672,101 @@ fn every_phase_closes_early_when_everyone_acted() {
 }
 
 #[test]
-fn deadlines_close_phases_at_the_deadline_and_extend_a_short_join() {
-    let phases = json!({"phases": {"min_hosts": 2, "join_blocks": 10, "train_blocks": 10,
-                                   "reveal_blocks": 10, "verify_blocks": 10}});
+fn a_phase_gets_its_whole_window_from_the_block_it_actually_opened() {
+    let phases = json!({"phases": {"join_blocks": 10, "train_blocks": 10, "reveal_blocks": 10,
+                                   "verify_blocks": 10, "verdict_reveal_blocks": 10,
+                                   "propose_blocks": 10}});
+    let mut net = Net::new(&spec_with(phases), 2, 1);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    let train_start = net.chain.height;
+    net.commit(&h[0]);
+    // The chain idles far past the train deadline. The first transaction closes train *now*
+    // and opens reveal with its whole window; it does not also close reveal (whose old deadline
+    // has long passed), so nobody is recorded as not revealing without having had the chance.
+    net.chain.wait_until(train_start + 100);
+    let response = net.chain.ok(&v[0], json!({"advance": {}}));
+    let at = net.chain.height;
+    let transitions = response
+        .attributes
+        .iter()
+        .find(|a| a.key == "transitions")
+        .unwrap();
+    assert_eq!(transitions.value, "1");
+    let phase = &events(&response, "phase")[0];
+    assert_eq!(
+        (phase["phase"], phase["at"]),
+        ("reveal", at.to_string().as_str())
+    );
+    assert_eq!(net.chain.epoch()["phase_deadline"].as_u64(), Some(at + 10));
+    let err = net.chain.refused(&v[0], json!({"advance": {}}));
+    assert!(err.starts_with("advance: nothing is due"), "{err}");
+    // Everyone reveals in the window: h1 did not commit (absent), nobody is no_reveal.
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    let report = net.chain.report(0);
+    assert_eq!(row(&report, "hosts", &h[1])["outcome"], "absent");
+    assert_eq!(row(&report, "hosts", &h[0])["outcome"], "pending");
+    assert_eq!(row(&report, "validators", &v[0])["outcome"], "pending");
+    assert_eq!(net.phase(), "verify");
+}
+
+#[test]
+fn a_short_join_is_extended_a_bounded_number_of_times_then_the_epoch_is_abandoned() {
+    let phases = json!({"phases": {"min_hosts": 2, "join_blocks": 10, "max_join_extensions": 2},
+                        "economics": {"unbonding_epochs": 1}});
     let mut net = Net::new(&spec_with(phases), 2, 1);
     let (h, v) = (net.hosts.clone(), net.validators.clone());
     net.join(&h[0]);
     net.join(&v[0]);
-    let err = net.chain.refused(&h[1], json!({"advance": {}}));
+    net.chain.ok(&h[1], json!({"unbond": {"amount": "1000"}}));
+    let err = net.chain.refused(&v[0], json!({"advance": {}}));
     assert!(
-        err.starts_with("advance: nothing is due: epoch 0 is in phase join until height 110"),
+        err.starts_with("advance: nothing is due: epoch 0 is in phase join"),
         "{err}"
     );
-    // Past the deadline without the minimums: extended by whole periods, members stay joined.
-    net.chain.wait_until(125);
-    let extended = net.chain.ok(&h[1], json!({"advance": {}}));
-    let phase = &events(&extended, "phase")[0];
-    assert_eq!(phase["extended"], "true");
-    assert_eq!((phase["at"], phase["deadline"]), ("110", "130"));
-    assert_eq!(net.phase(), "join");
-    net.join(&h[1]);
-    let train_start = net.chain.height;
-    assert_eq!(net.phase(), "train");
-    // Nobody acts; one advance far later closes train and reveal at their deadlines, verify at
-    // once (nobody to wait for), finalizes with nobody accepted, and opens epoch 1.
-    net.chain.wait_until(train_start + 100);
-    let response = net.chain.ok(&v[0], json!({"advance": {}}));
-    let train_end = train_start + 10;
-    let reveal_end = train_end + 10;
-    let phases: Vec<(&str, &str)> = events(&response, "phase")
-        .iter()
-        .map(|p| (p["phase"], p["at"]))
-        .collect();
-    let (t, r) = (train_end.to_string(), reveal_end.to_string());
-    assert_eq!(
-        phases[..3],
-        [
-            ("reveal", t.as_str()),
-            ("verify", r.as_str()),
-            ("join", r.as_str())
-        ]
-    );
-    let closed = net.chain.query(json!({"epoch": {"epoch": 0}}));
-    assert_eq!(closed["phase_deadline"].as_u64(), Some(reveal_end));
-    assert_eq!(closed["next_model_hash"], closed["model_hash"]);
-    assert_eq!(closed["agreed"], false);
-    // Epoch 1's join phase (from reveal_end) was due too, without joins: extended.
-    let info = net.chain.epoch();
-    assert_eq!(
-        (info["epoch"].as_u64(), info["started_at"].as_u64()),
-        (Some(1), Some(reveal_end))
-    );
-    assert!(info["phase_deadline"].as_u64().unwrap() > net.chain.height);
-    // Hosts that neither committed nor revealed pay both slashes (5 % + 5 % of 1000).
-    let report = net.chain.report(0);
-    for host in h.iter() {
-        let r = row(&report, "hosts", host);
+    for extension in 1..=2 {
+        net.chain.wait_past_deadline();
+        let response = net.chain.ok(&v[0], json!({"advance": {}}));
+        let phase = &events(&response, "phase")[0];
+        assert_eq!(phase["extended"], "true");
+        assert_eq!(phase["extensions"], extension.to_string().as_str());
+        // A new window from the extension's block.
         assert_eq!(
-            (r["outcome"].as_str(), amount(&r["slashed"])),
-            (Some("absent"), 100)
+            net.chain.epoch()["phase_deadline"].as_u64(),
+            Some(net.chain.height + 10)
         );
     }
-    let r = row(&report, "validators", &v[0]);
+    net.chain.wait_past_deadline();
+    let response = net.chain.ok(&v[0], json!({"advance": {}}));
+    assert_eq!(attr(&response, "epoch", "abandoned"), Some("true"));
+    let closed = net.chain.query(json!({"epoch": {"epoch": 0}}));
     assert_eq!(
-        (r["outcome"].as_str(), amount(&r["slashed"])),
-        (Some("no_reveal"), 25)
+        (closed["phase"].as_str(), closed["abandoned"].as_bool()),
+        (Some("closed"), Some(true))
     );
-    assert_eq!(net.chain.paid[&net.chain.treasury], 225);
+    assert_eq!(closed["agreed"], false);
+    assert_eq!(closed["next_model_hash"], closed["model_hash"]);
+    assert!(closed["seed"].is_string());
+    let next = net.chain.epoch();
+    assert_eq!(
+        (next["epoch"].as_u64(), next["phase"].as_str()),
+        (Some(1), Some("join"))
+    );
+    assert_eq!(next["prev_seed"], closed["seed"]);
+    // Nobody was slashed or paid; epochs went on, so h1's unbonding matured and can be claimed.
+    let report = net.chain.report(0);
+    assert_eq!(report["slashed_total"], "0");
+    assert_eq!(row(&report, "hosts", &h[0])["outcome"], "pending");
+    net.chain.ok(&h[1], json!({"claim": {}}));
+    assert_eq!(net.chain.paid[&h[1]], 1000);
 }
 
 #[test]
-fn reveal_close_marks_absent_and_silent_participants_and_challenges_the_rest() {
+fn reveal_close_marks_absent_and_non_revealing_participants_and_challenges_the_rest() {
     let mut net = Net::new(&spec_with(json!({})), 3, 2);
     let (h, v) = (net.hosts.clone(), net.validators.clone());
     for who in net.everyone() {
@@ -559,7 +801,7 @@ fn reveal_close_marks_absent_and_silent_participants_and_challenges_the_rest() {
     assert_eq!(attr(&response, "seed", "challenged_hosts"), Some("1"));
     // V = {v0}: each of h0's two challenges has one validator.
     assert_eq!(attr(&response, "seed", "verdicts_expected"), Some("2"));
-    assert!(net.challenges(&v[1]).is_empty());
+    assert!(net.to_commit(&v[1]).is_empty());
     let report = net.chain.report(0);
     let outcome = |role: &str, a: &str| {
         row(&report, role, a)["outcome"]
@@ -571,129 +813,307 @@ fn reveal_close_marks_absent_and_silent_participants_and_challenges_the_rest() {
     assert_eq!(outcome("hosts", &h[1]), "no_reveal");
     assert_eq!(outcome("hosts", &h[2]), "absent");
     assert_eq!(outcome("validators", &v[1]), "no_reveal");
-    for (host, segment) in net.challenges(&v[0]) {
-        assert_eq!(host, h[0]);
-        net.verdict(&v[0], &host, segment, "pass");
-    }
+    // One validator's unanimous pass decides (there is nobody to dispute it).
+    net.play_verdicts(&honest);
     assert_eq!(net.phase(), "propose");
     let report = net.chain.report(0);
     assert_eq!(row(&report, "hosts", &h[0])["outcome"], "accepted");
-    assert_eq!(amount(&row(&report, "hosts", &h[1])["slashed"]), 50);
+    // Not revealing costs the no-reveal slash (at least the invalid one: 50 %); a host that
+    // revealed but did not commit pays the absent slash (5 %).
+    assert_eq!(amount(&row(&report, "hosts", &h[1])["slashed"]), 500);
     assert_eq!(amount(&row(&report, "hosts", &h[2])["slashed"]), 50);
-    assert_eq!(amount(&row(&report, "validators", &v[1])["slashed"]), 25);
+    assert_eq!(amount(&row(&report, "validators", &v[1])["slashed"]), 250);
+    assert_eq!(net.chain.paid[&net.chain.treasury], 800);
     // The only accepted host takes the whole host share; the only diligent validator the rest.
     assert_eq!(net.chain.paid[&h[0]], 800);
     assert_eq!(net.chain.paid[&v[0]], 200);
 }
 
 #[test]
-fn finalize_slashes_cheaters_and_pays_catchers_and_the_treasury() {
-    // Every challenge gets all four validators (r = 4).
-    let spec =
-        spec_with(json!({"verification": {"validators_r": 4}, "phases": {"max_validators": 4}}));
-    let mut net = Net::new(&spec, 3, 4);
+fn a_lone_fail_goes_to_a_committee_and_the_liar_pays() {
+    let mut net = Net::new(&spec_with(json!({})), 2, 4);
     let (h, v) = (net.hosts.clone(), net.validators.clone());
     net.play_to_verify();
-    // v0 and v1 catch h0; v2 votes pass on it (against the majority); v3 never votes.
-    for validator in v[..3].iter() {
-        for (host, segment) in net.challenges(validator) {
-            let fail = host == h[0] && validator != &v[2];
-            net.verdict(
-                validator,
-                &host,
-                segment,
-                if fail { "fail" } else { "pass" },
-            );
-        }
+    // The liar: the first validator of h0's segment 0 (a griefer that always says fail).
+    let liar = first_round(&net.challenge(&h[0], 0))[0].clone();
+    let liar_decide = liar.clone();
+    let decide = move |validator: &str, _: &str, _: u64| {
+        Some(if validator == liar_decide {
+            "fail"
+        } else {
+            "pass"
+        })
+    };
+    net.play_round(&decide, &h);
+    assert_eq!(net.phase(), "dispute", "a lone fail never decides");
+    assert_eq!(net.chain.epoch()["round"], 1);
+    // The committee: validators not yet on the challenge, never the host.
+    let c = net.challenge(&h[0], 0);
+    let committee: Vec<String> = c["votes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["round"] == 1)
+        .map(|x| x["validator"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        committee.len(),
+        2,
+        "4 validators, 2 on the first round: 2 left for a committee of 3"
+    );
+    assert!(committee.iter().all(|m| !first_round(&c).contains(m)));
+    net.play_verdicts(&decide);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    for c in report["challenges"].as_array().unwrap() {
+        assert_eq!(c["outcome"], "pass");
+        let disputed = first_round(c).contains(&liar);
+        assert_eq!(c["rounds"].as_u64(), Some(u64::from(disputed)));
     }
-    assert_eq!(net.phase(), "verify", "v3's verdicts are still expected");
-    net.chain.wait_past_deadline();
-    let response = net.chain.ok(&v[3], json!({"advance": {}}));
-    assert_eq!(attr(&response, "finalize", "slashed_total"), Some("625"));
+    assert!(report["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["outcome"] == "accepted"));
+    let r = row(&report, "validators", &liar);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("wrong"), 100)
+    );
+    for validator in v.iter().filter(|x| **x != liar) {
+        let r = row(&report, "validators", validator);
+        assert_eq!(r["slashed"], "0");
+        assert_eq!(
+            r["outcome"],
+            if r["assigned"] == 0 {
+                "idle"
+            } else {
+                "diligent"
+            }
+        );
+    }
+    assert_eq!(report["to_treasury"], "100");
+}
+
+#[test]
+fn a_host_that_serves_one_validator_is_slashed_as_unavailable_and_nobody_else_pays() {
+    let mut net = Net::new(&spec_with(json!({})), 2, 4);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    // h0 fakes its work and serves each challenge to one validator only (the first to ask):
+    // that one votes fail, every other one unavailable, the committee included.
+    let first: BTreeMap<u64, String> = (0..2)
+        .map(|g| (g, first_round(&net.challenge(&h[0], g))[0].clone()))
+        .collect();
+    let target = h[0].clone();
+    let decide = move |validator: &str, host: &str, segment: u64| {
+        Some(if host != target {
+            "pass"
+        } else if first[&segment] == validator {
+            "fail"
+        } else {
+            "unavailable"
+        })
+    };
+    net.play_verdicts(&decide);
     let report = net.chain.report(0);
     let h0 = row(&report, "hosts", &h[0]);
     assert_eq!(
         (h0["outcome"].as_str(), amount(&h0["slashed"])),
-        (Some("invalid"), 500)
+        (Some("unavailable"), 500)
     );
+    assert_eq!(row(&report, "hosts", &h[1])["outcome"], "accepted");
     for c in report["challenges"].as_array().unwrap() {
-        let want = if c["host"] == h[0].as_str() {
+        if c["host"] == h[0].as_str() {
+            assert_eq!(
+                (c["outcome"].as_str(), c["rounds"].as_u64()),
+                (Some("unavailable"), Some(1))
+            );
+        }
+    }
+    // No validator pays: an unavailable vote is never wrong, nor is a fail against an
+    // `unavailable` decision; the unavailable voters earn no reward.
+    for r in report["validators"].as_array().unwrap() {
+        assert_eq!(r["slashed"], "0");
+        let want = if r["unavailable"].as_u64().unwrap() > 0 {
+            "unserved"
+        } else if r["assigned"] == 0 {
+            "idle"
+        } else {
+            "diligent"
+        };
+        assert_eq!(r["outcome"], want);
+        if want == "unserved" {
+            assert_eq!(r["reward"], "0");
+        }
+    }
+}
+
+#[test]
+fn a_copied_commitment_does_not_open_and_the_copier_is_silent() {
+    let mut net = Net::new(&spec_with(json!({})), 1, 4);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    let pair = first_round(&net.challenge(&h[0], 0));
+    let (original, copier) = (pair[0].clone(), pair[1].clone());
+    // The copier waits for the original's commitment and posts the same bytes.
+    net.commit_verdict(&original, &h[0], 0, "pass");
+    let seen = net.challenge(&h[0], 0)["votes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["validator"] == original.as_str())
+        .unwrap()["commitment"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    net.chain.ok(
+        &copier,
+        json!({"commit_verdict": {"epoch": 0, "host": h[0], "segment": 0, "commitment": seen}}),
+    );
+    let honest_rest = |_: &str, _: &str, _: u64| Some("pass");
+    net.commit_round(&honest_rest);
+    assert_eq!(net.phase(), "verdict_reveal");
+    net.reveal_verdict(&original, &h[0], 0);
+    // It copies the original's opening too: the commitment binds the committer's address.
+    let copied = net.opening(&original, &h[0], 0, "pass");
+    let err = net.chain.refused(&copier, copied);
+    assert!(
+        err.starts_with("reveal_verdict: the opening does not match the verdict commitment"),
+        "{err}"
+    );
+    net.reveal_round(&|v, host, g| v == copier && host == h[0] && g == 0, &h);
+    net.chain.wait_past_deadline();
+    net.chain.ok(&h[0], json!({"advance": {}}));
+    assert_eq!(
+        net.phase(),
+        "dispute",
+        "an unopened verdict is a silence: a dispute"
+    );
+    net.play_verdicts(&honest_rest);
+    let report = net.chain.report(0);
+    let r = row(&report, "validators", &copier);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("silent"), 100)
+    );
+    assert_eq!(row(&report, "validators", &original)["outcome"], "diligent");
+    assert_eq!(row(&report, "hosts", &h[0])["outcome"], "accepted");
+}
+
+#[test]
+fn traps_catch_a_validator_that_passes_without_replaying_and_a_lying_auditor_pays() {
+    let mut net = Net::new(&spec_with(json!({})), 3, 4);
+    let h = net.hosts.clone();
+    // h0 is an auditor: segment 1 (the last, always challenged) is deliberately corrupted.
+    // h1 claims a trap on segment 0, which it trained honestly: a lie.
+    net.traps.insert(h[0].clone(), vec![1]);
+    net.traps.insert(h[1].clone(), vec![0]);
+    net.play_to_verify();
+    // The lazy validator: one of those on h0's trap.
+    let lazy = first_round(&net.challenge(&h[0], 1))[0].clone();
+    let (auditor, lazy_decide) = (h[0].clone(), lazy.clone());
+    let decide = move |validator: &str, host: &str, segment: u64| {
+        let corrupted = host == auditor && segment == 1;
+        Some(if corrupted && validator != lazy_decide {
             "fail"
         } else {
             "pass"
-        };
-        assert_eq!(c["outcome"], want);
-    }
-    let vrow = |a: &str| row(&report, "validators", a).clone();
-    assert_eq!(vrow(&v[0])["outcome"], "diligent");
-    assert_eq!(amount(&vrow(&v[0])["catcher_reward"]), 125);
-    assert_eq!(vrow(&v[2])["outcome"], "wrong");
-    assert_eq!(vrow(&v[2])["against_majority"], 2);
-    assert_eq!(amount(&vrow(&v[2])["slashed"]), 100);
-    assert_eq!(vrow(&v[3])["outcome"], "silent");
-    assert_eq!(amount(&vrow(&v[3])["slashed"]), 25);
-    // Catchers: half of h0's 500, split; the treasury: the other half, plus v2's and v3's slash.
-    assert_eq!(net.chain.paid[&v[0]], 125 + 100);
-    assert_eq!(net.chain.paid[&v[1]], 125 + 100);
-    assert_eq!(net.chain.paid[&h[1]], 400);
-    assert_eq!(net.chain.paid[&h[2]], 400);
-    assert!(!net.chain.paid.contains_key(&h[0]));
-    assert_eq!(net.chain.paid[&net.chain.treasury], 250 + 100 + 25);
-    assert_eq!(report["to_catchers"], "250");
-    // The member records: stake taken, lifetime totals kept.
-    let member = net.chain.query(json!({"member": {"address": h[0]}}));
-    assert_eq!(
-        (amount(&member["bonded"]), amount(&member["slashed_total"])),
-        (500, 500)
-    );
-    let member = net.chain.query(json!({"member": {"address": v[0]}}));
-    assert_eq!(amount(&member["rewarded_total"]), 225);
-    // The invalid host is not an aggregation input and may not propose.
-    let err = net.chain.refused(
-        &h[0],
-        json!({"propose_model": {"epoch": 0, "model_hash": digest("x"), "val_loss_micro": 1}}),
-    );
-    assert!(err.contains("is not an accepted host of epoch 0"), "{err}");
-}
-
-#[test]
-fn a_split_vote_keeps_the_model() {
-    let mut net = Net::new(&spec_with(json!({})), 2, 1);
-    let h = net.hosts.clone();
-    net.play_to_verify();
-    for (host, segment) in net.challenges(&net.validators[0].clone()) {
-        let validator = net.validators[0].clone();
-        net.verdict(&validator, &host, segment, "pass");
-    }
-    net.propose(&h[0], &digest("a"));
-    let closing = net.propose(&h[1], &digest("b"));
-    assert_eq!(attr(&closing, "epoch", "agreed"), Some("false"));
-    let closed = net.chain.query(json!({"epoch": {"epoch": 0}}));
-    assert_eq!(closed["next_model_hash"], closed["model_hash"]);
-    assert_eq!(net.chain.epoch()["model_hash"], closed["model_hash"]);
-}
-
-#[test]
-fn without_verification_reveal_close_accepts_every_committed_host() {
-    let spec = spec_with(json!({"verification": {"enabled": false}}));
-    let mut net = Net::new(&spec, 2, 1);
-    let (h, v) = (net.hosts.clone(), net.validators.clone());
-    for who in net.everyone() {
-        net.join(&who);
-    }
-    net.commit(&h[0]);
-    net.commit(&h[1]);
-    net.reveal(&h[0]);
-    net.reveal(&h[1]);
-    let response = net.reveal(&v[0]);
-    assert_eq!(attr(&response, "finalize", "accepted"), Some("2"));
+        })
+    };
+    net.play_verdicts(&decide);
     assert_eq!(net.phase(), "propose");
     let report = net.chain.report(0);
-    assert!(report["challenges"].as_array().unwrap().is_empty());
-    assert_eq!(row(&report, "validators", &v[0])["outcome"], "idle");
-    // Idle validators earn nothing: their share stays in the pool.
-    assert_eq!(net.chain.paid[&h[0]], 400);
-    assert!(!net.chain.paid.contains_key(&v[0]));
+    let trap = net.challenge(&h[0], 1);
+    assert_eq!(
+        (trap["trap"].as_bool(), trap["outcome"].as_str()),
+        (Some(true), Some("fail"))
+    );
+    assert_eq!(trap["rounds"], 1, "a pass on a trap forces a dispute");
+    // The lazy validator pays the wrong slash; the auditor takes the catcher part, is not
+    // slashed and not accepted (its Δ never enters aggregation).
+    let r = row(&report, "validators", &lazy);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("wrong"), 100)
+    );
+    let a = row(&report, "hosts", &h[0]);
+    assert_eq!(
+        (a["outcome"].as_str(), amount(&a["slashed"])),
+        (Some("audit"), 0)
+    );
+    assert_eq!(amount(&a["catcher_reward"]), 50);
+    assert_eq!(a["traps"], json!([1]));
+    assert_eq!(a["reward"], "0");
+    // The lying auditor: everyone passed its "trap", the committee too.
+    let lie = net.challenge(&h[1], 0);
+    assert_eq!(
+        (lie["outcome"].as_str(), lie["rounds"].as_u64()),
+        (Some("pass"), Some(1))
+    );
+    let liar = row(&report, "hosts", &h[1]);
+    assert_eq!(
+        (liar["outcome"].as_str(), amount(&liar["slashed"])),
+        (Some("invalid"), 500)
+    );
+    assert_eq!(row(&report, "hosts", &h[2])["outcome"], "accepted");
+    let accepted = net.chain.query(json!({"aggregation_inputs": {"epoch": 0}}));
+    assert_eq!(accepted["hosts"].as_array().unwrap().len(), 1);
+    assert_eq!(net.chain.paid[&h[0]], 50);
+}
+
+#[test]
+fn a_dispute_nobody_decides_ends_unresolved_and_only_the_silent_pay() {
+    let spec = spec_with(json!({"verification": {"dispute_committee": 1, "dispute_rounds": 2}}));
+    let mut net = Net::new(&spec, 1, 5);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    let speaker = first_round(&net.challenge(&h[0], 0))[0].clone();
+    // Only the speaker ever votes on segment 0; every other member of it stays silent.
+    let s = speaker.clone();
+    let decide = move |validator: &str, _: &str, segment: u64| {
+        if segment == 0 && validator != s {
+            None
+        } else {
+            Some("pass")
+        }
+    };
+    net.play_verdicts(&decide);
+    // Nobody accepted: the epoch closed with θ unchanged.
+    assert_eq!((net.epoch_number(), net.phase().as_str()), (1, "join"));
+    let c = net.challenge_of(0, &h[0], 0);
+    assert_eq!(
+        (c["outcome"].as_str(), c["rounds"].as_u64()),
+        (Some("unresolved"), Some(2))
+    );
+    let members = c["votes"].as_array().unwrap();
+    // 1 + 1 + 3 = 5 would be drawn; 5 validators, 2 in the first round, 1 in round 1: 2 left.
+    assert_eq!(members.iter().filter(|x| x["round"] == 1).count(), 1);
+    assert_eq!(members.iter().filter(|x| x["round"] == 2).count(), 2);
+    let report = net.chain.report(0);
+    let host = row(&report, "hosts", &h[0]);
+    assert_eq!(
+        (host["outcome"].as_str(), amount(&host["slashed"])),
+        (Some("excluded"), 0)
+    );
+    assert_eq!(report["agreed"], false);
+    for m in members {
+        let who = m["validator"].as_str().unwrap();
+        let r = row(&report, "validators", who);
+        if who == speaker {
+            assert_eq!(
+                (r["outcome"].as_str(), amount(&r["slashed"])),
+                (Some("diligent"), 0)
+            );
+        } else {
+            assert_eq!(
+                (r["outcome"].as_str(), amount(&r["slashed"])),
+                (Some("silent"), 100)
+            );
+        }
+    }
+    let closed = net.chain.query(json!({"epoch": {"epoch": 0}}));
+    assert_eq!(closed["accepted"], json!([]));
 }
 
 #[test]
@@ -701,17 +1121,10 @@ fn refusals_name_the_message_and_the_reason() {
     let mut net = Net::new(&spec_with(json!({})), 2, 1);
     let (h, v) = (net.hosts.clone(), net.validators.clone());
     let stranger = net.chain.addr("stranger");
-    let commit = json!({"commit": {"epoch": 0, "checkpoint_root": digest("r"),
-                                   "delta_hash": digest("d"), "loss_digest": digest("l"),
-                                   "segments": 2, "train_loss_micro": 1}});
+    let commit = net.commit_msg(&h[0], 2);
     assert_eq!(
-        net.chain.refused(&h[0], commit.clone()),
+        net.chain.refused(&h[0], commit),
         "commit: epoch 0 is in phase join; commit is accepted in phase train only"
-    );
-    let join_1 = json!({"join": {"epoch": 1, "beacon_commit": digest("c")}});
-    assert_eq!(
-        net.chain.refused(&h[0], join_1),
-        "join: epoch 1 has not started; the current epoch is 0"
     );
     let join = json!({"join": {"epoch": 0, "beacon_commit": digest("c")}});
     assert_eq!(
@@ -720,68 +1133,91 @@ fn refusals_name_the_message_and_the_reason() {
     );
     let err = net.chain.execute(&h[0], join, 5).unwrap_err().to_string();
     assert_eq!(err, "join: does not accept funds, got 5inj");
-    let bad_hex = json!({"join": {"epoch": 0, "beacon_commit": "ABC"}});
-    assert_eq!(
-        net.chain.refused(&h[0], bad_hex),
-        "join: beacon_commit must be 64 lowercase hex characters, got \"ABC\""
-    );
     for who in net.everyone() {
         net.join(&who);
     }
-    let wrong_segments = json!({"commit": {"epoch": 0, "checkpoint_root": digest("r"),
-                                           "delta_hash": digest("d"), "loss_digest": digest("l"),
-                                           "segments": 3, "train_loss_micro": 1}});
     assert_eq!(
-        net.chain.refused(&h[0], wrong_segments),
+        net.chain.refused(&h[0], net.commit_msg(&h[0], 3)),
         "commit: segments is 3, but the run has 2 segments per epoch"
     );
+    let mut bad_trap = net.commit_msg(&h[0], 2);
+    bad_trap["commit"]["trap_commit"] = json!("XY");
     assert_eq!(
-        net.chain.refused(&v[0], commit),
-        format!(
-            "commit: {} joined epoch 0 as a validator; only hosts may commit",
-            v[0]
-        )
+        net.chain.refused(&h[0], bad_trap),
+        "commit: trap_commit must be 64 lowercase hex characters, got \"XY\""
     );
     for host in h.iter() {
         net.commit(host);
     }
-    let wrong_secret = json!({"reveal": {"epoch": 0, "secret": digest("not mine")}});
-    let err = net.chain.refused(&h[0], wrong_secret);
-    assert!(
-        err.starts_with("reveal: the secret does not match the beacon commitment"),
-        "{err}"
-    );
-    let unknown = json!({"unknown": {}});
-    let err = net.chain.refused(&h[0], unknown);
-    assert!(
-        err.starts_with("invalid execute message: unknown variant `unknown`"),
-        "{err}"
-    );
     for who in net.everyone() {
         net.reveal(&who);
     }
-    let (host, segment) = net.challenges(&v[0])[0].clone();
-    let by_host = json!({"verdict": {"epoch": 0, "host": host, "segment": segment,
-                                     "outcome": "pass", "distance": "0", "evidence": digest("e")}});
+    let (host, segment) = net.to_commit(&v[0])[0].clone();
+    let by_host = json!({"commit_verdict": {"epoch": 0, "host": host, "segment": segment,
+                                            "commitment": digest("c")}});
     assert_eq!(
         net.chain.refused(&h[1], by_host),
         format!(
-            "verdict: {} is not assigned to host {host} segment {segment} of epoch 0",
+            "commit_verdict: {} is not assigned to host {host} segment {segment} of epoch 0 in this round",
             h[1]
         )
     );
-    let bad_distance = json!({"verdict": {"epoch": 0, "host": host, "segment": segment,
-                                          "outcome": "pass", "distance": "0.50",
-                                          "evidence": digest("e")}});
+    let early = net.opening(&v[0], &host, segment, "pass");
     assert_eq!(
-        net.chain.refused(&v[0], bad_distance),
-        "verdict: distance must be a canonical decimal string like \"0.0123\", got \"0.50\""
+        net.chain.refused(&v[0], early),
+        "reveal_verdict: epoch 0 is in phase verify; reveal_verdict is accepted in phase verdict_reveal or dispute_reveal only"
     );
-    net.verdict(&v[0], &host, segment, "pass");
-    let again = json!({"verdict": {"epoch": 0, "host": host, "segment": segment,
-                                   "outcome": "fail", "distance": "0", "evidence": digest("e")}});
+    net.commit_verdict(&v[0], &host, segment, "pass");
+    let again = json!({"commit_verdict": {"epoch": 0, "host": host, "segment": segment,
+                                          "commitment": digest("c")}});
     let err = net.chain.refused(&v[0], again);
-    assert!(err.contains("already voted on host"), "{err}");
+    assert!(err.contains("already committed a verdict on host"), "{err}");
+    net.commit_round(&honest);
+    assert_eq!(net.phase(), "verdict_reveal");
+    // An opening of another outcome, another distance or salt does not match.
+    let lie = net.opening(&v[0], &host, segment, "fail");
+    let err = net.chain.refused(&v[0], lie);
+    assert!(
+        err.starts_with("reveal_verdict: the opening does not match"),
+        "{err}"
+    );
+    let mut bad = net.opening(&v[0], &host, segment, "pass");
+    bad["reveal_verdict"]["distance"] = json!("0.50");
+    assert_eq!(
+        net.chain.refused(&v[0], bad),
+        "reveal_verdict: distance must be a canonical decimal string like \"0.0123\", got \"0.50\""
+    );
+    net.reveal_verdict(&v[0], &host, segment);
+    let err = net
+        .chain
+        .refused(&v[0], net.opening(&v[0], &host, segment, "pass"));
+    assert!(err.contains("already opened its verdict"), "{err}");
+    // Trap openings: the host's own, in order, within S, matching its commitment.
+    let traps = |segments: Value, salt: String| json!({"reveal_traps": {"epoch": 0, "segments": segments, "salt": salt}});
+    let salt = hex(&trap_salt(&h[0]));
+    assert_eq!(
+        net.chain.refused(&h[0], traps(json!([1, 0]), salt.clone())),
+        "reveal_traps: trap segments must be distinct and in ascending order"
+    );
+    assert_eq!(
+        net.chain.refused(&h[0], traps(json!([2]), salt.clone())),
+        "reveal_traps: trap segment 2 is not a segment (the run has 2 per epoch)"
+    );
+    let err = net.chain.refused(&h[0], traps(json!([0]), salt.clone()));
+    assert!(
+        err.starts_with("reveal_traps: the opening does not match the trap commitment"),
+        "{err}"
+    );
+    let err = net.chain.refused(&v[0], traps(json!([]), salt));
+    assert!(
+        err.contains("joined epoch 0 as a validator; only hosts may reveal_traps"),
+        "{err}"
+    );
+    net.open_traps(&h[0]);
+    let err = net
+        .chain
+        .refused(&h[0], traps(json!([]), hex(&trap_salt(&h[0]))));
+    assert!(err.contains("already opened its traps"), "{err}");
 }
 
 #[test]
@@ -797,41 +1233,45 @@ fn participant_status_follows_one_member_through_the_epoch() {
         ),
         (Some(false), true, Some("join"))
     );
-    assert_eq!(status["stake"], "0");
     for who in net.everyone() {
         net.join(&who);
     }
-    let status = net.chain.status(&h[0]);
-    assert_eq!(
-        (status["joined"].as_bool(), status["role"].as_str()),
-        (Some(true), Some("host"))
-    );
-    assert_eq!(
-        (status["stake"].as_str(), status["committed"].as_bool()),
-        (Some("1000"), Some(false))
-    );
     net.commit(&h[0]);
     assert_eq!(net.chain.status(&h[0])["committed"], true);
-    assert_eq!(net.chain.status(&h[1])["committed"], false);
     net.commit(&h[1]);
     for who in net.everyone() {
-        assert_eq!(net.chain.status(&who)["revealed"], false);
         net.reveal(&who);
-        assert_eq!(net.chain.status(&who)["revealed"], true);
     }
     let status = net.chain.status(&v[0]);
     assert_eq!(
-        (status["assigned"].as_u64(), status["voted"].as_u64()),
+        (
+            status["assigned"].as_u64(),
+            status["to_commit"].as_u64(),
+            status["to_reveal"].as_u64()
+        ),
+        (Some(4), Some(4), Some(0))
+    );
+    assert_eq!(net.chain.status(&h[0])["challenged"], true);
+    let (host, segment) = net.to_commit(&v[0])[0].clone();
+    net.commit_verdict(&v[0], &host, segment, "pass");
+    let status = net.chain.status(&v[0]);
+    assert_eq!(
+        (status["to_commit"].as_u64(), status["to_reveal"].as_u64()),
+        (Some(3), Some(1))
+    );
+    net.commit_round(&honest);
+    assert_eq!(net.phase(), "verdict_reveal");
+    assert_eq!(net.chain.status(&v[0])["to_reveal"], 4);
+    net.reveal_round(&|_, _, _| false, &[]);
+    let status = net.chain.status(&v[0]);
+    assert_eq!(
+        (status["voted"].as_u64(), status["to_reveal"].as_u64()),
         (Some(4), Some(0))
     );
-    assert_eq!(status["outcome"], "pending");
-    let pending = net.challenges(&v[0]);
-    let (host, segment) = pending[0].clone();
-    net.verdict(&v[0], &host, segment, "pass");
-    assert_eq!(net.chain.status(&v[0])["voted"], 1);
-    for (host, segment) in pending[1..].iter() {
-        net.verdict(&v[0], host, *segment, "pass");
-    }
+    assert_eq!(net.chain.status(&h[0])["traps_opened"], false);
+    net.open_traps(&h[0]);
+    assert_eq!(net.chain.status(&h[0])["traps_opened"], true);
+    net.open_traps(&h[1]);
     let status = net.chain.status(&v[0]);
     assert_eq!(
         (status["outcome"].as_str(), status["phase"].as_str()),
@@ -840,12 +1280,6 @@ fn participant_status_follows_one_member_through_the_epoch() {
     assert_eq!(net.chain.status(&h[0])["outcome"], "accepted");
     net.propose(&h[0], &digest("theta"));
     assert_eq!(net.chain.status(&h[0])["proposed"], true);
-    assert_eq!(net.chain.status(&h[1])["proposed"], false);
-    // A past epoch by number; an address that is not a participant; a bad address.
-    let old = net
-        .chain
-        .query(json!({"participant": {"address": h[0], "epoch": 0}}));
-    assert_eq!(old["epoch"], 0);
     let stranger = net.chain.addr("stranger");
     assert_eq!(net.chain.status(&stranger)["joined"], false);
     let msg = parse(json!({"participant": {"address": "inj1bad"}}));
@@ -853,12 +1287,6 @@ fn participant_status_follows_one_member_through_the_epoch() {
     assert!(
         err.to_string().starts_with("participant: invalid address"),
         "{err}"
-    );
-    let msg = parse(json!({"participant": {"address": h[0], "epoch": 9}}));
-    let err = contract::query(net.chain.deps.as_ref(), net.chain.env(), msg).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "participant: epoch 9 has not started; the current epoch is 0"
     );
 }
 
@@ -872,7 +1300,6 @@ fn aggregation_inputs_page_through_the_accepted_hosts() {
     for host in h[..4].iter() {
         net.commit(host);
     }
-    // Before finalize there is nothing to aggregate.
     let none = net.chain.query(json!({"aggregation_inputs": {"epoch": 0}}));
     assert!(none["hosts"].as_array().unwrap().is_empty());
     net.chain.wait_past_deadline();
@@ -880,11 +1307,7 @@ fn aggregation_inputs_page_through_the_accepted_hosts() {
     for who in net.everyone() {
         net.reveal(&who);
     }
-    for validator in v.iter() {
-        for (host, segment) in net.challenges(validator) {
-            net.verdict(validator, &host, segment, "pass");
-        }
-    }
+    net.play_verdicts(&honest);
     let mut accepted: Vec<String> = h[..4].to_vec();
     accepted.sort();
     let mut seen = Vec::new();
@@ -909,4 +1332,26 @@ fn aggregation_inputs_page_through_the_accepted_hosts() {
         seen, accepted,
         "every accepted host once, in address order; absent h4 not"
     );
+}
+
+#[test]
+fn without_verification_reveal_close_accepts_every_committed_host() {
+    let spec = spec_with(json!({"verification": {"enabled": false}}));
+    let mut net = Net::new(&spec, 2, 1);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    net.commit(&h[0]);
+    net.commit(&h[1]);
+    net.reveal(&h[0]);
+    net.reveal(&h[1]);
+    let response = net.reveal(&v[0]);
+    assert_eq!(attr(&response, "finalize", "accepted"), Some("2"));
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    assert!(report["challenges"].as_array().unwrap().is_empty());
+    assert_eq!(row(&report, "validators", &v[0])["outcome"], "idle");
+    assert_eq!(net.chain.paid[&h[0]], 400);
+    assert!(!net.chain.paid.contains_key(&v[0]));
 }

@@ -9,11 +9,14 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::beacon::{commitment, epoch_seed, genesis_seed};
+use crate::commitments::{dispute_seed, trap_commitment, verdict_commitment};
 use crate::epoch::handlers::is_canonical_decimal;
 use crate::hashing::{hex, tag, tagged_hash, u64be};
 use crate::limits;
-use crate::sampling::{challenge_validators, challenged_segments, Stream};
+use crate::records::VoteOutcome;
+use crate::sampling::{challenge_validators, challenged_segments, dispute_committee, Stream};
 use crate::spec::parse_spec;
+use crate::spec::Verification;
 use crate::types::Uint128;
 
 fn vectors_dir() -> PathBuf {
@@ -29,8 +32,17 @@ fn vectors(name: &str) -> Value {
 }
 
 /// The files this module checks, one test each.
-const CHECKED: [&str; 10] = [
-    "amounts", "beacon", "decimals", "hashing", "limits", "losses", "merkle", "sampling", "spec",
+const CHECKED: [&str; 11] = [
+    "amounts",
+    "beacon",
+    "commitments",
+    "decimals",
+    "hashing",
+    "limits",
+    "losses",
+    "merkle",
+    "sampling",
+    "spec",
     "stream",
 ];
 
@@ -177,6 +189,35 @@ fn sampling() {
         );
         assert_eq!(got, strings(&case["assigned"]), "case {case}");
         assert!(!got.iter().any(|v| v == str_of(&case["host"])));
+    }
+    for case in cases(&v, "dispute_committees") {
+        let got = dispute_committee(
+            &b32(str_of(&case["dispute_seed"])),
+            str_of(&case["host"]),
+            case["segment"].as_u64().unwrap() as u32,
+            &strings(&case["validators"]),
+            &strings(&case["excluded"]),
+            case["m"].as_u64().unwrap() as u32,
+        );
+        assert_eq!(got, strings(&case["committee"]), "case {case}");
+    }
+    for case in cases(&v, "committee_sizes") {
+        let ver = Verification {
+            enabled: true,
+            challenges_k: 1,
+            validators_r: 1,
+            dispute_committee: case["first"].as_u64().unwrap() as u32,
+            dispute_rounds: 4,
+        };
+        let round = case["round"].as_u64().unwrap() as u32;
+        assert_eq!(
+            u64::from(ver.committee_size(round)),
+            case["size"].as_u64().unwrap()
+        );
+        assert_eq!(
+            u64::from(ver.quorum(round)),
+            case["quorum"].as_u64().unwrap()
+        );
     }
 }
 
@@ -417,10 +458,61 @@ fn spec() {
         parsed.view.verification.challenges_k as u64,
         json["verification"]["challenges_k"].as_u64().unwrap()
     );
+    assert_eq!(
+        parsed.view.verification.dispute_committee as u64,
+        json["verification"]["dispute_committee"].as_u64().unwrap()
+    );
+    assert_eq!(
+        parsed.view.verification.dispute_rounds as u64,
+        json["verification"]["dispute_rounds"].as_u64().unwrap()
+    );
     for key in ["not_canonical", "invalid"] {
         for bad in strings(&v[key]) {
             assert!(parse_spec(&bad).is_err(), "a spec from {key} was accepted");
         }
+    }
+}
+
+#[test]
+fn commitments() {
+    let v = vectors("commitments");
+    for case in cases(&v, "verdicts") {
+        let outcome: VoteOutcome = serde_json::from_value(case["outcome"].clone()).unwrap();
+        let got = verdict_commitment(
+            str_of(&case["validator"]),
+            case["epoch"].as_u64().unwrap(),
+            str_of(&case["host"]),
+            case["segment"].as_u64().unwrap() as u32,
+            outcome.code(),
+            str_of(&case["distance"]),
+            &b32(str_of(&case["evidence"])),
+            &b32(str_of(&case["salt"])),
+        );
+        assert_eq!(hex(&got), str_of(&case["commitment"]));
+    }
+    for case in cases(&v, "traps") {
+        let segments: Vec<u32> = case["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
+        let got = trap_commitment(
+            str_of(&case["host"]),
+            case["epoch"].as_u64().unwrap(),
+            &segments,
+            &b32(str_of(&case["salt"])),
+        );
+        assert_eq!(hex(&got), str_of(&case["commitment"]));
+    }
+    for case in cases(&v, "dispute_seeds") {
+        let salts: Vec<[u8; 32]> = strings(&case["salts"]).iter().map(|s| b32(s)).collect();
+        let got = dispute_seed(
+            &b32(str_of(&case["epoch_seed"])),
+            case["round"].as_u64().unwrap() as u32,
+            &salts,
+        );
+        assert_eq!(hex(&got), str_of(&case["seed"]));
     }
 }
 
@@ -451,6 +543,11 @@ fn limits_equal_the_python_definitions() {
         ("MAX_ADDRESS_LEN", limits::MAX_ADDRESS_LEN as u64),
         ("MAX_DECIMAL_LEN", limits::MAX_DECIMAL_LEN as u64),
         ("MAX_LOSS_MICRO", limits::MAX_LOSS_MICRO),
+        ("MAX_DISPUTE_ROUNDS", u64::from(limits::MAX_DISPUTE_ROUNDS)),
+        (
+            "MAX_JOIN_EXTENSIONS",
+            u64::from(limits::MAX_JOIN_EXTENSIONS),
+        ),
     ];
     let theirs = v.as_object().expect("an object of limits");
     for (name, value) in ours.iter() {

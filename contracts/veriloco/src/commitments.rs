@@ -1,0 +1,65 @@
+//! The game's commitments, byte for byte as `docs/protocol.md` ("Verdicts, traps and disputes")
+//! and `protocol/rules/commitments.py`: a validator's verdict commitment, a host's trap
+//! commitment, and the seed of a dispute round. `tests/vectors/commitments.json` pins all three.
+
+use crate::hashing::{tag, tagged_hash, u32be, u64be};
+
+/// `H("verdict", utf8(validator) || 0x00 || u64be(epoch) || utf8(host) || 0x00 || u32be(segment)
+/// || u8(outcome) || utf8(distance) || 0x00 || evidence || salt)`, with the outcome's code
+/// (`pass` 0, `fail` 1, `unavailable` 2). Binding the validator's address means a copied
+/// commitment never opens for the copier.
+#[allow(clippy::too_many_arguments)]
+pub fn verdict_commitment(
+    validator: &str,
+    epoch: u64,
+    host: &str,
+    segment: u32,
+    outcome: u8,
+    distance: &str,
+    evidence: &[u8; 32],
+    salt: &[u8; 32],
+) -> [u8; 32] {
+    tagged_hash(
+        tag::VERDICT,
+        &[
+            validator.as_bytes(),
+            &[0u8],
+            &u64be(epoch),
+            host.as_bytes(),
+            &[0u8],
+            &u32be(segment),
+            &[outcome],
+            distance.as_bytes(),
+            &[0u8],
+            evidence,
+            salt,
+        ],
+    )
+}
+
+/// `H("traps", utf8(host) || 0x00 || u64be(epoch) || u32be(n) || u32be(t_1) || … || u32be(t_n)
+/// || salt)` over the trap segments in ascending order (an honest host commits to n = 0).
+pub fn trap_commitment(host: &str, epoch: u64, segments: &[u32], salt: &[u8; 32]) -> [u8; 32] {
+    let mut list = Vec::with_capacity(4 + 4 * segments.len());
+    list.extend_from_slice(&u32be(segments.len() as u32));
+    for s in segments {
+        list.extend_from_slice(&u32be(*s));
+    }
+    tagged_hash(
+        tag::TRAPS,
+        &[host.as_bytes(), &[0u8], &u64be(epoch), &list, salt],
+    )
+}
+
+/// `H("dispute/seed", epoch_seed || u32be(round) || salt_1 || … )`: the seed of dispute round
+/// `round`'s committees, from the salts of the verdicts opened in the round before it (in key
+/// order: host, segment, validator). Unknown until those verdicts are opened, so nobody knows a
+/// committee when it casts the vote that may cause the dispute.
+pub fn dispute_seed(epoch_seed: &[u8; 32], round: u32, salts: &[[u8; 32]]) -> [u8; 32] {
+    let round_bytes = u32be(round);
+    let mut parts: Vec<&[u8]> = vec![epoch_seed, &round_bytes];
+    for s in salts {
+        parts.push(s);
+    }
+    tagged_hash(tag::DISPUTE_SEED, &parts)
+}

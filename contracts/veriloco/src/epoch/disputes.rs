@@ -1,0 +1,261 @@
+//! The close of a verdict round (`docs/contract.md`, "Disputes"): at the close of
+//! `verdict_reveal` (round 0) and of each `dispute_reveal` (round i), every challenge still
+//! pending is decided from the verdicts opened in that round, or goes to a dispute committee of
+//! the next round, or, when no round is left or nobody can sit on the committee, ends
+//! `unresolved`.
+//!
+//! * Round 0 (the `r` validators the seed assigned) decides only a unanimous round: every one of
+//!   them opened the same verdict, and it is `pass` (on a segment the host did not declare a
+//!   trap) or `fail` from at least two. Anything else — a disagreement, an `unavailable`, a
+//!   silence, a lone `fail`, a `pass` on a trap — is a dispute.
+//! * Round i ≥ 1 (a committee drawn for the round) decides by its members' opened verdicts: the
+//!   host is `unavailable` when more than half of the members drawn voted `unavailable`;
+//!   otherwise the strict majority of the opened `pass` and `fail` votes decides. A tie (none
+//!   opened included) goes to the next round, or ends `unresolved` when no round or nobody is
+//!   left.
+//!
+//! Committees are drawn from the validators of V that are not the host and not yet assigned to
+//! the challenge, with the seed of the round (`commitments::dispute_seed`: the epoch seed and the
+//! salts of the verdicts just opened), so nobody knows a committee when it casts the vote that
+//! may cause the dispute.
+
+use std::collections::BTreeMap;
+
+use crate::commitments::dispute_seed;
+use crate::deps::{Order, Storage};
+use crate::error::ContractError;
+use crate::hashing::{digest_from_hex, hex};
+use crate::records::{self, ChallengeOutcome, VoteOutcome, ASSIGNMENTS, TRAPS, VOTES};
+use crate::sampling::dispute_committee;
+use crate::state::Config;
+use crate::types::{Event, Response};
+
+use super::Epoch;
+
+/// The decision of the first round from its members' opened verdicts (None: not opened).
+pub fn first_round(votes: &[Option<VoteOutcome>], trap: bool) -> Option<ChallengeOutcome> {
+    let first = match votes.first() {
+        Some(Some(o)) => *o,
+        _ => return None,
+    };
+    if votes.iter().any(|v| *v != Some(first)) {
+        return None;
+    }
+    match first {
+        VoteOutcome::Pass if !trap => Some(ChallengeOutcome::Pass),
+        VoteOutcome::Fail if votes.len() >= 2 => Some(ChallengeOutcome::Fail),
+        _ => None,
+    }
+}
+
+/// The decision of a dispute committee from its members' opened verdicts (None: a tie, to the
+/// next round). `unavailable` needs more than half of the members drawn; otherwise the strict
+/// majority of the opened `pass` / `fail` votes decides (an `unavailable` or a silence counts
+/// for neither side).
+pub fn committee_decision(votes: &[Option<VoteOutcome>]) -> Option<ChallengeOutcome> {
+    let count = |o: VoteOutcome| votes.iter().filter(|v| **v == Some(o)).count();
+    let (pass, fail, unavailable) = (
+        count(VoteOutcome::Pass),
+        count(VoteOutcome::Fail),
+        count(VoteOutcome::Unavailable),
+    );
+    if unavailable * 2 > votes.len() {
+        Some(ChallengeOutcome::Unavailable)
+    } else if pass > fail {
+        Some(ChallengeOutcome::Pass)
+    } else if fail > pass {
+        Some(ChallengeOutcome::Fail)
+    } else {
+        None
+    }
+}
+
+/// Close the current round of the current epoch at `at`: decide, draw the next committees.
+/// Returns whether a dispute round follows (then the header's round and the counts are set
+/// for it).
+pub fn close_round(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    at: u64,
+    out: &mut Response,
+) -> Result<bool, ContractError> {
+    let e = ep.number();
+    let round = ep.header.round;
+    let ver = &config.verification;
+    let epoch_seed = ep
+        .header
+        .seed
+        .as_deref()
+        .and_then(digest_from_hex)
+        .ok_or_else(|| {
+            ContractError::Corrupt("corrupt state: a verdict round without a seed".into())
+        })?;
+    // Every scan is collected before anything is written.
+    let set = records::load_validator_set(storage, e)?;
+    let assignments = ASSIGNMENTS.prefix(e).all(storage)?;
+    let traps: BTreeMap<String, Vec<u32>> = TRAPS.prefix(e).all(storage)?.into_iter().collect();
+    let mut cast: BTreeMap<(String, u32), BTreeMap<String, VoteOutcome>> = BTreeMap::new();
+    let mut salts: Vec<[u8; 32]> = Vec::new();
+    for record in VOTES.prefix(e).range(storage, None, Order::Ascending) {
+        let ((host, segment, validator), vote) = record?;
+        if vote.round != round {
+            continue;
+        }
+        salts.push(
+            digest_from_hex(&vote.salt)
+                .ok_or_else(|| ContractError::Corrupt("corrupt vote record: salt".into()))?,
+        );
+        cast.entry((host, segment))
+            .or_default()
+            .insert(validator, vote.outcome);
+    }
+    let next = round + 1;
+    let seed = dispute_seed(&epoch_seed, next, &salts);
+    let (mut decided, mut unresolved, mut disputes, mut members) = (0u32, 0u32, 0u32, 0u32);
+    for (host, mut list) in assignments {
+        let mut changed = false;
+        let host_traps = traps.get(&host);
+        for a in list.iter_mut().filter(|a| a.outcome.is_pending()) {
+            let votes_of = cast.get(&(host.clone(), a.segment));
+            let votes: Vec<Option<VoteOutcome>> = a
+                .round_members(round)
+                .iter()
+                .map(|i| {
+                    let v = set.get(*i as usize)?;
+                    votes_of.and_then(|c| c.get(v)).copied()
+                })
+                .collect();
+            let trap = host_traps.map_or(false, |t| t.contains(&a.segment));
+            let decision = if round == 0 {
+                first_round(&votes, trap)
+            } else {
+                committee_decision(&votes)
+            };
+            changed = true;
+            if let Some(outcome) = decision {
+                a.outcome = outcome;
+                decided += 1;
+                continue;
+            }
+            if next > ver.dispute_rounds || a.committees.len() as u32 != round {
+                a.outcome = ChallengeOutcome::Unresolved;
+                unresolved += 1;
+                continue;
+            }
+            let excluded: Vec<String> = a.members(&set)?.into_iter().map(|(_, v)| v).collect();
+            let committee = dispute_committee(
+                &seed,
+                &host,
+                a.segment,
+                &set,
+                &excluded,
+                ver.committee_size(next),
+            );
+            if committee.is_empty() {
+                a.outcome = ChallengeOutcome::Unresolved;
+                unresolved += 1;
+                continue;
+            }
+            let indices = committee
+                .iter()
+                .map(|v| set.binary_search(v).map(|i| i as u16))
+                .collect::<Result<Vec<u16>, usize>>()
+                .map_err(|_| ContractError::Corrupt("a committee member is not in V".into()))?;
+            members += indices.len() as u32;
+            disputes += 1;
+            a.committees.push(indices);
+        }
+        if changed {
+            ASSIGNMENTS.save(storage, (e, &host), &list);
+        }
+    }
+    out.events.push(
+        Event::new("dispute")
+            .add_attribute("epoch", e)
+            .add_attribute("round", round)
+            .add_attribute("decided", decided)
+            .add_attribute("unresolved", unresolved)
+            .add_attribute("disputes", disputes)
+            .add_attribute("committee_members", members)
+            .add_attribute("next_seed", hex(&seed))
+            .add_attribute("at", at),
+    );
+    if disputes == 0 {
+        return Ok(false);
+    }
+    ep.header_mut().round = next;
+    let counts = ep.counts_mut();
+    counts.votes_expected = members;
+    counts.votes_posted = 0;
+    counts.votes_revealed = 0;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use VoteOutcome::*;
+
+    #[test]
+    fn the_first_round_decides_only_when_unanimous() {
+        let of = first_round;
+        assert_eq!(
+            of(&[Some(Pass), Some(Pass)], false),
+            Some(ChallengeOutcome::Pass)
+        );
+        assert_eq!(of(&[Some(Pass)], false), Some(ChallengeOutcome::Pass));
+        assert_eq!(
+            of(&[Some(Fail), Some(Fail)], false),
+            Some(ChallengeOutcome::Fail)
+        );
+        // One validator's fail alone never decides; nor does a disagreement, a silence, an
+        // unavailable, or a pass on a trap.
+        assert_eq!(of(&[Some(Fail)], false), None);
+        assert_eq!(of(&[Some(Pass), Some(Fail)], false), None);
+        assert_eq!(of(&[Some(Pass), None], false), None);
+        assert_eq!(of(&[None, None], false), None);
+        assert_eq!(of(&[Some(Unavailable), Some(Unavailable)], false), None);
+        assert_eq!(of(&[Some(Pass), Some(Pass)], true), None);
+        assert_eq!(
+            of(&[Some(Fail), Some(Fail)], true),
+            Some(ChallengeOutcome::Fail)
+        );
+        assert_eq!(of(&[], false), None);
+    }
+
+    #[test]
+    fn a_committee_decides_by_the_majority_of_its_opened_votes() {
+        let of = committee_decision;
+        assert_eq!(
+            of(&[Some(Pass), Some(Pass), Some(Fail)]),
+            Some(ChallengeOutcome::Pass)
+        );
+        assert_eq!(
+            of(&[Some(Fail), Some(Fail), None]),
+            Some(ChallengeOutcome::Fail)
+        );
+        // A silent member counts for neither side; one opened vote against none decides.
+        assert_eq!(of(&[Some(Fail), None, None]), Some(ChallengeOutcome::Fail));
+        assert_eq!(of(&[Some(Pass)]), Some(ChallengeOutcome::Pass));
+        // Unavailable to more than half of the members drawn: the host did not serve.
+        assert_eq!(
+            of(&[Some(Unavailable), Some(Unavailable), Some(Pass)]),
+            Some(ChallengeOutcome::Unavailable)
+        );
+        // One unavailable is no ground against the host: the others decide.
+        assert_eq!(
+            of(&[Some(Unavailable), Some(Pass), None]),
+            Some(ChallengeOutcome::Pass)
+        );
+        assert_eq!(
+            of(&[Some(Unavailable)]),
+            Some(ChallengeOutcome::Unavailable)
+        );
+        // Ties and silence go to the next round.
+        assert_eq!(of(&[Some(Pass), Some(Fail), None]), None);
+        assert_eq!(of(&[Some(Fail), Some(Unavailable), Some(Pass)]), None);
+        assert_eq!(of(&[None, None, None]), None);
+        assert_eq!(of(&[]), None);
+    }
+}
