@@ -189,7 +189,7 @@ def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behavi
                     full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
     host, _, port = listen.rpartition(":")
     app = create_app(node.source, spec.run_id().hex(), node.address,
-                     authorize=MembershipCache(ledger), prefix=ledger.prefix)
+                     authorize=MembershipCache(ledger), prefix=ledger.prefix, source_for=node.source_for)
     server = ServerThread(app, host or "127.0.0.1", int(port)).start()
     return node, server
 

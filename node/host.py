@@ -3,10 +3,15 @@
 Each :meth:`HostNode.tick` reads this host's status on chain (the phase and what it has done) and
 does what the current phase asks of it:
 
+* any phase past its deadline — ``advance`` first;
 * ``join``    — post the beacon commitment (the secret is on disk first);
-* ``train``   — run the epoch's inner loop from θ_e (resumable) and post the commitment;
+* ``train``   — run the epoch's inner loop from θ_e (resumable) and post the commitment with the
+  trap commitment (its trap set and salt on disk first; an honest host's set is empty);
 * ``reveal``  — reveal the beacon secret;
 * ``verify``  — nothing to send; validators read the host's artifacts meanwhile;
+* ``verdict_reveal`` — open the trap commitment (so the phase can close early; an auditor's
+  traps count only once opened);
+* ``dispute`` — nothing to send; the committees read the host's artifacts;
 * ``propose`` — if accepted: fetch every accepted Δ (the chain's aggregation inputs: each accepted
   host's endpoint and committed Δ hash), check each against its hash and against what H AdamW
   steps can do (a Δ beyond it is left out of the aggregate, the same way by every honest host),
@@ -37,8 +42,10 @@ from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
+from protocol.rules.beacon import epoch_seed
 from protocol.rules.limits import MAX_LOSS_MICRO
 from protocol.rules.losses import MICRO, loss_micro
+from protocol.rules.sampling import challenged_segments
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
 from protocol.views import ParticipantStatus
@@ -113,17 +120,25 @@ class HostNode(Participant):
         return self.behaviour.serve(LocalArtifacts(self.root, self.run_id, self.address,
                                                    recompute=self.recomputer.materialize))
 
+    def source_for(self, requester: str) -> ArtifactSource:
+        """What this host serves to ``requester`` (its behaviour may serve some and not others)."""
+        return self.behaviour.serve_to(LocalArtifacts(self.root, self.run_id, self.address), requester)
+
     # -- the loop ------------------------------------------------------------------------------
 
     def tick(self) -> bool:
         status = self.status()
         self._prune(status.epoch)
+        if self.maybe_advance(status):
+            return True
         if status.phase == "join":
             return self.maybe_join(status)
         if status.phase == "train":
             return self._maybe_train(status)
         if status.phase == "reveal":
-            return self.maybe_reveal(status)
+            return self._maybe_reveal(status)
+        if status.phase == "verdict_reveal":
+            return self._maybe_open_traps(status)
         if status.phase == "propose":
             return self._maybe_propose(status)
         return False
@@ -169,8 +184,10 @@ class HostNode(Participant):
                                                 on_step=self._progress(info.epoch))
         except ValueError as exc:  # a non-finite loss: θ_e cannot be trained from
             return self._give_up(info.epoch, "not training", f"θ {info.model_hash[:12]}…: {exc}")
+        traps = self.trap_opening(info.epoch, self.behaviour.traps(info.epoch))
         loss = result.commitment.train_loss_micro / MICRO
-        return self.attempt(info.epoch, "committed", lambda: self.ledger.commit(self.key, result.commitment),
+        return self.attempt(info.epoch, "committed",
+                            lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
 
     def _progress(self, epoch: int) -> StepCallback:
@@ -189,6 +206,42 @@ class HostNode(Participant):
                 self._on_step(done, loss)
 
         return on_step
+
+    # -- reveal the beacon, open the traps -----------------------------------------------------
+
+    def _maybe_reveal(self, status: ParticipantStatus) -> bool:
+        if not status.joined or status.revealed:
+            return False
+        choice = self.behaviour.reveal_choice(status.epoch, lambda: self._challenged_if_last(status))
+        if choice == "reveal":
+            return self.maybe_reveal(status)
+        if choice == "withhold":
+            self.event(status.epoch, "withholding reveal", "its challenges would hit what it faked")
+        return False
+
+    def _challenged_if_last(self, status: ParticipantStatus) -> list[int] | None:
+        """This host's challenged segments if it revealed now as the last one, from the others'
+        reveals in contract storage; None while any other participant has not revealed."""
+        info = self.ledger.epoch(status.epoch)
+        reveals = {self.address: self.secret(status.epoch)}
+        for address in [*info.hosts, *info.validators]:
+            if address == self.address:
+                continue
+            secret = self.ledger.beacon_reveal(status.epoch, address)
+            if secret is None:
+                return None
+            reveals[address] = secret
+        seed = epoch_seed(self.run_id, status.epoch, reveals)
+        return challenged_segments(seed, self.address, self.spec.train.segments,
+                                   self.spec.verification.challenges_k)
+
+    def _maybe_open_traps(self, status: ParticipantStatus) -> bool:
+        if not status.challenged or status.traps_opened:
+            return False
+        opening = self.trap_opening(status.epoch, [])
+        detail = f"traps {opening.segments}" if opening.segments else "no traps"
+        return self.attempt(status.epoch, "opened traps", lambda: self.ledger.reveal_traps(self.key, opening),
+                            detail)
 
     # -- aggregate and propose -----------------------------------------------------------------
 

@@ -4,10 +4,16 @@ A participant is driven by :meth:`Participant.tick`: it reads its own status in 
 (:meth:`chain.ledger.Ledger.participant`: the phase and what this participant has done, a few
 point reads on chain, not the whole epoch report) and does whatever is due and not yet done. The
 chain is the source of truth for what was done (joined, committed, revealed, voted, proposed); the
-disk keeps only what the chain must not see
-yet — the beacon secret, written (and fsynced) *before* the join transaction, so a participant that
-crashes between joining and revealing still reveals after a restart. Calling ``tick`` again after
-any crash therefore never repeats an action and never loses one.
+disk keeps only what the chain must not see yet — the beacon secret, a validator's verdict
+openings and a host's trap set with their salts — each written (and fsynced) *before* the
+transaction that commits to it, so a participant that crashes between committing and revealing
+still reveals after a restart. Calling ``tick`` again after any crash therefore never repeats an
+action and never loses one.
+
+The contract closes a phase only with a transaction. A node whose phase is past its deadline
+sends ``advance`` before anything else (:meth:`Participant.maybe_advance`): a message for the
+next phase sent into a phase that is due would close it and then be refused, and a refused
+transaction undoes everything it did, the phase change included.
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from chain.ledger import ContractError, Ledger
 from protocol.keys import PrivateKey
-from protocol.messages import BeaconJoin, BeaconReveal, Role
+from protocol.messages import BeaconJoin, BeaconReveal, Role, TrapOpening, VerdictOpening
 from protocol.rules.beacon import SECRET_SIZE, beacon_commit
+from protocol.rules.commitments import SALT_SIZE
 from protocol.rules.spec import RunSpec
 from protocol.views import ParticipantStatus
 from trainer.tensorfile import write_atomic
@@ -100,7 +109,48 @@ class Participant:
         write_atomic(path, json.dumps({"secret": secret.hex()}).encode())
         return secret
 
+    # -- verdict openings and trap sets: durable before their commitments --------------------------
+
+    def _epoch_dir(self, epoch: int) -> Path:
+        return self._journal / f"epoch-{epoch:06d}"
+
+    def keep_opening(self, opening: VerdictOpening) -> None:
+        """Write a verdict opening (with its salt) durably, before its commitment is posted."""
+        path = self._epoch_dir(opening.epoch) / "verdicts" / f"{opening.host}-{opening.segment:04d}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, opening.model_dump_json().encode())
+
+    def opening(self, epoch: int, host: str, segment: int) -> VerdictOpening | None:
+        """The verdict opening kept for (``host``, ``segment``) of ``epoch``, if any (a damaged one
+        is as good as none: the verdict cannot be opened)."""
+        path = self._epoch_dir(epoch) / "verdicts" / f"{host}-{segment:04d}.json"
+        try:
+            return VerdictOpening.model_validate_json(path.read_bytes())
+        except (OSError, ValidationError):
+            return None
+
+    def trap_opening(self, epoch: int, segments: list[int]) -> TrapOpening:
+        """This host's trap set for ``epoch`` with its salt: created once (for ``segments``), durable
+        before its commitment is posted; a restart reuses what was kept."""
+        path = self._epoch_dir(epoch) / "traps.json"
+        try:
+            return TrapOpening.model_validate_json(path.read_bytes())
+        except (OSError, ValidationError):
+            pass
+        opening = TrapOpening(epoch=epoch, segments=sorted(set(segments)), salt=os.urandom(SALT_SIZE).hex())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, opening.model_dump_json().encode())
+        return opening
+
     # -- shared phases ---------------------------------------------------------------------------
+
+    def maybe_advance(self, status: ParticipantStatus) -> bool:
+        """Close the current phase if its deadline has passed (the contract closes it only with a
+        transaction; nodes send it so that no run waits for an operator)."""
+        if status.phase == "closed" or self.ledger.height() < status.phase_deadline:
+            return False
+        return self.attempt(status.epoch, "advanced", lambda: self.ledger.advance(self.key),
+                            f"{status.phase} was due at height {status.phase_deadline}")
 
     def min_stake(self) -> int:
         econ = self.spec.economics

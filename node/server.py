@@ -76,11 +76,14 @@ class ServerStats:
 
 
 def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callable[[str], bool],
-               prefix: str = DEFAULT_PREFIX, max_skew: int = 60) -> FastAPI:
+               prefix: str = DEFAULT_PREFIX, max_skew: int = 60,
+               source_for: Callable[[str], ArtifactSource] | None = None) -> FastAPI:
     """The artifact server of one host.
 
     Args:
         source: what to serve (the host's behaviour decides, e.g. an adversary withholds).
+        source_for: what to serve to one signed reader, by its address, when the host's
+            behaviour distinguishes readers (``source`` then serves nobody).
         run_id: the run id (hex); requests signed for another run are refused.
         host: the serving host's address (reported by ``/v1/health``).
         authorize: whether an address may read (a bonded participant of the run).
@@ -122,7 +125,11 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
         stats.reject("unavailable", f"{what}: {exc}")
         return HTTPException(404, str(exc))
 
-    def blob(kind: BlobKind, read: Callable[[], bytes], key: int | str, leaf: int = 0) -> Response:
+    def reader_source(address: str) -> ArtifactSource:
+        return source_for(address) if source_for is not None else source
+
+    def blob(source: ArtifactSource, kind: BlobKind, read: Callable[[], bytes], key: int | str,
+             leaf: int = 0) -> Response:
         # A file on disk is streamed in chunks (FileResponse), so serving a large model does not
         # hold it in memory; other sources (wrappers, tests) hand over bytes.
         path = source.file(kind, key, leaf)
@@ -142,14 +149,15 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
 
     @app.get("/v1/epochs/{epoch}/checkpoints/{leaf}", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})
-    def checkpoint(epoch: Epoch, leaf: Leaf, _: str = Depends(signer)) -> Response:
-        return blob("checkpoint", lambda: source.checkpoint(epoch, leaf), epoch, leaf)
+    def checkpoint(epoch: Epoch, leaf: Leaf, reader: str = Depends(signer)) -> Response:
+        src = reader_source(reader)
+        return blob(src, "checkpoint", lambda: src.checkpoint(epoch, leaf), epoch, leaf)
 
     @app.get("/v1/epochs/{epoch}/proofs/{leaf}", response_model=MerkleProof)
-    def proof(epoch: Epoch, leaf: Leaf, _: str = Depends(signer)) -> MerkleProof:
+    def proof(epoch: Epoch, leaf: Leaf, reader: str = Depends(signer)) -> MerkleProof:
         try:
             # The host's own artifacts: validated anyway, so only a well-formed proof leaves the server.
-            answer = MerkleProof.model_validate(source.proof(epoch, leaf))
+            answer = MerkleProof.model_validate(reader_source(reader).proof(epoch, leaf))
         except ArtifactUnavailable as exc:
             raise unavailable("proof", exc) from None
         stats.served["proof"] += 1
@@ -157,13 +165,14 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
 
     @app.get("/v1/epochs/{epoch}/delta", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})
-    def delta(epoch: Epoch, _: str = Depends(signer)) -> Response:
-        return blob("delta", lambda: source.delta(epoch), epoch)
+    def delta(epoch: Epoch, reader: str = Depends(signer)) -> Response:
+        src = reader_source(reader)
+        return blob(src, "delta", lambda: src.delta(epoch), epoch)
 
     @app.get("/v1/epochs/{epoch}/losses", response_model=LossesAnswer)
-    def losses(epoch: Epoch, _: str = Depends(signer)) -> LossesAnswer:
+    def losses(epoch: Epoch, reader: str = Depends(signer)) -> LossesAnswer:
         try:
-            answer = LossesAnswer.model_validate({"losses_micro": source.losses(epoch)})
+            answer = LossesAnswer.model_validate({"losses_micro": reader_source(reader).losses(epoch)})
         except ArtifactUnavailable as exc:
             raise unavailable("losses", exc) from None
         stats.served["losses"] += 1
@@ -171,8 +180,9 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
 
     @app.get("/v1/models/{model_hash}", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})
-    def model(model_hash: ModelHash, _: str = Depends(signer)) -> Response:
-        return blob("model", lambda: source.global_state(model_hash), model_hash)
+    def model(model_hash: ModelHash, reader: str = Depends(signer)) -> Response:
+        src = reader_source(reader)
+        return blob(src, "model", lambda: src.global_state(model_hash), model_hash)
 
     return app
 

@@ -1,21 +1,30 @@
-"""The validator node: joins epochs, reveals, replays its challenges and posts verdicts.
+"""The validator node: joins epochs, reveals, replays its challenges and commits then opens verdicts.
 
-Each :meth:`ValidatorNode.tick` reads this validator's status on chain (the phase, what it has
-done, how many of its challenges still wait for its verdict) and does what the phase asks:
+Each :meth:`ValidatorNode.tick` reads this validator's status on chain (the phase, the dispute
+round, what it has done, how many of its challenges of the round still wait for its commitment or
+its opening) and does what the phase asks:
 
+* any phase past its deadline — ``advance`` first;
 * ``join``   — post the beacon commitment (the secret is on disk first);
 * ``reveal`` — reveal the beacon secret;
-* ``verify`` — for every challenge assigned to it and not yet voted on: fetch the host's segment
-  through its artifact source, replay it with the trainer's step (:func:`verifier.replay.check_challenge`)
-  and post the verdict before the deadline.
+* ``verify`` and each ``dispute`` round — for every challenge it sits on in the round and has not
+  committed to: fetch the host's segment through its artifact source, replay it with the
+  trainer's step (:func:`verifier.replay.check_challenge`), keep the verdict with a random salt on
+  disk (fsynced) and post its commitment — nothing about the verdict is visible yet;
+* ``verdict_reveal`` and each ``dispute_reveal`` — open every verdict it committed to in the
+  round, from what it kept on disk.
 
-Verdicts already on chain are never posted again (the chain's ``voted`` flag), so a validator
-restarted mid-phase only does what is left. Its :class:`~verifier.adversaries.ValidatorBehaviour`
-decides what is finally posted — honest by default, a liar in tests.
+Commitments and openings already on chain are never posted again (the chain's ``committed`` and
+``revealed`` flags), so a validator restarted mid-phase only does what is left, and one that
+crashed between committing and opening still opens. Its
+:class:`~verifier.adversaries.ValidatorBehaviour` decides what is finally committed — honest by
+default, a liar in tests — and a copying one (``copycat``) posts what it can see of another
+validator's verdict instead, which the commitment binding the validator's address defeats.
 """
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 from typing import NoReturn
@@ -24,8 +33,10 @@ from chain.ledger import Ledger
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
+from protocol.messages import VerdictCommit, VerdictOpening
+from protocol.rules.commitments import SALT_SIZE
 from protocol.rules.spec import RunSpec
-from protocol.views import ParticipantStatus
+from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus, Vote
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.data import Dataset
 from trainer.step import Stepper
@@ -41,7 +52,7 @@ class ValidatorNode(Participant):
         key: the validator's chain key.
         spec: the run spec.
         dataset: the run's dataset (to recompute every batch).
-        root: the validator's work directory (beacon secrets, global states).
+        root: the validator's work directory (beacon secrets, verdict openings, global states).
         peers: how to reach a host's artifacts from its advertised endpoint.
         behaviour: honest by default.
         name: a label for events.
@@ -62,46 +73,118 @@ class ValidatorNode(Participant):
         self.behaviour = behaviour or ValidatorBehaviour()
         self.globals = GlobalStore(self.root, spec, ledger, peers, self.address)
         self._stepper: Stepper | None = None
+        self._tried: set[tuple[int, str, int, str]] = set()  # copies already refused: not sent again
 
     def tick(self) -> bool:
         status = self.status()
+        if self.maybe_advance(status):
+            return True
         if status.phase == "join":
             return self.maybe_join(status)
         if status.phase == "reveal":
             return self.maybe_reveal(status)
-        if status.phase == "verify":
-            return self._maybe_verify(status)
+        if status.phase in VERDICT_COMMIT_PHASES and status.to_commit:
+            return self._commit_verdicts(status)
+        if status.phase in VERDICT_REVEAL_PHASES and status.to_reveal:
+            return self._open_verdicts(status)
         return False
 
-    def _maybe_verify(self, info: ParticipantStatus) -> bool:
-        if info.pending_verdicts == 0:
-            return False
-        pending = [c for c in self.ledger.challenges(info.epoch, self.address) if not c.voted]
+    def _mine(self, status: ParticipantStatus) -> list[Challenge]:
+        """The challenges of the current round this validator sits on and that are undecided."""
+        return [c for c in self.ledger.challenges(status.epoch, self.address)
+                if c.round == status.round and c.outcome == "pending"]
+
+    # -- commit --------------------------------------------------------------------------------
+
+    def _commit_verdicts(self, status: ParticipantStatus) -> bool:
         acted = False
-        for challenge in pending:
-            verdict, reason = None, "without replaying"
-            if self.behaviour.replays:
-                try:
-                    theta = self.globals.get(info.model_hash, info.epoch)
-                except GlobalStateUnavailable as exc:
-                    self.event(info.epoch, "waiting for θ", str(exc))
-                    return acted
-                try:
-                    source = self.peers(challenge.endpoint)
-                except ArtifactUnavailable as exc:
-                    source = _Unreachable(str(exc))
-                if self._stepper is None:
-                    self._stepper = Stepper(self.spec, device=self.device)
-                report = check_challenge(self.spec, self.dataset, challenge, source, theta,
-                                         bytes.fromhex(info.prev_seed), stepper=self._stepper)
-                verdict, reason = report.verdict, report.reason
-            final = self.behaviour.decide(challenge, verdict)
-            if final is None:
+        for challenge in [c for c in self._mine(status) if not c.committed]:
+            if self.behaviour.copies:
+                acted |= self._commit_copy(status, challenge)
                 continue
-            acted |= self.attempt(info.epoch, f"verdict {final.outcome}",
-                                  partial(self.ledger.verdict, self.key, final),
-                                  f"host {challenge.host[:12]}… segment {challenge.segment}: {reason}")
+            opening = self.opening(status.epoch, challenge.host, challenge.segment)
+            if opening is None:  # not decided before (a restart after the commitment reuses it)
+                verdict, reason = None, "without replaying"
+                if self.behaviour.replays:
+                    try:
+                        theta = self.globals.get(status.model_hash, status.epoch)
+                    except GlobalStateUnavailable as exc:
+                        self.event(status.epoch, "waiting for θ", str(exc))
+                        return acted
+                    try:
+                        source = self.peers(challenge.endpoint)
+                    except ArtifactUnavailable as exc:
+                        source = _Unreachable(str(exc))
+                    if self._stepper is None:
+                        self._stepper = Stepper(self.spec, device=self.device)
+                    report = check_challenge(self.spec, self.dataset, challenge, source, theta,
+                                             bytes.fromhex(status.prev_seed), stepper=self._stepper)
+                    verdict, reason = report.verdict, report.reason
+                final = self.behaviour.decide(challenge, verdict)
+                if final is None:
+                    continue
+                opening = VerdictOpening.of(final, os.urandom(SALT_SIZE))
+                self.keep_opening(opening)
+                self.event(status.epoch, f"verdict {final.outcome}",
+                           f"host {challenge.host[:12]}… segment {challenge.segment} round {challenge.round}: "
+                           f"{reason}")
+            msg = VerdictCommit(epoch=status.epoch, host=challenge.host, segment=challenge.segment,
+                                commitment=opening.commitment(self.address))
+            acted |= self.attempt(status.epoch, "committed verdict",
+                                  partial(self.ledger.commit_verdict, self.key, msg),
+                                  f"host {challenge.host[:12]}… segment {challenge.segment}")
         return acted
+
+    # -- open ----------------------------------------------------------------------------------
+
+    def _open_verdicts(self, status: ParticipantStatus) -> bool:
+        acted = False
+        for challenge in [c for c in self._mine(status) if c.committed and not c.revealed]:
+            if self.behaviour.copies:
+                acted |= self._open_copy(status, challenge)
+                continue
+            opening = self.opening(status.epoch, challenge.host, challenge.segment)
+            if opening is None:
+                key = (status.epoch, challenge.host, challenge.segment, "lost")
+                if key not in self._tried:
+                    self._tried.add(key)
+                    self.event(status.epoch, "cannot open verdict",
+                               f"host {challenge.host[:12]}… segment {challenge.segment}: nothing kept on disk")
+                continue
+            acted |= self.attempt(status.epoch, f"opened verdict {opening.outcome}",
+                                  partial(self.ledger.reveal_verdict, self.key, opening),
+                                  f"host {challenge.host[:12]}… segment {challenge.segment}")
+        return acted
+
+    # -- a copying validator: what it can see of others' verdicts ------------------------------
+
+    def _others(self, challenge: Challenge) -> list[Vote]:
+        report = self.ledger.report(challenge.epoch)
+        for c in report.challenges:
+            if (c.host, c.segment) == (challenge.host, challenge.segment):
+                return [v for v in c.votes if v.validator != self.address]
+        return []
+
+    def _commit_copy(self, status: ParticipantStatus, challenge: Challenge) -> bool:
+        commitment = self.behaviour.copy_commitment(challenge, self._others(challenge))
+        if commitment is None:
+            return False  # nothing visible to copy yet
+        msg = VerdictCommit(epoch=status.epoch, host=challenge.host, segment=challenge.segment, commitment=commitment)
+        return self.attempt(status.epoch, "committed a copied verdict",
+                            lambda: self.ledger.commit_verdict(self.key, msg),
+                            f"host {challenge.host[:12]}… segment {challenge.segment}")
+
+    def _open_copy(self, status: ParticipantStatus, challenge: Challenge) -> bool:
+        key = (status.epoch, challenge.host, challenge.segment, "copy")
+        if key in self._tried:
+            return False
+        opening = self.behaviour.copy_opening(challenge, self._others(challenge))
+        if opening is None:
+            return False
+        self._tried.add(key)
+        return self.attempt(status.epoch, "opened a copied verdict",
+                            lambda: self.ledger.reveal_verdict(self.key, opening),
+                            f"host {challenge.host[:12]}… segment {challenge.segment}")
 
 
 class _Unreachable(ArtifactSource):

@@ -1,17 +1,20 @@
 """How a host behaves in an epoch: the honest way, or one of the adversaries that tests and benches use.
 
 A host node (``node.host``) does the protocol's bookkeeping — joining, committing, revealing,
-proposing — and asks its :class:`HostBehaviour` for the two things an adversary can fake: the
-epoch of work it commits to, and what it serves. The honest behaviour trains with
-:func:`trainer.inner.run_epoch` and serves everything; the adversary catalogue
-(``verifier.adversaries``) fakes work or withholds artifacts through the same two methods, so an
-adversary runs through exactly the code an honest host runs, except where it cheats.
+proposing — and asks its :class:`HostBehaviour` for what a host can choose: the epoch of work it
+commits to, which of its segments it declares traps (an auditor), whether to reveal its beacon
+secret, and what it serves to whom. The honest behaviour trains with
+:func:`trainer.inner.run_epoch`, declares no trap, always reveals and serves everything to
+everyone; the adversary catalogue (``verifier.adversaries``) fakes work, withholds or steers
+through the same methods, so an adversary runs through exactly the code an honest host runs,
+except where it cheats.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -62,6 +65,23 @@ class HostBehaviour:
     def serve(self, source: ArtifactSource) -> ArtifactSource:
         """What peers may read: the honest host serves its work directory as it is."""
         return source
+
+    def serve_to(self, source: ArtifactSource, requester: str) -> ArtifactSource:
+        """What ``requester`` (a signed reader's address) may read; the same for everyone by default."""
+        return self.serve(source)
+
+    def traps(self, epoch: int) -> list[int]:
+        """The segments of ``epoch`` it deliberately corrupted and declares as traps, once
+        :meth:`train_epoch` ran (its trap commitment hides them until the verdicts are in). The
+        honest host declares none."""
+        return []
+
+    def reveal_choice(self, epoch: int,
+                      challenged_if_last: Callable[[], list[int] | None]) -> Literal["reveal", "wait", "withhold"]:
+        """Whether to reveal the beacon secret now. ``challenged_if_last()`` is what a host could
+        know by reading the others' reveals: its challenged segments if it revealed last now, or
+        None while others have not revealed. The honest host reveals at once."""
+        return "reveal"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -26,8 +26,15 @@ measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challeng
    replayed per-step loss within ``loss_tolerance`` of the recorded one; and the committed update
    at least ``min_update_ratio`` times ``lr · √(c · N)``.
 
-Outcomes: ``unavailable`` when the source raised (the host did not serve); ``fail`` when anything
-served is malformed, unauthenticated or inconsistent, or a check does not hold; ``pass`` otherwise.
+Outcomes: ``unavailable`` when the host did not serve what it committed — the source raised, or
+what it served is not the committed artifact (malformed bytes, a proof that does not verify under
+the committed root, losses or a Δ that do not hash to the committed digest); ``fail`` when the
+committed artifacts themselves do not hold up (a leaf under the root with another epoch's RNG key
+or implausible moments, leaves inconsistent with the committed losses or with each other, a Δ that
+is not θ_e − θ_S, a replay beyond the tolerances); ``pass`` otherwise. The split matters to the
+game (``docs/contract.md``): every honest validator that is served sees the same committed bytes,
+so honest ``fail`` and ``pass`` votes always agree, while what one reader was served instead is
+only the host's refusal to serve it, which never slashes the reader.
 Nothing the host serves can raise out of :func:`check_challenge`: every failure is a verdict with
 a reason. What the validator supplies itself (spec, dataset, θ_e, seed, stepper) is checked first
 and a mismatch raises ``ValueError`` — then no verdict should be posted at all.
@@ -121,6 +128,11 @@ def _fail(check: str, reason: str) -> _Decided:
     return _Decided("fail", check, reason)
 
 
+def _unserved(check: str, reason: str) -> _Decided:
+    # What was served is not what the host committed: it did not serve the artifact.
+    return _Decided("unavailable", check, reason)
+
+
 def _fetch(what: str, call: Callable[[], T]) -> T:
     # A source reports a refusal (missing, timed out, too large) as ArtifactUnavailable. Any other
     # exception out of a source is a transport problem the validator cannot pin on the host either:
@@ -136,7 +148,7 @@ def _fetch(what: str, call: Callable[[], T]) -> T:
 def _bytes(data: object, what: str) -> bytes:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
-    raise _fail("leaf", f"{what} is a {type(data).__name__}, not bytes")
+    raise _unserved("leaf", f"{what} is a {type(data).__name__}, not bytes")
 
 
 def _proof(value: MerkleProof | UntrustedJson, what: str) -> MerkleProof:
@@ -145,7 +157,7 @@ def _proof(value: MerkleProof | UntrustedJson, what: str) -> MerkleProof:
     try:
         return MerkleProof.model_validate(value)
     except (ValidationError, TypeError, ValueError) as exc:
-        raise _fail("leaf", f"{what}: malformed Merkle proof ({str(exc).splitlines()[0]})") from None
+        raise _unserved("leaf", f"{what}: malformed Merkle proof ({str(exc).splitlines()[0]})") from None
 
 
 _SHAPES: dict[bytes, dict[str, Any]] = {}
@@ -201,10 +213,10 @@ class _Run:
         return raw_start, proof_start, raw_end, proof_end, losses, delta
 
     def chunks(self, raw: Iterable[object] | None, what: str, counter: str) -> Iterator[bytes]:
-        """The served chunks, counted; a source failing mid-stream is unavailable, a piece that is
-        not bytes a fail."""
+        """The served chunks, counted; a source failing mid-stream, or a piece that is not bytes, is
+        unavailable (not the committed artifact)."""
         if raw is None:
-            raise _fail("leaf", f"{what} is a NoneType, not bytes")
+            raise _unserved("leaf", f"{what} is a NoneType, not bytes")
         it = iter(raw)
         total = 0
         end = object()
@@ -226,16 +238,16 @@ class _Run:
             ckpt, leaf_hash = stream_checkpoint(self.chunks(raw, what, f"leaf{leaf}_bytes"), self.spec, leaf,
                                                 what=f"{self.host} epoch {self.epoch} {what}")
         except (TensorFileError, ValueError) as exc:
-            raise _fail("leaf", f"{what} is malformed: {exc}") from None
+            raise _unserved("leaf", f"{what} is malformed: {exc}") from None
         proof = _proof(served_proof, what)
         self.m[f"leaf{leaf}_hash"] = leaf_hash.hex()
         if proof.index != leaf:
-            raise _fail("leaf", f"the proof served for {what} is the proof of leaf {proof.index}")
+            raise _unserved("leaf", f"the proof served for {what} is the proof of leaf {proof.index}")
         if proof.leaf_count != self.leaves:
-            raise _fail("leaf", f"the proof of {what} is for {proof.leaf_count} leaves; "
+            raise _unserved("leaf", f"the proof of {what} is for {proof.leaf_count} leaves; "
                                 f"the commitment has {self.leaves}")
         if not verify_proof(leaf_hash, proof, self.root, self.leaves):
-            raise _fail("leaf", f"{what} (hash {leaf_hash.hex()[:16]}…) is not under the committed root")
+            raise _unserved("leaf", f"{what} (hash {leaf_hash.hex()[:16]}…) is not under the committed root")
         key = epoch_rng_key(self.spec.train.seed, self.epoch)
         if ckpt.state.rng_key != key:
             raise _fail("leaf", f"{what} carries RNG key {ckpt.state.rng_key}, not epoch {self.epoch}'s {key}")
@@ -248,12 +260,12 @@ class _Run:
     def losses(self, served: list[int] | UntrustedJson, start: Checkpoint, end: Checkpoint) -> None:
         h = self.spec.train.inner_steps
         if not isinstance(served, (list, tuple)):
-            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({type(served).__name__})")
+            raise _unserved("losses", f"the served losses are not {h} 64-bit integers ({type(served).__name__})")
         values = [x for x in served if type(x) is int and -_I64 <= x < _I64]
         if len(served) != h or len(values) != h:
-            raise _fail("losses", f"the served losses are not {h} 64-bit integers ({len(served)} values)")
+            raise _unserved("losses", f"the served losses are not {h} 64-bit integers ({len(served)} values)")
         if loss_digest(values) != self.challenge.loss_digest:
-            raise _fail("losses", "the served losses do not hash to the committed loss digest")
+            raise _unserved("losses", "the served losses do not hash to the committed loss digest")
         # What the host reported about its training must follow from what it committed.
         reported, derived = self.challenge.train_loss_micro, train_loss_micro(values, self.c)
         self.m["train_loss_micro"] = derived
@@ -299,10 +311,10 @@ class _Run:
             payload, digest = stream_delta(self.chunks(raw, "Δ", "delta_bytes"), self.spec,
                                            what=f"{self.host} epoch {self.epoch} Δ")
         except (TensorFileError, ValueError) as exc:
-            raise _fail("delta", f"Δ is malformed: {exc}") from None
+            raise _unserved("delta", f"Δ is malformed: {exc}") from None
         served_hash = digest.hex()
         if served_hash != self.challenge.delta_hash:
-            raise _fail("delta", f"the served Δ hashes to {served_hash[:16]}…, the committed Δ hash is "
+            raise _unserved("delta", f"the served Δ hashes to {served_hash[:16]}…, the committed Δ hash is "
                                  f"{self.challenge.delta_hash[:16]}…")
         truth = pseudo_gradient(self.theta.params, end.state.params)
         dq = dequantize(payload, _parameter_shapes(self.spec), self.spec.quantization)

@@ -2,11 +2,15 @@
 
 Hosts and validators are the real nodes (``node.host.HostNode``, ``node.validator.ValidatorNode``)
 on the real contract: under wasmtime on the embedded chain (default), or on a real injectived
-devnet (``EmbeddedChainFactory`` / ``DevnetChainFactory``). Only two things differ from a
+devnet (``EmbeddedChainFactory`` / ``DevnetChainFactory``). Only a few things differ from a
 multi-process network: artifacts move through the same :class:`~trainer.artifacts.ArtifactSource`
-interface without HTTP, and when no node has anything to do the network waits for the current
-phase's deadline and calls ``advance`` (on the embedded chain, waiting mines the blocks). Phases
-close early when everyone has acted, so a simulated epoch costs about its training and replays.
+interface without HTTP (each reader gets its own view of a host, as over HTTP, where the server
+knows who signed); every node ticks once per round and each round's transactions go into one
+block, as a real node includes many transactions in a block; and when no node has anything to do
+the network lets time pass to the current phase's deadline (on the embedded chain, waiting mines
+the blocks), after which the nodes themselves send ``advance`` (the network does too, if none
+did). Phases close early when everyone has acted, so a simulated epoch costs about its training
+and replays.
 
 Funds are audited: every transaction's fee is metered, and the sum of all participants' balances,
 the treasury's and the contract's, plus the fees paid, stays what it was at genesis.
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.ledger import ContractBackend, ContractError, Ledger, instantiate_msg
 from chain.metered import MeteredBackend
+from node.global_store import PeerResolver
 from node.host import HostNode
 from node.participant import EventSink, Participant
 from protocol.injective import GENESIS_BALANCE
@@ -41,9 +46,14 @@ if TYPE_CHECKING:  # the backends load only when a factory deploys on one
     from chain.embedded import EmbeddedChain
 
 
-def _source_of(node: HostNode) -> Callable[[], ArtifactSource]:
-    """``node``'s artifacts, looked up when asked (a node may replace its source)."""
-    return lambda: node.source
+SIM_BLOCK_TXS = 500
+"""Transactions one block of a simulation's embedded chain includes (a real block is bounded by gas;
+each of the contract's messages takes well under 1 % of a 10M-gas block, ``docs/benchmarks.md``)."""
+
+
+def _source_of(node: HostNode) -> Callable[[str], ArtifactSource]:
+    """``node``'s artifacts as one reader sees them, looked up when asked."""
+    return lambda requester: node.source_for(requester)
 
 
 def sim_key(name: str) -> PrivateKey:
@@ -66,7 +76,8 @@ class EmbeddedChainFactory:
         from chain.embedded import EmbeddedChain  # noqa: PLC0415 (wasmtime loads only for an embedded chain)
         from chain.embedded.backend import deploy_embedded  # noqa: PLC0415 (as above)
 
-        chain = EmbeddedChain(genesis_balances={k.address(): {spec.economics.denom: GENESIS_BALANCE} for k in funded})
+        chain = EmbeddedChain(genesis_balances={k.address(): {spec.economics.denom: GENESIS_BALANCE} for k in funded},
+                              block_txs=SIM_BLOCK_TXS)
         self.chain = chain
         ledger = deploy_embedded(chain, operator, spec, GlobalState.initial(spec).hash().hex(), treasury)
         return ledger.backend
@@ -148,7 +159,7 @@ class LocalNetwork:
                                                          [self.operator, *host_keys, *validator_keys]))
         self.ledger = Ledger(self.backend)
         self.names: dict[str, str] = {self.treasury: "treasury", self.operator.address(): "operator"}
-        self._sources: dict[str, Callable[[], ArtifactSource]] = {}
+        self._sources: dict[str, Callable[[str], ArtifactSource]] = {}
         self.hosts: list[HostNode] = []
         self.validators: list[Participant] = []
         # The audit starts before the first transaction of the run (the deploy is the factory's).
@@ -161,9 +172,9 @@ class LocalNetwork:
         for i, (key, behaviour) in enumerate(zip(host_keys, roster.hosts, strict=True)):
             name = f"host-{i}" + ("" if behaviour.name == "honest" else f" ({behaviour.name})")
             endpoint = f"http://host-{i}.sim"
-            node = HostNode(self.ledger, key, spec, dataset, self.root / f"host-{i}", self.resolve,
-                            behaviour=behaviour, name=name, on_event=on_event, device=device,
-                            full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
+            node = HostNode(self.ledger, key, spec, dataset, self.root / f"host-{i}",
+                            self.resolver_for(key.address()), behaviour=behaviour, name=name, on_event=on_event,
+                            device=device, full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
             self._sources[endpoint] = _source_of(node)
             self.ledger.bond(key, "host", endpoint, roster.host_stake or 2 * int(econ.min_host_stake))
             self.hosts.append(node)
@@ -173,8 +184,9 @@ class LocalNetwork:
                 raise CommandError("validators need a validator factory")
             label = getattr(conduct, "name", "honest")
             name = f"validator-{i}" + ("" if label == "honest" else f" ({label})")
-            validator = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}", self.resolve,
-                                          behaviour=conduct, name=name, on_event=on_event, device=device)
+            validator = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}",
+                                          self.resolver_for(key.address()), behaviour=conduct, name=name,
+                                          on_event=on_event, device=device)
             self.ledger.bond(key, "validator", f"http://validator-{i}.sim",
                              roster.validator_stake or 2 * int(econ.min_validator_stake))
             self.validators.append(validator)
@@ -184,11 +196,15 @@ class LocalNetwork:
     def nodes(self) -> list[Participant]:
         return [*self.hosts, *self.validators]
 
-    def resolve(self, endpoint: str) -> ArtifactSource:
-        """A host's artifacts by its advertised endpoint (in-process, no HTTP)."""
+    def resolve(self, endpoint: str, requester: str = "") -> ArtifactSource:
+        """A host's artifacts by its advertised endpoint, as ``requester`` is served (in-process, no HTTP)."""
         if endpoint not in self._sources:
             raise ArtifactUnavailable(f"nobody serves at {endpoint}")
-        return self._sources[endpoint]()
+        return self._sources[endpoint](requester)
+
+    def resolver_for(self, requester: str) -> PeerResolver:
+        """How ``requester`` reaches hosts: each host serves it what it serves that reader."""
+        return lambda endpoint: self.resolve(endpoint, requester)
 
     def total_funds(self) -> int:
         """Balances of everyone in the run, the treasury and the contract, plus every fee paid so far.
@@ -206,14 +222,16 @@ class LocalNetwork:
         epoch = self.ledger.epoch().epoch
         for _ in range(max_rounds):
             acted = [node.tick() for node in self.nodes]
+            self.ledger.end_block()  # one round of transactions, one block
             info = self.ledger.epoch()
             if info.epoch != epoch:
                 return self.ledger.report(epoch)
             if not any(acted):
-                # Nobody can act: let time pass to the phase's deadline and close it.
                 if self.ledger.height() < info.phase_deadline:
+                    # Nobody can act: let time pass to the phase's deadline; the nodes close it.
                     self.ledger.wait_for_height(info.phase_deadline, timeout=600)
-                # Another transaction may have closed the phase meanwhile (real chains do not wait).
-                with contextlib.suppress(ContractError):
-                    self.ledger.advance(self.operator)
+                else:
+                    # Past the deadline and no node advanced (none is a member, say): close it.
+                    with contextlib.suppress(ContractError):
+                        self.ledger.advance(self.operator)
         raise CommandError(f"epoch {epoch} did not finish within {max_rounds} rounds")

@@ -24,13 +24,14 @@ OUTCOME_STYLE = {
     "accepted": "green", "diligent": "green", "pass": "green",
     "invalid": "bold red", "wrong": "bold red", "fail": "bold red",
     "unavailable": "red", "absent": "magenta", "no_reveal": "yellow", "silent": "red",
-    "inconclusive": "yellow", "pending": "dim", "idle": "dim",
+    "excluded": "yellow", "unresolved": "yellow", "unserved": "yellow", "audit": "cyan",
+    "pending": "dim", "idle": "dim",
 }
 
 # Host outcomes in the plot: every outcome its own colour (colour-blind-safe where possible).
 OUTCOME_COLOUR = {
     "accepted": "#009E73", "invalid": "#D55E00", "unavailable": "#E69F00", "absent": "#CC79A7",
-    "no_reveal": "#56B4E9", "inconclusive": "#F0E442", "pending": "#BBBBBB",
+    "no_reveal": "#56B4E9", "excluded": "#F0E442", "audit": "#0072B2", "pending": "#BBBBBB",
 }
 
 
@@ -69,26 +70,31 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
     """The hosts table, the validators table and the epoch's totals."""
     challenges: dict[str, list[str]] = {}
     for ch in report.challenges:
-        votes = "".join({"pass": "✓", "fail": "✗", "unavailable": "?"}.get(v.outcome or "", "·") for v in ch.votes)
-        challenges.setdefault(ch.host, []).append(f"{ch.segment}:{ch.outcome}[{votes}]")
+        rounds = []
+        for r in range(ch.rounds + 1):
+            rounds.append("".join({"pass": "✓", "fail": "✗", "unavailable": "?"}.get(v.outcome or "", "·")
+                                  for v in ch.votes if v.round == r))
+        trap = "T" if ch.trap else ""
+        challenges.setdefault(ch.host, []).append(f"{ch.segment}{trap}:{ch.outcome}[{'|'.join(rounds)}]")
     hosts = Table(title=f"epoch {report.epoch} · phase {report.phase} · hosts", title_justify="left")
-    for col in ("host", "stake", "train loss", "challenges (segment:outcome\\[votes])", "outcome",
+    for col in ("host", "stake", "train loss", "challenges (segment:outcome\\[votes|dispute rounds])", "outcome",
                 "slashed", "reward", "proposal", "val loss"):
         hosts.add_column(col)
     for h in report.hosts:
         c = h.commitment
         hosts.add_row(label(h.address, names), display(h.stake, denom),
                       _loss(c.train_loss_micro) if c else "—", Text(" ".join(challenges.get(h.address, []))),
-                      _styled(h.outcome), _coin(h.slashed, denom), _coin(h.reward, denom),
+                      _styled(h.outcome), _coin(h.slashed, denom),
+                      _coin(str(int(h.reward) + int(h.catcher_reward)), denom),
                       h.proposal.model_hash[:8] if h.proposal else "",
                       _loss(h.proposal.val_loss_micro) if h.proposal else "")
     validators = Table(title="validators", title_justify="left")
-    for col in ("validator", "stake", "assigned", "voted", "against", "outcome", "slashed",
+    for col in ("validator", "stake", "assigned", "opened", "against", "unavailable", "outcome", "slashed",
                 "reward", "caught"):
         validators.add_column(col)
     for v in report.validators:
         validators.add_row(label(v.address, names), display(v.stake, denom), str(v.assigned), str(v.voted),
-                           str(v.against_majority), _styled(v.outcome), _coin(v.slashed, denom),
+                           str(v.against), str(v.unavailable), _styled(v.outcome), _coin(v.slashed, denom),
                            _coin(v.reward, denom), _coin(v.catcher_reward, denom))
     totals = Text.assemble(
         ("θ_e ", "bold"), report.model_hash[:16], ("  →  θ_e+1 ", "bold"),
@@ -152,7 +158,7 @@ EPOCH_COLUMNS = ["epoch", "phase", "agreed", "model_hash", "next_model_hash", "v
                  "train_loss_accepted", "hosts", "accepted", "validators", "slashed_total", "to_catchers",
                  "to_treasury", "rewards_total", "denom"]
 MEMBER_COLUMNS = ["epoch", "role", "address", "name", "stake", "outcome", "train_loss", "val_loss", "assigned",
-                  "voted", "against_majority", "slashed", "reward", "catcher_reward", "denom"]
+                  "voted", "against", "slashed", "reward", "catcher_reward", "denom"]
 
 
 def epoch_rows(reports: Sequence[EpochReport], denom: str) -> list[dict[str, Any]]:
@@ -180,13 +186,13 @@ def member_rows(reports: Sequence[EpochReport], denom: str,
                          "stake": h.stake, "outcome": h.outcome,
                          "train_loss": _opt(h.commitment.train_loss_micro / MICRO if h.commitment else None),
                          "val_loss": _opt(h.proposal.val_loss_micro / MICRO if h.proposal else None),
-                         "assigned": "", "voted": "", "against_majority": "", "slashed": h.slashed,
-                         "reward": h.reward, "catcher_reward": "0", "denom": denom})
+                         "assigned": "", "voted": "", "against": "", "slashed": h.slashed,
+                         "reward": h.reward, "catcher_reward": h.catcher_reward, "denom": denom})
         for v in r.validators:
             rows.append({"epoch": r.epoch, "role": "validator", "address": v.address,
                          "name": (names or {}).get(v.address, ""), "stake": v.stake, "outcome": v.outcome,
                          "train_loss": "", "val_loss": "", "assigned": v.assigned, "voted": v.voted,
-                         "against_majority": v.against_majority, "slashed": v.slashed, "reward": v.reward,
+                         "against": v.against, "slashed": v.slashed, "reward": v.reward,
                          "catcher_reward": v.catcher_reward, "denom": denom})
     return rows
 

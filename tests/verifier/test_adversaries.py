@@ -14,6 +14,7 @@ from protocol.messages import Verdict
 from protocol.rules.losses import loss_digest, loss_micro
 from protocol.rules.merkle import verify_proof
 from protocol.rules.sampling import challenged_segments
+from protocol.views import Vote
 from trainer.checkpoint import decode_checkpoint
 from trainer.delta import decode_delta, delta_hash, dequantize
 from trainer.inner import EpochContext
@@ -191,6 +192,17 @@ def test_validator_behaviours(honest) -> None:
         forced = behaviour.decide(challenge, None)
         assert (forced.outcome, forced.host, forced.segment, forced.epoch) == (outcome, challenge.host, 2, 0)
     assert make_validator_behaviour("silent").decide(challenge, real) is None
-    assert set(VALIDATORS) == {"honest", "always_pass", "always_fail", "silent"}
+    assert set(VALIDATORS) == {"honest", "always_pass", "always_fail", "silent", "copycat"}
+    # A copycat decides nothing itself: it takes the first commitment of its round it can see, then
+    # that validator's opening (which the contract refuses: a commitment binds its committer).
+    copycat = make_validator_behaviour("copycat")
+    assert copycat.copies and not copycat.replays and copycat.decide(challenge, None) is None
+    assert copycat.copy_commitment(challenge, []) is None
+    other = Vote(validator=VICTIM, round=challenge.round, commitment="ab" * 32)
+    assert copycat.copy_commitment(challenge, [other]) == "ab" * 32
+    assert copycat.copy_opening(challenge, [other]) is None  # nothing opened yet
+    opened = other.model_copy(update={"outcome": "pass", "distance": "0", "evidence": "cd" * 32, "salt": "ef" * 32})
+    copied = copycat.copy_opening(challenge, [opened])
+    assert (copied.outcome, copied.evidence, copied.salt) == ("pass", "cd" * 32, "ef" * 32)
     with pytest.raises(ValueError):
         make_validator_behaviour("sometimes")

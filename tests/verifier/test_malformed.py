@@ -1,5 +1,9 @@
 """Whatever a host serves — truncated, padded, mis-shaped, non-finite, unproven, inconsistent — the
-verdict is ``fail`` with a reason (never a crash); what it does not serve is ``unavailable``."""
+verdict has a reason (never a crash): ``unavailable`` when what was served is not the committed
+artifact (malformed bytes, a proof that does not verify, losses or a Δ off their digests: that
+reader was not served), ``fail`` when the committed artifacts themselves do not hold up. Every
+honest reader that is served sees the same committed bytes, so honest ``pass``/``fail`` votes
+agree; a host cannot get one honest validator outvoted by serving it garbage."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from trainer.outer import GlobalState
 from trainer.step import epoch_rng_key
 from trainer.tensorfile import encode_tensors
 from verifier.adversaries import Withhold, clone_state
-from verifier.replay import MAX_DISTANCE, check_challenge
+from verifier.replay import check_challenge
 
 LAST = 3  # the small run's last segment
 
@@ -80,22 +84,22 @@ CHECKPOINT_GARBAGE = {
 
 @pytest.mark.parametrize("case", sorted(CHECKPOINT_GARBAGE))
 @pytest.mark.parametrize("which", ["start", "end"])
-def test_garbage_leaves_fail(spec, dataset, honest, case, which) -> None:
+def test_garbage_leaves_are_unserved(spec, dataset, honest, case, which) -> None:
     rewrite, words = CHECKPOINT_GARBAGE[case]
     leaf = 1 if which == "start" else 2
     report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=only(leaf, rewrite)))
-    assert (report.outcome, report.check) == ("fail", "leaf"), report.reason
+    assert (report.outcome, report.check) == ("unavailable", "leaf"), report.reason
     assert words in report.reason and f"leaf {leaf}" in report.reason
-    assert report.verdict.distance == MAX_DISTANCE  # nothing was replayed
+    assert report.verdict.distance == 0  # nothing was replayed (an unavailable verdict measures no distance)
 
 
-def test_a_leaf_served_for_another_index_fails(spec, dataset, honest) -> None:
+def test_a_leaf_served_for_another_index_is_unserved(spec, dataset, honest) -> None:
     swap = lambda epoch, leaf, data: honest.source.checkpoint(epoch, leaf + 1) if leaf == 1 else data  # noqa: E731 (a one-line stand-in, named where it is used)
     report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=swap))
-    assert (report.outcome, report.check) == ("fail", "leaf") and "step 8" in report.reason
+    assert (report.outcome, report.check) == ("unavailable", "leaf") and "step 8" in report.reason
 
 
-def test_a_leaf_of_another_host_fails_the_proof(spec, dataset, honest, tmp_path) -> None:
+def test_a_leaf_of_another_host_fails_the_proof_unserved(spec, dataset, honest, tmp_path) -> None:
     from suite_env import VICTIM
 
     from verifier.adversaries import Honest
@@ -103,7 +107,7 @@ def test_a_leaf_of_another_host_fails_the_proof(spec, dataset, honest, tmp_path)
     other = serve_epoch(spec, dataset, Honest(), tmp_path, host=VICTIM)
     swap = lambda epoch, leaf, data: other.source.checkpoint(epoch, leaf)  # noqa: E731 (a one-line stand-in, named where it is used)
     report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=swap))
-    assert (report.outcome, report.check) == ("fail", "leaf") and "not under the committed root" in report.reason
+    assert (report.outcome, report.check) == ("unavailable", "leaf") and "not under the committed root" in report.reason
 
 
 def _forged(proof: MerkleProof) -> MerkleProof:
@@ -125,21 +129,21 @@ PROOF_GARBAGE = {
 
 
 @pytest.mark.parametrize("case", sorted(PROOF_GARBAGE))
-def test_bad_proofs_fail(spec, dataset, honest, case) -> None:
+def test_bad_proofs_are_unserved(spec, dataset, honest, case) -> None:
     rewrite, words = PROOF_GARBAGE[case]
     source = Tampered(honest.source, proof=lambda epoch, leaf, p: rewrite(p) if leaf == 2 else p)
     report = check(spec, dataset, honest, 1, source)
     if words is None:
         assert report.outcome == "pass", report.reason
         return
-    assert (report.outcome, report.check) == ("fail", "leaf"), report.reason
+    assert (report.outcome, report.check) == ("unavailable", "leaf"), report.reason
     assert words in report.reason
 
 
-def test_a_proof_swapped_between_leaves_fails(spec, dataset, honest) -> None:
+def test_a_proof_swapped_between_leaves_is_unserved(spec, dataset, honest) -> None:
     swap = lambda epoch, leaf, p: honest.source.proof(epoch, 2 if leaf == 1 else 1)  # noqa: E731 (a one-line stand-in, named where it is used)
     report = check(spec, dataset, honest, 1, Tampered(honest.source, proof=swap))
-    assert (report.outcome, report.check) == ("fail", "leaf") and "proof of leaf 2" in report.reason
+    assert (report.outcome, report.check) == ("unavailable", "leaf") and "proof of leaf 2" in report.reason
 
 
 def _changed(losses, i, by=1):
@@ -160,10 +164,10 @@ LOSS_GARBAGE = {
 
 
 @pytest.mark.parametrize("case", sorted(LOSS_GARBAGE))
-def test_bad_losses_fail(spec, dataset, honest, case) -> None:
+def test_bad_losses_are_unserved(spec, dataset, honest, case) -> None:
     rewrite, words = LOSS_GARBAGE[case]
     report = check(spec, dataset, honest, 2, Tampered(honest.source, losses=lambda e, _, losses: rewrite(losses)))
-    assert (report.outcome, report.check) == ("fail", "losses") and words in report.reason, report.reason
+    assert (report.outcome, report.check) == ("unavailable", "losses") and words in report.reason, report.reason
 
 
 def test_committed_losses_that_disagree_with_the_leaves_fail(spec, dataset, honest, tmp_path) -> None:
@@ -239,11 +243,11 @@ DELTA_GARBAGE = {
 
 
 @pytest.mark.parametrize("case", sorted(DELTA_GARBAGE))
-def test_bad_deltas_fail_the_last_segment(spec, dataset, honest, case) -> None:
+def test_bad_deltas_are_unserved_in_the_last_segment(spec, dataset, honest, case) -> None:
     rewrite, words = DELTA_GARBAGE[case]
     report = check(spec, dataset, honest, LAST, Tampered(honest.source, delta=lambda e, _, d: rewrite(d, spec)))
     kind = "leaf" if words == "not bytes" else "delta"
-    assert (report.outcome, report.check) == ("fail", kind) and words in report.reason, report.reason
+    assert (report.outcome, report.check) == ("unavailable", kind) and words in report.reason, report.reason
     assert check(spec, dataset, honest, 1, Tampered(honest.source, delta=lambda e, _, d: rewrite(d, spec))).outcome \
         == "pass"  # only the last segment looks at Δ
 
@@ -333,7 +337,8 @@ def test_the_delta_check_under_other_quantization_schemes(dataset, tmp_path, sch
 
 
 def test_random_corruption_never_raises(spec, dataset, honest) -> None:
-    # Any byte of a served leaf flipped: always a postable fail, never an exception or a pass.
+    # Any byte of a served leaf flipped: never an exception or a pass; the bytes are not the committed
+    # leaf, so the host did not serve it (unavailable, which slashes nobody on one reader's word).
     import random
 
     rng = random.Random(5)
@@ -344,4 +349,4 @@ def test_random_corruption_never_raises(spec, dataset, honest) -> None:
         data[pos] ^= 1 << rng.randrange(8)
         flipped = only(2, lambda d, data=data: bytes(data))
         report = check(spec, dataset, honest, 1, Tampered(honest.source, checkpoint=flipped))
-        assert (report.outcome, report.check) == ("fail", "leaf"), (pos, report.reason)
+        assert (report.outcome, report.check) == ("unavailable", "leaf"), (pos, report.reason)

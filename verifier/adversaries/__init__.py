@@ -23,10 +23,12 @@ Modules, by attack family:
                     ``sign_flip``, ``stale``, ``copycat``, ``fake_losses``
 ``pol``             published Proof-of-Learning attacks: ``crafted``, ``blindfold``, ``interpolate``
 ``aggregation``     steered aggregation attacks: ``alie``, ``ipm``
-``serving``         ``withhold``
+``serving``         ``withhold``, ``selective_serve``
+``game``            hosts that play the settlement game: ``selective_reveal``, ``auditor``
 ``forgery``         forgeries within the tolerance, which pass every replay: ``poison``, ``moments``;
                     and ``low_precision``, ``fake_train_loss``
-``validators``      validator behaviours: ``honest``, ``always_pass``, ``always_fail``, ``silent``
+``validators``      validator behaviours: ``honest``, ``always_pass``, ``always_fail``, ``silent``,
+                    ``copycat``
 ``registry``        names -> classes (``ADVERSARIES``, ``VALIDATORS``) and the text parser
 ==================  ==========================================================================
 
@@ -50,6 +52,12 @@ Host adversaries (``ADVERSARIES``, parameters in the order ``name:a,b`` gives th
 ``fake_losses:factor``  trains honestly, records and commits ``factor`` × every loss
 ``withhold:what``   trains honestly, commits, then serves nothing (``all``) or no
                     ``checkpoints`` / ``proofs`` / ``delta`` / ``losses``
+``selective_serve:f``  fakes a fraction ``f`` of its segments (all by default) and serves each
+                    epoch to one validator only (the first that asks)
+``selective_reveal:n``  fakes ``n`` segments before the last and reveals its beacon secret last,
+                    withholding it when its challenges would hit a faked segment
+``auditor:n``       an honest host with ``n`` trap segments (their end leaf corrupted, far above
+                    τ), declared in its trap commitment and opened after the verdicts
 ``crafted:f``       Zhang et al. 2022 (adversarial examples for PoL): trains a fraction ``f`` of
                     segments on data of its own choosing (one batch it picked, repeated)
 ``blindfold:f``     Fang et al. 2023, top-Q blindfolding: fakes a fraction ``f`` of the
@@ -73,7 +81,8 @@ Host adversaries (``ADVERSARIES``, parameters in the order ``name:a,b`` gives th
 ==================  ==========================================================================
 
 Validator behaviours (``VALIDATORS``): ``honest``, ``always_pass``, ``always_fail``, ``silent`` —
-applied by the validator node to its verdict with :meth:`ValidatorBehaviour.decide`.
+applied by the validator node to what it commits with :meth:`ValidatorBehaviour.decide` — and
+``copycat``, which posts another validator's commitment and opening instead (and never opens).
 
 The names below are the catalogue's public interface; import them from here.
 """
@@ -98,6 +107,7 @@ from verifier.adversaries.forged import (
                                        StaleDelta,
 )
 from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, Poison
+from verifier.adversaries.game import Auditor, SelectiveReveal
 from verifier.adversaries.pol import Blindfold, Crafted, Interpolate
 from verifier.adversaries.registry import (
                                        ADVERSARIES,
@@ -106,8 +116,8 @@ from verifier.adversaries.registry import (
                                        make_validator_behaviour,
                                        parse_adversary,
 )
-from verifier.adversaries.serving import WithheldSource, Withhold
-from verifier.adversaries.validators import AlwaysFail, AlwaysPass, Silent, ValidatorBehaviour
+from verifier.adversaries.serving import FirstReaderSource, SelectiveServe, WithheldSource, Withhold
+from verifier.adversaries.validators import AlwaysFail, AlwaysPass, CopycatValidator, Silent, ValidatorBehaviour
 from verifier.adversaries.work import Infinitesimal, Lazy, WrongData, WrongLR
 
 __all__ = [
@@ -118,11 +128,14 @@ __all__ = [
                                        "Adversary",
                                        "AlwaysFail",
                                        "AlwaysPass",
+                                       "Auditor",
                                        "Blindfold",
                                        "Copycat",
+                                       "CopycatValidator",
                                        "Crafted",
                                        "FakeLosses",
                                        "FakeTrainLoss",
+                                       "FirstReaderSource",
                                        "FractionFaker",
                                        "Honest",
                                        "HonestThenRecommit",
@@ -135,6 +148,8 @@ __all__ = [
                                        "Poison",
                                        "ScaledDelta",
                                        "SegmentFaker",
+                                       "SelectiveReveal",
+                                       "SelectiveServe",
                                        "SignFlipDelta",
                                        "Silent",
                                        "StaleDelta",

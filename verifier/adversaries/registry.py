@@ -20,19 +20,20 @@ from verifier.adversaries.aggregation import ALIE, IPM
 from verifier.adversaries.base import Adversary, Honest
 from verifier.adversaries.forged import Copycat, FakeLosses, NoiseDelta, ScaledDelta, SignFlipDelta, StaleDelta
 from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, Poison
+from verifier.adversaries.game import Auditor, SelectiveReveal
 from verifier.adversaries.pol import Blindfold, Crafted, Interpolate
-from verifier.adversaries.serving import Withhold
-from verifier.adversaries.validators import AlwaysFail, AlwaysPass, Silent, ValidatorBehaviour
+from verifier.adversaries.serving import SelectiveServe, Withhold
+from verifier.adversaries.validators import AlwaysFail, AlwaysPass, CopycatValidator, Silent, ValidatorBehaviour
 from verifier.adversaries.work import Infinitesimal, Lazy, WrongData, WrongLR
 
 ADVERSARIES: dict[str, type[Adversary]] = {cls.name: cls for cls in (
     Honest, Lazy, NoiseDelta, ScaledDelta, SignFlipDelta, StaleDelta, Copycat, WrongData, WrongLR,
-    FakeLosses, Withhold, Crafted, Blindfold, Interpolate, Infinitesimal, ALIE, IPM, Poison, Moments, LowPrecision,
-    FakeTrainLoss)}
+    FakeLosses, Withhold, SelectiveServe, SelectiveReveal, Auditor, Crafted, Blindfold, Interpolate, Infinitesimal,
+    ALIE, IPM, Poison, Moments, LowPrecision, FakeTrainLoss)}
 """Host behaviour name -> class; construct with keyword parameters, or from ``name:a,b`` with :func:`make_adversary`."""
 
 VALIDATORS: dict[str, type[ValidatorBehaviour]] = {cls.name: cls for cls in (
-    ValidatorBehaviour, AlwaysPass, AlwaysFail, Silent)}
+    ValidatorBehaviour, AlwaysPass, AlwaysFail, Silent, CopycatValidator)}
 """Validator behaviour name -> class."""
 
 
@@ -114,7 +115,8 @@ def make_adversary(text: str, *, seed: int = 0, victim: ArtifactSource | None = 
 
 
 def make_validator_behaviour(name: str) -> ValidatorBehaviour:
-    """The validator behaviour called ``name`` (``honest``, ``always_pass``, ``always_fail``, ``silent``)."""
+    """The validator behaviour called ``name`` (``honest``, ``always_pass``, ``always_fail``, ``silent``,
+    ``copycat``)."""
     if name not in VALIDATORS:
         raise ValueError(f"unknown validator behaviour {name!r} (known: {', '.join(sorted(VALIDATORS))})")
     return VALIDATORS[name]()

@@ -34,7 +34,7 @@ class Lazy(FractionFaker):
     """
 
     name = "lazy"
-    PARAMS = ("f", "unit", "how")
+    PARAMS: tuple[str, ...] = ("f", "unit", "how")
 
     def __init__(self, f: float = 0.5, unit: Literal["segment", "step"] = "segment",
                  how: Literal["copy", "extrapolate"] = "copy", seed: int = 0) -> None:

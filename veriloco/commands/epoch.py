@@ -1,5 +1,5 @@
-"""``veriloco epoch list|show``, ``veriloco report EPOCH`` and ``veriloco metrics``: what happened,
-from the contract."""
+"""``veriloco epoch list|show|advance``, ``veriloco report EPOCH`` and ``veriloco metrics``: what
+happened, from the contract, and closing a phase whose deadline has passed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from veriloco.commands.common import Home, Json, Network, key_names
+from chain.ledger import ContractError
+from veriloco.commands.common import Home, Json, KeyName, Network, key_names, open_key
 from veriloco.connect import load_network, open_ledger
 from veriloco.errors import CommandError
 from veriloco.output import console, err_console, print_json, table
@@ -64,6 +65,21 @@ def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the c
                   f"({agreement(info.agreed)})\nprevious seed {info.prev_seed}\nseed {info.seed or '—'}\n"
                   f"hosts {members(info.hosts)}\nvalidators {members(info.validators)}\n"
                   f"committed {len(info.committed)}, accepted {len(info.accepted)}", highlight=False)
+
+
+@app.command("advance")
+def advance(key: KeyName = "operator", network: Network = None, home: Home = None) -> None:
+    """Close the current phase if its deadline has passed (any account may; nodes do it too)."""
+    signer = open_key(key, home)
+    with open_ledger(load_network(network, home), save=True) as ledger:
+        before = ledger.epoch()
+        try:
+            result = ledger.advance(signer)
+        except ContractError as exc:
+            raise CommandError(str(exc)) from None
+        after = ledger.epoch()
+    console.print(f"advanced at height {result.height}: epoch {before.epoch} {before.phase} → "
+                  f"epoch {after.epoch} {after.phase} (deadline height {after.phase_deadline})")
 
 
 def report(epoch: Annotated[int, typer.Argument(help="the epoch")],

@@ -1,8 +1,12 @@
 """``veriloco simulate``: a whole network on one machine, epoch after epoch, with a report at the end.
 
 By default: the ``demo`` model, 4 honest hosts, 1 cheating host (``noise``: it commits a random Δ),
-2 honest validators, 3 epochs, on the embedded chain. Each epoch prints as it happens; the run ends
-with the last epoch's report, the validation loss per epoch, who was slashed, and the funds audit.
+2 honest validators, 3 epochs, on the embedded chain. ``--adversary`` picks what the cheaters do
+(the host catalogue, ``selective_serve`` and ``selective_reveal`` included), ``--liars`` and
+``--liar`` add lying validators (``always_pass``, ``always_fail``, ``silent``, ``copycat``), and
+``--auditors`` adds auditor hosts, whose traps catch validators that pass without replaying. Each
+epoch prints as it happens; the run ends with the last epoch's report, the validation loss per
+epoch, who was slashed, and the funds audit.
 The chain state and a network file are left in the work directory, so
 ``veriloco report EPOCH --network WORKDIR/network.json`` works afterwards.
 
@@ -13,6 +17,7 @@ report, the losses, the slashes, the funds audit) to stdout, or with ``--json`` 
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -35,18 +40,21 @@ if TYPE_CHECKING:
     from veriloco.network import LocalNetwork
 
 # Events worth a line of their own; the rest (joins, reveals, passing verdicts) are counted.
-LOUD = ("committed", "proposed", "refused", "waiting", "verdict fail", "verdict unavailable")
+LOUD = ("committed", "proposed", "refused", "waiting", "withholding", "verdict fail", "verdict unavailable",
+        "opened traps [", "cannot")
 
 
 def simulate(
     hosts: Annotated[int, typer.Option(help="honest hosts")] = 4,
     cheaters: Annotated[int, typer.Option(help="cheating hosts")] = 1,
     adversary: Annotated[str, typer.Option(help="what the cheaters do, e.g. noise, lazy:0.5, withhold, "
-                                                "sign_flip")] = "noise",
+                                                "sign_flip, selective_serve, selective_reveal")] = "noise",
+    auditors: Annotated[int, typer.Option(help="auditor hosts: honest hosts with trap segments that catch "
+                                               "validators passing without replaying")] = 0,
     validators: Annotated[int, typer.Option(help="honest validators")] = 2,
     liars: Annotated[int, typer.Option(help="validators that lie")] = 0,
     liar: Annotated[str, typer.Option(help="what lying validators do: always_pass, always_fail, "
-                                           "silent")] = "always_fail",
+                                           "silent, copycat")] = "always_fail",
     epochs: Annotated[int, typer.Option(help="epochs to run")] = 3,
     preset_name: Annotated[str, typer.Option("--preset",
                                              help=f"model and run parameters: {', '.join(PRESETS)}")] = "demo",
@@ -75,8 +83,10 @@ def simulate(
         Roster,
     )
 
-    if hosts + cheaters < 1 or epochs < 1:
+    if hosts + cheaters + auditors < 1 or epochs < 1:
         raise CommandError("need at least one host and one epoch")
+    if min(hosts, cheaters, auditors, validators, liars) < 0:
+        raise CommandError("counts of participants cannot be negative")
     check_device(device)
     configure(threads, device)
     if chain not in ("embedded", "devnet"):
@@ -89,10 +99,11 @@ def simulate(
         if rule not in AggregationRule.__args__:  # type: ignore[attr-defined]
             raise CommandError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
         spec = spec.with_changes(aggregation={"rule": rule})
-    spec = simulation_spec(spec, validators=validators + liars)
+    spec = simulation_spec(spec, validators=validators + liars, hosts=hosts + cheaters + auditors)
     honest_validators = [validator_behaviour("honest") for _ in range(validators)]
     roster = Roster(hosts=[host_behaviour(None) for _ in range(hosts)] +
-                    [host_behaviour(adversary) for _ in range(cheaters)],
+                    [host_behaviour(adversary) for _ in range(cheaters)] +
+                    [host_behaviour("auditor") for _ in range(auditors)],
                     validators=honest_validators + [validator_behaviour(liar) for _ in range(liars)])
     root = workdir or Path(tempfile.mkdtemp(prefix="veriloco-sim-"))
     if workdir and workdir.exists() and any(workdir.iterdir()):
@@ -118,10 +129,11 @@ def simulate(
 
     if not verbose:  # a failed replay is already an event line; the verifier's own log would repeat it
         logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
-    err_console.print(f"[bold]veriloco simulate[/]: {hosts} honest + {cheaters} {adversary} hosts, {validators} "
-                  f"validators{f' + {liars} {liar}' if liars else ''}, {epochs} epochs of {spec.name} "
-                  f"(H={spec.train.inner_steps}, S={spec.train.segments}, rule {spec.aggregation.rule}) "
-                  f"on the {chain} chain; work in {root}")
+    err_console.print(f"[bold]veriloco simulate[/]: {hosts} honest + {cheaters} {adversary} hosts"
+                      f"{f' + {auditors} auditors' if auditors else ''}, {validators} "
+                      f"validators{f' + {liars} {liar}' if liars else ''}, {epochs} epochs of {spec.name} "
+                      f"(H={spec.train.inner_steps}, S={spec.train.segments}, rule {spec.aggregation.rule}) "
+                      f"on the {chain} chain; work in {root}")
     started = time.monotonic()
     dataset = Dataset.load(spec.data)
     try:
@@ -170,19 +182,46 @@ def simulate(
         raise CommandError("funds were not conserved: this is a bug, please report it")
 
 
-def simulation_spec(spec: RunSpec, *, validators: int) -> RunSpec:
-    """The run spec of a simulation: the preset's, with minimums every epoch can meet.
+def simulation_spec(spec: RunSpec, *, validators: int, hosts: int = 1, block_txs: int | None = None) -> RunSpec:
+    """The run spec of a simulation: the preset's, with minimums every epoch can meet and phase
+    windows sized to its participants.
 
     The join phase closes early once every *eligible* member joined, so the minimums need not
     count everyone; they must not count the cheaters, whose stake falls below the minimum after
     a slash or two (a minimum they cannot meet would extend the join phase forever).
 
+    Each round of the simulation's nodes is one block of at most ``block_txs`` transactions, so a
+    phase must last at least as many blocks as its messages fill, with room to spare: each window
+    is the preset's or, when longer, ``2 × ceil(messages / block_txs) + 4`` blocks, where a
+    phase's messages are one per member (join, reveal), per host (train, propose) or per verdict
+    of the round (verify, verdict_reveal: ``hosts × (k + 1) × r``; a dispute round draws fewer).
+
     Args:
         spec: the preset's run spec.
         validators: validators in the simulation (honest and lying); none turns verification off.
+        hosts: hosts in the simulation (honest, cheating, auditors).
+        block_txs: transactions per block (``veriloco.network.SIM_BLOCK_TXS`` by default).
     """
-    return spec.with_changes(phases={"min_hosts": 1, "min_validators": min(1, validators)},
-                             verification={"enabled": validators > 0})
+    if block_txs is None:
+        from veriloco.network import SIM_BLOCK_TXS  # noqa: PLC0415 (torch loads only when a simulation runs)
+
+        block_txs = SIM_BLOCK_TXS
+    ver = spec.verification
+    verdicts = hosts * (ver.challenges_k + 1) * min(ver.validators_r, max(validators, 1))
+
+    def window(preset: int, messages: int) -> int:
+        return max(preset, 2 * math.ceil(messages / block_txs) + 4)
+
+    ph = spec.phases
+    members = hosts + validators
+    phases = {"min_hosts": 1, "min_validators": min(1, validators),
+              "max_hosts": max(ph.max_hosts, hosts), "max_validators": max(ph.max_validators, validators),
+              "join_blocks": window(ph.join_blocks, members), "train_blocks": window(ph.train_blocks, hosts),
+              "reveal_blocks": window(ph.reveal_blocks, members),
+              "verify_blocks": window(ph.verify_blocks, verdicts),
+              "verdict_reveal_blocks": window(ph.verdict_reveal_blocks, verdicts + hosts),
+              "propose_blocks": window(ph.propose_blocks, hosts)}
+    return spec.with_changes(phases=phases, verification={"enabled": validators > 0})
 
 
 def _save(net: LocalNetwork, factory: object, root: Path, spec: RunSpec) -> None:
