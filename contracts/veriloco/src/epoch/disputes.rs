@@ -8,11 +8,13 @@
 //!   them opened the same verdict, and it is `pass` (on a segment the host did not declare a
 //!   trap) or `fail` from at least two. Anything else — a disagreement, an `unavailable`, a
 //!   silence, a lone `fail`, a `pass` on a trap — is a dispute.
-//! * Round i ≥ 1 (a committee drawn for the round) decides by its members' opened verdicts: the
-//!   host is `unavailable` when more than half of the members drawn voted `unavailable`;
-//!   otherwise the strict majority of the opened `pass` and `fail` votes decides. A tie (none
-//!   opened included) goes to the next round, or ends `unresolved` when no round or nobody is
-//!   left.
+//! * Round i ≥ 1 (a committee drawn for the round) decides from the opened verdicts of *every*
+//!   member that sat on the challenge so far (the first round's and each committee's): the
+//!   host is `unavailable` when more than half of those members voted `unavailable`; otherwise
+//!   `pass` or `fail` wins with a strict majority of the opened `pass`/`fail` votes and at
+//!   least two of them. Anything else (a tie, silence, a lone vote) goes to the next round, or
+//!   ends `unresolved` when no round or nobody is left. Counting the first round keeps its
+//!   honest votes: one liar plus silence can never decide against the truth.
 //!
 //! Committees are drawn from the validators of V that are not the host and not yet assigned to
 //! the challenge, with the seed of the round (`commitments::dispute_seed`: the epoch seed and the
@@ -48,10 +50,10 @@ pub fn first_round(votes: &[Option<VoteOutcome>], trap: bool) -> Option<Challeng
     }
 }
 
-/// The decision of a dispute committee from its members' opened verdicts (None: a tie, to the
-/// next round). `unavailable` needs more than half of the members drawn; otherwise the strict
-/// majority of the opened `pass` / `fail` votes decides (an `unavailable` or a silence counts
-/// for neither side).
+/// The decision of a dispute round from the opened verdicts of every member that sat on the
+/// challenge so far (None: no decision, to the next round). `unavailable` needs more than half
+/// of those members; `pass`/`fail` a strict majority of the opened `pass`/`fail` votes and at
+/// least two of them (an `unavailable` or a silence counts for neither side).
 pub fn committee_decision(votes: &[Option<VoteOutcome>]) -> Option<ChallengeOutcome> {
     let count = |o: VoteOutcome| votes.iter().filter(|v| **v == Some(o)).count();
     let (pass, fail, unavailable) = (
@@ -61,9 +63,9 @@ pub fn committee_decision(votes: &[Option<VoteOutcome>]) -> Option<ChallengeOutc
     );
     if unavailable * 2 > votes.len() {
         Some(ChallengeOutcome::Unavailable)
-    } else if pass > fail {
+    } else if pass > fail && pass >= 2 {
         Some(ChallengeOutcome::Pass)
-    } else if fail > pass {
+    } else if fail > pass && fail >= 2 {
         Some(ChallengeOutcome::Fail)
     } else {
         None
@@ -99,6 +101,9 @@ pub fn close_round(
     let mut salts: Vec<[u8; 32]> = Vec::new();
     for record in VOTES.prefix(e).range(storage, None, Order::Ascending) {
         let ((host, segment, validator), vote) = record?;
+        cast.entry((host, segment))
+            .or_default()
+            .insert(validator, vote.outcome);
         if vote.round != round {
             continue;
         }
@@ -106,9 +111,6 @@ pub fn close_round(
             digest_from_hex(&vote.salt)
                 .ok_or_else(|| ContractError::Corrupt("corrupt vote record: salt".into()))?,
         );
-        cast.entry((host, segment))
-            .or_default()
-            .insert(validator, vote.outcome);
     }
     let next = round + 1;
     let seed = dispute_seed(&epoch_seed, next, &salts);
@@ -118,8 +120,15 @@ pub fn close_round(
         let host_traps = traps.get(&host);
         for a in list.iter_mut().filter(|a| a.outcome.is_pending()) {
             let votes_of = cast.get(&(host.clone(), a.segment));
-            let votes: Vec<Option<VoteOutcome>> = a
-                .round_members(round)
+            // Round 0: its members; a dispute round: every member so far (all rounds).
+            let sat: Vec<u16> = if round == 0 {
+                a.round_members(0).to_vec()
+            } else {
+                (0..=round)
+                    .flat_map(|r| a.round_members(r).iter().copied())
+                    .collect()
+            };
+            let votes: Vec<Option<VoteOutcome>> = sat
                 .iter()
                 .map(|i| {
                     let v = set.get(*i as usize)?;
@@ -225,36 +234,38 @@ mod tests {
     }
 
     #[test]
-    fn a_committee_decides_by_the_majority_of_its_opened_votes() {
+    fn a_dispute_decides_by_the_majority_of_every_opened_vote_with_at_least_two() {
+        // The votes of every member so far: first round, then committees.
         let of = committee_decision;
+        // The cases: an always-fail liar outvoted by two honest passes; an always-pass
+        // liar outvoted by two honest fails; a host that served one validator of three.
         assert_eq!(
-            of(&[Some(Pass), Some(Pass), Some(Fail)]),
+            of(&[Some(Pass), Some(Fail), Some(Pass)]),
             Some(ChallengeOutcome::Pass)
         );
         assert_eq!(
-            of(&[Some(Fail), Some(Fail), None]),
+            of(&[Some(Pass), Some(Fail), Some(Fail)]),
             Some(ChallengeOutcome::Fail)
         );
-        // A silent member counts for neither side; one opened vote against none decides.
-        assert_eq!(of(&[Some(Fail), None, None]), Some(ChallengeOutcome::Fail));
-        assert_eq!(of(&[Some(Pass)]), Some(ChallengeOutcome::Pass));
-        // Unavailable to more than half of the members drawn: the host did not serve.
         assert_eq!(
-            of(&[Some(Unavailable), Some(Unavailable), Some(Pass)]),
+            of(&[Some(Fail), Some(Unavailable), Some(Unavailable)]),
             Some(ChallengeOutcome::Unavailable)
         );
-        // One unavailable is no ground against the host: the others decide.
+        // One liar plus silence never decides: a lone vote is not enough.
+        assert_eq!(of(&[None, Some(Fail), None]), None);
+        assert_eq!(of(&[Some(Pass), None, None]), None);
+        // One unavailable is no ground against the host; the others decide.
         assert_eq!(
-            of(&[Some(Unavailable), Some(Pass), None]),
+            of(&[Some(Unavailable), Some(Pass), Some(Pass)]),
             Some(ChallengeOutcome::Pass)
         );
-        assert_eq!(
-            of(&[Some(Unavailable)]),
-            Some(ChallengeOutcome::Unavailable)
-        );
+        assert_eq!(of(&[Some(Unavailable), Some(Pass), None]), None);
         // Ties and silence go to the next round.
         assert_eq!(of(&[Some(Pass), Some(Fail), None]), None);
-        assert_eq!(of(&[Some(Fail), Some(Unavailable), Some(Pass)]), None);
+        assert_eq!(
+            of(&[Some(Pass), Some(Fail), Some(Pass), Some(Fail), None]),
+            None
+        );
         assert_eq!(of(&[None, None, None]), None);
         assert_eq!(of(&[]), None);
     }
