@@ -469,7 +469,7 @@ def test_a_full_epoch_with_eight_hosts_and_five_validators(make_ledger_env) -> N
         assert (m.slashed_total, m.rewarded_total) == (row.slashed, str(earned))
 
 
-def test_a_catcher_can_also_be_wrong_and_each_recipient_gets_one_transfer(make_ledger_env) -> None:
+def test_a_catcher_that_is_also_wrong_forfeits_its_share_and_each_recipient_gets_one_transfer(make_ledger_env) -> None:
     env = make_ledger_env(make_spec(reward_per_epoch="1000"))
     total, before = setup(env, validators=V5)
     env.fund_rewards(10_000)
@@ -487,8 +487,13 @@ def test_a_catcher_can_also_be_wrong_and_each_recipient_gets_one_transfer(make_l
     validators = by_name(env, report.validators)
     v = validators[liar]
     assert (v.outcome, v.slashed) == ("wrong", "400")
-    if liar in on1:
-        assert int(v.catcher_reward) > 0  # a catcher and wrong in the same epoch: both apply
+    # A catcher that is wrong in the same epoch forfeits its catcher share (an always-fail liar
+    # must not profit from the cheaters it sits on); the honest catchers share the catcher part.
+    assert v.catcher_reward == "0"
+    host1 = by_name(env, report.hosts)["host1"]
+    catchers = [x for n, x in validators.items() if n != liar and int(x.catcher_reward) > 0]
+    assert host1.outcome == "invalid" and catchers
+    assert sum(int(x.catcher_reward) for x in catchers) == int(report.to_catchers)
     # One bank send per recipient in the finalizing transaction: rewards, catcher shares and the
     # treasury's part summed per address.
     sends = [e.get("recipient") for e in finalizing.events_of("transfer") if e.get("sender") == env.address]

@@ -138,6 +138,14 @@ pub fn finalize(
         changed[i] = true;
     }
 
+    // A validator that was wrong or silent on any challenge earns no catcher share: a liar that
+    // fails everything must not profit from the cheaters it happened to sit on.
+    let forfeit: BTreeSet<String> = participants
+        .iter()
+        .filter(|(_, _, pay)| matches!(pay.outcome, Outcome::Wrong | Outcome::Silent))
+        .map(|(a, _, _)| a.clone())
+        .collect();
+
     // 2. Slashes, catcher shares, the treasury.
     let mut totals = TOTALS.load(storage)?;
     let mut eligible = state::load_eligible(storage)?;
@@ -171,11 +179,12 @@ pub fn finalize(
         slashed_total = slashed_total.checked_add(amount)?;
         // Who caught it: the validators who convicted an invalid host; the auditors whose trap a
         // wrong validator passed. They share the catcher part; the rest goes to the treasury.
-        let catchers = match pay.outcome {
+        let mut catchers = match pay.outcome {
             Outcome::Invalid => tally.catchers(address),
             Outcome::Wrong => trap_victims.get(address).cloned().unwrap_or_default(),
             _ => BTreeSet::new(),
         };
+        catchers.retain(|c| !forfeit.contains(c));
         let mut treasury_part = amount;
         let pool = amount.mul_bps(econ.catcher_share_bps);
         let each = pool.div_floor(catchers.len() as u128);
