@@ -14,7 +14,9 @@ VALIDATORS = ["validator1", "validator2", "validator3"]
 
 
 def test_seed_and_challenges_match_the_python_protocol(make_ledger_env) -> None:
-    spec = make_spec(train={"inner_steps": 16, "segment_steps": 2}, verification={"challenges_k": 3})
+    # 16 openings a round: windows long enough for them on a devnet (one block every 100 ms).
+    spec = make_spec(train={"inner_steps": 16, "segment_steps": 2}, verification={"challenges_k": 3},
+                     phases={"verify_blocks": 150, "verdict_reveal_blocks": 150})
     env = make_ledger_env(spec)
     env.bond_all([*HOSTS, *VALIDATORS])
     revealing = [*HOSTS, "validator1", "validator2"]  # validator3 keeps its secret

@@ -385,9 +385,15 @@ def test_restart_during_the_train_phase_then_the_epoch_completes(devnet, devnet_
     for name in hosts + validators:
         env.reveal(name, e)
     assert env.epoch(e).phase == "verify"
+    for name in validators:  # commit every verdict, then open every one
+        for challenge in env.challenges(name, e):
+            env.commit_verdict(name, challenge.host, challenge.segment, "pass", epoch=e)
+    assert env.epoch(e).phase == "verdict_reveal"
     for name in validators:
         for challenge in env.challenges(name, e):
-            env.verdict(name, challenge.host, challenge.segment, "pass", epoch=e)
+            env.reveal_verdict(name, challenge.host, challenge.segment, epoch=e)
+    for name in hosts:
+        env.open_traps(name, e)
     assert env.epoch(e).phase == "propose"
     for address in env.epoch(e).accepted:
         env.propose(env.name_of(address), digest(f"theta:{e + 1}"), e)

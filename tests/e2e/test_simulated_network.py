@@ -18,8 +18,9 @@ def test_a_cheater_slashed_below_the_minimum_stake_drops_out_and_the_run_goes_on
                            validators=2)
     dataset = load_dataset(spec.data)
     roster = Roster(hosts=[host_behaviour(None), host_behaviour(None), host_behaviour("noise")],
-                    # Two validators: one validator's fail alone never decides a challenge.
-                    validators=[validator_behaviour("honest"), validator_behaviour("honest")])  # stakes: twice the minimum, as simulate bonds
+                    # Two validators: one validator's fail alone never decides a challenge. Stakes:
+                    # twice the minimum, as simulate bonds.
+                    validators=[validator_behaviour("honest"), validator_behaviour("honest")])
     net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode)
     cheater = net.hosts[2].address
     # Two invalid slashes of 50 % leave the cheater a quarter of its bond: half the minimum.
