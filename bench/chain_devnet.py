@@ -6,12 +6,17 @@ Starts its own devnet (free ports, temporary home, 200 ms blocks, every account 
 genesis), deploys the committed contract, and measures:
 
 * gas used by each message type (store, instantiate, bond, unbond, claim, fund_rewards, join,
-  commit, reveal, verdict, propose_model, advance), and the fee it cost;
+  commit, reveal, commit_verdict, reveal_verdict, reveal_traps, propose_model, advance), and the
+  fee it cost;
 * latency from send to inclusion (sequential ``fund_rewards``, each simulated then broadcast);
 * throughput of one account pipelining ``fund_rewards`` (explicit gas, consecutive sequences);
-* per host count (4/16/64, with 4 validators, r = 2, k = 1, S = 2): the gas of ``advance`` when
-  it closes ``verify`` and finalizes the epoch (settlement: outcomes, slashes, rewards), and
-  whether it fits the block gas limit read from the node's consensus params;
+* per host count (4/16/64, with 8 validators, r = 2, k = 1, S = 2, dispute committees of 3): the
+  gas of ``advance`` when it closes the last verdict round and finalizes the epoch (settlement:
+  outcomes, slashes, rewards), and whether it fits the block gas limit read from the node's
+  consensus params — once with every challenge decided in the first round, once with every
+  challenge in dispute (the first round split pass/fail, then the committees: the ``advance``
+  that opens the dispute round draws every committee, the one that closes it decides and
+  finalizes with a wrong validator on every challenge);
 * the wall time of one full epoch's chain traffic (no training) for 8 hosts + 4 validators,
   every phase closed early by its last message, each phase's messages sent in parallel.
 
@@ -39,7 +44,15 @@ from chain.ledger import ContractBackend, Ledger, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.injective import DENOM, GENESIS_BALANCE, MIN_GAS_PRICE
 from protocol.keys import PrivateKey
-from protocol.messages import BeaconJoin, BeaconReveal, Commitment, ModelProposal, Verdict
+from protocol.messages import (
+    BeaconJoin,
+    BeaconReveal,
+    Commitment,
+    ModelProposal,
+    TrapOpening,
+    VerdictCommit,
+    VerdictOpening,
+)
 from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
 
@@ -57,15 +70,18 @@ def digest(label: str) -> str:
 
 
 def spec(*, max_hosts: int = 64, verify_blocks: int = 40, unbonding_epochs: int = 2) -> RunSpec:
+    """The bench's run spec; ``verify_blocks`` is also each verdict-opening window."""
     return RunSpec.model_validate({
         "name": "bench-devnet", "model": {},
         "data": {"corpus": "bench", "dataset_hash": "0" * 64, "seq_len": 16},
         "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
-        "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2},
+        "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, "dispute_committee": 3,
+                         "dispute_rounds": 1},
         "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
                       "unbonding_epochs": unbonding_epochs, "reward_per_epoch": "1000"},
         "phases": {"join_blocks": 60, "train_blocks": 60, "reveal_blocks": 60, "verify_blocks": verify_blocks,
-                   "propose_blocks": 60, "min_hosts": 1, "min_validators": 1, "max_hosts": max_hosts,
+                   "verdict_reveal_blocks": verify_blocks, "propose_blocks": 60, "min_hosts": 1,
+                   "min_validators": 1, "max_hosts": max_hosts,
                    "max_validators": 32},
     })
 
@@ -141,12 +157,25 @@ def secret(name: str, epoch: int) -> bytes:
     return hashlib.sha256(f"secret:{name}:{epoch}".encode()).digest()
 
 
+def trap_opening(name: str, epoch: int) -> TrapOpening:
+    """Every host commits to the empty trap set (an honest host's)."""
+    return TrapOpening(epoch=epoch, segments=[], salt=digest(f"trap-salt:{name}:{epoch}"))
+
+
+def opening(v: str, c: Any, outcome: str) -> VerdictOpening:
+    return VerdictOpening(epoch=c.epoch, host=c.host, segment=c.segment, outcome=outcome, distance="0.001",
+                          evidence=digest(f"ev:{v}:{c.host}:{c.segment}"),
+                          salt=digest(f"salt:{v}:{c.host}:{c.segment}:{c.round}"))
+
+
 def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
-               finalize_by_advance: bool = False) -> dict[str, Any]:
+               finalize_by_advance: bool = False, dispute: bool = False) -> dict[str, Any]:
     """One epoch, each phase's messages sent in parallel, every phase closed early by its last
-    message (with ``finalize_by_advance``: verify closed by ``advance`` after its deadline, one
-    vote left out, so that ``advance`` carries the finalize). Returns per-phase results, retries
-    and timing."""
+    message. With ``finalize_by_advance``: the last verdict round is closed by ``advance`` after
+    its deadline (one host leaves its trap commitment unopened, or in a dispute one committee
+    member its verdict), so that ``advance`` carries the finalize; with ``dispute`` every
+    challenge's first round is split pass/fail and goes to a committee (the ``advance`` that
+    closes the first round draws them). Returns per-phase results, retries and timing."""
     s = run.spec
     e = run.ledger.epoch().epoch
     names = [*hosts, *validators]
@@ -154,42 +183,81 @@ def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
     t0 = time.perf_counter()
     h0 = run.ledger.height()
 
-    def phase(name: str, plan: Callable[[Ledger], None], expect: str) -> None:
+    def phase(name: str, plan: Callable[[Ledger], None], expect: str | None) -> None:
         results, retries = run.parallel(plan)
-        out[name] = results
+        out[name] = out.get(name, []) + results
         out["retries"] += retries
-        assert run.phase(e) == expect, (name, run.ledger.epoch(e))
+        if expect is not None:
+            assert run.phase(e) == expect, (name, run.ledger.epoch(e))
 
-    phase("join", lambda L: [L.join(key(n), BeaconJoin(epoch=e, beacon_commit=beacon_commit(
-        key(n).address(), e, secret(n, e)).hex())) for n in names], "train")
-    phase("commit", lambda L: [L.commit(key(n), Commitment(
-        epoch=e, checkpoint_root=digest(f"root:{n}"), delta_hash=digest(f"delta:{n}"), loss_digest=digest(f"loss:{n}"),
-        segments=s.train.segments, train_loss_micro=2_500_000)) for n in hosts], "reveal")
-    phase("reveal", lambda L: [L.reveal(key(n), BeaconReveal(epoch=e, secret=secret(n, e).hex())) for n in names],
-          "verify")
-    votes = [(v, c) for v in validators for c in run.ledger.challenges(e, key(v).address())]
-
-    def verdicts(L: Ledger, chosen: list) -> None:
-        for v, c in chosen:
-            L.verdict(key(v), Verdict(epoch=e, host=c.host, segment=c.segment, outcome="pass", distance="0.001",
-                                      evidence=digest(f"ev:{v}:{c.host}:{c.segment}")))
-
-    if finalize_by_advance:
-        out["verdict"], retries = run.parallel(lambda L: verdicts(L, votes[:-1]))
-        out["retries"] += retries
+    def closing_advance(name: str, expect: str) -> None:
+        """Wait out the phase, then measure the ``advance`` that closes it."""
         run.ledger.wait_for_height(run.ledger.epoch(e).phase_deadline)
         sender = key(hosts[0])
         sim = run.chain.simulate(sender, [run.chain.execute_msg(sender, run.backend.contract_address, {"advance": {}})])
         limit = run.chain.config.gas_limit(sim)
         block_gas = run.chain.block_max_gas()
-        out["advance_finalize"] = {"simulated": sim, "gas_limit": limit, "block_max_gas": block_gas,
-                                   "fits_block": block_gas < 0 or limit <= block_gas}
+        out[name] = {"simulated": sim, "gas_limit": limit, "block_max_gas": block_gas,
+                     "fits_block": block_gas < 0 or limit <= block_gas}
+        if out[name]["fits_block"]:
+            out[name]["gas_used"] = run.backend.execute(sender, {"advance": {}}).gas_used
+            assert run.phase(e) == expect, run.ledger.epoch(e)
+
+    phase("join", lambda L: [L.join(key(n), BeaconJoin(epoch=e, beacon_commit=beacon_commit(
+        key(n).address(), e, secret(n, e)).hex())) for n in names], "train")
+    phase("commit", lambda L: [L.commit(key(n), Commitment(
+        epoch=e, checkpoint_root=digest(f"root:{n}"), delta_hash=digest(f"delta:{n}"), loss_digest=digest(f"loss:{n}"),
+        segments=s.train.segments, train_loss_micro=2_500_000), trap_opening(n, e).commitment(key(n).address()))
+        for n in hosts], "reveal")
+    phase("reveal", lambda L: [L.reveal(key(n), BeaconReveal(epoch=e, secret=secret(n, e).hex())) for n in names],
+          "verify")
+
+    def round_votes() -> list[tuple[str, Any]]:
+        current = run.ledger.epoch(e).round
+        return [(v, c) for v in validators for c in run.ledger.challenges(e, key(v).address())
+                if c.round == current and c.outcome == "pending"]
+
+    def decide(v: str, c: Any) -> str:
+        # A split first round (the lower-sorted member passes, the other fails) when disputing.
+        if dispute and c.round == 0:
+            return "pass" if key(v).address() == min(c.validators) else "fail"
+        return "pass"
+
+    def commit_all(L: Ledger, chosen: list) -> None:
+        for v, c in chosen:
+            L.commit_verdict(key(v), VerdictCommit(epoch=e, host=c.host, segment=c.segment,
+                                                   commitment=opening(v, c, decide(v, c)).commitment(key(v).address())))
+
+    def open_all(L: Ledger, chosen: list) -> None:
+        for v, c in chosen:
+            L.reveal_verdict(key(v), opening(v, c, decide(v, c)))
+
+    votes = round_votes()
+    phase("commit_verdict", lambda L: commit_all(L, votes), "verdict_reveal")
+    openers = hosts[1:] if finalize_by_advance and not dispute else hosts
+    phase("reveal_traps", lambda L: [L.reveal_traps(key(n), trap_opening(n, e)) for n in openers], "verdict_reveal")
+    if dispute:
+        phase("reveal_verdict", lambda L: open_all(L, votes[:-1]), "verdict_reveal")
+        closing_advance("advance_dispute", "dispute")  # decides nothing, draws every committee
+        if not out["advance_dispute"]["fits_block"]:
+            return out
+        committee = round_votes()
+        out["committee_votes"] = len(committee)
+        phase("commit_verdict", lambda L: commit_all(L, committee), "dispute_reveal")
+        if finalize_by_advance:
+            phase("reveal_verdict", lambda L: open_all(L, committee[:-1]), "dispute_reveal")
+            closing_advance("advance_finalize", "propose")
+            if not out["advance_finalize"]["fits_block"]:
+                return out
+        else:
+            phase("reveal_verdict", lambda L: open_all(L, committee), "propose")
+    elif finalize_by_advance:
+        phase("reveal_verdict", lambda L: open_all(L, votes), "verdict_reveal")
+        closing_advance("advance_finalize", "propose")
         if not out["advance_finalize"]["fits_block"]:
-            return out  # the epoch cannot finalize on this chain; report how far it got
-        out["advance_finalize"]["gas_used"] = run.backend.execute(sender, {"advance": {}}).gas_used
-        assert run.phase(e) == "propose", run.ledger.epoch(e)
+            return out
     else:
-        phase("verdict", lambda L: verdicts(L, votes), "propose")
+        phase("reveal_verdict", lambda L: open_all(L, votes), "propose")
     accepted = run.ledger.epoch(e).accepted
     needed = math.floor(2 * len(accepted) / 3) + 1  # equal stakes: more than 2/3 of them
     by_address = {key(n).address(): n for n in hosts}
@@ -214,7 +282,8 @@ def gas_summary(results: list[TxResult]) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", default="4,16,64", help="host counts for the finalize gas")
-    parser.add_argument("--validators", type=int, default=4, help="validators in the finalize runs")
+    parser.add_argument("--validators", type=int, default=8, help="validators in the finalize runs (committees of 3 "
+                                                                  "need r + 3 = 5 at least)")
     parser.add_argument("--epoch-hosts", type=int, default=8)
     parser.add_argument("--epoch-validators", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=3, help="epochs timed for the wall-time figure")
@@ -296,18 +365,24 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
                            "included_s": round(t_all, 2), "tx_per_s": round(args.pipeline_n / t_all, 1),
                            "blocks": len(heights)}
 
-    # Epoch messages and finalize at several host counts (fresh contract each).
-    per_hosts = {}
+    # Epoch messages and finalize at several host counts (fresh contract each), without and with
+    # every challenge in dispute.
+    phases = ("join", "commit", "reveal", "commit_verdict", "reveal_traps", "reveal_verdict", "propose")
+    per_hosts: dict[str, Any] = {}
     for h in host_counts:
-        r = Run(chain, code_id, operator, spec(verify_blocks=15))
-        hs, vs = hosts[:h], validators[:args.validators]
-        r.parallel(lambda Lp, hs=hs, vs=vs: [Lp.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE) for n in hs]
-                   + [Lp.bond(key(n), "validator", "http://127.0.0.1:8701", VALIDATOR_STAKE) for n in vs])
-        r.ledger.fund_rewards(funder, 1_000_000)
-        out = play_epoch(r, hs, vs, finalize_by_advance=True)
-        row = {p: gas_summary(out[p]) for p in ("join", "commit", "reveal", "verdict", "propose") if p in out}
-        row["advance_finalize"] = out["advance_finalize"]
-        per_hosts[h] = row
+        for dispute in (False, True):
+            r = Run(chain, code_id, operator, spec(verify_blocks=20))
+            hs, vs = hosts[:h], validators[:args.validators]
+            r.parallel(lambda Lp, hs=hs, vs=vs: [Lp.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE)
+                                                 for n in hs]
+                       + [Lp.bond(key(n), "validator", "http://127.0.0.1:8701", VALIDATOR_STAKE) for n in vs])
+            r.ledger.fund_rewards(funder, 1_000_000)
+            out = play_epoch(r, hs, vs, finalize_by_advance=True, dispute=dispute)
+            row: dict[str, Any] = {p: gas_summary(out[p]) for p in phases if p in out}
+            for k in ("advance_dispute", "advance_finalize", "committee_votes"):
+                if k in out:
+                    row[k] = out[k]
+            per_hosts[f"{h}{' dispute' if dispute else ''}"] = row
     report["epoch_gas_by_hosts"] = per_hosts
     # `advance` that only extends an empty join phase (nobody joined by the deadline):
     r = Run(chain, code_id, operator, spec(verify_blocks=15))
@@ -328,7 +403,7 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
         walls.append(round(out["wall_s"], 2))
         blocks.append(out["blocks"])
         retries.append(out["retries"])
-    transactions = sum(len(out[p]) for p in ("join", "commit", "reveal", "verdict", "propose"))
+    transactions = sum(len(out[p]) for p in phases)
     report["epoch_wall"] = {"hosts": len(hs), "validators": len(vs), "transactions": transactions,
                             "wall_s": walls, "median_s": round(statistics.median(walls), 2), "blocks": blocks,
                             "out_of_gas_resends": retries}

@@ -453,11 +453,14 @@ class LedgerEnv:
     def commit_round(self, validators: Sequence[str], vote: Callable[[str, Challenge], str | None] | None,
                      epoch: int) -> TxResult | None:
         """Every validator commits to its verdicts of the current round (``vote`` decides); returns
-        the last transaction."""
+        the last transaction. The phase is checked once per validator (a query costs about as much
+        as a transaction on the embedded chain)."""
         last = None
         for name in validators:
+            if self.epoch(epoch).phase not in VERDICT_COMMIT_PHASES:
+                return last
             for challenge in self.round_challenges(name, epoch):
-                if challenge.committed or self.epoch(epoch).phase not in VERDICT_COMMIT_PHASES:
+                if challenge.committed:
                     continue
                 outcome = "pass" if vote is None else vote(name, challenge)
                 if outcome is not None:
@@ -466,23 +469,24 @@ class LedgerEnv:
 
     def reveal_round(self, validators: Sequence[str], open_verdict: Callable[[str, Challenge], bool] | None,
                      openers: Sequence[str], epoch: int) -> TxResult | None:
-        """Every validator opens its committed verdicts of the current round; in the first round the
-        hosts in ``openers`` open their trap commitments. Returns the last transaction."""
+        """In the first round the hosts in ``openers`` open their trap commitments; every validator
+        opens its committed verdicts of the current round. Returns the last transaction."""
         last = None
+        if self.epoch(epoch).phase == "verdict_reveal":
+            for name in openers:
+                status = self.ledger.participant(self.addr(name), epoch)
+                if status.phase != "verdict_reveal":
+                    return last
+                if status.challenged and not status.traps_opened:
+                    last = self.open_traps(name, epoch)
         for name in validators:
+            if self.epoch(epoch).phase not in VERDICT_REVEAL_PHASES:
+                return last
             for challenge in self.round_challenges(name, epoch):
                 if not challenge.committed or challenge.revealed:
                     continue
-                if self.epoch(epoch).phase not in VERDICT_REVEAL_PHASES:
-                    return last
                 if open_verdict is None or open_verdict(name, challenge):
                     last = self.reveal_verdict(name, challenge.host, challenge.segment, epoch=epoch)
-        for name in openers:
-            if self.epoch(epoch).phase != "verdict_reveal":
-                return last
-            status = self.ledger.participant(self.addr(name), epoch)
-            if status.challenged and not status.traps_opened:
-                last = self.open_traps(name, epoch)
         return last
 
     def play_rounds(self, hosts: Sequence[str], validators: Sequence[str], *,
