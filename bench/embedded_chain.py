@@ -6,12 +6,13 @@ Measures, on one core, and prints one JSON object:
 
 * ``bond`` executes per second and ``member`` queries per second (each execute a full
   transaction: a new block, funds moved, a fresh wasm instance, storage read and written, events);
-* ``commit`` and ``verdict`` executes per second, in an epoch of ``--hosts`` hosts (S = 4
+* ``commit`` and verdict executes (commitments, trap openings, openings) per second, in an epoch of ``--hosts`` hosts (S = 4
   segments, k = 2, r = 2, 16 validators);
 * per message, in epochs of ``--cost-hosts`` hosts with the devnet benchmark's shape
   (``bench/chain_devnet.py``: 4 validators, S = 2, k = 1, r = 2): wasm fuel, contract storage
-  traffic, and an *estimate* of the Cosmos SDK gas on wasmd, for ``commit``, ``verdict``, the
-  reveal that closes its phase (seed and challenges) and the verdict that finalizes;
+  traffic, and an *estimate* of the Cosmos SDK gas on wasmd, for ``commit``, ``commit_verdict``,
+  ``reveal_verdict``, the reveal that closes its phase (seed and challenges) and the verdict
+  opening that finalizes;
 * the wall time of a full epoch of 8 hosts and 4 validators, once with every phase closing early
   and once with every phase waited out and closed by ``advance``;
 * the wasm size.
@@ -173,7 +174,7 @@ def bond_and_query(n: int, members: int) -> dict[str, Any]:
 
 
 LONG_PHASES = {"join_blocks": 100_000, "train_blocks": 100_000, "reveal_blocks": 100_000,
-               "verify_blocks": 100_000, "propose_blocks": 100_000}
+               "verify_blocks": 100_000, "verdict_reveal_blocks": 100_000, "propose_blocks": 100_000}
 
 
 def throughput_spec(hosts: int) -> RunSpec:
@@ -205,9 +206,10 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     commit_costs = []
     for name, c in zip(host_names, commits, strict=True):
         if len(commit_costs) < 5:
-            commit_costs.append(cost_of(env, lambda name=name, c=c: env.ledger.commit(env.key(name), c)))
+            commit_costs.append(cost_of(env, lambda name=name, c=c: env.ledger.commit(
+                env.key(name), c, env.trap_opening(name, 0).commitment(env.addr(name)))))
         else:
-            env.ledger.commit(env.key(name), c)
+            env.ledger.commit(env.key(name), c, env.trap_opening(name, 0).commitment(env.addr(name)))
     commit_s = time.perf_counter() - t0
     assert env.epoch().phase == "reveal"
 
@@ -220,15 +222,25 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     work = [(v, c) for v in validator_names for c in env.challenges(v, 0)]
     verdict_costs = []
     t0 = time.perf_counter()
-    for v, c in work[:-1]:
+    for v, c in work:  # commitments (the last one closes verify)
         if len(verdict_costs) < 5:
-            verdict_costs.append(cost_of(env, lambda v=v, c=c: env.verdict(v, c.host, c.segment, "pass", epoch=0)))
+            verdict_costs.append(cost_of(env, lambda v=v, c=c: env.commit_verdict(v, c.host, c.segment, "pass",
+                                                                                   epoch=0)))
         else:
-            env.verdict(v, c.host, c.segment, "pass", epoch=0)
+            env.commit_verdict(v, c.host, c.segment, "pass", epoch=0)
+    assert env.epoch(0).phase == "verdict_reveal", env.epoch(0)
+    for name in host_names:
+        env.open_traps(name, 0)
+    opening_costs = []
+    for v, c in work[:-1]:
+        if len(opening_costs) < 5:
+            opening_costs.append(cost_of(env, lambda v=v, c=c: env.reveal_verdict(v, c.host, c.segment, epoch=0)))
+        else:
+            env.reveal_verdict(v, c.host, c.segment, epoch=0)
     verdict_s = time.perf_counter() - t0
     v, c = work[-1]
     t0 = time.perf_counter()
-    finalize = cost_of(env, lambda: env.verdict(v, c.host, c.segment, "pass", epoch=0))
+    finalize = cost_of(env, lambda: env.reveal_verdict(v, c.host, c.segment, epoch=0))
     finalize_s = time.perf_counter() - t0
     assert env.epoch(0).phase == "propose", env.epoch(0)
     median = lambda costs: sorted(costs, key=lambda x: x.fuel)[len(costs) // 2]  # noqa: E731 (a one-line helper, named where it is used)
@@ -236,11 +248,12 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
         "hosts": hosts, "validators": validators, "challenges": len(env.report(0).challenges),
         "verdicts": len(work),
         "commit_executes_per_s": round(hosts / commit_s, 1),
-        "verdict_executes_per_s": round((len(work) - 1) / verdict_s, 1),
+        "verdict_executes_per_s": round((2 * len(work) - 1 + hosts) / verdict_s, 1),  # commits, traps, openings
         "commit": median(commit_costs).estimate(),
-        "verdict": median(verdict_costs).estimate(),
+        "commit_verdict": median(verdict_costs).estimate(),
+        "reveal_verdict": median(opening_costs).estimate(),
         "reveal_that_closes_the_phase": reveal_close.estimate(),
-        "verdict_that_finalizes": {**finalize.estimate(), "wall_s": round(finalize_s, 3)},
+        "reveal_verdict_that_finalizes": {**finalize.estimate(), "wall_s": round(finalize_s, 3)},
     }
 
 
@@ -253,7 +266,7 @@ def full_epoch(by_deadline: bool) -> float:
     spec = make_spec(train={"inner_steps": 8, "segment_steps": 2}, verification={"challenges_k": 2},
                      reward_per_epoch="1000",
                      phases={"join_blocks": 200, "train_blocks": 200, "reveal_blocks": 200,
-                             "verify_blocks": 200, "propose_blocks": 200})
+                             "verify_blocks": 200, "verdict_reveal_blocks": 200, "propose_blocks": 200})
     env = LedgerEnv(EmbeddedDriver(spec, ["operator", "treasury", "funder", *hosts, *validators]))
     env.fund_rewards(100_000)
     env.bond_all([*hosts, *validators])
