@@ -371,7 +371,7 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
     per_hosts: dict[str, Any] = {}
     for h in host_counts:
         for dispute in (False, True):
-            r = Run(chain, code_id, operator, spec(verify_blocks=20))
+            r = Run(chain, code_id, operator, spec(verify_blocks=80))  # room for 512 parallel submits
             hs, vs = hosts[:h], validators[:args.validators]
             r.parallel(lambda Lp, hs=hs, vs=vs: [Lp.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE)
                                                  for n in hs]

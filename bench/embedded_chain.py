@@ -6,8 +6,8 @@ Measures, on one core, and prints one JSON object:
 
 * ``bond`` executes per second and ``member`` queries per second (each execute a full
   transaction: a new block, funds moved, a fresh wasm instance, storage read and written, events);
-* ``commit`` and verdict executes (commitments, trap openings, openings) per second, in an epoch of ``--hosts`` hosts (S = 4
-  segments, k = 2, r = 2, 16 validators);
+* ``commit`` and verdict executes (commitments, trap openings, openings) per second, in an epoch
+  of ``--hosts`` hosts (S = 4 segments, k = 2, r = 2, 16 validators);
 * per message, in epochs of ``--cost-hosts`` hosts with the devnet benchmark's shape
   (``bench/chain_devnet.py``: 4 validators, S = 2, k = 1, r = 2): wasm fuel, contract storage
   traffic, and an *estimate* of the Cosmos SDK gas on wasmd, for ``commit``, ``commit_verdict``,
