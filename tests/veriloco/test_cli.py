@@ -82,6 +82,11 @@ def test_operator_commands_read_a_saved_run(saved_run, tmp_path) -> None:
         min(h["proposal"]["val_loss_micro"] for h in report["report"]["hosts"]) / 1e6)
     assert len(list(csv.DictReader((out / "members.csv").open()))) == 4
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    # epoch advance: epoch 2's join phase is not past its deadline, so there is nothing to close (one
+    # line, a non-zero exit, nothing saved).
+    done = cli("epoch", "advance", "--key", "alice", "--network", str(saved_run), home=home, check=False)
+    assert done.returncode != 0 and "advance: nothing is due: epoch 2 is in phase join" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
 
 
 def test_template_round_trips_through_deploy_parsing(tmp_path) -> None:

@@ -13,7 +13,7 @@ from chain.ledger import ContractError
 from veriloco.commands.common import Home, Json, KeyName, Network, key_names, open_key
 from veriloco.connect import load_network, open_ledger
 from veriloco.errors import CommandError
-from veriloco.output import console, err_console, print_json, table
+from veriloco.output import console, err_console, print_json, table, tx_json
 from veriloco.report import (
     EPOCH_COLUMNS,
     MEMBER_COLUMNS,
@@ -68,7 +68,7 @@ def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the c
 
 
 @app.command("advance")
-def advance(key: KeyName = "operator", network: Network = None, home: Home = None) -> None:
+def advance(key: KeyName = "operator", network: Network = None, home: Home = None, json: Json = False) -> None:
     """Close the current phase if its deadline has passed (any account may; nodes do it too)."""
     signer = open_key(key, home)
     with open_ledger(load_network(network, home), save=True) as ledger:
@@ -78,6 +78,9 @@ def advance(key: KeyName = "operator", network: Network = None, home: Home = Non
         except ContractError as exc:
             raise CommandError(str(exc)) from None
         after = ledger.epoch()
+    if json:
+        print_json({"tx": tx_json(result), "before": before, "after": after, "key": key})
+        return
     console.print(f"advanced at height {result.height}: epoch {before.epoch} {before.phase} → "
                   f"epoch {after.epoch} {after.phase} (deadline height {after.phase_deadline})")
 
