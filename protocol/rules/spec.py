@@ -240,7 +240,9 @@ class PhaseSpec(Boundary):
     train_blocks: Blocks = 200
     reveal_blocks: Blocks = 20
     verify_blocks: Blocks = 100
-    verdict_reveal_blocks: Blocks = 20
+    # One opening per verdict of the round, like the commitments (not one per member like the
+    # beacon reveals): a validator sends them one transaction after another.
+    verdict_reveal_blocks: Blocks = 50
     propose_blocks: Blocks = 50
     max_join_extensions: int = Field(default=10, ge=0, le=MAX_JOIN_EXTENSIONS, strict=True)
     min_hosts: int = Field(default=1, ge=1, le=MAX_PARTICIPANTS, strict=True)

@@ -70,7 +70,8 @@ def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
     # Phases long enough for six processes sharing two cores; they close early when everyone acted.
     spec = tiny("e2e").with_changes(
         phases={"join_blocks": 300, "train_blocks": 3000, "reveal_blocks": 300, "verify_blocks": 3000,
-                "propose_blocks": 3000, "min_hosts": len(HOSTS), "min_validators": len(VALIDATORS)})
+                "verdict_reveal_blocks": 3000, "propose_blocks": 3000, "min_hosts": len(HOSTS),
+                "min_validators": len(VALIDATORS)})
     spec_file = tmp / "spec.toml"
     spec_file.write_text(tomli_w.dumps(spec.model_dump(mode="json")))
     cli(env, "run", "deploy", str(spec_file), "--devnet", "--key", "operator", "--fund", "10INJ")
