@@ -117,12 +117,15 @@ class HostNode(Participant):
     @property
     def source(self) -> ArtifactSource:
         """What this host serves to peers (through its behaviour, which may withhold)."""
-        return self.behaviour.serve(LocalArtifacts(self.root, self.run_id, self.address,
-                                                   recompute=self.recomputer.materialize))
+        return self.behaviour.serve(self._local())
 
     def source_for(self, requester: str) -> ArtifactSource:
         """What this host serves to ``requester`` (its behaviour may serve some and not others)."""
-        return self.behaviour.serve_to(LocalArtifacts(self.root, self.run_id, self.address), requester)
+        return self.behaviour.serve_to(self._local(), requester)
+
+    def _local(self) -> LocalArtifacts:
+        # Every way of serving recomputes a challenged leaf that was not stored in full.
+        return LocalArtifacts(self.root, self.run_id, self.address, recompute=self.recomputer.materialize)
 
     # -- the loop ------------------------------------------------------------------------------
 
