@@ -101,10 +101,21 @@ class ContractBackend(ABC):
 
 
 def instantiate_msg(spec: RunSpec, initial_model_hash: str, treasury: str,
-                    admin: str | None = None) -> dict[str, Any]:
-    """The contract's instantiate message for a run."""
-    return {"spec_json": spec.canonical().decode(), "initial_model_hash": initial_model_hash,
-            "denom": spec.economics.denom, "treasury": treasury, "admin": admin}
+                    admin: str | None = None, settle_page: int | None = None) -> dict[str, Any]:
+    """The contract's instantiate message for a run.
+
+    Args:
+        settle_page: the most records (participants, or reveals) one transaction processes of a
+            close that runs page by page (closing ``reveal``, finalize); None: the contract's
+            default (``docs/contract.md``, "Limits").
+    """
+    msg: dict[str, Any] = {"spec_json": spec.canonical().decode(), "initial_model_hash": initial_model_hash,
+                           "denom": spec.economics.denom, "treasury": treasury, "admin": admin}
+    if settle_page is not None:
+        if settle_page < 1:
+            raise ValueError(f"settle_page must be at least 1, got {settle_page}")
+        msg["settle_page"] = settle_page
+    return msg
 
 
 class Ledger:
@@ -188,8 +199,23 @@ class Ledger:
         return self.backend.execute(key, {"propose_model": self._to_json(msg)})
 
     def advance(self, key: PrivateKey) -> TxResult:
-        """Close every phase whose deadline has passed (anyone may call it)."""
+        """Close every phase whose deadline has passed, or run the next page of a close that
+        takes several transactions (anyone may call it)."""
         return self.backend.execute(key, {"advance": {}})
+
+    def settle(self, key: PrivateKey, max_pages: int = 10_000) -> list[TxResult]:
+        """Send ``advance`` until no close runs page by page (``EpochInfo.closing`` is None);
+        returns the transactions sent (none when no close was running).
+
+        Raises:
+            LedgerError: still closing after ``max_pages`` transactions.
+        """
+        sent: list[TxResult] = []
+        while self.epoch().closing is not None:
+            if len(sent) >= max_pages:
+                raise LedgerError(f"the close is still running after {max_pages} advances: {self.epoch()}")
+            sent.append(self.advance(key))
+        return sent
 
     # -- reads ---------------------------------------------------------------------------------
 

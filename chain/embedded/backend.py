@@ -87,9 +87,11 @@ def deploy_embedded(
     *,
     wasm: bytes | None = None,
     label: str = "veriloco",
+    settle_page: int | None = None,
 ) -> Ledger:
     """Store the contract (the committed ``.wasm`` unless ``wasm`` is given), instantiate it for
-    ``spec`` as ``key``, and return a Ledger on it.
+    ``spec`` as ``key`` (with ``settle_page``, see :func:`chain.ledger.instantiate_msg`), and
+    return a Ledger on it.
 
     Raises:
         ContractError: the contract refused the instantiate message (e.g. a non-canonical spec).
@@ -97,7 +99,7 @@ def deploy_embedded(
     sender = key.address(chain.prefix)
     code_id = chain.store_code(sender, wasm if wasm is not None else load_contract_wasm()).code_id
     assert code_id is not None
-    msg = instantiate_msg(spec, initial_model_hash, treasury, admin)
+    msg = instantiate_msg(spec, initial_model_hash, treasury, admin, settle_page)
     address = chain.instantiate(sender, code_id, msg, label=label, admin=admin).contract_address
     assert address is not None
     return Ledger(EmbeddedBackend(chain, address, spec.economics.denom))

@@ -62,17 +62,20 @@ LEDGER_BACKENDS: dict[str, LedgerBackend] = {
 
 @pytest.fixture
 def embedded_ledger_driver() -> Callable[[RunSpec, Sequence[str]], EmbeddedDriver]:
-    return lambda spec, names: EmbeddedDriver(spec, names)
+    return lambda spec, names, **instantiate: EmbeddedDriver(spec, names, **instantiate)
 
 
 @pytest.fixture(params=[pytest.param(name, marks=b.marks) for name, b in LEDGER_BACKENDS.items()])
 def make_ledger_env(request: pytest.FixtureRequest) -> Callable[..., LedgerEnv]:
-    """A factory: ``make_ledger_env(spec=None, names=DEFAULT_NAMES)`` -> LedgerEnv on the
-    parametrized backend (``spec`` defaults to :func:`ledger_env.make_spec`)."""
+    """A factory: ``make_ledger_env(spec=None, names=DEFAULT_NAMES, settle_page=None)`` -> LedgerEnv
+    on the parametrized backend (``spec`` defaults to :func:`ledger_env.make_spec`; ``settle_page``
+    goes into the instantiate message when given)."""
     factory = request.getfixturevalue(LEDGER_BACKENDS[request.param].fixture)
 
-    def make(spec: RunSpec | None = None, names: Sequence[str] = DEFAULT_NAMES) -> LedgerEnv:
-        return LedgerEnv(factory(spec or make_spec(), tuple(names)))
+    def make(spec: RunSpec | None = None, names: Sequence[str] = DEFAULT_NAMES,
+             settle_page: int | None = None) -> LedgerEnv:
+        extra = {} if settle_page is None else {"settle_page": settle_page}
+        return LedgerEnv(factory(spec or make_spec(), tuple(names), **extra))
 
     return make
 

@@ -260,6 +260,6 @@ def devnet_deploy(request: pytest.FixtureRequest, devnet_chain: CosmosChain, dev
 @pytest.fixture
 def devnet_ledger_driver(devnet_deploy):
     """The devnet's driver factory for ``ledger_env`` (``LEDGER_BACKENDS["devnet"]`` in conftest)."""
-    return lambda spec, names: devnet_deploy(spec, names)
+    return lambda spec, names, **instantiate: devnet_deploy(spec, names, **instantiate)
 
 

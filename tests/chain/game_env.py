@@ -71,10 +71,12 @@ class Game:
         seed: the seed of every random choice (which segments are faked, trapped; beacon secrets).
         top_up: whether a party slashed below its bond is topped up after each epoch (so a
             strategy keeps playing: its cost per epoch is then measured over every epoch).
+        settle_page: the contract's page for closes that run over several transactions (None:
+            its default, which settles these small games in one transaction).
     """
 
     def __init__(self, hosts: Mapping[str, str], validators: Mapping[str, str], *, spec: RunSpec | None = None,
-                 seed: int = 0, top_up: bool = True) -> None:
+                 seed: int = 0, top_up: bool = True, settle_page: int | None = None) -> None:
         for name, s in hosts.items():
             assert s in HOST_STRATEGIES, (name, s)
         for name, s in validators.items():
@@ -82,7 +84,7 @@ class Game:
         self.hosts, self.validators = dict(hosts), dict(validators)
         self.spec = spec or game_spec()
         names = [*DEFAULT_NAMES, *(n for n in [*hosts, *validators] if n not in DEFAULT_NAMES)]
-        self.env = LedgerEnv(EmbeddedDriver(self.spec, names))
+        self.env = LedgerEnv(EmbeddedDriver(self.spec, names, settle_page=settle_page))
         self.rng = random.Random(seed)
         self.top_up = top_up
         self.stakes = {**dict.fromkeys(hosts, HOST_STAKE), **dict.fromkeys(validators, VALIDATOR_STAKE)}

@@ -113,14 +113,16 @@ class EmbeddedDriver:
     fees_paid = 0
 
     def __init__(self, spec: RunSpec, names: Sequence[str] = DEFAULT_NAMES,
-                 balances: Mapping[str, int] | None = None, wasm: bytes | None = None) -> None:
+                 balances: Mapping[str, int] | None = None, wasm: bytes | None = None,
+                 settle_page: int | None = None) -> None:
         self.spec = spec
         self.keys = {name: account_key(name) for name in names}
         funds = dict(balances or {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE})
         self.chain = EmbeddedChain(genesis_balances={k.address(): funds for k in self.keys.values()})
         operator = self.keys.get("operator") or next(iter(self.keys.values()))
         treasury = self.keys["treasury"].address() if "treasury" in self.keys else operator.address()
-        self.ledger = deploy_embedded(self.chain, operator, spec, INITIAL_MODEL_HASH, treasury, wasm=wasm)
+        self.ledger = deploy_embedded(self.chain, operator, spec, INITIAL_MODEL_HASH, treasury, wasm=wasm,
+                                      settle_page=settle_page)
         self.address = self.ledger.contract_address
         self.code_id = self.chain.contract_info(self.address).code_id
         self._operator = operator
@@ -163,6 +165,8 @@ class LedgerEnv:
         self.traps: dict[str, list[int]] = {}
         # Verdict openings committed: (validator, host address, segment, epoch) -> opening.
         self.openings: dict[tuple[str, str, int, int], VerdictOpening] = {}
+        # Every advance `settle` sent to run a paged close (their gas is what a page costs).
+        self.pages: list[TxResult] = []
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -206,9 +210,24 @@ class LedgerEnv:
         return self.wait_until(self.ledger.epoch(epoch).phase_deadline)
 
     def close_phase(self, by: str = "operator") -> TxResult:
-        """Wait out the current phase and close it with ``advance``."""
+        """Wait out the current phase and close it with ``advance`` (then run a close that takes
+        several transactions to its end; returns the first advance)."""
         self.wait_past_deadline()
-        return self.advance(by)
+        result = self.advance(by)
+        self.settle(by)
+        return result
+
+    def settle(self, by: str = "operator") -> list[TxResult]:
+        """Run a close in progress page by page to its end (``Ledger.settle``), checking after
+        every page that the contract holds exactly what its books say: funds are conserved at
+        every page boundary. Returns the advances sent."""
+        sent: list[TxResult] = []
+        while self.epoch().closing is not None:
+            assert len(sent) < 10_000, f"the close does not end: {self.epoch()}"
+            sent.append(self.advance(by))
+            self.assert_books()
+            self.pages.append(sent[-1])
+        return sent
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -510,10 +529,12 @@ class LedgerEnv:
         phase is closed by the transaction after its deadline and the next one counts its window
         from there, so waiting out one phase never closes the next."""
         for _ in range(3):
+            self.settle()
             info = self.epoch(epoch)
             if info.phase != phase:
                 return
             self.wait_past_deadline(epoch)
             with contextlib.suppress(ContractError):
                 self.advance()
+            self.settle()
         raise AssertionError(f"epoch {epoch} is stuck in phase {phase}: {self.epoch(epoch)}")

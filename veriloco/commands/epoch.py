@@ -64,25 +64,32 @@ def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the c
                   f"started at {info.started_at})\nθ_e   {info.model_hash}\nθ_e+1 {info.next_model_hash or '—'} "
                   f"({agreement(info.agreed)})\nprevious seed {info.prev_seed}\nseed {info.seed or '—'}\n"
                   f"hosts {members(info.hosts)}\nvalidators {members(info.validators)}\n"
-                  f"committed {len(info.committed)}, accepted {len(info.accepted)}", highlight=False)
+                  f"committed {len(info.committed)}, accepted {len(info.accepted)}"
+                  + (f"\nclosing page by page: stage {info.closing} (send advance)" if info.closing else ""),
+                  highlight=False)
 
 
 @app.command("advance")
 def advance(key: KeyName = "operator", network: Network = None, home: Home = None, json: Json = False) -> None:
-    """Close the current phase if its deadline has passed (any account may; nodes do it too)."""
+    """Close the current phase if its deadline has passed (any account may; nodes do it too); a
+    close that runs page by page (closing reveal, a verdict round, finalize) is run to its end."""
     signer = open_key(key, home)
     with open_ledger(load_network(network, home), save=True) as ledger:
         before = ledger.epoch()
         try:
             result = ledger.advance(signer)
+            pages = ledger.settle(signer)
         except ContractError as exc:
             raise CommandError(str(exc)) from None
         after = ledger.epoch()
     if json:
-        print_json({"tx": tx_json(result), "before": before, "after": after, "key": key})
+        print_json({"tx": tx_json(result), "pages": [tx_json(p) for p in pages], "before": before, "after": after,
+                    "key": key})
         return
-    console.print(f"advanced at height {result.height}: epoch {before.epoch} {before.phase} → "
-                  f"epoch {after.epoch} {after.phase} (deadline height {after.phase_deadline})")
+    last = pages[-1] if pages else result
+    more = f" and {len(pages)} more page(s) of the close" if pages else ""
+    console.print(f"advanced at height {result.height}{more} (last at {last.height}): epoch {before.epoch} "
+                  f"{before.phase} → epoch {after.epoch} {after.phase} (deadline height {after.phase_deadline})")
 
 
 def report(epoch: Annotated[int, typer.Argument(help="the epoch")],

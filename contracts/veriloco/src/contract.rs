@@ -19,7 +19,8 @@ use crate::query as queries;
 use crate::records::Commitment;
 use crate::spec::parse_spec;
 use crate::state::{
-    Config, ContractVersion, Eligible, Totals, CONFIG, CONTRACT_INFO, ELIGIBLE, SPEC, TOTALS,
+    Config, ContractVersion, Eligible, Totals, CONFIG, CONTRACT_INFO, DEFAULT_SETTLE_PAGE,
+    ELIGIBLE, SPEC, TOTALS,
 };
 use crate::types::{Binary, Env, MessageInfo, Response};
 use crate::{rewards, staking};
@@ -62,6 +63,13 @@ pub fn instantiate(
             .addr_validate(admin)
             .map_err(|e| e.context("instantiate: admin"))?;
     }
+    let settle_page = msg.settle_page.unwrap_or(DEFAULT_SETTLE_PAGE);
+    if settle_page == 0 {
+        return Err(ContractError::refused(
+            ACTION,
+            "settle_page must be at least 1".to_string(),
+        ));
+    }
     let config = Config {
         run_id: spec.run_id,
         initial_model_hash: msg.initial_model_hash,
@@ -72,6 +80,7 @@ pub fn instantiate(
         phases: view.phases,
         verification: view.verification,
         segments,
+        settle_page,
     };
     CONFIG.save(deps.storage, &config);
     SPEC.save(deps.storage, &msg.spec_json);
@@ -102,6 +111,7 @@ pub fn execute(
     let config = CONFIG.load(deps.storage)?;
     let height = env.block.height;
     let mut ep = Epoch::load_current(deps.storage)?;
+    ep.budget = config.settle_page;
     let mut before = Response::new();
     let transitions = epoch::advance(deps.storage, &config, &mut ep, height, &mut before)?;
     let d = deps.branch();

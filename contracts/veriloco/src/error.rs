@@ -58,6 +58,12 @@ pub enum ContractError {
         phase: &'static str,
         expected: &'static str,
     },
+    /// The phase is closing page by page: its messages are no longer accepted.
+    Closing {
+        action: &'static str,
+        epoch: u64,
+        phase: &'static str,
+    },
     /// The sender did not join the epoch.
     NotParticipant {
         action: &'static str,
@@ -204,6 +210,14 @@ impl fmt::Display for ContractError {
             } => write!(
                 f,
                 "{action}: {validator} is not assigned to host {host} segment {segment} of epoch {epoch} in this round"
+            ),
+            Closing {
+                action,
+                epoch,
+                phase,
+            } => write!(
+                f,
+                "{action}: epoch {epoch} is closing phase {phase} page by page; send advance"
             ),
             NothingDue {
                 epoch,

@@ -1,7 +1,9 @@
 //! Tagged SHA-256 and hex, byte for byte as `docs/protocol.md` ("Hashing") and
 //! `protocol/rules/hashing.py`: `H(tag, data) = sha256("veriloco:" || utf8(tag) || 0x00 || data)`.
 
-use sha2::{Digest, Sha256};
+use serde::{Deserialize, Serialize};
+use sha2::digest::generic_array::GenericArray;
+use sha2::{compress256, Digest, Sha256};
 
 /// Domain tags the contract uses (`protocol.rules.hashing.Tag`).
 pub mod tag {
@@ -36,6 +38,96 @@ pub fn tagged_hash(tag: &str, parts: &[&[u8]]) -> [u8; 32] {
         hasher.update(part);
     }
     hasher.finalize().into()
+}
+
+/// SHA-256 of `H(tag, ...)` fed across several transactions: the compression state after every
+/// whole 64-byte block, the bytes of the unfinished block, and the length so far. It is stored
+/// between transactions (the epoch seed hashes every reveal, and closing `reveal` reads the
+/// reveals page by page); [`StreamHash::finish`] gives exactly what [`tagged_hash`] gives over
+/// the same bytes.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct StreamHash {
+    /// The eight state words.
+    #[serde(rename = "s")]
+    state: [u32; 8],
+    /// Bytes not yet compressed (fewer than 64), hex.
+    #[serde(rename = "b")]
+    pending: String,
+    /// Bytes fed so far.
+    #[serde(rename = "n")]
+    length: u64,
+}
+
+/// SHA-256's initial state (FIPS 180-4, 5.3.3).
+const SHA256_IV: [u32; 8] = [
+    0x6a09_e667,
+    0xbb67_ae85,
+    0x3c6e_f372,
+    0xa54f_f53a,
+    0x510e_527f,
+    0x9b05_688c,
+    0x1f83_d9ab,
+    0x5be0_cd19,
+];
+
+impl StreamHash {
+    /// A hash of `"veriloco:" || tag || 0x00` so far.
+    pub fn tagged(tag: &str) -> StreamHash {
+        let mut out = StreamHash {
+            state: SHA256_IV,
+            pending: String::new(),
+            length: 0,
+        };
+        let mut head = b"veriloco:".to_vec();
+        head.extend_from_slice(tag.as_bytes());
+        head.push(0);
+        out.update(&[&head]);
+        out
+    }
+
+    fn pending_bytes(&self) -> Vec<u8> {
+        // Only this module writes `pending`, always as hex of fewer than 64 bytes.
+        (0..self.pending.len() / 2)
+            .map(|i| u8::from_str_radix(&self.pending[2 * i..2 * i + 2], 16).unwrap_or(0))
+            .collect()
+    }
+
+    /// Feed `parts` in order.
+    pub fn update(&mut self, parts: &[&[u8]]) {
+        let mut buffer = self.pending_bytes();
+        for part in parts {
+            buffer.extend_from_slice(part);
+            self.length += part.len() as u64;
+        }
+        let whole = buffer.len() / 64 * 64;
+        let blocks: Vec<GenericArray<u8, _>> = buffer[..whole]
+            .chunks(64)
+            .map(GenericArray::clone_from_slice)
+            .collect();
+        compress256(&mut self.state, &blocks);
+        self.pending = hex(&buffer[whole..]);
+    }
+
+    /// The digest (SHA-256 padding: 0x80, zeros, the bit length as u64be).
+    pub fn finish(&self) -> [u8; 32] {
+        let mut buffer = self.pending_bytes();
+        buffer.push(0x80);
+        while buffer.len() % 64 != 56 {
+            buffer.push(0);
+        }
+        buffer.extend_from_slice(&(self.length.wrapping_mul(8)).to_be_bytes());
+        let blocks: Vec<GenericArray<u8, _>> = buffer
+            .chunks(64)
+            .map(GenericArray::clone_from_slice)
+            .collect();
+        let mut state = self.state;
+        compress256(&mut state, &blocks);
+        let mut out = [0u8; 32];
+        for (i, word) in state.iter().enumerate() {
+            out[4 * i..4 * i + 4].copy_from_slice(&word.to_be_bytes());
+        }
+        out
+    }
 }
 
 /// Lowercase hex.
@@ -91,5 +183,33 @@ mod tests {
         assert_eq!(digest_from_hex("ab"), None);
         assert!(is_hex_digest(&"0".repeat(64)));
         assert!(!is_hex_digest(&"g".repeat(64)));
+    }
+
+    #[test]
+    fn a_stream_hash_fed_in_pieces_equals_the_tagged_hash() {
+        let data: Vec<u8> = (0..300u32).map(|i| (i * 7 % 251) as u8).collect();
+        for cuts in [
+            vec![],
+            vec![1],
+            vec![55, 56, 64],
+            vec![63, 64, 65, 128, 200],
+            vec![299],
+        ] {
+            let mut stream = StreamHash::tagged("beacon/seed");
+            let mut from = 0;
+            for cut in cuts.iter().chain(std::iter::once(&data.len())) {
+                // Through JSON, as it is stored between transactions.
+                let text = serde_json::to_string(&stream).unwrap();
+                stream = serde_json::from_str(&text).unwrap();
+                stream.update(&[&data[from..*cut]]);
+                from = *cut;
+            }
+            assert_eq!(stream.finish(), tagged_hash("beacon/seed", &[&data]));
+        }
+        for n in [0usize, 1, 45, 46, 47, 55, 64, 119, 120] {
+            let mut stream = StreamHash::tagged("t");
+            stream.update(&[&data[..n]]);
+            assert_eq!(stream.finish(), tagged_hash("t", &[&data[..n]]), "{n}");
+        }
     }
 }

@@ -23,6 +23,10 @@ pub struct InstantiateMsg {
     pub treasury: String,
     #[serde(default)]
     pub admin: Option<String>,
+    /// The most records one execute processes of a paged close (default
+    /// `state::DEFAULT_SETTLE_PAGE`); at least 1.
+    #[serde(default)]
+    pub settle_page: Option<u32>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -185,6 +189,9 @@ pub struct EpochInfo {
     pub round: u32,
     /// Closed unplayed: the join phase ran out of extensions.
     pub abandoned: bool,
+    /// The stage of a paged close in progress (`seed`, `assign`, `outcomes`, `slashes`,
+    /// `rewards`), None when no close runs.
+    pub closing: Option<&'static str>,
 }
 
 #[derive(Serialize)]

@@ -136,6 +136,7 @@ fn info(storage: &dyn Storage, header: EpochHeader) -> Result<EpochInfo, Contrac
         accepted,
         round: header.round,
         abandoned: header.abandoned,
+        closing: header.closing.as_ref().map(|c| c.stage.as_str()),
     })
 }
 

@@ -19,6 +19,7 @@
 //! | `tr/` e host | the host's opened trap segments | reveal_traps |
 //! | `pr/` e addr | [`Proposal`] | propose_model |
 //! | `pt/` e model_hash | the stake behind a proposed hash | propose_model |
+//! | `vt/` e validator | [`Standing`]: a validator's counts over the hosts settled so far, while finalize pages run | finalize (removed when the validator is settled) |
 //!
 //! `e` is the epoch as 8 big-endian bytes, so keys sort by epoch, then by address: a prefix scan
 //! of one epoch (`MAP.prefix(e)`) yields its records in address order (the order the seed and the
@@ -57,6 +58,9 @@ pub const TRAPS: Map<(u64, &str), Vec<u32>> = Map::new(b"tr/");
 pub const PROPOSALS: Map<(u64, &str), Proposal> = Map::new(b"pr/");
 /// The accepted stake behind each proposed model hash.
 pub const BACKING: Map<(u64, &str), Uint128> = Map::new(b"pt/");
+/// A validator's counts gathered from the hosts finalize has settled so far (kept only while
+/// finalize runs page by page).
+pub const STANDINGS: Map<(u64, &str), Standing> = Map::new(b"vt/");
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -260,10 +264,86 @@ pub struct EpochHeader {
     pub to_catchers: Uint128,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rewards_total: Uint128,
+    /// A close in progress (several transactions), None otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closing: Option<Closing>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
     *n == 0
+}
+
+/// A phase close that takes several transactions (`docs/contract.md`, "Limits"): closing
+/// `reveal` (the seed, then the outcomes and challenges) and finalize (host outcomes, slashes,
+/// rewards) each walk the epoch's records in address order, a bounded page per transaction.
+/// While it runs the phase keeps its name, its deadline is the height the close began (so it
+/// reads as due, and nodes send `advance`), and the phase's own messages are refused.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Closing {
+    pub stage: Stage,
+    /// The last address (reveal or participant) the stage processed; None: from the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// The epoch seed's hash over the reveals read so far (stage `seed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed_hash: Option<crate::hashing::StreamHash>,
+    /// Valid reveals read (stage `seed`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub reveals: u32,
+    /// Finalize: what the epoch pays in rewards, `min(reward_per_epoch, reward_pool)` when
+    /// finalize began.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reward: Uint128,
+    /// Finalize: diligent validators (counted by stage `slashes`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub diligent: u32,
+}
+
+/// The stages of a paged close, in order.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Closing `reveal`: hash every valid reveal into the seed; gather V.
+    Seed,
+    /// Closing `reveal`: absent / no-reveal outcomes, the challenges of every other host.
+    Assign,
+    /// Finalize: every host's outcome from its challenges; validators' counts into `vt/`.
+    Outcomes,
+    /// Finalize: validators' outcomes; every slash with its catcher and treasury parts.
+    Slashes,
+    /// Finalize: rewards, lifetime totals, one `wasm-settle` per member paid or slashed.
+    Rewards,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Seed => "seed",
+            Stage::Assign => "assign",
+            Stage::Outcomes => "outcomes",
+            Stage::Slashes => "slashes",
+            Stage::Rewards => "rewards",
+        }
+    }
+}
+
+/// A validator's counts over the hosts finalize settled so far, and the auditors whose failed
+/// trap it passed (they share the catcher part of its slash).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Standing {
+    #[serde(rename = "n", default, skip_serializing_if = "is_zero_u32")]
+    pub assigned: u32,
+    #[serde(rename = "c", default, skip_serializing_if = "is_zero_u32")]
+    pub committed: u32,
+    #[serde(rename = "v", default, skip_serializing_if = "is_zero_u32")]
+    pub voted: u32,
+    #[serde(rename = "a", default, skip_serializing_if = "is_zero_u32")]
+    pub against: u32,
+    #[serde(rename = "u", default, skip_serializing_if = "is_zero_u32")]
+    pub unavailable: u32,
+    /// Ascending, without repeats.
+    #[serde(rename = "t", default, skip_serializing_if = "Vec::is_empty")]
+    pub victims: Vec<String>,
 }
 
 /// The counters every epoch message bumps; what "everyone the phase waits for has acted" is

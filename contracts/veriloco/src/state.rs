@@ -45,6 +45,18 @@ pub struct Config {
     pub verification: Verification,
     /// S = train.inner_steps / train.segment_steps: what every commitment must declare.
     pub segments: u32,
+    /// The most records (participants, or reveals) one execute processes of a paged close
+    /// (closing `reveal`, finalize): what bounds every transaction's work, whatever the epoch's
+    /// size. Set at instantiation (`settle_page`, default [`DEFAULT_SETTLE_PAGE`]).
+    #[serde(default = "default_settle_page")]
+    pub settle_page: u32,
+}
+
+/// The default page of a paged close: `docs/benchmarks.md` has the gas of a page.
+pub const DEFAULT_SETTLE_PAGE: u32 = 64;
+
+fn default_settle_page() -> u32 {
+    DEFAULT_SETTLE_PAGE
 }
 
 impl Config {

@@ -390,6 +390,14 @@ impl<A: KeyPart, B: KeyPart, C: KeyPart, D: KeyPart, T, V: Codec<T>> Map<(A, B, 
         first.write(&mut namespace, false);
         Prefix::new(namespace)
     }
+
+    /// The records whose key starts with `first`, `second`, keyed by the rest.
+    pub fn prefix2(&self, first: A, second: B) -> Prefix<(C, D), T, V> {
+        let mut namespace = self.namespace.to_vec();
+        first.write(&mut namespace, false);
+        second.write(&mut namespace, false);
+        Prefix::new(namespace)
+    }
 }
 
 /// The records of a [`Map`] under one value of its first key part.

@@ -1,10 +1,21 @@
 //! Finalize (`docs/contract.md`, "Finalize"), after the last verdict round (or at the close of
 //! `reveal` when verification is disabled): every outcome, the slashes, catcher shares and the
-//! treasury's part, the rewards, and one bank send per recipient.
+//! treasury's part, the rewards, and the bank sends.
 //!
-//! It reads each participant, assignment and vote once (a few prefix scans), decides everything
-//! in memory, and writes each participant's payout and each affected member once: its work is
-//! linear in hosts × challenges × r.
+//! It runs page by page (`super::closing`), each stage walking the participants in address order:
+//!
+//! * `outcomes` — each host's outcome from its own challenges (`Tally::of_host`); each
+//!   validator's counts over those challenges are added to its standing (`vt/`);
+//! * `slashes`  — each validator's outcome from its standing (then dropped); every slash, its
+//!   catcher part (to the validators who convicted an invalid host, or the auditors whose trap a
+//!   wrong validator passed; none to a validator wrong or silent in the epoch) and its treasury
+//!   part, sent in the same transaction, so the books balance after every page;
+//! * `rewards`  — `min(reward_per_epoch, reward_pool)` taken when finalize began, split among the
+//!   accepted hosts and the diligent validators; one `wasm-settle` per member paid or slashed;
+//!   at the last page, `wasm-finalize`.
+//!
+//! Every page's work is linear in the page's participants (times k × (r + committees) for
+//! hosts), never in the epoch's size.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,13 +23,15 @@ use crate::deps::Storage;
 use crate::error::ContractError;
 use crate::funds::bank_send;
 use crate::limits::BPS_DENOMINATOR;
-use crate::records::{self, Outcome, Participant, Payout, PARTICIPANTS, PAYOUTS, REVEALS};
+use crate::records::{
+    self, Closing, Outcome, Payout, Stage, PARTICIPANTS, PAYOUTS, REVEALS, STANDINGS,
+};
 use crate::staking::slash;
 use crate::state::{self, Config, Member, MemberTotals, Role, ELIGIBLE, MEMBER_TOTALS, TOTALS};
 use crate::types::{Event, Response, SubMsg, Uint128};
 
-use super::tally::{validator_outcome, Tally};
-use super::Epoch;
+use super::tally::{validator_outcome, Tally, ValidatorStats};
+use super::{Epoch, Page};
 
 /// The slash of an outcome, in basis points of total stake. A host that neither committed nor
 /// revealed pays both the absent and the no-reveal slash (capped at 100 %): withholding a reveal
@@ -87,66 +100,174 @@ impl MemberCache {
     }
 }
 
-/// Finalize epoch `e` at height `at` (the close of `verify`, or of `reveal` when verification is
-/// disabled): decide every outcome, slash, pay catchers, the treasury and the rewards.
-pub fn finalize(
+/// Finalize as it starts: the reward it pays is fixed now.
+pub fn begin(storage: &dyn Storage, config: &Config) -> Result<Closing, ContractError> {
+    let totals = TOTALS.load(storage)?;
+    Ok(Closing {
+        stage: Stage::Outcomes,
+        after: None,
+        seed_hash: None,
+        reveals: 0,
+        reward: config.economics.reward_per_epoch.min(totals.reward_pool),
+        diligent: 0,
+    })
+}
+
+/// The next `limit` participants after the cursor, and whether they are the last.
+type Participants = Vec<(String, records::Participant)>;
+
+fn next_participants(
+    storage: &dyn Storage,
+    epoch: u64,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Participants, bool), ContractError> {
+    let mut page = PARTICIPANTS.prefix(epoch).page(storage, after, limit + 1)?;
+    let done = page.len() <= limit;
+    page.truncate(limit);
+    Ok((page, done))
+}
+
+/// Move the cursor past `page`, or to the next stage when it was the last.
+fn advance_cursor(closing: &mut Closing, page: &Participants, done: bool, next: Stage) {
+    if done {
+        closing.stage = next;
+        closing.after = None;
+    } else {
+        closing.after = page.last().map(|(a, _)| a.clone());
+    }
+}
+
+/// Stage `outcomes`: the outcome of every host of the page (accepted ones counted with their
+/// stake), and each validator's counts over the page's challenges added to its standing.
+pub fn outcomes_page(
     storage: &mut dyn Storage,
     config: &Config,
     ep: &mut Epoch,
-    at: u64,
-    out: &mut Response,
-) -> Result<(), ContractError> {
+    limit: usize,
+) -> Result<Page, ContractError> {
     let e = ep.number();
-    let econ = &config.economics;
-    // Every scan is collected before anything is written.
-    let tally = Tally::of_epoch(storage, e)?;
-    let trap_victims = tally.trap_victims();
-    let revealed: BTreeSet<String> = REVEALS
-        .prefix(e)
-        .all(storage)?
-        .into_iter()
-        .map(|(a, _)| a)
-        .collect();
-    let mut stored = records::payouts(storage, e)?;
-    // (address, participant, payout) in address order; `changed` marks payouts to write.
-    let mut participants: Vec<(String, Participant, Payout)> = PARTICIPANTS
-        .prefix(e)
-        .all(storage)?
-        .into_iter()
-        .map(|(a, p)| {
-            let payout = stored.remove(&a).unwrap_or_default();
-            (a, p, payout)
-        })
-        .collect();
-
-    // 1. Outcomes.
-    let mut changed = vec![false; participants.len()];
-    for (i, (address, p, pay)) in participants.iter_mut().enumerate() {
+    let mut closing = ep.closing()?;
+    let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
+    let set = records::load_validator_set(storage, e)?;
+    let mut deltas: BTreeMap<String, (ValidatorStats, BTreeSet<String>)> = BTreeMap::new();
+    let (mut accepted, mut accepted_stake) = (0u32, Uint128::zero());
+    for (address, p) in page.iter() {
+        if p.role != Role::Host {
+            continue;
+        }
+        let mut pay = records::load_payout(storage, e, address)?;
         if pay.outcome != Outcome::Pending {
             continue;
         }
-        pay.outcome = match p.role {
-            Role::Host => match tally.host_outcome(address) {
-                Some(o) => o,
-                None if !config.verification.enabled => Outcome::Accepted,
-                None => Outcome::Excluded,
-            },
-            Role::Validator => {
-                validator_outcome(tally.validators.get(address).copied().unwrap_or_default())
+        pay.outcome = match Tally::of_host(storage, e, address, &set)? {
+            Some(tally) => {
+                for (v, stats) in tally.validators.iter() {
+                    let d = &mut deltas.entry(v.clone()).or_default().0;
+                    d.assigned += stats.assigned;
+                    d.committed += stats.committed;
+                    d.voted += stats.voted;
+                    d.against += stats.against;
+                    d.unavailable += stats.unavailable;
+                }
+                for (v, hosts) in tally.trap_victims() {
+                    deltas.entry(v).or_default().1.extend(hosts);
+                }
+                tally.host_outcome(address).unwrap_or(Outcome::Excluded)
             }
+            None if !config.verification.enabled => Outcome::Accepted,
+            None => Outcome::Excluded,
         };
-        changed[i] = true;
+        if pay.outcome == Outcome::Accepted {
+            accepted += 1;
+            accepted_stake = accepted_stake.checked_add(p.stake)?;
+        }
+        PAYOUTS.save(storage, (e, address), &pay);
+    }
+    for (v, (stats, victims)) in deltas {
+        let mut standing = STANDINGS.may_load(storage, (e, &v))?.unwrap_or_default();
+        stats.add_to(&mut standing);
+        if !victims.is_empty() {
+            let mut all: BTreeSet<String> = standing.victims.into_iter().collect();
+            all.extend(victims);
+            standing.victims = all.into_iter().collect();
+        }
+        STANDINGS.save(storage, (e, &v), &standing);
+    }
+    ep.counts_mut().accepted += accepted;
+    let header = ep.header_mut();
+    header.accepted_stake = header.accepted_stake.checked_add(accepted_stake)?;
+    advance_cursor(&mut closing, &page, done, Stage::Slashes);
+    ep.header_mut().closing = Some(closing);
+    Ok(Page {
+        records: page.len() as u32,
+        done,
+    })
+}
+
+/// Payouts of one page, loaded once and saved once (catcher shares land on members of other
+/// pages too).
+#[derive(Default)]
+struct PayoutCache {
+    payouts: BTreeMap<String, Payout>,
+}
+
+impl PayoutCache {
+    fn get(
+        &mut self,
+        storage: &dyn Storage,
+        epoch: u64,
+        address: &str,
+    ) -> Result<&mut Payout, ContractError> {
+        if !self.payouts.contains_key(address) {
+            let payout = records::load_payout(storage, epoch, address)?;
+            self.payouts.insert(address.to_string(), payout);
+        }
+        Ok(self.payouts.get_mut(address).expect("just inserted"))
     }
 
-    // A validator that was wrong or silent on any challenge earns no catcher share: a liar that
-    // fails everything must not profit from the cheaters it happened to sit on.
-    let forfeit: BTreeSet<String> = participants
-        .iter()
-        .filter(|(_, _, pay)| matches!(pay.outcome, Outcome::Wrong | Outcome::Silent))
-        .map(|(a, _, _)| a.clone())
-        .collect();
+    fn save(&self, storage: &mut dyn Storage, epoch: u64) {
+        for (address, payout) in self.payouts.iter() {
+            PAYOUTS.save(storage, (epoch, address), payout);
+        }
+    }
+}
 
-    // 2. Slashes, catcher shares, the treasury.
+/// Sends of one page, summed per recipient (address order).
+fn send_all(config: &Config, sends: &BTreeMap<String, Uint128>, out: &mut Response) {
+    for (recipient, amount) in sends.iter() {
+        if !amount.is_zero() {
+            out.messages
+                .push(SubMsg::never(bank_send(recipient, &config.denom, *amount)));
+        }
+    }
+}
+
+fn add_to(
+    sends: &mut BTreeMap<String, Uint128>,
+    to: &str,
+    amount: Uint128,
+) -> Result<(), ContractError> {
+    let due = sends.entry(to.to_string()).or_default();
+    *due = due.checked_add(amount)?;
+    Ok(())
+}
+
+/// Stage `slashes`: the outcome of every validator of the page (from its standing), then every
+/// slash of the page with its catcher and treasury parts, paid at once.
+pub fn slashes_page(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    limit: usize,
+    out: &mut Response,
+) -> Result<Page, ContractError> {
+    let e = ep.number();
+    let econ = &config.economics;
+    let mut closing = ep.closing()?;
+    let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
+    let set = records::load_validator_set(storage, e)?;
+    let mut payouts = PayoutCache::default();
     let mut totals = TOTALS.load(storage)?;
     let mut eligible = state::load_eligible(storage)?;
     let mut eligible_changed = false;
@@ -154,13 +275,28 @@ pub fn finalize(
         members: BTreeMap::new(),
         totals: BTreeMap::new(),
     };
-    let mut payouts: BTreeMap<String, Uint128> = BTreeMap::new();
-    let mut slashed_total = Uint128::zero();
-    let mut to_treasury = Uint128::zero();
-    let mut to_catchers = Uint128::zero();
-    let mut catcher_shares: BTreeMap<String, Uint128> = BTreeMap::new();
-    for (i, (address, _, pay)) in participants.iter_mut().enumerate() {
-        let bps = slash_bps(config, pay.outcome, revealed.contains(address.as_str()));
+    let mut sends: BTreeMap<String, Uint128> = BTreeMap::new();
+    let (mut slashed_total, mut to_treasury, mut to_catchers) =
+        (Uint128::zero(), Uint128::zero(), Uint128::zero());
+    for (address, p) in page.iter() {
+        let mut victims: Vec<String> = Vec::new();
+        let outcome = {
+            let pay = payouts.get(storage, e, address)?;
+            if p.role == Role::Validator && pay.outcome == Outcome::Pending {
+                let standing = STANDINGS
+                    .may_load(storage, (e, address))?
+                    .unwrap_or_default();
+                pay.outcome = validator_outcome(ValidatorStats::of_standing(&standing));
+                victims = standing.victims;
+                STANDINGS.remove(storage, (e, address));
+                if pay.outcome == Outcome::Diligent {
+                    closing.diligent += 1;
+                }
+            }
+            pay.outcome
+        };
+        let revealed = REVEALS.has(storage, (e, address));
+        let bps = slash_bps(config, outcome, revealed);
         if bps == 0 {
             continue;
         }
@@ -174,88 +310,115 @@ pub fn finalize(
         }
         let lifetime = members.totals(storage, address)?;
         lifetime.slashed = lifetime.slashed.checked_add(amount)?;
-        pay.slashed = amount;
-        changed[i] = true;
+        payouts.get(storage, e, address)?.slashed = amount;
         slashed_total = slashed_total.checked_add(amount)?;
         // Who caught it: the validators who convicted an invalid host; the auditors whose trap a
         // wrong validator passed. They share the catcher part; the rest goes to the treasury.
-        let mut catchers = match pay.outcome {
-            Outcome::Invalid => tally.catchers(address),
-            Outcome::Wrong => trap_victims.get(address).cloned().unwrap_or_default(),
+        let catchers: BTreeSet<String> = match outcome {
+            Outcome::Invalid => match Tally::of_host(storage, e, address, &set)? {
+                Some(tally) => tally.catchers(address),
+                None => BTreeSet::new(),
+            },
+            Outcome::Wrong => victims.into_iter().collect(),
             _ => BTreeSet::new(),
         };
-        catchers.retain(|c| !forfeit.contains(c));
+        // A validator that was wrong or silent on any challenge earns no catcher share: a liar
+        // that fails everything must not profit from the cheaters it happened to sit on.
+        let mut paid_catchers = Vec::new();
+        for c in catchers {
+            let known = payouts.get(storage, e, &c)?.outcome;
+            let outcome = if known == Outcome::Pending {
+                let standing = STANDINGS.may_load(storage, (e, &c))?.unwrap_or_default();
+                validator_outcome(ValidatorStats::of_standing(&standing))
+            } else {
+                known
+            };
+            if !matches!(outcome, Outcome::Wrong | Outcome::Silent) {
+                paid_catchers.push(c);
+            }
+        }
         let mut treasury_part = amount;
         let pool = amount.mul_bps(econ.catcher_share_bps);
-        let each = pool.div_floor(catchers.len() as u128);
+        let each = pool.div_floor(paid_catchers.len() as u128);
         if !each.is_zero() {
-            for c in catchers.iter() {
-                let share = catcher_shares.entry(c.clone()).or_default();
-                *share = share.checked_add(each)?;
+            for c in paid_catchers.iter() {
+                let pay = payouts.get(storage, e, c)?;
+                pay.catcher = pay.catcher.checked_add(each)?;
+                let lifetime = members.totals(storage, c)?;
+                lifetime.rewarded = lifetime.rewarded.checked_add(each)?;
+                add_to(&mut sends, c, each)?;
             }
-            let paid = each.checked_mul(catchers.len() as u128)?;
+            let paid = each.checked_mul(paid_catchers.len() as u128)?;
             to_catchers = to_catchers.checked_add(paid)?;
             treasury_part = amount.checked_sub(paid)?;
         }
         to_treasury = to_treasury.checked_add(treasury_part)?;
     }
-    for (i, (address, _, pay)) in participants.iter_mut().enumerate() {
-        if let Some(share) = catcher_shares.get(address) {
-            pay.catcher = *share;
-            changed[i] = true;
-        }
-    }
-
-    // 3. Rewards from the pool.
-    let accepted: Vec<usize> = (0..participants.len())
-        .filter(|i| participants[*i].2.outcome == Outcome::Accepted)
-        .collect();
-    let diligent: Vec<usize> = (0..participants.len())
-        .filter(|i| participants[*i].2.outcome == Outcome::Diligent)
-        .collect();
-    let paid = econ.reward_per_epoch.min(totals.reward_pool);
-    let host_share = paid.mul_bps(econ.host_reward_share_bps);
-    let per_host = host_share.div_floor(accepted.len() as u128);
-    let per_validator = paid
-        .checked_sub(host_share)?
-        .div_floor(diligent.len() as u128);
-    let mut rewards_total = Uint128::zero();
-    for (group, each) in [(&accepted, per_host), (&diligent, per_validator)] {
-        if each.is_zero() {
-            continue;
-        }
-        for i in group.iter() {
-            participants[*i].2.reward = each;
-            changed[*i] = true;
-            rewards_total = rewards_total.checked_add(each)?;
-        }
-    }
-    totals.reward_pool = totals.reward_pool.checked_sub(rewards_total)?;
-
-    // 4. Payouts (one bank send per recipient), lifetime totals, participants' payouts.
-    let mut accepted_stake = Uint128::zero();
-    for i in accepted.iter() {
-        accepted_stake = accepted_stake.checked_add(participants[*i].1.stake)?;
-    }
-    for (address, _, pay) in participants.iter() {
-        let earned = pay.reward.checked_add(pay.catcher)?;
-        if earned.is_zero() {
-            continue;
-        }
-        let lifetime = members.totals(storage, address)?;
-        lifetime.rewarded = lifetime.rewarded.checked_add(earned)?;
-        let due = payouts.entry(address.clone()).or_default();
-        *due = due.checked_add(earned)?;
-    }
     if !to_treasury.is_zero() {
-        let due = payouts.entry(config.treasury.clone()).or_default();
-        *due = due.checked_add(to_treasury)?;
+        add_to(&mut sends, &config.treasury, to_treasury)?;
     }
-    for (i, (address, p, pay)) in participants.iter().enumerate() {
-        if !changed[i] {
-            continue;
+    payouts.save(storage, e);
+    members.save(storage);
+    TOTALS.save(storage, &totals);
+    if eligible_changed {
+        ELIGIBLE.save(storage, &eligible);
+    }
+    send_all(config, &sends, out);
+    let header = ep.header_mut();
+    header.slashed_total = header.slashed_total.checked_add(slashed_total)?;
+    header.to_treasury = header.to_treasury.checked_add(to_treasury)?;
+    header.to_catchers = header.to_catchers.checked_add(to_catchers)?;
+    advance_cursor(&mut closing, &page, done, Stage::Rewards);
+    ep.header_mut().closing = Some(closing);
+    Ok(Page {
+        records: page.len() as u32,
+        done,
+    })
+}
+
+/// Stage `rewards`: the page's accepted hosts and diligent validators paid from the reward fixed
+/// when finalize began; one `wasm-settle` per member of the page paid or slashed; after the last
+/// page, `wasm-finalize`.
+pub fn rewards_page(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    limit: usize,
+    at: u64,
+    out: &mut Response,
+) -> Result<Page, ContractError> {
+    let e = ep.number();
+    let econ = &config.economics;
+    let mut closing = ep.closing()?;
+    let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
+    let host_share = closing.reward.mul_bps(econ.host_reward_share_bps);
+    let per_host = host_share.div_floor(u128::from(ep.counts.accepted));
+    let per_validator = closing
+        .reward
+        .checked_sub(host_share)?
+        .div_floor(u128::from(closing.diligent));
+    let mut totals = TOTALS.load(storage)?;
+    let mut members = MemberCache {
+        members: BTreeMap::new(),
+        totals: BTreeMap::new(),
+    };
+    let mut sends: BTreeMap<String, Uint128> = BTreeMap::new();
+    let mut rewards = Uint128::zero();
+    for (address, p) in page.iter() {
+        let mut pay = records::load_payout(storage, e, address)?;
+        let each = match pay.outcome {
+            Outcome::Accepted => per_host,
+            Outcome::Diligent => per_validator,
+            _ => Uint128::zero(),
+        };
+        if !each.is_zero() {
+            pay.reward = each;
+            PAYOUTS.save(storage, (e, address), &pay);
+            let lifetime = members.totals(storage, address)?;
+            lifetime.rewarded = lifetime.rewarded.checked_add(each)?;
+            rewards = rewards.checked_add(each)?;
+            add_to(&mut sends, address, each)?;
         }
-        PAYOUTS.save(storage, (e, address), pay);
         if !(pay.slashed.is_zero() && pay.reward.is_zero() && pay.catcher.is_zero()) {
             out.events.push(
                 Event::new("settle")
@@ -269,37 +432,32 @@ pub fn finalize(
             );
         }
     }
+    totals.reward_pool = totals.reward_pool.checked_sub(rewards)?;
     members.save(storage);
     TOTALS.save(storage, &totals);
-    if eligible_changed {
-        ELIGIBLE.save(storage, &eligible);
+    send_all(config, &sends, out);
+    let header = ep.header_mut();
+    header.rewards_total = header.rewards_total.checked_add(rewards)?;
+    if done {
+        let h = &ep.header;
+        out.events.push(
+            Event::new("finalize")
+                .add_attribute("epoch", e)
+                .add_attribute("at", at)
+                .add_attribute("accepted", ep.counts.accepted)
+                .add_attribute("accepted_stake", h.accepted_stake)
+                .add_attribute("slashed_total", h.slashed_total)
+                .add_attribute("to_treasury", h.to_treasury)
+                .add_attribute("to_catchers", h.to_catchers)
+                .add_attribute("rewards_total", h.rewards_total)
+                .add_attribute("reward_pool", totals.reward_pool),
+        );
+    } else {
+        closing.after = page.last().map(|(a, _)| a.clone());
     }
-    for (recipient, amount) in payouts.iter() {
-        if !amount.is_zero() {
-            out.messages
-                .push(SubMsg::never(bank_send(recipient, &config.denom, *amount)));
-        }
-    }
-    {
-        let header = ep.header_mut();
-        header.accepted_stake = accepted_stake;
-        header.slashed_total = slashed_total;
-        header.to_treasury = to_treasury;
-        header.to_catchers = to_catchers;
-        header.rewards_total = rewards_total;
-    }
-    ep.counts_mut().accepted = accepted.len() as u32;
-    out.events.push(
-        Event::new("finalize")
-            .add_attribute("epoch", e)
-            .add_attribute("at", at)
-            .add_attribute("accepted", accepted.len())
-            .add_attribute("accepted_stake", accepted_stake)
-            .add_attribute("slashed_total", slashed_total)
-            .add_attribute("to_treasury", to_treasury)
-            .add_attribute("to_catchers", to_catchers)
-            .add_attribute("rewards_total", rewards_total)
-            .add_attribute("reward_pool", totals.reward_pool),
-    );
-    Ok(())
+    ep.header_mut().closing = Some(closing);
+    Ok(Page {
+        records: page.len() as u32,
+        done,
+    })
 }

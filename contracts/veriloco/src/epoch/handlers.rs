@@ -53,6 +53,18 @@ pub fn expect_phase(
             expected: phase.as_str(),
         });
     }
+    expect_open(ep, action)
+}
+
+/// The phase must not be closing (a paged close in progress refuses the phase's messages).
+fn expect_open(ep: &Epoch, action: &'static str) -> Result<(), ContractError> {
+    if ep.header.closing.is_some() {
+        return Err(ContractError::Closing {
+            action,
+            epoch: ep.number(),
+            phase: ep.header.phase.as_str(),
+        });
+    }
     Ok(())
 }
 
@@ -88,7 +100,7 @@ pub fn expect_phases(
             expected,
         });
     }
-    Ok(())
+    expect_open(ep, action)
 }
 
 /// `value` must be a 64-hex digest.

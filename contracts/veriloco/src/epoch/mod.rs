@@ -11,6 +11,14 @@
 //!                    the report share it);
 //! * [`finalize`]   — after the last round: outcomes, slashes, catcher shares, rewards, payments.
 //!
+//! Closing `reveal` and finalizing walk every participant: they run **page by page** (a
+//! [`Closing`] with its stage and cursor in the epoch header). Each execute may process at most
+//! `Config::settle_page` records (participants, or reveals for the seed) over all stages; when
+//! its budget is spent the close goes on with the next transaction (any epoch message, or
+//! `advance`). While a close runs, the phase keeps its name, its deadline is the height at which
+//! the close began (so the phase reads as due and nodes send `advance`), and its own messages
+//! are refused. The phase that follows opens at the height of the page that completed the close.
+//!
 //! Every execute runs [`advance`] before and after its own handler: when the current phase's
 //! deadline has passed (`height >= phase_deadline`) or everyone it waits for has acted, the phase
 //! is closed *at the height of that transaction*, and the next phase's window counts from there:
@@ -32,7 +40,7 @@ use crate::beacon;
 use crate::deps::Storage;
 use crate::error::ContractError;
 use crate::hashing::{digest_from_hex, hex};
-use crate::records::{self, Counts, EpochHeader, Phase, COUNTS, HEADERS};
+use crate::records::{self, Closing, Counts, EpochHeader, Phase, Stage, COUNTS, HEADERS};
 use crate::state::{self, Config, CURRENT_EPOCH};
 use crate::types::{Event, Response, Uint128};
 
@@ -42,6 +50,14 @@ pub struct Epoch {
     pub counts: Counts,
     header_dirty: bool,
     counts_dirty: bool,
+    /// Records a paged close may still process in this execute (`Config::settle_page`).
+    pub budget: u32,
+}
+
+/// What one page of a paged close did: how many records it processed, whether its stage is done.
+pub struct Page {
+    pub records: u32,
+    pub done: bool,
 }
 
 impl Epoch {
@@ -55,6 +71,7 @@ impl Epoch {
             counts: records::load_counts(storage, e)?,
             header_dirty: false,
             counts_dirty: false,
+            budget: 0,
         })
     }
 
@@ -65,6 +82,7 @@ impl Epoch {
             counts: Counts::default(),
             header_dirty: true,
             counts_dirty: true,
+            budget: 0,
         }
     }
 
@@ -75,6 +93,14 @@ impl Epoch {
     pub fn header_mut(&mut self) -> &mut EpochHeader {
         self.header_dirty = true;
         &mut self.header
+    }
+
+    /// The close in progress (a copy to update and put back).
+    pub fn closing(&self) -> Result<Closing, ContractError> {
+        self.header
+            .closing
+            .clone()
+            .ok_or_else(|| ContractError::Corrupt("corrupt state: no close in progress".into()))
     }
 
     pub fn counts_mut(&mut self) -> &mut Counts {
@@ -119,6 +145,7 @@ fn fresh_header(
         to_treasury: Uint128::zero(),
         to_catchers: Uint128::zero(),
         rewards_total: Uint128::zero(),
+        closing: None,
     }
 }
 
@@ -243,16 +270,36 @@ pub fn advance(
 ) -> Result<u32, ContractError> {
     let mut transitions = 0u32;
     loop {
+        if ep.header.closing.is_some() {
+            if ep.budget == 0 {
+                return Ok(transitions);
+            }
+            transitions += 1;
+            match run_close(storage, config, ep, height, out)? {
+                None => return Ok(transitions),
+                Some(Stage::Assign) => {
+                    enter(
+                        ep,
+                        Phase::Verify,
+                        height,
+                        config.phases.verify_blocks,
+                        &mut out.events,
+                    )?;
+                }
+                Some(_) => after_finalize(storage, config, ep, height, out)?,
+            }
+            continue;
+        }
         let due = height >= ep.header.phase_deadline;
         let complete = phase_complete(storage, config, ep)?;
         if !due && !complete {
             return Ok(transitions);
         }
         let at = height;
-        transitions += 1;
         let phases = &config.phases;
         match ep.header.phase {
             Phase::Join => {
+                transitions += 1;
                 if minimums_met(config, &ep.counts) {
                     enter(ep, Phase::Train, at, phases.train_blocks, &mut out.events)?;
                 } else if ep.header.extensions >= phases.max_join_extensions {
@@ -261,30 +308,37 @@ pub fn advance(
                     extend_join(config, ep, at, out)?;
                 }
             }
-            Phase::Train => enter(ep, Phase::Reveal, at, phases.reveal_blocks, &mut out.events)?,
-            Phase::Reveal => {
-                challenges::close_reveal(storage, config, ep, at, out)?;
-                if config.verification.enabled {
-                    enter(ep, Phase::Verify, at, phases.verify_blocks, &mut out.events)?;
-                } else {
-                    finalize_and_continue(storage, config, ep, at, out)?;
-                }
+            Phase::Train => {
+                transitions += 1;
+                enter(ep, Phase::Reveal, at, phases.reveal_blocks, &mut out.events)?
             }
-            Phase::Verify => enter(
-                ep,
-                Phase::VerdictReveal,
-                at,
-                phases.verdict_reveal_blocks,
-                &mut out.events,
-            )?,
-            Phase::Dispute => enter(
-                ep,
-                Phase::DisputeReveal,
-                at,
-                phases.verdict_reveal_blocks,
-                &mut out.events,
-            )?,
+            // The closes that walk every participant start here and run in the branch above.
+            Phase::Reveal => {
+                let closing = challenges::begin(config, ep.number())?;
+                begin_close(ep, closing, at);
+            }
+            Phase::Verify => {
+                transitions += 1;
+                enter(
+                    ep,
+                    Phase::VerdictReveal,
+                    at,
+                    phases.verdict_reveal_blocks,
+                    &mut out.events,
+                )?
+            }
+            Phase::Dispute => {
+                transitions += 1;
+                enter(
+                    ep,
+                    Phase::DisputeReveal,
+                    at,
+                    phases.verdict_reveal_blocks,
+                    &mut out.events,
+                )?
+            }
             Phase::VerdictReveal | Phase::DisputeReveal => {
+                transitions += 1;
                 if disputes::close_round(storage, config, ep, at, out)? {
                     enter(
                         ep,
@@ -294,10 +348,12 @@ pub fn advance(
                         &mut out.events,
                     )?;
                 } else {
-                    finalize_and_continue(storage, config, ep, at, out)?;
+                    let closing = finalize::begin(storage, config)?;
+                    begin_close(ep, closing, at);
                 }
             }
             Phase::Propose => {
+                transitions += 1;
                 let agreed = agreed_hash(&ep.header, &ep.counts);
                 close_epoch(storage, config, ep, at, agreed, out)?;
             }
@@ -307,6 +363,61 @@ pub fn advance(
                     ep.number()
                 )))
             }
+        }
+    }
+}
+
+/// Start a paged close at `at`: the phase reads as due from now on (its deadline is `at`), so
+/// nodes send `advance` until it is done.
+fn begin_close(ep: &mut Epoch, closing: Closing, at: u64) {
+    let header = ep.header_mut();
+    header.phase_deadline = at;
+    header.closing = Some(closing);
+}
+
+/// Run the close in progress with this execute's budget. Returns the stage that completed the
+/// close (`assign`: reveal closed with verification on; `rewards`: finalized), or None when the
+/// budget ran out first.
+fn run_close(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    at: u64,
+    out: &mut Response,
+) -> Result<Option<Stage>, ContractError> {
+    loop {
+        if ep.budget == 0 {
+            return Ok(None);
+        }
+        let stage = ep.closing()?.stage;
+        let limit = ep.budget as usize;
+        let page = match stage {
+            Stage::Seed => challenges::seed_page(storage, config, ep, limit)?,
+            Stage::Assign => challenges::assign_page(storage, config, ep, limit, at, out)?,
+            Stage::Outcomes => finalize::outcomes_page(storage, config, ep, limit)?,
+            Stage::Slashes => finalize::slashes_page(storage, config, ep, limit, out)?,
+            Stage::Rewards => finalize::rewards_page(storage, config, ep, limit, at, out)?,
+        };
+        ep.budget = ep.budget.saturating_sub(page.records);
+        if !page.done {
+            continue;
+        }
+        match stage {
+            Stage::Assign if config.verification.enabled => {
+                ep.header_mut().closing = None;
+                return Ok(Some(stage));
+            }
+            Stage::Assign => {
+                // Verification disabled: finalize follows at once, in the same close.
+                let closing = finalize::begin(storage, config)?;
+                ep.header_mut().closing = Some(closing);
+            }
+            Stage::Rewards => {
+                ep.header_mut().closing = None;
+                return Ok(Some(stage));
+            }
+            // The page moved the cursor to the next stage.
+            _ => {}
         }
     }
 }
@@ -352,14 +463,14 @@ fn abandon_epoch(
     close_epoch(storage, config, ep, at, None, out)
 }
 
-fn finalize_and_continue(
+/// Finalize is done: `propose` if any host was accepted, else the epoch closes with θ unchanged.
+fn after_finalize(
     storage: &mut dyn Storage,
     config: &Config,
     ep: &mut Epoch,
     at: u64,
     out: &mut Response,
 ) -> Result<(), ContractError> {
-    finalize::finalize(storage, config, ep, at, out)?;
     if ep.counts.accepted > 0 {
         enter(
             ep,
@@ -411,7 +522,9 @@ fn close_epoch(
         .checked_add(1)
         .ok_or(ContractError::CounterOverflow("epoch counter overflows"))?;
     let until = deadline(at, config.phases.join_blocks)?;
+    let budget = ep.budget;
     *ep = Epoch::open(fresh_header(next, at, until, next_model, seed));
+    ep.budget = budget;
     CURRENT_EPOCH.save(storage, &next);
     out.events.push(phase_event(next, Phase::Join, at, until));
     Ok(())

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::deps::{Order, Storage};
 use crate::error::ContractError;
 use crate::records::{
-    self, ChallengeOutcome, Outcome, Vote, VoteOutcome, ASSIGNMENTS, TRAPS, VERDICT_COMMITS, VOTES,
+    self, Assignment, ChallengeOutcome, Outcome, Standing, Vote, VoteOutcome, ASSIGNMENTS, TRAPS,
+    VERDICT_COMMITS, VOTES,
 };
 
 /// How a validator did on its assignments (first rounds and committees).
@@ -24,6 +25,28 @@ pub struct ValidatorStats {
     pub against: u32,
     /// `unavailable` votes.
     pub unavailable: u32,
+}
+
+impl ValidatorStats {
+    /// Add these counts to a stored standing.
+    pub fn add_to(&self, standing: &mut Standing) {
+        standing.assigned += self.assigned;
+        standing.committed += self.committed;
+        standing.voted += self.voted;
+        standing.against += self.against;
+        standing.unavailable += self.unavailable;
+    }
+
+    /// The counts of a stored standing.
+    pub fn of_standing(standing: &Standing) -> ValidatorStats {
+        ValidatorStats {
+            assigned: standing.assigned,
+            committed: standing.committed,
+            voted: standing.voted,
+            against: standing.against,
+            unavailable: standing.unavailable,
+        }
+    }
 }
 
 /// One challenge: who sat on it (round, validator), who committed, the opened votes, the
@@ -78,36 +101,36 @@ impl Tally {
             records::load_validator_set(storage, epoch)?
         };
         for (host, list) in assignments {
-            let host_traps = traps.get(&host);
-            for a in list {
-                challenges.insert(
-                    (host.clone(), a.segment),
-                    ChallengeTally {
-                        members: a.members(&set)?,
-                        committed: BTreeMap::new(),
-                        votes: BTreeMap::new(),
-                        outcome: a.outcome,
-                        trap: host_traps.map_or(false, |t| t.contains(&a.segment)),
-                    },
-                );
-            }
-        }
-        for record in VERDICT_COMMITS
-            .prefix(epoch)
-            .range(storage, None, Order::Ascending)
-        {
-            let ((host, segment, validator), commitment) = record?;
-            if let Some(c) = challenges.get_mut(&(host, segment)) {
-                c.committed.insert(validator, commitment);
-            }
-        }
-        for record in VOTES.prefix(epoch).range(storage, None, Order::Ascending) {
-            let ((host, segment, validator), vote) = record?;
-            if let Some(c) = challenges.get_mut(&(host, segment)) {
-                c.votes.insert(validator, vote);
-            }
+            challenges.extend(host_challenges(
+                storage,
+                epoch,
+                &host,
+                &list,
+                &set,
+                traps.get(&host),
+            )?);
         }
         Ok(Tally::of_challenges(challenges, traps))
+    }
+
+    /// The tally of one host's challenges (what finalize settles that host with, one page of
+    /// hosts at a time): its outcome, its catchers, and its part of each validator's counts.
+    pub fn of_host(
+        storage: &dyn Storage,
+        epoch: u64,
+        host: &str,
+        set: &[String],
+    ) -> Result<Option<Tally>, ContractError> {
+        let list = match ASSIGNMENTS.may_load(storage, (epoch, host))? {
+            Some(list) => list,
+            None => return Ok(None),
+        };
+        let mut traps = BTreeMap::new();
+        if let Some(t) = TRAPS.may_load(storage, (epoch, host))? {
+            traps.insert(host.to_string(), t);
+        }
+        let challenges = host_challenges(storage, epoch, host, &list, set, traps.get(host))?;
+        Ok(Some(Tally::of_challenges(challenges, traps)))
     }
 
     /// Count, from the challenges with their votes and decisions.
@@ -142,7 +165,7 @@ impl Tally {
     }
 
     /// The challenges of `host`, in segment order.
-    fn of_host<'a>(&'a self, host: &'a str) -> impl Iterator<Item = &'a ChallengeTally> + 'a {
+    fn challenges_of<'a>(&'a self, host: &'a str) -> impl Iterator<Item = &'a ChallengeTally> + 'a {
         self.challenges
             .range((host.to_string(), 0u32)..)
             .take_while(move |((h, _), _)| h == host)
@@ -155,7 +178,7 @@ impl Tally {
     pub fn host_outcome(&self, host: &str) -> Option<Outcome> {
         let mut any = false;
         let (mut invalid, mut unavailable, mut unresolved) = (false, false, false);
-        for c in self.of_host(host) {
+        for c in self.challenges_of(host) {
             any = true;
             invalid |= c.convicts_host();
             match c.outcome {
@@ -185,7 +208,7 @@ impl Tally {
     /// that convicts it (`fail` on a failed segment; `pass` on a trap that passed).
     pub fn catchers(&self, host: &str) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
-        for c in self.of_host(host).filter(|c| c.convicts_host()) {
+        for c in self.challenges_of(host).filter(|c| c.convicts_host()) {
             let with = if c.trap {
                 VoteOutcome::Pass
             } else {
@@ -210,6 +233,51 @@ impl Tally {
         }
         out
     }
+}
+
+/// One host's challenges (`list`, its stored assignments) with their members, verdict
+/// commitments, opened votes, decisions and whether the host declared each a trap: two prefix
+/// scans of the host's records.
+fn host_challenges(
+    storage: &dyn Storage,
+    epoch: u64,
+    host: &str,
+    list: &[Assignment],
+    set: &[String],
+    host_traps: Option<&Vec<u32>>,
+) -> Result<BTreeMap<(String, u32), ChallengeTally>, ContractError> {
+    let mut challenges: BTreeMap<(String, u32), ChallengeTally> = BTreeMap::new();
+    for a in list {
+        challenges.insert(
+            (host.to_string(), a.segment),
+            ChallengeTally {
+                members: a.members(set)?,
+                committed: BTreeMap::new(),
+                votes: BTreeMap::new(),
+                outcome: a.outcome,
+                trap: host_traps.map_or(false, |t| t.contains(&a.segment)),
+            },
+        );
+    }
+    for record in VERDICT_COMMITS
+        .prefix2(epoch, host)
+        .range(storage, None, Order::Ascending)
+    {
+        let ((segment, validator), commitment) = record?;
+        if let Some(c) = challenges.get_mut(&(host.to_string(), segment)) {
+            c.committed.insert(validator, commitment);
+        }
+    }
+    for record in VOTES
+        .prefix2(epoch, host)
+        .range(storage, None, Order::Ascending)
+    {
+        let ((segment, validator), vote) = record?;
+        if let Some(c) = challenges.get_mut(&(host.to_string(), segment)) {
+            c.votes.insert(validator, vote);
+        }
+    }
+    Ok(challenges)
 }
 
 /// A validator's outcome: voted against a pass/fail decision → wrong; else missed an assigned

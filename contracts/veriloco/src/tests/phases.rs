@@ -83,7 +83,9 @@ fn events<'a>(response: &'a Response, event: &str) -> Vec<BTreeMap<&'a str, &'a 
 }
 
 impl Chain {
-    fn new(spec_json: &str) -> Chain {
+    /// A contract whose paged closes process at most `settle_page` records per transaction
+    /// (None: the default).
+    fn with_page(spec_json: &str, settle_page: Option<u32>) -> Chain {
         let deps = MockDeps::default();
         let treasury = deps.api.addr("treasury");
         let mut chain = Chain {
@@ -93,8 +95,11 @@ impl Chain {
             paid: BTreeMap::new(),
             treasury,
         };
-        let msg = json!({"spec_json": spec_json, "initial_model_hash": hex(&[0u8; 32]),
-                         "denom": DENOM, "treasury": chain.treasury});
+        let mut msg = json!({"spec_json": spec_json, "initial_model_hash": hex(&[0u8; 32]),
+                             "denom": DENOM, "treasury": chain.treasury});
+        if let Some(page) = settle_page {
+            msg["settle_page"] = json!(page);
+        }
         chain.height += 1;
         let (env, info) = (chain.env(), chain.info("operator", 0));
         contract::instantiate(chain.deps.as_mut(), env, info, parse(msg)).unwrap();
@@ -190,6 +195,19 @@ impl Chain {
         self.query(json!({"participant": {"address": address}}))
     }
 
+    /// Send `advance` until no paged close is running; returns how many were sent.
+    fn settle(&mut self, sender: &str) -> u32 {
+        let mut sent = 0;
+        while !self.epoch()["closing"].is_null() {
+            // A close in progress reads as due: its deadline is the height it began.
+            assert!(self.epoch()["phase_deadline"].as_u64().unwrap() <= self.height);
+            self.ok(sender, json!({"advance": {}}));
+            sent += 1;
+            assert!(sent < 100_000, "the close does not end");
+        }
+        sent
+    }
+
     /// The next transaction lands at `height`.
     fn wait_until(&mut self, height: u64) {
         assert!(height > self.height, "cannot go back to {height}");
@@ -264,7 +282,16 @@ impl Net {
     /// `hosts` hosts staking 1000 and `validators` validators staking 500, bonded, and a reward
     /// pool of 1000.
     fn new(spec_json: &str, hosts: usize, validators: usize) -> Net {
-        let mut chain = Chain::new(spec_json);
+        Net::with_page(spec_json, hosts, validators, None)
+    }
+
+    fn with_page(
+        spec_json: &str,
+        hosts: usize,
+        validators: usize,
+        settle_page: Option<u32>,
+    ) -> Net {
+        let mut chain = Chain::with_page(spec_json, settle_page);
         let hosts: Vec<String> = (0..hosts)
             .map(|i| chain.addr(&format!("host-{i}")))
             .collect();
@@ -481,10 +508,12 @@ impl Net {
                 .ok(&self.hosts[0].clone(), json!({"advance": {}}));
         }
         self.reveal_round(&|_, _, _| false, open);
+        self.settle();
         if matches!(self.phase().as_str(), "verdict_reveal" | "dispute_reveal") {
             self.chain.wait_past_deadline();
             self.chain
                 .ok(&self.hosts[0].clone(), json!({"advance": {}}));
+            self.settle();
         }
     }
 
@@ -518,7 +547,14 @@ impl Net {
         for who in self.everyone() {
             self.reveal(&who);
         }
+        self.settle();
         assert_eq!(self.chain.epoch()["phase"], "verify");
+    }
+
+    /// Drive a paged close in progress to its end (`advance` from the first host).
+    fn settle(&mut self) -> u32 {
+        let sender = self.hosts[0].clone();
+        self.chain.settle(&sender)
     }
 
     fn phase(&self) -> String {
@@ -1354,4 +1390,248 @@ fn without_verification_reveal_close_accepts_every_committed_host() {
     assert_eq!(row(&report, "validators", &v[0])["outcome"], "idle");
     assert_eq!(net.chain.paid[&h[0]], 400);
     assert!(!net.chain.paid.contains_key(&v[0]));
+}
+
+// -- paged closes ---------------------------------------------------------------------------------
+
+/// What one epoch settled, without the heights (a paged close takes more blocks): the report,
+/// every member, the books, every bank send, the next epoch's θ and previous seed.
+struct Settled {
+    report: Value,
+    members: Value,
+    accounting: Value,
+    paid: BTreeMap<String, u128>,
+    next: (Value, Value),
+    /// `advance`s sent to finish the paged closes: (reveal close, finalize).
+    advances: (u32, u32),
+}
+
+/// One epoch with every kind of outcome, settled with pages of `settle_page` records: 7 hosts
+/// (h0 cheats on every segment, h1 never commits, h2 never reveals, h3 is an auditor with a trap
+/// on segment 1, the others honest) and 6 validators (v0 passes everything without replaying,
+/// v1 stays silent, v5 never reveals, the others honest).
+fn settle_mixed_epoch(settle_page: Option<u32>) -> Settled {
+    let spec = spec_with(json!({"verification": {"challenges_k": 2, "validators_r": 2}}));
+    let mut net = Net::with_page(&spec, 7, 6, settle_page);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    net.traps.insert(h[3].clone(), vec![1]);
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter().filter(|x| **x != h[1]) {
+        net.commit(host);
+    }
+    net.chain.wait_past_deadline();
+    net.chain.ok(&h[0], json!({"advance": {}}));
+    for who in net.everyone() {
+        if who != h[2] && who != v[5] {
+            net.reveal(&who);
+        }
+    }
+    // The reveal phase waits for h2 and v5: close it at its deadline.
+    net.chain.wait_past_deadline();
+    net.chain.ok(&h[0], json!({"advance": {}}));
+    let reveal_advances = net.settle();
+    assert_eq!(net.phase(), "verify");
+    let (cheater, auditor, lazy, silent) = (h[0].clone(), h[3].clone(), v[0].clone(), v[1].clone());
+    let decide = move |validator: &str, host: &str, segment: u64| {
+        if validator == silent {
+            return None;
+        }
+        let bad = host == cheater || (host == auditor && segment == 1);
+        Some(if bad && validator != lazy {
+            "fail"
+        } else {
+            "pass"
+        })
+    };
+    let hosts = h.clone();
+    let mut finalize_advances = 0;
+    for _ in 0..5 {
+        if !matches!(net.phase().as_str(), "verify" | "dispute") {
+            break;
+        }
+        net.commit_round(&decide);
+        if matches!(net.phase().as_str(), "verify" | "dispute") {
+            net.chain.wait_past_deadline();
+            net.chain.ok(&h[0], json!({"advance": {}}));
+        }
+        net.reveal_round(&|_, _, _| false, &hosts);
+        finalize_advances += net.settle();
+        if matches!(net.phase().as_str(), "verdict_reveal" | "dispute_reveal") {
+            net.chain.wait_past_deadline();
+            net.chain.ok(&h[0], json!({"advance": {}}));
+            finalize_advances += net.settle();
+        }
+    }
+    assert_eq!(net.phase(), "propose");
+    let model = digest("model 1");
+    let accepted: Vec<String> = net.chain.epoch()["accepted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    for host in accepted {
+        net.propose(&host, &model);
+    }
+    let next = net.chain.epoch();
+    assert_eq!(next["epoch"], 1);
+    let mut report = net.chain.report(0);
+    for key in ["phase_deadline", "started_at"] {
+        report.as_object_mut().unwrap().remove(key);
+    }
+    Settled {
+        report,
+        members: net.chain.query(json!({"members": {"limit": 100}})),
+        accounting: net.chain.query(json!({"accounting": {}})),
+        paid: net.chain.paid.clone(),
+        next: (next["model_hash"].clone(), next["prev_seed"].clone()),
+        advances: (reveal_advances, finalize_advances),
+    }
+}
+
+#[test]
+fn a_paged_close_settles_exactly_what_the_one_shot_close_settles() {
+    // One page holds the whole epoch: both closes run inside the transactions that start them.
+    let one_shot = settle_mixed_epoch(Some(1000));
+    assert_eq!(one_shot.advances, (0, 0));
+    // Every kind of outcome is there, so the comparison covers every path of finalize.
+    let report = &one_shot.report;
+    let outcomes = |role: &str| -> Vec<String> {
+        report[role]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["outcome"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for o in ["invalid", "absent", "no_reveal", "audit", "accepted"] {
+        assert!(
+            outcomes("hosts").contains(&o.to_string()),
+            "{o} in {:?}",
+            outcomes("hosts")
+        );
+    }
+    for o in ["wrong", "silent", "no_reveal", "diligent"] {
+        assert!(
+            outcomes("validators").contains(&o.to_string()),
+            "{o} in {:?}",
+            outcomes("validators")
+        );
+    }
+    assert!(amount(&report["to_catchers"]) > 0 && amount(&report["rewards_total"]) > 0);
+    for page in [1, 2, 3, 5, 64] {
+        let paged = settle_mixed_epoch(Some(page));
+        assert_eq!(paged.report, one_shot.report, "page {page}");
+        assert_eq!(paged.members, one_shot.members, "page {page}");
+        assert_eq!(paged.accounting, one_shot.accounting, "page {page}");
+        assert_eq!(paged.paid, one_shot.paid, "page {page}");
+        assert_eq!(paged.next, one_shot.next, "page {page}");
+        if page == 1 {
+            // 11 reveals + 13 participants to close reveal; 3 × 13 participants to finalize:
+            // one record per transaction, the first of each close in the transaction that
+            // started it.
+            assert_eq!(paged.advances, (11 + 13 - 1, 3 * 13 - 1));
+        }
+    }
+}
+
+#[test]
+fn while_a_close_runs_its_phase_reads_due_and_refuses_its_messages() {
+    let mut net = Net::with_page(&spec_with(json!({})), 4, 3, Some(2));
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    for who in net.everyone() {
+        if who != v[2] {
+            net.reveal(&who);
+        }
+    }
+    net.chain.wait_past_deadline();
+    let response = net.chain.ok(&h[0], json!({"advance": {}}));
+    let at = net.chain.height;
+    // The first page ran: two reveals hashed, no seed yet, the phase still `reveal`.
+    assert_eq!(attr(&response, "wasm", "transitions"), None);
+    let epoch = net.chain.epoch();
+    assert_eq!(
+        (
+            epoch["phase"].as_str(),
+            epoch["closing"].as_str(),
+            epoch["seed"].is_null()
+        ),
+        (Some("reveal"), Some("seed"), true)
+    );
+    assert_eq!(epoch["phase_deadline"].as_u64(), Some(at));
+    // The late reveal is refused: the close has begun.
+    let e = net.epoch_number();
+    let late = json!({"reveal": {"epoch": e, "secret": hex(&secret(&v[2]))}});
+    assert_eq!(
+        net.chain.refused(&v[2], late),
+        "reveal: epoch 0 is closing phase reveal page by page; send advance"
+    );
+    // Any message moves it on, not only `advance`: a bond does a page too.
+    net.chain.pay(
+        &v[2],
+        json!({"bond": {"role": "validator", "endpoint": "http://v"}}),
+        10,
+    );
+    let sent = net.settle();
+    assert!(sent > 0);
+    let epoch = net.chain.epoch();
+    assert_eq!(
+        (epoch["phase"].as_str(), epoch["closing"].is_null()),
+        (Some("verify"), true)
+    );
+    // The next phase's window counts from the page that ended the close.
+    assert_eq!(
+        epoch["phase_deadline"].as_u64(),
+        Some(net.chain.height + 50)
+    );
+    assert_eq!(
+        row(&net.chain.report(0), "validators", &v[2])["outcome"],
+        "no_reveal"
+    );
+    // Nothing is due once the close is over.
+    assert!(net
+        .chain
+        .refused(&h[0], json!({"advance": {}}))
+        .starts_with("advance: nothing is due"));
+}
+
+#[test]
+fn without_verification_a_paged_reveal_close_runs_on_into_a_paged_finalize() {
+    let spec = spec_with(json!({"verification": {"enabled": false},
+                                "phases": {"min_validators": 0}}));
+    let settle = |page: Option<u32>| {
+        let mut net = Net::with_page(&spec, 5, 0, page);
+        for who in net.everyone() {
+            net.join(&who);
+        }
+        for host in net.hosts.clone() {
+            net.commit(&host);
+        }
+        for who in net.everyone() {
+            net.reveal(&who);
+        }
+        let advances = net.settle();
+        assert_eq!(net.phase(), "propose");
+        let mut report = net.chain.report(0);
+        for key in ["phase_deadline", "started_at"] {
+            report.as_object_mut().unwrap().remove(key);
+        }
+        (report, net.chain.paid.clone(), advances)
+    };
+    let (one_report, one_paid, one_advances) = settle(None);
+    assert_eq!(one_advances, 0);
+    let (report, paid, advances) = settle(Some(1));
+    assert_eq!((report, paid), (one_report.clone(), one_paid));
+    // 5 reveals, 5 participants to assign, 3 × 5 to finalize, one per transaction.
+    assert_eq!(advances, 5 + 5 + 3 * 5 - 1);
+    // The hosts' 80 % of the reward: no validator is diligent, their share stays in the pool.
+    assert_eq!(amount(&one_report["rewards_total"]), 800);
 }
