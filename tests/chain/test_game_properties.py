@@ -55,3 +55,24 @@ def test_random_strategy_mixtures_conserve_funds_and_never_slash_the_honest(mixt
 @given(mixtures())
 def test_random_strategy_mixtures_conserve_funds_and_never_slash_the_honest_long(mixture) -> None:
     check(mixture, epochs=3)
+
+
+def settled(game: Game) -> list[dict]:
+    """Every epoch's report without heights (paged closes take more blocks), with the tallies."""
+    return [r.model_dump(exclude={"phase_deadline", "started_at"}) for r in game.reports]
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mixtures(), st.sampled_from([1, 2, 3]))
+def test_random_mixtures_settled_page_by_page_end_exactly_like_one_transaction(mixture, page) -> None:
+    """Closing reveal and finalize in pages of 1–3 records (the books checked after every page by
+    ``LedgerEnv.settle``) settle exactly what one transaction settles, epoch after epoch."""
+    hosts, validators, seed = mixture
+    one_shot = Game(hosts, validators, seed=seed)
+    paged = Game(hosts, validators, seed=seed, settle_page=page)
+    one_shot.play(2)
+    paged.play(2)
+    assert one_shot.env.pages == [] and paged.env.pages != []
+    assert settled(paged) == settled(one_shot)
+    assert paged.tallies == one_shot.tallies
+    assert paged.env.accounting() == one_shot.env.accounting()

@@ -191,7 +191,9 @@ pub fn execute(
     let mut after = Response::new();
     epoch::advance(deps.storage, &config, &mut ep, height, &mut after)?;
     ep.save(deps.storage);
-    Ok(before.merge(response).merge(after))
+    let mut response = before.merge(response).merge(after);
+    response.messages.extend(ep.take_sends(&config.denom));
+    Ok(response)
 }
 
 pub fn query(deps: Deps, _env: Env, msg: QueryMsg) -> Result<Binary, ContractError> {

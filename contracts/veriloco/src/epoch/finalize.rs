@@ -9,7 +9,8 @@
 //! * `slashes`  — each validator's outcome from its standing (then dropped); every slash, its
 //!   catcher part (to the validators who convicted an invalid host, or the auditors whose trap a
 //!   wrong validator passed; none to a validator wrong or silent in the epoch) and its treasury
-//!   part, sent in the same transaction, so the books balance after every page;
+//!   part, sent in the same transaction, so the books balance after every page (the
+//!   transaction's sends are summed per recipient: `Epoch::pay`);
 //! * `rewards`  — `min(reward_per_epoch, reward_pool)` taken when finalize began, split among the
 //!   accepted hosts and the diligent validators; one `wasm-settle` per member paid or slashed;
 //!   at the last page, `wasm-finalize`.
@@ -21,14 +22,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::deps::Storage;
 use crate::error::ContractError;
-use crate::funds::bank_send;
 use crate::limits::BPS_DENOMINATOR;
 use crate::records::{
     self, Closing, Outcome, Payout, Stage, PARTICIPANTS, PAYOUTS, REVEALS, STANDINGS,
 };
 use crate::staking::slash;
 use crate::state::{self, Config, Member, MemberTotals, Role, ELIGIBLE, MEMBER_TOTALS, TOTALS};
-use crate::types::{Event, Response, SubMsg, Uint128};
+use crate::types::{Event, Response, Uint128};
 
 use super::tally::{validator_outcome, Tally, ValidatorStats};
 use super::{Epoch, Page};
@@ -233,16 +233,6 @@ impl PayoutCache {
     }
 }
 
-/// Sends of one page, summed per recipient (address order).
-fn send_all(config: &Config, sends: &BTreeMap<String, Uint128>, out: &mut Response) {
-    for (recipient, amount) in sends.iter() {
-        if !amount.is_zero() {
-            out.messages
-                .push(SubMsg::never(bank_send(recipient, &config.denom, *amount)));
-        }
-    }
-}
-
 fn add_to(
     sends: &mut BTreeMap<String, Uint128>,
     to: &str,
@@ -260,7 +250,6 @@ pub fn slashes_page(
     config: &Config,
     ep: &mut Epoch,
     limit: usize,
-    out: &mut Response,
 ) -> Result<Page, ContractError> {
     let e = ep.number();
     let econ = &config.economics;
@@ -363,7 +352,7 @@ pub fn slashes_page(
     if eligible_changed {
         ELIGIBLE.save(storage, &eligible);
     }
-    send_all(config, &sends, out);
+    ep.pay(&sends)?;
     let header = ep.header_mut();
     header.slashed_total = header.slashed_total.checked_add(slashed_total)?;
     header.to_treasury = header.to_treasury.checked_add(to_treasury)?;
@@ -435,7 +424,7 @@ pub fn rewards_page(
     totals.reward_pool = totals.reward_pool.checked_sub(rewards)?;
     members.save(storage);
     TOTALS.save(storage, &totals);
-    send_all(config, &sends, out);
+    ep.pay(&sends)?;
     let header = ep.header_mut();
     header.rewards_total = header.rewards_total.checked_add(rewards)?;
     if done {

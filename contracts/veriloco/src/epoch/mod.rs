@@ -36,13 +36,16 @@ pub mod finalize;
 pub mod handlers;
 pub mod tally;
 
+use std::collections::BTreeMap;
+
 use crate::beacon;
 use crate::deps::Storage;
 use crate::error::ContractError;
+use crate::funds::bank_send;
 use crate::hashing::{digest_from_hex, hex};
 use crate::records::{self, Closing, Counts, EpochHeader, Phase, Stage, COUNTS, HEADERS};
 use crate::state::{self, Config, CURRENT_EPOCH};
-use crate::types::{Event, Response, Uint128};
+use crate::types::{Event, Response, SubMsg, Uint128};
 
 /// The current epoch's header and counters, loaded once per execute and saved once at its end.
 pub struct Epoch {
@@ -52,6 +55,9 @@ pub struct Epoch {
     counts_dirty: bool,
     /// Records a paged close may still process in this execute (`Config::settle_page`).
     pub budget: u32,
+    /// What this execute's pages pay, by recipient: one bank send each at the end of the
+    /// transaction ([`Epoch::take_sends`]).
+    sends: BTreeMap<String, Uint128>,
 }
 
 /// What one page of a paged close did: how many records it processed, whether its stage is done.
@@ -72,6 +78,7 @@ impl Epoch {
             header_dirty: false,
             counts_dirty: false,
             budget: 0,
+            sends: BTreeMap::new(),
         })
     }
 
@@ -83,6 +90,7 @@ impl Epoch {
             header_dirty: true,
             counts_dirty: true,
             budget: 0,
+            sends: BTreeMap::new(),
         }
     }
 
@@ -93,6 +101,24 @@ impl Epoch {
     pub fn header_mut(&mut self) -> &mut EpochHeader {
         self.header_dirty = true;
         &mut self.header
+    }
+
+    /// Add `amounts` to what this transaction pays.
+    pub fn pay(&mut self, amounts: &BTreeMap<String, Uint128>) -> Result<(), ContractError> {
+        for (to, amount) in amounts {
+            let due = self.sends.entry(to.clone()).or_default();
+            *due = due.checked_add(*amount)?;
+        }
+        Ok(())
+    }
+
+    /// One bank send per recipient of what this transaction's pages paid, in address order.
+    pub fn take_sends(&mut self, denom: &str) -> Vec<SubMsg> {
+        std::mem::take(&mut self.sends)
+            .into_iter()
+            .filter(|(_, amount)| !amount.is_zero())
+            .map(|(to, amount)| SubMsg::never(bank_send(&to, denom, amount)))
+            .collect()
     }
 
     /// The close in progress (a copy to update and put back).
@@ -255,8 +281,9 @@ fn agreed_hash(header: &EpochHeader, counts: &Counts) -> Option<String> {
     }
 }
 
-/// Close every phase that is due (deadline passed) or complete (everyone acted) at `height`;
-/// returns how many transitions were made. Events and bank messages go into `out`.
+/// Close every phase that is due (deadline passed) or complete (everyone acted) at `height`, and
+/// run the close in progress with this execute's budget; returns how many phase closes began
+/// (at least 1 when only a page of a close in progress ran). Events and bank messages go into `out`.
 ///
 /// Each phase closes at `height` and the next one counts its window from `height`, so a phase
 /// entered here is never due in the same pass (windows are at least one block): only phases
@@ -274,7 +301,9 @@ pub fn advance(
             if ep.budget == 0 {
                 return Ok(transitions);
             }
-            transitions += 1;
+            // A phase close counts once, when it begins; a transaction that only runs a later
+            // page of it counts one (it made progress: `advance` succeeds).
+            transitions = transitions.max(1);
             match run_close(storage, config, ep, height, out)? {
                 None => return Ok(transitions),
                 Some(Stage::Assign) => {
@@ -314,6 +343,7 @@ pub fn advance(
             }
             // The closes that walk every participant start here and run in the branch above.
             Phase::Reveal => {
+                transitions += 1;
                 let closing = challenges::begin(config, ep.number())?;
                 begin_close(ep, closing, at);
             }
@@ -395,7 +425,7 @@ fn run_close(
             Stage::Seed => challenges::seed_page(storage, config, ep, limit)?,
             Stage::Assign => challenges::assign_page(storage, config, ep, limit, at, out)?,
             Stage::Outcomes => finalize::outcomes_page(storage, config, ep, limit)?,
-            Stage::Slashes => finalize::slashes_page(storage, config, ep, limit, out)?,
+            Stage::Slashes => finalize::slashes_page(storage, config, ep, limit)?,
             Stage::Rewards => finalize::rewards_page(storage, config, ep, limit, at, out)?,
         };
         ep.budget = ep.budget.saturating_sub(page.records);
@@ -522,9 +552,10 @@ fn close_epoch(
         .checked_add(1)
         .ok_or(ContractError::CounterOverflow("epoch counter overflows"))?;
     let until = deadline(at, config.phases.join_blocks)?;
-    let budget = ep.budget;
+    let (budget, sends) = (ep.budget, std::mem::take(&mut ep.sends));
     *ep = Epoch::open(fresh_header(next, at, until, next_model, seed));
     ep.budget = budget;
+    ep.sends = sends;
     CURRENT_EPOCH.save(storage, &next);
     out.events.push(phase_event(next, Phase::Join, at, until));
     Ok(())

@@ -1,0 +1,233 @@
+"""Gas per message of the closes that run page by page (closing ``reveal``, finalize) at 64, 256
+and 1,024 hosts.
+
+    PYTHONPATH=. .venv/bin/python bench/settle_paging.py [--hosts 64,256,1024] [--page 64]
+        [--one-shot-hosts 64,256] [--devnet-hosts 64] [--devnet-pages 64,16] [--out FILE]
+
+One epoch per host count, with the devnet benchmark's shape (``bench/chain_devnet.py``: 8
+validators, S = 2, k = 1, r = 2, every host and validator honest, every phase closed by its last
+message), on a contract instantiated with ``settle_page`` = ``--page``:
+
+* **embedded chain** (every host count): each message that does settlement work — the reveal
+  that completes ``reveal`` (it starts the close and runs its first page), every ``advance`` that
+  runs a later page (seed, assign), the verdict opening that completes ``verdict_reveal`` (it
+  closes the verdict round, which is still one transaction, and runs finalize's first page), and
+  every later finalize page (outcomes, slashes, rewards) — with its wasm fuel and storage traffic,
+  and the Cosmos SDK gas estimated from them with the model of ``bench/embedded_chain.py``
+  (wasmd's KV and wasm constants, transaction overhead and bank sends calibrated on the devnet);
+  ``--one-shot-hosts`` repeats the epoch with one page holding everything (the close in one
+  transaction, as before paging) for comparison;
+* **devnet** (``--devnet-hosts``, each with every page size of ``--devnet-pages``): the same
+  epoch on a local injectived node, the gas each of those messages used, against the estimate of
+  the same message on the embedded chain (the calibration check), and whether the largest fits
+  the block gas limit read from the node. ``--devnet-hosts ''`` skips the devnet.
+
+Prints one JSON object (``--out`` also writes it to a file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from chain_devnet import Run, digest, key, opening, secret, trap_opening
+from embedded_chain import cost_of
+
+from chain.cosmos import CosmosBackend, CosmosChain
+from chain.devnet import Devnet, DevnetPorts, GenesisAccount
+from chain.embedded import EmbeddedChain, deploy_embedded
+from chain.ledger import Ledger, TxResult, instantiate_msg
+from chain.wasm_artifact import load_contract_wasm
+from protocol.injective import DENOM, GENESIS_BALANCE
+from protocol.messages import BeaconJoin, BeaconReveal, Commitment, VerdictCommit
+from protocol.rules.beacon import beacon_commit
+from protocol.rules.spec import RunSpec
+
+HOST_STAKE = 5_000
+VALIDATOR_STAKE = 2_000
+THETA0 = hashlib.sha256(b"theta_0").hexdigest()
+VALIDATORS = 8
+
+
+def bench_spec(hosts: int, blocks: int) -> RunSpec:
+    """``bench/chain_devnet.py``'s shape with room for ``hosts`` hosts and ``blocks``-long phases."""
+    return RunSpec.model_validate({
+        "name": "bench-settle-paging", "model": {},
+        "data": {"corpus": "bench", "dataset_hash": "0" * 64, "seq_len": 16},
+        "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
+        "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, "dispute_committee": 3,
+                         "dispute_rounds": 1},
+        "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
+                      "unbonding_epochs": 2, "reward_per_epoch": "1000"},
+        "phases": {"join_blocks": blocks, "train_blocks": blocks, "reveal_blocks": blocks, "verify_blocks": blocks,
+                   "verdict_reveal_blocks": blocks, "propose_blocks": blocks, "min_hosts": 1, "min_validators": 1,
+                   "max_hosts": max(hosts, 1), "max_validators": 32},
+    })
+
+
+Send = Callable[[Callable[[Ledger], None]], None]
+Measure = Callable[[Callable[[], TxResult]], dict[str, Any]]
+
+
+def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], validators: Sequence[str]) -> dict:
+    """One honest epoch; every message that does settlement work is measured. Returns them by
+    kind: ``reveal_close`` (the reveal that completes the phase), ``reveal_pages``, ``round_close``
+    (the opening that completes verdict_reveal) and ``finalize_pages``, each page with its stage."""
+    e = ledger.epoch().epoch
+    names = [*hosts, *validators]
+    send(lambda L: [L.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE) for n in hosts]
+         + [L.bond(key(n), "validator", "http://127.0.0.1:8701", VALIDATOR_STAKE) for n in validators])
+    send(lambda L: [L.fund_rewards(key("funder"), 1_000_000)])
+    send(lambda L: [L.join(key(n), BeaconJoin(epoch=e, beacon_commit=beacon_commit(
+        key(n).address(), e, secret(n, e)).hex())) for n in names])
+    assert ledger.epoch(e).phase == "train", ledger.epoch(e)
+    send(lambda L: [L.commit(key(n), Commitment(
+        epoch=e, checkpoint_root=digest(f"root:{n}"), delta_hash=digest(f"delta:{n}"), loss_digest=digest(f"loss:{n}"),
+        segments=2, train_loss_micro=2_500_000), trap_opening(n, e).commitment(key(n).address())) for n in hosts])
+    assert ledger.epoch(e).phase == "reveal", ledger.epoch(e)
+    send(lambda L: [L.reveal(key(n), BeaconReveal(epoch=e, secret=secret(n, e).hex())) for n in names[:-1]])
+    last = names[-1]
+    out: dict[str, Any] = {"reveal_close": measure(lambda: ledger.reveal(key(last), BeaconReveal(
+        epoch=e, secret=secret(last, e).hex())))}
+    out["reveal_pages"] = pages(ledger, measure)
+    assert ledger.epoch(e).phase == "verify", ledger.epoch(e)
+    votes = [(v, c) for v in validators for c in ledger.challenges(e, key(v).address())]
+    send(lambda L: [L.commit_verdict(key(v), VerdictCommit(epoch=e, host=c.host, segment=c.segment, commitment=opening(
+        v, c, "pass").commitment(key(v).address()))) for v, c in votes])
+    assert ledger.epoch(e).phase == "verdict_reveal", ledger.epoch(e)
+    send(lambda L: [L.reveal_traps(key(n), trap_opening(n, e)) for n in hosts])
+    send(lambda L: [L.reveal_verdict(key(v), opening(v, c, "pass")) for v, c in votes[:-1]])
+    v, c = votes[-1]
+    out["round_close"] = measure(lambda: ledger.reveal_verdict(key(v), opening(v, c, "pass")))
+    out["finalize_pages"] = pages(ledger, measure)
+    info = ledger.epoch(e)
+    assert info.phase == "propose" and len(info.accepted) == len(hosts), info
+    return out
+
+
+def pages(ledger: Ledger, measure: Measure) -> list[dict[str, Any]]:
+    """``advance`` until the close in progress is done, each measured with the stage it ran in."""
+    out = []
+    operator = key("operator")
+    while (stage := ledger.epoch().closing) is not None:
+        out.append({"stage": stage, **measure(lambda: ledger.advance(operator))})
+        assert len(out) < 10_000
+    return out
+
+
+def summary(run: dict[str, Any], gas_key: str) -> dict[str, Any]:
+    """The largest gas of each kind of message, and how many pages each close took."""
+    def top(items: list[dict[str, Any]]) -> int:
+        return max((int(i[gas_key]) for i in items), default=0)
+
+    by_stage: dict[str, int] = {}
+    for p in [*run["reveal_pages"], *run["finalize_pages"]]:
+        by_stage[p["stage"]] = max(by_stage.get(p["stage"], 0), int(p[gas_key]))
+    every = [run["reveal_close"], run["round_close"], *run["reveal_pages"], *run["finalize_pages"]]
+    return {"reveal_close": int(run["reveal_close"][gas_key]), "reveal_pages": len(run["reveal_pages"]),
+            "round_close": int(run["round_close"][gas_key]), "finalize_pages": len(run["finalize_pages"]),
+            "max_page_by_stage": by_stage, "max_message": top(every)}
+
+
+def embedded(hosts: int, page: int | None) -> dict[str, Any]:
+    host_names = [f"host{i}" for i in range(hosts)]
+    validator_names = [f"validator{i}" for i in range(VALIDATORS)]
+    accounts = [key(n).address() for n in ["operator", "funder", *host_names, *validator_names]]
+    chain = EmbeddedChain(genesis_balances={a: {DENOM: GENESIS_BALANCE} for a in accounts}, block_txs=1_000_000)
+    operator = key("operator")
+    ledger = deploy_embedded(chain, operator, bench_spec(hosts, 50), THETA0, operator.address(),
+                             settle_page=page)
+
+    def send(plan: Callable[[Ledger], None]) -> None:
+        plan(ledger)
+
+    def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
+        return cost_of(None, action).estimate()  # type: ignore[arg-type] (cost_of does not use the env)
+
+    t0 = time.perf_counter()
+    run = play(ledger, send, measure, host_names, validator_names)
+    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "wall_s": round(time.perf_counter() - t0, 1),
+            "estimated_sdk_gas": summary(run, "sdk_gas_estimate"), "messages": run}
+
+
+def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int) -> dict[str, Any]:
+    host_names = [f"host{i}" for i in range(hosts)]
+    validator_names = [f"validator{i}" for i in range(VALIDATORS)]
+    operator = key("operator")
+    backend = CosmosBackend.deploy(chain, operator, instantiate_msg(bench_spec(hosts, 400), THETA0, operator.address(),
+                                                                    settle_page=page), code_id=code_id)
+    run = Run.__new__(Run)  # Run's pipelining over this deployment (its own constructor deploys)
+    run.chain, run.backend, run.ledger = chain, backend, Ledger(backend)
+    from chain_devnet import Capture
+    run.capture = Capture(backend)
+    run.planned = Ledger(run.capture)
+    retries = [0]
+
+    def send(plan: Callable[[Ledger], None]) -> None:
+        retries[0] += run.parallel(plan)[1]
+
+    def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
+        return {"gas_used": action().gas_used}
+
+    t0 = time.perf_counter()
+    result = play(run.ledger, send, measure, host_names, validator_names)
+    block = chain.block_max_gas()
+    s = summary(result, "gas_used")
+    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "wall_s": round(time.perf_counter() - t0, 1),
+            "out_of_gas_resends": retries[0], "gas_used": s, "block_max_gas": block,
+            "fits_block": block < 0 or s["max_message"] <= block, "messages": result}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", default="64,256,1024")
+    parser.add_argument("--page", type=int, default=64)
+    parser.add_argument("--one-shot-hosts", default="64,256", help="host counts also settled in one transaction")
+    parser.add_argument("--devnet-hosts", default="64")
+    parser.add_argument("--devnet-pages", default="64,16")
+    parser.add_argument("--block-time", default="100ms")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731 (a one-line parser)
+    report: dict[str, Any] = {"machine": platform.processor() or platform.machine(), "validators": VALIDATORS,
+                              "embedded": [], "one_shot": [], "devnet": []}
+    for h in ints(args.hosts):
+        report["embedded"].append(embedded(h, args.page))
+        print(json.dumps({k: v for k, v in report["embedded"][-1].items() if k != "messages"}), flush=True)
+    for h in ints(args.one_shot_hosts):
+        report["one_shot"].append(embedded(h, 1_000_000))
+        print(json.dumps({k: v for k, v in report["one_shot"][-1].items() if k != "messages"}), flush=True)
+    devnet_hosts = ints(args.devnet_hosts)
+    if devnet_hosts:
+        names = ["operator", "funder", *(f"host{i}" for i in range(max(devnet_hosts))),
+                 *(f"validator{i}" for i in range(VALIDATORS))]
+        accounts = [GenesisAccount.of_key(n, key(n), GENESIS_BALANCE) for n in names]
+        with tempfile.TemporaryDirectory(prefix="veriloco-bench-paging-") as home:
+            net = Devnet(Path(home) / "node", ports=DevnetPorts.free(), accounts=accounts, block_time=args.block_time)
+            net.up()
+            try:
+                with net.connect() as chain:
+                    code_id, _ = chain.store_code(key("operator"), load_contract_wasm(), reuse=False)
+                    for h in devnet_hosts:
+                        for page in ints(args.devnet_pages):
+                            report["devnet"].append(devnet(chain, code_id, h, page))
+                            print(json.dumps({k: v for k, v in report["devnet"][-1].items() if k != "messages"}),
+                                  flush=True)
+            finally:
+                net.stop()
+    text = json.dumps(report, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(json.dumps({k: [{x: y for x, y in r.items() if x != "messages"} for r in v] if isinstance(v, list) else v
+                      for k, v in report.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
