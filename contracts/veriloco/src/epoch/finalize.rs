@@ -205,11 +205,12 @@ pub fn outcomes_page(
     })
 }
 
-/// Payouts of one page, loaded once and saved once (catcher shares land on members of other
-/// pages too).
+/// Payouts of one page, loaded once and saved once if changed (catcher shares land on members
+/// of other pages too).
 #[derive(Default)]
 struct PayoutCache {
-    payouts: BTreeMap<String, Payout>,
+    /// Address -> (payout as loaded, payout now).
+    payouts: BTreeMap<String, (Payout, Payout)>,
 }
 
 impl PayoutCache {
@@ -221,14 +222,17 @@ impl PayoutCache {
     ) -> Result<&mut Payout, ContractError> {
         if !self.payouts.contains_key(address) {
             let payout = records::load_payout(storage, epoch, address)?;
-            self.payouts.insert(address.to_string(), payout);
+            self.payouts
+                .insert(address.to_string(), (payout.clone(), payout));
         }
-        Ok(self.payouts.get_mut(address).expect("just inserted"))
+        Ok(&mut self.payouts.get_mut(address).expect("just inserted").1)
     }
 
     fn save(&self, storage: &mut dyn Storage, epoch: u64) {
-        for (address, payout) in self.payouts.iter() {
-            PAYOUTS.save(storage, (epoch, address), payout);
+        for (address, (loaded, payout)) in self.payouts.iter() {
+            if loaded != payout {
+                PAYOUTS.save(storage, (epoch, address), payout);
+            }
         }
     }
 }
@@ -284,7 +288,8 @@ pub fn slashes_page(
             }
             pay.outcome
         };
-        let revealed = REVEALS.has(storage, (e, address));
+        // Only an absent host's slash depends on whether it revealed.
+        let revealed = outcome == Outcome::Absent && REVEALS.has(storage, (e, address));
         let bps = slash_bps(config, outcome, revealed);
         if bps == 0 {
             continue;
