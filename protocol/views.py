@@ -17,9 +17,10 @@ from protocol.types import Address, Amount, Boundary, Count, Dec
 
 Phase = Literal["join", "train", "reveal", "verify", "verdict_reveal", "dispute", "dispute_reveal",
                 "propose", "closed"]
-ClosingStage = Literal["seed", "assign", "outcomes", "slashes", "rewards"]
+ClosingStage = Literal["seed", "assign", "salts", "decide", "outcomes", "slashes", "rewards"]
 """The stages of a close that runs over several transactions (closing ``reveal``: ``seed``,
-``assign``; finalize: ``outcomes``, ``slashes``, ``rewards``)."""
+``assign``; closing a verdict round: ``salts``, ``decide``; finalize: ``outcomes``, ``slashes``,
+``rewards``)."""
 VERDICT_COMMIT_PHASES: tuple[Phase, ...] = ("verify", "dispute")
 """Phases in which validators commit to verdicts."""
 VERDICT_REVEAL_PHASES: tuple[Phase, ...] = ("verdict_reveal", "dispute_reveal")
@@ -75,7 +76,7 @@ class EpochInfo(Boundary):
     ``advance``) closes it. ``agreed`` is set when the epoch closes: whether θ_{e+1}
     (``next_model_hash``) was backed by more than 2/3 of the accepted hosts' stake; when it is
     false, θ_{e+1} = θ_e. ``closing`` names the stage of a close that runs page by page (closing
-    ``reveal``, finalize): the phase then shows as due (its deadline is the height the close began),
+    ``reveal``, closing a verdict round, finalize): the phase then shows as due (its deadline is the height the close began),
     its own messages are refused, and every transaction (``advance``) processes the next page.
     """
 

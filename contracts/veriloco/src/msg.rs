@@ -189,8 +189,8 @@ pub struct EpochInfo {
     pub round: u32,
     /// Closed unplayed: the join phase ran out of extensions.
     pub abandoned: bool,
-    /// The stage of a paged close in progress (`seed`, `assign`, `outcomes`, `slashes`,
-    /// `rewards`), None when no close runs.
+    /// The stage of a paged close in progress (`seed`, `assign`, `salts`, `decide`,
+    /// `outcomes`, `slashes`, `rewards`), None when no close runs.
     pub closing: Option<&'static str>,
 }
 

@@ -297,6 +297,38 @@ pub struct Closing {
     /// Finalize: diligent validators (counted by stage `slashes`).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub diligent: u32,
+    /// A verdict round's close: the next round's seed (stage `decide`), hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_seed: Option<String>,
+    /// A verdict round's close: challenges decided, ended unresolved, sent to a committee, and
+    /// the committees' members, so far.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub decided: u32,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub unresolved: u32,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub disputes: u32,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub members: u32,
+}
+
+impl Closing {
+    /// A close at its first stage, nothing counted yet.
+    pub fn at(stage: Stage) -> Closing {
+        Closing {
+            stage,
+            after: None,
+            seed_hash: None,
+            reveals: 0,
+            reward: Uint128::zero(),
+            diligent: 0,
+            round_seed: None,
+            decided: 0,
+            unresolved: 0,
+            disputes: 0,
+            members: 0,
+        }
+    }
 }
 
 /// The stages of a paged close, in order.
@@ -307,6 +339,11 @@ pub enum Stage {
     Seed,
     /// Closing `reveal`: absent / no-reveal outcomes, the challenges of every other host.
     Assign,
+    /// Closing a verdict round: hash the salts of the verdicts opened in it into the next
+    /// round's seed.
+    Salts,
+    /// Closing a verdict round: decide every pending challenge, or draw its committee.
+    Decide,
     /// Finalize: every host's outcome from its challenges; validators' counts into `vt/`.
     Outcomes,
     /// Finalize: validators' outcomes; every slash with its catcher and treasury parts.
@@ -320,6 +357,8 @@ impl Stage {
         match self {
             Stage::Seed => "seed",
             Stage::Assign => "assign",
+            Stage::Salts => "salts",
+            Stage::Decide => "decide",
             Stage::Outcomes => "outcomes",
             Stage::Slashes => "slashes",
             Stage::Rewards => "rewards",

@@ -28,12 +28,8 @@ pub fn begin(config: &Config, epoch: u64) -> Result<Closing, ContractError> {
     let mut seed_hash = StreamHash::tagged(tag::BEACON_SEED);
     seed_hash.update(&[&run_id, &u64be(epoch)]);
     Ok(Closing {
-        stage: Stage::Seed,
-        after: None,
         seed_hash: Some(seed_hash),
-        reveals: 0,
-        reward: Default::default(),
-        diligent: 0,
+        ..Closing::at(Stage::Seed)
     })
 }
 

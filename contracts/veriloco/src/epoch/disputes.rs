@@ -16,6 +16,10 @@
 //!   ends `unresolved` when no round or nobody is left. Counting the first round keeps its
 //!   honest votes: one liar plus silence can never decide against the truth.
 //!
+//! It runs page by page over the challenged hosts (`super::closing`): stage `salts` hashes the
+//! salts of the round's opened verdicts into the next round's seed (`commitments::dispute_seed`,
+//! the hash state kept between pages), then stage `decide` decides or draws per host.
+//!
 //! Committees are drawn from the validators of V that are not the host and not yet assigned to
 //! the challenge, with the seed of the round (`commitments::dispute_seed`: the epoch seed and the
 //! salts of the verdicts just opened), so nobody knows a committee when it casts the vote that
@@ -23,16 +27,17 @@
 
 use std::collections::BTreeMap;
 
-use crate::commitments::dispute_seed;
 use crate::deps::{Order, Storage};
 use crate::error::ContractError;
-use crate::hashing::{digest_from_hex, hex};
-use crate::records::{self, ChallengeOutcome, VoteOutcome, ASSIGNMENTS, TRAPS, VOTES};
+use crate::hashing::{digest_from_hex, hex, tag, u32be, StreamHash};
+use crate::records::{
+    self, Assignment, ChallengeOutcome, Closing, Stage, VoteOutcome, ASSIGNMENTS, TRAPS, VOTES,
+};
 use crate::sampling::dispute_committee;
 use crate::state::Config;
 use crate::types::{Event, Response};
 
-use super::Epoch;
+use super::{Epoch, Page};
 
 /// The decision of the first round from its members' opened verdicts (None: not opened).
 pub fn first_round(votes: &[Option<VoteOutcome>], trap: bool) -> Option<ChallengeOutcome> {
@@ -72,19 +77,9 @@ pub fn committee_decision(votes: &[Option<VoteOutcome>]) -> Option<ChallengeOutc
     }
 }
 
-/// Close the current round of the current epoch at `at`: decide, draw the next committees.
-/// Returns whether a dispute round follows (then the header's round and the counts are set
-/// for it).
-pub fn close_round(
-    storage: &mut dyn Storage,
-    config: &Config,
-    ep: &mut Epoch,
-    at: u64,
-    out: &mut Response,
-) -> Result<bool, ContractError> {
-    let e = ep.number();
-    let round = ep.header.round;
-    let ver = &config.verification;
+/// The close of the current round as it starts: the next round's seed hashes the epoch seed and
+/// the round number, then (stage `salts`) the salts of the round's opened verdicts.
+pub fn begin(ep: &Epoch) -> Result<Closing, ContractError> {
     let epoch_seed = ep
         .header
         .seed
@@ -93,33 +88,116 @@ pub fn close_round(
         .ok_or_else(|| {
             ContractError::Corrupt("corrupt state: a verdict round without a seed".into())
         })?;
-    // Every scan is collected before anything is written.
+    let mut hash = StreamHash::tagged(tag::DISPUTE_SEED);
+    hash.update(&[&epoch_seed, &u32be(ep.header.round + 1)]);
+    Ok(Closing {
+        seed_hash: Some(hash),
+        ..Closing::at(Stage::Salts)
+    })
+}
+
+/// The next `limit` challenged hosts after the cursor (address order), and whether they are the
+/// last.
+type Hosts = Vec<(String, Vec<Assignment>)>;
+
+fn next_hosts(
+    storage: &dyn Storage,
+    epoch: u64,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Hosts, bool), ContractError> {
+    let mut page = ASSIGNMENTS.prefix(epoch).page(storage, after, limit + 1)?;
+    let done = page.len() <= limit;
+    page.truncate(limit);
+    Ok((page, done))
+}
+
+/// Stage `salts`: the salts of the verdicts opened in this round on the next `limit` hosts'
+/// challenges, hashed in key order (host, segment, validator) into the next round's seed
+/// (`commitments::dispute_seed`, fed page by page). At the last host the seed is set and stage
+/// `decide` follows.
+pub fn salts_page(
+    storage: &mut dyn Storage,
+    ep: &mut Epoch,
+    limit: usize,
+) -> Result<Page, ContractError> {
+    let e = ep.number();
+    let round = ep.header.round;
+    let mut closing = ep.closing()?;
+    let (page, done) = next_hosts(storage, e, closing.after.as_deref(), limit)?;
+    let mut hash = closing.seed_hash.take().ok_or_else(|| {
+        ContractError::Corrupt("corrupt state: closing a round without the seed's hash".into())
+    })?;
+    for (host, _) in page.iter() {
+        for record in VOTES
+            .prefix2(e, host)
+            .range(storage, None, Order::Ascending)
+        {
+            let (_, vote) = record?;
+            if vote.round != round {
+                continue;
+            }
+            let salt = digest_from_hex(&vote.salt)
+                .ok_or_else(|| ContractError::Corrupt("corrupt vote record: salt".into()))?;
+            hash.update(&[&salt]);
+        }
+    }
+    if done {
+        closing.round_seed = Some(hex(&hash.finish()));
+        closing.stage = Stage::Decide;
+        closing.after = None;
+    } else {
+        closing.after = page.last().map(|(h, _)| h.clone());
+        closing.seed_hash = Some(hash);
+    }
+    ep.header_mut().closing = Some(closing);
+    Ok(Page {
+        records: page.len() as u32,
+        done,
+    })
+}
+
+/// Stage `decide`: every pending challenge of the next `limit` hosts is decided from the opened
+/// verdicts, or gets its committee for the next round (drawn with the round's seed), or ends
+/// `unresolved`. At the last host the `wasm-dispute` event is emitted and, when a dispute round
+/// follows, the header's round and the counts are set for it.
+pub fn decide_page(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    limit: usize,
+    at: u64,
+    out: &mut Response,
+) -> Result<Page, ContractError> {
+    let e = ep.number();
+    let round = ep.header.round;
+    let ver = &config.verification;
+    let mut closing = ep.closing()?;
+    let seed = closing
+        .round_seed
+        .as_deref()
+        .and_then(digest_from_hex)
+        .ok_or_else(|| ContractError::Corrupt("corrupt state: deciding without a seed".into()))?;
     let set = records::load_validator_set(storage, e)?;
-    let assignments = ASSIGNMENTS.prefix(e).all(storage)?;
-    let traps: BTreeMap<String, Vec<u32>> = TRAPS.prefix(e).all(storage)?.into_iter().collect();
-    let mut cast: BTreeMap<(String, u32), BTreeMap<String, VoteOutcome>> = BTreeMap::new();
-    let mut salts: Vec<[u8; 32]> = Vec::new();
-    for record in VOTES.prefix(e).range(storage, None, Order::Ascending) {
-        let ((host, segment, validator), vote) = record?;
-        cast.entry((host, segment))
-            .or_default()
-            .insert(validator, vote.outcome);
-        if vote.round != round {
+    let (page, done) = next_hosts(storage, e, closing.after.as_deref(), limit)?;
+    let next = round + 1;
+    for (host, mut list) in page.iter().cloned() {
+        if !list.iter().any(|a| a.outcome.is_pending()) {
             continue;
         }
-        salts.push(
-            digest_from_hex(&vote.salt)
-                .ok_or_else(|| ContractError::Corrupt("corrupt vote record: salt".into()))?,
-        );
-    }
-    let next = round + 1;
-    let seed = dispute_seed(&epoch_seed, next, &salts);
-    let (mut decided, mut unresolved, mut disputes, mut members) = (0u32, 0u32, 0u32, 0u32);
-    for (host, mut list) in assignments {
-        let mut changed = false;
-        let host_traps = traps.get(&host);
+        let traps = TRAPS.may_load(storage, (e, &host))?;
+        let mut cast: BTreeMap<u32, BTreeMap<String, VoteOutcome>> = BTreeMap::new();
+        for record in VOTES
+            .prefix2(e, &host)
+            .range(storage, None, Order::Ascending)
+        {
+            let ((segment, validator), vote) = record?;
+            cast.entry(segment)
+                .or_default()
+                .insert(validator, vote.outcome);
+        }
         for a in list.iter_mut().filter(|a| a.outcome.is_pending()) {
-            let votes_of = cast.get(&(host.clone(), a.segment));
+            let votes_of = cast.get(&a.segment);
             // Round 0: its members; a dispute round: every member so far (all rounds).
             let sat: Vec<u16> = if round == 0 {
                 a.round_members(0).to_vec()
@@ -135,21 +213,20 @@ pub fn close_round(
                     votes_of.and_then(|c| c.get(v)).copied()
                 })
                 .collect();
-            let trap = host_traps.map_or(false, |t| t.contains(&a.segment));
+            let trap = traps.as_ref().map_or(false, |t| t.contains(&a.segment));
             let decision = if round == 0 {
                 first_round(&votes, trap)
             } else {
                 committee_decision(&votes)
             };
-            changed = true;
             if let Some(outcome) = decision {
                 a.outcome = outcome;
-                decided += 1;
+                closing.decided += 1;
                 continue;
             }
             if next > ver.dispute_rounds || a.committees.len() as u32 != round {
                 a.outcome = ChallengeOutcome::Unresolved;
-                unresolved += 1;
+                closing.unresolved += 1;
                 continue;
             }
             let excluded: Vec<String> = a.members(&set)?.into_iter().map(|(_, v)| v).collect();
@@ -163,7 +240,7 @@ pub fn close_round(
             );
             if committee.is_empty() {
                 a.outcome = ChallengeOutcome::Unresolved;
-                unresolved += 1;
+                closing.unresolved += 1;
                 continue;
             }
             let indices = committee
@@ -171,34 +248,39 @@ pub fn close_round(
                 .map(|v| set.binary_search(v).map(|i| i as u16))
                 .collect::<Result<Vec<u16>, usize>>()
                 .map_err(|_| ContractError::Corrupt("a committee member is not in V".into()))?;
-            members += indices.len() as u32;
-            disputes += 1;
+            closing.members += indices.len() as u32;
+            closing.disputes += 1;
             a.committees.push(indices);
         }
-        if changed {
-            ASSIGNMENTS.save(storage, (e, &host), &list);
+        ASSIGNMENTS.save(storage, (e, &host), &list);
+    }
+    if done {
+        out.events.push(
+            Event::new("dispute")
+                .add_attribute("epoch", e)
+                .add_attribute("round", round)
+                .add_attribute("decided", closing.decided)
+                .add_attribute("unresolved", closing.unresolved)
+                .add_attribute("disputes", closing.disputes)
+                .add_attribute("committee_members", closing.members)
+                .add_attribute("next_seed", closing.round_seed.clone().unwrap_or_default())
+                .add_attribute("at", at),
+        );
+        if closing.disputes > 0 {
+            ep.header_mut().round = next;
+            let counts = ep.counts_mut();
+            counts.votes_expected = closing.members;
+            counts.votes_posted = 0;
+            counts.votes_revealed = 0;
         }
+    } else {
+        closing.after = page.last().map(|(h, _)| h.clone());
     }
-    out.events.push(
-        Event::new("dispute")
-            .add_attribute("epoch", e)
-            .add_attribute("round", round)
-            .add_attribute("decided", decided)
-            .add_attribute("unresolved", unresolved)
-            .add_attribute("disputes", disputes)
-            .add_attribute("committee_members", members)
-            .add_attribute("next_seed", hex(&seed))
-            .add_attribute("at", at),
-    );
-    if disputes == 0 {
-        return Ok(false);
-    }
-    ep.header_mut().round = next;
-    let counts = ep.counts_mut();
-    counts.votes_expected = members;
-    counts.votes_posted = 0;
-    counts.votes_revealed = 0;
-    Ok(true)
+    ep.header_mut().closing = Some(closing);
+    Ok(Page {
+        records: page.len() as u32,
+        done,
+    })
 }
 
 #[cfg(test)]

@@ -104,12 +104,8 @@ impl MemberCache {
 pub fn begin(storage: &dyn Storage, config: &Config) -> Result<Closing, ContractError> {
     let totals = TOTALS.load(storage)?;
     Ok(Closing {
-        stage: Stage::Outcomes,
-        after: None,
-        seed_hash: None,
-        reveals: 0,
         reward: config.economics.reward_per_epoch.min(totals.reward_pool),
-        diligent: 0,
+        ..Closing::at(Stage::Outcomes)
     })
 }
 

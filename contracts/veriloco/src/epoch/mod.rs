@@ -11,7 +11,8 @@
 //!                    the report share it);
 //! * [`finalize`]   — after the last round: outcomes, slashes, catcher shares, rewards, payments.
 //!
-//! Closing `reveal` and finalizing walk every participant: they run **page by page** (a
+//! Closing `reveal`, closing a verdict round and finalizing walk every participant or challenged
+//! host: they run **page by page** (a
 //! [`Closing`] with its stage and cursor in the epoch header). Each execute may process at most
 //! `Config::settle_page` records (participants, or reveals for the seed) over all stages; when
 //! its budget is spent the close goes on with the next transaction (any epoch message, or
@@ -315,6 +316,15 @@ pub fn advance(
                         &mut out.events,
                     )?;
                 }
+                Some(Stage::Decide) => {
+                    enter(
+                        ep,
+                        Phase::Dispute,
+                        height,
+                        config.phases.verify_blocks,
+                        &mut out.events,
+                    )?;
+                }
                 Some(_) => after_finalize(storage, config, ep, height, out)?,
             }
             continue;
@@ -369,18 +379,8 @@ pub fn advance(
             }
             Phase::VerdictReveal | Phase::DisputeReveal => {
                 transitions += 1;
-                if disputes::close_round(storage, config, ep, at, out)? {
-                    enter(
-                        ep,
-                        Phase::Dispute,
-                        at,
-                        phases.verify_blocks,
-                        &mut out.events,
-                    )?;
-                } else {
-                    let closing = finalize::begin(storage, config)?;
-                    begin_close(ep, closing, at);
-                }
+                let closing = disputes::begin(ep)?;
+                begin_close(ep, closing, at);
             }
             Phase::Propose => {
                 transitions += 1;
@@ -406,8 +406,8 @@ fn begin_close(ep: &mut Epoch, closing: Closing, at: u64) {
 }
 
 /// Run the close in progress with this execute's budget. Returns the stage that completed the
-/// close (`assign`: reveal closed with verification on; `rewards`: finalized), or None when the
-/// budget ran out first.
+/// close (`assign`: reveal closed with verification on; `decide`: a verdict round closed and a
+/// dispute round follows; `rewards`: finalized), or None when the budget ran out first.
 fn run_close(
     storage: &mut dyn Storage,
     config: &Config,
@@ -424,6 +424,8 @@ fn run_close(
         let page = match stage {
             Stage::Seed => challenges::seed_page(storage, config, ep, limit)?,
             Stage::Assign => challenges::assign_page(storage, config, ep, limit, at, out)?,
+            Stage::Salts => disputes::salts_page(storage, ep, limit)?,
+            Stage::Decide => disputes::decide_page(storage, config, ep, limit, at, out)?,
             Stage::Outcomes => finalize::outcomes_page(storage, config, ep, limit)?,
             Stage::Slashes => finalize::slashes_page(storage, config, ep, limit)?,
             Stage::Rewards => finalize::rewards_page(storage, config, ep, limit, at, out)?,
@@ -445,6 +447,15 @@ fn run_close(
             Stage::Rewards => {
                 ep.header_mut().closing = None;
                 return Ok(Some(stage));
+            }
+            Stage::Decide if ep.closing()?.disputes > 0 => {
+                ep.header_mut().closing = None;
+                return Ok(Some(stage));
+            }
+            Stage::Decide => {
+                // Nothing left in dispute: finalize follows at once, in the same close.
+                let closing = finalize::begin(storage, config)?;
+                ep.header_mut().closing = Some(closing);
             }
             // The page moved the cursor to the next stage.
             _ => {}

@@ -1529,10 +1529,15 @@ fn a_paged_close_settles_exactly_what_the_one_shot_close_settles() {
         assert_eq!(paged.paid, one_shot.paid, "page {page}");
         assert_eq!(paged.next, one_shot.next, "page {page}");
         if page == 1 {
-            // 11 reveals + 13 participants to close reveal; 3 × 13 participants to finalize:
-            // one record per transaction, the first of each close in the transaction that
-            // started it.
-            assert_eq!(paged.advances, (11 + 13 - 1, 3 * 13 - 1));
+            // One record per transaction, the first of each close in the transaction that
+            // started it: 11 reveals + 13 participants to close reveal; each verdict round's
+            // close walks the 5 challenged hosts twice (salts, decide); the first round sends
+            // disputes to committees, the dispute round's close runs on into finalize (3 × 13
+            // participants).
+            assert_eq!(
+                paged.advances,
+                (11 + 13 - 1, (2 * 5 - 1) + (2 * 5 + 3 * 13 - 1))
+            );
         }
     }
 }
