@@ -1,5 +1,5 @@
-"""Gas per message of the closes that run page by page (closing ``reveal``, finalize) at 64, 256
-and 1,024 hosts.
+"""Gas per message of the closes that run page by page (closing ``reveal``, closing a verdict
+round, finalize) at 64, 256 and 1,024 hosts.
 
     PYTHONPATH=. .venv/bin/python bench/settle_paging.py [--hosts 64,256,1024] [--page 64]
         [--one-shot-hosts 64,256] [--devnet-hosts 64] [--devnet-pages 64,16] [--out FILE]
@@ -11,8 +11,9 @@ message), on a contract instantiated with ``settle_page`` = ``--page``:
 * **embedded chain** (every host count): each message that does settlement work — the reveal
   that completes ``reveal`` (it starts the close and runs its first page), every ``advance`` that
   runs a later page (seed, assign), the verdict opening that completes ``verdict_reveal`` (it
-  closes the verdict round, which is still one transaction, and runs finalize's first page), and
-  every later finalize page (outcomes, slashes, rewards) — with its wasm fuel and storage traffic,
+  starts the round's close and runs its first page), and every later page (salts, decide, then
+  finalize's outcomes, slashes, rewards; each labelled with the stage it began in, a page may
+  run on into the next stage) — with its wasm fuel and storage traffic,
   and the Cosmos SDK gas estimated from them with the model of ``bench/embedded_chain.py``
   (wasmd's KV and wasm constants, transaction overhead and bank sends calibrated on the devnet);
   ``--one-shot-hosts`` repeats the epoch with one page holding everything (the close in one
@@ -37,7 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from chain_devnet import Run, digest, key, opening, secret, trap_opening
+from chain_devnet import Capture, Run, digest, key, opening, secret, trap_opening
 from embedded_chain import cost_of
 
 from chain.cosmos import CosmosBackend, CosmosChain
@@ -72,14 +73,15 @@ def bench_spec(hosts: int, blocks: int) -> RunSpec:
     })
 
 
-Send = Callable[[Callable[[Ledger], None]], None]
+Send = Callable[[Callable[[Ledger], object]], None]
 Measure = Callable[[Callable[[], TxResult]], dict[str, Any]]
 
 
 def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], validators: Sequence[str]) -> dict:
     """One honest epoch; every message that does settlement work is measured. Returns them by
     kind: ``reveal_close`` (the reveal that completes the phase), ``reveal_pages``, ``round_close``
-    (the opening that completes verdict_reveal) and ``finalize_pages``, each page with its stage."""
+    (the opening that completes verdict_reveal) and ``finalize_pages`` (the round's close and
+    finalize), each page with the stage it began in."""
     e = ledger.epoch().epoch
     names = [*hosts, *validators]
     send(lambda L: [L.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE) for n in hosts]
@@ -145,11 +147,11 @@ def embedded(hosts: int, page: int | None) -> dict[str, Any]:
     ledger = deploy_embedded(chain, operator, bench_spec(hosts, 50), THETA0, operator.address(),
                              settle_page=page)
 
-    def send(plan: Callable[[Ledger], None]) -> None:
+    def send(plan: Callable[[Ledger], object]) -> None:
         plan(ledger)
 
     def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
-        return cost_of(None, action).estimate()  # type: ignore[arg-type] (cost_of does not use the env)
+        return cost_of(None, action).estimate()  # cost_of does not use its env
 
     t0 = time.perf_counter()
     run = play(ledger, send, measure, host_names, validator_names)
@@ -165,13 +167,15 @@ def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int) -> dict[str,
                                                                     settle_page=page), code_id=code_id)
     run = Run.__new__(Run)  # Run's pipelining over this deployment (its own constructor deploys)
     run.chain, run.backend, run.ledger = chain, backend, Ledger(backend)
-    from chain_devnet import Capture
     run.capture = Capture(backend)
     run.planned = Ledger(run.capture)
     retries = [0]
 
-    def send(plan: Callable[[Ledger], None]) -> None:
-        retries[0] += run.parallel(plan)[1]
+    def send(plan: Callable[[Ledger], object]) -> None:
+        def calls(ledger: Ledger) -> None:
+            plan(ledger)
+
+        retries[0] += run.parallel(calls)[1]
 
     def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
         return {"gas_used": action().gas_used}

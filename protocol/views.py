@@ -76,8 +76,9 @@ class EpochInfo(Boundary):
     ``advance``) closes it. ``agreed`` is set when the epoch closes: whether θ_{e+1}
     (``next_model_hash``) was backed by more than 2/3 of the accepted hosts' stake; when it is
     false, θ_{e+1} = θ_e. ``closing`` names the stage of a close that runs page by page (closing
-    ``reveal``, closing a verdict round, finalize): the phase then shows as due (its deadline is the height the close began),
-    its own messages are refused, and every transaction (``advance``) processes the next page.
+    ``reveal``, closing a verdict round, finalize): the phase then shows as due (its deadline is
+    the height the close began), its own messages are refused, and every transaction
+    (``advance``) processes the next page.
     """
 
     epoch: Count

@@ -18,7 +18,8 @@ from protocol.views import Challenge
 
 HOSTS = ("host1", "host2", "host3", "host4")
 # Windows wide enough for a dozen sequential transactions per phase on a loaded devnet.
-SPEC = make_spec(reward_per_epoch="1000", phases={"join_blocks": 150, "train_blocks": 60, "reveal_blocks": 80, "verify_blocks": 80,
+SPEC = make_spec(reward_per_epoch="1000",
+                 phases={"join_blocks": 150, "train_blocks": 60, "reveal_blocks": 80, "verify_blocks": 80,
                          "verdict_reveal_blocks": 80, "propose_blocks": 60})
 VALIDATORS = ("validator1", "validator2", "validator3", "validator4", "validator5")
 
