@@ -44,6 +44,7 @@ from embedded_chain import cost_of
 from chain.cosmos import CosmosBackend, CosmosChain
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.embedded import EmbeddedChain, deploy_embedded
+from chain.embedded.errors import VmError
 from chain.ledger import Ledger, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.injective import DENOM, GENESIS_BALANCE
@@ -57,7 +58,7 @@ THETA0 = hashlib.sha256(b"theta_0").hexdigest()
 VALIDATORS = 8
 
 
-def bench_spec(hosts: int, blocks: int) -> RunSpec:
+def bench_spec(hosts: int, blocks: int, reward: int) -> RunSpec:
     """``bench/chain_devnet.py``'s shape with room for ``hosts`` hosts and ``blocks``-long phases."""
     return RunSpec.model_validate({
         "name": "bench-settle-paging", "model": {},
@@ -66,7 +67,7 @@ def bench_spec(hosts: int, blocks: int) -> RunSpec:
         "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, "dispute_committee": 3,
                          "dispute_rounds": 1},
         "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
-                      "unbonding_epochs": 2, "reward_per_epoch": "1000"},
+                      "unbonding_epochs": 2, "reward_per_epoch": str(reward)},
         "phases": {"join_blocks": blocks, "train_blocks": blocks, "reveal_blocks": blocks, "verify_blocks": blocks,
                    "verdict_reveal_blocks": blocks, "propose_blocks": blocks, "min_hosts": 1, "min_validators": 1,
                    "max_hosts": max(hosts, 1), "max_validators": 32},
@@ -86,7 +87,7 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
     names = [*hosts, *validators]
     send(lambda L: [L.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE) for n in hosts]
          + [L.bond(key(n), "validator", "http://127.0.0.1:8701", VALIDATOR_STAKE) for n in validators])
-    send(lambda L: [L.fund_rewards(key("funder"), 1_000_000)])
+    send(lambda L: [L.fund_rewards(key("funder"), 10**13)])
     send(lambda L: [L.join(key(n), BeaconJoin(epoch=e, beacon_commit=beacon_commit(
         key(n).address(), e, secret(n, e)).hex())) for n in names])
     assert ledger.epoch(e).phase == "train", ledger.epoch(e)
@@ -138,13 +139,13 @@ def summary(run: dict[str, Any], gas_key: str) -> dict[str, Any]:
             "max_page_by_stage": by_stage, "max_message": top(every)}
 
 
-def embedded(hosts: int, page: int | None) -> dict[str, Any]:
+def embedded(hosts: int, page: int | None, reward: int) -> dict[str, Any]:
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     accounts = [key(n).address() for n in ["operator", "funder", *host_names, *validator_names]]
     chain = EmbeddedChain(genesis_balances={a: {DENOM: GENESIS_BALANCE} for a in accounts}, block_txs=1_000_000)
     operator = key("operator")
-    ledger = deploy_embedded(chain, operator, bench_spec(hosts, 50), THETA0, operator.address(),
+    ledger = deploy_embedded(chain, operator, bench_spec(hosts, 50, reward), THETA0, operator.address(),
                              settle_page=page)
 
     def send(plan: Callable[[Ledger], object]) -> None:
@@ -159,12 +160,12 @@ def embedded(hosts: int, page: int | None) -> dict[str, Any]:
             "estimated_sdk_gas": summary(run, "sdk_gas_estimate"), "messages": run}
 
 
-def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int) -> dict[str, Any]:
+def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int) -> dict[str, Any]:
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     operator = key("operator")
-    backend = CosmosBackend.deploy(chain, operator, instantiate_msg(bench_spec(hosts, 400), THETA0, operator.address(),
-                                                                    settle_page=page), code_id=code_id)
+    msg = instantiate_msg(bench_spec(hosts, 400, reward), THETA0, operator.address(), settle_page=page)
+    backend = CosmosBackend.deploy(chain, operator, msg, code_id=code_id)
     run = Run.__new__(Run)  # Run's pipelining over this deployment (its own constructor deploys)
     run.chain, run.backend, run.ledger = chain, backend, Ledger(backend)
     run.capture = Capture(backend)
@@ -197,16 +198,21 @@ def main() -> None:
     parser.add_argument("--devnet-hosts", default="64")
     parser.add_argument("--devnet-pages", default="64,16")
     parser.add_argument("--block-time", default="100ms")
+    parser.add_argument("--reward", type=int, default=10**9,
+                        help="reward_per_epoch: large enough that every accepted host is paid (one bank send each)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731 (a one-line parser)
     report: dict[str, Any] = {"machine": platform.processor() or platform.machine(), "validators": VALIDATORS,
                               "embedded": [], "one_shot": [], "devnet": []}
     for h in ints(args.hosts):
-        report["embedded"].append(embedded(h, args.page))
+        report["embedded"].append(embedded(h, args.page, args.reward))
         print(json.dumps({k: v for k, v in report["embedded"][-1].items() if k != "messages"}), flush=True)
     for h in ints(args.one_shot_hosts):
-        report["one_shot"].append(embedded(h, 1_000_000))
+        try:
+            report["one_shot"].append(embedded(h, 1_000_000, args.reward))
+        except VmError as exc:  # the whole close in one wasm call can exceed the VM's limits
+            report["one_shot"].append({"hosts": h, "settle_page": 1_000_000, "error": str(exc)})
         print(json.dumps({k: v for k, v in report["one_shot"][-1].items() if k != "messages"}), flush=True)
     devnet_hosts = ints(args.devnet_hosts)
     if devnet_hosts:
@@ -221,7 +227,7 @@ def main() -> None:
                     code_id, _ = chain.store_code(key("operator"), load_contract_wasm(), reuse=False)
                     for h in devnet_hosts:
                         for page in ints(args.devnet_pages):
-                            report["devnet"].append(devnet(chain, code_id, h, page))
+                            report["devnet"].append(devnet(chain, code_id, h, page, args.reward))
                             print(json.dumps({k: v for k, v in report["devnet"][-1].items() if k != "messages"}),
                                   flush=True)
             finally:
