@@ -6,22 +6,24 @@ every parameter is one named tensor in checkpoints). Attention is written out (s
 softmax) rather than calling a fused kernel: at these context lengths it costs little, and every
 operation is one a validator's torch build computes the same way.
 
-A run spec names its model as ``module:function`` plus keyword parameters
-(``spec.model.factory`` / ``spec.model.params``); :func:`build_model` resolves it, so a user can
-train any ``nn.Module`` whose ``forward(idx)`` maps int64 tokens ``[B, T]`` to logits ``[B, T, V]``.
-Initialization is deterministic from ``spec.train.seed``.
+A run spec names its model as an architecture of the closed registry
+:data:`protocol.rules.models.ARCHITECTURES` plus parameters (``spec.model.architecture`` /
+``spec.model.params``); :data:`BUILDERS` maps each name to the builder this module ships, so no
+string from a spec is ever imported or called. Initialization is deterministic from
+``spec.train.seed``.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
+from collections.abc import Callable
 from decimal import Decimal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from protocol.rules.models import ARCHITECTURES, check_model
 from protocol.rules.spec import RunSpec
 from trainer.data import VOCAB_SIZE
 
@@ -133,7 +135,7 @@ class GPT(nn.Module):
 
 def build_gpt(n_layer: int = 2, n_head: int = 4, d_model: int = 128, block_size: int = 128,
               vocab_size: int = VOCAB_SIZE, dropout: str = "0") -> GPT:
-    """The default model factory of a run spec (``trainer.model:build_gpt``).
+    """The builder of architecture ``gpt``.
 
     Args:
         n_layer: transformer blocks.
@@ -149,16 +151,17 @@ def build_gpt(n_layer: int = 2, n_head: int = 4, d_model: int = 128, block_size:
     return GPT(n_layer, n_head, d_model, block_size, vocab_size, float(p))
 
 
-def resolve_factory(factory: str):
-    """Import ``package.module:function`` and return the function."""
-    module_name, _, attr = factory.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"model factory {factory!r} cannot be imported: {exc}") from None
-    if not callable(fn):
-        raise ValueError(f"model factory {factory!r} is not callable")
-    return fn
+BUILDERS: dict[str, Callable[..., nn.Module]] = {"gpt": build_gpt}
+"""Architecture name -> its builder: exactly the names of :data:`protocol.rules.models.ARCHITECTURES`."""
+
+if set(BUILDERS) != set(ARCHITECTURES):  # a registry entry without a builder (or the reverse) is a bug
+    raise RuntimeError("trainer.model.BUILDERS and protocol.rules.models.ARCHITECTURES differ")
+
+
+def _construct(spec: RunSpec) -> nn.Module:
+    """Build the spec's architecture with its (re-validated) parameters in the current device context."""
+    params = check_model(spec.model.architecture, dict(spec.model.params))
+    return BUILDERS[spec.model.architecture](**params.model_dump())
 
 
 def build_model(spec: RunSpec) -> nn.Module:
@@ -167,12 +170,9 @@ def build_model(spec: RunSpec) -> nn.Module:
     The global RNG is seeded inside a fork, so building a model neither depends on nor disturbs
     the caller's random state.
     """
-    factory = resolve_factory(spec.model.factory)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.train.seed)
-        model = factory(**spec.model.params)
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model factory {spec.model.factory!r} returned {type(model).__name__}, not an nn.Module")
+        model = _construct(spec)
     block = getattr(model, "block_size", None)
     if block is not None and spec.data.seq_len > block:
         raise ValueError(f"data.seq_len {spec.data.seq_len} exceeds the model's block_size {block}")
@@ -182,5 +182,5 @@ def build_model(spec: RunSpec) -> nn.Module:
 def parameter_shapes(spec: RunSpec) -> dict[str, torch.Size]:
     """Name -> shape of every parameter of the run's model (what checkpoints and Δs must contain)."""
     with torch.device("meta"):
-        model = resolve_factory(spec.model.factory)(**spec.model.params)
+        model = _construct(spec)
     return {name: p.shape for name, p in model.named_parameters()}

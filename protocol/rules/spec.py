@@ -17,10 +17,10 @@ from pydantic import Field, field_validator, model_validator
 from protocol.rules.encoding import I64_MAX, canonical_json, parse_canonical
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
 from protocol.rules.limits import MAX_DISPUTE_ROUNDS, MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS, MAX_SEGMENTS
+from protocol.rules.models import check_model
 from protocol.types import Amount, Blocks, Boundary, Bps, Count, Dec
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-_FACTORY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
 _DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}$")
 
 AggregationRule = Literal["mean", "median", "trimmed_mean", "centered_clip", "krum", "multi_krum",
@@ -29,17 +29,16 @@ QuantScheme = Literal["none", "int8", "int4"]
 
 
 class ModelSpec(Boundary):
-    """Which model to build: a factory ``module:function`` called with ``params``."""
+    """Which model to build: an architecture the project ships (``protocol.rules.models``) and its
+    parameters. Nothing here is ever imported or called: an unknown name is refused."""
 
-    factory: str = "trainer.model:build_gpt"
+    architecture: str = "gpt"
     params: dict[str, int | bool | str] = Field(default_factory=dict, max_length=64)
 
-    @field_validator("factory")
-    @classmethod
-    def _factory(cls, v: str) -> str:
-        if not _FACTORY.match(v):
-            raise ValueError("factory must look like 'package.module:function'")
-        return v
+    @model_validator(mode="after")
+    def _known(self) -> ModelSpec:
+        check_model(self.architecture, dict(self.params))
+        return self
 
 
 class DataSpec(Boundary):

@@ -75,6 +75,16 @@ def test_instantiate_rejects_non_canonical_spec(ledger_env, mutate, message: str
     assert str(err.value).startswith("instantiate: spec_json")
 
 
+@pytest.mark.parametrize("architecture", ["subprocess:run", "trainer.model:build_gpt", "GPT", ""])
+def test_instantiate_refuses_an_architecture_the_project_does_not_ship(ledger_env, architecture: str) -> None:
+    # The spec names its model from a closed registry (protocol.rules.models); the contract holds
+    # the same list (tests/vectors/architectures.json), so a run naming code is never deployed.
+    text = _spec_text(ledger_env.spec).replace('"architecture":"gpt"', f'"architecture":{json.dumps(architecture)}')
+    assert text != _spec_text(ledger_env.spec)
+    with pytest.raises(ContractError, match="model.architecture .* is not one of"):
+        ledger_env.deploy(ledger_env.instantiate_msg(spec_json=text))
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

@@ -13,7 +13,7 @@ from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, Tra
 def make_spec(**changes) -> RunSpec:
     spec = RunSpec(
         name="test-run",
-        model=ModelSpec(params={"n_layer": 1, "n_embd": 32}),
+        model=ModelSpec(params={"n_layer": 1, "d_model": 32}),
         data=DataSpec(corpus="shakespeare", dataset_hash="ab" * 32, seq_len=32),
         train=TrainSpec(inner_steps=20, segment_steps=5, batch_size=4, lr="3e-3"),
         economics=EconomicsSpec(denom="inj", min_host_stake="1000", min_validator_stake="500"),
@@ -46,7 +46,9 @@ def test_non_canonical_spec_bytes_refused() -> None:
     ({"economics": {"slash_invalid_bps": 10_001}}, "less than or equal to 10000"),
     ({"economics": {"denom": "x"}}, "denom must be"),
     ({"name": "Has Spaces"}, "run names"),
-    ({"model": {"factory": "not a factory"}}, "factory must look like"),
+    ({"model": {"factory": "subprocess:run"}}, "Extra inputs are not permitted"),
+    ({"model": {"architecture": "subprocess:run"}}, "unknown model architecture"),
+    ({"model": {"params": {"n_head": 5}}}, "multiple of n_head"),
     ({"data": {"dataset_hash": "AB" * 32}}, "64 lowercase hex"),
     ({"verification": {"validators_r": 0}}, "validators_r must be >= 1"),
     ({"phases": {"min_hosts": 5, "max_hosts": 2}}, "must not exceed"),

@@ -15,6 +15,7 @@ from protocol.rules.commitments import dispute_seed, trap_commitment, verdict_co
 from protocol.rules.encoding import EncodingError, canonical_decimal
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.losses import loss_digest, train_loss_micro
+from protocol.rules.models import ARCHITECTURES
 from protocol.rules.merkle import MerkleProof, merkle_proof, merkle_root, verify_proof
 from protocol.rules.sampling import (
     Stream,
@@ -177,6 +178,11 @@ def test_spec() -> None:
 def test_limits() -> None:
     assert load("limits") == limits.all_limits()
     assert limits.all_limits()["MAX_SEGMENTS"] == 1024
+
+
+def test_architectures() -> None:
+    names = load("architectures")["names"]
+    assert names == sorted(ARCHITECTURES) == ["gpt"]
 
 
 def test_every_vector_file_is_generated() -> None:

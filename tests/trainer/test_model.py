@@ -1,13 +1,15 @@
-"""The model resolver: deterministic θ_0 from the seed, user factories, clear errors."""
+"""The model registry: deterministic θ_0 from the seed, only shipped architectures, clear errors."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 from suite_env import small_spec
 
-from trainer.model import GPT, build_model, parameter_shapes
-from trainer.step import Stepper
+from protocol.rules.models import ARCHITECTURES, check_model
+from trainer.model import BUILDERS, GPT, build_model, parameter_shapes
 
 
 def _params(model) -> dict[str, torch.Tensor]:
@@ -53,21 +55,40 @@ def test_attention_has_no_key_bias(dataset, ctx) -> None:
     assert attn.q_bias.grad.abs().max() > 0 and attn.v_bias.grad.abs().max() > 0
 
 
-def test_a_user_factory_is_resolved_and_trains(dataset, ctx) -> None:
-    spec = small_spec(model={"factory": "custom_models:bigram", "params": {"vocab": 256}})
-    stepper = Stepper(spec)
-    assert list(stepper.named) == ["table.weight"]
-    x, y = dataset.batch(ctx.run_id, ctx.prev_epoch_seed, ctx.host, 0, 8)
-    first = stepper.step(x, y)
-    for _ in range(5):
-        last = stepper.step(x, y)
-    assert last < first
+def test_no_string_from_a_spec_is_ever_imported(tmp_path, monkeypatch) -> None:
+    # The attack of issue 15: a spec naming a module and a function ran it on every node. Plant a
+    # module that would leave a mark if imported, and name it every way a spec could.
+    marker = tmp_path / "imported"
+    (tmp_path / "planted.py").write_text(f"open({str(marker)!r}, 'w').write('x')\ndef build(**_): pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for model in ({"architecture": "planted:build"}, {"architecture": "subprocess:run"},
+                  {"factory": "planted:build"}, {"architecture": "gpt", "params": {"factory": "planted:build"}}):
+        with pytest.raises(ValueError):
+            build_model(small_spec(model=model))
+    assert not marker.exists()
+
+
+def test_every_architecture_has_a_builder_and_the_reverse() -> None:
+    assert set(BUILDERS) == set(ARCHITECTURES) == {"gpt"}
+    assert all(isinstance(check_model(name, {}), ARCHITECTURES[name]) for name in ARCHITECTURES)
+
+
+def test_the_parameter_count_bounds_the_model() -> None:
+    spec = small_spec()
+    counted = check_model("gpt", dict(spec.model.params)).parameter_count()
+    real = sum(math.prod(shape) for shape in parameter_shapes(spec).values())
+    assert real <= counted <= real * 1.01
+    # A spec that would make every reader allocate billions of parameters is refused on parsing.
+    with pytest.raises(ValueError, match="parameters, more than"):
+        small_spec(model={"params": {"n_layer": 256, "n_head": 4, "d_model": 16_384, "block_size": 64}})
 
 
 @pytest.mark.parametrize("model, message", [
-    ({"factory": "custom_models:missing"}, "cannot be imported"),
-    ({"factory": "no_such_module:build"}, "cannot be imported"),
-    ({"factory": "custom_models:not_a_module", "params": {}}, "not an nn.Module"),
+    ({"architecture": "custom_models:bigram"}, "unknown model architecture"),
+    ({"architecture": "GPT"}, "unknown model architecture"),
+    ({"params": {"n_layer": 1, "n_head": 4, "d_model": 64, "block_size": 64, "bias": 1}}, "Extra inputs"),
+    ({"params": {"n_layer": True}}, "valid integer"),
+    ({"params": {"n_layer": 0}}, "greater than or equal to 1"),
     ({"params": {"n_layer": 1, "n_head": 3, "d_model": 64, "block_size": 64}}, "multiple of n_head"),
     ({"params": {"n_layer": 1, "n_head": 4, "d_model": 64, "block_size": 32}}, "exceeds the model's block_size"),
     ({"params": {"n_layer": 1, "n_head": 4, "d_model": 64, "block_size": 64, "dropout": "1.5"}}, "dropout"),

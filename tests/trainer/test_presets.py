@@ -20,7 +20,7 @@ from trainer.step import Stepper
 def test_presets_are_canonical_run_specs(name) -> None:
     spec = preset(name)
     assert RunSpec.from_canonical(spec.canonical()) == spec
-    assert spec.model.factory == "trainer.model:build_gpt" and spec.economics.denom == "inj"
+    assert spec.model.architecture == "gpt" and spec.economics.denom == "inj"
     assert spec.train.inner_steps % spec.train.segment_steps == 0
 
 

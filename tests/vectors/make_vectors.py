@@ -20,6 +20,7 @@ from protocol.rules.hashing import Tag, tagged_hash
 from protocol.rules.limits import MAX_DECIMAL_LEN, MAX_SEGMENTS, all_limits
 from protocol.rules.losses import loss_digest, train_loss_micro
 from protocol.rules.merkle import merkle_proof, merkle_root
+from protocol.rules.models import architecture_names
 from protocol.rules.sampling import (
     Stream,
     batch_indices,
@@ -226,6 +227,7 @@ def spec() -> dict:
             variant(economics={"slash_no_reveal_bps": 100}),  # withholding a reveal would pay
             variant(economics={"slash_unavailable_bps": 100}),  # withholding a segment would pay
             variant(economics={"slash_validator_silent_bps": 100}),  # withholding a verdict would pay
+            variant(model={"architecture": "subprocess:run"}),  # not an architecture the project ships
         ],
     }
 
@@ -234,9 +236,14 @@ def limits() -> dict:
     return all_limits()
 
 
+def architectures() -> dict:
+    """The model architectures a spec may name (``protocol.rules.models``): the contract holds the same."""
+    return {"names": architecture_names()}
+
+
 VECTORS = {"hashing": hashing, "stream": streams, "sampling": sampling, "beacon": beacon,
            "commitments": commitments, "merkle": merkle, "losses": losses, "decimals": decimals, "amounts": amounts,
-           "spec": spec, "limits": limits}
+           "spec": spec, "limits": limits, "architectures": architectures}
 """Every vector file by name (``<name>.json``); both test suites must read each of them."""
 
 

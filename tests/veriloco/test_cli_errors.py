@@ -111,6 +111,17 @@ def test_errors_without_a_run_are_one_line(args, message, tmp_path) -> None:
     assert_one_line(invoke(*args, home=tmp_path), message)
 
 
+@pytest.mark.parametrize("model", [{"architecture": "subprocess:run"}, {"factory": "subprocess:run"}])
+def test_deploy_refuses_a_spec_naming_an_unknown_architecture(model, tmp_path) -> None:
+    # Refused while the spec is read, before any chain is asked (no --grpc is given either).
+    spec = tiny("cli-model").model_dump(mode="json")
+    spec["model"] = model
+    path = tmp_path / "spec.toml"
+    path.write_text(tomli_w.dumps(spec))
+    message = "unknown model architecture" if "architecture" in model else "Extra inputs are not permitted"
+    assert_one_line(invoke("run", "deploy", str(path), home=tmp_path), message)
+
+
 def test_a_damaged_network_file_is_one_line(tmp_path) -> None:
     bad = tmp_path / "network.json"
     bad.write_text('{"chain": {"backend": "moon"}}')

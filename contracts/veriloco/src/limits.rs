@@ -34,3 +34,8 @@ pub const MAX_LOSS_MICRO: u64 = 2_147_483_647;
 pub const MAX_DISPUTE_ROUNDS: u32 = 4;
 /// Most join extensions a run may allow (`MAX_JOIN_EXTENSIONS`).
 pub const MAX_JOIN_EXTENSIONS: u32 = 1000;
+
+/// The model architectures a run spec may name (`protocol/rules/models.py`, `ARCHITECTURES`):
+/// kept equal to the Python registry by `tests/vectors/architectures.json`. A spec naming any
+/// other is refused at instantiation, so no node is ever asked to build code a spec names.
+pub const ARCHITECTURES: [&str; 1] = ["gpt"];

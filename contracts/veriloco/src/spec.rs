@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::error::ContractError;
 use crate::hashing::{hex, tag, tagged_hash};
 use crate::limits::{
-    BPS_DENOMINATOR, MAX_BLOCKS, MAX_DISPUTE_ROUNDS, MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS,
-    MAX_SEGMENTS,
+    ARCHITECTURES, BPS_DENOMINATOR, MAX_BLOCKS, MAX_DISPUTE_ROUNDS, MAX_JOIN_EXTENSIONS,
+    MAX_PARTICIPANTS, MAX_SEGMENTS,
 };
 use crate::types::Uint128;
 
@@ -182,11 +182,19 @@ impl Phases {
     }
 }
 
+/// `RunSpec.model`: the contract checks only that the architecture is one the project ships
+/// ([`ARCHITECTURES`]); its parameters are checked by every node.
+#[derive(Deserialize, Clone, Debug)]
+pub struct Model {
+    pub architecture: String,
+}
+
 /// The parts of `RunSpec` the contract uses.
 #[derive(Deserialize, Clone, Debug)]
 pub struct RunSpecView {
     pub version: u32,
     pub name: String,
+    pub model: Model,
     pub economics: Economics,
     pub train: Train,
     pub verification: Verification,
@@ -200,6 +208,12 @@ impl RunSpecView {
     }
 
     fn validate(&self) -> Result<(), ContractError> {
+        if !ARCHITECTURES.contains(&self.model.architecture.as_str()) {
+            invalid!(
+                "model.architecture {:?} is not one of {ARCHITECTURES:?}",
+                self.model.architecture
+            );
+        }
         self.economics.validate()?;
         self.phases.validate()?;
         let train = &self.train;

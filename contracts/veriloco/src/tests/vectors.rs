@@ -32,8 +32,9 @@ fn vectors(name: &str) -> Value {
 }
 
 /// The files this module checks, one test each.
-const CHECKED: [&str; 11] = [
+const CHECKED: [&str; 12] = [
     "amounts",
+    "architectures",
     "beacon",
     "commitments",
     "decimals",
@@ -514,6 +515,20 @@ fn commitments() {
         );
         assert_eq!(hex(&got), str_of(&case["seed"]));
     }
+}
+
+#[test]
+fn architectures_equal_the_python_registry() {
+    let v = vectors("architectures");
+    let theirs: Vec<String> = strings(&v["names"]);
+    let ours: Vec<String> = limits::ARCHITECTURES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(
+        ours, theirs,
+        "limits.rs ARCHITECTURES differs from protocol/rules/models.py"
+    );
 }
 
 #[test]
