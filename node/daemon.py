@@ -6,7 +6,9 @@ lives on the chain and in the work directory, so a daemon killed at any point (S
 carries on where it stopped when started again: the node re-reads the chain and its disk.
 
 Peers are reached over HTTP (:class:`node.http_client.HttpArtifacts`), with requests signed by the
-daemon's key; the server admits only bonded members of the run (asked of the chain, cached briefly).
+daemon's key; the server admits only bonded members of the run (asked of the chain, cached briefly
+in a bounded LRU, with chain lookups for unknown signers rate-limited so a flood of distinct
+signers costs the chain nothing more than a few queries a second).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 import signal
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +29,7 @@ from node.server import ServerThread, create_app
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
 from protocol.views import EpochInfo
-from trainer.artifacts import ArtifactSource
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 
@@ -99,20 +102,48 @@ class PhaseWatch:
 
 
 class MembershipCache:
-    """Is an address a bonded member of the run? Asked of the chain, remembered for ``ttl`` seconds."""
+    """Is an address a bonded member of the run? Asked of the chain, remembered for ``ttl`` seconds.
 
-    def __init__(self, ledger: Ledger, ttl: float = 10.0) -> None:
+    Bounded: at most ``max_entries`` answers are kept (least recently used dropped first), and at
+    most ``lookups_per_s`` chain lookups are made for addresses not in the cache (beyond that an
+    unknown signer is refused for now, and asks again later). Members already cached are answered
+    from the cache whatever the flood.
+
+    Args:
+        ledger: the chain.
+        ttl: seconds an answer is trusted.
+        max_entries: answers kept at most.
+        lookups_per_s: chain lookups for unknown addresses per second (a token bucket of that size).
+    """
+
+    def __init__(self, ledger: Ledger, ttl: float = 10.0, max_entries: int = 4096,
+                 lookups_per_s: float = 20.0) -> None:
         self._ledger = ledger
         self._ttl = ttl
+        self._max = max_entries
+        self._rate = lookups_per_s
+        self._tokens = lookups_per_s
+        self._refilled = time.monotonic()
         self._lock = threading.Lock()
-        self._seen: dict[str, tuple[float, bool]] = {}
+        self._seen: OrderedDict[str, tuple[float, bool]] = OrderedDict()
+        self.lookups = 0
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
     def __call__(self, address: str) -> bool:
         now = time.monotonic()
         with self._lock:
             cached = self._seen.get(address)
             if cached and now - cached[0] < self._ttl:
+                self._seen.move_to_end(address)
                 return cached[1]
+            self._tokens = min(self._rate, self._tokens + (now - self._refilled) * self._rate)
+            self._refilled = now
+            if self._tokens < 1:
+                return bool(cached and cached[1])  # a member whose answer just expired stays in
+            self._tokens -= 1
+            self.lookups += 1
         try:
             member = self._ledger.member(address)
         except LedgerError:
@@ -120,17 +151,45 @@ class MembershipCache:
         ok = member is not None and (int(member.bonded) > 0 or bool(member.unbonding))
         with self._lock:
             self._seen[address] = (now, ok)
+            self._seen.move_to_end(address)
+            while len(self._seen) > self._max:
+                self._seen.popitem(last=False)
         return ok
 
 
-def http_peers(key: PrivateKey, spec: RunSpec, prefix: str) -> Callable[[str], ArtifactSource]:
-    """Endpoint -> an HTTP client on that host, one per endpoint."""
-    clients: dict[str, HttpArtifacts] = {}
+def http_peers(key: PrivateKey, spec: RunSpec, prefix: str, allow_private: bool = False,
+               max_clients: int = 256) -> Callable[[str], ArtifactSource]:
+    """Endpoint -> an HTTP client on that host (at most ``max_clients`` kept, least recently used
+    closed first). A malformed or forbidden endpoint raises
+    :class:`~trainer.artifacts.ArtifactUnavailable` (logged once as a warning): readers skip it.
+
+    Args:
+        allow_private: endpoints on loopback and private networks may be dialed (local runs).
+    """
+    clients: OrderedDict[str, HttpArtifacts] = OrderedDict()
+    warned: OrderedDict[str, None] = OrderedDict()
+    lock = threading.Lock()
 
     def resolve(endpoint: str) -> ArtifactSource:
-        if endpoint not in clients:
-            clients[endpoint] = HttpArtifacts(endpoint, key, spec, prefix=prefix)
-        return clients[endpoint]
+        with lock:
+            if endpoint in clients:
+                clients.move_to_end(endpoint)
+                return clients[endpoint]
+        try:
+            client = HttpArtifacts(endpoint, key, spec, prefix=prefix, allow_private=allow_private)
+        except ArtifactUnavailable as exc:
+            with lock:
+                if endpoint not in warned:
+                    log.warning("skipping a peer: %s", exc)
+                    warned[endpoint] = None
+                    while len(warned) > max_clients:
+                        warned.popitem(last=False)
+            raise
+        with lock:
+            clients[endpoint] = client
+            while len(clients) > max_clients:
+                clients.popitem(last=False)[1].close()
+        return client
 
     return resolve
 
@@ -171,6 +230,11 @@ class Daemon:
                 # The node is down or slow: keep going; the chain holds the truth.
                 log.warning("chain unavailable: %s", exc)
                 acted = False
+            except Exception:  # noqa: BLE001 (nothing a peer registers, serves or proposes may stop a daemon)
+                # A refusal the node did not anticipate, or a bug: logged with its traceback, and
+                # the next tick re-reads the chain (every action is idempotent, so nothing repeats).
+                log.exception("tick failed; carrying on")
+                acted = False
             if not acted:
                 self._stop.wait(self.poll)
 
@@ -178,13 +242,14 @@ class Daemon:
 def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behaviour: HostBehaviour | None = None,
                 on_event: Callable[[NodeEvent], None] | None = None,
                 name: str | None = None, device: str = "cpu", full_leaf_every: int = 1,
-                keep_epochs: int | None = None) -> tuple[HostNode, ServerThread]:
+                keep_epochs: int | None = None, allow_private: bool = False) -> tuple[HostNode, ServerThread]:
     """A host node on ``ledger`` and its artifact server, started on ``listen`` (``host:port``);
     ``name`` labels its logs (default: its address), ``device`` is where it trains;
-    ``full_leaf_every`` and ``keep_epochs`` are :class:`~node.host.HostNode`'s storage settings."""
+    ``full_leaf_every`` and ``keep_epochs`` are :class:`~node.host.HostNode`'s storage settings;
+    ``allow_private``: peers' endpoints on loopback and private networks may be dialed (local runs)."""
     spec = ledger.spec()
     dataset = Dataset.load(spec.data)
-    node = HostNode(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix),
+    node = HostNode(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix, allow_private),
                     behaviour=behaviour, name=name, on_event=on_event, device=device,
                     full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
     host, _, port = listen.rpartition(":")

@@ -1,22 +1,27 @@
 """The HTTP client peers read a host's artifacts with: :class:`HttpArtifacts`.
 
 It is an :class:`~trainer.artifacts.ArtifactSource` too, so validators and peer hosts cannot tell it
-from a local store. It signs every request with the reader's chain key (``protocol.auth``), streams
-responses and stops reading at a size limit derived from the run spec, so an oversized answer
-cannot exhaust its memory; anything the server does not deliver is
-:class:`~trainer.artifacts.ArtifactUnavailable`. It never trusts the bytes: callers check them
-against on-chain hashes.
+from a local store. Every request goes through the project's one hardened HTTP layer
+(:class:`node.http.SafeClient`: an overall deadline, byte caps on every body enforced while
+streaming, identity encoding only, no redirects), is signed with the reader's chain key
+(``protocol.auth``) and is retried with backoff while the failure may heal (a host restarting, a
+timeout, a 5xx) within a per-artifact budget. Byte caps come from the run spec (exact tensor bytes
+plus a header allowance); JSON answers are checked for size and nesting depth before parsing. The
+endpoint is checked (``protocol.rules.endpoints``) before anything is dialed. Anything the server
+does not deliver is :class:`~trainer.artifacts.ArtifactUnavailable`. It never trusts the bytes:
+callers check them against on-chain hashes.
 """
 
 from __future__ import annotations
 
-import json
+import time
+from collections.abc import Callable
 from typing import cast
 
-import httpx
-
+from node.http import ClientLimits, HttpFailure, SafeClient, parse_json, resolve, retry_until
 from protocol.auth import sign_request
 from protocol.keys import DEFAULT_PREFIX, PrivateKey
+from protocol.rules.endpoints import EndpointError, check_endpoint
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import checkpoint_layout
@@ -27,7 +32,12 @@ from trainer.tensorfile import expected_size
 
 # Safetensors header allowance on top of the tensor bytes (names, shapes, metadata).
 HEADER_ALLOWANCE = 64 * 1024
-MAX_JSON_BYTES = 16 * 1024 * 1024
+# A Merkle proof of at most MAX_SEGMENTS + 1 leaves is a few hundred bytes; losses are one
+# integer of at most 20 digits per inner step.
+MIN_JSON_BYTES = 64 * 1024
+RETRY_BUDGET_S = 20.0
+"""How long one artifact is retried (with backoff) while its failures may heal; a validator keeps
+retrying a challenge on later ticks until its phase deadline is near (``node.validator``)."""
 
 
 def artifact_limits(spec: RunSpec) -> dict[str, int]:
@@ -37,7 +47,7 @@ def artifact_limits(spec: RunSpec) -> dict[str, int]:
         "checkpoint": max(expected_size(checkpoint_layout(spec, leaf)) for leaf in (0, 1)) + HEADER_ALLOWANCE,
         "delta": expected_size(payload_layout(shapes, spec.quantization)) + HEADER_ALLOWANCE,
         "model": expected_size(global_layout(spec)) + HEADER_ALLOWANCE,
-        "json": MAX_JSON_BYTES,
+        "json": max(MIN_JSON_BYTES, spec.train.inner_steps * 24 + 1024),
     }
 
 
@@ -48,49 +58,73 @@ class HttpArtifacts(ArtifactSource):
         endpoint: the host's advertised base URL (``http://127.0.0.1:8101``).
         key: the reader's chain key (signs every request).
         spec: the run spec (run id and size limits).
-        timeout: seconds per request.
+        limits: time bounds of one request (``node.http.ClientLimits``).
         prefix: the chain's bech32 prefix.
+        allow_private: whether endpoints on loopback and private networks may be dialed (local
+            runs, or an operator who allows them).
+        retry_budget_s: how long one artifact is retried while its failures may heal.
+
+    Raises:
+        ArtifactUnavailable: the endpoint is malformed or not allowed (nothing is dialed).
     """
 
-    def __init__(self, endpoint: str, key: PrivateKey, spec: RunSpec, timeout: float = 30.0,
-                 prefix: str = DEFAULT_PREFIX) -> None:
-        self.endpoint = endpoint.rstrip("/")
+    def __init__(self, endpoint: str, key: PrivateKey, spec: RunSpec, limits: ClientLimits | None = None,
+                 prefix: str = DEFAULT_PREFIX, allow_private: bool = False,
+                 retry_budget_s: float = RETRY_BUDGET_S) -> None:
+        try:
+            self.endpoint = check_endpoint(endpoint, allow_private, resolve)
+        except EndpointError as exc:
+            raise ArtifactUnavailable(f"endpoint {str(endpoint)[:100]!r} refused: {exc}") from None
         self._key = key
         self._run_id = spec.run_id().hex()
         self._limits = artifact_limits(spec)
         self._prefix = prefix
-        self._client = httpx.Client(timeout=timeout)
+        self._budget = retry_budget_s
+        self._client = SafeClient(limits)
 
     def close(self) -> None:
         self._client.close()
 
-    def _get(self, path: str, kind: str) -> bytes:
-        headers = sign_request(self._key, "GET", path, self._run_id, prefix=self._prefix)
+    def stream(self, path: str, kind: str, consume: Callable[[bytes], None]) -> int:
+        """Stream one answer to ``consume`` chunk by chunk under the cap of ``kind`` (``checkpoint``,
+        ``delta``, ``model`` or ``json``); return its size. A retry after a partial answer starts
+        the body again, so ``consume`` must accept a restart: it is called with ``b""`` first on
+        every attempt.
+
+        Raises:
+            ArtifactUnavailable: not delivered within the caps and the retry budget.
+        """
         limit = self._limits[kind]
+
+        def attempt() -> int:
+            headers = sign_request(self._key, "GET", path, self._run_id, prefix=self._prefix)
+            consume(b"")
+            return self._client.stream(self.endpoint + path, headers, limit, consume)
+
         try:
-            with self._client.stream("GET", self.endpoint + path, headers=headers) as response:
-                if response.status_code != 200:
-                    detail = response.read()[:500].decode(errors="replace")
-                    raise ArtifactUnavailable(f"{self.endpoint}{path}: HTTP {response.status_code} {detail}")
-                declared = response.headers.get("content-length")
-                if declared is not None and declared.isdigit() and int(declared) > limit:
-                    raise ArtifactUnavailable(f"{self.endpoint}{path}: {declared} bytes exceeds the limit {limit}")
-                chunks, total = [], 0
-                for chunk in response.iter_bytes():
-                    total += len(chunk)
-                    if total > limit:
-                        raise ArtifactUnavailable(f"{self.endpoint}{path}: more than {limit} bytes")
-                    chunks.append(chunk)
-                return b"".join(chunks)
-        except httpx.HTTPError as exc:
-            raise ArtifactUnavailable(f"{self.endpoint}{path}: {type(exc).__name__}: {exc}") from None
+            return retry_until(attempt, time.monotonic() + self._budget)
+        except HttpFailure as exc:
+            raise ArtifactUnavailable(str(exc)) from None
+
+    def _get(self, path: str, kind: str) -> bytes:
+        chunks: list[bytes] = []
+
+        def collect(chunk: bytes) -> None:
+            if not chunk:
+                chunks.clear()  # a new attempt
+            else:
+                chunks.append(chunk)
+
+        self.stream(path, kind, collect)
+        return b"".join(chunks)
 
     def _json(self, path: str) -> UntrustedJson:
-        # What the host sent, decoded no further than JSON (raw bytes if not even that): the reader
-        # validates it, so a host that serves garbage is caught failing, not excused as unavailable.
+        # What the host sent, decoded no further than JSON (raw bytes if not even that, or if too
+        # deep to parse safely): the reader validates it, so a host that serves garbage is caught
+        # failing, not excused as unavailable.
         data = self._get(path, "json")
         try:
-            decoded: UntrustedJson = json.loads(data)
+            decoded: UntrustedJson = parse_json(data, self._limits["json"])
         except (ValueError, UnicodeDecodeError):
             return data
         return decoded

@@ -3,10 +3,15 @@
 The server exposes one :class:`~trainer.artifacts.ArtifactSource` over HTTP. Every request must be
 signed by a participant's chain key (``protocol.auth``: timestamped, replay-protected, bound to
 method, path, body and run) and the signer must be a bonded member (``authorize``, asked of the
-chain). Rejections get a one-line JSON error and are counted in :class:`ServerStats`, so an
-operator sees who tried what. Checkpoints, Δs and models that are files on disk
+chain). The signature is checked before the membership (so an outsider costs one signature check and
+no chain query), and the nonce is recorded only after both (so outsiders cannot fill the replay
+cache). Rejections get a one-line JSON error (4xx, never a traceback) and are counted in
+:class:`ServerStats`; the log gets a rate-limited summary (each rejection at debug level), so an
+attacked server's log stays small. Checkpoints, Δs and models that are files on disk
 (:meth:`~trainer.artifacts.ArtifactSource.file`) are streamed from the file in chunks. Requests
-carry no body; any body is refused before it is read past :data:`MAX_REQUEST_BYTES`.
+carry no body; one declared larger than :data:`MAX_REQUEST_BYTES` (or chunked) is refused before it
+is read (``node.http.body_limit``). Connections, request heads and keep-alive are bounded by
+``node.http`` (:class:`ServerThread` runs uvicorn with :func:`node.http.server_config`).
 
 The client peers read it with is :class:`node.http_client.HttpArtifacts`.
 
@@ -23,10 +28,11 @@ Routes (all ``GET``; OpenAPI schema at ``/openapi.json``):
 from __future__ import annotations
 
 import logging
+import resource
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -35,7 +41,8 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel
 
-from protocol.auth import AuthError, NonceCache, verify_request
+from node.http import RateLimitedLog, ServerLimits, server_config
+from protocol.auth import AuthError, NonceCache, request_nonce, verify_request
 from protocol.keys import DEFAULT_PREFIX
 from protocol.rules.hashing import HEX_DIGEST_PATTERN
 from protocol.rules.limits import MAX_SEGMENTS
@@ -68,11 +75,12 @@ class ServerStats:
     served: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
     last_rejections: list[str] = field(default_factory=list)
+    _log: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(log))
 
     def reject(self, reason: str, detail: str) -> None:
         self.rejected[reason] += 1
-        self.last_rejections = [*self.last_rejections, detail][-100:]
-        log.warning("rejected request: %s", detail)
+        self.last_rejections = [*self.last_rejections, detail[:300]][-100:]
+        self._log.event(reason, detail)
 
 
 def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callable[[str], bool],
@@ -96,29 +104,33 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     nonces = NonceCache(window_s=2 * max_skew)
     app.state.stats = stats
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > MAX_REQUEST_BYTES):
-            stats.reject("oversized", f"{request.url.path}: request body of {declared} bytes")
-            return JSONResponse({"detail": f"request body larger than {MAX_REQUEST_BYTES} bytes"}, status_code=413)
-        return await call_next(request)
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Whatever a request provokes, the answer is one line, never a traceback; a 400 because
+        # only a malformed request gets here (the handlers refuse everything they anticipate).
+        stats.reject("malformed", f"{request.url.path[:100]}: {type(exc).__name__}")
+        return JSONResponse({"detail": "malformed request"}, status_code=400)
 
     async def signer(request: Request) -> str:
-        body = await request.body()
-        if len(body) > MAX_REQUEST_BYTES:
-            stats.reject("oversized", f"{request.url.path}: request body of {len(body)} bytes")
-            raise HTTPException(413, f"request body larger than {MAX_REQUEST_BYTES} bytes")
+        body = await request.body()  # at most MAX_REQUEST_BYTES: node.http.body_limit refused more
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         try:
-            address = verify_request(request.headers, request.method, path, run_id, body, nonces,
+            address = verify_request(request.headers, request.method, path, run_id, body, None,
                                      max_skew=max_skew, prefix=prefix)
         except AuthError as exc:
-            stats.reject("auth", f"{path}: {exc}")
+            stats.reject("auth", f"{path[:100]}: {exc}")
             raise HTTPException(401, str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 (any header a client can send is answered 400, not 500)
+            stats.reject("malformed", f"{path[:100]}: {type(exc).__name__}")
+            raise HTTPException(400, "malformed signature headers") from None
         if not authorize(address):
-            stats.reject("not_member", f"{path}: {address} is not a bonded participant")
+            stats.reject("not_member", f"{path[:100]}: {address} is not a bonded participant")
             raise HTTPException(403, f"{address} is not a bonded participant of this run")
+        try:
+            nonces.check_and_add(address, request_nonce(request.headers), time.time())
+        except AuthError as exc:
+            stats.reject("replay", f"{path[:100]}: {address}: {exc}")
+            raise HTTPException(429 if "too many" in str(exc) else 401, str(exc)) from None
         return address
 
     def unavailable(what: str, exc: ArtifactUnavailable) -> HTTPException:
@@ -188,20 +200,27 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
 
 
 class ServerThread:
-    """Run an ASGI app with uvicorn in a background thread (a daemon serves while it trains).
+    """Run an ASGI app with uvicorn in a background thread (a daemon serves while it trains), with
+    every bound of ``node.http`` (connections, request heads, keep-alive, bodies).
 
     Args:
         app: the FastAPI app.
         host: interface to bind (127.0.0.1 unless the operator says otherwise).
         port: TCP port (0 picks a free one; see :attr:`port` after :meth:`start`).
+        limits: the server's bounds.
     """
 
-    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0,
+                 limits: ServerLimits | None = None) -> None:
+        self.limits = limits or ServerLimits(max_body_bytes=MAX_REQUEST_BYTES)
+        stats = getattr(app.state, "stats", None)
+        self._config = server_config(app, host, port, self.limits,
+                                     on_reject=stats.reject if isinstance(stats, ServerStats) else None)
         self._server = uvicorn.Server(self._config)
         self._thread = threading.Thread(target=self._server.run, name="artifact-server", daemon=True)
         self.host = host
         self.port = port
+        _raise_fd_limit()
 
     def start(self, timeout: float = 10.0) -> ServerThread:
         self._thread.start()
@@ -227,3 +246,14 @@ class ServerThread:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+
+
+def _raise_fd_limit() -> None:
+    """Lift the soft limit on open files to the hard limit: the connection cap, not the default
+    1,024 descriptors, should decide how many connections the server holds."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass

@@ -14,6 +14,13 @@ its opening) and does what the phase asks:
 * ``verdict_reveal`` and each ``dispute_reveal`` — open every verdict it committed to in the
   round, from what it kept on disk.
 
+A host that does not deliver is not judged ``unavailable`` at the first failure when the validator
+has :class:`Patience` (the daemons do): the challenge stays pending and is tried again on later
+ticks (each fetch itself retried with backoff, ``node.http_client``) until the phase deadline is
+near, so a host restarting or a network hiccup costs nobody anything, and only a host that stays
+silent to the end is reported. Without patience (``simulate``, whose artifacts are local) the first
+answer is final.
+
 Commitments and openings already on chain are never posted again (the chain's ``committed`` and
 ``revealed`` flags), so a validator restarted mid-phase only does what is left, and one that
 crashed between committing and opening still opens. Its
@@ -25,6 +32,7 @@ validator's verdict instead, which the commitment binding the validator's addres
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import NoReturn
@@ -44,6 +52,24 @@ from verifier.adversaries import ValidatorBehaviour
 from verifier.replay import check_challenge
 
 
+@dataclass(frozen=True)
+class Patience:
+    """When a validator stops retrying a host that does not deliver and reports it unavailable.
+
+    Args:
+        margin_blocks: give up once at most this many blocks of the phase are left …
+        margin_fraction: … or at most this fraction of the phase's window, whichever is more
+            (time to post the verdict, with a margin for slow blocks).
+    """
+
+    margin_blocks: int = 5
+    margin_fraction: float = 0.1
+
+    def give_up(self, height: int, deadline: int, window: int) -> bool:
+        """Whether the deadline is near enough to report the host unavailable now."""
+        return deadline - height <= max(self.margin_blocks, int(window * self.margin_fraction))
+
+
 class ValidatorNode(Participant):
     """One validator of a run.
 
@@ -59,15 +85,18 @@ class ValidatorNode(Participant):
         on_event: called with every event.
         device: where replays compute (``cpu``, ``cuda``, ``cuda:N``); a replay on another device
             than the host's agrees only within the calibrated tolerance.
+        patience: retry a host that does not deliver until the deadline is near (None: the first
+            answer is final).
     """
 
     role = "validator"
 
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, dataset: Dataset, root: Path,
                  peers: PeerResolver, behaviour: ValidatorBehaviour | None = None, name: str | None = None,
-                 on_event: EventSink | None = None, device: str = "cpu") -> None:
+                 on_event: EventSink | None = None, device: str = "cpu", patience: Patience | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
         self.device = device
+        self.patience = patience
         self.dataset = dataset
         self.peers = peers
         self.behaviour = behaviour or ValidatorBehaviour()
@@ -185,6 +214,12 @@ class ValidatorNode(Participant):
         return self.attempt(status.epoch, "opened a copied verdict",
                             lambda: self.ledger.reveal_verdict(self.key, opening),
                             f"host {challenge.host[:12]}… segment {challenge.segment}")
+
+
+    def _give_up(self, info: ParticipantStatus) -> bool:
+        if self.patience is None:
+            return True
+        return self.patience.give_up(self.ledger.height(), info.phase_deadline, self.spec.phases.verify_blocks)
 
 
 class _Unreachable(ArtifactSource):

@@ -38,6 +38,9 @@ HEADER_NONCE = "x-veriloco-nonce"
 HEADER_SIGNATURE = "x-veriloco-signature"
 MAX_SKEW_S = 60
 _NONCE = re.compile(r"^[0-9a-f]{32}$")
+# ASCII digits only: str.isdigit() also accepts superscripts and other scripts' digits, which
+# int() then refuses (a 500 with a traceback, once).
+_TIMESTAMP = re.compile(r"^[0-9]{1,12}$")
 _SIG = re.compile(r"^[0-9a-f]{128}$")
 _PUBKEY = re.compile(PUBKEY_HEX_PATTERN)
 
@@ -80,38 +83,55 @@ def sign_request(key: PrivateKey, method: str, path: str, run_id: str, body: byt
 
 
 class NonceCache:
-    """(address, nonce) pairs seen within the skew window; bounded so a flood cannot exhaust memory.
+    """(address, nonce) pairs seen within the skew window, bounded so a flood cannot exhaust memory
+    nor push out a live nonce (which would let a captured request be replayed).
+
+    Only members' nonces are recorded (the server records after checking membership). Entries
+    leave only by expiring; when ``max_entries`` live entries are held, or one address holds
+    ``per_address`` of them, new requests (of that address) are refused until some expire.
 
     Args:
         window_s: how long a nonce is remembered (at least the accepted clock skew, both ways).
-        max_entries: beyond this the oldest entries are dropped; a dropped nonce is older than any
-            request that can still pass the timestamp check only if ``max_entries`` is large enough
-            for the request rate — the default fits ~280 requests per second.
+        max_entries: live entries at most.
+        per_address: live entries of one address at most (one member cannot starve the others).
     """
 
-    def __init__(self, window_s: int = 2 * MAX_SKEW_S, max_entries: int = 65_536) -> None:
+    def __init__(self, window_s: int = 2 * MAX_SKEW_S, max_entries: int = 65_536, per_address: int = 8_192) -> None:
         self._window = window_s
         self._max = max_entries
+        self._per_address = per_address
         self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._count: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
     def check_and_add(self, address: str, nonce: str, now: float) -> None:
-        """Record a nonce; raise :class:`AuthError` if it was already used."""
-        while self._seen and (next(iter(self._seen.values())) < now - self._window or len(self._seen) >= self._max):
-            self._seen.popitem(last=False)
+        """Record a nonce; raise :class:`AuthError` if it was already used or the cache is full."""
+        while self._seen and next(iter(self._seen.values())) < now - self._window:
+            (old, _), _ = self._seen.popitem(last=False)
+            self._count[old] -= 1
+            if not self._count[old]:
+                del self._count[old]
         if (address, nonce) in self._seen:
             raise AuthError("replayed request: this nonce was already used")
+        if len(self._seen) >= self._max or self._count.get(address, 0) >= self._per_address:
+            raise AuthError("too many requests: try again in a minute")
         self._seen[(address, nonce)] = now
+        self._count[address] = self._count.get(address, 0) + 1
 
 
 def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: str, body: bytes,
-                   nonces: NonceCache, now: float | None = None, max_skew: int = MAX_SKEW_S,
+                   nonces: NonceCache | None, now: float | None = None, max_skew: int = MAX_SKEW_S,
                    prefix: str = DEFAULT_PREFIX) -> str:
     """Check a request's signature headers; return the requester's address.
 
     Args:
         headers: the request headers (case-insensitive mapping, or lowercase keys).
         method, path, run_id, body: what the server received.
-        nonces: the server's replay cache.
+        nonces: the server's replay cache; None leaves the nonce to the caller, which records it
+            (:meth:`NonceCache.check_and_add` with :func:`request_nonce`) only once it knows the
+            signer is a member, so outsiders cannot fill the cache.
         now: the server's clock.
         max_skew: accepted clock difference in seconds.
         prefix: bech32 prefix of the chain.
@@ -125,7 +145,7 @@ def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: s
         value = headers.get(name)
         if value is None:
             raise AuthError(f"unsigned request: missing header {name}")
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.fullmatch(value):
             raise AuthError(f"malformed header {name}")
         return value
 
@@ -133,10 +153,7 @@ def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: s
     address = header(HEADER_ADDRESS)
     nonce = header(HEADER_NONCE, _NONCE)
     signature = header(HEADER_SIGNATURE, _SIG)
-    stamp = header(HEADER_TIMESTAMP)
-    if not stamp.isdigit() or len(stamp) > 12:
-        raise AuthError(f"malformed header {HEADER_TIMESTAMP}")
-    timestamp = int(stamp)
+    timestamp = int(header(HEADER_TIMESTAMP, _TIMESTAMP))
     if abs(now - timestamp) > max_skew:
         raise AuthError(f"stale request: timestamp is {int(now - timestamp)} s from the server's clock")
     try:
@@ -150,5 +167,11 @@ def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: s
         raise AuthError("the public key does not belong to the claimed address") from None
     if not pubkey.verify(request_digest(method, path, run_id, timestamp, nonce, body), bytes.fromhex(signature)):
         raise AuthError("bad signature")
-    nonces.check_and_add(address, nonce, now)
+    if nonces is not None:
+        nonces.check_and_add(address, nonce, now)
     return address
+
+
+def request_nonce(headers: Mapping[str, str]) -> str:
+    """The nonce header of a request :func:`verify_request` accepted."""
+    return headers[HEADER_NONCE]

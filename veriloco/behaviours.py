@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chain.ledger import Ledger
 from node.daemon import http_peers
-from node.validator import ValidatorNode
+from node.validator import Patience, ValidatorNode
 from protocol.keys import PrivateKey
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
@@ -37,9 +37,14 @@ def validator_behaviour(text: str | None) -> ValidatorBehaviour:
 
 
 def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str | None,
-                   name: str | None = None, device: str = "cpu") -> ValidatorNode:
-    """A validator node reaching hosts over HTTP (the daemon's); ``name`` labels its logs,
-    ``device`` is where it replays."""
+                   name: str | None = None, device: str = "cpu", allow_private: bool = False) -> ValidatorNode:
+    """A validator node reaching hosts over HTTP (the daemon's), patient with hosts that do not
+    deliver until its deadline is near; ``name`` labels its logs, ``device`` is where it replays.
+
+    Args:
+        allow_private: hosts' endpoints on loopback and private networks may be dialed (local runs).
+    """
     spec = ledger.spec()
-    return ValidatorNode(ledger, key, spec, Dataset.load(spec.data), root, http_peers(key, spec, ledger.prefix),
-                         behaviour=validator_behaviour(behaviour), name=name, device=device)
+    return ValidatorNode(ledger, key, spec, Dataset.load(spec.data), root,
+                         http_peers(key, spec, ledger.prefix, allow_private),
+                         behaviour=validator_behaviour(behaviour), name=name, device=device, patience=Patience())

@@ -56,6 +56,16 @@ class ChainSettings(BaseModel):
     chain_id: str | None = None
     flavour: Literal["injective", "wasmd"] = "injective"
     state: str | None = None
+    allow_private_endpoints: bool | None = None
+    """Whether daemons may dial members' endpoints on loopback and private networks. None: only in
+    local runs (the embedded chain, the devnet's chain id); a public run sets it only if its hosts
+    really live on one private network."""
+
+    def private_endpoints_allowed(self) -> bool:
+        """Loopback and private endpoints may be dialed (``protocol.rules.endpoints``)."""
+        if self.allow_private_endpoints is not None:
+            return self.allow_private_endpoints
+        return self.backend == "embedded" or (self.chain_id or "").startswith("veriloco-devnet")
 
 
 class NetworkFile(BaseModel):

@@ -5,12 +5,14 @@ from suite_env import named_key
 
 from protocol.auth import (
     HEADER_ADDRESS,
+    HEADER_NONCE,
     HEADER_PUBKEY,
     HEADER_SIGNATURE,
     HEADER_TIMESTAMP,
     AuthError,
     NonceCache,
     sign_request,
+    request_nonce,
     verify_request,
 )
 from protocol.keys import KeyType, PrivateKey
@@ -92,9 +94,34 @@ def test_forged_headers_are_refused(key) -> None:
 
 
 def test_nonce_cache_forgets_after_the_window_and_stays_bounded() -> None:
-    cache = NonceCache(window_s=10, max_entries=3)
+    cache = NonceCache(window_s=10, max_entries=3, per_address=2)
     cache.check_and_add("a", "n1", now=0)
     cache.check_and_add("a", "n1", now=11)  # expired, accepted again (its timestamp check would fail anyway)
-    for i in range(10):
-        cache.check_and_add("b", f"m{i}", now=12)
-    assert len(cache._seen) <= 3
+    cache.check_and_add("b", "m0", now=12)
+    # One address cannot hold more than its share: a member flooding is refused, not the others.
+    cache.check_and_add("b", "m1", now=12)
+    with pytest.raises(AuthError, match="too many requests"):
+        cache.check_and_add("b", "m2", now=12)
+    # Full: new nonces are refused rather than pushing out a live one (which could then be replayed).
+    with pytest.raises(AuthError, match="too many requests"):
+        cache.check_and_add("c", "x", now=12)
+    with pytest.raises(AuthError, match="replayed"):
+        cache.check_and_add("a", "n1", now=12)
+    assert len(cache) == 3
+    cache.check_and_add("c", "x", now=30)  # everything expired: room again
+    assert len(cache) == 1
+
+
+@pytest.mark.parametrize("stamp", ["\u00b9\u00b2\u00b3", "\u0661\u0662", "12 ", "+12", "1" * 13, ""])
+def test_a_timestamp_of_non_ascii_digits_is_malformed_not_a_crash(stamp) -> None:
+    headers = signed(PrivateKey(bytes([7]) * 32))
+    with pytest.raises(AuthError, match="malformed"):
+        verify({**headers, HEADER_TIMESTAMP: stamp})
+
+
+def test_verify_without_a_cache_leaves_the_nonce_to_the_caller() -> None:
+    key = PrivateKey(bytes([7]) * 32)
+    headers = signed(key)
+    verify(headers, nonces=None)
+    verify(headers, nonces=None)  # not recorded: the server records it after the membership check
+    assert request_nonce(headers) == headers[HEADER_NONCE]

@@ -164,6 +164,9 @@ def make_app(role: Role) -> typer.Typer:
             verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs (every HTTP request)")]
             = False,
             adversary: Adversary = None,
+            allow_private_endpoints: Annotated[bool | None, typer.Option(
+                "--allow-private-endpoints/--public-endpoints-only",
+                help="dial peers on loopback/private networks (default: only in local runs)")] = None,
             network: Network = None, home: Home = None) -> None:
         """Run the daemon: follow the chain's phases epoch after epoch (restart-safe). Logs go to stderr."""
         configure_logging(verbose)
@@ -190,13 +193,16 @@ def make_app(role: Role) -> typer.Typer:
                                    f"bond first (veriloco {role} bond AMOUNT --key {key})")
             be_patient(ledger)  # from here on, a node restart is waited out
             node: Participant
+            private = (net.chain.private_endpoints_allowed() if allow_private_endpoints is None
+                       else allow_private_endpoints)
             if role == "host":
                 node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary),
                                            name=key, device=device, full_leaf_every=full_leaf_every,
-                                           keep_epochs=keep_epochs)
+                                           keep_epochs=keep_epochs, allow_private=private)
                 err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
             else:
-                node = validator_node(ledger, participant, root, adversary, name=key, device=device)
+                node = validator_node(ledger, participant, root, adversary, name=key, device=device,
+                                      allow_private=private)
                 err_console.print(f"validator {key} {node.address} following the run", highlight=False)
             Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
 

@@ -1,0 +1,466 @@
+"""The one HTTP layer of veriloco: every client request and every server the project runs goes here.
+
+A peer is an adversary until its bytes check out, so both sides are bounded in time, bytes and
+state, whatever the other end does (``docs/network.md`` has the threat list and the design).
+
+Client (:class:`SafeClient`):
+
+* an **overall deadline** per request: a watchdog shuts the socket down when it passes, so a peer
+  that drips its status line, headers or body one byte at a time cannot hold the reader longer
+  (each silence is also bounded by the read timeout);
+* **byte caps** on every body, error bodies included, enforced while streaming (a declared
+  ``Content-Length`` over the cap is refused before reading); a body can be handed to a consumer
+  chunk by chunk (:meth:`SafeClient.stream`), so a streaming reader never holds it whole;
+* **identity encoding only**: it asks for ``Accept-Encoding: identity``, reads raw bytes (nothing
+  is ever inflated) and refuses any answer with a ``Content-Encoding``, so a compression bomb
+  costs its compressed size;
+* **JSON size and depth limits** checked on the raw bytes before parsing (:func:`parse_json`), so
+  deeply nested JSON is refused instead of raising ``RecursionError``;
+* **retries with backoff** (:func:`retry_until`) on what may heal (refused connections, timeouts,
+  5xx, 429), never on a definite answer (404, caps exceeded, a refused encoding);
+* no redirects, no proxies from the environment, and a fresh connection per request (so the
+  watchdog always owns the socket).
+
+Server (:func:`server_config`, :class:`GuardedH11Protocol`, :func:`body_limit`): uvicorn/h11's own
+settings where they exist (``timeout_keep_alive``, ``limit_concurrency``,
+``h11_max_incomplete_event_size``), plus a header timeout (a connection that has not sent a
+complete request within ``header_timeout_s`` is closed), a connection cap that evicts the oldest
+connection still waiting for its request head (so a half-open flood cannot lock honest readers
+out), request bodies refused before reading when declared too large or chunked, and a bounded
+read of what remains.
+
+Endpoints a reader dials are checked first by :func:`protocol.rules.endpoints.check_endpoint`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from protocol.errors import VerilocoError
+
+log = logging.getLogger("veriloco.http")
+
+T = TypeVar("T")
+
+
+class HttpFailure(VerilocoError):
+    """A request that did not deliver a usable answer.
+
+    Attributes:
+        retryable: whether trying again later may succeed (refused connection, timeout, 5xx, 429);
+            a definite answer (404, a cap exceeded, a refused encoding) is not.
+        status: the HTTP status, when an answer arrived.
+    """
+
+    def __init__(self, message: str, retryable: bool, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+
+
+# -- JSON --------------------------------------------------------------------------------------
+
+MAX_JSON_DEPTH = 16
+"""Deepest nesting of arrays and objects a peer's JSON may have (a Merkle proof needs 2)."""
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth(data: bytes) -> int:
+    """The deepest nesting of ``[`` / ``{`` in JSON text, counted without parsing it (strings are
+    skipped, so brackets inside them do not count). Linear in the size and done in C but for
+    the brackets themselves."""
+    brackets = _STRINGS.sub(b"", data).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for b in brackets:
+        if b in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def parse_json(data: bytes, max_bytes: int, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """Parse a peer's JSON after checking its size and nesting depth.
+
+    Raises:
+        ValueError: too large, too deep, or not JSON (the caller decides what that means).
+    """
+    if len(data) > max_bytes:
+        raise ValueError(f"JSON of {len(data)} bytes exceeds {max_bytes}")
+    depth = json_depth(data)
+    if depth > max_depth:
+        raise ValueError(f"JSON nested {depth} deep exceeds {max_depth}")
+    return json.loads(data)
+
+
+# -- client ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ClientLimits:
+    """Time and byte bounds of one client request.
+
+    Args:
+        connect_s: longest TCP (and TLS) connect.
+        read_s: longest silence between two reads.
+        deadline_s: longest whole request, connect to last byte.
+        error_body_bytes: most bytes read of a non-200 answer (kept for the error message).
+    """
+
+    connect_s: float = 5.0
+    read_s: float = 10.0
+    deadline_s: float = 60.0
+    error_body_bytes: int = 4096
+
+
+class SafeClient:
+    """An HTTP client that no peer can hold, bloat or crash (see the module docstring).
+
+    Args:
+        limits: time and byte bounds per request.
+    """
+
+    def __init__(self, limits: ClientLimits | None = None) -> None:
+        self.limits = limits or ClientLimits()
+        self._client = httpx.Client(
+            follow_redirects=False, trust_env=False,
+            headers={"Accept-Encoding": "identity"},
+            # No keep-alive: every request opens its own connection, so the watchdog below always
+            # knows the socket to shut down.
+            limits=httpx.Limits(max_connections=8, max_keepalive_connections=0))
+
+    def close(self) -> None:
+        self._client.close()
+
+    @contextmanager
+    def _watchdog(self, deadline: float) -> Iterator[dict[str, Any]]:
+        sockets: list[socket.socket] = []
+        fired = threading.Event()
+
+        def trace(event: str, info: dict[str, Any]) -> None:
+            if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+                sock = info["return_value"].get_extra_info("socket")
+                if sock is not None:
+                    sockets.append(sock)
+
+        def fire() -> None:
+            fired.set()
+            for sock in sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked read at once
+                except OSError:
+                    pass
+
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), fire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield {"trace": trace, "fired": fired}
+        finally:
+            timer.cancel()
+
+    def stream(self, url: str, headers: dict[str, str], max_bytes: int, consume: Callable[[bytes], None],
+               deadline: float | None = None) -> int:
+        """GET ``url`` and hand the body to ``consume`` chunk by chunk; return the byte count.
+
+        Args:
+            url: the full URL (already checked by the caller).
+            headers: request headers (signatures).
+            max_bytes: most body bytes accepted; more is a definite failure.
+            consume: called with each chunk as it arrives (it may raise to stop reading).
+            deadline: ``time.monotonic()`` by which the request must be over (default: now +
+                ``limits.deadline_s``; the earlier of the two otherwise).
+
+        Raises:
+            HttpFailure: with ``retryable`` telling whether trying later may help.
+        """
+        lim = self.limits
+        end = time.monotonic() + lim.deadline_s
+        end = min(end, deadline) if deadline is not None else end
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            raise HttpFailure(f"{url}: no time left before the deadline", retryable=False)
+        timeout = httpx.Timeout(connect=min(lim.connect_s, remaining), read=min(lim.read_s, remaining),
+                                write=min(lim.read_s, remaining), pool=min(lim.connect_s, remaining))
+        with self._watchdog(end) as dog:
+            try:
+                with self._client.stream("GET", url, headers=headers, timeout=timeout,
+                                         extensions={"trace": dog["trace"]}) as response:
+                    return self._read(url, response, max_bytes, consume, end)
+            except httpx.HTTPError as exc:
+                if dog["fired"].is_set():
+                    raise HttpFailure(f"{url}: deadline passed ({type(exc).__name__})", retryable=True) from None
+                raise HttpFailure(f"{url}: {type(exc).__name__}: {exc}", retryable=True) from None
+
+    def _read(self, url: str, response: httpx.Response, max_bytes: int, consume: Callable[[bytes], None],
+              end: float) -> int:
+        status = response.status_code
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise HttpFailure(f"{url}: refused Content-Encoding {encoding[:40]!r} (identity only)",
+                              retryable=False, status=status)
+        if status != 200:
+            detail = bytearray()
+            for chunk in response.iter_raw():  # an error body is read up to a few KiB, never whole
+                detail += chunk[: self.limits.error_body_bytes - len(detail)]
+                if len(detail) >= self.limits.error_body_bytes or time.monotonic() > end:
+                    break
+            text = bytes(detail[:300]).decode(errors="replace")
+            retry = status >= 500 or status in (408, 425, 429)
+            raise HttpFailure(f"{url}: HTTP {status} {text}", retryable=retry, status=status)
+        declared = response.headers.get("content-length")
+        if declared is not None and (not declared.isascii() or not declared.isdigit() or int(declared) > max_bytes):
+            raise HttpFailure(f"{url}: Content-Length {declared[:40]} exceeds the limit {max_bytes}",
+                              retryable=False, status=status)
+        total = 0
+        for chunk in response.iter_raw():  # raw: nothing is decoded, whatever the headers say
+            total += len(chunk)
+            if total > max_bytes:
+                raise HttpFailure(f"{url}: more than {max_bytes} bytes", retryable=False, status=status)
+            consume(chunk)
+            if time.monotonic() > end:
+                raise HttpFailure(f"{url}: deadline passed after {total} bytes", retryable=True, status=status)
+        return total
+
+    def get_bytes(self, url: str, headers: dict[str, str], max_bytes: int, deadline: float | None = None) -> bytes:
+        """The whole body of ``url`` (at most ``max_bytes``)."""
+        chunks: list[bytes] = []
+        self.stream(url, headers, max_bytes, chunks.append, deadline)
+        return b"".join(chunks)
+
+
+def resolve(host: str) -> list[str]:
+    """Every address ``host`` resolves to (empty when it does not): the DNS lookup for
+    :func:`protocol.rules.endpoints.check_endpoint`."""
+    try:
+        return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)})
+    except (OSError, UnicodeError):
+        return []
+
+
+def retry_until(call: Callable[[], T], deadline: float, first_wait: float = 0.25, max_wait: float = 5.0,
+                sleep: Callable[[float], None] = time.sleep) -> T:
+    """``call()`` until it succeeds, a failure is definite, or ``deadline`` (monotonic) is near.
+
+    Waits grow exponentially (with jitter) from ``first_wait`` to ``max_wait``; a wait that would
+    end past the deadline is not started, and the last failure is raised.
+
+    Raises:
+        HttpFailure: the last failure.
+    """
+    wait = first_wait
+    while True:
+        try:
+            return call()
+        except HttpFailure as exc:
+            if not exc.retryable or time.monotonic() + wait >= deadline:
+                raise
+        sleep(wait * random.uniform(0.8, 1.2))
+        wait = min(wait * 2, max_wait)
+
+
+# -- server ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one server admits.
+
+    Args:
+        max_connections: open connections at most; beyond it the oldest connection still waiting
+            for its request head is closed (or the new one, when every connection is busy).
+        header_timeout_s: a connection must complete its request head within this (and again
+            after each answer, on keep-alive).
+        keep_alive_s: idle keep-alive connections are closed after this (uvicorn's own setting).
+        body_timeout_s: the longest read of a request body.
+        max_header_bytes: largest request head (h11's ``max_incomplete_event_size``).
+        max_body_bytes: largest request body; larger declared ones are refused before reading.
+    """
+
+    max_connections: int = 256
+    header_timeout_s: float = 5.0
+    keep_alive_s: int = 5
+    body_timeout_s: float = 5.0
+    max_header_bytes: int = 16 * 1024
+    max_body_bytes: int = 1024
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a header timeout and an evicting connection cap.
+
+    Configured by :func:`server_config` (the class attribute ``limits`` of a subclass).
+    """
+
+    limits: ServerLimits = ServerLimits()
+    evicted = 0  # connections closed for the cap or the header timeout (all servers; for tests)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._since = self.loop.time()
+        self._head_timer: asyncio.TimerHandle | None = None
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            waiting = [c for c in self.connections
+                       if isinstance(c, GuardedH11Protocol) and c is not self and c.waiting_for_head()]
+            victim = min(waiting, key=lambda c: c._since) if waiting else self
+            victim.drop("connection cap")
+            if victim is self:
+                return
+        self._arm()
+
+    def waiting_for_head(self) -> bool:
+        """No request in progress: the connection is waiting for a (next) request head."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def drop(self, why: str) -> None:
+        GuardedH11Protocol.evicted += 1
+        log.debug("closing connection from %s: %s", self.client, why)
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_deadline)
+
+    def _disarm(self) -> None:
+        timer = getattr(self, "_head_timer", None)
+        if timer is not None:
+            timer.cancel()
+            self._head_timer = None
+
+    def _head_deadline(self) -> None:
+        self._head_timer = None
+        if self.waiting_for_head():
+            self.drop("no complete request head in time")
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if not self.waiting_for_head():
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._since = self.loop.time()
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+
+Rejecter = Callable[[str, str], None]
+"""(reason, detail) -> None: where a server records what it refused."""
+
+
+def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = None,
+                  on_reject: Rejecter | None = None) -> uvicorn.Config:
+    """A uvicorn configuration with every bound of ``limits`` (see :class:`ServerLimits`);
+    ``on_reject`` is told of every body refused."""
+    lim = limits or ServerLimits()
+    protocol = type("GuardedH11", (GuardedH11Protocol,), {"limits": lim})
+    return uvicorn.Config(
+        body_limit(app, lim, on_reject), host=host, port=port, http=protocol, log_level="warning", access_log=False,
+        timeout_keep_alive=lim.keep_alive_s,
+        # Connections are capped by the protocol (evicting idle ones); this bounds running requests.
+        limit_concurrency=lim.max_connections + 1,
+        h11_max_incomplete_event_size=lim.max_header_bytes,
+        backlog=lim.max_connections, timeout_graceful_shutdown=2)
+
+
+def body_limit(app: Any, limits: ServerLimits, on_reject: Rejecter | None = None) -> Any:
+    """ASGI middleware: refuse a request body declared larger than the limit, or chunked, before
+    reading it; read what remains with a bound on bytes and time (413 / 411 / 408 otherwise)."""
+
+    async def send_error(send: Any, status: int, detail: str) -> None:
+        if on_reject is not None:
+            on_reject("oversized" if status == 413 else "body", detail)
+        body = json.dumps({"detail": detail}).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length")
+        if b"transfer-encoding" in headers:
+            await send_error(send, 411, "chunked request bodies are not accepted")
+            return
+        if declared is not None and (not declared.isdigit() or int(declared) > limits.max_body_bytes):
+            await send_error(send, 413, f"request body larger than {limits.max_body_bytes} bytes")
+            return
+        body = b""
+        more = declared is not None and int(declared) > 0
+        try:
+            while more:
+                message = await asyncio.wait_for(receive(), limits.body_timeout_s)
+                if message["type"] != "http.request":
+                    return
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+                if len(body) > limits.max_body_bytes:
+                    await send_error(send, 413, f"request body larger than {limits.max_body_bytes} bytes")
+                    return
+        except asyncio.TimeoutError:
+            await send_error(send, 408, "request body too slow")
+            return
+        delivered = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return guarded
+
+
+class RateLimitedLog:
+    """A warning at most every ``every_s`` seconds summing what happened meanwhile; every event
+    goes to the debug level. Keeps an attacked server's log bounded.
+
+    Args:
+        logger: where to write.
+        every_s: seconds between two warnings.
+    """
+
+    def __init__(self, logger: logging.Logger, every_s: float = 10.0) -> None:
+        self._log = logger
+        self._every = every_s
+        self._lock = threading.Lock()
+        self._next = 0.0
+        self._pending: dict[str, int] = {}
+
+    def event(self, reason: str, detail: str) -> None:
+        self._log.debug("%s: %s", reason, detail)
+        now = time.monotonic()
+        with self._lock:
+            self._pending[reason] = self._pending.get(reason, 0) + 1
+            if now < self._next:
+                return
+            summary, self._pending, self._next = self._pending, {}, now + self._every
+        self._log.warning("rejected requests (last %.0f s): %s; latest: %s", self._every,
+                          ", ".join(f"{k} {v}" for k, v in sorted(summary.items())), detail[:200])

@@ -1,0 +1,340 @@
+"""The hardened HTTP layer against hostile peers, over real sockets: every attack of issue 15 on the
+client (slow drip, compression bombs, oversized error bodies, deep JSON, bad endpoints, a restart)
+and on the server (half-open floods, big and chunked uploads, malformed headers, a flood of
+distinct signers), each with what it costs the victim in memory (tracemalloc, all threads)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+import tracemalloc
+
+import httpx
+import pytest
+from hostile import RawServer, answer, drip, gzip_bomb, half_open, zeros
+
+from chain.embedded import EmbeddedChain
+from chain.embedded.backend import deploy_embedded
+from chain.ledger import Ledger
+from node.daemon import MembershipCache, http_peers
+from node.http import ClientLimits, GuardedH11Protocol, HttpFailure, SafeClient, ServerLimits, json_depth, parse_json
+from node.http_client import HttpArtifacts
+from node.server import ServerThread, create_app
+from node.validator import Patience
+from protocol.auth import HEADER_TIMESTAMP, sign_request
+from protocol.injective import DENOM, GENESIS_BALANCE
+from protocol.keys import PrivateKey
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.presets import tiny
+
+SPEC = tiny("hostile").with_changes(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8})
+READER = PrivateKey(b"\x07" * 32)
+HOST = PrivateKey(b"\x03" * 32).address()
+MiB = 1 << 20
+
+
+def reader(url: str, budget: float = 1.0, deadline_s: float = 60.0) -> HttpArtifacts:
+    return HttpArtifacts(url, READER, SPEC, limits=ClientLimits(connect_s=1, read_s=1, deadline_s=deadline_s),
+                         allow_private=True, retry_budget_s=budget)
+
+
+class Peak:
+    """Peak Python memory (all threads) while the block runs, in bytes."""
+
+    def __enter__(self) -> Peak:
+        tracemalloc.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bytes = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+
+
+class Static(ArtifactSource):
+    """A host that serves fixed bytes for everything (the server's side of the tests)."""
+
+    def __init__(self, data: bytes = b"delta-bytes") -> None:
+        self.data = data
+
+    def checkpoint(self, epoch, leaf):
+        return self.data
+
+    def proof(self, epoch, leaf):
+        raise ArtifactUnavailable("no proofs here")
+
+    def delta(self, epoch):
+        return self.data
+
+    def losses(self, epoch):
+        return [1, 2, 3]
+
+    def global_state(self, model_hash):
+        return self.data
+
+
+# -- client ----------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_slow_drip_host_is_cut_at_the_deadline_in_the_head_and_in_the_body() -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+    for payload in (head, head + b"x" * 100):  # dripping the head; the head at once, then the body
+        handler = drip(payload, 0.2) if payload is head else _head_then_drip(head, b"x" * 100)
+        with RawServer(handler) as server:
+            with pytest.raises(ArtifactUnavailable, match="deadline"):
+                reader(server.url, budget=0, deadline_s=1.5).delta(0)
+
+
+def _head_then_drip(head: bytes, body: bytes):
+    def handler(conn: socket.socket) -> None:
+        conn.sendall(head)
+        drip(body, 0.2)(conn)
+    return handler
+
+
+@pytest.mark.parametrize("encoding, body", [
+    ("gzip", gzip_bomb(64 * MiB)),
+    ("gzip", gzip_bomb(64 * MiB, layers=2)),  # double gzip: a few hundred bytes on the wire
+    ("deflate", b"x\x9c" + bytes(100)),
+    ("br", b"\x0b" * 64),
+    ("zstd", b"(\xb5/\xfd" + bytes(60)),
+])
+def test_compressed_answers_are_refused_never_inflated(encoding, body) -> None:
+    with RawServer(answer("200 OK", {"Content-Encoding": encoding, "Content-Length": str(len(body))}, body)) as srv:
+        with Peak() as peak, pytest.raises(ArtifactUnavailable, match="refused Content-Encoding"):
+            reader(srv.url).delta(0)
+    assert peak.bytes < 4 * MiB
+
+
+def test_the_client_asks_for_identity_and_reads_raw_bytes() -> None:
+    seen = {}
+
+    def handler(conn: socket.socket) -> None:
+        answer("200 OK", {"Content-Length": "5"}, b"hello")(conn)
+
+    class Recording(RawServer):
+        def _run(self, conn):  # keep the head to look at it
+            from hostile import read_head
+            seen["head"] = read_head(conn).lower()
+            handler(conn)
+            conn.close()
+
+    with Recording(handler) as srv:
+        assert reader(srv.url).delta(0) == b"hello"
+    assert b"accept-encoding: identity" in seen["head"]
+
+
+def test_an_oversized_error_body_is_read_a_few_kib_not_whole() -> None:
+    total = 400 * MiB
+    with RawServer(answer("404 Not Found", {"Content-Length": str(total)}, zeros(total))) as srv:
+        with Peak() as peak, pytest.raises(ArtifactUnavailable, match="HTTP 404"):
+            reader(srv.url).delta(0)
+    assert peak.bytes < 4 * MiB
+
+
+def test_an_oversized_answer_is_refused_by_its_header_and_while_streaming() -> None:
+    total = 300 * MiB
+    declared = answer("200 OK", {"Content-Length": str(total)}, zeros(total))
+    undeclared = answer("200 OK", {"Connection": "close"}, zeros(total))
+    for handler in (declared, undeclared):
+        with RawServer(handler) as srv, Peak() as peak, \
+                pytest.raises(ArtifactUnavailable, match="exceeds the limit|more than"):
+            reader(srv.url).delta(0)
+        assert peak.bytes < 8 * MiB
+
+
+def test_deeply_nested_json_is_handed_over_raw_not_a_recursion_error() -> None:
+    nested = b"[" * 30_000 + b"]" * 30_000  # under the size cap, 30x the recursion limit
+    with RawServer(answer("200 OK", {"Content-Length": str(len(nested))}, nested)) as srv:
+        served = reader(srv.url).proof(0, 1)
+    assert served == nested  # raw bytes: the replay then judges the proof malformed (a fail)
+    assert json_depth(b'{"a": "[[[[[[", "b": [[1]]}') == 3  # brackets in strings do not count
+    with pytest.raises(ValueError, match="nested"):
+        parse_json(b"[[[[1]]]]", 1000, max_depth=3)
+    assert parse_json(b'{"siblings": ["aa", "bb"], "index": 1}', 1000) == {"siblings": ["aa", "bb"], "index": 1}
+
+
+def test_a_host_restarting_is_retried_until_it_answers() -> None:
+    # The issue's restart case at the client: connections refused for a while, then an answer.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app = create_app(Static(b"the delta"), SPEC.run_id().hex(), HOST, authorize=lambda a: True)
+    server = ServerThread(app, port=port)
+    threading.Timer(1.5, server.start).start()
+    try:
+        assert reader(f"http://127.0.0.1:{port}", budget=30).delta(0) == b"the delta"
+    finally:
+        time.sleep(0.1)
+        server.stop()
+
+
+def test_definite_answers_are_not_retried_and_transient_ones_are() -> None:
+    with RawServer(answer("404 Not Found", {"Content-Length": "2"}, b"no")) as srv:
+        with pytest.raises(ArtifactUnavailable, match="404"):
+            reader(srv.url, budget=30).delta(0)
+        assert srv.connections == 1
+    with RawServer(answer("503 Service Unavailable", {"Content-Length": "4"}, b"busy")) as srv:
+        with pytest.raises(ArtifactUnavailable, match="503"):
+            reader(srv.url, budget=2).delta(0)
+        assert srv.connections > 1
+
+
+def test_the_consumer_sees_every_chunk_and_a_restart_marker() -> None:
+    body = bytes(range(256)) * 512  # 128 KiB, under the Δ cap of the spec
+    app = create_app(Static(body), SPEC.run_id().hex(), HOST, authorize=lambda a: True)
+    got: list[bytes] = []
+    with ServerThread(app) as thread:
+        size = reader(thread.url).stream("/v1/epochs/0/delta", "delta", got.append)
+    assert got[0] == b"" and b"".join(got) == body and size == len(body)
+    assert hashlib.sha256(b"".join(got)).digest() == hashlib.sha256(body).digest()
+
+
+@pytest.mark.parametrize("endpoint", [
+    "http://[::1", "http://user:pw@example.com", "ftp://example.com", "http://", "http://exa mple.com",
+    "http://example.com:99999", "http://-bad-.com", "http://example.com/?q=1", "javascript:alert(1)",
+    "http://" + "a" * 300 + ".com", 42,
+])
+def test_a_malformed_endpoint_is_skipped_with_a_warning_not_a_crash(endpoint, caplog) -> None:
+    peers = http_peers(READER, SPEC, "inj", allow_private=True)
+    with pytest.raises(ArtifactUnavailable, match="refused"):
+        peers(endpoint)  # type: ignore[arg-type]
+    assert "skipping a peer" in caplog.text
+
+
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:8101", "http://localhost:1", "http://10.0.0.7",
+                                      "http://[::1]:80", "http://192.168.1.1", "http://169.254.169.254",
+                                      "http://[::ffff:127.0.0.1]"])
+def test_private_endpoints_are_dialed_only_when_the_run_allows_them(endpoint) -> None:
+    with pytest.raises(ArtifactUnavailable, match="private endpoints are not allowed"):
+        HttpArtifacts(endpoint, READER, SPEC)
+    assert HttpArtifacts(endpoint, READER, SPEC, allow_private=True).endpoint == endpoint
+
+
+def test_the_client_follows_no_redirect() -> None:
+    with RawServer(answer("302 Found", {"Location": "http://169.254.169.254/", "Content-Length": "0"}, b"")) as srv:
+        with pytest.raises(ArtifactUnavailable, match="HTTP 302"):
+            reader(srv.url).delta(0)
+
+
+def test_the_safe_client_refuses_a_non_numeric_content_length() -> None:
+    with RawServer(answer("200 OK", {"Content-Length": "\u00b9\u00b2"}, b"12")) as srv:
+        with pytest.raises(HttpFailure):
+            SafeClient(ClientLimits(read_s=1, deadline_s=3)).get_bytes(srv.url, {}, 100)
+
+
+# -- server ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def static_server():
+    app = create_app(Static(), SPEC.run_id().hex(), HOST, authorize=lambda a: True)
+    limits = ServerLimits(max_connections=64, header_timeout_s=2.0, max_body_bytes=1024)
+    with ServerThread(app, limits=limits) as thread:
+        yield thread, app
+
+
+@pytest.mark.slow
+def test_a_half_open_flood_does_not_lock_an_honest_reader_out(static_server) -> None:
+    thread, _ = static_server
+    before = GuardedH11Protocol.evicted
+    silent = half_open(thread.port, 300)  # the issue: ~1,100 such connections exhausted 1,024 fds
+    partial = half_open(thread.port, 100, send=b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    try:
+        assert reader(thread.url, budget=10).delta(0) == b"delta-bytes"
+        assert GuardedH11Protocol.evicted - before >= 300  # the oldest waiting connections made room
+    finally:
+        for s in silent + partial:
+            s.close()
+
+
+def test_a_connection_without_a_complete_head_is_closed_after_the_header_timeout(static_server) -> None:
+    thread, _ = static_server
+    (s,) = half_open(thread.port, 1, send=b"GET /v1/health HTTP/1.1\r\n")
+    s.settimeout(10)
+    assert s.recv(100) == b""  # closed by the server (no answer, no hang)
+    s.close()
+
+
+def test_bodies_are_refused_before_reading(static_server) -> None:
+    thread, app = static_server
+    with Peak() as peak:
+        with socket.create_connection(("127.0.0.1", thread.port)) as s:
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nContent-Length: 314572800\r\n\r\n" + bytes(65536))
+            s.settimeout(10)
+            first = s.recv(200)
+        with socket.create_connection(("127.0.0.1", thread.port)) as s:
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n" + bytes(65536))
+            s.settimeout(10)
+            second = s.recv(200)
+    assert first.startswith(b"HTTP/1.1 413") and second.startswith(b"HTTP/1.1 411")
+    assert peak.bytes < 8 * MiB
+    assert app.state.stats.rejected["oversized"] >= 1
+
+
+@pytest.mark.parametrize("stamp", ["\u00b9\u00b2\u00b3", "\u0661\u0662\u0663", "1e9", "-1", "9" * 40])
+def test_malformed_headers_are_answered_4xx_never_500(static_server, stamp) -> None:
+    thread, _ = static_server
+    headers = sign_request(READER, "GET", "/v1/epochs/0/delta", SPEC.run_id().hex())
+    headers[HEADER_TIMESTAMP] = stamp
+    raw = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("utf-8")
+    with socket.create_connection(("127.0.0.1", thread.port)) as s:
+        s.sendall(b"GET /v1/epochs/0/delta HTTP/1.1\r\nHost: x\r\n" + raw + b"\r\n")
+        s.settimeout(10)
+        status = s.recv(100).split(b"\r\n")[0]
+    assert status.split()[1] in (b"400", b"401"), status
+    bad_path = httpx.get(f"{thread.url}/v1/epochs/%ff%fe/delta")
+    assert 400 <= bad_path.status_code < 500 and "Traceback" not in bad_path.text
+
+
+def test_rejections_are_logged_rate_limited(static_server, caplog) -> None:
+    thread, app = static_server
+    with httpx.Client() as client:
+        for _ in range(200):
+            client.get(f"{thread.url}/v1/epochs/0/delta")  # unsigned: 401 each
+    assert app.state.stats.rejected["auth"] >= 200
+    warnings = [r for r in caplog.records if r.name == "veriloco.server" and r.levelname == "WARNING"]
+    assert len(warnings) <= 2
+
+
+@pytest.fixture(scope="module")
+def chain_ledger():
+    operator = PrivateKey(b"\x11" * 32)
+    member = PrivateKey(b"\x12" * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, member)})
+    ledger = deploy_embedded(chain, operator, SPEC, hashlib.sha256(b"theta").hexdigest(), operator.address())
+    ledger.bond(member, "validator", "http://127.0.0.1:1", int(SPEC.economics.min_validator_stake))
+    return ledger, member
+
+
+@pytest.mark.slow
+def test_a_flood_of_distinct_signers_keeps_every_cache_bounded_and_members_served(chain_ledger) -> None:
+    ledger: Ledger = chain_ledger[0]
+    member: PrivateKey = chain_ledger[1]
+    authorize = MembershipCache(ledger, max_entries=64, lookups_per_s=20)
+    app = create_app(Static(), SPEC.run_id().hex(), HOST, authorize=authorize)
+    with ServerThread(app) as thread:
+        assert HttpArtifacts(thread.url, member, SPEC, allow_private=True).delta(0) == b"delta-bytes"
+        run = SPEC.run_id().hex()
+        refused = 0
+        with httpx.Client() as client:
+            for i in range(400):
+                stranger = PrivateKey(hashlib.sha256(f"sybil-{i}".encode()).digest())
+                headers = sign_request(stranger, "GET", "/v1/epochs/0/delta", run)
+                refused += client.get(f"{thread.url}/v1/epochs/0/delta", headers=headers).status_code == 403
+        # Every stranger refused; the chain asked about at most a bucket's worth of them; the
+        # caches hold at most their bounds, and the member is still served from its entry.
+        assert refused == 400
+        assert authorize.lookups < 400 and len(authorize) <= 64
+        assert HttpArtifacts(thread.url, member, SPEC, allow_private=True).delta(0) == b"delta-bytes"
+
+
+def test_patience_gives_up_only_near_the_deadline() -> None:
+    p = Patience(margin_blocks=5, margin_fraction=0.1)
+    assert not p.give_up(height=100, deadline=200, window=100)
+    assert not p.give_up(height=189, deadline=200, window=100)
+    assert p.give_up(height=190, deadline=200, window=100)
+    assert p.give_up(height=197, deadline=200, window=20)  # at least margin_blocks
+    assert p.give_up(height=250, deadline=200, window=100)
+
