@@ -37,21 +37,27 @@ class EndpointError(VerilocoError, ValueError):
     """An endpoint that is malformed, or points where the reader must not go."""
 
 
+def _ipv4(host: str) -> bool:
+    """Dotted decimal, four parts of 0-255 without leading zeros (the contract's exact rule)."""
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isascii() and p.isdigit() and len(p) <= 3 and int(p) <= 255
+                                   and (p == "0" or not p.startswith("0")) for p in parts)
+
+
 def _host(host: str) -> str:
     """Check a host (without port); return it as written."""
     if host.startswith("["):
-        if not host.endswith("]"):
-            raise EndpointError("an IPv6 host must be in brackets")
+        inner = host[1:-1]
+        if not host.endswith("]") or "%" in inner or not inner:
+            raise EndpointError("an IPv6 host is an address in brackets, without a zone")
         try:
-            ipaddress.IPv6Address(host[1:-1])
+            ipaddress.IPv6Address(inner)
         except ValueError:
-            raise EndpointError(f"{host!r} is not an IPv6 address") from None
+            raise EndpointError(f"{host[:80]!r} is not an IPv6 address") from None
         return host
     if _IPV4.match(host):
-        try:
-            ipaddress.IPv4Address(host)
-        except ValueError:
-            raise EndpointError(f"{host!r} is not an IPv4 address") from None
+        if not _ipv4(host):
+            raise EndpointError(f"{host!r} is not an IPv4 address")
         return host
     labels = host.split(".")
     if not host or len(host) > 253 or not all(_LABEL.match(label) for label in labels):

@@ -207,11 +207,15 @@ def test_bond_role_is_fixed(ledger_env) -> None:
     ("endpoint", "message"),
     [
         ("ftp://host:21", "must be an http:// or https:// URL"),
-        ("http://", "must be an http:// or https:// URL"),
+        ("http://", "has no valid host"),
         ("http://host name", "printable ASCII without spaces"),
         ("http://" + "a" * 250, "longer than 256"),
+        ("http://[::1", "has no valid host"),  # the endpoint that once made daemons exit
+        ("http://op@127.0.0.1:8700", "no user info"),
+        ("http://127.0.0.1:0", "the port must be 1-65535"),
+        ("http://" + "a" * 64 + ".example", "has no valid host"),
     ],
-    ids=["scheme", "empty-host", "space", "too-long"],
+    ids=["scheme", "empty-host", "space", "too-long", "open-bracket", "user-info", "port-0", "long-label"],
 )
 def test_bond_validates_endpoint(ledger_env, endpoint: str, message: str) -> None:
     with pytest.raises(ContractError, match=message):
@@ -219,7 +223,7 @@ def test_bond_validates_endpoint(ledger_env, endpoint: str, message: str) -> Non
 
 
 def test_bond_accepts_endpoint_of_max_length(ledger_env) -> None:
-    endpoint = "http://" + "a" * (256 - len("http://"))
+    endpoint = "http://h.example/" + "a" * (256 - len("http://h.example/"))
     bond(ledger_env, "host1", 1_000, endpoint=endpoint)
     assert member(ledger_env, "host1")["endpoint"] == endpoint
 

@@ -16,6 +16,7 @@ from protocol.keys import PrivateKey
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
 from protocol.rules.commitments import dispute_seed, trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal, canonical_json
+from protocol.rules.endpoints import EndpointError, endpoint_syntax
 from protocol.rules.hashing import Tag, tagged_hash
 from protocol.rules.limits import MAX_DECIMAL_LEN, MAX_SEGMENTS, all_limits
 from protocol.rules.losses import loss_digest, train_loss_micro
@@ -236,6 +237,74 @@ def limits() -> dict:
     return all_limits()
 
 
+def endpoints() -> dict:
+    """Endpoints both sides accept and refuse (``protocol.rules.endpoints``, the contract's bond);
+    every valid one parses and every invalid one is refused by Python here."""
+    valid = [
+        'http://127.0.0.1:8101',
+        'https://example.com',
+        'http://host-3:8700',
+        'http://a.b.c.example.org/veriloco/v1',
+        'http://[::1]:8101',
+        'https://[2001:db8::7]',
+        'http://10.0.0.1:1',
+        'http://h:65535',
+        'http://x.y/a-b_c~d.e/%20',
+        'http://0.0.0.0',
+        'http://sub-domain.example.com:443/',
+    ]
+    invalid = [
+        '',
+        'http://',
+        'https://',
+        'ftp://example.com',
+        'HTTP://example.com',
+        'http//example.com',
+        'example.com',
+        'http://[::1',
+        'http://::1',
+        'http://[::1]x',
+        'http://[fe80::1%eth0]',
+        'http://[]',
+        'http://user@example.com',
+        'http://user:pw@example.com/',
+        'http://example.com/?q=1',
+        'http://example.com/#f',
+        'http://example.com\\\\x',
+        'http://exa mple.com',
+        'http://example.com:',
+        'http://example.com:0',
+        'http://example.com:65536',
+        'http://example.com:99999',
+        'http://example.com:8a',
+        'http://-bad.com',
+        'http://bad-.com',
+        'http://a..b',
+        'http://.example.com',
+        'http://example.com.',
+        'http://1.2.3.400',
+        'http://01.2.3.4',
+        'http://1.2.3',
+        'http://1.2.3.4.5',
+        'http://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.com',
+        'http://aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.example',
+        'http://exämple.com',
+        'http://example.com/é',
+        'http://example.com/a"b',
+        'http://example.com/<x>',
+        'http://under_score.com',
+    ]
+    for endpoint in valid:
+        endpoint_syntax(endpoint)
+    for endpoint in invalid:
+        try:
+            endpoint_syntax(endpoint)
+        except EndpointError:
+            continue
+        raise AssertionError(f"{endpoint!r} should be invalid")
+    return {"valid": valid, "invalid": invalid}
+
+
 def architectures() -> dict:
     """The model architectures a spec may name (``protocol.rules.models``): the contract holds the same."""
     return {"names": architecture_names()}
@@ -243,7 +312,7 @@ def architectures() -> dict:
 
 VECTORS = {"hashing": hashing, "stream": streams, "sampling": sampling, "beacon": beacon,
            "commitments": commitments, "merkle": merkle, "losses": losses, "decimals": decimals, "amounts": amounts,
-           "spec": spec, "limits": limits, "architectures": architectures}
+           "spec": spec, "limits": limits, "architectures": architectures, "endpoints": endpoints}
 """Every vector file by name (``<name>.json``); both test suites must read each of them."""
 
 

@@ -11,8 +11,11 @@ use crate::limits::MAX_ENDPOINT_LEN;
 use crate::state::{self, Config, Member, Role, Totals, UnbondingEntry, TOTALS};
 use crate::types::{Event, MessageInfo, Response, Uint128};
 
-/// An endpoint is an http(s) URL of printable ASCII without spaces.
-fn validate_endpoint(endpoint: &str) -> Result<(), ContractError> {
+/// An endpoint is an http(s) URL: printable ASCII, a host (DNS name, dotted IPv4 or bracketed
+/// IPv6), an optional port 1-65535 and an optional path; no user info, query, fragment or
+/// backslash. The same rules as `protocol/rules/endpoints.py` (`endpoint_syntax`), kept equal by
+/// `tests/vectors/endpoints.json`; readers check reachability themselves.
+pub fn validate_endpoint(endpoint: &str) -> Result<(), ContractError> {
     let invalid = |reason: String| Err(ContractError::InvalidEndpoint(reason));
     if endpoint.len() > MAX_ENDPOINT_LEN {
         return invalid(format!(
@@ -20,23 +23,94 @@ fn validate_endpoint(endpoint: &str) -> Result<(), ContractError> {
             endpoint.len()
         ));
     }
-    let rest = endpoint
-        .strip_prefix("https://")
-        .or_else(|| endpoint.strip_prefix("http://"));
-    match rest {
-        Some(rest) if !rest.is_empty() => {}
-        _ => {
-            return invalid(format!(
-                "endpoint {endpoint:?} must be an http:// or https:// URL"
-            ))
-        }
-    }
     if !endpoint.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
         return invalid(format!(
             "endpoint {endpoint:?} must be printable ASCII without spaces"
         ));
     }
+    let rest = match endpoint
+        .strip_prefix("https://")
+        .or_else(|| endpoint.strip_prefix("http://"))
+    {
+        Some(rest) => rest,
+        None => {
+            return invalid(format!(
+                "endpoint {endpoint:?} must be an http:// or https:// URL"
+            ))
+        }
+    };
+    if rest.bytes().any(|b| b"@?#\\".contains(&b)) {
+        return invalid(format!(
+            "endpoint {endpoint:?} must have no user info, query, fragment or backslash"
+        ));
+    }
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if !path
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/._~!$&'()*+,;=:%-".contains(&b))
+    {
+        return invalid(format!(
+            "endpoint {endpoint:?} has a path a URL cannot have"
+        ));
+    }
+    let (host, port) = if authority.starts_with('[') {
+        match authority.find(']') {
+            Some(i) => (&authority[..=i], &authority[i + 1..]),
+            None => (authority, ""),
+        }
+    } else {
+        match authority.find(':') {
+            Some(i) => (&authority[..i], &authority[i..]),
+            None => (authority, ""),
+        }
+    };
+    if !port.is_empty() {
+        let digits = &port[1..];
+        let ok = port.starts_with(':')
+            && (1..=5).contains(&digits.len())
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && matches!(digits.parse::<u32>(), Ok(p) if (1..=65535).contains(&p));
+        if !ok {
+            return invalid(format!("endpoint {endpoint:?}: the port must be 1-65535"));
+        }
+    }
+    if !valid_host(host) {
+        return invalid(format!("endpoint {endpoint:?} has no valid host"));
+    }
     Ok(())
+}
+
+/// A DNS name, dotted-decimal IPv4 (no leading zeros) or a bracketed IPv6 address (no zone).
+fn valid_host(host: &str) -> bool {
+    if let Some(inner) = host.strip_prefix('[') {
+        return match inner.strip_suffix(']') {
+            Some(addr) => !addr.contains('%') && addr.parse::<std::net::Ipv6Addr>().is_ok(),
+            None => false,
+        };
+    }
+    let ipv4_shaped = host.split('.').count() == 4
+        && host
+            .split('.')
+            .all(|p| (1..=3).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()));
+    if ipv4_shaped {
+        return host.split('.').all(|p| {
+            matches!(p.parse::<u32>(), Ok(v) if v <= 255) && (p == "0" || !p.starts_with('0'))
+        });
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    let label_ok = |l: &&str| {
+        (1..=63).contains(&l.len())
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let last_numeric = labels
+        .last()
+        .map_or(true, |l| l.bytes().all(|b| b.is_ascii_digit()));
+    !host.is_empty() && host.len() <= 253 && labels.iter().all(label_ok) && !last_numeric
 }
 
 /// The sender's member record (`action` names the message in the refusal).

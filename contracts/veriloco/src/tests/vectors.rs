@@ -32,12 +32,13 @@ fn vectors(name: &str) -> Value {
 }
 
 /// The files this module checks, one test each.
-const CHECKED: [&str; 12] = [
+const CHECKED: [&str; 13] = [
     "amounts",
     "architectures",
     "beacon",
     "commitments",
     "decimals",
+    "endpoints",
     "hashing",
     "limits",
     "losses",
@@ -514,6 +515,23 @@ fn commitments() {
             &salts,
         );
         assert_eq!(hex(&got), str_of(&case["seed"]));
+    }
+}
+
+#[test]
+fn endpoints_are_judged_as_python_judges_them() {
+    let v = vectors("endpoints");
+    for endpoint in strings(&v["valid"]) {
+        assert!(
+            crate::staking::validate_endpoint(&endpoint).is_ok(),
+            "{endpoint:?} refused"
+        );
+    }
+    for endpoint in strings(&v["invalid"]) {
+        assert!(
+            crate::staking::validate_endpoint(&endpoint).is_err(),
+            "{endpoint:?} accepted"
+        );
     }
 }
 
