@@ -23,13 +23,14 @@ from pathlib import Path
 
 from chain.ledger import Ledger, LedgerError
 from node.host import HostNode
-from node.http_client import HttpArtifacts
+from node.http import ClientLimits
+from node.http_client import RETRY_BUDGET_S, HttpArtifacts
 from node.participant import NodeEvent, Participant
 from node.server import ServerThread, create_app
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
 from protocol.views import EpochInfo
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 
@@ -158,13 +159,17 @@ class MembershipCache:
 
 
 def http_peers(key: PrivateKey, spec: RunSpec, prefix: str, allow_private: bool = False,
-               max_clients: int = 256) -> Callable[[str], ArtifactSource]:
+               max_clients: int = 256, limits: ClientLimits | None = None,
+               retry_budget_s: float = RETRY_BUDGET_S) -> Callable[[str], ArtifactSource]:
     """Endpoint -> an HTTP client on that host (at most ``max_clients`` kept, least recently used
     closed first). A malformed or forbidden endpoint raises
     :class:`~trainer.artifacts.ArtifactUnavailable` (logged once as a warning): readers skip it.
 
     Args:
         allow_private: endpoints on loopback and private networks may be dialed (local runs).
+        max_clients: clients kept at most.
+        limits: time bounds of one request.
+        retry_budget_s: how long one artifact is retried while its failures may heal.
     """
     clients: OrderedDict[str, HttpArtifacts] = OrderedDict()
     warned: OrderedDict[str, None] = OrderedDict()
@@ -176,7 +181,8 @@ def http_peers(key: PrivateKey, spec: RunSpec, prefix: str, allow_private: bool 
                 clients.move_to_end(endpoint)
                 return clients[endpoint]
         try:
-            client = HttpArtifacts(endpoint, key, spec, prefix=prefix, allow_private=allow_private)
+            client = HttpArtifacts(endpoint, key, spec, limits=limits, prefix=prefix, allow_private=allow_private,
+                                   retry_budget_s=retry_budget_s)
         except ArtifactUnavailable as exc:
             with lock:
                 if endpoint not in warned:
@@ -230,7 +236,7 @@ class Daemon:
                 # The node is down or slow: keep going; the chain holds the truth.
                 log.warning("chain unavailable: %s", exc)
                 acted = False
-            except Exception:  # noqa: BLE001 (nothing a peer registers, serves or proposes may stop a daemon)
+            except Exception:
                 # A refusal the node did not anticipate, or a bug: logged with its traceback, and
                 # the next tick re-reads the chain (every action is idempotent, so nothing repeats).
                 log.exception("tick failed; carrying on")
@@ -258,3 +264,13 @@ def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behavi
     server = ServerThread(app, host or "127.0.0.1", int(port)).start()
     return node, server
 
+
+
+def holder_server(ledger: Ledger, address: str, root: Path, listen: str) -> ServerThread:
+    """The server of a participant that only holds content-addressed artifacts (a validator): the
+    global states and the Δs it keeps, by hash, to signed requests of members."""
+    spec = ledger.spec()
+    host, _, port = listen.rpartition(":")
+    app = create_app(LocalArtifacts(root, spec.run_id(), address), spec.run_id().hex(), address,
+                     authorize=MembershipCache(ledger), prefix=ledger.prefix)
+    return ServerThread(app, host or "127.0.0.1", int(port)).start()

@@ -13,7 +13,7 @@ does what the current phase asks of it:
   traps count only once opened);
 * ``dispute`` — nothing to send; the committees read the host's artifacts;
 * ``propose`` — if accepted: fetch every accepted Δ (the chain's aggregation inputs: each accepted
-  host's endpoint and committed Δ hash), check each against its hash and against what H AdamW
+  host's endpoint and committed Δ hash) from any holder, check each against its hash and against what H AdamW
   steps can do (a Δ beyond it is left out of the aggregate, the same way by every honest host),
   aggregate with the run's robust rule, apply the outer Nesterov step, store θ_{e+1} and propose
   its hash with the validation loss. A model whose validation loss is not a finite number within
@@ -22,6 +22,11 @@ does what the current phase asks of it:
 
 Nothing the peers agree on or serve can stop the node: a θ_e that training cannot continue from
 (a non-finite loss) and a model that cannot be proposed are events with a reason, once per epoch.
+
+Δs are content-addressed: a host keeps every Δ it aggregated (``trainer.artifacts.keep_delta``)
+and serves it by hash, and validators keep the Δ they checked. A Δ is asked of its host first,
+then by hash of the other accepted hosts, then of the validators, so one honest holder is enough
+and a host that serves its Δ to validators but not to peers cannot stall aggregation.
 
 θ_e for training comes from :class:`~node.global_store.GlobalStore`: the host's own result when
 its proposal won, otherwise fetched from peers by the canonical hash — that is how a host whose
@@ -33,6 +38,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from itertools import chain
 from pathlib import Path
 
 import torch
@@ -48,11 +56,11 @@ from protocol.rules.losses import MICRO, loss_micro
 from protocol.rules.sampling import challenged_segments
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
-from protocol.views import ParticipantStatus
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
+from protocol.views import AggregationInput, ParticipantStatus
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts, keep_delta
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from trainer.delta import dequantize, stream_delta
+from trainer.delta import dequantize, encode_delta, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, StepCallback
@@ -60,9 +68,13 @@ from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
+from trainer.tensorstream import bytes_chunks
 from verifier.measure import delta_excess
 
 log = logging.getLogger("veriloco.node")
+
+
+Fetch = Callable[[], Iterable[bytes | object]]
 
 
 class HostNode(Participant):
@@ -270,20 +282,14 @@ class HostNode(Participant):
                             f"θ {model_hash[:12]}… from {len(deltas)} Δ, val loss {val:.4f}")
 
     def _accepted_deltas(self, epoch: int, theta: GlobalState) -> dict[str, dict[str, torch.Tensor]]:
-        """Every accepted host's dequantized Δ, each checked against its committed hash (one
-        paged query for all of them: address, endpoint, Δ hash); a Δ that moves a coordinate
-        further than H AdamW steps can is left out (logged)."""
+        """Every accepted host's dequantized Δ from any holder, each checked against its committed
+        hash (one paged query for all of them: address, endpoint, Δ hash); a Δ that moves a
+        coordinate further than H AdamW steps can is left out (logged)."""
+        inputs = self.ledger.aggregation_inputs(epoch)
         deltas = {}
-        for accepted in self.ledger.aggregation_inputs(epoch):
+        for accepted in inputs:
             host = accepted.address
-            source = self.source if host == self.address else self.peers(accepted.endpoint)
-            try:
-                # Checked and hashed as the bytes arrive: never the whole file and its decoded copy.
-                payload, digest = stream_delta(source.delta_chunks(epoch), self.spec, what=f"Δ of {host}")
-            except TensorFileError as exc:
-                raise ArtifactUnavailable(str(exc)) from None
-            if digest.hex() != accepted.delta_hash:
-                raise ArtifactUnavailable(f"{host} served a Δ that does not match its commitment")
+            payload = self._fetch_delta(epoch, accepted, inputs)
             delta = dequantize(payload, self._shapes, self.spec.quantization)
             # Validators check this bound on the last segment; checking it again here costs one pass
             # over Δ, is the same computation on the same bytes for every honest host (so they still
@@ -296,6 +302,40 @@ class HostNode(Participant):
                 continue
             deltas[host] = delta
         return deltas
+
+    def _holders(self, epoch: int, accepted: AggregationInput,
+                 inputs: list[AggregationInput]) -> Iterator[tuple[str, Fetch]]:
+        """(who, how to read the Δ) for every participant that may hold ``accepted``'s Δ, likeliest first."""
+        held = LocalArtifacts(self.root, self.run_id, self.address)
+        yield "held here", lambda: bytes_chunks(held.delta_by_hash(accepted.delta_hash))
+        if accepted.address == self.address:
+            yield "own epoch", lambda: self.source.delta_chunks(epoch)
+            return
+        yield accepted.address, lambda: self.peers(accepted.endpoint).delta_chunks(epoch)
+        others = [(h.address, h.endpoint) for h in inputs if h.address not in (accepted.address, self.address)]
+        validators = ((m.address, m.endpoint) for m in self.ledger.members(role="validator"))
+        for address, endpoint in chain(others, validators):
+            yield address, partial(self._by_hash, endpoint, accepted.delta_hash)
+
+    def _by_hash(self, endpoint: str, delta_hash: str) -> Iterable[bytes | object]:
+        return bytes_chunks(self.peers(endpoint).delta_by_hash(delta_hash))
+
+    def _fetch_delta(self, epoch: int, accepted: AggregationInput, inputs: list[AggregationInput]) -> dict[str, torch.Tensor]:
+        reasons = []
+        for who, read in self._holders(epoch, accepted, inputs):
+            try:
+                # Checked and hashed as the bytes arrive: never the whole file and its decoded copy.
+                payload, digest = stream_delta(read(), self.spec, what=f"Δ of {accepted.address}")
+            except (ArtifactUnavailable, TensorFileError) as exc:
+                reasons.append(f"{who}: {exc}")
+                continue
+            if digest.hex() != accepted.delta_hash:
+                reasons.append(f"{who}: served a Δ that does not match the commitment of {accepted.address}")
+                continue
+            # Kept re-encoded: the hash is over the payload, so any holder's file serves alike.
+            keep_delta(self.root, self.run_id, accepted.delta_hash, encode_delta(payload, self.spec.quantization))
+            return payload
+        raise ArtifactUnavailable(f"no holder served the Δ of {accepted.address} ({'; '.join(reasons[-5:])})")
 
     def _validation_loss(self, state: GlobalState) -> float:
         if self._eval_model is None:

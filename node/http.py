@@ -378,8 +378,10 @@ def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = 
     return uvicorn.Config(
         body_limit(app, lim, on_reject), host=host, port=port, http=protocol, log_level="warning", access_log=False,
         timeout_keep_alive=lim.keep_alive_s,
-        # Connections are capped by the protocol (evicting idle ones); this bounds running requests.
-        limit_concurrency=lim.max_connections + 1,
+        # Connections are capped by the protocol, which evicts idle ones. uvicorn's own
+        # limit_concurrency counts connections too (closing ones included) and would answer 503 to
+        # an honest request while evicted flood connections wind down: it only bounds a runaway.
+        limit_concurrency=4 * lim.max_connections,
         h11_max_incomplete_event_size=lim.max_header_bytes,
         backlog=lim.max_connections, timeout_graceful_shutdown=2)
 
@@ -421,7 +423,7 @@ def body_limit(app: Any, limits: ServerLimits, on_reject: Rejecter | None = None
                 if len(body) > limits.max_body_bytes:
                     await send_error(send, 413, f"request body larger than {limits.max_body_bytes} bytes")
                     return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             await send_error(send, 408, "request body too slow")
             return
         delivered = False

@@ -148,3 +148,6 @@ class HttpArtifacts(ArtifactSource):
 
     def global_state(self, model_hash: str) -> bytes:
         return self._get(f"/v1/models/{model_hash}", "model")
+
+    def delta_by_hash(self, delta_hash: str) -> bytes:
+        return self._get(f"/v1/deltas/{delta_hash}", "delta")

@@ -22,7 +22,9 @@ Routes (all ``GET``; OpenAPI schema at ``/openapi.json``):
 * ``/v1/epochs/{epoch}/proofs/{leaf}`` — a :class:`~protocol.rules.merkle.MerkleProof`;
 * ``/v1/epochs/{epoch}/delta`` — the quantized Δ (safetensors);
 * ``/v1/epochs/{epoch}/losses`` — ``{"losses_micro": [...]}``;
-* ``/v1/models/{model_hash}`` — a global state (safetensors).
+* ``/v1/models/{model_hash}`` — a global state (safetensors);
+* ``/v1/deltas/{delta_hash}`` — a pseudo-gradient the server holds by hash (its own or another
+  host's: content-addressed, the reader checks the hash).
 """
 
 from __future__ import annotations
@@ -190,6 +192,11 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
         stats.served["losses"] += 1
         return answer
 
+    @app.get("/v1/deltas/{delta_hash}", response_class=Response,
+             responses={200: {"content": {"application/octet-stream": {}}}})
+    def held_delta(delta_hash: ModelHash, _: str = Depends(signer)) -> Response:
+        return blob("held_delta", lambda: source.delta_by_hash(delta_hash), delta_hash)
+
     @app.get("/v1/models/{model_hash}", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})
     def model(model_hash: ModelHash, reader: str = Depends(signer)) -> Response:
@@ -213,7 +220,7 @@ class ServerThread:
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0,
                  limits: ServerLimits | None = None) -> None:
         self.limits = limits or ServerLimits(max_body_bytes=MAX_REQUEST_BYTES)
-        stats = getattr(app.state, "stats", None)
+        stats = getattr(getattr(app, "state", None), "stats", None)
         self._config = server_config(app, host, port, self.limits,
                                      on_reject=stats.reject if isinstance(stats, ServerStats) else None)
         self._server = uvicorn.Server(self._config)

@@ -13,6 +13,9 @@ its opening) and does what the phase asks:
   disk (fsynced) and post its commitment — nothing about the verdict is visible yet;
 * ``verdict_reveal`` and each ``dispute_reveal`` — open every verdict it committed to in the
   round, from what it kept on disk.
+  The Δ of a last segment whose replay passed is kept (``trainer.artifacts.keep_delta``) and
+  served by hash (``veriloco validator run --listen`` serves what it holds), so an accepted host's
+  Δ is always held by the validator that checked it.
 
 A host that does not deliver is not judged ``unavailable`` at the first failure when the validator
 has :class:`Patience` (the daemons do): the challenge stays pending and is tried again on later
@@ -45,7 +48,8 @@ from protocol.messages import VerdictCommit, VerdictOpening
 from protocol.rules.commitments import SALT_SIZE
 from protocol.rules.spec import RunSpec
 from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus, Vote
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from protocol.rules.merkle import MerkleProof
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, keep_delta
 from trainer.data import Dataset
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
@@ -58,16 +62,17 @@ class Patience:
 
     Args:
         margin_blocks: give up once at most this many blocks of the phase are left …
-        margin_fraction: … or at most this fraction of the phase's window, whichever is more
-            (time to post the verdict, with a margin for slow blocks).
+        margin_fraction: … or at most this fraction of the phase's window, whichever is more,
+            plus one block per verdict still to post (time to post them all, with a margin for
+            slow blocks).
     """
 
     margin_blocks: int = 5
     margin_fraction: float = 0.1
 
-    def give_up(self, height: int, deadline: int, window: int) -> bool:
+    def give_up(self, height: int, deadline: int, window: int, pending: int = 1) -> bool:
         """Whether the deadline is near enough to report the host unavailable now."""
-        return deadline - height <= max(self.margin_blocks, int(window * self.margin_fraction))
+        return deadline - height <= max(self.margin_blocks, int(window * self.margin_fraction)) + pending
 
 
 class ValidatorNode(Participant):
@@ -219,7 +224,32 @@ class ValidatorNode(Participant):
     def _give_up(self, info: ParticipantStatus) -> bool:
         if self.patience is None:
             return True
-        return self.patience.give_up(self.ledger.height(), info.phase_deadline, self.spec.phases.verify_blocks)
+        return self.patience.give_up(self.ledger.height(), info.phase_deadline, self.spec.phases.verify_blocks,
+                                     info.pending_verdicts)
+
+
+class _Keeping(ArtifactSource):
+    """A host's artifacts, remembering the Δ read through it (to keep it once the replay passed)."""
+
+    def __init__(self, inner: ArtifactSource) -> None:
+        self._inner = inner
+        self.kept: bytes | None = None
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        return self._inner.checkpoint(epoch, leaf)
+
+    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
+        return self._inner.proof(epoch, leaf)
+
+    def delta(self, epoch: int) -> bytes:
+        self.kept = self._inner.delta(epoch)
+        return self.kept
+
+    def losses(self, epoch: int) -> list[int] | UntrustedJson:
+        return self._inner.losses(epoch)
+
+    def global_state(self, model_hash: str) -> bytes:
+        return self._inner.global_state(model_hash)
 
 
 class _Unreachable(ArtifactSource):

@@ -9,8 +9,11 @@ before use, so a host can lie only by refusing — which the reader reports as
 
 On disk (``root`` is the host's work root): the host's epochs in its
 :class:`~trainer.epoch_store.EpochStore` (written by :func:`trainer.inner.run_epoch`, or by an
-adversary's behaviour), and the global states it holds at :func:`global_path`
-(``<root>/<run id>/global/<model hash>.safetensors``).
+adversary's behaviour), the global states it holds at :func:`global_path`
+(``<root>/<run id>/global/<model hash>.safetensors``), and the pseudo-gradients it holds by hash at
+:func:`held_delta_path` (``<root>/<run id>/deltas/<Δ hash>.safetensors``): every accepted Δ a host
+aggregated and every Δ a validator checked, kept so that any holder can serve it
+(:meth:`ArtifactSource.delta_by_hash`, content-addressed: the reader checks the hash).
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from protocol.errors import VerilocoError
 from protocol.rules.merkle import MerkleProof, merkle_proof
 from trainer.epoch_store import EpochRecord, EpochStore
 from trainer.tensorstream import CHUNK_BYTES, bytes_chunks
+from trainer.tensorfile import write_atomic
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
 MAX_ARTIFACT_BYTES = 2 * 1024**3
 
 
-BlobKind = Literal["checkpoint", "delta", "model"]
+BlobKind = Literal["checkpoint", "delta", "model", "held_delta"]
 
 UntrustedJson: TypeAlias = dict[str, object] | list[object] | str | int | float | bool | bytes | None
 """What a remote host served where a JSON document was expected: decoded no further than JSON (what
@@ -80,6 +84,10 @@ class ArtifactSource(ABC):
     def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
         """:meth:`delta` as an iterable of byte chunks (see :meth:`checkpoint_chunks`)."""
         return _chunks_of(self.delta(epoch))
+    def delta_by_hash(self, delta_hash: str) -> bytes:
+        """A pseudo-gradient this participant holds, by its hash (any epoch, any host's): what makes
+        a Δ content-addressed, so that one honest holder is enough. None held by default."""
+        raise ArtifactUnavailable(f"no Δ {delta_hash[:12]}… held here")
 
     def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
         """The file holding a blob, so that a server can stream it rather than read it whole.
@@ -99,13 +107,28 @@ def _chunks_of(data: object) -> Iterable[bytes | object]:
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes_chunks(bytes(data))
     return iter([data])
+def _digest(value: str, what: str) -> str:
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise ValueError(f"a {what} is 64 lowercase hex characters")
+    return value
 
 
 def global_path(root: Path, run_id: bytes, model_hash: str) -> Path:
     """Where a host keeps the global state with ``model_hash``."""
-    if len(model_hash) != 64 or any(c not in "0123456789abcdef" for c in model_hash):
-        raise ValueError("a model hash is 64 lowercase hex characters")
-    return Path(root) / run_id.hex() / "global" / f"{model_hash}.safetensors"
+    return Path(root) / run_id.hex() / "global" / f"{_digest(model_hash, 'model hash')}.safetensors"
+
+
+def held_delta_path(root: Path, run_id: bytes, delta_hash: str) -> Path:
+    """Where a participant keeps a Δ it holds by hash (checked before it was kept)."""
+    return Path(root) / run_id.hex() / "deltas" / f"{_digest(delta_hash, 'Δ hash')}.safetensors"
+
+
+def keep_delta(root: Path, run_id: bytes, delta_hash: str, data: bytes) -> None:
+    """Keep a Δ whose hash the caller checked, so this participant can serve it by hash."""
+    path = held_delta_path(root, run_id, delta_hash)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data)
 
 
 class LocalArtifacts(ArtifactSource):
@@ -150,6 +173,8 @@ class LocalArtifacts(ArtifactSource):
                 return self.epochs.leaf_path(int(key), leaf)
             if kind == "delta":
                 return self.epochs.delta_path(int(key))
+            if kind == "held_delta":
+                return held_delta_path(self.root, self.run_id, str(key))
             return global_path(self.root, self.run_id, str(key))
         except ValueError as exc:  # a negative epoch or leaf, a malformed model hash
             raise ArtifactUnavailable(str(exc)) from None
@@ -209,3 +234,6 @@ class LocalArtifacts(ArtifactSource):
 
     def global_state(self, model_hash: str) -> bytes:
         return self._read(self._path("model", model_hash))
+
+    def delta_by_hash(self, delta_hash: str) -> bytes:
+        return self._read(self._path("held_delta", delta_hash))

@@ -154,7 +154,9 @@ def make_app(role: Role) -> typer.Typer:
     @app.command("run")
     def run(key: KeyName = role,
             workdir: Annotated[Path | None, typer.Option(help=f"work directory (default <home>/{role}-<key>)")] = None,
-            listen: Annotated[str, typer.Option(help="host:port of the artifact server (hosts)")] = "127.0.0.1:8101",
+            listen: Annotated[str | None, typer.Option(
+                help="host:port of the artifact server (hosts; default 127.0.0.1:8101); a validator "
+                     "given one serves the Δs and states it holds there")] = None,
             poll: Annotated[float, typer.Option(help="seconds between chain polls")] = 0.5,
             epochs: Annotated[int | None, typer.Option(help="stop when the run reaches this epoch")] = None,
             threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice)")] = None,
@@ -174,12 +176,14 @@ def make_app(role: Role) -> typer.Typer:
         if net.chain.backend != "cosmos":
             raise CommandError("daemons need a real chain (a cosmos network); "
                                "the embedded chain lives inside `veriloco simulate`")
-        if role == "host":
+        listen_given = listen is not None
+        listen = listen or "127.0.0.1:8101"
+        if role == "host" or listen_given:
             check_listen(listen)
         participant = open_key(key, home)
         root = workdir or home_dir(home) / f"{role}-{key}"
         err_console.print(f"{role} {key}: loading (torch, the run's dataset)…", highlight=False)
-        from node.daemon import Daemon, host_daemon  # noqa: PLC0415 (torch and FastAPI load only for a daemon)
+        from node.daemon import Daemon, holder_server, host_daemon  # noqa: PLC0415 (torch and FastAPI load only for a daemon)
         from node.participant import Participant  # noqa: PLC0415 (as above)
         from trainer.determinism import configure  # noqa: PLC0415 (as above)
         from veriloco.behaviours import host_behaviour, validator_node  # noqa: PLC0415 (as above)
@@ -204,6 +208,10 @@ def make_app(role: Role) -> typer.Typer:
                 node = validator_node(ledger, participant, root, adversary, name=key, device=device,
                                       allow_private=private)
                 err_console.print(f"validator {key} {node.address} following the run", highlight=False)
+                if listen_given:
+                    holder = holder_server(ledger, node.address, root, listen)
+                    err_console.print(f"validator {key} serving the Δs and states it holds on {holder.url}",
+                                      highlight=False)
             Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
 
     return app

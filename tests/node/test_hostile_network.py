@@ -1,0 +1,182 @@
+"""The hostile-network suite (issue 15): real HTTP servers and clients on the embedded chain, with
+attackers between the nodes. For each attack: the cheater is slashed (or its attack is absorbed),
+no honest party is slashed, every node keeps ticking (an exception would fail the test), memory
+stays bounded (tracemalloc over every thread) and funds are conserved.
+
+Measured figures are printed (``-s``) and tabulated in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import pytest
+from http_network import HttpNetwork, key
+from hostile import RawServer, answer, drip, gzip_bomb, half_open, zeros
+
+from node.daemon import http_peers
+from node.global_store import GlobalStore
+from node.server import ServerThread, create_app
+from node.http import ServerLimits
+from node.daemon import MembershipCache
+from protocol.auth import HEADER_ADDRESS
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.presets import tiny
+
+pytestmark = pytest.mark.slow
+
+MiB = 1 << 20
+
+
+def hostile_spec(hosts: int):
+    return tiny("hostile-net").with_changes(
+        train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8},
+        verification={"challenges_k": 1, "validators_r": 1},
+        phases={"min_hosts": hosts, "min_validators": 2, "verify_blocks": 40, "reveal_blocks": 10,
+                "join_blocks": 10, "train_blocks": 60, "propose_blocks": 20},
+    )
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return Dataset.load(hostile_spec(1).data, tmp_path_factory.mktemp("cache"))
+
+
+def nested() -> bytes:
+    return b"[" * 30_000 + b"]" * 30_000
+
+
+ATTACKS = {
+    "slow drip": drip(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000, 0.05),
+    "gzip bomb": answer("200 OK", {"Content-Encoding": "gzip"}, gzip_bomb(256 * MiB)),
+    "double gzip": answer("200 OK", {"Content-Encoding": "gzip"}, gzip_bomb(512 * MiB, layers=2)),
+    "huge 404 body": answer("404 Not Found", {"Content-Length": str(400 * MiB)}, zeros(400 * MiB)),
+    "nested JSON": answer("200 OK", {"Content-Length": str(len(nested()))}, nested()),
+}
+
+
+def test_cheaters_serving_hostile_answers_are_slashed_and_cost_the_readers_nothing(tmp_path, dataset) -> None:
+    # Five hosts train honestly but register an attacker's server as their endpoint; two honest
+    # hosts serve their own work. Validators must judge each attacker without exhausting memory,
+    # without crashing, and without being slashed themselves.
+    servers = {name: RawServer(handler).__enter__() for name, handler in ATTACKS.items()}
+    names = list(servers)
+    spec = hostile_spec(2 + len(names))
+    net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour() for _ in range(2 + len(names))],
+                      endpoints={2 + i: servers[n].url for i, n in enumerate(names)})
+    try:
+        tracemalloc.start()
+        report = net.run_epoch()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        by_address = {h.address: h for h in report.hosts}
+        for i in (0, 1):
+            assert by_address[net.host(i).node.address].outcome == "accepted"
+            assert by_address[net.host(i).node.address].slashed == "0"
+        for i, name in enumerate(names):
+            cheater = by_address[net.host(2 + i).node.address]
+            assert cheater.outcome != "accepted" and int(cheater.slashed) > 0, (name, cheater.outcome)
+        assert all(v.slashed == "0" for v in report.validators), [(v.outcome, v.assigned, v.voted) for v in report.validators]
+        assert report.agreed and report.next_model_hash
+        assert net.total_funds() == net.initial_funds
+        print(f"\nhostile answers: readers' peak Python memory over the epoch {peak / MiB:.1f} MiB; "
+              f"outcomes {[(n, by_address[net.host(2 + i).node.address].outcome) for i, n in enumerate(names)]}")
+        assert peak < 64 * MiB  # the issue's bombs cost 513 MiB and 800 MiB each
+    finally:
+        net.close()
+        for server in servers.values():
+            server.__exit__(None, None, None)
+
+
+def _peers_get_404_for_the_delta(app, validators: set[str]):
+    """An ASGI wrapper: the Δ route answers 404 to any reader that is not a validator (a host that
+    serves its Δ to validators and withholds it from the peers who aggregate)."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] == "http" and scope["path"].endswith("/delta"):
+            reader = dict(scope["headers"]).get(HEADER_ADDRESS.encode(), b"").decode()
+            if reader not in validators:
+                body = json.dumps({"detail": "not for you"}).encode()
+                await send({"type": "http.response.start", "status": 404,
+                            "headers": [(b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def test_honest_hosts_survive_a_flood_a_restart_and_a_peer_withholding_its_delta(tmp_path, dataset) -> None:
+    validators = {key(f"validator-{i}").address() for i in range(2)}
+    spec = hostile_spec(3)
+    net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour() for _ in range(3)],
+                      wrap={2: lambda app: _peers_get_404_for_the_delta(app, validators)})
+    flooded, restarted, withholder = net.host(0), net.host(1), net.host(2)
+    theta = net.ledger.epoch().model_hash
+    state: dict[str, object] = {"rounds_down": 0}
+
+    def attack(n: HttpNetwork) -> None:
+        phase = n.ledger.epoch().phase
+        if phase in ("reveal", "verify") and "flood" not in state:
+            # ~1,100 half-open connections (the issue's count) against an honest host's server,
+            # and the other honest host killed right after its commit.
+            state["flood"] = half_open(flooded.server.port, 1100)  # type: ignore[union-attr]
+            restarted.server.stop()  # type: ignore[union-attr]
+            state["port"] = restarted.server.port  # type: ignore[union-attr]
+        elif "port" in state and "restarted" not in state:
+            state["rounds_down"] = int(state["rounds_down"]) + 1  # type: ignore[call-overload]
+            if state["rounds_down"] >= 3:
+                app = create_app(restarted.node.source, spec.run_id().hex(), restarted.node.address,
+                                 authorize=MembershipCache(n.ledger))
+                restarted.server = ServerThread(app, port=int(state["port"]),  # type: ignore[call-overload]
+                                                limits=ServerLimits(max_connections=128)).start()
+                state["restarted"] = True
+
+    try:
+        tracemalloc.start()
+        report = net.run_epoch(between=attack)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert "restarted" in state and "flood" in state
+        assert {h.outcome for h in report.hosts} == {"accepted"}
+        assert all(h.slashed == "0" for h in report.hosts) and all(v.slashed == "0" for v in report.validators)
+        # Every accepted Δ was aggregated, the withheld one from the validator that checked it.
+        assert report.agreed and report.next_model_hash and report.next_model_hash != theta
+        proposals = {h.proposal.model_hash for h in report.hosts if h.proposal}
+        assert proposals == {report.next_model_hash}
+        assert net.total_funds() == net.initial_funds
+        print(f"\nflood + restart + withheld Δ: peak Python memory {peak / MiB:.1f} MiB "
+              f"(server and readers); evicted connections served meanwhile")
+        assert peak < 64 * MiB
+    finally:
+        for s in state.get("flood", []):  # type: ignore[union-attr]
+            s.close()
+        net.close()
+
+
+def test_150_sybil_members_hide_no_honest_host(tmp_path, dataset) -> None:
+    sybils = [key(f"sybil-{i}") for i in range(150)]
+    reader = key("late-reader")
+    spec = hostile_spec(2)
+    net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour(), HostBehaviour()], extra_keys=[*sybils, reader])
+    with RawServer(answer("404 Not Found", {"Content-Length": "0"}, b"")) as nothing:
+        try:
+            for k in sybils:  # one base unit each, every sybil serving nothing
+                net.ledger.bond(k, "host", nothing.url, 1)
+            report = net.run_epoch()
+            assert report.agreed and {h.outcome for h in report.hosts} == {"accepted"}
+            hosts = net.ledger.members(role="host")
+            assert len(hosts) == 152
+            assert {net.host(i).node.address for i in (0, 1)} <= {m.address for m in hosts}
+            # A participant with an empty disk finds θ by asking every host (all pages), sybils first
+            # where their addresses sort first: each costs one refused request, none hides the holders.
+            net.ledger.bond(reader, "validator", "http://late.example", 1)  # a member: servers answer it
+            store = GlobalStore(tmp_path / "late", spec, net.ledger,
+                                http_peers(reader, spec, net.ledger.prefix, allow_private=True, retry_budget_s=0.5),
+                                reader.address())
+            assert store.get(report.next_model_hash).hash().hex() == report.next_model_hash
+            assert net.total_funds() == net.initial_funds
+        finally:
+            net.close()
