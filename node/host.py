@@ -320,7 +320,8 @@ class HostNode(Participant):
     def _by_hash(self, endpoint: str, delta_hash: str) -> Iterable[bytes | object]:
         return bytes_chunks(self.peers(endpoint).delta_by_hash(delta_hash))
 
-    def _fetch_delta(self, epoch: int, accepted: AggregationInput, inputs: list[AggregationInput]) -> dict[str, torch.Tensor]:
+    def _fetch_delta(self, epoch: int, accepted: AggregationInput,
+                     inputs: list[AggregationInput]) -> dict[str, torch.Tensor]:
         reasons = []
         for who, read in self._holders(epoch, accepted, inputs):
             try:

@@ -35,6 +35,7 @@ Endpoints a reader dials are checked first by :func:`protocol.rules.endpoints.ch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -163,10 +164,8 @@ class SafeClient:
         def fire() -> None:
             fired.set()
             for sock in sockets:
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked read at once
-                except OSError:
-                    pass
 
         timer = threading.Timer(max(0.0, deadline - time.monotonic()), fire)
         timer.daemon = True

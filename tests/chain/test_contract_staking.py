@@ -81,7 +81,7 @@ def test_instantiate_refuses_an_architecture_the_project_does_not_ship(ledger_en
     # the same list (tests/vectors/architectures.json), so a run naming code is never deployed.
     text = _spec_text(ledger_env.spec).replace('"architecture":"gpt"', f'"architecture":{json.dumps(architecture)}')
     assert text != _spec_text(ledger_env.spec)
-    with pytest.raises(ContractError, match="model.architecture .* is not one of"):
+    with pytest.raises(ContractError, match=r"model\.architecture .* is not one of"):
         ledger_env.deploy(ledger_env.instantiate_msg(spec_json=text))
 
 

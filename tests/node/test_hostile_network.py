@@ -12,14 +12,13 @@ import json
 import tracemalloc
 
 import pytest
-from http_network import HttpNetwork, key
 from hostile import RawServer, answer, drip, gzip_bomb, half_open, zeros
+from http_network import HttpNetwork, key
 
-from node.daemon import http_peers
+from node.daemon import MembershipCache, http_peers
 from node.global_store import GlobalStore
-from node.server import ServerThread, create_app
 from node.http import ServerLimits
-from node.daemon import MembershipCache
+from node.server import ServerThread, create_app
 from protocol.auth import HEADER_ADDRESS
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
@@ -78,7 +77,7 @@ def test_cheaters_serving_hostile_answers_are_slashed_and_cost_the_readers_nothi
         for i, name in enumerate(names):
             cheater = by_address[net.host(2 + i).node.address]
             assert cheater.outcome != "accepted" and int(cheater.slashed) > 0, (name, cheater.outcome)
-        assert all(v.slashed == "0" for v in report.validators), [(v.outcome, v.assigned, v.voted) for v in report.validators]
+        assert all(v.slashed == "0" for v in report.validators), [(v.outcome, v.voted) for v in report.validators]
         assert report.agreed and report.next_model_hash
         assert net.total_funds() == net.initial_funds
         print(f"\nhostile answers: readers' peak Python memory over the epoch {peak / MiB:.1f} MiB; "
@@ -113,7 +112,7 @@ def test_honest_hosts_survive_a_flood_a_restart_and_a_peer_withholding_its_delta
     spec = hostile_spec(3)
     net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour() for _ in range(3)],
                       wrap={2: lambda app: _peers_get_404_for_the_delta(app, validators)})
-    flooded, restarted, withholder = net.host(0), net.host(1), net.host(2)
+    flooded, restarted = net.host(0), net.host(1)  # host 2 withholds its Δ from peers
     theta = net.ledger.epoch().model_hash
     state: dict[str, object] = {"rounds_down": 0}
 

@@ -216,9 +216,9 @@ def test_private_endpoints_are_dialed_only_when_the_run_allows_them(endpoint) ->
 
 
 def test_the_client_follows_no_redirect() -> None:
-    with RawServer(answer("302 Found", {"Location": "http://169.254.169.254/", "Content-Length": "0"}, b"")) as srv:
-        with pytest.raises(ArtifactUnavailable, match="HTTP 302"):
-            reader(srv.url).delta(0)
+    redirect = answer("302 Found", {"Location": "http://169.254.169.254/", "Content-Length": "0"}, b"")
+    with RawServer(redirect) as srv, pytest.raises(ArtifactUnavailable, match="HTTP 302"):
+        reader(srv.url).delta(0)
 
 
 def test_the_safe_client_refuses_a_non_numeric_content_length() -> None:
@@ -266,7 +266,8 @@ def test_bodies_are_refused_before_reading(static_server) -> None:
             s.settimeout(10)
             first = s.recv(200)
         with socket.create_connection(("127.0.0.1", thread.port)) as s:
-            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n" + bytes(65536))
+            s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n10000\r\n"
+                      + bytes(65536))
             s.settimeout(10)
             second = s.recv(200)
     assert first.startswith(b"HTTP/1.1 413") and second.startswith(b"HTTP/1.1 411")

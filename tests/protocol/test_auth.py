@@ -11,8 +11,8 @@ from protocol.auth import (
     HEADER_TIMESTAMP,
     AuthError,
     NonceCache,
-    sign_request,
     request_nonce,
+    sign_request,
     verify_request,
 )
 from protocol.keys import KeyType, PrivateKey
