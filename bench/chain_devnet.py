@@ -5,7 +5,7 @@
 Starts its own devnet (free ports, temporary home, 200 ms blocks, every account funded at
 genesis), deploys the committed contract, and measures:
 
-* gas used by each message type (store, instantiate, bond, unbond, claim, fund_rewards, join,
+* gas used by each message type (store, instantiate, bond, unbond, fund_rewards, join,
   commit, reveal, commit_verdict, reveal_verdict, reveal_traps, propose_model, advance), and the
   fee it cost;
 * latency from send to inclusion (sequential ``fund_rewards``, each simulated then broadcast);
@@ -329,7 +329,7 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
     assert stored is not None
     gas["store_code"] = stored.gas_used
     t0 = time.perf_counter()
-    run = Run(chain, code_id, operator, spec(unbonding_epochs=0))
+    run = Run(chain, code_id, operator, spec(unbonding_epochs=1))
     report["deploy_instantiate_s"] = round(time.perf_counter() - t0, 3)
     _, inst = chain.instantiate(operator, code_id, instantiate_msg(run.spec, THETA0, operator.address()))
     gas["instantiate"] = inst.gas_used
@@ -338,7 +338,6 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
     gas["bond"] = L.bond(key(hosts[0]), "host", "http://127.0.0.1:8700", HOST_STAKE).gas_used
     gas["bond_again"] = L.bond(key(hosts[0]), "host", "http://127.0.0.1:8700", HOST_STAKE).gas_used
     gas["unbond"] = L.unbond(key(hosts[0]), 1_000).gas_used
-    gas["claim"] = L.claim(key(hosts[0])).gas_used
     gas["fund_rewards"] = L.fund_rewards(funder, 1_000_000).gas_used
 
     # Latency: send -> inclusion, one transaction at a time (simulate + broadcast + poll).

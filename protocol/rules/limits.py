@@ -45,6 +45,18 @@ MAX_ENDPOINT_LEN = 256
 MAX_ADDRESS_LEN = 256
 """Longest address, in bytes (the CosmWasm VM's limit on a human address)."""
 
+MIN_UNBONDING_EPOCHS = 1
+"""Fewest epochs a spec may set for ``unbonding_epochs``. Every epoch's challenges and disputes are
+settled by its finalize, before the next epoch opens; stake unbonded in epoch ``e`` is released at
+``e + unbonding_epochs``, so with at least 1 it is claimable only once every epoch it could have
+taken part in is settled (0 let a cheater unbond and claim during verify, escaping every slash)."""
+
+MAX_HELD_BITS = 96
+"""The contract holds at most ``2**MAX_HELD_BITS`` base units in all (bonds, unbonding entries and
+the reward pool): a bond or a funding that would pass it is refused, and so are spec amounts above
+it, so that every sum and product of finalize (amounts by basis points, by up to ``2**32``
+participants) fits in 128 bits and finalize can never be refused for an overflow."""
+
 MAX_DECIMAL_LEN = 40
 """Longest canonical decimal string the contract takes (a verdict's distance), in characters."""
 

@@ -16,7 +16,14 @@ from pydantic import Field, field_validator, model_validator
 
 from protocol.rules.encoding import I64_MAX, canonical_json, parse_canonical
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
-from protocol.rules.limits import MAX_DISPUTE_ROUNDS, MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS, MAX_SEGMENTS
+from protocol.rules.limits import (
+    MAX_DISPUTE_ROUNDS,
+    MAX_HELD_BITS,
+    MAX_JOIN_EXTENSIONS,
+    MAX_PARTICIPANTS,
+    MAX_SEGMENTS,
+    MIN_UNBONDING_EPOCHS,
+)
 from protocol.rules.models import check_model
 from protocol.types import Amount, Blocks, Boundary, Bps, Count, Dec
 
@@ -189,7 +196,7 @@ class EconomicsSpec(Boundary):
     denom: str
     min_host_stake: Amount
     min_validator_stake: Amount
-    unbonding_epochs: int = Field(default=2, ge=0, le=10_000, strict=True)
+    unbonding_epochs: int = Field(default=2, ge=MIN_UNBONDING_EPOCHS, le=10_000, strict=True)
     slash_invalid_bps: Bps = 5_000
     # At least invalid (a rule): a host that cannot back a faked segment must gain nothing by
     # withholding it, or by serving something that is not what it committed.
@@ -222,6 +229,14 @@ class EconomicsSpec(Boundary):
         if self.slash_validator_silent_bps < self.slash_validator_wrong_bps:
             raise ValueError(f"slash_validator_silent_bps ({self.slash_validator_silent_bps}) must be at least "
                              f"slash_validator_wrong_bps ({self.slash_validator_wrong_bps})")
+        return self
+
+    @model_validator(mode="after")
+    def _amounts_fit(self) -> EconomicsSpec:
+        # protocol.rules.limits.MAX_HELD_BITS: what the contract may hold in all.
+        for name in ("min_host_stake", "min_validator_stake", "reward_per_epoch"):
+            if int(getattr(self, name)) > 2**MAX_HELD_BITS:
+                raise ValueError(f"{name} must be at most 2^{MAX_HELD_BITS} base units")
         return self
 
 

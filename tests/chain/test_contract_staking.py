@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 from ledger_env import INITIAL_MODEL_HASH, LedgerEnv, make_spec
 
 from chain.ledger import ContractError
@@ -291,24 +292,29 @@ def test_claim_without_unbonding_is_refused(ledger_env) -> None:
         ledger_env.claim("host2")
 
 
-def test_claim_after_maturity_pays_with_a_bank_transfer(make_ledger_env) -> None:
-    # unbonding_epochs = 0: an entry is released at the current epoch, i.e. at once.
-    env = make_ledger_env(make_spec(unbonding_epochs=0))
-    host = env.addr("host1")
+def test_no_spec_lets_stake_be_claimed_in_the_epoch_it_was_unbonded(make_ledger_env) -> None:
+    # unbonding_epochs = 0 let a cheater unbond and claim during verify, escaping every slash: the
+    # minimum (MIN_UNBONDING_EPOCHS = 1) releases it only once the epoch is settled (the payout
+    # itself: tests/chain/test_contract_settlement.py).
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        make_spec(unbonding_epochs=0)
+    env = make_ledger_env(make_spec(unbonding_epochs=1))
     bond(env, "host1", 5_000)
     env.unbond("host1", 3_000)
-    before = env.balance(host) + env.fees_paid
-    result = env.claim("host1")
-    assert env.balance(host) + env.fees_paid == before + 3_000
-    assert env.balance(env.address) == 2_000
-    # (A real chain adds attributes such as msg_index: compare the ones that matter.)
-    transfers = [{k: e.get(k) for k in ("recipient", "sender", "amount")} for e in result.events_of("transfer")]
-    assert {"recipient": host, "sender": env.address, "amount": "3000inj"} in transfers
-    assert result.attribute("action") == "claim"
-    assert member(env, "host1")["unbonding"] == []
-    assert env.accounting() == {"bonded": 2_000, "unbonding": 0, "reward_pool": 0}
-    with pytest.raises(ContractError, match="nothing to claim"):
+    with pytest.raises(ContractError, match="nothing to claim at epoch 0; the next release is at epoch 1"):
         env.claim("host1")
+    assert env.accounting() == {"bonded": 2_000, "unbonding": 3_000, "reward_pool": 0}
+
+
+def test_instantiate_refuses_unbonding_zero_and_amounts_past_the_held_limit(ledger_env) -> None:
+    text = _spec_text(ledger_env.spec)
+    for old, new, message in [
+        ('"unbonding_epochs":2', '"unbonding_epochs":0', "unbonding_epochs is 0, less than 1"),
+        ('"min_host_stake":"1000"', f'"min_host_stake":"{2**96 + 1}"', "min_host_stake is more than 2\\^96"),
+    ]:
+        assert old in text
+        with pytest.raises(ContractError, match=message):
+            ledger_env.deploy(ledger_env.instantiate_msg(spec_json=text.replace(old, new)))
 
 
 # -- rewards -------------------------------------------------------------------------------------
@@ -382,7 +388,7 @@ def test_rejected_execute_changes_nothing(ledger_env) -> None:
 
 
 def test_funds_are_conserved_and_accounted(make_ledger_env) -> None:
-    env = make_ledger_env(make_spec(unbonding_epochs=0))
+    env = make_ledger_env(make_spec(unbonding_epochs=1))
     total = env.total_funds()
     steps = [
         lambda: bond(env, "host1", 4_000),
@@ -390,13 +396,33 @@ def test_funds_are_conserved_and_accounted(make_ledger_env) -> None:
         lambda: bond(env, "validator1", 900, role="validator"),
         lambda: env.fund_rewards(10_000),
         lambda: env.unbond("host1", 1_500),
-        lambda: env.claim("host1"),
         lambda: bond(env, "host1", 1),
         lambda: env.unbond("validator1", 900),
-        lambda: env.claim("validator1"),
     ]
     for step in steps:
         step()
         assert env.total_funds() == total
         env.assert_books()
-    assert env.accounting() == {"bonded": 4_000 - 1_500 + 1 + 2_500, "unbonding": 0, "reward_pool": 10_000}
+    assert env.accounting() == {"bonded": 4_000 - 1_500 + 1 + 2_500, "unbonding": 1_500 + 900, "reward_pool": 10_000}
+
+
+def test_bonds_and_fundings_past_what_the_contract_may_hold_are_refused() -> None:
+    # Refused at the inflow (bond, fund_rewards) rather than overflowing later inside finalize,
+    # which would refuse every later message and lock every fund (protocol.rules.limits.MAX_HELD_BITS).
+    from chain.embedded import EmbeddedChain
+    from chain.embedded.backend import deploy_embedded
+    from protocol.keys import PrivateKey
+
+    whale, other = PrivateKey(b"\x21" * 32), PrivateKey(b"\x22" * 32)
+    spec = make_spec()
+    chain = EmbeddedChain(genesis_balances={k.address(): {spec.economics.denom: 2**100} for k in (whale, other)})
+    ledger = deploy_embedded(chain, whale, spec, INITIAL_MODEL_HASH, whale.address())
+    ledger.bond(whale, "host", ENDPOINT, 2**96 - 10)
+    ledger.fund_rewards(other, 10)  # exactly the limit
+    for refused in (lambda: ledger.bond(other, "validator", ENDPOINT, 1), lambda: ledger.fund_rewards(other, 1)):
+        with pytest.raises(ContractError, match=r"would hold more than 2\^96 base units"):
+            refused()
+    accounting = ledger.accounting()
+    assert int(accounting.bonded) + int(accounting.reward_pool) == 2**96
+    ledger.unbond(whale, 5)  # moving stake within the contract is not an inflow
+    assert int(ledger.accounting().unbonding) == 5

@@ -229,6 +229,8 @@ def spec() -> dict:
             variant(economics={"slash_unavailable_bps": 100}),  # withholding a segment would pay
             variant(economics={"slash_validator_silent_bps": 100}),  # withholding a verdict would pay
             variant(model={"architecture": "subprocess:run"}),  # not an architecture the project ships
+            variant(economics={"unbonding_epochs": 0}),  # stake claimable before its epoch is settled
+            variant(economics={"reward_per_epoch": str(2**96 + 1)}),  # more than the contract may hold
         ],
     }
 

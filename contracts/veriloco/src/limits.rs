@@ -35,6 +35,15 @@ pub const MAX_DISPUTE_ROUNDS: u32 = 4;
 /// Most join extensions a run may allow (`MAX_JOIN_EXTENSIONS`).
 pub const MAX_JOIN_EXTENSIONS: u32 = 1000;
 
+/// Fewest epochs of `unbonding_epochs` (`MIN_UNBONDING_EPOCHS`): stake unbonded in an epoch is
+/// released only once that epoch is settled.
+pub const MIN_UNBONDING_EPOCHS: u64 = 1;
+/// The contract holds at most `2^MAX_HELD_BITS` base units in all (`MAX_HELD_BITS`): bonds and
+/// fundings past it are refused, so finalize's arithmetic cannot overflow.
+pub const MAX_HELD_BITS: u32 = 96;
+/// `2^MAX_HELD_BITS`.
+pub const MAX_HELD: u128 = 1 << MAX_HELD_BITS;
+
 /// The model architectures a run spec may name (`protocol/rules/models.py`, `ARCHITECTURES`):
 /// kept equal to the Python registry by `tests/vectors/architectures.json`. A spec naming any
 /// other is refused at instantiation, so no node is ever asked to build code a spec names.

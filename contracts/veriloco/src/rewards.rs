@@ -13,6 +13,7 @@ pub fn fund_rewards(
 ) -> Result<Response, ContractError> {
     let amount = must_pay(info, &config.denom, "fund_rewards")?;
     let mut totals = TOTALS.load(deps.storage)?;
+    totals.admit(amount, "fund_rewards")?;
     totals.reward_pool = totals.reward_pool.checked_add(amount)?;
     TOTALS.save(deps.storage, &totals);
     Ok(Response::new()

@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::error::ContractError;
 use crate::hashing::{hex, tag, tagged_hash};
 use crate::limits::{
-    ARCHITECTURES, BPS_DENOMINATOR, MAX_BLOCKS, MAX_DISPUTE_ROUNDS, MAX_JOIN_EXTENSIONS,
-    MAX_PARTICIPANTS, MAX_SEGMENTS,
+    ARCHITECTURES, BPS_DENOMINATOR, MAX_BLOCKS, MAX_DISPUTE_ROUNDS, MAX_HELD, MAX_HELD_BITS,
+    MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS, MAX_SEGMENTS, MIN_UNBONDING_EPOCHS,
 };
 use crate::types::Uint128;
 
@@ -86,6 +86,24 @@ impl Economics {
                 self.slash_validator_silent_bps,
                 self.slash_validator_wrong_bps
             );
+        }
+        if self.unbonding_epochs < MIN_UNBONDING_EPOCHS {
+            invalid!(
+                "economics.unbonding_epochs is {}, less than {MIN_UNBONDING_EPOCHS}: stake could \
+                 be claimed before the epoch that may slash it is settled",
+                self.unbonding_epochs
+            );
+        }
+        let amounts = [
+            ("min_host_stake", self.min_host_stake),
+            ("min_validator_stake", self.min_validator_stake),
+            ("reward_per_epoch", self.reward_per_epoch),
+        ];
+        for (name, value) in amounts.iter() {
+            if value.0 > MAX_HELD {
+                invalid!("economics.{name} is more than 2^{MAX_HELD_BITS} base units");
+            }
+            }
         }
         Ok(())
     }

@@ -162,6 +162,7 @@ pub fn bond(
             unbonding: Vec::new(),
         },
     };
+    TOTALS.load(deps.storage)?.admit(amount, "bond")?;
     let before = member.bonded;
     member.bonded = member.bonded.checked_add(amount)?;
     member.endpoint = endpoint;
@@ -317,6 +318,29 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn inflows_past_the_held_limit_are_refused_and_finalize_sums_fit() {
+        use crate::limits::{MAX_HELD, MAX_PARTICIPANTS};
+        let totals = Totals {
+            bonded: Uint128(MAX_HELD - 10),
+            unbonding: Uint128(5),
+            reward_pool: Uint128(5),
+        };
+        assert!(totals.admit(Uint128(0), "bond").is_ok());
+        let err = totals.admit(Uint128(1), "bond").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "bond: the contract would hold more than 2^96 base units"
+        );
+        assert!(totals.admit(Uint128(u128::MAX), "fund_rewards").is_err());
+        // Everything finalize computes is bounded by what is held: a sum over every member of
+        // every epoch's stakes, a share times a count of participants, fits with room to spare.
+        let held = Uint128(MAX_HELD);
+        assert!(held.checked_mul(u128::from(MAX_PARTICIPANTS) * 2).is_ok());
+        assert!(held.checked_mul(1u128 << 31).is_ok());
+        assert_eq!(held.mul_bps(10_000), held);
     }
 
     #[test]

@@ -88,6 +88,30 @@ pub struct Totals {
     pub reward_pool: Uint128,
 }
 
+impl Totals {
+    /// Refuse an inflow of `amount` that would make the contract hold more than `MAX_HELD`
+    /// (bonds, unbonding entries and the reward pool): every later sum and product of finalize
+    /// then fits in 128 bits, so an overflow can never refuse a finalize and lock the funds.
+    pub fn admit(&self, amount: Uint128, action: &'static str) -> Result<(), ContractError> {
+        let held = self
+            .bonded
+            .0
+            .checked_add(self.unbonding.0)
+            .and_then(|x| x.checked_add(self.reward_pool.0))
+            .and_then(|x| x.checked_add(amount.0));
+        match held {
+            Some(total) if total <= crate::limits::MAX_HELD => Ok(()),
+            _ => Err(ContractError::refused(
+                action,
+                format!(
+                    "the contract would hold more than 2^{} base units",
+                    crate::limits::MAX_HELD_BITS
+                ),
+            )),
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {

@@ -299,7 +299,8 @@ pub fn slashes_page(
             continue;
         }
         let lifetime = members.totals(storage, address)?;
-        lifetime.slashed = lifetime.slashed.checked_add(amount)?;
+        // Lifetime totals are statistics: they saturate rather than refuse a finalize.
+        lifetime.slashed = Uint128(lifetime.slashed.0.saturating_add(amount.0));
         payouts.get(storage, e, address)?.slashed = amount;
         slashed_total = slashed_total.checked_add(amount)?;
         // Who caught it: the validators who convicted an invalid host; the auditors whose trap a
@@ -335,7 +336,7 @@ pub fn slashes_page(
                 let pay = payouts.get(storage, e, c)?;
                 pay.catcher = pay.catcher.checked_add(each)?;
                 let lifetime = members.totals(storage, c)?;
-                lifetime.rewarded = lifetime.rewarded.checked_add(each)?;
+                lifetime.rewarded = Uint128(lifetime.rewarded.0.saturating_add(each.0));
                 add_to(&mut sends, c, each)?;
             }
             let paid = each.checked_mul(paid_catchers.len() as u128)?;
@@ -405,7 +406,7 @@ pub fn rewards_page(
             pay.reward = each;
             PAYOUTS.save(storage, (e, address), &pay);
             let lifetime = members.totals(storage, address)?;
-            lifetime.rewarded = lifetime.rewarded.checked_add(each)?;
+            lifetime.rewarded = Uint128(lifetime.rewarded.0.saturating_add(each.0));
             rewards = rewards.checked_add(each)?;
             add_to(&mut sends, address, each)?;
         }

@@ -581,6 +581,8 @@ fn limits_equal_the_python_definitions() {
             "MAX_JOIN_EXTENSIONS",
             u64::from(limits::MAX_JOIN_EXTENSIONS),
         ),
+        ("MIN_UNBONDING_EPOCHS", limits::MIN_UNBONDING_EPOCHS),
+        ("MAX_HELD_BITS", u64::from(limits::MAX_HELD_BITS)),
     ];
     let theirs = v.as_object().expect("an object of limits");
     for (name, value) in ours.iter() {
