@@ -7,8 +7,8 @@ PyTorch names (``model.state_dict()`` keys, no prefix), in a plain safetensors f
 
 * ``model.safetensors`` — the parameters (float32), metadata ``format: pt`` plus the run id,
   model hash and epoch;
-* ``config.json`` — ``factory`` and ``model_params`` (the run spec's model: ``build_gpt(**model_params)``
-  builds it), ``vocab_size`` (256: the tokens are the bytes of UTF-8 text), ``seq_len``,
+* ``config.json`` — ``architecture`` and ``model_params`` (the run spec's model: for ``gpt``,
+  ``build_gpt(**model_params)`` builds it), ``vocab_size`` (256: the tokens are the bytes of UTF-8 text), ``seq_len``,
   the run, the epoch, the model hash, and ``sample_loss``: the mean cross-entropy of this model
   on ``sample.bin`` as veriloco measures it;
 * ``sample.bin`` — ``sample_windows`` validation windows of ``seq_len + 1`` bytes each.
@@ -90,7 +90,7 @@ def export_model(state: GlobalState, spec: RunSpec, dataset: Dataset, out: Path,
     loss = validation_loss(model, dataset, windows=SAMPLE_WINDOWS, batch_size=SAMPLE_WINDOWS, params=params)
     config = {
         "format": EXPORT_FORMAT,
-        "factory": spec.model.factory,
+        "architecture": spec.model.architecture,
         "model_params": spec.model.params,
         "vocab_size": VOCAB_SIZE,
         "tokenizer": "bytes: each byte of UTF-8 text is one token (0-255)",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from pydantic import ValidationError
 from ledger_env import INITIAL_MODEL_HASH, LedgerEnv, make_spec
+from pydantic import ValidationError
 
 from chain.ledger import ContractError
 from protocol.keys import encode_address

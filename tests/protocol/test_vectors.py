@@ -15,7 +15,6 @@ from protocol.rules.commitments import dispute_seed, trap_commitment, verdict_co
 from protocol.rules.encoding import EncodingError, canonical_decimal
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.losses import loss_digest, train_loss_micro
-from protocol.rules.models import ARCHITECTURES
 from protocol.rules.merkle import MerkleProof, merkle_proof, merkle_root, verify_proof
 from protocol.rules.models import ARCHITECTURES
 from protocol.rules.sampling import (
