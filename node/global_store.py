@@ -6,7 +6,8 @@ host that restarted on a fresh disk — asks the run's hosts for it by hash and 
 that decodes under the spec's layout and hashes right. A wrong answer costs the liar nothing but
 the reader a retry, so peers are tried in turn: first the hosts accepted in epoch e − 1 (they
 built θ_e, or trained from it when the vote kept θ_{e−1}; the chain's aggregation inputs), then
-every other host (all members, paged).
+every other host, then every validator (validators hold the states they replayed from and serve
+them by hash; all members, paged). A member whose endpoint is malformed or not allowed is skipped.
 """
 
 from __future__ import annotations
@@ -101,10 +102,11 @@ class GlobalStore:
             if host.address not in asked:
                 asked.add(host.address)
                 yield host.address, host.endpoint
-        for member in self._ledger.members(role="host"):
-            if member.address not in asked:
-                asked.add(member.address)
-                yield member.address, member.endpoint
+        for role in ("host", "validator"):
+            for member in self._ledger.members(role=role):
+                if member.address not in asked:
+                    asked.add(member.address)
+                    yield member.address, member.endpoint
 
     def _fetch(self, model_hash: str, epoch: int | None) -> GlobalState:
         reasons = []

@@ -20,6 +20,7 @@ from node.global_store import GlobalStore
 from node.http import ServerLimits
 from node.server import ServerThread, create_app
 from protocol.auth import HEADER_ADDRESS
+from trainer.artifacts import ArtifactUnavailable
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.presets import tiny
@@ -146,6 +147,13 @@ def test_honest_hosts_survive_a_flood_a_restart_and_a_peer_withholding_its_delta
         proposals = {h.proposal.model_hash for h in report.hosts if h.proposal}
         assert proposals == {report.next_model_hash}
         assert net.total_funds() == net.initial_funds
+        # Validators serve what they hold by hash: the state they replayed from, and the Δ they checked.
+        reader = http_peers(key("host-0"), spec, net.ledger.prefix, allow_private=True)
+        validator_endpoints = [m.endpoint for m in net.members[3:]]
+        assert any(_serves(reader(e), "global_state", theta) for e in validator_endpoints)
+        withheld = next(h for h in report.hosts if h.address == net.host(2).node.address)
+        assert withheld.commitment is not None
+        assert any(_serves(reader(e), "delta_by_hash", withheld.commitment.delta_hash) for e in validator_endpoints)
         print(f"\nflood + restart + withheld Δ: peak Python memory {peak / MiB:.1f} MiB "
               f"(server and readers); evicted connections served meanwhile")
         assert peak < 64 * MiB
@@ -153,6 +161,14 @@ def test_honest_hosts_survive_a_flood_a_restart_and_a_peer_withholding_its_delta
         for s in state.get("flood", []):  # type: ignore[union-attr]
             s.close()
         net.close()
+
+
+def _serves(source, method: str, digest: str) -> bool:
+    try:
+        getattr(source, method)(digest)
+    except ArtifactUnavailable:
+        return False
+    return True
 
 
 def test_150_sybil_members_hide_no_honest_host(tmp_path, dataset) -> None:
