@@ -103,7 +103,9 @@ class PhaseWatch:
 
 
 class MembershipCache:
-    """Is an address a bonded member of the run? Asked of the chain, remembered for ``ttl`` seconds.
+    """May an address read? A member of the run with at least its role's minimum stake bonded (what
+    it takes to join an epoch), so reading costs a real bond: a sybil of one base unit is refused.
+    Asked of the chain, remembered for ``ttl`` seconds.
 
     Bounded: at most ``max_entries`` answers are kept (least recently used dropped first), and at
     most ``lookups_per_s`` chain lookups are made for addresses not in the cache (beyond that an
@@ -112,14 +114,19 @@ class MembershipCache:
 
     Args:
         ledger: the chain.
+        min_stakes: role -> the least bonded stake that may read (default: the run spec's minimums).
         ttl: seconds an answer is trusted.
         max_entries: answers kept at most.
         lookups_per_s: chain lookups for unknown addresses per second (a token bucket of that size).
     """
 
-    def __init__(self, ledger: Ledger, ttl: float = 10.0, max_entries: int = 4096,
-                 lookups_per_s: float = 20.0) -> None:
+    def __init__(self, ledger: Ledger, min_stakes: dict[str, int] | None = None, ttl: float = 10.0,
+                 max_entries: int = 4096, lookups_per_s: float = 20.0) -> None:
         self._ledger = ledger
+        if min_stakes is None:
+            econ = ledger.spec().economics
+            min_stakes = {"host": int(econ.min_host_stake), "validator": int(econ.min_validator_stake)}
+        self._min = {role: max(1, stake) for role, stake in min_stakes.items()}
         self._ttl = ttl
         self._max = max_entries
         self._rate = lookups_per_s
@@ -149,7 +156,7 @@ class MembershipCache:
             member = self._ledger.member(address)
         except LedgerError:
             return False
-        ok = member is not None and (int(member.bonded) > 0 or bool(member.unbonding))
+        ok = member is not None and int(member.bonded) >= self._min.get(member.role, 1)
         with self._lock:
             self._seen[address] = (now, ok)
             self._seen.move_to_end(address)

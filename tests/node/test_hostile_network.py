@@ -187,7 +187,8 @@ def test_150_sybil_members_hide_no_honest_host(tmp_path, dataset) -> None:
             assert {net.host(i).node.address for i in (0, 1)} <= {m.address for m in hosts}
             # A participant with an empty disk finds θ by asking every host (all pages), sybils first
             # where their addresses sort first: each costs one refused request, none hides the holders.
-            net.ledger.bond(reader, "validator", "http://late.example", 1)  # a member: servers answer it
+            # A member with its role's minimum stake: servers answer it (a one-unit sybil they refuse).
+            net.ledger.bond(reader, "validator", "http://late.example", int(spec.economics.min_validator_stake))
             store = GlobalStore(tmp_path / "late", spec, net.ledger,
                                 http_peers(reader, spec, net.ledger.prefix, allow_private=True, retry_budget_s=0.5),
                                 reader.address())

@@ -304,10 +304,20 @@ def test_rejections_are_logged_rate_limited(static_server, caplog) -> None:
 def chain_ledger():
     operator = PrivateKey(b"\x11" * 32)
     member = PrivateKey(b"\x12" * 32)
-    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, member)})
+    sybil = PrivateKey(b"\x13" * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, member, sybil)})
     ledger = deploy_embedded(chain, operator, SPEC, hashlib.sha256(b"theta").hexdigest(), operator.address())
     ledger.bond(member, "validator", "http://127.0.0.1:1", int(SPEC.economics.min_validator_stake))
-    return ledger, member
+    ledger.bond(sybil, "host", "http://127.0.0.1:1", 1)
+    return ledger, member, sybil
+
+
+@pytest.mark.slow
+def test_reading_takes_a_real_bond_not_one_base_unit(chain_ledger) -> None:
+    ledger, member, sybil = chain_ledger
+    authorize = MembershipCache(ledger)
+    assert authorize(member.address()) and not authorize(sybil.address())
+    assert not authorize(PrivateKey(b"\x14" * 32).address())  # not a member at all
 
 
 @pytest.mark.slow
