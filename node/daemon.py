@@ -36,6 +36,9 @@ from trainer.data import Dataset
 
 log = logging.getLogger("node.daemon")
 
+TRACE_EVERY_S = 60.0
+"""The same failure of a tick is logged with its traceback at most this often."""
+
 WAIT_REPORT_S = 20.0
 """A daemon stuck in one phase says what it waits for this often."""
 
@@ -223,6 +226,7 @@ class Daemon:
         self.poll = poll
         self.max_epochs = max_epochs
         self._stop = threading.Event()
+        self._traced: dict[str, float] = {}
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -243,10 +247,19 @@ class Daemon:
                 # The node is down or slow: keep going; the chain holds the truth.
                 log.warning("chain unavailable: %s", exc)
                 acted = False
-            except Exception:
-                # A refusal the node did not anticipate, or a bug: logged with its traceback, and
-                # the next tick re-reads the chain (every action is idempotent, so nothing repeats).
-                log.exception("tick failed; carrying on")
+            except Exception as exc:
+                # A refusal the node did not anticipate, or a bug: logged with its traceback (the
+                # same failure at most once a minute, so a peer cannot flood the log), and the next
+                # tick re-reads the chain (every action is idempotent, so nothing repeats).
+                what = f"{type(exc).__name__}: {str(exc)[:200]}"
+                now = time.monotonic()
+                if now - self._traced.get(what, -TRACE_EVERY_S) >= TRACE_EVERY_S:
+                    self._traced[what] = now
+                    while len(self._traced) > 64:
+                        self._traced.pop(next(iter(self._traced)))
+                    log.exception("tick failed; carrying on")
+                else:
+                    log.debug("tick failed again: %s", what)
                 acted = False
             if not acted:
                 self._stop.wait(self.poll)

@@ -6,6 +6,8 @@ distinct signers), each with what it costs the victim in memory (tracemalloc, al
 from __future__ import annotations
 
 import hashlib
+import logging
+import signal
 import socket
 import threading
 import time
@@ -18,9 +20,10 @@ from hostile import RawServer, answer, drip, gzip_bomb, half_open, zeros
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
 from chain.ledger import Ledger
-from node.daemon import MembershipCache, http_peers
+from node.daemon import Daemon, MembershipCache, http_peers
 from node.http import ClientLimits, GuardedH11Protocol, HttpFailure, SafeClient, ServerLimits, json_depth, parse_json
 from node.http_client import HttpArtifacts
+from node.participant import Participant
 from node.server import ServerThread, create_app
 from node.validator import Patience
 from protocol.auth import HEADER_TIMESTAMP, sign_request
@@ -351,3 +354,40 @@ def test_patience_gives_up_only_near_the_deadline() -> None:
     assert p.give_up(height=194, deadline=200, window=20, pending=1)  # at least margin_blocks
     assert p.give_up(height=250, deadline=200, window=100)
 
+
+
+class Crashing(Participant):
+    """A participant whose every tick raises what a peer's garbage might provoke (a recursion
+    error, a bug), and which stops its daemon after a few ticks."""
+
+    role = "validator"
+
+    def __init__(self, ledger: Ledger, key: PrivateKey, root, daemon_box: list) -> None:
+        super().__init__(ledger, key, SPEC, root, name="crashing")
+        self.ticks = 0
+        self.box = daemon_box
+
+    def tick(self) -> bool:
+        self.ticks += 1
+        if self.ticks >= 5:
+            self.box[0].stop()
+            return False
+        raise RecursionError("maximum recursion depth exceeded while decoding a peer's answer")
+
+
+def test_a_daemon_survives_any_exception_of_a_tick_and_logs_it_once(chain_ledger, tmp_path, caplog) -> None:
+    ledger, member, _ = chain_ledger
+    box: list = [None]
+    node = Crashing(ledger, member, tmp_path, box)
+    daemon = box[0] = Daemon(node, ledger, poll=0.01)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="node.daemon"):
+            daemon.run()  # returns only through stop(): four failing ticks did not end it
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+    assert node.ticks == 5
+    traced = [r for r in caplog.records if r.getMessage() == "tick failed; carrying on"]
+    assert len(traced) == 1 and traced[0].exc_info is not None  # the same failure: one traceback
+    assert sum("tick failed again" in r.getMessage() for r in caplog.records) == 3
