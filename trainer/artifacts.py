@@ -26,8 +26,8 @@ from typing import Literal, TypeAlias
 from protocol.errors import VerilocoError
 from protocol.rules.merkle import MerkleProof, merkle_proof
 from trainer.epoch_store import EpochRecord, EpochStore
-from trainer.tensorstream import CHUNK_BYTES, bytes_chunks
 from trainer.tensorfile import write_atomic
+from trainer.tensorstream import CHUNK_BYTES, bytes_chunks
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
 MAX_ARTIFACT_BYTES = 2 * 1024**3
