@@ -35,6 +35,7 @@ validator's verdict instead, which the commitment binding the validator's addres
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -238,12 +239,25 @@ class _Keeping(ArtifactSource):
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
         return self._inner.checkpoint(epoch, leaf)
 
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
+        return self._inner.checkpoint_chunks(epoch, leaf)  # the inner source's streaming, kept
+
     def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
         return self._inner.proof(epoch, leaf)
 
     def delta(self, epoch: int) -> bytes:
         self.kept = self._inner.delta(epoch)
         return self.kept
+
+    def delta_chunks(self, epoch: int) -> Iterator[bytes | object]:
+        # A Δ is small (quantized); its chunks are kept as they pass, for keeping once it checked.
+        parts: list[bytes] = []
+        self.kept = None
+        for chunk in self._inner.delta_chunks(epoch):
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                parts.append(bytes(chunk))
+            yield chunk
+        self.kept = b"".join(parts)
 
     def losses(self, epoch: int) -> list[int] | UntrustedJson:
         return self._inner.losses(epoch)
