@@ -195,7 +195,7 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     @app.get("/v1/deltas/{delta_hash}", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})
     def held_delta(delta_hash: ModelHash, _: str = Depends(signer)) -> Response:
-        return blob("held_delta", lambda: source.delta_by_hash(delta_hash), delta_hash)
+        return blob(source, "held_delta", lambda: source.delta_by_hash(delta_hash), delta_hash)
 
     @app.get("/v1/models/{model_hash}", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})

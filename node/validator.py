@@ -47,9 +47,9 @@ from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
 from protocol.messages import VerdictCommit, VerdictOpening
 from protocol.rules.commitments import SALT_SIZE
+from protocol.rules.merkle import MerkleProof
 from protocol.rules.spec import RunSpec
 from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus, Vote
-from protocol.rules.merkle import MerkleProof
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, keep_delta
 from trainer.data import Dataset
 from trainer.step import Stepper
@@ -147,7 +147,7 @@ class ValidatorNode(Participant):
                         self.event(status.epoch, "waiting for θ", str(exc))
                         return acted
                     try:
-                        source = self.peers(challenge.endpoint)
+                        source: ArtifactSource = _Keeping(self.peers(challenge.endpoint))
                     except ArtifactUnavailable as exc:
                         source = _Unreachable(str(exc))
                     if self._stepper is None:
@@ -155,6 +155,14 @@ class ValidatorNode(Participant):
                     report = check_challenge(self.spec, self.dataset, challenge, source, theta,
                                              bytes.fromhex(status.prev_seed), stepper=self._stepper)
                     verdict, reason = report.verdict, report.reason
+                    if verdict.outcome == "pass" and isinstance(source, _Keeping) and source.kept is not None:
+                        # The replay checked this Δ against the committed hash: keep it and serve it by
+                        # hash, so peers can aggregate it whatever its host serves them.
+                        keep_delta(self.root, self.run_id, challenge.delta_hash, source.kept)
+                    if verdict.outcome == "unavailable" and not self._give_up(status):
+                        self.event(status.epoch, "host did not deliver; retrying",
+                                   f"host {challenge.host[:12]}… segment {challenge.segment}: {reason}")
+                        continue
                 final = self.behaviour.decide(challenge, verdict)
                 if final is None:
                     continue
@@ -226,7 +234,7 @@ class ValidatorNode(Participant):
         if self.patience is None:
             return True
         return self.patience.give_up(self.ledger.height(), info.phase_deadline, self.spec.phases.verify_blocks,
-                                     info.pending_verdicts)
+                                     info.to_commit)
 
 
 class _Keeping(ArtifactSource):

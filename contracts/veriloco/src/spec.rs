@@ -103,7 +103,6 @@ impl Economics {
             if value.0 > MAX_HELD {
                 invalid!("economics.{name} is more than 2^{MAX_HELD_BITS} base units");
             }
-            }
         }
         Ok(())
     }
