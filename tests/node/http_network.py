@@ -80,6 +80,14 @@ class Locked(ContractBackend):
         with self.lock:
             return self.inner.wait_for_height(height, timeout)
 
+    def raw(self, key: bytes) -> bytes | None:
+        with self.lock:
+            return self.inner.raw(key)
+
+    def end_block(self) -> None:
+        with self.lock:
+            self.inner.end_block()
+
 
 @dataclass
 class Member:
