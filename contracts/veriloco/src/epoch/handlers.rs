@@ -23,13 +23,8 @@ use super::Epoch;
 
 // -- checks shared by the epoch messages ---------------------------------------------------------
 
-/// `epoch` must be the current one and in `phase`.
-pub fn expect_phase(
-    ep: &Epoch,
-    action: &'static str,
-    epoch: u64,
-    phase: Phase,
-) -> Result<(), ContractError> {
+/// `epoch` must be the current one; returns it.
+fn expect_current(ep: &Epoch, action: &'static str, epoch: u64) -> Result<u64, ContractError> {
     let current = ep.number();
     if epoch < current {
         return Err(ContractError::EpochClosed {
@@ -45,6 +40,17 @@ pub fn expect_phase(
             current,
         });
     }
+    Ok(current)
+}
+
+/// `epoch` must be the current one and in `phase`.
+pub fn expect_phase(
+    ep: &Epoch,
+    action: &'static str,
+    epoch: u64,
+    phase: Phase,
+) -> Result<(), ContractError> {
+    let current = expect_current(ep, action, epoch)?;
     if ep.header.phase != phase {
         return Err(ContractError::WrongPhase {
             action,
@@ -77,21 +83,7 @@ pub fn expect_phases(
     accepts: fn(Phase) -> bool,
     expected: &'static str,
 ) -> Result<(), ContractError> {
-    let current = ep.number();
-    if epoch < current {
-        return Err(ContractError::EpochClosed {
-            action,
-            epoch,
-            current,
-        });
-    }
-    if epoch > current {
-        return Err(ContractError::EpochNotStarted {
-            action,
-            epoch,
-            current,
-        });
-    }
+    let current = expect_current(ep, action, epoch)?;
     if !accepts(ep.header.phase) {
         return Err(ContractError::WrongPhase {
             action,
