@@ -19,7 +19,7 @@ use crate::sampling::{challenge_validators, challenged_segments};
 use crate::state::{Config, Role};
 use crate::types::{Event, Response};
 
-use super::{run_id_bytes, Epoch, Page};
+use super::{advance_cursor, run_id_bytes, Epoch, Page};
 
 /// The close of `reveal` as it starts: the seed's hash over `run_id || u64be(epoch)`, before
 /// the reveals (`beacon::epoch_seed`, fed page by page).
@@ -75,12 +75,10 @@ pub fn seed_page(
     closing.reveals += page.len() as u32;
     if done {
         ep.header_mut().seed = Some(hex(&hash.finish()));
-        closing.stage = Stage::Assign;
-        closing.after = None;
     } else {
-        closing.after = page.last().map(|(a, _)| a.clone());
         closing.seed_hash = Some(hash);
     }
+    advance_cursor(&mut closing, page, done, Stage::Assign);
     ep.header_mut().closing = Some(closing);
     Ok(Page {
         records: page.len() as u32,

@@ -37,7 +37,7 @@ use crate::sampling::dispute_committee;
 use crate::state::Config;
 use crate::types::{Event, Response};
 
-use super::{Epoch, Page};
+use super::{advance_cursor, Epoch, Page};
 
 /// The decision of the first round from its members' opened verdicts (None: not opened).
 pub fn first_round(votes: &[Option<VoteOutcome>], trap: bool) -> Option<ChallengeOutcome> {
@@ -144,12 +144,10 @@ pub fn salts_page(
     }
     if done {
         closing.round_seed = Some(hex(&hash.finish()));
-        closing.stage = Stage::Decide;
-        closing.after = None;
     } else {
-        closing.after = page.last().map(|(h, _)| h.clone());
         closing.seed_hash = Some(hash);
     }
+    advance_cursor(&mut closing, &page, done, Stage::Decide);
     ep.header_mut().closing = Some(closing);
     Ok(Page {
         records: page.len() as u32,

@@ -31,7 +31,7 @@ use crate::state::{self, Config, Member, MemberTotals, Role, ELIGIBLE, MEMBER_TO
 use crate::types::{Event, Response, Uint128};
 
 use super::tally::{validator_outcome, Tally, ValidatorStats};
-use super::{Epoch, Page};
+use super::{advance_cursor, Epoch, Page};
 
 /// The slash of an outcome, in basis points of total stake. A host that neither committed nor
 /// revealed pays both the absent and the no-reveal slash (capped at 100 %): withholding a reveal
@@ -125,14 +125,6 @@ fn next_participants(
 }
 
 /// Move the cursor past `page`, or to the next stage when it was the last.
-fn advance_cursor(closing: &mut Closing, page: &Participants, done: bool, next: Stage) {
-    if done {
-        closing.stage = next;
-        closing.after = None;
-    } else {
-        closing.after = page.last().map(|(a, _)| a.clone());
-    }
-}
 
 /// Stage `outcomes`: the outcome of every host of the page (accepted ones counted with their
 /// stake), and each validator's counts over the page's challenges added to its standing.

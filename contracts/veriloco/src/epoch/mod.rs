@@ -571,3 +571,19 @@ fn close_epoch(
     out.events.push(phase_event(next, Phase::Join, at, until));
     Ok(())
 }
+
+/// After a page of a paged close: move to stage `next` when the page was the last one, else
+/// remember the page's last address as the cursor the next page starts after.
+pub(crate) fn advance_cursor<T>(
+    closing: &mut Closing,
+    page: &[(String, T)],
+    done: bool,
+    next: Stage,
+) {
+    if done {
+        closing.stage = next;
+        closing.after = None;
+    } else {
+        closing.after = page.last().map(|(a, _)| a.clone());
+    }
+}
