@@ -8,19 +8,31 @@ the reader a retry, so peers are tried in turn: first the hosts accepted in epoc
 built θ_e, or trained from it when the vote kept θ_{e−1}; the chain's aggregation inputs), then
 every other host, then every validator (validators hold the states they replayed from and serve
 them by hash; all members, paged). A member whose endpoint is malformed or not allowed is skipped.
+An answer is read as a chunk stream, checked, hashed and decoded as its bytes arrive
+(:func:`trainer.outer.stream_global`): the state is never held as bytes and decoded at once.
+
+With a retention setting (``keep_epochs``, a host's ``--keep-epochs``) the store deletes the states
+no one can need any more (:meth:`GlobalStore.prune`, deciding with :func:`prunable_states`):
+θ of the epochs the chain has closed, older than the kept ones, and states it never agreed on
+(proposals that lost) once their epoch closed; never θ of an epoch whose challenge or dispute
+windows are open, so a validator can still check leaf 0 against it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from chain.ledger import Ledger
 from protocol.errors import VerilocoError
 from protocol.rules.spec import RunSpec
+from protocol.views import EpochInfo
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, global_path
-from trainer.outer import GlobalState, decode_global, load_global
+from trainer.outer import GlobalState, load_global, stream_global
 from trainer.tensorfile import TensorFileError
+
+log = logging.getLogger("veriloco.global_store")
 
 PeerResolver = Callable[[str], ArtifactSource]
 """Endpoint URL -> that host's :class:`ArtifactSource` (HTTP across processes, local in simulate)."""
@@ -28,6 +40,35 @@ PeerResolver = Callable[[str], ArtifactSource]
 
 class GlobalStateUnavailable(VerilocoError):
     """No local copy and no peer served a global state with the wanted hash."""
+
+
+def prunable_states(held: Mapping[str, int], epochs: Sequence[EpochInfo], current: int, keep_epochs: int) -> set[str]:
+    """The global states a participant may delete: nothing it or anyone reading from it can still need.
+
+    Args:
+        held: hash -> the epoch in which the state was first stored or seen on disk.
+        epochs: the chain's view of every epoch from the oldest one not known closed (or
+            ``current − keep_epochs``, whichever is older) to ``current``.
+        current: the chain's current epoch.
+        keep_epochs: how many epochs before ``current`` keep their states whatever their phase
+            (at least one: the previous epoch's θ is always kept).
+
+    Returns:
+        The hashes of ``held`` to delete. Kept: θ_e and the agreed θ_{e+1} of every epoch ``e`` from
+        ``current − keep_epochs`` on and of every epoch not closed (its challenges, verdicts,
+        disputes or proposals may still need them), and every state first seen in an epoch that is
+        not closed or from ``current − keep_epochs`` on (a proposal the chain has not decided yet).
+    """
+    horizon = current - max(1, keep_epochs)
+    needed: set[str] = set()
+    for info in epochs:
+        if info.epoch >= horizon or info.phase != "closed":
+            needed.add(info.model_hash)
+            if info.next_model_hash is not None:
+                needed.add(info.next_model_hash)
+    open_epochs = [info.epoch for info in epochs if info.phase != "closed"]
+    settled_before = min([horizon, *open_epochs])  # every epoch before it is closed and old
+    return {h for h, seen in held.items() if h not in needed and seen < settled_before}
 
 
 class GlobalStore:
@@ -40,10 +81,15 @@ class GlobalStore:
         peers: how to reach a host's artifacts.
         own_address: skipped when asking peers.
         keep: how many states to hold in memory.
+        keep_epochs: delete the states on disk no one can need any more, keeping those of this
+            many epochs before the current one whatever their phase (:meth:`prune`); None keeps
+            every state.
     """
 
     def __init__(self, root: Path, spec: RunSpec, ledger: Ledger, peers: PeerResolver,
-                 own_address: str, keep: int = 3) -> None:
+                 own_address: str, keep: int = 3, keep_epochs: int | None = None) -> None:
+        if keep_epochs is not None and keep_epochs < 0:
+            raise ValueError("keep_epochs must be >= 0")
         self.root = Path(root)
         self.spec = spec
         self.run_id = spec.run_id()
@@ -52,6 +98,45 @@ class GlobalStore:
         self._own = own_address
         self._keep = keep
         self._cache: dict[str, GlobalState] = {}
+        self.keep_epochs = keep_epochs
+        self._epoch: int | None = None  # the current epoch at the last prune
+        self._seen: dict[str, int] = {}  # hash -> the epoch it was first stored or seen in
+        self._open_from = 0  # every epoch before it is known closed
+
+    def held(self) -> list[str]:
+        """The hashes of the states on disk."""
+        directory = self.path("0" * 64).parent
+        return sorted(p.name[:-len(".safetensors")] for p in directory.glob("*.safetensors"))
+
+    def prune(self, current: int) -> list[str]:
+        """Delete the states on disk that no one can need any more (:func:`prunable_states`); at
+        most once per ``current`` epoch, and only with ``keep_epochs`` set. A chain that cannot
+        answer deletes nothing.
+
+        Returns:
+            The hashes deleted.
+        """
+        if self.keep_epochs is None or (self._epoch is not None and current <= self._epoch):
+            return []
+        self._epoch = current
+        held = self.held()
+        for model_hash in held:
+            self._seen.setdefault(model_hash, current)  # found on disk: as if stored now
+        start = max(0, min(self._open_from, current - max(1, self.keep_epochs)))
+        try:
+            epochs = self._ledger.epochs(start_after=start - 1 if start > 0 else None, limit=current - start + 1)
+        except Exception as exc:  # noqa: BLE001 - an unreachable chain must not delete anything
+            log.debug("not pruning global states: %s", exc)
+            self._epoch = None
+            return []
+        epochs = [info for info in epochs if info.epoch <= current]
+        self._open_from = min([current, *(info.epoch for info in epochs if info.phase != "closed")])
+        doomed = prunable_states({h: self._seen[h] for h in held}, epochs, current, self.keep_epochs)
+        for model_hash in sorted(doomed):
+            self.path(model_hash).unlink(missing_ok=True)
+            self._cache.pop(model_hash, None)
+            self._seen.pop(model_hash, None)
+        return sorted(doomed)
 
     def path(self, model_hash: str) -> Path:
         return global_path(self.root, self.run_id, model_hash)
@@ -63,6 +148,8 @@ class GlobalStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             state.save(path)
+        if self._epoch is not None:
+            self._seen.setdefault(model_hash, self._epoch)
         self._remember(model_hash, state)
         return model_hash
 
@@ -112,12 +199,13 @@ class GlobalStore:
         reasons = []
         for address, endpoint in self._peers_to_ask(epoch):
             try:
-                state = decode_global(self._peers(endpoint).global_state(model_hash), self.spec,
-                                      what=f"global state from {address}")
+                # Checked and hashed as the bytes arrive (never the bytes and the state at once).
+                state, digest = stream_global(self._peers(endpoint).global_state_chunks(model_hash), self.spec,
+                                              what=f"global state from {address}")
             except (ArtifactUnavailable, TensorFileError) as exc:
                 reasons.append(f"{address}: {exc}")
                 continue
-            if state.hash().hex() != model_hash:
+            if digest.hex() != model_hash:
                 reasons.append(f"{address}: served a state with another hash")
                 continue
             self.put(state)

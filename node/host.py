@@ -68,7 +68,6 @@ from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
-from trainer.tensorstream import bytes_chunks
 from verifier.measure import delta_excess
 
 log = logging.getLogger("veriloco.node")
@@ -97,7 +96,8 @@ class HostNode(Participant):
             leaf in between is recomputed from the nearest stored one when a validator asks for it
             (at most ``K − 1`` segments, counted in :attr:`recomputer`'s stats). 1 stores all.
         keep_epochs: keep this many epochs before the current one; older epochs are deleted once
-            the chain has closed them (no challenge or verdict can come any more). None keeps all.
+            the chain has closed them (no challenge or verdict can come any more), and so are the
+            global states no epoch can need any more (``GlobalStore.prune``). None keeps all.
     """
 
     role = "host"
@@ -120,7 +120,7 @@ class HostNode(Participant):
         self.recomputer = LeafRecomputer(spec, dataset, self.epochs, device)
         self._pruned_before = -1
         self.peers = peers
-        self.globals = GlobalStore(self.root, spec, ledger, peers, self.address)
+        self.globals = GlobalStore(self.root, spec, ledger, peers, self.address, keep_epochs=keep_epochs)
         self._on_step = on_step
         self._shapes = parameter_shapes(spec)
         self._eval_model: torch.nn.Module | None = None
@@ -161,9 +161,14 @@ class HostNode(Participant):
     # -- retention -----------------------------------------------------------------------------
 
     def _prune(self, current: int) -> None:
-        """Delete epochs older than ``keep_epochs`` whose challenge windows the chain has closed
-        (once per current epoch: a few chain reads)."""
-        if self.keep_epochs is None or current <= self._pruned_before:
+        """Delete epochs older than ``keep_epochs`` whose challenge windows the chain has closed,
+        and the global states no one can need any more (once per current epoch: a few chain reads)."""
+        if self.keep_epochs is None:
+            return
+        states = self.globals.prune(current)
+        if states:
+            log.info("%s pruned %d global states no epoch can need any more", self.name, len(states))
+        if current <= self._pruned_before:
             return
         deleted = self.epochs.prune(self.keep_epochs, current, self._windows_closed)
         self._pruned_before = current
@@ -307,7 +312,7 @@ class HostNode(Participant):
                  inputs: list[AggregationInput]) -> Iterator[tuple[str, Fetch]]:
         """(who, how to read the Δ) for every participant that may hold ``accepted``'s Δ, likeliest first."""
         held = LocalArtifacts(self.root, self.run_id, self.address)
-        yield "held here", lambda: bytes_chunks(held.delta_by_hash(accepted.delta_hash))
+        yield "held here", lambda: held.delta_by_hash_chunks(accepted.delta_hash)
         if accepted.address == self.address:
             yield "own epoch", lambda: self.source.delta_chunks(epoch)
             return
@@ -318,7 +323,7 @@ class HostNode(Participant):
             yield address, partial(self._by_hash, endpoint, accepted.delta_hash)
 
     def _by_hash(self, endpoint: str, delta_hash: str) -> Iterable[bytes | object]:
-        return bytes_chunks(self.peers(endpoint).delta_by_hash(delta_hash))
+        return self.peers(endpoint).delta_by_hash_chunks(delta_hash)
 
     def _fetch_delta(self, epoch: int, accepted: AggregationInput,
                      inputs: list[AggregationInput]) -> dict[str, torch.Tensor]:

@@ -9,15 +9,18 @@ Client (:class:`SafeClient`):
   that drips its status line, headers or body one byte at a time cannot hold the reader longer
   (each silence is also bounded by the read timeout);
 * **byte caps** on every body, error bodies included, enforced while streaming (a declared
-  ``Content-Length`` over the cap is refused before reading); a body can be handed to a consumer
-  chunk by chunk (:meth:`SafeClient.stream`), so a streaming reader never holds it whole;
+  ``Content-Length`` over the cap is refused before reading); a body is read chunk by chunk as
+  the reader pulls it (:meth:`SafeClient.body`, or pushed to a callback by
+  :meth:`SafeClient.stream`), so a streaming reader never holds it whole;
 * **identity encoding only**: it asks for ``Accept-Encoding: identity``, reads raw bytes (nothing
   is ever inflated) and refuses any answer with a ``Content-Encoding``, so a compression bomb
   costs its compressed size;
 * **JSON size and depth limits** checked on the raw bytes before parsing (:func:`parse_json`), so
   deeply nested JSON is refused instead of raising ``RecursionError``;
 * **retries with backoff** (:func:`retry_until`) on what may heal (refused connections, timeouts,
-  5xx, 429), never on a definite answer (404, caps exceeded, a refused encoding);
+  5xx, 429), never on a definite answer (404, caps exceeded, a refused encoding); a body that
+  fails part-way is resumed by asking again and skipping what was handed over
+  (:func:`resumed_body`), so a reader decoding as bytes arrive never restarts;
 * no redirects, no proxies from the environment, and a fresh connection per request (so the
   watchdog always owns the socket).
 
@@ -43,7 +46,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -175,19 +178,24 @@ class SafeClient:
         finally:
             timer.cancel()
 
-    def stream(self, url: str, headers: dict[str, str], max_bytes: int, consume: Callable[[bytes], None],
-               deadline: float | None = None) -> int:
-        """GET ``url`` and hand the body to ``consume`` chunk by chunk; return the byte count.
+    def body(self, url: str, headers: dict[str, str], max_bytes: int,
+             deadline: float | None = None) -> Generator[bytes, None, None]:
+        """GET ``url`` and yield the body chunk by chunk as it arrives (a pull iterator: the reader
+        decides when the next chunk is read, and nothing is held but the chunk it is handed).
+
+        Nothing is dialed until the first ``next()``; the connection closes when the body ends, on
+        any failure, or when the iterator is closed (``close()``, or dropped): a reader that stops
+        early holds nothing. Every bound of :meth:`stream` applies, and the overall deadline counts
+        the reader's own time between chunks too.
 
         Args:
             url: the full URL (already checked by the caller).
             headers: request headers (signatures).
             max_bytes: most body bytes accepted; more is a definite failure.
-            consume: called with each chunk as it arrives (it may raise to stop reading).
             deadline: ``time.monotonic()`` by which the request must be over (default: now +
-                ``limits.deadline_s``; the earlier of the two otherwise).
+                ``limits.deadline_s``; the earlier of the two otherwise), fixed at the first ``next()``.
 
-        Raises:
+        Raises (while iterating):
             HttpFailure: with ``retryable`` telling whether trying later may help.
         """
         lim = self.limits
@@ -202,14 +210,35 @@ class SafeClient:
             try:
                 with self._client.stream("GET", url, headers=headers, timeout=timeout,
                                          extensions={"trace": dog["trace"]}) as response:
-                    return self._read(url, response, max_bytes, consume, end)
+                    yield from self._read(url, response, max_bytes, end)
             except httpx.HTTPError as exc:
                 if dog["fired"].is_set():
                     raise HttpFailure(f"{url}: deadline passed ({type(exc).__name__})", retryable=True) from None
                 raise HttpFailure(f"{url}: {type(exc).__name__}: {exc}", retryable=True) from None
 
-    def _read(self, url: str, response: httpx.Response, max_bytes: int, consume: Callable[[bytes], None],
-              end: float) -> int:
+    def stream(self, url: str, headers: dict[str, str], max_bytes: int, consume: Callable[[bytes], None],
+               deadline: float | None = None) -> int:
+        """GET ``url`` and hand the body to ``consume`` chunk by chunk; return the byte count
+        (:meth:`body` pushed to a callback).
+
+        Args:
+            url: the full URL (already checked by the caller).
+            headers: request headers (signatures).
+            max_bytes: most body bytes accepted; more is a definite failure.
+            consume: called with each chunk as it arrives (it may raise to stop reading).
+            deadline: as for :meth:`body`.
+
+        Raises:
+            HttpFailure: with ``retryable`` telling whether trying later may help.
+        """
+        total = 0
+        with contextlib.closing(self.body(url, headers, max_bytes, deadline)) as chunks:
+            for chunk in chunks:
+                total += len(chunk)
+                consume(chunk)
+        return total
+
+    def _read(self, url: str, response: httpx.Response, max_bytes: int, end: float) -> Iterator[bytes]:
         status = response.status_code
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
@@ -233,10 +262,10 @@ class SafeClient:
             total += len(chunk)
             if total > max_bytes:
                 raise HttpFailure(f"{url}: more than {max_bytes} bytes", retryable=False, status=status)
-            consume(chunk)
+            yield chunk
+            # Checked after the reader had the chunk: its time between chunks counts too.
             if time.monotonic() > end:
                 raise HttpFailure(f"{url}: deadline passed after {total} bytes", retryable=True, status=status)
-        return total
 
     def get_bytes(self, url: str, headers: dict[str, str], max_bytes: int, deadline: float | None = None) -> bytes:
         """The whole body of ``url`` (at most ``max_bytes``)."""
@@ -254,25 +283,78 @@ def resolve(host: str) -> list[str]:
         return []
 
 
+class Backoff:
+    """Waits between tries that grow exponentially (with jitter) from ``first_wait`` to ``max_wait``,
+    never one that would end past ``deadline`` (monotonic): the one schedule of every retry.
+
+    Args:
+        deadline: when retrying stops.
+        first_wait: the first wait in seconds.
+        max_wait: the longest wait.
+        sleep: how to wait.
+    """
+
+    def __init__(self, deadline: float, first_wait: float = 0.25, max_wait: float = 5.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.deadline, self._wait, self._max, self._sleep = deadline, first_wait, max_wait, sleep
+
+    def wait_or_raise(self, failure: HttpFailure) -> None:
+        """Wait before the next try, or raise ``failure`` when it is definite or no time is left."""
+        if not failure.retryable or time.monotonic() + self._wait >= self.deadline:
+            raise failure
+        self._sleep(self._wait * random.uniform(0.8, 1.2))
+        self._wait = min(self._wait * 2, self._max)
+
+
 def retry_until(call: Callable[[], T], deadline: float, first_wait: float = 0.25, max_wait: float = 5.0,
                 sleep: Callable[[float], None] = time.sleep) -> T:
-    """``call()`` until it succeeds, a failure is definite, or ``deadline`` (monotonic) is near.
-
-    Waits grow exponentially (with jitter) from ``first_wait`` to ``max_wait``; a wait that would
-    end past the deadline is not started, and the last failure is raised.
+    """``call()`` until it succeeds, a failure is definite, or ``deadline`` (monotonic) is near
+    (waits as :class:`Backoff`).
 
     Raises:
         HttpFailure: the last failure.
     """
-    wait = first_wait
+    backoff = Backoff(deadline, first_wait, max_wait, sleep)
     while True:
         try:
             return call()
         except HttpFailure as exc:
-            if not exc.retryable or time.monotonic() + wait >= deadline:
-                raise
-        sleep(wait * random.uniform(0.8, 1.2))
-        wait = min(wait * 2, max_wait)
+            backoff.wait_or_raise(exc)
+
+
+Body = Generator[bytes, None, None]
+"""A body as it arrives (:meth:`SafeClient.body`): chunks pulled by the reader, closable."""
+
+
+def resumed_body(attempt: Callable[[], Body], deadline: float, first_wait: float = 0.25,
+                 max_wait: float = 5.0, sleep: Callable[[float], None] = time.sleep) -> Body:
+    """The chunks of ``attempt()`` (a body such as :meth:`SafeClient.body`), tried again while its
+    failures may heal, as one continuous body: a retry after some bytes were handed over asks
+    again and skips that many bytes of the new answer, so a reader that decodes as bytes arrive
+    never restarts and nothing is buffered. (The bytes are checked by hash downstream: a host
+    that answers differently the second time has served what the reader then judges.) A new
+    answer shorter than what was already handed over ends the body there.
+
+    Raises (while iterating):
+        HttpFailure: the last failure, when definite or the ``deadline`` (monotonic) is near.
+    """
+    backoff = Backoff(deadline, first_wait, max_wait, sleep)
+    delivered = 0
+    while True:
+        skip = delivered
+        try:
+            with contextlib.closing(attempt()) as chunks:
+                for chunk in chunks:
+                    if skip:
+                        cut = min(skip, len(chunk))
+                        chunk, skip = chunk[cut:], skip - cut
+                        if not chunk:
+                            continue
+                    delivered += len(chunk)
+                    yield chunk
+            return
+        except HttpFailure as exc:
+            backoff.wait_or_raise(exc)
 
 
 # -- server ------------------------------------------------------------------------------------

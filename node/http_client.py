@@ -15,10 +15,10 @@ callers check them against on-chain hashes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import cast
 
-from node.http import ClientLimits, HttpFailure, SafeClient, parse_json, resolve, retry_until
+from node.http import Body, ClientLimits, HttpFailure, SafeClient, parse_json, resolve, resumed_body
 from protocol.auth import sign_request
 from protocol.keys import DEFAULT_PREFIX, PrivateKey
 from protocol.rules.endpoints import EndpointError, check_endpoint
@@ -85,38 +85,35 @@ class HttpArtifacts(ArtifactSource):
     def close(self) -> None:
         self._client.close()
 
-    def stream(self, path: str, kind: str, consume: Callable[[bytes], None]) -> int:
-        """Stream one answer to ``consume`` chunk by chunk under the cap of ``kind`` (``checkpoint``,
-        ``delta``, ``model`` or ``json``); return its size. A retry after a partial answer starts
-        the body again, so ``consume`` must accept a restart: it is called with ``b""`` first on
-        every attempt.
+    def chunks(self, path: str, kind: str) -> Body:
+        """One answer as it arrives, chunk by chunk, under the cap of ``kind`` (``checkpoint``,
+        ``delta``, ``model`` or ``json``): what the streaming readers (``trainer.tensorstream``)
+        pull, so a remote leaf, Δ or global state is checked, hashed and decoded as its bytes
+        arrive and never held whole here.
 
-        Raises:
+        Nothing is dialed until the first ``next()``; closing the iterator closes the connection.
+        Failures that may heal are retried within the retry budget; a retry after part of the
+        body resumes it (:func:`node.http.resumed_body`): the reader sees one continuous body.
+
+        Raises (while iterating):
             ArtifactUnavailable: not delivered within the caps and the retry budget.
         """
         limit = self._limits[kind]
 
-        def attempt() -> int:
+        def attempt() -> Body:
             headers = sign_request(self._key, "GET", path, self._run_id, prefix=self._prefix)
-            consume(b"")
-            return self._client.stream(self.endpoint + path, headers, limit, consume)
+            return self._client.body(self.endpoint + path, headers, limit)
 
+        body = resumed_body(attempt, time.monotonic() + self._budget)
         try:
-            return retry_until(attempt, time.monotonic() + self._budget)
+            yield from body
         except HttpFailure as exc:
             raise ArtifactUnavailable(str(exc)) from None
+        finally:
+            body.close()
 
     def _get(self, path: str, kind: str) -> bytes:
-        chunks: list[bytes] = []
-
-        def collect(chunk: bytes) -> None:
-            if not chunk:
-                chunks.clear()  # a new attempt
-            else:
-                chunks.append(chunk)
-
-        self.stream(path, kind, collect)
-        return b"".join(chunks)
+        return b"".join(self.chunks(path, kind))
 
     def _json(self, path: str) -> UntrustedJson:
         # What the host sent, decoded no further than JSON (raw bytes if not even that, or if too
@@ -131,6 +128,18 @@ class HttpArtifacts(ArtifactSource):
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
         return self._get(f"/v1/epochs/{epoch}/checkpoints/{leaf}", "checkpoint")
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterator[bytes]:
+        return self.chunks(f"/v1/epochs/{epoch}/checkpoints/{leaf}", "checkpoint")
+
+    def delta_chunks(self, epoch: int) -> Iterator[bytes]:
+        return self.chunks(f"/v1/epochs/{epoch}/delta", "delta")
+
+    def global_state_chunks(self, model_hash: str) -> Iterator[bytes]:
+        return self.chunks(f"/v1/models/{model_hash}", "model")
+
+    def delta_by_hash_chunks(self, delta_hash: str) -> Iterator[bytes]:
+        return self.chunks(f"/v1/deltas/{delta_hash}", "delta")
 
     def proof(self, epoch: int, leaf: int) -> UntrustedJson:
         """The host's proof as served (untrusted; ``verifier.replay`` validates it)."""

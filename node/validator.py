@@ -93,25 +93,29 @@ class ValidatorNode(Participant):
             than the host's agrees only within the calibrated tolerance.
         patience: retry a host that does not deliver until the deadline is near (None: the first
             answer is final).
+        keep_epochs: delete the global states no epoch can need any more, keeping those of this
+            many epochs before the current one (``GlobalStore.prune``); None keeps all.
     """
 
     role = "validator"
 
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, dataset: Dataset, root: Path,
                  peers: PeerResolver, behaviour: ValidatorBehaviour | None = None, name: str | None = None,
-                 on_event: EventSink | None = None, device: str = "cpu", patience: Patience | None = None) -> None:
+                 on_event: EventSink | None = None, device: str = "cpu", patience: Patience | None = None,
+                 keep_epochs: int | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
         self.device = device
         self.patience = patience
         self.dataset = dataset
         self.peers = peers
         self.behaviour = behaviour or ValidatorBehaviour()
-        self.globals = GlobalStore(self.root, spec, ledger, peers, self.address)
+        self.globals = GlobalStore(self.root, spec, ledger, peers, self.address, keep_epochs=keep_epochs)
         self._stepper: Stepper | None = None
         self._tried: set[tuple[int, str, int, str]] = set()  # copies already refused: not sent again
 
     def tick(self) -> bool:
         status = self.status()
+        self.globals.prune(status.epoch)
         if self.maybe_advance(status):
             return True
         if status.phase == "join":
@@ -261,10 +265,16 @@ class _Keeping(ArtifactSource):
         # A Δ is small (quantized); its chunks are kept as they pass, for keeping once it checked.
         parts: list[bytes] = []
         self.kept = None
-        for chunk in self._inner.delta_chunks(epoch):
-            if isinstance(chunk, (bytes, bytearray, memoryview)):
-                parts.append(bytes(chunk))
-            yield chunk
+        chunks = iter(self._inner.delta_chunks(epoch))
+        try:
+            for chunk in chunks:
+                if isinstance(chunk, (bytes, bytearray, memoryview)):
+                    parts.append(bytes(chunk))
+                yield chunk
+        finally:
+            close = getattr(chunks, "close", None)
+            if callable(close):  # a remote body refused part-way: its connection closes now
+                close()
         self.kept = b"".join(parts)
 
     def losses(self, epoch: int) -> list[int] | UntrustedJson:

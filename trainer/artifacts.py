@@ -2,10 +2,12 @@
 
 A validator or a peer host reads another host's artifacts through :class:`ArtifactSource`. In one
 process (``veriloco simulate``) that is :class:`LocalArtifacts`, straight from the host's work
-directory; across processes it is the HTTP client in ``node.server``. Either way the bytes are
-untrusted: the reader checks every one against on-chain hashes (Merkle root, Δ hash, model hash)
-before use, so a host can lie only by refusing — which the reader reports as
-:class:`ArtifactUnavailable`.
+directory; across processes it is the HTTP client in ``node.http_client``. Either way the bytes
+are untrusted: the reader checks every one against on-chain hashes (Merkle root, Δ hash, model
+hash) before use, so a host can lie only by refusing — which the reader reports as
+:class:`ArtifactUnavailable`. Tensor files (leaves, Δs, global states) are read as chunk streams
+(the ``*_chunks`` methods: a file read in pieces, an HTTP body as it arrives), which the readers
+check, hash and decode as the bytes arrive (``trainer.tensorstream``).
 
 On disk (``root`` is the host's work root): the host's epochs in its
 :class:`~trainer.epoch_store.EpochStore` (written by :func:`trainer.inner.run_epoch`, or by an
@@ -84,10 +86,19 @@ class ArtifactSource(ABC):
     def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
         """:meth:`delta` as an iterable of byte chunks (see :meth:`checkpoint_chunks`)."""
         return _chunks_of(self.delta(epoch))
+
+    def global_state_chunks(self, model_hash: str) -> Iterable[bytes | object]:
+        """:meth:`global_state` as an iterable of byte chunks (see :meth:`checkpoint_chunks`)."""
+        return _chunks_of(self.global_state(model_hash))
+
     def delta_by_hash(self, delta_hash: str) -> bytes:
         """A pseudo-gradient this participant holds, by its hash (any epoch, any host's): what makes
         a Δ content-addressed, so that one honest holder is enough. None held by default."""
         raise ArtifactUnavailable(f"no Δ {delta_hash[:12]}… held here")
+
+    def delta_by_hash_chunks(self, delta_hash: str) -> Iterable[bytes | object]:
+        """:meth:`delta_by_hash` as an iterable of byte chunks (see :meth:`checkpoint_chunks`)."""
+        return _chunks_of(self.delta_by_hash(delta_hash))
 
     def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
         """The file holding a blob, so that a server can stream it rather than read it whole.
@@ -235,5 +246,11 @@ class LocalArtifacts(ArtifactSource):
     def global_state(self, model_hash: str) -> bytes:
         return self._read(self._path("model", model_hash))
 
+    def global_state_chunks(self, model_hash: str) -> Iterable[bytes]:
+        return self._stream(self._path("model", model_hash))
+
     def delta_by_hash(self, delta_hash: str) -> bytes:
         return self._read(self._path("held_delta", delta_hash))
+
+    def delta_by_hash_chunks(self, delta_hash: str) -> Iterable[bytes]:
+        return self._stream(self._path("held_delta", delta_hash))

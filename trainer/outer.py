@@ -17,7 +17,7 @@ host computes the same bits and therefore the same global state hash
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from protocol.rules.spec import OuterSpec, RunSpec
 from protocol.tensors.digest import tensors_digest
 from trainer.model import build_model, parameter_shapes
 from trainer.tensorfile import Layout, decode_tensors, encode_tensors, load_tensors, write_atomic
+from trainer.tensorstream import TensorStream
 
 FORMAT = {"format": "veriloco/global-1"}
 
@@ -82,6 +83,22 @@ def _split(tensors: dict[str, torch.Tensor]) -> GlobalState:
 def decode_global(data: bytes, spec: RunSpec, what: str = "global state") -> GlobalState:
     """Validate and parse global-state bytes against the run's model."""
     return _split(decode_tensors(data, global_layout(spec), what, FORMAT))
+
+
+def stream_global(chunks: Iterable[object], spec: RunSpec, what: str = "global state") -> tuple[GlobalState, bytes]:
+    """:func:`decode_global` for bytes arriving in chunks, hashed as they arrive.
+
+    Returns:
+        The state and its hash (:meth:`GlobalState.hash` of what arrived), in one pass: never the
+        file's bytes and the decoded state at once.
+
+    Raises:
+        TensorFileError: malformed, wrong layout, oversized, truncated or non-finite.
+    """
+    stream = TensorStream(chunks, global_layout(spec), Tag.MODEL, what, FORMAT)
+    state = _split(stream.read_all())
+    assert stream.digest is not None  # set by the finished iteration
+    return state, stream.digest
 
 
 def load_global(path: Path, spec: RunSpec) -> GlobalState:

@@ -4,7 +4,8 @@ A validator or a peer reads checkpoints and Δs from another host. Holding the w
 decoded copy costs twice its size; reading it as it arrives costs the tensor being decoded. The
 one interface to the transport is an iterable of byte chunks (``Iterable[bytes]``): a local file
 read in pieces (:func:`file_chunks`), a byte string cut up (:func:`bytes_chunks`), or an HTTP body
-as it arrives. Everything else is here, whoever transports the bytes:
+as it arrives (:meth:`node.http_client.HttpArtifacts.chunks`). Everything else is here, whoever
+transports the bytes:
 
 * **caps** — the header may be at most :func:`trainer.tensorfile.header_limit` bytes and the data
   region exactly :func:`~trainer.tensorfile.expected_size` of the layout; a stream that goes on past
@@ -17,7 +18,9 @@ as it arrives. Everything else is here, whoever transports the bytes:
   its turn (a checkpoint's three I64 scalars, a Δ's float scales) waits in a buffer capped at
   :data:`PENDING_FACTOR` times the largest tensor of the layout;
 * **decode tensor by tensor** — iterating yields ``(name, tensor)`` in file order; each tensor
-  shares the buffer its bytes arrived in (no second copy), and what the consumer drops is freed.
+  shares the buffer its bytes arrived in (no second copy), and what the consumer drops is freed;
+* **let go at once** — when the iteration ends, fails or is abandoned, the chunk iterator is
+  closed (an HTTP body's connection, a file), so a refused stream stops reading there.
 
 Peak memory of a reader that keeps nothing is about the largest tensor plus the pending buffer
 and one chunk (measured in ``docs/benchmarks.md``).
@@ -99,6 +102,13 @@ class _Pull:
         if self._left or self._next():
             raise TensorFileError(f"{self.what}: oversized (bytes after the last tensor)")
 
+    def close(self) -> None:
+        # A transport that holds something open (an HTTP body, a file) lets it go now, not when
+        # the iterator is collected: a stream refused part-way stops reading at once.
+        close = getattr(self._it, "close", None)
+        if callable(close):
+            close()
+
 
 def _entry_prefix(name: str, dtype: torch.dtype, shape: tuple[int, ...], nbytes: int) -> bytes:
     # The digest's per-tensor framing (protocol.tensors.digest), before the data bytes.
@@ -136,6 +146,12 @@ class TensorStream:
         self._pending_cap = PENDING_FACTOR * largest + 64 * 1024
 
     def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
+        try:
+            yield from self._tensors()
+        finally:
+            self._pull.close()
+
+    def _tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
         pull, what = self._pull, self.what
         n = int.from_bytes(pull.read(8), "little")
         if n > header_limit(self.layout):

@@ -220,14 +220,19 @@ class _Run:
         it = iter(raw)
         total = 0
         end = object()
-        while True:
-            piece = _fetch(what, lambda: next(it, end))
-            if piece is end:
-                break
-            data = _bytes(piece, what)
-            total += len(data)
-            self.m[counter] = total
-            yield data
+        try:
+            while True:
+                piece = _fetch(what, lambda: next(it, end))
+                if piece is end:
+                    break
+                data = _bytes(piece, what)
+                total += len(data)
+                self.m[counter] = total
+                yield data
+        finally:
+            close = getattr(it, "close", None)
+            if callable(close):  # a remote body refused part-way: its connection closes now
+                close()
 
     # -- authentication and consistency ---------------------------------------------------------
 
