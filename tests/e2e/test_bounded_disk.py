@@ -1,5 +1,8 @@
 """A long run with sparse leaves and retention: every honest host's challenged leaves are recomputed
-and pass, and each host's disk use stays bounded (old epochs are deleted once the chain closed them)."""
+and pass, and each host's disk use stays bounded (old epochs are deleted once the chain closed them,
+and so are the global states no open epoch needs, on hosts and validators alike)."""
+
+from functools import partial
 
 import pytest
 
@@ -21,16 +24,22 @@ def test_disk_use_stays_bounded_over_a_long_run(tmp_path, load_dataset) -> None:
                            validators=1)
     dataset = load_dataset(spec.data)
     roster = Roster(hosts=[host_behaviour(None), host_behaviour(None)], validators=[validator_behaviour("honest")])
-    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode,
+    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=partial(ValidatorNode, keep_epochs=1),
                        full_leaf_every=4, keep_epochs=1)
-    host = net.hosts[0]
+    host, validator = net.hosts[0], net.validators[0]
     epochs_dir = host.root / spec.run_id().hex()
-    sizes, kept = [], []
+    sizes, kept, states = [], [], []
     for _ in range(7):
         report = net.run_epoch(max_rounds=300)
         assert {h.outcome for h in report.hosts} == {"accepted"} and report.agreed
         sizes.append(_bytes(epochs_dir) - _bytes(epochs_dir / "global"))
         kept.append(host.epochs.epochs_on_disk())
+        states.append((len(host.globals.held()), len(validator.globals.held())))
+    # Global states: θ of the current epoch, the previous one and the open ones, and the proposal
+    # not yet decided — a handful whatever the number of epochs, and the current θ among them.
+    current = net.ledger.epoch()
+    assert max(max(s) for s in states) <= 4, states
+    assert current.model_hash in host.globals.held() and len(host.globals.held()) < 7
     # Leaves 0, 4, 8 of 9 stored, plus what challenges made the host recompute.
     assert all(len(host.epochs.leaves_on_disk(e)) < 9 for e in kept[-1])
     assert host.recomputer.stats.leaves > 0 and host.recomputer.stats.steps > 0

@@ -196,6 +196,47 @@ def test_the_reader_pulls_every_chunk_as_it_arrives() -> None:
     assert hashlib.sha256(b"".join(got)).digest() == hashlib.sha256(body).digest()
 
 
+def test_a_body_broken_part_way_is_resumed_where_it_broke() -> None:
+    body = bytes(range(256)) * 256  # 64 KiB
+    calls = []
+
+    def handler(conn: socket.socket) -> None:
+        calls.append(1)
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        if len(calls) == 1:
+            conn.sendall(head + body[:40_000])  # then the host's process dies
+        elif len(calls) == 2:
+            conn.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
+        else:
+            conn.sendall(head + body)
+
+    with RawServer(handler) as srv:
+        chunks = reader(srv.url, budget=30).delta_chunks(0)
+        assert srv.connections == 0  # nothing is dialed before the reader pulls
+        got = list(chunks)
+    # One continuous body: what the first answer delivered, then the rest of the third.
+    assert b"".join(got) == body and len(calls) == 3
+
+
+def test_a_definite_answer_on_resuming_ends_the_body_unavailable() -> None:
+    body = bytes(50_000)
+    calls = []
+
+    def handler(conn: socket.socket) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:1000])
+        else:
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno")
+
+    with RawServer(handler) as srv:
+        got = []
+        with pytest.raises(ArtifactUnavailable, match="404"):
+            for chunk in reader(srv.url, budget=30).checkpoint_chunks(0, 1):
+                got.append(chunk)
+    assert b"".join(got) == body[:1000] and len(calls) == 2
+
+
 @pytest.mark.parametrize("endpoint", [
     "http://[::1", "http://user:pw@example.com", "ftp://example.com", "http://", "http://exa mple.com",
     "http://example.com:99999", "http://-bad-.com", "http://example.com/?q=1", "javascript:alert(1)",

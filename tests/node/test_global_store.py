@@ -1,0 +1,59 @@
+"""Which global states a participant may delete (``node.global_store.prunable_states``): never θ of an
+epoch whose windows are open or of the kept epochs, never a proposal the chain has not decided, and
+everything else once its epoch closed."""
+
+from __future__ import annotations
+
+from protocol.views import EpochInfo
+
+SEED = "00" * 32
+
+
+def h(n: int) -> str:
+    return f"{n:064x}"
+
+
+def epoch(e: int, phase: str = "closed", agreed: bool = True) -> EpochInfo:
+    # θ_e is h(e); an agreed close sets θ_{e+1} = h(e + 1), a failed one keeps θ_e.
+    return EpochInfo(epoch=e, phase=phase, phase_deadline=0, started_at=0, model_hash=h(e), prev_seed=SEED,
+                     next_model_hash=(h(e + 1) if agreed else h(e)) if phase == "closed" else None)
+
+
+def prunable(held, epochs, current, keep=1):
+    from node.global_store import prunable_states
+
+    return prunable_states(held, epochs, current, keep)
+
+
+def test_states_of_closed_old_epochs_go_and_the_current_and_previous_stay() -> None:
+    epochs = [epoch(e) for e in range(5)] + [epoch(5, "train")]
+    held = {h(e): e for e in range(6)}
+    assert prunable(held, epochs, 5) == {h(0), h(1), h(2), h(3)}
+    assert prunable(held, epochs, 5, keep=0) == {h(0), h(1), h(2), h(3)}  # the previous θ is always kept
+    assert prunable(held, epochs, 5, keep=3) == {h(0), h(1)}
+
+
+def test_an_epoch_with_open_windows_keeps_its_state_whatever_its_age() -> None:
+    # Epoch 2 is still in its dispute round while epoch 5 trains: a validator may still check leaf
+    # 0 of its challenges against θ_2.
+    epochs = [epoch(0), epoch(1), epoch(2, "dispute"), epoch(3), epoch(4), epoch(5, "train")]
+    held = {h(e): e for e in range(6)}
+    assert prunable(held, epochs, 5) == {h(0), h(1)}
+
+
+def test_a_proposal_the_chain_has_not_decided_stays_and_a_losing_one_goes_after_its_close() -> None:
+    lost = "ee" * 32  # a host's proposal for θ_4 that lost the vote
+    held = {h(3): 3, h(4): 4, lost: 3}
+    # Epoch 3 proposing: nobody knows yet which θ_4 wins.
+    assert prunable(held, [epoch(2), epoch(3, "propose")], 3) == set()
+    # Epoch 3 closed on h(4), epoch 4 current: the lost proposal is kept with the previous epoch…
+    assert prunable(held, [epoch(3), epoch(4, "train")], 4) == set()
+    # … and goes once its epoch is older than the kept ones.
+    assert prunable({**held, h(5): 5}, [epoch(3), epoch(4), epoch(5, "train")], 5) == {lost, h(3)}
+
+
+def test_a_failed_vote_keeps_the_state_it_carried_over() -> None:
+    # Epoch 3 closed without agreement: θ_4 = θ_3, which is needed by epoch 4 however old it is.
+    epochs = [epoch(2), epoch(3, agreed=False), EpochInfo(epoch=4, phase="train", phase_deadline=0, started_at=0,
+                                                           model_hash=h(3), prev_seed=SEED)]
+    assert prunable({h(2): 2, h(3): 3}, epochs, 4, keep=0) == {h(2)}
