@@ -8,10 +8,12 @@ Measured in one process, on this machine:
 * **snapshot**: :meth:`Stepper.export` (the copy taken on the training thread), the leaf hash
   (:meth:`Checkpoint.leaf_hash`), encode + write + fsync of the leaf file, and the background
   writer's whole path, each per byte of leaf;
-* **readers**: a leaf read back through the streaming reader (:func:`stream_checkpoint` from
-  :func:`trainer.tensorstream.file_chunks`: check, hash, decode) against reading the whole file and
-  decoding it, with the peak memory of each (in a fresh subprocess: the rise of the peak RSS
-  over the process's state before the read), against the layout's largest tensor;
+* **readers**: a leaf and a Δ read back through the streaming reader (:func:`stream_checkpoint` /
+  :func:`stream_delta`: check, hash, decode) against reading the whole file and decoding it, each
+  from its file (:func:`trainer.tensorstream.file_chunks`) and from the project's HTTP server in
+  another process (``HttpArtifacts.checkpoint_chunks`` / ``delta_chunks``, through the hardened
+  client), with the peak memory of each (in a fresh subprocess: the rise of the peak RSS over the
+  process's state before the read), against the layout's largest tensor;
 * **compute**: a training step and a replayed step (seconds, and per parameter);
 * **Δ**: bytes of the quantized pseudo-gradient per parameter;
 * **detection**: the probability that the challenged segments (``protocol.rules.sampling``:
@@ -20,6 +22,7 @@ Measured in one process, on this machine:
   seeds; a cheater fakes only segments before the last (the last is always replayed).
 
 Run: ``.venv/bin/python bench/scale_costs.py [--preset small] [--threads 2] [--json out.json]``
+(``--readers-only``: only the readers' memory, local and remote)
 """
 
 from __future__ import annotations
@@ -44,10 +47,11 @@ from protocol.rules.beacon import genesis_seed
 from protocol.rules.sampling import challenged_segments
 from trainer.checkpoint import Checkpoint, checkpoint_layout
 from trainer.data import Dataset
-from trainer.delta import encode_delta, quantize
+from trainer.delta import delta_hash, encode_delta, payload_layout, quantize
 from trainer.determinism import configure
 from trainer.epoch_store import EpochStore
 from trainer.inner import EpochContext, replay_segment, start_checkpoint, train_steps
+from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.presets import preset, replay_share
 from trainer.snapshot import LeafWriter
@@ -79,28 +83,51 @@ def limits() -> dict:
 READER = """
 import gc, os, sys, pathlib, threading, time
 from protocol.rules.spec import RunSpec
+from protocol.keys import PrivateKey
 from trainer.checkpoint import stream_checkpoint, decode_checkpoint, checkpoint_layout
+from trainer.delta import stream_delta, decode_delta, delta_hash, payload_layout
+from trainer.model import parameter_shapes
 from trainer.tensorstream import file_chunks, TensorStream
 from trainer.checkpoint import FORMAT
 from protocol.rules.hashing import Tag
+from node.http_client import HttpArtifacts
 spec = RunSpec.from_canonical(pathlib.Path(sys.argv[1]).read_text())
-path, mode, leaf = pathlib.Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-layout = checkpoint_layout(spec, leaf)
+where, mode, kind, leaf = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+remote = where.startswith("http")
+if kind == "leaf":
+    layout, tag, meta = checkpoint_layout(spec, leaf), Tag.CHECKPOINT, FORMAT
+else:
+    layout, tag = payload_layout(parameter_shapes(spec), spec.quantization), Tag.DELTA
+    meta = {}
 page = os.sysconf("SC_PAGE_SIZE")
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * page
+def chunks():
+    if not remote:
+        return file_chunks(pathlib.Path(where))
+    # A fresh client each read, through the hardened HTTP layer (deadline, caps, identity only).
+    source = HttpArtifacts(where, PrivateKey(b"\\x07" * 32), spec, allow_private=True)
+    return source.checkpoint_chunks(0, leaf) if kind == "leaf" else source.delta_chunks(0)
+def whole():
+    if not remote:
+        return pathlib.Path(where).read_bytes()
+    source = HttpArtifacts(where, PrivateKey(b"\\x07" * 32), spec, allow_private=True)
+    return source.checkpoint(0, leaf) if kind == "leaf" else source.delta(0)
 # The peak of the resident set while reading, sampled every 0.2 ms by a thread (ru_maxrss would
 # include the imports' peak).
 def read():
     if mode == "stream-keep-nothing":
-        s = TensorStream(file_chunks(path), layout, Tag.CHECKPOINT, str(path), FORMAT)
+        s = TensorStream(chunks(), layout, tag, where, meta)
         for name, t in s: pass
         return s.digest
     if mode == "stream-decode":
-        ckpt, digest = stream_checkpoint(file_chunks(path), spec, leaf)
-        return digest
-    return decode_checkpoint(path.read_bytes(), spec, leaf).leaf_hash()
+        if kind == "leaf":
+            return stream_checkpoint(chunks(), spec, leaf)[1]
+        return stream_delta(chunks(), spec)[1]
+    if kind == "leaf":
+        return decode_checkpoint(whole(), spec, leaf).leaf_hash()
+    return delta_hash(decode_delta(whole(), spec))
 read()  # warm up: the code paths' pages and allocator arenas are then part of the baseline
 gc.collect()
 top, go, done = [0], threading.Event(), threading.Event()
@@ -120,25 +147,82 @@ sampler.join()
 print(max(top[0], rss()) - before, digest.hex())
 """
 
+SERVER = """
+import pathlib, sys, time
+from protocol.rules.spec import RunSpec
+from node.server import ServerThread, create_app
+from trainer.artifacts import LocalArtifacts
+spec = RunSpec.from_canonical(pathlib.Path(sys.argv[1]).read_text())
+source = LocalArtifacts(pathlib.Path(sys.argv[2]), spec.run_id(), sys.argv[3])
+server = ServerThread(create_app(source, spec.run_id().hex(), sys.argv[3], authorize=lambda a: True)).start()
+print(server.url, flush=True)
+sys.stdin.read()  # serve until the benchmark closes our stdin
+server.stop()
+"""
 
-def reader_memory(spec, path: Path, leaf: int) -> dict:
-    out = {}
+MODES = ("stream-keep-nothing", "stream-decode", "whole-file")
+
+
+def reader_memory(spec, store: EpochStore, leaf: int) -> dict:
+    """Peak RSS rise of a fresh process reading leaf ``leaf`` and the Δ of epoch 0 of ``store``, from
+    its files and from a real HTTP server (the project's, in another process) serving them."""
+    out: dict = {}
+    # A fixed mmap threshold: every buffer of 128 KiB or more is mapped and unmapped on its own,
+    # so the resident set shows what the read holds (glibc's adaptive threshold would keep
+    # freed buffers in the heap, hiding or inflating the figure).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")]),
+           "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write(spec.canonical().decode())
+    server = subprocess.Popen([sys.executable, "-c", SERVER, f.name, str(store.root), store.host],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
-        for mode in ("stream-keep-nothing", "stream-decode", "whole-file"):
-            # A fixed mmap threshold: every buffer of 128 KiB or more is mapped and unmapped on its own,
-            # so the resident set shows what the read holds (glibc's adaptive threshold would keep
-            # freed buffers in the heap, hiding or inflating the figure).
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
-                                                                os.environ.get("PYTHONPATH", "")]),
-                   "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
-            res = subprocess.run([sys.executable, "-c", READER, f.name, str(path), mode, str(leaf)],
-                                 capture_output=True, text=True, check=True, env=env)
-            rise, digest = res.stdout.split()
-            out[mode] = {"peak_rise_bytes": int(rise), "digest": digest}
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        files = {"leaf": store.leaf_path(0, leaf), "delta": store.delta_path(0)}
+        for kind, path in files.items():
+            for where, place in (("local", str(path)), ("remote", url)):
+                for mode in MODES:
+                    res = subprocess.run([sys.executable, "-c", READER, f.name, place, mode, kind, str(leaf)],
+                                         capture_output=True, text=True, check=True, env=env)
+                    rise, digest = res.stdout.split()
+                    out[f"{kind} {where} {mode}"] = {"peak_rise_bytes": int(rise), "digest": digest}
     finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=30)
         os.unlink(f.name)
+    return out
+
+
+def readers(spec) -> dict:
+    """:func:`reader_memory` of a valid leaf 1 and a Δ of ``spec``, each figure against the largest
+    tensor and the whole file of what was read (all reads must give the committed hash)."""
+    theta = GlobalState.initial(spec).params
+    stepper = Stepper(spec)
+    stepper.load(start_checkpoint(spec, theta, 0).state)
+    leaf = Checkpoint(stepper.export(), torch.zeros(spec.train.segment_steps), 1)
+    leaf.state.step = spec.train.segment_steps  # a valid leaf 1 to write and read back
+    payload = quantize({n: torch.randn(p.shape) * 1e-3 for n, p in theta.items()}, spec.quantization)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = EpochStore(Path(tmp), spec.run_id(), HOST)
+        store.directory(0).mkdir(parents=True)
+        store.write_leaf(0, 1, leaf)
+        store.delta_path(0).write_bytes(encode_delta(payload, spec.quantization))
+        sizes = {"leaf": store.leaf_path(0, 1).stat().st_size, "delta": store.delta_path(0).stat().st_size}
+        measured = reader_memory(spec, store, 1)
+    want = {"leaf": leaf.leaf_hash().hex(), "delta": delta_hash(payload).hex()}
+    layouts = {"leaf": checkpoint_layout(spec, 1),
+               "delta": payload_layout(parameter_shapes(spec), spec.quantization)}
+    out = {}
+    for name, r in measured.items():
+        kind = name.split()[0]
+        assert r["digest"] == want[kind], name
+        largest = max(expected_size({n: v}) for n, v in layouts[kind].items())
+        out[name] = {**r, "largest_tensor_bytes": largest, "file_bytes": sizes[kind],
+                     "times_largest_tensor": r["peak_rise_bytes"] / largest,
+                     "times_file": r["peak_rise_bytes"] / sizes[kind]}
     return out
 
 
@@ -161,6 +245,8 @@ def main() -> None:
     parser.add_argument("--preset", default="small")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--readers-only", action="store_true",
+                        help="measure only the readers' memory (local and remote), a few minutes")
     args = parser.parse_args()
     configure(args.threads)
     spec = preset(args.preset)
@@ -169,6 +255,12 @@ def main() -> None:
                     "H": spec.train.inner_steps, "c": spec.train.segment_steps, "S": spec.train.segments,
                     "k": spec.verification.challenges_k, "r": spec.verification.validators_r,
                     "replay_share_steps": replay_share(spec)}
+    if args.readers_only:
+        result["readers"] = readers(spec)
+        print(json.dumps(result, indent=1, default=str))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1, default=str))
+        return
     result["limits"] = limits()
     print(json.dumps(result["limits"]), flush=True)
 
@@ -198,8 +290,6 @@ def main() -> None:
             writer.finish()
 
         pipeline_s = best(background)
-        readers = reader_memory(spec, path, 1)
-        assert all(r["digest"] == leaf.leaf_hash().hex() for r in readers.values())
         file_bytes = path.stat().st_size
     from trainer.evaluate import validation_loss  # noqa: PLC0415 - only here
     val_s = best(lambda: validation_loss(stepper.model, dataset), repeats=2)
@@ -217,8 +307,7 @@ def main() -> None:
         "leaf_write_s": write_s, "leaf_write_GBps": file_bytes / write_s / 1e9,
         "background_leaf_s": pipeline_s, "background_leaf_GBps": nbytes / pipeline_s / 1e9,
         "delta_bytes": delta_bytes, "delta_bytes_per_param": delta_bytes / n_params,
-        "readers": {mode: {**r, "times_largest_tensor": r["peak_rise_bytes"] / largest,
-                           "times_leaf": r["peak_rise_bytes"] / nbytes} for mode, r in readers.items()},
+        "readers": readers(spec),
         "detection": detection(spec, [0.01, 0.02, 0.05, 0.1, 0.2, 0.5]),
     })
     lim = result["limits"]
