@@ -9,7 +9,9 @@ timeout, a 5xx) within a per-artifact budget. Byte caps come from the run spec (
 plus a header allowance); JSON answers are checked for size and nesting depth before parsing. The
 endpoint is checked (``protocol.rules.endpoints``) before anything is dialed. Anything the server
 does not deliver is :class:`~trainer.artifacts.ArtifactUnavailable`. It never trusts the bytes:
-callers check them against on-chain hashes.
+callers check them against on-chain hashes. Leaves, Δs and global states are handed over as the
+body arrives (:meth:`HttpArtifacts.chunks`), so the streaming readers hash and decode them without
+the body ever being gathered here.
 """
 
 from __future__ import annotations
