@@ -37,14 +37,17 @@ def validator_behaviour(text: str | None) -> ValidatorBehaviour:
 
 
 def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str | None,
-                   name: str | None = None, device: str = "cpu", allow_private: bool = False) -> ValidatorNode:
+                   name: str | None = None, device: str = "cpu", allow_private: bool = False,
+                   keep_epochs: int | None = None) -> ValidatorNode:
     """A validator node reaching hosts over HTTP (the daemon's), patient with hosts that do not
     deliver until its deadline is near; ``name`` labels its logs, ``device`` is where it replays.
 
     Args:
         allow_private: hosts' endpoints on loopback and private networks may be dialed (local runs).
+        keep_epochs: delete the global states no open epoch needs (``GlobalStore.prune``).
     """
     spec = ledger.spec()
     return ValidatorNode(ledger, key, spec, Dataset.load(spec.data), root,
                          http_peers(key, spec, ledger.prefix, allow_private),
-                         behaviour=validator_behaviour(behaviour), name=name, device=device, patience=Patience())
+                         behaviour=validator_behaviour(behaviour), name=name, device=device, patience=Patience(),
+                         keep_epochs=keep_epochs)

@@ -138,8 +138,8 @@ class LocalNetwork:
         device: where every node trains and replays (``cpu``, ``cuda``, ``cuda:N``).
         full_leaf_every: each host stores every ``K``-th leaf in full and recomputes the others when
             challenged (:class:`node.host.HostNode`).
-        keep_epochs: each host deletes epochs older than this many once the chain closed them
-            (None: keep all).
+        keep_epochs: each host deletes epochs older than this many once the chain closed them, and
+            every node the global states no open epoch needs (None: keep all).
     """
 
     def __init__(self, spec: RunSpec, root: Path, roster: Roster, dataset: Dataset,
@@ -186,7 +186,7 @@ class LocalNetwork:
             name = f"validator-{i}" + ("" if label == "honest" else f" ({label})")
             validator = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}",
                                           self.resolver_for(key.address()), behaviour=conduct, name=name,
-                                          on_event=on_event, device=device)
+                                          on_event=on_event, device=device, keep_epochs=keep_epochs)
             self.ledger.bond(key, "validator", f"http://validator-{i}.sim",
                              roster.validator_stake or 2 * int(econ.min_validator_stake))
             self.validators.append(validator)

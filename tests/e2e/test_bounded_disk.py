@@ -2,8 +2,6 @@
 and pass, and each host's disk use stays bounded (old epochs are deleted once the chain closed them,
 and so are the global states no open epoch needs, on hosts and validators alike)."""
 
-from functools import partial
-
 import pytest
 
 from node.validator import ValidatorNode
@@ -24,7 +22,7 @@ def test_disk_use_stays_bounded_over_a_long_run(tmp_path, load_dataset) -> None:
                            validators=1)
     dataset = load_dataset(spec.data)
     roster = Roster(hosts=[host_behaviour(None), host_behaviour(None)], validators=[validator_behaviour("honest")])
-    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=partial(ValidatorNode, keep_epochs=1),
+    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode,
                        full_leaf_every=4, keep_epochs=1)
     host, validator = net.hosts[0], net.validators[0]
     epochs_dir = host.root / spec.run_id().hex()

@@ -28,8 +28,8 @@ FullLeafEvery = Annotated[int, typer.Option(
     "--full-leaf-every", min=1, help="hosts store every Nth checkpoint leaf in full and recompute the others "
                                      "when challenged (1: store all); restart with the same --threads and --device")]
 KeepEpochs = Annotated[int | None, typer.Option(
-    "--keep-epochs", min=0, help="hosts delete epochs older than N once the chain has closed them "
-                                 "(default: keep all)")]
+    "--keep-epochs", min=0, help="hosts delete epochs older than N once the chain has closed them, and "
+                                 "hosts and validators the global states no open epoch needs (default: keep all)")]
 AMOUNT_HELP = "a coin: 20INJ (whole INJ) or 20000000000000000000inj (base units)"
 
 

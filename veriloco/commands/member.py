@@ -206,7 +206,7 @@ def make_app(role: Role) -> typer.Typer:
                 err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
             else:
                 node = validator_node(ledger, participant, root, adversary, name=key, device=device,
-                                      allow_private=private)
+                                      allow_private=private, keep_epochs=keep_epochs)
                 err_console.print(f"validator {key} {node.address} following the run", highlight=False)
                 if listen_given:
                     holder = holder_server(ledger, node.address, root, listen)
