@@ -8,8 +8,9 @@ the reader a retry, so peers are tried in turn: first the hosts accepted in epoc
 built θ_e, or trained from it when the vote kept θ_{e−1}; the chain's aggregation inputs), then
 every other host, then every validator (validators hold the states they replayed from and serve
 them by hash; all members, paged). A member whose endpoint is malformed or not allowed is skipped.
-An answer is read as a chunk stream, checked, hashed and decoded as its bytes arrive
-(:func:`trainer.outer.stream_global`): the state is never held as bytes and decoded at once.
+An answer is read as a chunk stream, checked, hashed, decoded and written to disk as its bytes
+arrive (:func:`trainer.outer.stream_global`, :func:`trainer.tensorfile.atomic_file`): the state is
+never held as bytes and decoded at once, and the file becomes the state's only once the hash is right.
 
 With a retention setting (``keep_epochs``, a host's ``--keep-epochs``) the store deletes the states
 no one can need any more (:meth:`GlobalStore.prune`, deciding with :func:`prunable_states`):
@@ -21,8 +22,9 @@ windows are open, so a validator can still check leaf 0 against it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from chain.ledger import Ledger
 from protocol.errors import VerilocoError
@@ -30,7 +32,7 @@ from protocol.rules.spec import RunSpec
 from protocol.views import EpochInfo
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, global_path
 from trainer.outer import GlobalState, load_global, stream_global
-from trainer.tensorfile import TensorFileError
+from trainer.tensorfile import TensorFileError, atomic_file
 
 log = logging.getLogger("veriloco.global_store")
 
@@ -40,6 +42,24 @@ PeerResolver = Callable[[str], ArtifactSource]
 
 class GlobalStateUnavailable(VerilocoError):
     """No local copy and no peer served a global state with the wanted hash."""
+
+
+class _WrongHash(Exception):
+    """A peer's state decoded but hashed to something else (its partial file is dropped)."""
+
+
+def _written(chunks: Iterable[object], sink: BinaryIO) -> Iterator[object]:
+    """``chunks`` passed on as they are, the bytes among them also written to ``sink``."""
+    it = iter(chunks)
+    try:
+        for piece in it:
+            if isinstance(piece, (bytes, bytearray, memoryview)):
+                sink.write(piece)
+            yield piece
+    finally:
+        close = getattr(it, "close", None)
+        if callable(close):  # a body refused part-way: its connection closes now
+            close()
 
 
 def prunable_states(held: Mapping[str, int], epochs: Sequence[EpochInfo], current: int, keep_epochs: int) -> set[str]:
@@ -148,10 +168,13 @@ class GlobalStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             state.save(path)
+        self._stored(model_hash, state)
+        return model_hash
+
+    def _stored(self, model_hash: str, state: GlobalState) -> GlobalState:
         if self._epoch is not None:
             self._seen.setdefault(model_hash, self._epoch)
-        self._remember(model_hash, state)
-        return model_hash
+        return self._remember(model_hash, state)
 
     def has(self, model_hash: str) -> bool:
         return model_hash in self._cache or self.path(model_hash).exists()
@@ -197,19 +220,24 @@ class GlobalStore:
 
     def _fetch(self, model_hash: str, epoch: int | None) -> GlobalState:
         reasons = []
+        path = self.path(model_hash)
+        path.parent.mkdir(parents=True, exist_ok=True)
         for address, endpoint in self._peers_to_ask(epoch):
             try:
-                # Checked and hashed as the bytes arrive (never the bytes and the state at once).
-                state, digest = stream_global(self._peers(endpoint).global_state_chunks(model_hash), self.spec,
-                                              what=f"global state from {address}")
+                # Checked, hashed and written to disk as the bytes arrive: never the bytes and the
+                # state at once; the file becomes the state's only once its hash is right.
+                with atomic_file(path) as sink:
+                    chunks = _written(self._peers(endpoint).global_state_chunks(model_hash), sink)
+                    state, digest = stream_global(chunks, self.spec, what=f"global state from {address}")
+                    if digest.hex() != model_hash:
+                        raise _WrongHash
+            except _WrongHash:
+                reasons.append(f"{address}: served a state with another hash")
+                continue
             except (ArtifactUnavailable, TensorFileError) as exc:
                 reasons.append(f"{address}: {exc}")
                 continue
-            if digest.hex() != model_hash:
-                reasons.append(f"{address}: served a state with another hash")
-                continue
-            self.put(state)
-            return state
+            return self._stored(model_hash, state)
         raise GlobalStateUnavailable(f"no host served global state {model_hash[:12]}… "
                                      f"({'; '.join(reasons) or 'no other hosts'})")
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import torch
 from safetensors.torch import load as st_load
@@ -60,13 +62,26 @@ def encode_tensors(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, s
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a crash leaves either the old file or the whole new one."""
+    with atomic_file(path) as f:
+        f.write(data)
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A file to write in pieces that becomes ``path`` only when the block ends without an error
+    (fsynced, then renamed, the rename made durable): a crash leaves the old file or the whole new
+    one, and an error (a stream refused part-way) leaves nothing."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)  # make the rename itself durable

@@ -1,10 +1,25 @@
-"""Which global states a participant may delete (``node.global_store.prunable_states``): never θ of an
-epoch whose windows are open or of the kept epochs, never a proposal the chain has not decided, and
-everything else once its epoch closed."""
+"""Global states by hash: fetched from peers over HTTP as they stream, and which ones a participant
+may delete (``node.global_store.prunable_states``): never θ of an epoch whose windows are open or of
+the kept epochs, never a proposal the chain has not decided, and everything else once its epoch
+closed."""
 
 from __future__ import annotations
 
+import hashlib
+
+from chain.embedded import EmbeddedChain
+from chain.embedded.backend import deploy_embedded
+from node.daemon import http_peers
+from node.global_store import GlobalStore
+from node.server import ServerThread, create_app
+from protocol.injective import DENOM, GENESIS_BALANCE
+from protocol.keys import PrivateKey
 from protocol.views import EpochInfo
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.outer import GlobalState
+from trainer.presets import tiny
+
+SPEC = tiny("global-store")
 
 SEED = "00" * 32
 
@@ -57,3 +72,53 @@ def test_a_failed_vote_keeps_the_state_it_carried_over() -> None:
     epochs = [epoch(2), epoch(3, agreed=False), EpochInfo(epoch=4, phase="train", phase_deadline=0, started_at=0,
                                                            model_hash=h(3), prev_seed=SEED)]
     assert prunable({h(2): 2, h(3): 3}, epochs, 4, keep=0) == {h(2)}
+
+
+class _Holder(ArtifactSource):
+    """A peer's server side that holds global states only: each one answers with ``served``."""
+
+    def __init__(self, served: bytes) -> None:
+        self.served, self.asked = served, 0
+
+    def checkpoint(self, epoch, leaf):
+        raise ArtifactUnavailable("global states only")
+
+    proof = delta = losses = checkpoint
+
+    def global_state(self, model_hash):
+        self.asked += 1
+        return self.served
+
+
+def test_a_state_is_fetched_over_http_while_streaming_and_only_the_right_one_reaches_the_disk(tmp_path) -> None:
+    # Three peers in the order a store asks them: one cuts its answer short, one serves a state that
+    # decodes but hashes otherwise, the last the right one. Each answer is decoded, hashed and
+    # written as it streams; only the right one becomes the file, and nothing else is left behind.
+    spec = SPEC
+    wanted = GlobalState.initial(spec)
+    wanted = GlobalState({n: t * 0.5 for n, t in wanted.params.items()}, wanted.momentum)
+    model_hash = wanted.hash().hex()
+    good = wanted.encode()
+    keys = sorted((PrivateKey(bytes([0x40 + i]) * 32) for i in range(3)), key=lambda k: k.address())
+    reader = PrivateKey(b"\x50" * 32)
+    operator = PrivateKey(b"\x51" * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (*keys, reader, operator)})
+    ledger = deploy_embedded(chain, operator, spec, hashlib.sha256(b"theta").hexdigest(), operator.address())
+    answers = [good[:len(good) // 2], GlobalState.initial(spec).encode(), good]
+    holders = [_Holder(a) for a in answers]
+    servers = [ServerThread(create_app(h, spec.run_id().hex(), k.address(), authorize=lambda a: True))
+               for h, k in zip(holders, keys, strict=True)]
+    for server in servers:
+        server.start()
+    try:
+        for key, server in zip(keys, servers, strict=True):
+            ledger.bond(key, "host", server.url, int(spec.economics.min_host_stake))
+        store = GlobalStore(tmp_path, spec, ledger, http_peers(reader, spec, ledger.prefix, allow_private=True,
+                                                              retry_budget_s=0.5), reader.address())
+        got = store.get(model_hash)
+    finally:
+        for server in servers:
+            server.stop()
+    assert got.hash().hex() == model_hash and [h.asked for h in holders] == [1, 1, 1]
+    assert store.path(model_hash).read_bytes() == good
+    assert [p.name for p in store.path(model_hash).parent.iterdir()] == [f"{model_hash}.safetensors"]
