@@ -56,8 +56,8 @@ from protocol.messages import (
 from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
 
-HOST_STAKE = 5_000
-VALIDATOR_STAKE = 2_000
+HOST_STAKE = 10_000_000
+VALIDATOR_STAKE = 4_000_000
 THETA0 = hashlib.sha256(b"theta_0").hexdigest()
 
 
@@ -77,7 +77,7 @@ def spec(*, max_hosts: int = 64, verify_blocks: int = 40, unbonding_epochs: int 
         "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
         "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, "dispute_committee": 3,
                          "dispute_rounds": 1},
-        "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
+        "economics": {"denom": DENOM, "min_host_stake": "2000000", "min_validator_stake": "1000000",
                       "unbonding_epochs": unbonding_epochs, "reward_per_epoch": "1000"},
         "phases": {"join_blocks": 60, "train_blocks": 60, "reveal_blocks": 60, "verify_blocks": verify_blocks,
                    "verdict_reveal_blocks": verify_blocks, "propose_blocks": 60, "min_hosts": 1,

@@ -52,8 +52,9 @@ from protocol.messages import BeaconJoin, BeaconReveal, Commitment, VerdictCommi
 from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
 
-HOST_STAKE = 5_000
-VALIDATOR_STAKE = 2_000
+# The minimum stakes below are at least each role's part of the default --reward (the spec rule).
+HOST_STAKE = 5 * 10**9
+VALIDATOR_STAKE = 2 * 10**9
 THETA0 = hashlib.sha256(b"theta_0").hexdigest()
 VALIDATORS = 8
 
@@ -66,7 +67,7 @@ def bench_spec(hosts: int, blocks: int, reward: int) -> RunSpec:
         "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
         "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, "dispute_committee": 3,
                          "dispute_rounds": 1},
-        "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
+        "economics": {"denom": DENOM, "min_host_stake": str(10**9), "min_validator_stake": str(5 * 10**8),
                       "unbonding_epochs": 2, "reward_per_epoch": str(reward)},
         "phases": {"join_blocks": blocks, "train_blocks": blocks, "reveal_blocks": blocks, "verify_blocks": blocks,
                    "verdict_reveal_blocks": blocks, "propose_blocks": blocks, "min_hosts": 1, "min_validators": 1,

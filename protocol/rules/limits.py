@@ -51,6 +51,14 @@ settled by its finalize, before the next epoch opens; stake unbonded in epoch ``
 ``e + unbonding_epochs``, so with at least 1 it is claimable only once every epoch it could have
 taken part in is settled (0 let a cheater unbond and claim during verify, escaping every slash)."""
 
+MIN_STAKE = 10**6
+"""Smallest ``min_host_stake`` and ``min_validator_stake`` a spec may set, in base units: a
+one-basis-point slash of a minimum stake is then at least 100 base units, so flooring it loses
+under 1 % and never rounds it to nothing (10^4 would be the bare minimum for a nonzero slash),
+and every sybil identity locks at least this much. The spec also requires each minimum to be at
+least what one member of its role can earn from an epoch's reward
+(``protocol.rules.spec.EconomicsSpec.reward_parts``)."""
+
 MAX_HELD_BITS = 96
 """The contract holds at most ``2**MAX_HELD_BITS`` base units in all (bonds, unbonding entries and
 the reward pool): a bond or a funding that would pass it is refused, and so are spec amounts above

@@ -17,11 +17,13 @@ from pydantic import Field, field_validator, model_validator
 from protocol.rules.encoding import I64_MAX, canonical_json, parse_canonical
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
 from protocol.rules.limits import (
+    BPS_DENOMINATOR,
     MAX_DISPUTE_ROUNDS,
     MAX_HELD_BITS,
     MAX_JOIN_EXTENSIONS,
     MAX_PARTICIPANTS,
     MAX_SEGMENTS,
+    MIN_STAKE,
     MIN_UNBONDING_EPOCHS,
 )
 from protocol.rules.models import check_model
@@ -237,6 +239,36 @@ class EconomicsSpec(Boundary):
         for name in ("min_host_stake", "min_validator_stake", "reward_per_epoch"):
             if int(getattr(self, name)) > 2**MAX_HELD_BITS:
                 raise ValueError(f"{name} must be at most 2^{MAX_HELD_BITS} base units")
+        return self
+
+    def reward_parts(self) -> tuple[int, int]:
+        """The most one host and one validator can earn from an epoch's reward, in base units.
+
+        Finalize splits ``reward_per_epoch`` (at most) into the hosts' part,
+        ``reward_per_epoch · host_reward_share_bps / 10^4`` floored, shared equally by the accepted
+        hosts, and the rest, shared equally by the diligent validators; a lone member of its role
+        takes its role's whole part.
+        """
+        reward = int(self.reward_per_epoch)
+        hosts = reward * self.host_reward_share_bps // BPS_DENOMINATOR
+        return hosts, reward - hosts
+
+    @model_validator(mode="after")
+    def _sybils_are_costly(self) -> EconomicsSpec:
+        # docs/network.md, "Spec rules that the game needs": every minimum stake is at least
+        # MIN_STAKE (a 1 bps slash of it is never floored to nothing) and at least what one member
+        # of its role can earn from an epoch's reward (no identity earns more in an epoch than it
+        # stakes). The contract checks the same at instantiation (contracts/veriloco/src/spec.rs).
+        for name, role, part in zip(("min_host_stake", "min_validator_stake"), ("host", "validator"),
+                                    self.reward_parts(), strict=True):
+            stake = int(getattr(self, name))
+            if stake < MIN_STAKE:
+                raise ValueError(f"{name} ({stake}) must be at least {MIN_STAKE} base units: smaller "
+                                 "stakes make sybils cheap and floor small slashes to nothing")
+            if stake < part:
+                raise ValueError(f"{name} ({stake}) must be at least the {role}s' part of "
+                                 f"reward_per_epoch ({part}): one {role} could earn more in an epoch "
+                                 "than it stakes")
         return self
 
 

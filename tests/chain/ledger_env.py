@@ -58,8 +58,10 @@ ENDPOINT = "http://127.0.0.1:8700"
 # Every env has these; tests pick the hosts and validators they need.
 DEFAULT_NAMES = ("operator", "treasury", "funder", "outsider", "host1", "host2", "host3", "host4",
                  "validator1", "validator2", "validator3", "validator4", "validator5")
-HOST_STAKE = 5_000
-VALIDATOR_STAKE = 2_000
+# The spec's minimum stakes are 2·10^6 (hosts) and 10^6 (validators): at least the spec rule's
+# floor (protocol.rules.limits.MIN_STAKE) and each role's part of any reward the tests pay.
+HOST_STAKE = 10_000_000
+VALIDATOR_STAKE = 4_000_000
 # Signers of both key types in every env, on every backend: these names get Injective's
 # eth_secp256k1 keys (keccak addresses, keccak-signed transactions on the devnet), the others
 # plain secp256k1 ones, so the whole contract suite runs with both kinds side by side.
@@ -88,7 +90,7 @@ def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[
         "data": {"corpus": "test", "dataset_hash": "0" * 64, "seq_len": 16},
         "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001", **(train or {})},
         "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, **(verification or {})},
-        "economics": {"denom": DENOM, "min_host_stake": "1000", "min_validator_stake": "500",
+        "economics": {"denom": DENOM, "min_host_stake": "2000000", "min_validator_stake": "1000000",
                       "unbonding_epochs": 2,
                       # Not the defaults: distinct rates show which one was applied (each one that
                       # withholds something is at least the rate of being caught, as the rules say).

@@ -230,9 +230,10 @@ def test_a_join_short_of_its_minimums_is_abandoned_after_its_extensions(make_led
 def test_join_does_not_wait_for_members_below_the_minimum(ledger_env) -> None:
     env = ledger_env
     env.bond("host1")
-    env.bond("host2", 999)  # below min_host_stake 1000: cannot join, not waited for
+    env.bond("host2", 1_999_999)  # below min_host_stake 2·10^6: cannot join, not waited for
     env.bond("validator1")
-    with pytest.raises(ContractError, match=r"^join: bonded stake 999inj is below the minimum 1000inj for a host$"):
+    with pytest.raises(ContractError,
+                       match=r"^join: bonded stake 1999999inj is below the minimum 2000000inj for a host$"):
         env.join("host2")
     env.join("host1")
     env.join("validator1")
@@ -259,7 +260,7 @@ def test_join_refusals(make_ledger_env) -> None:
     with pytest.raises(ContractError, match=r"^join: epoch 0 is full: it admits at most 2 hosts$"):
         env.join("host3")
     # Unbonding below the minimum makes a member ineligible for the next join.
-    env.unbond("host3", HOST_STAKE - 999)
+    env.unbond("host3", HOST_STAKE - 1_999_999)
     env.join("validator1")  # host3 is no longer eligible: everyone eligible joined
     assert phase(env) == "train"
     with pytest.raises(ContractError, match=r"^join: epoch 0 is in phase train; join is accepted in phase join only$"):
@@ -494,12 +495,12 @@ def _to_propose(env: LedgerEnv, stakes: dict[str, int]) -> None:
 
 def test_a_hash_with_more_than_two_thirds_of_the_accepted_stake_wins_at_once(ledger_env) -> None:
     env = ledger_env
-    _to_propose(env, {"host1": 5_000, "host2": 5_000, "host3": 1_000})
+    _to_propose(env, {"host1": 10_000_000, "host2": 10_000_000, "host3": 2_000_000})
     a, b = digest("a"), digest("b")
     env.propose("host3", b)
     env.propose("host1", a)
-    assert phase(env, 0) == "propose"  # 5000 of 11000
-    env.propose("host2", a)  # 10000 > 2/3 of 11000
+    assert phase(env, 0) == "propose"  # 10^7 of 2.2·10^7
+    env.propose("host2", a)  # 2·10^7 > 2/3 of 2.2·10^7
     closed = env.epoch(0)
     assert (closed.phase, closed.next_model_hash, closed.agreed) == ("closed", a, True)
     assert env.epoch().model_hash == a
@@ -509,7 +510,7 @@ def test_a_hash_with_more_than_two_thirds_of_the_accepted_stake_wins_at_once(led
 
 def test_a_split_vote_closes_the_epoch_with_theta_unchanged(ledger_env) -> None:
     env = ledger_env
-    _to_propose(env, {"host1": 5_000, "host2": 5_000, "host3": 5_000})
+    _to_propose(env, {"host1": 10_000_000, "host2": 10_000_000, "host3": 10_000_000})
     a, b = digest("a"), digest("b")
     env.propose("host1", a)
     env.propose("host2", a)  # exactly 2/3: not more
@@ -522,7 +523,7 @@ def test_a_split_vote_closes_the_epoch_with_theta_unchanged(ledger_env) -> None:
 
 def test_without_enough_proposals_the_epoch_closes_at_the_deadline(ledger_env) -> None:
     env = ledger_env
-    _to_propose(env, {"host1": 5_000, "host2": 5_000})
+    _to_propose(env, {"host1": 10_000_000, "host2": 10_000_000})
     env.propose("host1", digest("a"))
     with pytest.raises(ContractError,
                        match=f"^propose_model: {env.addr('host1')} already proposed a model for epoch 0$"):
@@ -589,11 +590,13 @@ def test_with_verification_disabled_every_committed_revealed_host_is_accepted(ma
 # -- rules decided where the first spec was silent -------------------------------------------------
 
 
-def test_a_member_with_nothing_bonded_cannot_join_even_with_a_zero_minimum(make_ledger_env) -> None:
-    env = make_ledger_env(make_spec(min_host_stake="0"))
-    env.bond("host1", 1)
-    env.unbond("host1", 1)
-    with pytest.raises(ContractError, match=r"^join: bonded stake 0inj is below the minimum 1inj for a host$"):
+def test_a_member_with_nothing_bonded_cannot_join(ledger_env) -> None:
+    # A zero minimum stake is refused at instantiation (the spec rule on minimum stakes), so a
+    # member that unbonded everything is below any minimum a run can have.
+    env = ledger_env
+    env.bond("host1", HOST_STAKE)
+    env.unbond("host1", HOST_STAKE)
+    with pytest.raises(ContractError, match=r"^join: bonded stake 0inj is below the minimum 2000000inj for a host$"):
         env.join("host1")
 
 

@@ -26,7 +26,7 @@ VALIDATORS = ["validator1", "validator2", "validator3"]
 MEMBERS = [*HOSTS, *VALIDATORS]
 NAMES = ["operator", "treasury", "funder", "outsider", *MEMBERS]
 SPEC = make_spec(
-    reward_per_epoch="700", unbonding_epochs=1, min_host_stake="1000", min_validator_stake="500",
+    reward_per_epoch="700", unbonding_epochs=1, min_host_stake="2000000", min_validator_stake="1000000",
     phases={"join_blocks": 12, "train_blocks": 10, "reveal_blocks": 10, "verify_blocks": 20,
             "verdict_reveal_blocks": 10, "propose_blocks": 10, "min_hosts": 1, "min_validators": 1, "max_hosts": 3,
             "max_validators": 3, "max_join_extensions": 3},
@@ -35,7 +35,7 @@ MODELS = [digest("model-a"), digest("model-b")]
 
 names = st.sampled_from(MEMBERS)
 anyone = st.sampled_from(NAMES)
-amounts = st.integers(min_value=1, max_value=7_000)
+amounts = st.integers(min_value=1, max_value=14_000_000)
 epoch_offsets = st.sampled_from([0, 0, 0, -1, 1])
 
 
@@ -56,7 +56,8 @@ class ContractMachine(RuleBasedStateMachine):
     def epoch_of(self, offset: int) -> int:
         return max(0, self.env.current() + offset)
 
-    @initialize(stakes=st.lists(st.sampled_from([0, 400, 999, 1000, 2000, 5000, 5000, 5000]), min_size=6,
+    @initialize(stakes=st.lists(st.sampled_from([0, 800_000, 1_999_999, 2_000_000, 4_000_000, 10_000_000,
+                                                 10_000_000, 10_000_000]), min_size=6,
                                 max_size=6),
                 pool=st.sampled_from([0, 300, 5_000]))
     def start(self, stakes: list[int], pool: int) -> None:
@@ -212,7 +213,7 @@ class ContractMachine(RuleBasedStateMachine):
     @invariant()
     def eligibility_counts_are_exact(self) -> None:
         stored = json.loads(self.chain.raw_storage(self.env.address, b"eligible") or b"{}")
-        minimum = {"host": 1000, "validator": 500}
+        minimum = {"host": 2_000_000, "validator": 1_000_000}
         counts = {"hosts": 0, "validators": 0}
         for m in self.env.ledger.members():
             if int(m.bonded) >= minimum[m.role] and int(m.bonded) > 0:

@@ -8,7 +8,7 @@ fee-charging chains). After each scenario funds are conserved and the books bala
 which challenge and committee comes from the beacon (the addresses differ between backends), so
 each test reads the assignments from the report and states its expectations from them.
 
-Test spec (``ledger_env.make_spec``): hosts bond 5000, validators 2000; slash bps: invalid 5000,
+Test spec (``ledger_env.make_spec``): hosts bond 10^7, validators 4·10^6; slash bps: invalid 5000,
 unavailable 6000, absent 500, no_reveal 7000, validator wrong 2000, silent 2500; catcher share
 5000; host reward share 8000; r = 2, committees of 3 (a decision needs 2 votes), 2 rounds.
 """
@@ -74,24 +74,24 @@ def test_an_invalid_host_is_slashed_and_its_catchers_paid(make_ledger_env) -> No
     env.play_epoch(HOSTS, V3, vote=fail_host(env, "host1"))
     report = env.report(0)
     hosts, validators = by_name(env, report.hosts), by_name(env, report.validators)
-    assert (hosts["host1"].outcome, hosts["host1"].slashed) == ("invalid", "2500")  # 50 % of 5000
+    assert (hosts["host1"].outcome, hosts["host1"].slashed) == ("invalid", "5000000")  # 50 % of 10^7
     assert hosts["host2"].outcome == "accepted"
     assert env.epoch(0).accepted == [env.addr("host2")]
     # Two fails agree: decided in the first round, no dispute.
     assert all((c.outcome, c.rounds) == ("fail", 0) for c in of_host(env, report, "host1"))
     # The catchers: everyone who voted fail on host1's (failed) challenges.
     catchers = sorted({n for c in of_host(env, report, "host1") for n in members(env, c)})
-    each = 2500 * 5000 // 10000 // len(catchers)
+    each = 5_000_000 * 5000 // 10000 // len(catchers)
     to_catchers = each * len(catchers)
     assert {n: int(validators[n].catcher_reward) for n in catchers} == dict.fromkeys(catchers, each)
     assert (report.slashed_total, report.to_catchers, report.to_treasury) == (
-        "2500", str(to_catchers), str(2500 - to_catchers))
+        "5000000", str(to_catchers), str(5_000_000 - to_catchers))
     # The bank agrees: what host1 lost went to the catchers and the treasury, nowhere else.
-    assert gained(env, before) == {"treasury": 2500 - to_catchers, **dict.fromkeys(catchers, each)}
+    assert gained(env, before) == {"treasury": 5_000_000 - to_catchers, **dict.fromkeys(catchers, each)}
     host1 = env.member("host1")
-    assert (host1.bonded, host1.slashed_total) == ("2500", "2500")
+    assert (host1.bonded, host1.slashed_total) == ("5000000", "5000000")
     assert {n: env.member(n).rewarded_total for n in catchers} == {n: str(each) for n in catchers}
-    assert env.accounting()["bonded"] == 2 * HOST_STAKE + 3 * VALIDATOR_STAKE - 2500
+    assert env.accounting()["bonded"] == 2 * HOST_STAKE + 3 * VALIDATOR_STAKE - 5_000_000
     check_conserved(env, total)
 
 
@@ -101,15 +101,15 @@ def test_a_host_unavailable_to_the_committee_is_slashed_and_no_voter_pays(make_l
     env.play_epoch(HOSTS, V4, vote=fail_host(env, "host1", "unavailable"))
     report = env.report(0)
     host1 = by_name(env, report.hosts)["host1"]
-    assert (host1.outcome, host1.slashed) == ("unavailable", "3000")  # 60 %
+    assert (host1.outcome, host1.slashed) == ("unavailable", "6000000")  # 60 %
     # Unavailable votes never decide by themselves: each challenge went to a committee.
     assert all((c.outcome, c.rounds) == ("unavailable", 1) for c in of_host(env, report, "host1"))
-    assert (report.to_treasury, report.to_catchers) == ("3000", "0")
+    assert (report.to_treasury, report.to_catchers) == ("6000000", "0")
     # Nobody is slashed for an unavailable vote; it earns no reward (unserved).
     for v in report.validators:
         assert v.slashed == "0"
         assert v.outcome == ("unserved" if v.unavailable else "diligent" if v.assigned else "idle")
-    assert gained(env, before)["treasury"] == 3000
+    assert gained(env, before)["treasury"] == 6_000_000
     check_conserved(env, total)
 
 
@@ -121,12 +121,12 @@ def test_absent_hosts_are_slashed_more_when_they_did_not_reveal_either(ledger_en
     env.play_epoch(hosts, VALIDATORS, commit=["host1"], reveal=["host1", "host2", *VALIDATORS])
     report = env.report(0)
     rows = by_name(env, report.hosts)
-    assert (rows["host2"].outcome, rows["host2"].slashed, rows["host2"].revealed) == ("absent", "250", True)
+    assert (rows["host2"].outcome, rows["host2"].slashed, rows["host2"].revealed) == ("absent", "500000", True)
     # 5 % absent + 70 % no reveal.
-    assert (rows["host3"].outcome, rows["host3"].slashed, rows["host3"].revealed) == ("absent", "3750", False)
+    assert (rows["host3"].outcome, rows["host3"].slashed, rows["host3"].revealed) == ("absent", "7500000", False)
     assert rows["host1"].outcome == "accepted"
     assert {c.host for c in report.challenges} == {env.addr("host1")}  # the absent are not challenged
-    assert gained(env, before)["treasury"] == 4000
+    assert gained(env, before)["treasury"] == 8_000_000
     check_conserved(env, total)
 
 
@@ -137,7 +137,7 @@ def test_a_host_that_does_not_reveal_pays_more_than_a_cheater_and_is_not_challen
     report = env.report(0)
     host2 = by_name(env, report.hosts)["host2"]
     # Withholding a reveal (which could choose the seed) costs at least the invalid slash.
-    assert (host2.outcome, host2.slashed, host2.revealed) == ("no_reveal", "3500", False)
+    assert (host2.outcome, host2.slashed, host2.revealed) == ("no_reveal", "7000000", False)
     assert int(host2.slashed) >= HOST_STAKE * 5000 // 10000
     assert host2.commitment is not None
     assert {c.host for c in report.challenges} == {env.addr("host1")}
@@ -154,9 +154,9 @@ def test_a_validator_that_does_not_reveal_is_slashed_and_never_assigned(make_led
     env.play_epoch(HOSTS, V3, reveal=[*HOSTS, "validator1", "validator2"])
     report = env.report(0)
     v3 = by_name(env, report.validators)["validator3"]
-    assert (v3.outcome, v3.slashed, v3.assigned, v3.revealed) == ("no_reveal", "1400", 0, False)  # 70 % of 2000
+    assert (v3.outcome, v3.slashed, v3.assigned, v3.revealed) == ("no_reveal", "2800000", 0, False)  # 70 % of 4·10^6
     assert all(env.addr("validator3") not in [v.validator for v in c.votes] for c in report.challenges)
-    assert gained(env, before)["treasury"] == 1400
+    assert gained(env, before)["treasury"] == 2_800_000
     check_conserved(env, total)
 
 
@@ -177,13 +177,13 @@ def test_a_lone_liar_forces_a_dispute_that_the_committee_decides_and_the_liar_pa
         committee = members(env, c, 1)
         assert committee and liar not in committee and not set(committee) & set(members(env, c, 0))
     v = validators[liar]
-    assert (v.outcome, v.slashed, v.against) == ("wrong", "400", len(disputed))
+    assert (v.outcome, v.slashed, v.against) == ("wrong", "800000", len(disputed))
     assert {h.outcome for h in report.hosts} == {"accepted"}
     for name in V4:
         if name != liar:
             assert validators[name].slashed == "0"
             assert validators[name].outcome in ("diligent", "idle")
-    assert gained(env, before)["treasury"] == 400
+    assert gained(env, before)["treasury"] == 800_000
     assert env.epoch(0).agreed is True  # θ advanced despite the liar
     check_conserved(env, total)
 
@@ -195,7 +195,7 @@ def test_a_silent_validator_is_slashed_and_its_challenges_are_decided_by_a_commi
     env.play_epoch(HOSTS, V4, vote=lambda v, c: None if v == quiet else "pass")
     report = env.report(0)
     v = by_name(env, report.validators)[quiet]
-    assert (v.outcome, v.slashed, v.voted, v.committed) == ("silent", "500", 0, 0)
+    assert (v.outcome, v.slashed, v.voted, v.committed) == ("silent", "1000000", 0, 0)
     assert {h.outcome for h in report.hosts} == {"accepted"}
     for c in report.challenges:
         assert c.rounds == (1 if quiet in members(env, c, 0) else 0)
@@ -210,7 +210,7 @@ def test_a_committed_verdict_that_is_not_opened_counts_as_silent(make_ledger_env
     env.play_epoch(HOSTS, V4, open_verdict=lambda v, c: v != quiet)
     report = env.report(0)
     v = by_name(env, report.validators)[quiet]
-    assert (v.outcome, v.slashed) == ("silent", "500")
+    assert (v.outcome, v.slashed) == ("silent", "1000000")
     assert v.committed == v.assigned >= 1 and v.voted == 0
     assert {h.outcome for h in report.hosts} == {"accepted"}
     check_conserved(env, total)
@@ -229,8 +229,8 @@ def test_a_dispute_no_committee_can_decide_excludes_the_host_and_only_the_silent
     assert (host1.outcome, host1.slashed, host1.reward) == ("excluded", "0", "0")
     validators = by_name(env, report.validators)
     assert validators[voter].slashed == "0" and validators[voter].outcome == "diligent"
-    # Only the silent pay (a silent slash each, 25 % of 2,000).
-    assert all(v.slashed == "500" for n, v in validators.items() if n != voter and v.assigned)
+    # Only the silent pay (a silent slash each, 25 % of 4·10^6).
+    assert all(v.slashed == "1000000" for n, v in validators.items() if n != voter and v.assigned)
     assert env.epoch(0).accepted == []
     check_conserved(env, total)
 
@@ -258,15 +258,15 @@ def test_a_trap_catches_a_validator_that_passes_without_replaying(make_ledger_en
     (trap,) = [c for c in of_host(env, report, "host1") if c.segment == 1]
     assert (trap.trap, trap.outcome, trap.rounds) == (True, "fail", 1)
     hosts, validators = by_name(env, report.hosts), by_name(env, report.validators)
-    assert (validators[lazy].outcome, validators[lazy].slashed) == ("wrong", "400")
+    assert (validators[lazy].outcome, validators[lazy].slashed) == ("wrong", "800000")
     # The auditor takes the catcher part of the lazy validator's slash; it is neither slashed nor
     # accepted, so its Δ never enters aggregation and it earns no host reward.
     auditor = hosts["host1"]
-    assert (auditor.outcome, auditor.slashed, auditor.reward, auditor.catcher_reward) == ("audit", "0", "0", "200")
+    assert (auditor.outcome, auditor.slashed, auditor.reward, auditor.catcher_reward) == ("audit", "0", "0", "400000")
     assert auditor.traps == [1]
     assert env.addr("host1") not in env.epoch(0).accepted
-    assert gained(env, before)["treasury"] == 200
-    assert gained(env, before)["host1"] == 200
+    assert gained(env, before)["treasury"] == 400_000
+    assert gained(env, before)["host1"] == 400_000
     check_conserved(env, total)
 
 
@@ -280,10 +280,10 @@ def test_a_host_that_claims_a_trap_on_honest_work_lied_and_is_slashed(make_ledge
     # A pass on a trap forces a dispute; the committee passes it too: the host lied.
     assert (lie.trap, lie.outcome, lie.rounds) == (True, "pass", 1)
     host2 = by_name(env, report.hosts)["host2"]
-    assert (host2.outcome, host2.slashed) == ("invalid", "2500")
+    assert (host2.outcome, host2.slashed) == ("invalid", "5000000")
     # Its catchers: those who voted pass on it.
     catchers = set(members(env, lie))
-    each = 2500 * 5000 // 10000 // len(catchers)
+    each = 5_000_000 * 5000 // 10000 // len(catchers)
     assert {n: int(v.catcher_reward) for n, v in by_name(env, report.validators).items() if n in catchers} == \
         dict.fromkeys(catchers, each)
     assert by_name(env, report.hosts)["host1"].outcome == "accepted"
@@ -299,7 +299,7 @@ def test_a_trap_that_is_not_opened_counts_for_nothing(make_ledger_env) -> None:
                    open_traps=["host2"])
     report = env.report(0)
     host1 = by_name(env, report.hosts)["host1"]
-    assert (host1.outcome, host1.slashed, host1.traps) == ("invalid", "2500", None)
+    assert (host1.outcome, host1.slashed, host1.traps) == ("invalid", "5000000", None)
     check_conserved(env, total)
 
 
@@ -363,16 +363,16 @@ def test_unbonding_stake_is_slashed_and_the_rest_claimed_after_the_unbonding_per
     # host2 never commits: absent, 5 % of its total stake (all unbonding) is slashed.
     env.play_epoch(HOSTS, VALIDATORS, commit=["host1"])
     host2 = env.member("host2")
-    assert (host2.bonded, host2.slashed_total) == ("0", "250")
-    assert [(u.amount, u.release_epoch) for u in host2.unbonding] == [("4750", 1)]
-    assert env.accounting()["unbonding"] == 4_750
+    assert (host2.bonded, host2.slashed_total) == ("0", "500000")
+    assert [(u.amount, u.release_epoch) for u in host2.unbonding] == [("9500000", 1)]
+    assert env.accounting()["unbonding"] == 9_500_000
     check_conserved(env, total)
     # Epoch 1 is current: the entry has matured.
     assert env.current() == 1
     balance = env.net_balance("host2")
     r = env.claim("host2")
-    assert env.net_balance("host2") == balance + 4_750
-    assert any(e.get("amount") == "4750inj" for e in r.events_of("transfer"))
+    assert env.net_balance("host2") == balance + 9_500_000
+    assert any(e.get("amount") == "9500000inj" for e in r.events_of("transfer"))
     assert env.member("host2").unbonding == []
     check_conserved(env, total)
 
@@ -380,7 +380,7 @@ def test_unbonding_stake_is_slashed_and_the_rest_claimed_after_the_unbonding_per
 def test_claim_waits_for_the_epoch_of_release(make_ledger_env) -> None:
     env = make_ledger_env(make_spec(unbonding_epochs=2))
     total, _ = setup(env)
-    env.unbond("host1", 1_000)  # release at epoch 2
+    env.unbond("host1", 2_000_000)  # release at epoch 2
     env.play_epoch(HOSTS, VALIDATORS)
     with pytest.raises(ContractError, match=r"^claim: nothing to claim at epoch 1; the next release is at epoch 2$"):
         env.claim("host1")
@@ -392,10 +392,10 @@ def test_claim_waits_for_the_epoch_of_release(make_ledger_env) -> None:
 
 
 def test_a_host_slashed_below_the_minimum_cannot_join_and_is_not_waited_for(make_ledger_env) -> None:
-    env = make_ledger_env(make_spec(min_host_stake="3000"))
+    env = make_ledger_env(make_spec(min_host_stake="6000000"))
     total, _ = setup(env)
-    env.play_epoch(HOSTS, VALIDATORS, vote=fail_host(env, "host1"))  # host1: 5000 -> 2500
-    assert env.member("host1").bonded == "2500"
+    env.play_epoch(HOSTS, VALIDATORS, vote=fail_host(env, "host1"))  # host1: 10^7 -> 5·10^6
+    assert env.member("host1").bonded == "5000000"
     env.join("host2")
     env.join("validator1")
     env.join("validator2")
@@ -450,9 +450,9 @@ def test_a_full_epoch_with_eight_hosts_and_five_validators(make_ledger_env) -> N
         v = validators[name]
         assert v.voted == v.assigned and v.against == 0 and v.slashed == "0"
         assert v.outcome == ("unserved" if v.unavailable else "diligent" if v.assigned else "idle")
-    # Slashes: 2500 (invalid) + 3000 (unavailable) + 250 (absent) + 3500 (no reveal), and 25 % of
-    # 2000 if validator5 sat on anything at all.
-    slashed = 2500 + 3000 + 250 + 3500 + (500 if v5.assigned else 0)
+    # Slashes: 50 % (invalid), 60 % (unavailable), 5 % (absent) and 70 % (no reveal) of 10^7, and
+    # 25 % of 4·10^6 if validator5 sat on anything at all.
+    slashed = 5_000_000 + 6_000_000 + 500_000 + 7_000_000 + (1_000_000 if v5.assigned else 0)
     assert report.slashed_total == str(slashed)
     assert int(report.to_treasury) + int(report.to_catchers) == slashed
     # Rewards: 8000 over 4 accepted hosts, 2000 over the diligent validators.
@@ -486,7 +486,7 @@ def test_a_catcher_that_is_also_wrong_forfeits_its_share_and_each_recipient_gets
     report = env.report(0)
     validators = by_name(env, report.validators)
     v = validators[liar]
-    assert (v.outcome, v.slashed) == ("wrong", "400")
+    assert (v.outcome, v.slashed) == ("wrong", "800000")
     # A catcher that is wrong in the same epoch forfeits its catcher share (an always-fail liar
     # must not profit from the cheaters it sits on); the honest catchers share the catcher part.
     assert v.catcher_reward == "0"

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from ledger_env import INITIAL_MODEL_HASH, LedgerEnv, make_spec
 from pydantic import ValidationError
 
 from chain.ledger import ContractError
 from protocol.keys import encode_address
-from protocol.rules.spec import RunSpec
+from protocol.rules.limits import BPS_DENOMINATOR, MIN_STAKE
+from protocol.rules.spec import EconomicsSpec, RunSpec
 from protocol.views import Accounting, Member
 
 DENOM = "inj"  # the denom of the test spec (ledger_env.make_spec)
@@ -135,7 +138,7 @@ def test_instantiate_rejects_specs_the_epoch_logic_cannot_run(ledger_env, edit, 
 
 
 def test_a_second_contract_gets_its_own_run_id(ledger_env) -> None:
-    spec = make_spec(min_host_stake="7")
+    spec = make_spec(min_host_stake="7000000")
     other = ledger_env.deploy(ledger_env.instantiate_msg(spec))
     assert other != ledger_env.address
     assert ledger_env.ledger.config().run_id == ledger_env.spec.run_id().hex()
@@ -310,11 +313,72 @@ def test_instantiate_refuses_unbonding_zero_and_amounts_past_the_held_limit(ledg
     text = _spec_text(ledger_env.spec)
     for old, new, message in [
         ('"unbonding_epochs":2', '"unbonding_epochs":0', "unbonding_epochs is 0, less than 1"),
-        ('"min_host_stake":"1000"', f'"min_host_stake":"{2**96 + 1}"', "min_host_stake is more than 2\\^96"),
+        ('"min_host_stake":"2000000"', f'"min_host_stake":"{2**96 + 1}"', "min_host_stake is more than 2\\^96"),
     ]:
         assert old in text
         with pytest.raises(ContractError, match=message):
             ledger_env.deploy(ledger_env.instantiate_msg(spec_json=text.replace(old, new)))
+
+
+@pytest.mark.parametrize(
+    ("economics", "message"),
+    [
+        ({"min_host_stake": str(MIN_STAKE - 1)},
+         "^instantiate: .*economics.min_host_stake is 999999, less than 1000000 base units: sybils would be cheap"),
+        ({"min_validator_stake": "0"}, "economics.min_validator_stake is 0, less than 1000000 base units"),
+        # 80 % of 3·10^6 + 1 is 2,400,000 to the hosts; 600,001 to the validators.
+        ({"reward_per_epoch": "3000001", "min_host_stake": "2399999"},
+         "economics.min_host_stake is 2399999, less than the hosts' part of reward_per_epoch \\(2400000\\): "
+         "one host could earn more in an epoch than it stakes"),
+        ({"reward_per_epoch": "3000001", "min_host_stake": "2400000", "host_reward_share_bps": 0},
+         "economics.min_validator_stake is 1000000, less than the validators' part of reward_per_epoch "
+         "\\(3000001\\)"),
+    ],
+    ids=["host-floor", "validator-floor", "host-part", "validator-part"],
+)
+def test_instantiate_refuses_minimum_stakes_that_make_sybils_cheap(ledger_env, economics, message: str) -> None:
+    text = _edited(ledger_env.spec, lambda d: d["economics"].update(economics))
+    with pytest.raises(ValidationError):  # the Python spec refuses it too
+        RunSpec.from_canonical(text)
+    with pytest.raises(ContractError, match=message):
+        ledger_env.deploy(ledger_env.instantiate_msg(spec_json=text))
+
+
+def _stake_rule_holds(econ: dict) -> bool:
+    """The rule of docs/network.md, written out here independently of both implementations."""
+    reward, bps = int(econ["reward_per_epoch"]), econ["host_reward_share_bps"]
+    hosts = reward * bps // BPS_DENOMINATOR
+    return (int(econ["min_host_stake"]) >= max(MIN_STAKE, hosts)
+            and int(econ["min_validator_stake"]) >= max(MIN_STAKE, reward - hosts))
+
+
+near = st.one_of(st.integers(0, 3 * MIN_STAKE), st.integers(0, 2**90))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # each example deploys anew
+@given(host=near, validator=near, reward=near, bps=st.integers(0, BPS_DENOMINATOR),
+       offset=st.sampled_from([-1, 0, 1, None]))
+def test_random_economics_are_accepted_iff_the_stake_rule_holds_in_python_and_the_contract(
+        embedded_env, host: int, validator: int, reward: int, bps: int, offset: int | None) -> None:
+    if offset is not None:  # a stake at a bound, or one unit either side of it
+        host = max(0, max(MIN_STAKE, reward * bps // BPS_DENOMINATOR) + offset)
+    econ = {"min_host_stake": str(host), "min_validator_stake": str(validator), "reward_per_epoch": str(reward),
+            "host_reward_share_bps": bps}
+    holds = _stake_rule_holds(econ)
+    try:
+        EconomicsSpec.model_validate({**embedded_env.spec.economics.model_dump(mode="json"), **econ})
+        python = True
+    except ValidationError:
+        python = False
+    assert python == holds
+    text = _edited(embedded_env.spec, lambda d: d["economics"].update(econ))
+    try:
+        embedded_env.deploy(embedded_env.instantiate_msg(spec_json=text))
+        contract = True
+    except ContractError as e:
+        assert "min_host_stake" in str(e) or "min_validator_stake" in str(e), e
+        contract = False
+    assert contract == holds
 
 
 # -- rewards -------------------------------------------------------------------------------------

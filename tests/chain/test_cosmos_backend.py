@@ -30,7 +30,7 @@ def spec(**economics: Any) -> RunSpec:
         "model": {},
         "data": {"corpus": "test", "dataset_hash": "0" * 64, "seq_len": 16},
         "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
-        "economics": {"denom": "inj", "min_host_stake": "1000", "min_validator_stake": "500",
+        "economics": {"denom": "inj", "min_host_stake": "2000000", "min_validator_stake": "1000000",
                       "unbonding_epochs": 2, **economics},
     })
 

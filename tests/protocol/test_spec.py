@@ -1,11 +1,13 @@
 """Run spec and messages: strict validation with clear messages; canonical form; stable run id."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from protocol.messages import Commitment, ModelProposal, Verdict
 from protocol.rules.encoding import EncodingError
-from protocol.rules.limits import MAX_LOSS_MICRO
+from protocol.rules.limits import BPS_DENOMINATOR, MAX_LOSS_MICRO, MIN_STAKE
 from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 
@@ -16,7 +18,7 @@ def make_spec(**changes) -> RunSpec:
         model=ModelSpec(params={"n_layer": 1, "d_model": 32}),
         data=DataSpec(corpus="shakespeare", dataset_hash="ab" * 32, seq_len=32),
         train=TrainSpec(inner_steps=20, segment_steps=5, batch_size=4, lr="3e-3"),
-        economics=EconomicsSpec(denom="inj", min_host_stake="1000", min_validator_stake="500"),
+        economics=EconomicsSpec(denom="inj", min_host_stake="2000000", min_validator_stake="1000000"),
     )
     return spec.with_changes(**changes) if changes else spec
 
@@ -45,6 +47,12 @@ def test_non_canonical_spec_bytes_refused() -> None:
     ({"economics": {"min_host_stake": str(2**128)}}, "not an integer"),
     ({"economics": {"slash_invalid_bps": 10_001}}, "less than or equal to 10000"),
     ({"economics": {"denom": "x"}}, "denom must be"),
+    ({"economics": {"min_host_stake": "999999"}}, r"min_host_stake \(999999\) must be at least 1000000 base units"),
+    ({"economics": {"min_validator_stake": "0"}}, r"min_validator_stake \(0\) must be at least 1000000"),
+    ({"economics": {"reward_per_epoch": "10000000"}},
+     r"min_host_stake \(2000000\) must be at least the hosts' part of reward_per_epoch \(8000000\): one host could"),
+    ({"economics": {"reward_per_epoch": "10000000", "min_host_stake": "8000000"}},
+     r"min_validator_stake \(1000000\) must be at least the validators' part of reward_per_epoch \(2000000\)"),
     ({"name": "Has Spaces"}, "run names"),
     ({"model": {"factory": "subprocess:run"}}, "Extra inputs are not permitted"),
     ({"model": {"architecture": "subprocess:run"}}, "unknown model architecture"),
@@ -59,6 +67,31 @@ def test_non_canonical_spec_bytes_refused() -> None:
 def test_bad_specs_rejected_with_clear_message(changes, message) -> None:
     with pytest.raises(ValidationError, match=message):
         make_spec(**changes)
+
+
+amounts = st.one_of(st.integers(0, 3 * MIN_STAKE), st.integers(0, 2**95))
+
+
+@given(host=amounts, validator=amounts, reward=amounts, bps=st.integers(0, BPS_DENOMINATOR),
+       at_bound=st.sampled_from([None, -1, 0, 1]))
+def test_economics_are_accepted_iff_no_minimum_stake_is_below_the_floor_or_its_roles_reward(
+        host: int, validator: int, reward: int, bps: int, at_bound: int | None) -> None:
+    # The rule (docs/network.md): each minimum stake at least MIN_STAKE and at least the most one
+    # member of its role can earn from an epoch's reward (its role's whole part of it).
+    hosts_part = reward * bps // BPS_DENOMINATOR
+    if at_bound is not None:
+        validator = max(0, max(MIN_STAKE, reward - hosts_part) + at_bound)
+    fields = {"denom": "inj", "min_host_stake": str(host), "min_validator_stake": str(validator),
+              "reward_per_epoch": str(reward), "host_reward_share_bps": bps}
+    holds = host >= max(MIN_STAKE, hosts_part) and validator >= max(MIN_STAKE, reward - hosts_part)
+    try:
+        econ = EconomicsSpec.model_validate(fields)
+    except ValidationError as e:
+        assert not holds, e
+        assert "min_host_stake" in str(e) or "min_validator_stake" in str(e)
+    else:
+        assert holds
+        assert econ.reward_parts() == (hosts_part, reward - hosts_part)
 
 
 def test_commitment_and_verdict_validation() -> None:

@@ -10,7 +10,10 @@ derivations cannot drift apart silently. Regenerate only when the protocol delib
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from protocol.keys import PrivateKey
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
@@ -18,7 +21,7 @@ from protocol.rules.commitments import dispute_seed, trap_commitment, verdict_co
 from protocol.rules.encoding import canonical_decimal, canonical_json
 from protocol.rules.endpoints import EndpointError, endpoint_syntax
 from protocol.rules.hashing import Tag, tagged_hash
-from protocol.rules.limits import MAX_DECIMAL_LEN, MAX_SEGMENTS, all_limits
+from protocol.rules.limits import BPS_DENOMINATOR, MAX_DECIMAL_LEN, MAX_SEGMENTS, MIN_STAKE, all_limits
 from protocol.rules.losses import loss_digest, train_loss_micro
 from protocol.rules.merkle import merkle_proof, merkle_root
 from protocol.rules.models import architecture_names
@@ -231,8 +234,55 @@ def spec() -> dict:
             variant(model={"architecture": "subprocess:run"}),  # not an architecture the project ships
             variant(economics={"unbonding_epochs": 0}),  # stake claimable before its epoch is settled
             variant(economics={"reward_per_epoch": str(2**96 + 1)}),  # more than the contract may hold
+            variant(economics={"min_host_stake": str(MIN_STAKE - 1)}),  # sybil hosts too cheap
+            variant(economics={"min_validator_stake": "1"}),  # sybil validators too cheap
+            # One host alone would earn 8 units more in an epoch than the minimum it stakes.
+            variant(economics={"min_host_stake": str(8 * MIN_STAKE), "reward_per_epoch": str(10 * MIN_STAKE + 10)}),
         ],
+        "stake_rule": stake_rule_cases(),
     }
+
+
+def stake_rule_cases() -> list[dict]:
+    """Economics around the minimum-stake rule (``EconomicsSpec._sybils_are_costly``), each with
+    whether Python accepts it: the contract must decide every one the same way. Boundary cases
+    first, then random ones (a fixed seed) near the bounds, about half of each verdict."""
+    fields = ("min_host_stake", "min_validator_stake", "reward_per_epoch", "host_reward_share_bps")
+    picked: list[tuple[int, int, int, int]] = [
+        (MIN_STAKE, MIN_STAKE, 0, 8_000),
+        (MIN_STAKE - 1, MIN_STAKE, 0, 8_000),
+        (MIN_STAKE, MIN_STAKE - 1, 0, 8_000),
+        (8 * MIN_STAKE, 2 * MIN_STAKE, 10 * MIN_STAKE, 8_000),  # each exactly its part
+        (8 * MIN_STAKE - 1, 2 * MIN_STAKE, 10 * MIN_STAKE, 8_000),
+        (8 * MIN_STAKE, 2 * MIN_STAKE - 1, 10 * MIN_STAKE, 8_000),
+        (MIN_STAKE, 3 * MIN_STAKE, 3 * MIN_STAKE, 0),  # validators take all
+        (MIN_STAKE, 3 * MIN_STAKE, 3 * MIN_STAKE + 1, 0),
+        (3 * MIN_STAKE, MIN_STAKE, 3 * MIN_STAKE, BPS_DENOMINATOR),  # hosts take all
+        (3 * MIN_STAKE - 1, MIN_STAKE, 3 * MIN_STAKE, BPS_DENOMINATOR),
+        (2**96, 2**96, 2**96, 5_000),
+        # The hosts' part is floored: 3·10^6 + 1 at 1 bps is 300 to hosts, the rest to validators.
+        (MIN_STAKE, 3 * MIN_STAKE - 299, 3 * MIN_STAKE + 1, 1),
+        (MIN_STAKE, 3 * MIN_STAKE - 300, 3 * MIN_STAKE + 1, 1),
+    ]
+    rng = random.Random(15)
+    for _ in range(40):
+        reward = rng.choice([0, rng.randrange(10 * MIN_STAKE), rng.randrange(2**96)])
+        bps = rng.choice([0, BPS_DENOMINATOR, rng.randrange(BPS_DENOMINATOR + 1)])
+        hosts = reward * bps // BPS_DENOMINATOR
+        parts = (max(MIN_STAKE, hosts), max(MIN_STAKE, reward - hosts))
+        host, validator = (max(0, p + rng.choice([-1, 0, 0, 1, rng.randrange(-p, p + 1)])) for p in parts)
+        picked.append((host, validator, reward, bps))
+    cases = []
+    for values in picked:
+        changes: dict[str, str | int] = dict(zip(fields, values, strict=True))
+        changes.update({name: str(changes[name]) for name in fields[:3]})
+        try:
+            EconomicsSpec.model_validate({**vector_spec().economics.model_dump(mode="json"), **changes})
+            accepted = True
+        except ValidationError:
+            accepted = False
+        cases.append({**changes, "accepted": accepted})
+    return cases
 
 
 def limits() -> dict:

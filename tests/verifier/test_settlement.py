@@ -22,7 +22,9 @@ from ledger_env import EmbeddedDriver, LedgerEnv
 
 
 def test_verdicts_from_replays_settle_on_chain(dataset, tmp_path) -> None:
-    spec = small_spec(economics={"min_host_stake": "1000", "min_validator_stake": "500"},
+    # The test stakes of ledger_env (HOST_STAKE, VALIDATOR_STAKE) and a reward they may earn.
+    spec = small_spec(economics={"min_host_stake": "2000000", "min_validator_stake": "1000000",
+                                 "reward_per_epoch": "1000"},
                       verification={"challenges_k": 2, "validators_r": 3},
                       phases={"verdict_reveal_blocks": 100})  # one transaction per block here
     env = LedgerEnv(EmbeddedDriver(spec))

@@ -122,6 +122,20 @@ def test_deploy_refuses_a_spec_naming_an_unknown_architecture(model, tmp_path) -
     assert_one_line(invoke("run", "deploy", str(path), home=tmp_path), message)
 
 
+@pytest.mark.parametrize(("economics", "message"), [
+    ({"min_host_stake": "1"}, "economics: Value error, min_host_stake (1) must be at least 1000000 base units"),
+    ({"min_validator_stake": "1000000", "reward_per_epoch": str(10**19)},
+     "min_validator_stake (1000000) must be at least the validators' part of reward_per_epoch"),
+])
+def test_deploy_refuses_minimum_stakes_that_make_sybils_cheap(economics, message, tmp_path) -> None:
+    # Refused while the spec is read, before any chain is asked (no --grpc is given either).
+    spec = tiny("cli-stakes").model_dump(mode="json")
+    spec["economics"].update(economics)
+    path = tmp_path / "spec.toml"
+    path.write_text(tomli_w.dumps(spec))
+    assert_one_line(invoke("run", "deploy", str(path), home=tmp_path), message)
+
+
 def test_a_damaged_network_file_is_one_line(tmp_path) -> None:
     bad = tmp_path / "network.json"
     bad.write_text('{"chain": {"backend": "moon"}}')

@@ -38,6 +38,10 @@ pub const MAX_JOIN_EXTENSIONS: u32 = 1000;
 /// Fewest epochs of `unbonding_epochs` (`MIN_UNBONDING_EPOCHS`): stake unbonded in an epoch is
 /// released only once that epoch is settled.
 pub const MIN_UNBONDING_EPOCHS: u64 = 1;
+/// Smallest `min_host_stake` and `min_validator_stake` a spec may set, in base units
+/// (`MIN_STAKE`): a one-basis-point slash of a minimum stake is never floored to nothing, and
+/// every sybil identity locks at least this much.
+pub const MIN_STAKE: u128 = 1_000_000;
 /// The contract holds at most `2^MAX_HELD_BITS` base units in all (`MAX_HELD_BITS`): bonds and
 /// fundings past it are refused, so finalize's arithmetic cannot overflow.
 pub const MAX_HELD_BITS: u32 = 96;

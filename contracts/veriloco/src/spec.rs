@@ -13,7 +13,7 @@ use crate::error::ContractError;
 use crate::hashing::{hex, tag, tagged_hash};
 use crate::limits::{
     ARCHITECTURES, BPS_DENOMINATOR, MAX_BLOCKS, MAX_DISPUTE_ROUNDS, MAX_HELD, MAX_HELD_BITS,
-    MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS, MAX_SEGMENTS, MIN_UNBONDING_EPOCHS,
+    MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS, MAX_SEGMENTS, MIN_STAKE, MIN_UNBONDING_EPOCHS,
 };
 use crate::types::Uint128;
 
@@ -104,7 +104,43 @@ impl Economics {
                 invalid!("economics.{name} is more than 2^{MAX_HELD_BITS} base units");
             }
         }
+        // Sybils must be costly: every minimum stake is at least MIN_STAKE (a one-basis-point
+        // slash of it is never floored to nothing) and at least what one member of its role can
+        // earn from an epoch's reward, so no identity earns more in an epoch than it stakes.
+        let (host_part, validator_part) = self.reward_parts()?;
+        let minimums = [
+            ("min_host_stake", "host", self.min_host_stake, host_part),
+            (
+                "min_validator_stake",
+                "validator",
+                self.min_validator_stake,
+                validator_part,
+            ),
+        ];
+        for (name, role, stake, part) in minimums.iter() {
+            if stake.0 < MIN_STAKE {
+                invalid!(
+                    "economics.{name} is {stake}, less than {MIN_STAKE} base units: sybils would \
+                     be cheap and small slashes floored to nothing"
+                );
+            }
+            if stake < part {
+                invalid!(
+                    "economics.{name} is {stake}, less than the {role}s' part of \
+                     reward_per_epoch ({part}): one {role} could earn more in an epoch than it \
+                     stakes"
+                );
+            }
+        }
         Ok(())
+    }
+
+    /// The most one host and one validator can earn from an epoch's reward: finalize splits
+    /// `reward_per_epoch` (at most) into the hosts' part, `host_reward_share_bps` of it floored,
+    /// shared by the accepted hosts, and the rest, shared by the diligent validators.
+    pub fn reward_parts(&self) -> Result<(Uint128, Uint128), ContractError> {
+        let hosts = self.reward_per_epoch.mul_bps(self.host_reward_share_bps);
+        Ok((hosts, self.reward_per_epoch.checked_sub(hosts)?))
     }
 }
 

@@ -22,16 +22,22 @@ use crate::types::{BankMsg, CosmosMsg, Env, MessageInfo, Response};
 
 const DENOM: &str = "inj";
 const START: u64 = 100;
+/// What each host and each validator of a [`Net`] bonds, and what is funded and paid as the
+/// reward of an epoch: the spec's minimum stakes are `MIN_STAKE` (10^6), at least each role's
+/// part of the reward.
+const HOST_BOND: u128 = 10_000_000;
+const VALIDATOR_BOND: u128 = 5_000_000;
+const REWARD: u128 = 1_000_000;
 
-/// The shared vector's real spec, with small stakes, short phases and `changes` merged into its
-/// sections.
+/// The shared vector's real spec, with the smallest minimum stakes, short phases and `changes`
+/// merged into its sections.
 fn spec_with(changes: Value) -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/spec.json");
     let vector: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut spec: Value = serde_json::from_str(vector["spec_json"].as_str().unwrap()).unwrap();
     let base = json!({
-        "economics": {"min_host_stake": "100", "min_validator_stake": "50",
-                      "reward_per_epoch": "1000"},
+        "economics": {"min_host_stake": "1000000", "min_validator_stake": "1000000",
+                      "reward_per_epoch": REWARD.to_string()},
         "phases": {"join_blocks": 50, "train_blocks": 50, "reveal_blocks": 50,
                    "verify_blocks": 50, "verdict_reveal_blocks": 50, "propose_blocks": 50,
                    "min_hosts": 1, "min_validators": 1},
@@ -279,8 +285,8 @@ fn trap_salt(host: &str) -> [u8; 32] {
 type Decide<'a> = &'a dyn Fn(&str, &str, u64) -> Option<&'static str>;
 
 impl Net {
-    /// `hosts` hosts staking 1000 and `validators` validators staking 500, bonded, and a reward
-    /// pool of 1000.
+    /// `hosts` hosts staking `HOST_BOND` and `validators` validators staking `VALIDATOR_BOND`,
+    /// bonded, and a reward pool of `REWARD`.
     fn new(spec_json: &str, hosts: usize, validators: usize) -> Net {
         Net::with_page(spec_json, hosts, validators, None)
     }
@@ -301,17 +307,17 @@ impl Net {
         for (i, h) in hosts.iter().enumerate() {
             let bond =
                 json!({"bond": {"role": "host", "endpoint": format!("http://host-{i}:8700")}});
-            chain.pay(h, bond, 1000);
+            chain.pay(h, bond, HOST_BOND);
         }
         for v in validators.iter() {
             chain.pay(
                 v,
                 json!({"bond": {"role": "validator", "endpoint": "http://v"}}),
-                500,
+                VALIDATOR_BOND,
             );
         }
         let funder = chain.addr("funder");
-        chain.pay(&funder, json!({"fund_rewards": {}}), 1000);
+        chain.pay(&funder, json!({"fund_rewards": {}}), REWARD);
         Net {
             chain,
             hosts,
@@ -665,13 +671,13 @@ fn every_phase_closes_early_when_everyone_acted() {
     assert_eq!((dispute["decided"], dispute["disputes"]), ("6", "0"));
     assert_eq!(attr(&finalized, "finalize", "accepted"), Some("3"));
     assert_eq!(net.phase(), "propose");
-    // 80 % of the 1000 paid to 3 accepted hosts, 20 % to 2 diligent validators.
+    // 80 % of the 1,000,000 paid to 3 accepted hosts, 20 % to 2 diligent validators.
     let report = net.chain.report(0);
     for host in h.iter() {
         assert_eq!(row(&report, "hosts", host)["outcome"], "accepted");
         assert_eq!(row(&report, "hosts", host)["traps"], json!([]));
-        assert_eq!(amount(&row(&report, "hosts", host)["reward"]), 266);
-        assert_eq!(net.chain.paid[host], 266);
+        assert_eq!(amount(&row(&report, "hosts", host)["reward"]), 266_666);
+        assert_eq!(net.chain.paid[host], 266_666);
     }
     for validator in v.iter() {
         let r = row(&report, "validators", validator);
@@ -683,11 +689,14 @@ fn every_phase_closes_early_when_everyone_acted() {
             ),
             (Some("diligent"), Some(6), Some(6))
         );
-        assert_eq!(net.chain.paid[validator], 100);
+        assert_eq!(net.chain.paid[validator], 100_000);
     }
     // The unpaid remainder stays in the pool.
     let books = net.chain.query(json!({"accounting": {}}));
-    assert_eq!(amount(&books["reward_pool"]), 1000 - 3 * 266 - 2 * 100);
+    assert_eq!(
+        amount(&books["reward_pool"]),
+        REWARD - 3 * 266_666 - 2 * 100_000
+    );
 
     // Two of three equal stakes is not more than 2/3; the third proposal agrees.
     let theta = digest("theta 1");
@@ -758,7 +767,8 @@ fn a_short_join_is_extended_a_bounded_number_of_times_then_the_epoch_is_abandone
     let (h, v) = (net.hosts.clone(), net.validators.clone());
     net.join(&h[0]);
     net.join(&v[0]);
-    net.chain.ok(&h[1], json!({"unbond": {"amount": "1000"}}));
+    net.chain
+        .ok(&h[1], json!({"unbond": {"amount": HOST_BOND.to_string()}}));
     let err = net.chain.refused(&v[0], json!({"advance": {}}));
     assert!(
         err.starts_with("advance: nothing is due: epoch 0 is in phase join"),
@@ -798,7 +808,7 @@ fn a_short_join_is_extended_a_bounded_number_of_times_then_the_epoch_is_abandone
     assert_eq!(report["slashed_total"], "0");
     assert_eq!(row(&report, "hosts", &h[0])["outcome"], "pending");
     net.chain.ok(&h[1], json!({"claim": {}}));
-    assert_eq!(net.chain.paid[&h[1]], 1000);
+    assert_eq!(net.chain.paid[&h[1]], HOST_BOND);
 }
 
 #[test]
@@ -856,13 +866,16 @@ fn reveal_close_marks_absent_and_non_revealing_participants_and_challenges_the_r
     assert_eq!(row(&report, "hosts", &h[0])["outcome"], "accepted");
     // Not revealing costs the no-reveal slash (at least the invalid one: 50 %); a host that
     // revealed but did not commit pays the absent slash (5 %).
-    assert_eq!(amount(&row(&report, "hosts", &h[1])["slashed"]), 500);
-    assert_eq!(amount(&row(&report, "hosts", &h[2])["slashed"]), 50);
-    assert_eq!(amount(&row(&report, "validators", &v[1])["slashed"]), 250);
-    assert_eq!(net.chain.paid[&net.chain.treasury], 800);
+    assert_eq!(amount(&row(&report, "hosts", &h[1])["slashed"]), 5_000_000);
+    assert_eq!(amount(&row(&report, "hosts", &h[2])["slashed"]), 500_000);
+    assert_eq!(
+        amount(&row(&report, "validators", &v[1])["slashed"]),
+        2_500_000
+    );
+    assert_eq!(net.chain.paid[&net.chain.treasury], 8_000_000);
     // The only accepted host takes the whole host share; the only diligent validator the rest.
-    assert_eq!(net.chain.paid[&h[0]], 800);
-    assert_eq!(net.chain.paid[&v[0]], 200);
+    assert_eq!(net.chain.paid[&h[0]], 800_000);
+    assert_eq!(net.chain.paid[&v[0]], 200_000);
 }
 
 #[test]
@@ -914,7 +927,7 @@ fn a_lone_fail_goes_to_a_committee_and_the_liar_pays() {
     let r = row(&report, "validators", &liar);
     assert_eq!(
         (r["outcome"].as_str(), amount(&r["slashed"])),
-        (Some("wrong"), 100)
+        (Some("wrong"), 1_000_000)
     );
     for validator in v.iter().filter(|x| **x != liar) {
         let r = row(&report, "validators", validator);
@@ -928,7 +941,7 @@ fn a_lone_fail_goes_to_a_committee_and_the_liar_pays() {
             }
         );
     }
-    assert_eq!(report["to_treasury"], "100");
+    assert_eq!(report["to_treasury"], "1000000");
 }
 
 #[test]
@@ -956,7 +969,7 @@ fn a_host_that_serves_one_validator_is_slashed_as_unavailable_and_nobody_else_pa
     let h0 = row(&report, "hosts", &h[0]);
     assert_eq!(
         (h0["outcome"].as_str(), amount(&h0["slashed"])),
-        (Some("unavailable"), 500)
+        (Some("unavailable"), 5_000_000)
     );
     assert_eq!(row(&report, "hosts", &h[1])["outcome"], "accepted");
     for c in report["challenges"].as_array().unwrap() {
@@ -1031,7 +1044,7 @@ fn a_copied_commitment_does_not_open_and_the_copier_is_silent() {
     let r = row(&report, "validators", &copier);
     assert_eq!(
         (r["outcome"].as_str(), amount(&r["slashed"])),
-        (Some("silent"), 100)
+        (Some("silent"), 1_000_000)
     );
     assert_eq!(row(&report, "validators", &original)["outcome"], "diligent");
     assert_eq!(row(&report, "hosts", &h[0])["outcome"], "accepted");
@@ -1071,14 +1084,14 @@ fn traps_catch_a_validator_that_passes_without_replaying_and_a_lying_auditor_pay
     let r = row(&report, "validators", &lazy);
     assert_eq!(
         (r["outcome"].as_str(), amount(&r["slashed"])),
-        (Some("wrong"), 100)
+        (Some("wrong"), 1_000_000)
     );
     let a = row(&report, "hosts", &h[0]);
     assert_eq!(
         (a["outcome"].as_str(), amount(&a["slashed"])),
         (Some("audit"), 0)
     );
-    assert_eq!(amount(&a["catcher_reward"]), 50);
+    assert_eq!(amount(&a["catcher_reward"]), 500_000);
     assert_eq!(a["traps"], json!([1]));
     assert_eq!(a["reward"], "0");
     // The lying auditor: everyone passed its "trap", the committee too.
@@ -1090,12 +1103,12 @@ fn traps_catch_a_validator_that_passes_without_replaying_and_a_lying_auditor_pay
     let liar = row(&report, "hosts", &h[1]);
     assert_eq!(
         (liar["outcome"].as_str(), amount(&liar["slashed"])),
-        (Some("invalid"), 500)
+        (Some("invalid"), 5_000_000)
     );
     assert_eq!(row(&report, "hosts", &h[2])["outcome"], "accepted");
     let accepted = net.chain.query(json!({"aggregation_inputs": {"epoch": 0}}));
     assert_eq!(accepted["hosts"].as_array().unwrap().len(), 1);
-    assert_eq!(net.chain.paid[&h[0]], 50);
+    assert_eq!(net.chain.paid[&h[0]], 500_000);
 }
 
 #[test]
@@ -1144,7 +1157,7 @@ fn a_dispute_nobody_decides_ends_unresolved_and_only_the_silent_pay() {
         } else {
             assert_eq!(
                 (r["outcome"].as_str(), amount(&r["slashed"])),
-                (Some("silent"), 100)
+                (Some("silent"), 1_000_000)
             );
         }
     }
@@ -1388,7 +1401,7 @@ fn without_verification_reveal_close_accepts_every_committed_host() {
     let report = net.chain.report(0);
     assert!(report["challenges"].as_array().unwrap().is_empty());
     assert_eq!(row(&report, "validators", &v[0])["outcome"], "idle");
-    assert_eq!(net.chain.paid[&h[0]], 400);
+    assert_eq!(net.chain.paid[&h[0]], 400_000);
     assert!(!net.chain.paid.contains_key(&v[0]));
 }
 
@@ -1638,5 +1651,5 @@ fn without_verification_a_paged_reveal_close_runs_on_into_a_paged_finalize() {
     // 5 reveals, 5 participants to assign, 3 × 5 to finalize, one per transaction.
     assert_eq!(advances, 5 + 5 + 3 * 5 - 1);
     // The hosts' 80 % of the reward: no validator is diligent, their share stays in the pool.
-    assert_eq!(amount(&one_report["rewards_total"]), 800);
+    assert_eq!(amount(&one_report["rewards_total"]), 800_000);
 }

@@ -473,6 +473,24 @@ fn spec() {
             assert!(parse_spec(&bad).is_err(), "a spec from {key} was accepted");
         }
     }
+    // The minimum-stake rule decides every case as Python decided it.
+    for case in cases(&v, "stake_rule") {
+        let mut changed = json.clone();
+        for (field, value) in case.as_object().unwrap() {
+            if field != "accepted" {
+                changed["economics"][field.as_str()] = value.clone();
+            }
+        }
+        let text = serde_json::to_string(&changed).unwrap();
+        let accepted = case["accepted"].as_bool().unwrap();
+        match parse_spec(&text) {
+            Ok(_) => assert!(accepted, "the contract accepts {case}, Python refuses it"),
+            Err(e) => assert!(
+                !accepted,
+                "the contract refuses {case}, Python accepts it: {e}"
+            ),
+        }
+    }
 }
 
 #[test]
@@ -582,6 +600,7 @@ fn limits_equal_the_python_definitions() {
             u64::from(limits::MAX_JOIN_EXTENSIONS),
         ),
         ("MIN_UNBONDING_EPOCHS", limits::MIN_UNBONDING_EPOCHS),
+        ("MIN_STAKE", u64::try_from(limits::MIN_STAKE).unwrap()),
         ("MAX_HELD_BITS", u64::from(limits::MAX_HELD_BITS)),
     ];
     let theirs = v.as_object().expect("an object of limits");
