@@ -1653,3 +1653,70 @@ fn without_verification_a_paged_reveal_close_runs_on_into_a_paged_finalize() {
     // The hosts' 80 % of the reward: no validator is diligent, their share stays in the pool.
     assert_eq!(amount(&one_report["rewards_total"]), 800_000);
 }
+
+/// The unbonding rule (`docs/network.md`, "Spec rules that the game needs"): with the fewest
+/// unbonding epochs a spec may set, a cheater that unbonds everything while it is being verified
+/// cannot claim before its epoch's finalize, even when finalize runs over many transactions, and
+/// the slash takes what it unbonded.
+#[test]
+fn an_unbond_during_verify_cannot_escape_the_slash_of_a_paged_finalize() {
+    let spec = spec_with(json!({"economics": {"unbonding_epochs": 1}}));
+    let mut net = Net::with_page(&spec, 3, 3, Some(2));
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    let cheater = h[0].clone();
+    net.play_to_verify();
+    net.chain.ok(
+        &cheater,
+        json!({"unbond": {"amount": HOST_BOND.to_string()}}),
+    );
+    let member = net.chain.query(json!({"member": {"address": cheater}}));
+    assert_eq!(member["bonded"], "0");
+    assert_eq!(
+        member["unbonding"],
+        json!([{"amount": HOST_BOND.to_string(), "release_epoch": 1}])
+    );
+    let too_early = "claim: nothing to claim at epoch 0; the next release is at epoch 1";
+    assert_eq!(net.chain.refused(&cheater, json!({"claim": {}})), too_early);
+    // Every validator fails the cheater's segments and passes the others'.
+    let verdicts = |_: &str, host: &str, _: u64| Some(if host == h[0] { "fail" } else { "pass" });
+    net.commit_round(&verdicts);
+    assert_eq!(net.phase(), "verdict_reveal");
+    net.reveal_round(&|_, _, _| false, &h);
+    // The close of the round runs two records per transaction: the cheater tries to claim
+    // before every page, through every stage of finalize.
+    let mut stages = Vec::new();
+    while let Some(stage) = net.chain.epoch()["closing"].as_str().map(str::to_string) {
+        assert_eq!(net.chain.refused(&cheater, json!({"claim": {}})), too_early);
+        stages.push(stage);
+        net.chain.ok(&v[0], json!({"advance": {}}));
+    }
+    for stage in ["outcomes", "slashes", "rewards"] {
+        assert!(
+            stages.iter().filter(|s| *s == stage).count() >= 2,
+            "finalize's {stage} stage took one transaction: {stages:?}"
+        );
+    }
+    assert_eq!(net.phase(), "propose");
+    assert_eq!(net.chain.refused(&cheater, json!({"claim": {}})), too_early);
+    let report = net.chain.report(0);
+    let slashed = HOST_BOND / 2;
+    assert_eq!(
+        (
+            row(&report, "hosts", &cheater)["outcome"].as_str(),
+            amount(&row(&report, "hosts", &cheater)["slashed"])
+        ),
+        (Some("invalid"), slashed)
+    );
+    let member = net.chain.query(json!({"member": {"address": cheater}}));
+    assert_eq!(
+        member["unbonding"],
+        json!([{"amount": (HOST_BOND - slashed).to_string(), "release_epoch": 1}])
+    );
+    // The epoch closes; only what the slash left is claimable.
+    let theta = digest("theta 1");
+    net.propose(&h[1], &theta);
+    net.propose(&h[2], &theta);
+    assert_eq!(net.epoch_number(), 1);
+    net.chain.ok(&cheater, json!({"claim": {}}));
+    assert_eq!(net.chain.paid[&cheater], HOST_BOND - slashed);
+}
