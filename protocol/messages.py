@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
-from protocol.rules.limits import MAX_LOSS_MICRO, MAX_SEGMENTS
+from protocol.rules.limits import MAX_LOSS_MICRO, MAX_PARTICIPANTS, MAX_SEGMENTS
 from protocol.types import Address, Boundary, Count, Dec
 
 Role = Literal["host", "validator"]
@@ -137,11 +137,25 @@ class TrapOpening(Boundary):
 
 
 class ModelProposal(Boundary):
-    """An accepted host's proposal for the next global model, with its measured validation loss."""
+    """An accepted host's proposal for the next global model, with its measured validation loss.
+
+    ``excluded`` names the accepted hosts whose Δ no holder served the proposer before the
+    exclusion height of the propose phase (``protocol.rules.exclusion``), left out of the model:
+    distinct, in ascending order, at most ``MAX_PARTICIPANTS`` (the contract also checks each is
+    another accepted host of the epoch). Empty (the default) when every accepted Δ was served.
+    """
 
     epoch: Count
     model_hash: HexDigest
     val_loss_micro: LossMicro
+    excluded: Annotated[list[Address], Field(max_length=MAX_PARTICIPANTS)] = []
+
+    @field_validator("excluded")
+    @classmethod
+    def _sorted(cls, v: list[str]) -> list[str]:
+        if any(a >= b for a, b in pairwise(v)):
+            raise ValueError("excluded hosts must be distinct and in ascending order")
+        return v
 
 
 def evidence_hash(*parts: bytes) -> str:

@@ -6,7 +6,7 @@
 //! `query`); this file runs the auto-advance around every execute and routes.
 
 use crate::deps::{Deps, DepsMut};
-use crate::epoch::handlers::{self, VerdictOpening};
+use crate::epoch::handlers::{self, ModelProposal, VerdictOpening};
 use crate::epoch::{self, Epoch};
 use crate::error::ContractError;
 use crate::funds::nonpayable;
@@ -185,7 +185,19 @@ pub fn execute(
             epoch,
             model_hash,
             val_loss_micro,
-        } => handlers::propose_model(d, &mut ep, &info, epoch, model_hash, val_loss_micro)?,
+            excluded,
+        } => handlers::propose_model(
+            d,
+            &config,
+            &mut ep,
+            &info,
+            ModelProposal {
+                epoch,
+                model_hash,
+                val_loss_micro,
+                excluded,
+            },
+        )?,
         ExecuteMsg::Advance {} => handlers::advance(&ep, &info, height, transitions)?,
     };
     let mut after = Response::new();

@@ -77,11 +77,14 @@ pub enum ExecuteMsg {
         segments: Vec<u32>,
         salt: String,
     },
-    /// An accepted host's hash of θ_{e+1} (propose phase).
+    /// An accepted host's hash of θ_{e+1} (propose phase), and the accepted hosts whose Δ no
+    /// holder served it, left out of that θ_{e+1} (sorted, distinct; may be omitted when none).
     ProposeModel {
         epoch: u64,
         model_hash: String,
         val_loss_micro: u64,
+        #[serde(default)]
+        excluded: Vec<String>,
     },
     /// Close every phase that is due; fails if nothing is.
     Advance {},
@@ -217,6 +220,7 @@ pub struct ProposalView {
     pub epoch: u64,
     pub model_hash: String,
     pub val_loss_micro: u64,
+    pub excluded: Vec<String>,
 }
 
 /// An item of `challenges {}` (`protocol.views.Challenge`): one challenge the validator sits

@@ -398,6 +398,7 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
                     epoch,
                     model_hash: m.model_hash,
                     val_loss_micro: m.val_loss_micro,
+                    excluded: m.excluded,
                 }),
                 address,
             }),

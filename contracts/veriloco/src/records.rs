@@ -58,6 +58,9 @@ pub const TRAPS: Map<(u64, &str), Vec<u32>> = Map::new(b"tr/");
 pub const PROPOSALS: Map<(u64, &str), Proposal> = Map::new(b"pr/");
 /// The accepted stake behind each proposed model hash.
 pub const BACKING: Map<(u64, &str), Uint128> = Map::new(b"pt/");
+/// The accepted stake of the proposals of a model hash that excluded a host's Δ, keyed by
+/// (epoch, model hash, excluded host): settled at the close of `propose` for the agreed hash.
+pub const EXCLUSIONS: Map<(u64, &str, &str), Uint128> = Map::new(b"xb/");
 /// A validator's counts gathered from the hosts finalize has settled so far (kept only while
 /// finalize runs page by page).
 pub const STANDINGS: Map<(u64, &str), Standing> = Map::new(b"vt/");
@@ -350,6 +353,9 @@ pub enum Stage {
     Slashes,
     /// Finalize: rewards, lifetime totals, one `wasm-settle` per member paid or slashed.
     Rewards,
+    /// Closing `propose`: the exclusions the agreed model's backers carry past 2/3 of the
+    /// accepted stake (slashes of the excluded hosts and of their last segment's passers).
+    Exclusions,
 }
 
 impl Stage {
@@ -362,6 +368,7 @@ impl Stage {
             Stage::Outcomes => "outcomes",
             Stage::Slashes => "slashes",
             Stage::Rewards => "rewards",
+            Stage::Exclusions => "exclusions",
         }
     }
 }
@@ -475,6 +482,9 @@ pub struct Proposal {
     pub model_hash: String,
     #[serde(rename = "v")]
     pub val_loss_micro: u64,
+    /// The accepted hosts whose Δ no holder served it, left out of its aggregate (sorted).
+    #[serde(rename = "x", default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<String>,
 }
 
 /// One challenged segment of a host: the validators of its first round and of each dispute

@@ -282,6 +282,18 @@ pub fn slash(member: &mut Member, bps: u16, totals: &mut Totals) -> Result<Uint1
         .iter()
         .try_fold(Uint128::zero(), |acc, e| acc.checked_add(e.amount))?;
     let amount = member.bonded.checked_add(unbonding)?.mul_bps(bps);
+    take(member, amount, totals)?;
+    Ok(amount)
+}
+
+/// Take up to `amount` of a member's stake, bonded first, then the unbonding entries released
+/// last; returns what was taken (less than `amount` only when the member holds less). The caller
+/// puts it somewhere on the books (a bank send, the reward pool).
+pub fn take(
+    member: &mut Member,
+    amount: Uint128,
+    totals: &mut Totals,
+) -> Result<Uint128, ContractError> {
     let from_bonded = amount.min(member.bonded);
     member.bonded = member.bonded.checked_sub(from_bonded)?;
     totals.bonded = totals.bonded.checked_sub(from_bonded)?;
@@ -297,7 +309,7 @@ pub fn slash(member: &mut Member, bps: u16, totals: &mut Totals) -> Result<Uint1
         left = left.checked_sub(take)?;
     }
     member.unbonding.retain(|e| !e.amount.is_zero());
-    Ok(amount)
+    amount.checked_sub(left)
 }
 
 #[cfg(test)]

@@ -383,6 +383,16 @@ impl<A: KeyPart, B: KeyPart, T, C: Codec<T>> Map<(A, B), T, C> {
     }
 }
 
+impl<A: KeyPart, B: KeyPart, C: KeyPart, T, V: Codec<T>> Map<(A, B, C), T, V> {
+    /// The records whose key starts with `first`, `second`, keyed by the rest.
+    pub fn prefix2(&self, first: A, second: B) -> Prefix<C, T, V> {
+        let mut namespace = self.namespace.to_vec();
+        first.write(&mut namespace, false);
+        second.write(&mut namespace, false);
+        Prefix::new(namespace)
+    }
+}
+
 impl<A: KeyPart, B: KeyPart, C: KeyPart, D: KeyPart, T, V: Codec<T>> Map<(A, B, C, D), T, V> {
     /// The records whose key starts with `first`, keyed by the rest.
     pub fn prefix(&self, first: A) -> Prefix<(B, C, D), T, V> {

@@ -20,13 +20,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::deps::Storage;
+use crate::deps::{Order, Storage};
 use crate::error::ContractError;
 use crate::limits::BPS_DENOMINATOR;
 use crate::records::{
-    self, Closing, Outcome, Payout, Stage, PARTICIPANTS, PAYOUTS, REVEALS, STANDINGS,
+    self, Closing, Outcome, Payout, Stage, VoteOutcome, EXCLUSIONS, PARTICIPANTS, PAYOUTS, REVEALS,
+    STANDINGS, VOTES,
 };
-use crate::staking::slash;
+use crate::staking::{slash, take};
 use crate::state::{self, Config, Member, MemberTotals, Role, ELIGIBLE, MEMBER_TOTALS, TOTALS};
 use crate::types::{Event, Response, Uint128};
 
@@ -438,6 +439,146 @@ pub fn rewards_page(
     } else {
         closing.after = page.last().map(|(a, _)| a.clone());
     }
+    ep.header_mut().closing = Some(closing);
+    Ok(Page {
+        records: page.len() as u32,
+        done,
+    })
+}
+
+/// Whether any proposal of `model_hash` in `epoch` excluded a host.
+pub fn has_exclusions(
+    storage: &dyn Storage,
+    epoch: u64,
+    model_hash: &str,
+) -> Result<bool, ContractError> {
+    Ok(!EXCLUSIONS
+        .prefix2(epoch, model_hash)
+        .page(storage, None, 1)?
+        .is_empty())
+}
+
+/// The validators whose opened vote passed `host`'s last segment (any round): they claimed to
+/// have fetched and checked the Δ, and keep it to serve it.
+fn last_segment_passers(
+    storage: &dyn Storage,
+    config: &Config,
+    epoch: u64,
+    host: &str,
+) -> Result<Vec<String>, ContractError> {
+    let last = config.segments.saturating_sub(1);
+    let mut out = Vec::new();
+    for record in VOTES
+        .prefix2(epoch, host)
+        .range(storage, None, Order::Ascending)
+    {
+        let ((segment, validator), vote) = record?;
+        if segment == last && vote.outcome == VoteOutcome::Pass {
+            out.push(validator);
+        }
+    }
+    Ok(out)
+}
+
+/// Stage `exclusions` (the close of `propose`, when the agreed hash's proposals excluded
+/// hosts): each host excluded by proposals of the agreed hash whose accepted stake is more than
+/// 2/3 of the epoch's accepted stake — the same bar as the agreed hash — is slashed as
+/// `unavailable`, and every validator that passed its last segment as `wrong`; the reward each
+/// of them was paid at finalize is taken back from its stake into the reward pool. Exclusions
+/// with less backing do nothing. The slashes go to the treasury (nobody caught them but the
+/// proposers as a whole). One page walks `limit` excluded hosts in address order.
+pub fn exclusions_page(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    limit: usize,
+    out: &mut Response,
+) -> Result<Page, ContractError> {
+    let e = ep.number();
+    let mut closing = ep.closing()?;
+    let agreed = super::agreed_hash(&ep.header, &ep.counts).ok_or_else(|| {
+        ContractError::Corrupt("corrupt state: settling exclusions without an agreed model".into())
+    })?;
+    let accepted_stake = ep.header.accepted_stake;
+    let mut page =
+        EXCLUSIONS
+            .prefix2(e, &agreed)
+            .page(storage, closing.after.as_deref(), limit + 1)?;
+    let done = page.len() <= limit;
+    page.truncate(limit);
+    let mut payouts = PayoutCache::default();
+    let mut totals = TOTALS.load(storage)?;
+    let mut eligible = state::load_eligible(storage)?;
+    let mut eligible_changed = false;
+    let mut members = MemberCache {
+        members: BTreeMap::new(),
+        totals: BTreeMap::new(),
+    };
+    let (mut slashed_total, mut reclaimed_total) = (Uint128::zero(), Uint128::zero());
+    for (host, backing) in page.iter() {
+        if !super::over_two_thirds(*backing, accepted_stake) {
+            continue;
+        }
+        if payouts.get(storage, e, host)?.outcome != Outcome::Accepted {
+            continue;
+        }
+        let passers = last_segment_passers(storage, config, e, host)?;
+        let mut offenders = vec![(host.clone(), Outcome::Unavailable)];
+        offenders.extend(passers.iter().map(|v| (v.clone(), Outcome::Wrong)));
+        for (address, outcome) in offenders {
+            let bps = slash_bps(config, outcome, false);
+            let pay = payouts.get(storage, e, &address)?;
+            pay.outcome = outcome;
+            let reward = std::mem::take(&mut pay.reward);
+            let member = members.member(storage, &address)?;
+            let before = member.bonded;
+            // The reward paid at finalize for a Δ nobody could get goes back to the pool.
+            let reclaimed = take(member, reward, &mut totals)?;
+            totals.reward_pool = totals.reward_pool.checked_add(reclaimed)?;
+            let amount = slash(member, bps, &mut totals)?;
+            eligible_changed |=
+                state::track_eligibility(config, &mut eligible, member.role, before, member.bonded);
+            let pay = payouts.get(storage, e, &address)?;
+            pay.slashed = pay.slashed.checked_add(amount)?;
+            let lifetime = members.totals(storage, &address)?;
+            lifetime.slashed = Uint128(lifetime.slashed.0.saturating_add(amount.0));
+            lifetime.rewarded = Uint128(lifetime.rewarded.0.saturating_sub(reclaimed.0));
+            slashed_total = slashed_total.checked_add(amount)?;
+            reclaimed_total = reclaimed_total.checked_add(reclaimed)?;
+            out.events.push(
+                Event::new("settle")
+                    .add_attribute("epoch", e)
+                    .add_attribute("member", &address)
+                    .add_attribute("outcome", outcome.as_str())
+                    .add_attribute("slashed", amount)
+                    .add_attribute("reclaimed", reclaimed)
+                    .add_attribute("excluded_host", host),
+            );
+        }
+        out.events.push(
+            Event::new("exclude")
+                .add_attribute("epoch", e)
+                .add_attribute("host", host)
+                .add_attribute("backing", *backing)
+                .add_attribute("passers", passers.join(",")),
+        );
+    }
+    payouts.save(storage, e);
+    members.save(storage);
+    TOTALS.save(storage, &totals);
+    if eligible_changed {
+        ELIGIBLE.save(storage, &eligible);
+    }
+    let mut sends = BTreeMap::new();
+    if !slashed_total.is_zero() {
+        add_to(&mut sends, &config.treasury, slashed_total)?;
+    }
+    ep.pay(&sends)?;
+    let header = ep.header_mut();
+    header.slashed_total = header.slashed_total.checked_add(slashed_total)?;
+    header.to_treasury = header.to_treasury.checked_add(slashed_total)?;
+    header.rewards_total = header.rewards_total.checked_sub(reclaimed_total)?;
+    advance_cursor(&mut closing, &page, done, Stage::Exclusions);
     ep.header_mut().closing = Some(closing);
     Ok(Page {
         records: page.len() as u32,

@@ -10,11 +10,11 @@ use crate::deps::DepsMut;
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
 use crate::hashing::{digest_from_hex, hex, is_hex_digest};
-use crate::limits::{MAX_DECIMAL_LEN, MAX_LOSS_MICRO};
+use crate::limits::{MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_LOSS_MICRO};
 use crate::records::{
     self, Assignment, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome,
-    ASSIGNMENTS, BACKING, COMMITMENTS, PARTICIPANTS, PROPOSALS, REVEALS, TRAPS, VERDICT_COMMITS,
-    VOTES,
+    ASSIGNMENTS, BACKING, COMMITMENTS, EXCLUSIONS, PARTICIPANTS, PROPOSALS, REVEALS, TRAPS,
+    VERDICT_COMMITS, VOTES,
 };
 use crate::state::{self, Config, Role};
 use crate::types::{MessageInfo, Response, Uint128};
@@ -598,15 +598,77 @@ pub fn reveal_traps(
         .add_attribute("traps", count))
 }
 
+/// An accepted host's proposal of θ_{e+1}.
+pub struct ModelProposal {
+    pub epoch: u64,
+    pub model_hash: String,
+    pub val_loss_micro: u64,
+    /// The accepted hosts whose Δ no holder served the proposer (sorted, distinct).
+    pub excluded: Vec<String>,
+}
+
+/// Check a proposal's `excluded` list: strictly ascending (sorted, no duplicates), at most the
+/// epoch's other accepted hosts, each an accepted host of the epoch other than the proposer.
+fn check_excluded(
+    deps: &DepsMut,
+    config: &Config,
+    ep: &Epoch,
+    sender: &str,
+    excluded: &[String],
+) -> Result<(), ContractError> {
+    const ACTION: &str = "propose_model";
+    let epoch = ep.number();
+    let others = ep.counts.accepted.saturating_sub(1) as usize;
+    let bound = others.min(config.phases.max_hosts as usize);
+    if excluded.len() > bound {
+        refuse!(
+            ACTION,
+            "excluded lists {} hosts, but epoch {epoch} has only {others} other accepted hosts",
+            excluded.len()
+        );
+    }
+    if excluded.windows(2).any(|w| w[0] >= w[1]) {
+        refuse!(
+            ACTION,
+            "excluded hosts must be distinct and in ascending order"
+        );
+    }
+    for host in excluded {
+        if host.len() > MAX_ADDRESS_LEN {
+            refuse!(
+                ACTION,
+                "excluded host is longer than {MAX_ADDRESS_LEN} bytes"
+            );
+        }
+        if host == sender {
+            refuse!(ACTION, "{sender} cannot exclude its own Δ");
+        }
+        let accepted = PARTICIPANTS.has(deps.storage, (epoch, host))
+            && records::load_payout(deps.storage, epoch, host)?.outcome == Outcome::Accepted;
+        if !accepted {
+            refuse!(
+                ACTION,
+                "excluded host {host} is not an accepted host of epoch {epoch}"
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn propose_model(
     deps: DepsMut,
+    config: &Config,
     ep: &mut Epoch,
     info: &MessageInfo,
-    epoch: u64,
-    model_hash: String,
-    val_loss_micro: u64,
+    msg: ModelProposal,
 ) -> Result<Response, ContractError> {
     const ACTION: &str = "propose_model";
+    let ModelProposal {
+        epoch,
+        model_hash,
+        val_loss_micro,
+        excluded,
+    } = msg;
     nonpayable(info, ACTION)?;
     expect_phase(ep, ACTION, epoch, Phase::Propose)?;
     let sender = &info.sender;
@@ -634,12 +696,25 @@ pub fn propose_model(
             "val_loss_micro {val_loss_micro} exceeds the bound {MAX_LOSS_MICRO}"
         );
     }
+    check_excluded(&deps, config, ep, sender, &excluded)?;
+    // Each exclusion is backed, like the hash, by the proposer's accepted stake, counted per
+    // model hash: only the agreed hash's backers settle an exclusion (`exclusions_page`).
+    for host in excluded.iter() {
+        let key = (epoch, model_hash.as_str(), host.as_str());
+        let stake = EXCLUSIONS
+            .may_load(deps.storage, key)?
+            .unwrap_or_default()
+            .checked_add(participant.stake)?;
+        EXCLUSIONS.save(deps.storage, key, &stake);
+    }
+    let count = excluded.len();
     PROPOSALS.save(
         deps.storage,
         (epoch, sender),
         &Proposal {
             model_hash: model_hash.clone(),
             val_loss_micro,
+            excluded,
         },
     );
     let backing = BACKING
@@ -658,7 +733,8 @@ pub fn propose_model(
         .add_attribute("epoch", epoch)
         .add_attribute("host", sender)
         .add_attribute("model_hash", &model_hash)
-        .add_attribute("backing", backing))
+        .add_attribute("backing", backing)
+        .add_attribute("excluded", count))
 }
 
 /// `advance {}`: succeeds only if the auto-advance of this very transaction closed something.

@@ -270,12 +270,17 @@ fn phase_complete(
     })
 }
 
-/// The proposed hash backed by more than 2/3 of the accepted stake, if any.
-fn agreed_hash(header: &EpochHeader, counts: &Counts) -> Option<String> {
-    let total = header.accepted_stake.0;
-    // best * 3 > total * 2  <=>  best > floor(2 * total / 3), computed without overflow.
+/// Whether `stake` is more than 2/3 of `total` (a positive total).
+pub(crate) fn over_two_thirds(stake: Uint128, total: Uint128) -> bool {
+    let total = total.0;
+    // stake * 3 > total * 2  <=>  stake > floor(2 * total / 3), computed without overflow.
     let two_thirds = total / 3 * 2 + total % 3 * 2 / 3;
-    if total > 0 && counts.best_stake.0 > two_thirds {
+    total > 0 && stake.0 > two_thirds
+}
+
+/// The proposed hash backed by more than 2/3 of the accepted stake, if any.
+pub(crate) fn agreed_hash(header: &EpochHeader, counts: &Counts) -> Option<String> {
+    if over_two_thirds(counts.best_stake, header.accepted_stake) {
         counts.best_hash.clone()
     } else {
         None
@@ -324,6 +329,10 @@ pub fn advance(
                         config.phases.verify_blocks,
                         &mut out.events,
                     )?;
+                }
+                Some(Stage::Exclusions) => {
+                    let agreed = agreed_hash(&ep.header, &ep.counts);
+                    close_epoch(storage, config, ep, height, agreed, out)?;
                 }
                 Some(_) => after_finalize(storage, config, ep, height, out)?,
             }
@@ -385,7 +394,16 @@ pub fn advance(
             Phase::Propose => {
                 transitions += 1;
                 let agreed = agreed_hash(&ep.header, &ep.counts);
-                close_epoch(storage, config, ep, at, agreed, out)?;
+                // The agreed model's backers excluded a Δ: settle it page by page first.
+                let excluded = match agreed.as_deref() {
+                    Some(hash) => finalize::has_exclusions(storage, ep.number(), hash)?,
+                    None => false,
+                };
+                if excluded {
+                    begin_close(ep, Closing::at(Stage::Exclusions), at);
+                } else {
+                    close_epoch(storage, config, ep, at, agreed, out)?;
+                }
             }
             Phase::Closed => {
                 return Err(ContractError::Corrupt(format!(
@@ -407,7 +425,8 @@ fn begin_close(ep: &mut Epoch, closing: Closing, at: u64) {
 
 /// Run the close in progress with this execute's budget. Returns the stage that completed the
 /// close (`assign`: reveal closed with verification on; `decide`: a verdict round closed and a
-/// dispute round follows; `rewards`: finalized), or None when the budget ran out first.
+/// dispute round follows; `rewards`: finalized; `exclusions`: propose closed), or None when the
+/// budget ran out first.
 fn run_close(
     storage: &mut dyn Storage,
     config: &Config,
@@ -429,6 +448,7 @@ fn run_close(
             Stage::Outcomes => finalize::outcomes_page(storage, config, ep, limit)?,
             Stage::Slashes => finalize::slashes_page(storage, config, ep, limit)?,
             Stage::Rewards => finalize::rewards_page(storage, config, ep, limit, at, out)?,
+            Stage::Exclusions => finalize::exclusions_page(storage, config, ep, limit, out)?,
         };
         ep.budget = ep.budget.saturating_sub(page.records);
         if !page.done {
@@ -444,7 +464,7 @@ fn run_close(
                 let closing = finalize::begin(storage, config)?;
                 ep.header_mut().closing = Some(closing);
             }
-            Stage::Rewards => {
+            Stage::Rewards | Stage::Exclusions => {
                 ep.header_mut().closing = None;
                 return Ok(Some(stage));
             }

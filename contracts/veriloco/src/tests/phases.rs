@@ -1720,3 +1720,291 @@ fn an_unbond_during_verify_cannot_escape_the_slash_of_a_paged_finalize() {
     net.chain.ok(&cheater, json!({"claim": {}}));
     assert_eq!(net.chain.paid[&cheater], HOST_BOND - slashed);
 }
+
+// -- a Δ that no holder serves: exclusions in proposals (`docs/network.md`) -------------------
+
+/// A proposal of `model` by `host` that excludes `excluded` (sent as given).
+fn propose_excluding(net: &Net, model: &str, excluded: &[String]) -> Value {
+    json!({"propose_model": {"epoch": net.epoch_number(), "model_hash": model,
+                             "val_loss_micro": 1_900_000, "excluded": excluded}})
+}
+
+/// 4 hosts and 4 validators (r = 2), every verdict honest, up to `propose`; then `proposals`
+/// (host index, model label, excluded host indices) in order, until the phase closes (an agreed
+/// hash closes it at once). Returns the net and epoch 0's report with the final accounts.
+fn propose_with_exclusions(
+    settle_page: Option<u32>,
+    proposals: &[(usize, &str, &[usize])],
+) -> (Net, Settled) {
+    let mut net = Net::with_page(&spec_with(json!({})), 4, 4, settle_page);
+    net.play_to_verify();
+    net.play_verdicts(&honest);
+    net.settle();
+    assert_eq!(net.phase(), "propose");
+    let h = net.hosts.clone();
+    for (i, model, excluded) in proposals {
+        if net.epoch_number() != 0 {
+            break;
+        }
+        let mut excluded: Vec<String> = excluded.iter().map(|j| h[*j].clone()).collect();
+        excluded.sort();
+        let msg = propose_excluding(&net, &digest(model), &excluded);
+        net.chain.ok(&h[*i], msg);
+    }
+    if net.epoch_number() == 0 {
+        net.chain.wait_past_deadline();
+        net.chain.ok(&h[0], json!({"advance": {}}));
+    }
+    let advances = net.settle();
+    assert_eq!(net.epoch_number(), 1);
+    let mut report = net.chain.report(0);
+    for key in ["phase_deadline", "started_at"] {
+        report.as_object_mut().unwrap().remove(key);
+    }
+    let settled = Settled {
+        report,
+        members: net.chain.query(json!({"members": {"limit": 100}})),
+        accounting: net.chain.query(json!({"accounting": {}})),
+        paid: net.chain.paid.clone(),
+        next: (
+            net.chain.epoch()["model_hash"].clone(),
+            net.chain.epoch()["prev_seed"].clone(),
+        ),
+        advances: (0, advances),
+    };
+    (net, settled)
+}
+
+fn bonded(settled: &Settled, address: &str) -> u128 {
+    let member = settled.members["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["address"] == address)
+        .unwrap();
+    amount(&member["bonded"])
+}
+
+/// The validators whose vote passed `host`'s last segment (segment 1 of 2).
+fn last_segment_passers(report: &Value, host: &str) -> Vec<String> {
+    let c = report["challenges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["host"] == host && c["segment"] == 1)
+        .unwrap();
+    c["votes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["outcome"] == "pass")
+        .map(|v| v["validator"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn an_exclusion_backed_by_the_agreed_majority_slashes_the_withholder_and_its_passers() {
+    // h0, h1, h2 (3/4 of the accepted stake) could get h3's Δ from nobody: they aggregate
+    // without it and say so; the model they agree on is the next θ.
+    let (net, s) = propose_with_exclusions(None, &[(0, "A", &[3]), (1, "A", &[3]), (2, "A", &[3])]);
+    let h = net.hosts.clone();
+    assert_eq!(s.next.0, json!(digest("A")));
+    let r = &s.report;
+    let withholder = row(r, "hosts", &h[3]);
+    assert_eq!(withholder["outcome"], "unavailable");
+    assert_eq!(withholder["reward"], "0");
+    // Slashed the unavailable share of what it held after giving back the reward it was paid
+    // at finalize: its net gain from the epoch is nothing, its loss the slash.
+    let slashed = amount(&withholder["slashed"]);
+    let reward_paid = s.paid[&h[3]];
+    assert!(slashed > 0 && reward_paid > 0);
+    assert_eq!(bonded(&s, &h[3]), 1000 - reward_paid - slashed);
+    assert_eq!(slashed, (1000 - reward_paid) / 2); // slash_unavailable_bps = 5000 in the vector
+    let passers = last_segment_passers(r, &h[3]);
+    assert_eq!(passers.len(), 2);
+    for v in net.validators.iter() {
+        let vr = row(r, "validators", v);
+        if passers.contains(v) {
+            assert_eq!(vr["outcome"], "wrong");
+            assert_eq!(vr["reward"], "0");
+            let paid = s.paid.get(v).copied().unwrap_or(0);
+            assert_eq!(bonded(&s, v), 500 - paid - amount(&vr["slashed"]));
+            assert!(amount(&vr["slashed"]) > 0);
+        } else {
+            assert_eq!(vr["slashed"], "0");
+        }
+    }
+    for host in &h[..3] {
+        let hr = row(r, "hosts", host);
+        assert_eq!(
+            (hr["outcome"].as_str(), hr["slashed"].as_str()),
+            (Some("accepted"), Some("0"))
+        );
+        assert!(amount(&hr["reward"]) > 0);
+        assert_eq!(hr["proposal"]["excluded"], json!([h[3]]));
+    }
+    // What was taken back is in the reward pool; the slashes went to the treasury.
+    let total_slashed: u128 = r["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(r["validators"].as_array().unwrap())
+        .map(|x| amount(&x["slashed"]))
+        .sum();
+    assert_eq!(amount(&r["slashed_total"]), total_slashed);
+    assert_eq!(s.paid[&net.chain.treasury], total_slashed);
+    let rewards_kept: u128 = r["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(r["validators"].as_array().unwrap())
+        .map(|x| amount(&x["reward"]))
+        .sum();
+    assert_eq!(amount(&r["rewards_total"]), rewards_kept);
+    assert_eq!(amount(&s.accounting["reward_pool"]), 1000 - rewards_kept);
+}
+
+#[test]
+fn an_exclusion_without_the_majority_does_nothing() {
+    // The agreed hash is backed by three of four (the phase closes at once), but only one or
+    // two of them say they excluded h3 (a minority cannot get an honest host slashed); an
+    // exclusion attached to a hash nobody agreed on does nothing either.
+    let cases: [&[(usize, &str, &[usize])]; 3] = [
+        &[(0, "A", &[3]), (1, "A", &[]), (2, "A", &[]), (3, "A", &[])],
+        &[(0, "A", &[3]), (1, "A", &[3]), (2, "A", &[]), (3, "A", &[])],
+        &[(0, "B", &[3]), (1, "A", &[]), (2, "A", &[]), (3, "A", &[])],
+    ];
+    for proposals in cases {
+        let (net, s) = propose_with_exclusions(None, proposals);
+        assert_eq!(s.next.0, json!(digest("A")));
+        for x in s.report["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(s.report["validators"].as_array().unwrap())
+        {
+            assert_eq!(x["slashed"], "0", "{x}");
+        }
+        assert_eq!(
+            row(&s.report, "hosts", &net.hosts[3])["outcome"],
+            "accepted"
+        );
+        assert!(s.report["slashed_total"] == "0" && !s.paid.contains_key(&net.chain.treasury));
+    }
+}
+
+#[test]
+fn paged_exclusions_settle_what_the_one_shot_close_settles() {
+    // Two withholders excluded by the agreed majority (h5, h6 of 7 hosts, by the five others:
+    // 5/7 > 2/3), one exclusion short of the bar (h4, by two of them).
+    let spec = spec_with(json!({}));
+    let run = |page: Option<u32>| {
+        let mut net = Net::with_page(&spec, 7, 4, page);
+        net.play_to_verify();
+        net.play_verdicts(&honest);
+        net.settle();
+        let h = net.hosts.clone();
+        for i in 0..5 {
+            let mut excluded = vec![h[5].clone(), h[6].clone()];
+            if i < 2 {
+                excluded.push(h[4].clone());
+            }
+            excluded.sort();
+            let msg = propose_excluding(&net, &digest("A"), &excluded);
+            net.chain.ok(&h[i], msg);
+        }
+        let advances = net.settle();
+        assert_eq!(net.epoch_number(), 1);
+        let mut report = net.chain.report(0);
+        for key in ["phase_deadline", "started_at"] {
+            report.as_object_mut().unwrap().remove(key);
+        }
+        let outcomes: Vec<String> = h
+            .iter()
+            .map(|x| {
+                row(&report, "hosts", x)["outcome"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        (
+            report,
+            net.chain.query(json!({"members": {"limit": 100}})),
+            net.chain.query(json!({"accounting": {}})),
+            net.chain.paid.clone(),
+            advances,
+            outcomes,
+        )
+    };
+    let one_shot = run(Some(1000));
+    assert_eq!(one_shot.4, 0);
+    assert_eq!(
+        one_shot.5,
+        [
+            "accepted",
+            "accepted",
+            "accepted",
+            "accepted",
+            "accepted",
+            "unavailable",
+            "unavailable"
+        ]
+    );
+    for page in [1, 2] {
+        let paged = run(Some(page));
+        assert_eq!(paged.0, one_shot.0, "page {page}");
+        assert_eq!(paged.1, one_shot.1, "page {page}");
+        assert_eq!(paged.2, one_shot.2, "page {page}");
+        assert_eq!(paged.3, one_shot.3, "page {page}");
+        if page == 1 {
+            // Three excluded hosts, one per transaction, the first in the proposal that closed
+            // the phase.
+            assert_eq!(paged.4, 2);
+        }
+    }
+}
+
+#[test]
+fn bad_exclusions_are_refused_with_the_reason() {
+    let mut net = Net::new(&spec_with(json!({})), 3, 4);
+    net.play_to_verify();
+    net.play_verdicts(&honest);
+    net.settle();
+    let h = net.hosts.clone();
+    let v0 = net.validators[0].clone();
+    let mut two = vec![h[1].clone(), h[2].clone()];
+    two.sort();
+    let reversed: Vec<String> = two.iter().rev().cloned().collect();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (reversed, "distinct and in ascending order"),
+        (
+            vec![h[1].clone(), h[1].clone()],
+            "distinct and in ascending order",
+        ),
+        (vec![h[0].clone()], "cannot exclude its own"),
+        (vec![v0.clone()], "is not an accepted host of epoch 0"),
+        (
+            vec![net.chain.addr("stranger")],
+            "is not an accepted host of epoch 0",
+        ),
+        (
+            vec![h[0].clone(), h[1].clone(), h[2].clone(), v0],
+            "only 2 other accepted hosts",
+        ),
+    ];
+    for (excluded, why) in cases {
+        let msg = propose_excluding(&net, &digest("A"), &excluded);
+        let refusal = net.chain.refused(&h[0], msg);
+        assert!(
+            refusal.contains("propose_model") && refusal.contains(why),
+            "{refusal}"
+        );
+    }
+    // A proposal without the field (an older client) is still taken: it excludes nothing.
+    let e = net.epoch_number();
+    net.chain.ok(
+        &h[0],
+        json!({"propose_model": {"epoch": e, "model_hash": digest("A"), "val_loss_micro": 1}}),
+    );
+}
