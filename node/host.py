@@ -16,9 +16,12 @@ does what the current phase asks of it:
   host's endpoint and committed Δ hash) from any holder, check each against its hash and against what H AdamW
   steps can do (a Δ beyond it is left out of the aggregate, the same way by every honest host),
   aggregate with the run's robust rule, apply the outer Nesterov step, store θ_{e+1} and propose
-  its hash with the validation loss. A model whose validation loss is not a finite number within
-  the protocol's bound (``MAX_LOSS_MICRO``) is not proposed: the host logs why and the epoch ends
-  without it.
+  its hash with the validation loss. An accepted Δ that no holder serves is waited for until the
+  exclusion height (halfway through the phase, ``protocol.rules.exclusion``), then left out and
+  its host named in the proposal's ``excluded`` list (the contract slashes it when the agreed
+  model's proposers past 2/3 of the accepted stake excluded it). A model whose validation loss is
+  not a finite number within the protocol's bound (``MAX_LOSS_MICRO``) is not proposed: the host
+  logs why and the epoch ends without it.
 
 Nothing the peers agree on or serve can stop the node: a θ_e that training cannot continue from
 (a non-finite loss) and a model that cannot be proposed are events with a reason, once per epoch.
@@ -51,6 +54,7 @@ from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
 from protocol.rules.beacon import epoch_seed
+from protocol.rules.exclusion import excluded_list, exclusion_height
 from protocol.rules.limits import MAX_LOSS_MICRO
 from protocol.rules.losses import MICRO, loss_micro
 from protocol.rules.sampling import challenged_segments
@@ -270,10 +274,20 @@ class HostNode(Participant):
             return False
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
-            deltas = self._accepted_deltas(info.epoch, theta)
+            deltas, unserved = self._accepted_deltas(info.epoch, theta)
         except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
             self.event(info.epoch, "waiting to aggregate", str(exc))
             return False
+        if unserved:
+            # Wait for every holder until the exclusion height (the same for every honest
+            # proposer), then leave the unserved Δs out and name their hosts in the proposal.
+            cutoff = exclusion_height(info.phase_deadline, self.spec.phases.propose_blocks)
+            height = self.ledger.height()
+            why = "; ".join(unserved.values())
+            if height < cutoff:
+                self.event(info.epoch, "waiting to aggregate", f"{why} (excluding from height {cutoff}, now {height})")
+                return False
+            self.event(info.epoch, "Δ excluded", f"no holder served it by height {cutoff}: {why}")
         if not deltas:
             return self._give_up(info.epoch, "proposal withheld", "no accepted Δ is within the update bound")
         new = outer_step(theta, aggregate(self.spec.aggregation, deltas), self.spec.outer)
@@ -282,19 +296,31 @@ class HostNode(Participant):
         problem = proposal_problem(val)
         if problem is not None:
             return self._give_up(info.epoch, "proposal withheld", f"θ {model_hash[:12]}…: {problem}")
-        proposal = ModelProposal(epoch=info.epoch, model_hash=model_hash, val_loss_micro=loss_micro(val))
+        proposal = ModelProposal(epoch=info.epoch, model_hash=model_hash, val_loss_micro=loss_micro(val),
+                                 excluded=excluded_list(unserved))
+        excluded = f", {len(unserved)} excluded" if unserved else ""
         return self.attempt(info.epoch, "proposed", lambda: self.ledger.propose_model(self.key, proposal),
-                            f"θ {model_hash[:12]}… from {len(deltas)} Δ, val loss {val:.4f}")
+                            f"θ {model_hash[:12]}… from {len(deltas)} Δ{excluded}, val loss {val:.4f}")
 
-    def _accepted_deltas(self, epoch: int, theta: GlobalState) -> dict[str, dict[str, torch.Tensor]]:
+    def _accepted_deltas(self, epoch: int, theta: GlobalState) -> tuple[dict[str, dict[str, torch.Tensor]],
+                                                                         dict[str, str]]:
         """Every accepted host's dequantized Δ from any holder, each checked against its committed
         hash (one paged query for all of them: address, endpoint, Δ hash); a Δ that moves a
-        coordinate further than H AdamW steps can is left out (logged)."""
+        coordinate further than H AdamW steps can is left out (logged).
+
+        Returns the Δs by host, and the hosts whose Δ no holder served now, with why."""
         inputs = self.ledger.aggregation_inputs(epoch)
         deltas = {}
+        unserved: dict[str, str] = {}
         for accepted in inputs:
             host = accepted.address
-            payload = self._fetch_delta(epoch, accepted, inputs)
+            try:
+                payload = self._fetch_delta(epoch, accepted, inputs)
+            except ArtifactUnavailable as exc:
+                if host == self.address:
+                    raise  # its own Δ: nothing to exclude, a local fault to wait out
+                unserved[host] = str(exc)
+                continue
             delta = dequantize(payload, self._shapes, self.spec.quantization)
             # Validators check this bound on the last segment; checking it again here costs one pass
             # over Δ, is the same computation on the same bytes for every honest host (so they still
@@ -306,7 +332,7 @@ class HostNode(Participant):
                                                f"as {self.spec.train.inner_steps} AdamW steps can")
                 continue
             deltas[host] = delta
-        return deltas
+        return deltas, unserved
 
     def _holders(self, epoch: int, accepted: AggregationInput,
                  inputs: list[AggregationInput]) -> Iterator[tuple[str, Fetch]]:

@@ -148,7 +148,7 @@ class ModelProposal(Boundary):
     epoch: Count
     model_hash: HexDigest
     val_loss_micro: LossMicro
-    excluded: Annotated[list[Address], Field(max_length=MAX_PARTICIPANTS)] = []
+    excluded: list[Address] = Field(default_factory=list, max_length=MAX_PARTICIPANTS)
 
     @field_validator("excluded")
     @classmethod

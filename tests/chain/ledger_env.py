@@ -317,9 +317,11 @@ class LedgerEnv:
         return self.ledger.reveal_verdict(self.key(name), self.openings[name, host_address, segment, epoch])
 
     def propose(self, name: str, model_hash: str, epoch: int | None = None,
-                val_loss_micro: int = 2_000_000) -> TxResult:
+                val_loss_micro: int = 2_000_000, excluded: Sequence[str] = ()) -> TxResult:
+        """``name`` proposes ``model_hash``, excluding the hosts named in ``excluded``."""
         epoch = self.current() if epoch is None else epoch
-        msg = ModelProposal(epoch=epoch, model_hash=model_hash, val_loss_micro=val_loss_micro)
+        msg = ModelProposal(epoch=epoch, model_hash=model_hash, val_loss_micro=val_loss_micro,
+                            excluded=sorted(self.addr(n) for n in excluded))
         return self.ledger.propose_model(self.key(name), msg)
 
     def advance(self, name: str = "operator") -> TxResult:

@@ -108,7 +108,8 @@ class HttpNetwork:
         validators: how many (honest, patient) validators.
         endpoints: host index -> the endpoint it registers instead of its server's (an attacker's
             server in front of an honest node's work).
-        wrap: host index -> a wrapper of its server app (an ASGI middleware that misbehaves).
+        wrap: member index (the hosts first, then the validators) -> a wrapper of its server app
+            (an ASGI middleware that misbehaves).
         extra_keys: more funded keys (sybils).
     """
 
@@ -150,7 +151,8 @@ class HttpNetwork:
                                  name=f"validator-{i}", patience=PATIENCE)
             app = create_app(LocalArtifacts(node.root, spec.run_id(), node.address), run, node.address,
                              authorize=MembershipCache(self.ledger))
-            server = ServerThread(app).start()
+            j = len(self.hosts) + i
+            server = ServerThread(self.wrap[j](app) if j in self.wrap else app).start()
             self.ledger.bond(k, "validator", server.url, 2 * int(spec.economics.min_validator_stake))
             self.members.append(Member(node, server, server.url))
 

@@ -163,6 +163,85 @@ def test_honest_hosts_survive_a_flood_a_restart_and_a_peer_withholding_its_delta
         net.close()
 
 
+def _deltas_refused(app, refuse):
+    """An ASGI wrapper: both Δ routes (by epoch and by hash) answer 404 to a reader when
+    ``refuse(reader)`` says so."""
+
+    async def wrapped(scope, receive, send):
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path.endswith("/delta") or path.startswith("/v1/deltas/"):
+            reader = dict(scope["headers"]).get(HEADER_ADDRESS.encode(), b"").decode()
+            if refuse(reader):
+                body = json.dumps({"detail": "not for you"}).encode()
+                await send({"type": "http.response.start", "status": 404,
+                            "headers": [(b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def test_a_delta_nobody_serves_is_excluded_and_its_withholder_and_passer_pay(tmp_path, dataset) -> None:
+    # Host 3 serves its Δ to the validators while they check it, then to nobody once accepted; the
+    # validator that passed its last segment (and so holds the Δ) withholds it too. The three
+    # honest hosts (3/4 of the accepted stake) wait until the exclusion height, aggregate without
+    # it and say so; the contract slashes host 3 as unavailable and the passer as wrong.
+    validators = {key(f"validator-{i}").address() for i in range(2)}
+    state: dict[str, object] = {"accepted": False, "withholders": set()}
+
+    def host_refuses(reader: str) -> bool:
+        return bool(state["accepted"]) or reader not in validators
+
+    def validator_wrap(address: str):
+        return lambda app: _deltas_refused(app, lambda _reader: address in state["withholders"])  # type: ignore[operator]
+
+    spec = hostile_spec(4)
+    net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour() for _ in range(4)],
+                      wrap={3: lambda app: _deltas_refused(app, host_refuses),
+                            **{4 + i: validator_wrap(key(f"validator-{i}").address()) for i in range(2)}})
+    withholder = net.host(3).node.address
+    last = spec.train.segments - 1
+    theta = net.ledger.epoch().model_hash
+
+    def attack(n: HttpNetwork) -> None:
+        info = n.ledger.epoch()
+        if info.phase in ("verdict_reveal", "dispute", "dispute_reveal", "propose"):
+            for c in n.ledger.report(info.epoch).challenges:
+                if c.host == withholder and c.segment == last:
+                    state["withholders"] = {v.validator for v in c.votes if v.outcome == "pass"}
+        if info.phase == "propose":
+            state["accepted"] = True
+
+    try:
+        report = net.run_epoch(between=attack)
+        by_address = {h.address: h for h in report.hosts}
+        passers = state["withholders"]
+        assert passers and passers <= validators  # type: ignore[operator]
+        # Training advanced: the honest hosts' model, without the withheld Δ, is θ_{e+1}.
+        assert report.agreed and report.next_model_hash and report.next_model_hash != theta
+        honest = [by_address[net.host(i).node.address] for i in range(3)]
+        for h in honest:
+            assert h.outcome == "accepted" and h.slashed == "0" and int(h.reward) > 0
+            assert h.proposal is not None and h.proposal.excluded == [withholder]
+            assert h.proposal.model_hash == report.next_model_hash
+        # The withholder pays, and keeps no reward; so does the validator that passed and withheld.
+        cheat = by_address[withholder]
+        assert cheat.outcome == "unavailable" and int(cheat.slashed) > 0 and cheat.reward == "0"
+        for v in report.validators:
+            if v.address in passers:  # type: ignore[operator]
+                assert v.outcome == "wrong" and int(v.slashed) > 0 and v.reward == "0"
+            else:
+                assert v.slashed == "0"
+        assert net.total_funds() == net.initial_funds
+        # The daemons keep going: the next epoch trains from the agreed model.
+        assert net.ledger.epoch().model_hash == report.next_model_hash
+        for node in net.nodes:
+            node.tick()
+    finally:
+        net.close()
+
+
 def _serves(source, method: str, digest: str) -> bool:
     try:
         getattr(source, method)(digest)
