@@ -214,7 +214,10 @@ def test_a_delta_nobody_serves_is_excluded_and_its_withholder_and_passer_pay(tmp
             state["accepted"] = True
 
     try:
+        tracemalloc.start()
         report = net.run_epoch(between=attack)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
         by_address = {h.address: h for h in report.hosts}
         passers = state["withholders"]
         assert passers and passers <= validators  # type: ignore[operator]
@@ -238,6 +241,9 @@ def test_a_delta_nobody_serves_is_excluded_and_its_withholder_and_passer_pay(tmp
         assert net.ledger.epoch().model_hash == report.next_model_hash
         for node in net.nodes:
             node.tick()
+        print(f"\nΔ served by nobody: excluded by 3/4 of the accepted stake, withholder "
+              f"{cheat.slashed} and passer(s) slashed; peak Python memory {peak / MiB:.1f} MiB")
+        assert peak < 64 * MiB
     finally:
         net.close()
 

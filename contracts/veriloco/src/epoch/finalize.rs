@@ -531,6 +531,7 @@ pub fn exclusions_page(
             pay.outcome = outcome;
             let reward = std::mem::take(&mut pay.reward);
             let member = members.member(storage, &address)?;
+            let role = member.role;
             let before = member.bonded;
             // The reward paid at finalize for a Δ nobody could get goes back to the pool.
             let reclaimed = take(member, reward, &mut totals)?;
@@ -549,6 +550,7 @@ pub fn exclusions_page(
                 Event::new("settle")
                     .add_attribute("epoch", e)
                     .add_attribute("member", &address)
+                    .add_attribute("role", role.as_str())
                     .add_attribute("outcome", outcome.as_str())
                     .add_attribute("slashed", amount)
                     .add_attribute("reclaimed", reclaimed)
