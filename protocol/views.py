@@ -17,7 +17,7 @@ from protocol.types import Address, Amount, Boundary, Count, Dec
 
 Phase = Literal["join", "train", "reveal", "verify", "verdict_reveal", "dispute", "dispute_reveal",
                 "propose", "closed"]
-ClosingStage = Literal["seed", "assign", "salts", "decide", "outcomes", "slashes", "rewards"]
+ClosingStage = Literal["seed", "assign", "salts", "decide", "outcomes", "slashes", "rewards", "exclusions"]
 """The stages of a close that runs over several transactions (closing ``reveal``: ``seed``,
 ``assign``; closing a verdict round: ``salts``, ``decide``; finalize: ``outcomes``, ``slashes``,
 ``rewards``)."""

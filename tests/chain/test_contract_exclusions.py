@@ -35,8 +35,9 @@ def passers_of_last_segment(env: LedgerEnv, host: str) -> set[str]:
     return {env.name_of(v.validator) for v in c.votes if v.outcome == "pass"}
 
 
-def test_the_majority_exclusion_slashes_the_withholder_and_its_passers(make_ledger_env) -> None:
-    env = make_ledger_env(make_spec(reward_per_epoch="1000"))
+@pytest.mark.parametrize("settle_page", [None, 1])
+def test_the_majority_exclusion_slashes_the_withholder_and_its_passers(make_ledger_env, settle_page) -> None:
+    env = make_ledger_env(make_spec(reward_per_epoch="1000"), settle_page=settle_page)
     total, before = to_propose(env)
     passers = passers_of_last_segment(env, "host4")
     assert len(passers) == 2
@@ -72,6 +73,39 @@ def test_the_majority_exclusion_slashes_the_withholder_and_its_passers(make_ledg
     assert env.net_balance("treasury") - before["treasury"] == slashed
     assert all(env.net_balance(n) == before[n] for n in [*HOSTS, *VALIDATORS])
     assert int(report.rewards_total) == sum(int(r.reward) for r in rows.values())
+    assert env.total_funds() == total
+    env.assert_books()
+
+
+def test_exclusions_settle_page_by_page_and_nodes_read_the_close(make_ledger_env) -> None:
+    # 7 hosts: the five that propose hold 5/7 > 2/3 of the accepted stake and exclude host6 and
+    # host7; one record per page, so the close of propose is visible between transactions.
+    hosts = [f"host{i}" for i in range(1, 8)]
+    names = ("operator", "treasury", "funder", *hosts, *VALIDATORS)
+    # Windows wide enough for the 28 verdicts and the one-record pages of every close.
+    spec = make_spec(reward_per_epoch="1000",
+                     phases={"join_blocks": 150, "train_blocks": 60, "reveal_blocks": 80, "verify_blocks": 150,
+                             "verdict_reveal_blocks": 150, "propose_blocks": 60})
+    env = make_ledger_env(spec, names=names, settle_page=1)
+    env.bond_all([*hosts, *VALIDATORS])
+    env.fund_rewards(10_000)
+    env.play_epoch(hosts, VALIDATORS, stop_after="verify")
+    total = env.total_funds()
+    model = digest("without host6 and host7")
+    for h in hosts[:5]:
+        env.propose(h, model, excluded=["host6", "host7"])
+    info = env.epoch(0)
+    assert (info.phase, info.closing) == ("propose", "exclusions")
+    # A late proposal is refused (the page its transaction runs first ends the epoch) and reverted.
+    with pytest.raises(ContractError, match="propose_model: epoch 0 is closed"):
+        env.propose("host6", model)
+    assert env.epoch(0).closing == "exclusions"
+    assert len(env.settle()) == 1
+    report = env.report(0)
+    outcomes = {env.name_of(h.address): h.outcome for h in report.hosts}
+    assert outcomes == {**dict.fromkeys(hosts[:5], "accepted"), "host6": "unavailable", "host7": "unavailable"}
+    assert report.next_model_hash == model == env.epoch().model_hash
+    assert all(v.outcome == "wrong" for v in report.validators if int(v.slashed) > 0)
     assert env.total_funds() == total
     env.assert_books()
 
