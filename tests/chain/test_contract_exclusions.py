@@ -18,6 +18,10 @@ from protocol.messages import ModelProposal
 
 HOSTS = ["host1", "host2", "host3", "host4"]
 VALIDATORS = ["validator1", "validator2", "validator3"]
+# Windows wide enough for every verdict and the one-record pages of every close on a loaded devnet.
+SPEC = make_spec(reward_per_epoch="1000",
+                 phases={"join_blocks": 150, "train_blocks": 60, "reveal_blocks": 80, "verify_blocks": 150,
+                         "verdict_reveal_blocks": 150, "propose_blocks": 60})
 
 
 def to_propose(env: LedgerEnv) -> tuple[int, dict[str, int]]:
@@ -37,7 +41,7 @@ def passers_of_last_segment(env: LedgerEnv, host: str) -> set[str]:
 
 @pytest.mark.parametrize("settle_page", [None, 1])
 def test_the_majority_exclusion_slashes_the_withholder_and_its_passers(make_ledger_env, settle_page) -> None:
-    env = make_ledger_env(make_spec(reward_per_epoch="1000"), settle_page=settle_page)
+    env = make_ledger_env(SPEC, settle_page=settle_page)
     total, before = to_propose(env)
     passers = passers_of_last_segment(env, "host4")
     assert len(passers) == 2
@@ -82,11 +86,7 @@ def test_exclusions_settle_page_by_page_and_nodes_read_the_close(make_ledger_env
     # host7; one record per page, so the close of propose is visible between transactions.
     hosts = [f"host{i}" for i in range(1, 8)]
     names = ("operator", "treasury", "funder", *hosts, *VALIDATORS)
-    # Windows wide enough for the 28 verdicts and the one-record pages of every close.
-    spec = make_spec(reward_per_epoch="1000",
-                     phases={"join_blocks": 150, "train_blocks": 60, "reveal_blocks": 80, "verify_blocks": 150,
-                             "verdict_reveal_blocks": 150, "propose_blocks": 60})
-    env = make_ledger_env(spec, names=names, settle_page=1)
+    env = make_ledger_env(SPEC, names=names, settle_page=1)
     env.bond_all([*hosts, *VALIDATORS])
     env.fund_rewards(10_000)
     env.play_epoch(hosts, VALIDATORS, stop_after="verify")
@@ -119,7 +119,7 @@ def test_exclusions_settle_page_by_page_and_nodes_read_the_close(make_ledger_env
     {"host1": ("B", ["host4"]), "host2": ("A", []), "host3": ("A", []), "host4": ("A", [])},
 ])
 def test_an_exclusion_without_the_majority_does_nothing(make_ledger_env, proposals) -> None:
-    env = make_ledger_env(make_spec(reward_per_epoch="1000"))
+    env = make_ledger_env(SPEC)
     total, before = to_propose(env)
     for name, (model, excluded) in proposals.items():
         if env.current() == 0:
@@ -138,7 +138,7 @@ def test_an_exclusion_without_the_majority_does_nothing(make_ledger_env, proposa
 
 
 def test_bad_exclusions_are_refused_and_cost_nothing(make_ledger_env) -> None:
-    env = make_ledger_env(make_spec(reward_per_epoch="1000"))
+    env = make_ledger_env(SPEC)
     total, _ = to_propose(env)
     a = sorted([env.addr("host2"), env.addr("host3")])
     model = digest("A")
