@@ -1818,8 +1818,9 @@ fn an_exclusion_backed_by_the_agreed_majority_slashes_the_withholder_and_its_pas
     let slashed = amount(&withholder["slashed"]);
     let reward_paid = s.paid[&h[3]];
     assert!(slashed > 0 && reward_paid > 0);
-    assert_eq!(bonded(&s, &h[3]), 1000 - reward_paid - slashed);
-    assert_eq!(slashed, (1000 - reward_paid) / 2); // slash_unavailable_bps = 5000 in the vector
+    let stake = amount(&withholder["stake"]);
+    assert_eq!(bonded(&s, &h[3]), stake - reward_paid - slashed);
+    assert_eq!(slashed, (stake - reward_paid) / 2); // slash_unavailable_bps = 5000 in the vector
     let passers = last_segment_passers(r, &h[3]);
     assert_eq!(passers.len(), 2);
     for v in net.validators.iter() {
@@ -1828,7 +1829,8 @@ fn an_exclusion_backed_by_the_agreed_majority_slashes_the_withholder_and_its_pas
             assert_eq!(vr["outcome"], "wrong");
             assert_eq!(vr["reward"], "0");
             let paid = s.paid.get(v).copied().unwrap_or(0);
-            assert_eq!(bonded(&s, v), 500 - paid - amount(&vr["slashed"]));
+            let stake = amount(&vr["stake"]);
+            assert_eq!(bonded(&s, v), stake - paid - amount(&vr["slashed"]));
             assert!(amount(&vr["slashed"]) > 0);
         } else {
             assert_eq!(vr["slashed"], "0");
