@@ -1863,7 +1863,7 @@ fn an_exclusion_backed_by_the_agreed_majority_slashes_the_withholder_and_its_pas
         .map(|x| amount(&x["reward"]))
         .sum();
     assert_eq!(amount(&r["rewards_total"]), rewards_kept);
-    assert_eq!(amount(&s.accounting["reward_pool"]), 1000 - rewards_kept);
+    assert_eq!(amount(&s.accounting["reward_pool"]), REWARD - rewards_kept);
 }
 
 #[test]
