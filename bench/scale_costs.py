@@ -292,7 +292,7 @@ def main() -> None:
         pipeline_s = best(background)
         file_bytes = path.stat().st_size
     from trainer.evaluate import validation_loss  # noqa: PLC0415 - only here
-    val_s = best(lambda: validation_loss(stepper.model, dataset), repeats=2)
+    val_s = best(lambda: validation_loss(stepper.model, dataset, spec.data.val_windows), repeats=2)
     start_replay = start_checkpoint(spec, theta, 0)
     replay_s = best(lambda: replay_segment(spec, dataset, ctx, start_replay, stepper), repeats=2)
     payload = quantize({n: torch.randn(p.shape) * 1e-3 for n, p in theta.items()}, spec.quantization)

@@ -372,7 +372,7 @@ class HostNode(Participant):
     def _validation_loss(self, state: GlobalState) -> float:
         if self._eval_model is None:
             self._eval_model = build_model(self.spec).to(self.device)
-        return validation_loss(self._eval_model, self.dataset, params=state.params)
+        return validation_loss(self._eval_model, self.dataset, self.spec.data.val_windows, params=state.params)
 
 
 def proposal_problem(val_loss: float) -> str | None:

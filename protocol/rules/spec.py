@@ -58,6 +58,10 @@ class DataSpec(Boundary):
     tokenizer: Literal["bytes"] = "bytes"
     seq_len: int = Field(ge=8, le=65_536, strict=True)
     val_fraction: Dec = Decimal("0.05")
+    # How many evenly spread validation windows a proposal's loss is scored on: one number for the
+    # run, so every host that holds the same model posts the same loss. The forward passes are a
+    # fixed cost per epoch on every host (docs/benchmarks.md, "Scale: the small preset").
+    val_windows: int = Field(default=512, ge=1, le=65_536, strict=True)
 
     @field_validator("val_fraction")
     @classmethod

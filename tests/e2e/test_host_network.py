@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from node.host import HostNode
-from protocol.rules.losses import MICRO
+from protocol.rules.losses import MICRO, loss_micro
 from protocol.rules.spec import RunSpec
 from trainer.behaviour import HostBehaviour
 from trainer.evaluate import validation_loss
@@ -46,6 +46,20 @@ def test_hosts_agree_and_the_model_improves(tmp_path, dataset) -> None:
     assert losses[-1] < losses[0] - 0.2, (theta_0, losses)
     assert net.total_funds() == net.initial_funds
     assert net.ledger.epoch().model_hash == reports[-1].next_model_hash
+
+
+def test_proposals_score_the_specs_number_of_validation_windows(tmp_path, dataset) -> None:
+    # A run that scores its proposals on 16 windows: every host posts the loss of θ_1 on exactly
+    # those 16 (not on the 512 of other runs), so hosts holding the same model post the same number.
+    spec = unverified_spec().with_changes(data={"val_windows": 16})
+    net = LocalNetwork(spec, tmp_path, Roster(hosts=[HostBehaviour(), HostBehaviour()]), dataset)
+    report = net.run_epoch()
+    assert report.agreed
+    theta_1 = net.hosts[0].globals.get(report.next_model_hash)
+    model = build_model(spec)
+    on_16 = loss_micro(validation_loss(model, dataset, 16, params=theta_1.params))
+    assert on_16 != loss_micro(validation_loss(model, dataset, 512, params=theta_1.params))
+    assert [h.proposal.val_loss_micro for h in report.hosts] == [on_16, on_16]
 
 
 def test_restarted_host_resumes_without_double_commit_and_resyncs(tmp_path, dataset) -> None:

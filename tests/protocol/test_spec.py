@@ -28,6 +28,9 @@ def test_canonical_round_trip_and_run_id() -> None:
     assert RunSpec.from_canonical(spec.canonical()) == spec
     assert spec.run_id() == make_spec().run_id()
     assert spec.run_id() != make_spec(train={"seed": 1}).run_id()
+    # How many windows a proposal's loss is scored on is part of the run: hosts of one run agree on it.
+    assert spec.data.val_windows == 512
+    assert spec.run_id() != make_spec(data={"val_windows": 128}).run_id()
     assert spec.train.segments == 4
 
 
@@ -58,6 +61,9 @@ def test_non_canonical_spec_bytes_refused() -> None:
     ({"model": {"architecture": "subprocess:run"}}, "unknown model architecture"),
     ({"model": {"params": {"n_head": 5}}}, "multiple of n_head"),
     ({"data": {"dataset_hash": "AB" * 32}}, "64 lowercase hex"),
+    ({"data": {"val_windows": 0}}, "greater than or equal to 1"),
+    ({"data": {"val_windows": 65_537}}, "less than or equal to 65536"),
+    ({"data": {"val_windows": "128"}}, "valid integer"),
     ({"verification": {"validators_r": 0}}, "validators_r must be >= 1"),
     ({"phases": {"min_hosts": 5, "max_hosts": 2}}, "must not exceed"),
     ({"outer": {"momentum": "1.0"}}, "momentum must be in"),
