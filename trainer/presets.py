@@ -83,9 +83,10 @@ def gpt124m(name: str = "gpt124m") -> RunSpec:
 
     The GPU-class preset (GPT-2-small's parameter count with the byte vocabulary: the 50 k-token
     embedding GPT-2 spends 38 M parameters on goes into depth and width here). An epoch is 1280
-    inner steps in 160 segments of 8, so the validators replay 3.75 % of the steps. On one 80 GB GPU a host trains it with 4 micro-batches (float32 activations of the
-    written-out attention at batch 32 do not fit otherwise); ``docs/scaling.md`` has the memory
-    and time estimates. Nothing at this size was measured on a GPU yet.
+    inner steps in 160 segments of 8, so the validators replay 3.75 % of the steps. On one 80 GB
+    GPU a host trains it with 4 micro-batches (float32 activations of the written-out attention
+    at batch 32 do not fit otherwise); ``docs/scaling.md`` has the memory and time estimates.
+    Nothing at this size was measured on a GPU yet.
     """
     return RunSpec(
         name=name,
