@@ -158,7 +158,7 @@ def main() -> None:
                          "validators_s": sum(val_s), "hosts_s": sum(host_s),
                          "validator_fraction": sum(val_s) / sum(host_s), "network_wall_s": wall,
                          "validator_cpu_fraction": val_cpu / sum(host_cpu),
-                         "agreed": report.agreed, "recompute_s": sum(extra),
+                         "agreed": report.agreed, "recompute_s": sum(extra), "recompute_cpu_s": sum(cpu_extra),
                          "storage_after_training_bytes": statistics.mean(
                              _trained_bytes(h.epochs, spec, e, args.full_leaf_every) for h in net.hosts),
                          "epoch_dir_bytes_after_verify": statistics.mean(
