@@ -65,9 +65,10 @@ def small(name: str = "small") -> RunSpec:
     ``docs/benchmarks.md``). The epoch is this long because the protocol's per-epoch costs are
     fixed (the proposal's validation loss, transactions, Δ) or per challenge (recomputing unstored
     leaves, the validators' leaf checks): at 640 steps in 160 segments of 4 they came to 8–16 % of
-    a host's CPU and 6 % for the validators. Proposals are scored on 128 validation windows (16 k
-    bytes; an estimate within about 0.01 nats of the whole split's loss, the noise measured in
-    ``docs/benchmarks.md``) instead of 512.
+    a host's CPU and 6 % for the validators; at this shape they are 4.0–4.4 % for the validators
+    and 10–14 % for the host (``docs/benchmarks.md``). Proposals are scored on 128 validation
+    windows (16 k bytes, measured within 0.004 nats of the whole split's loss, standard error
+    0.013) instead of 512.
     """
     return RunSpec(
         name=name,
