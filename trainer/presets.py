@@ -62,9 +62,9 @@ def small(name: str = "small") -> RunSpec:
     An epoch is 1200 inner steps in 200 segments of 6: each host's k + 1 = 3 challenged segments,
     replayed by r = 2 validators each, are 36 steps, 3 % of the host's 1200 (the validators'
     fixed costs per challenge, fetching and checking two leaves, are measured on top of that in
-    ``docs/benchmarks.md``). The epoch is this long because the protocol's per-epoch costs are
-    fixed (the proposal's validation loss, transactions, Δ) or per challenge (recomputing unstored
-    leaves, the validators' leaf checks): at 640 steps in 160 segments of 4 they came to 8–16 % of
+    ``docs/benchmarks.md``). The epoch is this long because the validators' costs are per
+    challenge (replaying c steps, checking two leaves) and part of the host's per epoch (the
+    proposal's validation loss, transactions, Δ): at 640 steps in 160 segments of 4 they came to 8–16 % of
     a host's CPU and 6 % for the validators; at this shape they are 4.0–4.4 % for the validators
     and 10–14 % for the host (``docs/benchmarks.md``). Proposals are scored on 128 validation
     windows (16 k bytes, measured within 0.004 nats of the whole split's loss, standard error
