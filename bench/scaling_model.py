@@ -122,7 +122,8 @@ def project(size: Size, costs: dict, hosts: int, gpu_tflops: float, link_gbps: f
 
 
 SIZES = [
-    # H = 640 (S = 160 segments of c = 4) at every size, as in small: S ≥ 120 is what keeps the
+    # H = 640 (S = 160 segments of c = 4) at every size (small has 1200 = 200 × 6: at 1,024 tokens a step its
+    # fixed costs need the longer epoch): S ≥ 120 is what keeps the
     # validators' replays under 5 % at k = r = 2. Hosts of 8 GPUs (INTELLECT-1's nodes) up to 10 B,
     # 32 at 50 B; tokens per step grow with the model.
     Size("1B", 1e9, 524_288, 8, 4, 160, 8),
