@@ -8,6 +8,9 @@
 * **Threads.** Every test runs under the settings hosts and validators use
   (``trainer.determinism.configure``) with one torch thread; ``threads`` sets another count inside
   one test.
+* **Two workers.** ``make test`` runs the suite on pytest-xdist workers (``-n auto --dist
+  loadgroup``): every devnet test goes to one worker, which starts the session's one devnet, and
+  every other test module goes whole to some worker, so module fixtures are built once.
 * **Hypothesis profiles.** ``dev`` (the default) runs few examples for quick local runs; ``ci`` is
   the thorough run, which ``make test`` (and so CI) selects with ``--hypothesis-profile=ci``.
 
@@ -127,3 +130,19 @@ def threads() -> Iterator[Callable[[int], None]]:
     old = torch.get_num_threads()
     yield torch.set_num_threads
     torch.set_num_threads(old)
+
+
+# -- workers ----------------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Group the tests for pytest-xdist's ``loadgroup`` scheduling (a no-op without ``-n``).
+
+    Devnet tests share one group, so one worker starts the session's injectived and the others
+    start none; every other test goes with its module, so module-scoped fixtures (trained
+    states, servers) are built once. The devnet worker spends most of its time waiting for
+    blocks, which is why the others overlap it well on two cores.
+    """
+    for item in items:
+        group = "devnet" if item.get_closest_marker("devnet") else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
