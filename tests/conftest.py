@@ -9,7 +9,7 @@
   (``trainer.determinism.configure``) with one torch thread; ``threads`` sets another count inside
   one test.
 * **Two workers.** ``make test`` runs the suite on pytest-xdist workers (``-n auto --dist
-  loadgroup``): every devnet test goes to one worker, which starts the session's one devnet, and
+  loadgroup``): every test on the session's devnet goes to one worker, which starts it, and
   every other test module goes whole to some worker, so module fixtures are built once.
 * **Hypothesis profiles.** ``dev`` (the default) runs few examples for quick local runs; ``ci`` is
   the thorough run, which ``make test`` (and so CI) selects with ``--hypothesis-profile=ci``.
@@ -138,11 +138,15 @@ def threads() -> Iterator[Callable[[int], None]]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Group the tests for pytest-xdist's ``loadgroup`` scheduling (a no-op without ``-n``).
 
-    Devnet tests share one group, so one worker starts the session's injectived and the others
-    start none; every other test goes with its module, so module-scoped fixtures (trained
-    states, servers) are built once. The devnet worker spends most of its time waiting for
-    blocks, which is why the others overlap it well on two cores.
+    Devnet tests outside ``tests/e2e`` run on the session's devnet and share one group, so one
+    worker starts that injectived and the others start none; every other test goes with its
+    module, so module-scoped fixtures (trained states, servers) are built once. The devnet
+    worker spends most of its time waiting for blocks, which is why the others overlap it well
+    on two cores. End-to-end devnet tests start their own devnet through the CLI, need no shared
+    node, and are the longest tests, so they are left to whichever worker is free. (The grouping
+    only places tests: a worker that meets a devnet test outside the group starts its own node.)
     """
     for item in items:
-        group = "devnet" if item.get_closest_marker("devnet") else item.nodeid.split("::", 1)[0]
+        on_session_devnet = item.get_closest_marker("devnet") and not item.nodeid.startswith("tests/e2e/")
+        group = "devnet" if on_session_devnet else item.nodeid.split("::", 1)[0]
         item.add_marker(pytest.mark.xdist_group(group))
