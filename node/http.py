@@ -261,7 +261,7 @@ class SafeClient:
         for chunk in response.iter_raw():  # raw: nothing is decoded, whatever the headers say
             total += len(chunk)
             if total > max_bytes:
-                raise HttpFailure(f"{url}: more than {max_bytes} bytes", retryable=False, status=status)
+                raise HttpFailure(f"{url}: oversized, more than {max_bytes} bytes", retryable=False, status=status)
             yield chunk
             # Checked after the reader had the chunk: its time between chunks counts too.
             if time.monotonic() > end:

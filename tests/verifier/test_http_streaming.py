@@ -140,6 +140,8 @@ def test_an_endless_stream_is_cut_and_the_connection_closed(honest, dataset) -> 
             await asyncio.sleep(0)  # lets the server see the reader hang up (a real host awaits its disk)
 
     report = replay_over(honest, dataset, streaming_app(honest, endless, only="checkpoint"))
+    # Whichever stops it first (the decoder at the layout's size or the HTTP cap just above it)
+    # names it oversized.
     assert report.outcome == "unavailable" and "oversized" in report.reason, report.reason
     # The reader stopped pulling after the layout's size and hung up: the host could send the
     # leaf and what the socket buffers hold, not the gigabyte it meant to.
