@@ -28,7 +28,9 @@ use crate::records::{
     STANDINGS, VOTES,
 };
 use crate::staking::{slash, take};
-use crate::state::{self, Config, Member, MemberTotals, Role, ELIGIBLE, MEMBER_TOTALS, TOTALS};
+use crate::state::{
+    self, Config, Eligible, Member, MemberTotals, Role, Totals, ELIGIBLE, MEMBER_TOTALS, TOTALS,
+};
 use crate::types::{Event, Response, Uint128};
 
 use super::tally::{validator_outcome, Tally, ValidatorStats};
@@ -57,6 +59,7 @@ fn slash_bps(config: &Config, outcome: Outcome, revealed: bool) -> u16 {
 
 /// Members touched by settlement, loaded once and saved once: the member record only where its
 /// stake changed (slashes), the small lifetime-totals record wherever a total changed.
+#[derive(Default)]
 struct MemberCache {
     members: BTreeMap<String, Member>,
     totals: BTreeMap<String, MemberTotals>,
@@ -194,6 +197,38 @@ pub fn outcomes_page(
     })
 }
 
+/// What a slashing page (slashes, exclusions) reads at its start and writes at its end: the
+/// page's payouts and members, the contract's totals and the eligible counts.
+struct Books {
+    payouts: PayoutCache,
+    members: MemberCache,
+    totals: Totals,
+    eligible: Eligible,
+    /// Whether a slash moved a member across its role's minimum (only then is ELIGIBLE written).
+    eligible_changed: bool,
+}
+
+impl Books {
+    fn load(storage: &dyn Storage) -> Result<Self, ContractError> {
+        Ok(Books {
+            payouts: PayoutCache::default(),
+            members: MemberCache::default(),
+            totals: TOTALS.load(storage)?,
+            eligible: state::load_eligible(storage)?,
+            eligible_changed: false,
+        })
+    }
+
+    fn save(&self, storage: &mut dyn Storage, epoch: u64) {
+        self.payouts.save(storage, epoch);
+        self.members.save(storage);
+        TOTALS.save(storage, &self.totals);
+        if self.eligible_changed {
+            ELIGIBLE.save(storage, &self.eligible);
+        }
+    }
+}
+
 /// Payouts of one page, loaded once and saved once if changed (catcher shares land on members
 /// of other pages too).
 #[derive(Default)]
@@ -249,14 +284,13 @@ pub fn slashes_page(
     let mut closing = ep.closing()?;
     let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
     let set = records::load_validator_set(storage, e)?;
-    let mut payouts = PayoutCache::default();
-    let mut totals = TOTALS.load(storage)?;
-    let mut eligible = state::load_eligible(storage)?;
-    let mut eligible_changed = false;
-    let mut members = MemberCache {
-        members: BTreeMap::new(),
-        totals: BTreeMap::new(),
-    };
+    let Books {
+        mut payouts,
+        mut members,
+        mut totals,
+        mut eligible,
+        mut eligible_changed,
+    } = Books::load(storage)?;
     let mut sends: BTreeMap<String, Uint128> = BTreeMap::new();
     let (mut slashed_total, mut to_treasury, mut to_catchers) =
         (Uint128::zero(), Uint128::zero(), Uint128::zero());
@@ -341,12 +375,14 @@ pub fn slashes_page(
     if !to_treasury.is_zero() {
         add_to(&mut sends, &config.treasury, to_treasury)?;
     }
-    payouts.save(storage, e);
-    members.save(storage);
-    TOTALS.save(storage, &totals);
-    if eligible_changed {
-        ELIGIBLE.save(storage, &eligible);
+    Books {
+        payouts,
+        members,
+        totals,
+        eligible,
+        eligible_changed,
     }
+    .save(storage, e);
     ep.pay(&sends)?;
     let header = ep.header_mut();
     header.slashed_total = header.slashed_total.checked_add(slashed_total)?;
@@ -382,10 +418,7 @@ pub fn rewards_page(
         .checked_sub(host_share)?
         .div_floor(u128::from(closing.diligent));
     let mut totals = TOTALS.load(storage)?;
-    let mut members = MemberCache {
-        members: BTreeMap::new(),
-        totals: BTreeMap::new(),
-    };
+    let mut members = MemberCache::default();
     let mut sends: BTreeMap<String, Uint128> = BTreeMap::new();
     let mut rewards = Uint128::zero();
     for (address, p) in page.iter() {
@@ -506,14 +539,13 @@ pub fn exclusions_page(
             .page(storage, closing.after.as_deref(), limit + 1)?;
     let done = page.len() <= limit;
     page.truncate(limit);
-    let mut payouts = PayoutCache::default();
-    let mut totals = TOTALS.load(storage)?;
-    let mut eligible = state::load_eligible(storage)?;
-    let mut eligible_changed = false;
-    let mut members = MemberCache {
-        members: BTreeMap::new(),
-        totals: BTreeMap::new(),
-    };
+    let Books {
+        mut payouts,
+        mut members,
+        mut totals,
+        mut eligible,
+        mut eligible_changed,
+    } = Books::load(storage)?;
     let (mut slashed_total, mut reclaimed_total) = (Uint128::zero(), Uint128::zero());
     for (host, backing) in page.iter() {
         if !super::over_two_thirds(*backing, accepted_stake) {
@@ -565,12 +597,14 @@ pub fn exclusions_page(
                 .add_attribute("passers", passers.join(",")),
         );
     }
-    payouts.save(storage, e);
-    members.save(storage);
-    TOTALS.save(storage, &totals);
-    if eligible_changed {
-        ELIGIBLE.save(storage, &eligible);
+    Books {
+        payouts,
+        members,
+        totals,
+        eligible,
+        eligible_changed,
     }
+    .save(storage, e);
     let mut sends = BTreeMap::new();
     if !slashed_total.is_zero() {
         add_to(&mut sends, &config.treasury, slashed_total)?;
