@@ -1846,22 +1846,19 @@ fn an_exclusion_backed_by_the_agreed_majority_slashes_the_withholder_and_its_pas
         assert_eq!(hr["proposal"]["excluded"], json!([h[3]]));
     }
     // What was taken back is in the reward pool; the slashes went to the treasury.
-    let total_slashed: u128 = r["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(r["validators"].as_array().unwrap())
-        .map(|x| amount(&x["slashed"]))
-        .sum();
+    let over_members = |field: &str| -> u128 {
+        r["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(r["validators"].as_array().unwrap())
+            .map(|x| amount(&x[field]))
+            .sum()
+    };
+    let total_slashed = over_members("slashed");
     assert_eq!(amount(&r["slashed_total"]), total_slashed);
     assert_eq!(s.paid[&net.chain.treasury], total_slashed);
-    let rewards_kept: u128 = r["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(r["validators"].as_array().unwrap())
-        .map(|x| amount(&x["reward"]))
-        .sum();
+    let rewards_kept = over_members("reward");
     assert_eq!(amount(&r["rewards_total"]), rewards_kept);
     assert_eq!(amount(&s.accounting["reward_pool"]), REWARD - rewards_kept);
 }
