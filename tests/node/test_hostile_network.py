@@ -90,14 +90,15 @@ def test_cheaters_serving_hostile_answers_are_slashed_and_cost_the_readers_nothi
             server.__exit__(None, None, None)
 
 
-def _peers_get_404_for_the_delta(app, validators: set[str]):
-    """An ASGI wrapper: the Δ route answers 404 to any reader that is not a validator (a host that
-    serves its Δ to validators and withholds it from the peers who aggregate)."""
+def _deltas_refused(app, refuse):
+    """An ASGI wrapper: both Δ routes (by epoch and by hash) answer 404 to a reader when
+    ``refuse(reader)`` says so."""
 
     async def wrapped(scope, receive, send):
-        if scope["type"] == "http" and scope["path"].endswith("/delta"):
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path.endswith("/delta") or path.startswith("/v1/deltas/"):
             reader = dict(scope["headers"]).get(HEADER_ADDRESS.encode(), b"").decode()
-            if reader not in validators:
+            if refuse(reader):
                 body = json.dumps({"detail": "not for you"}).encode()
                 await send({"type": "http.response.start", "status": 404,
                             "headers": [(b"content-length", str(len(body)).encode())]})
@@ -112,7 +113,7 @@ def test_honest_hosts_survive_a_flood_a_restart_and_a_peer_withholding_its_delta
     validators = {key(f"validator-{i}").address() for i in range(2)}
     spec = hostile_spec(3)
     net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour() for _ in range(3)],
-                      wrap={2: lambda app: _peers_get_404_for_the_delta(app, validators)})
+                      wrap={2: lambda app: _deltas_refused(app, lambda reader: reader not in validators)})
     flooded, restarted = net.host(0), net.host(1)  # host 2 withholds its Δ from peers
     theta = net.ledger.epoch().model_hash
     state: dict[str, object] = {"rounds_down": 0}
@@ -161,25 +162,6 @@ def test_honest_hosts_survive_a_flood_a_restart_and_a_peer_withholding_its_delta
         for s in state.get("flood", []):  # type: ignore[union-attr]
             s.close()
         net.close()
-
-
-def _deltas_refused(app, refuse):
-    """An ASGI wrapper: both Δ routes (by epoch and by hash) answer 404 to a reader when
-    ``refuse(reader)`` says so."""
-
-    async def wrapped(scope, receive, send):
-        path = scope.get("path", "") if scope["type"] == "http" else ""
-        if path.endswith("/delta") or path.startswith("/v1/deltas/"):
-            reader = dict(scope["headers"]).get(HEADER_ADDRESS.encode(), b"").decode()
-            if refuse(reader):
-                body = json.dumps({"detail": "not for you"}).encode()
-                await send({"type": "http.response.start", "status": 404,
-                            "headers": [(b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await app(scope, receive, send)
-
-    return wrapped
 
 
 def test_a_delta_nobody_serves_is_excluded_and_its_withholder_and_passer_pay(tmp_path, dataset) -> None:
