@@ -12,20 +12,25 @@ path, the genesis steps, the block-time flag, resource use) is in ``docs/devnet.
         net.status().height          # the node is up, blocks are coming
         net.grpc_url                 # "grpc+http://127.0.0.1:<port>" for chain.cosmos
         net.stop(); net.start()      # restart on the same home: state is kept
-    # leaving the block stops the node (SIGTERM, then SIGKILL)
+    # leaving the block stops the node (SIGTERM, then SIGKILL); the node is tied to this process
+    # (see ``tied`` in :meth:`Devnet.up`), so it stops even if this process is killed first
 
 ``up()`` wipes the home and builds a fresh genesis; ``start()`` runs the node on the existing
 home. A devnet started by one process (``veriloco devnet up``) is found again by another through
 the files in its home: ``devnet.json`` (chain id, ports, accounts), ``injectived.pid`` and
-``injectived.log``.
+``injectived.log``. Such a node is *untied*: it outlives the process that started it. A *tied* node
+(``up(tied=True)``, what tests and ``veriloco simulate`` use) gets SIGTERM when that process dies,
+however it dies, through util-linux ``setpriv --pdeathsig``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -57,6 +62,8 @@ EXTRA_HINT = "install it with: pip install -e '.[devnet]'"
 # keccak256 of the empty string: what `genesis add-genesis-account` writes as an EthAccount's code hash.
 _EMPTY_CODE_HASH = "xdJGAYb3IzySfn2y3McDwOUAtlPKgic7e/rYBF2FpHA="
 
+log = logging.getLogger(__name__)
+
 
 class DevnetError(VerilocoError, RuntimeError):
     """The devnet could not be set up, started, found or stopped. ``str()`` is one line."""
@@ -80,6 +87,22 @@ def injectived_binary() -> Path:
         return Path(injective_core.get_binary_path())
     except (FileNotFoundError, RuntimeError, OSError) as exc:
         raise DevnetNotInstalled(f"injective-core has no usable injectived binary: {exc}") from None
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """util-linux ``setpriv`` if it is here and knows ``--pdeathsig`` (2.33+), else None.
+
+    util-linux is Essential on Debian and Ubuntu; busybox's setpriv and macOS lack the option.
+    """
+    path = shutil.which("setpriv")
+    if path is None:
+        return None
+    try:
+        out = subprocess.run([path, "--help"], capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if b"--pdeathsig" in out.stdout + out.stderr else None
 
 
 def _node_env(binary: Path) -> dict[str, str]:
@@ -266,6 +289,7 @@ class Devnet:
         self.log_level = log_level
         self.block_max_gas = block_max_gas
         self._proc: subprocess.Popen[bytes] | None = None
+        self._tied = False  # what the last up()/start() asked for; start(tied=None) repeats it
 
     # -- finding a devnet again ---------------------------------------------------------------
 
@@ -314,6 +338,11 @@ class Devnet:
                 "p2p": f"tcp://127.0.0.1:{self.ports.p2p}"}
 
     @property
+    def tied(self) -> bool:
+        """Whether the node was (or will be, on ``start()``) started tied to this process."""
+        return self._tied
+
+    @property
     def log_path(self) -> Path:
         return self.home / LOG_FILE
 
@@ -329,12 +358,21 @@ class Devnet:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def up(self, timeout: float = 60.0, progress: Callable[[str], None] | None = None) -> DevnetStatus:
+    def up(self, timeout: float = 60.0, progress: Callable[[str], None] | None = None, *,
+           tied: bool | None = None) -> DevnetStatus:
         """Wipe the home, write a fresh genesis and configuration, start the node, wait for block 1.
 
         Args:
             timeout: seconds to wait for the first block.
             progress: told each step as it starts, in words.
+            tied: the node gets SIGTERM when the thread that started it dies (the process, when it
+                is the main thread), however it dies, SIGKILL included: for tests and simulations,
+                whose ``finally`` may never run. Untied, it outlives this process (``veriloco devnet
+                up``). None: as the last ``up``/``start`` of this object (untied at first). Without
+                util-linux ``setpriv`` the node runs untied and a warning is logged. Linux ties the
+                node to the *thread*, not the process: start a tied devnet from a thread that lives
+                as long as you need the node (the main thread, normally); if a worker thread starts
+                it and exits, the node stops.
 
         Raises:
             DevnetNotInstalled: the ``devnet`` extra is missing.
@@ -349,14 +387,17 @@ class Devnet:
         say(f"wiping {self.home} and writing a genesis with {len(self.accounts)} funded accounts")
         self._wipe()
         self._init(binary)
-        return self.start(timeout=timeout, progress=progress)
+        return self.start(timeout=timeout, progress=progress, tied=tied)
 
-    def start(self, timeout: float = 60.0, progress: Callable[[str], None] | None = None) -> DevnetStatus:
+    def start(self, timeout: float = 60.0, progress: Callable[[str], None] | None = None, *,
+              tied: bool | None = None) -> DevnetStatus:
         """Start the node on its existing home (state kept) and wait until it produces blocks.
 
         Args:
             timeout: seconds to wait for the next block.
             progress: told each step as it starts, in words.
+            tied: as in :meth:`up`; None repeats the last ``up``/``start`` of this object (so a
+                tied devnet restarts tied), untied at first (``Devnet.open(home).start()``).
         """
         say = progress or (lambda _: None)
         binary = injectived_binary()
@@ -366,17 +407,32 @@ class Devnet:
             raise DevnetError(f"a devnet is already running from {self.home} (pid {pid})")
         self._check_ports()
         start_height = self._last_height_on_disk()
-        log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it)
+        if tied is not None:
+            self._tied = tied
+        argv = [str(binary), "start", "--home", str(self.home),
+                "--unsafe-consensus-timeout-commit", self.block_time, "--log-level", self.log_level,
+                "--log-no-color"]
+        if self._tied:
+            setpriv = _setpriv()
+            if setpriv is None:
+                log.warning("util-linux setpriv (with --pdeathsig) is not installed: the devnet in %s runs "
+                            "untied and outlives this process if it is killed; stop it with "
+                            "`veriloco devnet down --node-home %s`", self.home, self.home)
+            else:
+                # setpriv sets PR_SET_PDEATHSIG and then execs injectived: same pid, so the pid file,
+                # pid(), status() and stop() see the node itself. The kernel sends the signal when the
+                # *thread* that forked dies (Popen forks from the calling thread). The flag survives
+                # the exec (injectived is not set-uid), and start_new_session does not clear it.
+                argv = [setpriv, "--pdeathsig", "SIGTERM", "--", *argv]
+        node_log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it)
         try:
             self._proc = subprocess.Popen(
-                [str(binary), "start", "--home", str(self.home),
-                 "--unsafe-consensus-timeout-commit", self.block_time, "--log-level", self.log_level,
-                 "--log-no-color"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=_node_env(binary),
-                start_new_session=True,  # survives the CLI that started it; ^C in a shell does not hit it
+                argv,
+                stdin=subprocess.DEVNULL, stdout=node_log, stderr=subprocess.STDOUT, env=_node_env(binary),
+                start_new_session=True,  # ^C in a shell does not hit it; untied, it survives the CLI that started it
             )
         finally:
-            log.close()
+            node_log.close()
         self.pid_path.write_text(f"{self._proc.pid}\n")
         say(f"started injectived (pid {self._proc.pid}); waiting up to {timeout:g} s for block "
             f"{max(1, start_height + 1)} (log: {self.log_path})")
@@ -403,7 +459,8 @@ class Devnet:
     down = stop
 
     def __enter__(self) -> Devnet:
-        self.up()
+        # Tied: the block's owner bounds the node's life, even when it is killed before __exit__.
+        self.up(tied=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -639,7 +696,9 @@ def _is_our_node(pid: int, home: Path) -> bool:
         return False
     except OSError:
         return True  # no /proc (macOS): trust the pid file
-    return any(b"injectived" in a for a in argv[:1]) and str(home).encode() in argv
+    # argv[0] is setpriv only in the instant before it execs a tied node (same pid, see Devnet.start).
+    launcher = bool(argv) and Path(os.fsdecode(argv[0])).name == "setpriv" and any(b"injectived" in a for a in argv)
+    return (any(b"injectived" in a for a in argv[:1]) or launcher) and str(home).encode() in argv
 
 
 def _port_open(port: int) -> bool:

@@ -86,7 +86,8 @@ class EmbeddedChainFactory:
 class DevnetChainFactory:
     """Starts a fresh injectived devnet in ``home`` (funding the keys at genesis) and deploys on it.
 
-    Call :meth:`stop` when done.
+    Call :meth:`stop` when done. The node is tied to this process (``Devnet.up(tied=True)``): it
+    stops when the process dies, even by SIGKILL.
     """
 
     def __init__(self, home: Path) -> None:
@@ -100,7 +101,9 @@ class DevnetChainFactory:
 
         accounts = [GenesisAccount.of_key(f"sim-{i}", k, amount=GENESIS_BALANCE) for i, k in enumerate(funded)]
         devnet = self.devnet = Devnet(self.home, ports=DevnetPorts.free(), accounts=accounts)
-        devnet.up()
+        # Tied: a simulation killed before stop() takes its node down with it (a CLI's
+        # `veriloco devnet start` on the workdir brings the chain back).
+        devnet.up(tied=True)
         chain = self._chain = devnet.connect()
         msg = instantiate_msg(spec, GlobalState.initial(spec).hash().hex(), treasury)
         return CosmosBackend.deploy(chain, operator, msg)

@@ -196,7 +196,7 @@ def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
     faucet = GenesisAccount.of_key(FAUCET, faucet_key(), FAUCET_BALANCE, **{OTHER_DENOM: FAUCET_BALANCE})
     net = Devnet(tmp_path_factory.mktemp("devnet"), ports=DevnetPorts.free(), accounts=[faucet],
                  block_time=os.environ.get("VERILOCO_DEVNET_BLOCK_TIME", "200ms"))
-    net.up()
+    net.up(tied=True)  # dies with this process even if it is killed and the finally below never runs
     try:
         yield net
     finally:

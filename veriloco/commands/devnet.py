@@ -91,7 +91,8 @@ def up(
     with _errors():
         net = Devnet(_node_home(home, node_home), ports=ports, chain_id=chain_id, accounts=accounts,
                      block_time=block_time)
-        status = net.up(timeout=timeout, progress=_progress)
+        # Untied: the operator's node must keep running after this command exits.
+        status = net.up(timeout=timeout, progress=_progress, tied=False)
     if json:
         print_json({"devnet": status.to_json()})
         return
@@ -109,7 +110,7 @@ def start(
 ) -> None:
     """Start a stopped devnet again on its home, keeping its chain (``up`` starts a fresh one)."""
     with _errors():
-        status = Devnet.open(_node_home(home, node_home)).start(timeout=timeout, progress=_progress)
+        status = Devnet.open(_node_home(home, node_home)).start(timeout=timeout, progress=_progress, tied=False)
     if json:
         print_json({"devnet": status.to_json()})
     else:
