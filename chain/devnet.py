@@ -422,7 +422,8 @@ class Devnet:
                 # setpriv sets PR_SET_PDEATHSIG and then execs injectived: same pid, so the pid file,
                 # pid(), status() and stop() see the node itself. The kernel sends the signal when the
                 # *thread* that forked dies (Popen forks from the calling thread). The flag survives
-                # the exec (injectived is not set-uid), and start_new_session does not clear it.
+                # the exec (injectived is not set-uid), and start_new_session does not clear it. Only
+                # a starter that dies in the instant between the fork and setpriv's prctl misses it.
                 argv = [setpriv, "--pdeathsig", "SIGTERM", "--", *argv]
         node_log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it)
         try:
