@@ -304,7 +304,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="veriloco-bench-devnet-") as home:
         t0 = time.perf_counter()
         net = Devnet(Path(home) / "node", ports=DevnetPorts.free(), accounts=accounts, block_time=args.block_time)
-        net.up()
+        net.up(tied=True)  # a killed benchmark takes its node with it
         report["devnet_up_s"] = round(time.perf_counter() - t0, 2)
         try:
             with net.connect() as chain:

@@ -79,7 +79,7 @@ def devnet_network(work: Path):  # -> (network file, Devnet) or None
 
     operator = PrivateKey(hashlib.sha256(b"bench-operator").digest())
     net = Devnet(work / "devnet", ports=DevnetPorts.free(), accounts=[GenesisAccount.of_key("operator", operator)])
-    net.up()
+    net.up(tied=True)  # a killed benchmark takes its node with it
     with net.connect() as chain:
         backend = CosmosBackend.deploy(chain, operator, instantiate_msg(tiny("bench"), "00" * 32, operator.address()))
     settings = ChainSettings(backend="cosmos", grpc=net.grpc_url, rpc=net.rpc_url, chain_id=net.chain_id)

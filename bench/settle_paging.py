@@ -222,7 +222,7 @@ def main() -> None:
         accounts = [GenesisAccount.of_key(n, key(n), GENESIS_BALANCE) for n in names]
         with tempfile.TemporaryDirectory(prefix="veriloco-bench-paging-") as home:
             net = Devnet(Path(home) / "node", ports=DevnetPorts.free(), accounts=accounts, block_time=args.block_time)
-            net.up()
+            net.up(tied=True)  # a killed benchmark takes its node with it
             try:
                 with net.connect() as chain:
                     code_id, _ = chain.store_code(key("operator"), load_contract_wasm(), reuse=False)
