@@ -13,7 +13,8 @@ from protocol.rules.beacon import genesis_seed
 from trainer.delta import dequantize, pseudo_gradient, quantize
 from trainer.inner import EpochContext
 from trainer.model import parameter_shapes
-from trainer.outer import outer_step
+from trainer.outer import GlobalState, outer_step
+from trainer.presets import preset, tiny
 from verifier.tolerance import Setup, margins, measure_pairs, train_honest
 
 MARGIN = 30
@@ -65,3 +66,17 @@ def test_setups_are_validated(spec) -> None:
         with pytest.raises(ValueError):
             Setup(**bad)
     assert math.isinf(margins([], spec)["tau"])  # nothing measured: no honest error to compare with
+
+
+@pytest.mark.slow
+def test_the_small_presets_tighter_tau_keeps_30x_over_honest_thread_noise(load_dataset, threads) -> None:
+    # `small` sets τ 5× tighter than the default (trainer.presets.SMALL_TAU); an honest host at 1
+    # thread replayed at 2 (and the other way round) must still sit 30× inside it. Two segments of
+    # the preset's c from θ_0 (about 30 s): the false-positive benchmark covers 1,000 more replays.
+    spec = preset("small")
+    assert spec.verification.tau < tiny().verification.tau
+    spec = spec.with_changes(train={"inner_steps": 2 * spec.train.segment_steps})
+    theta = GlobalState.initial(spec).params
+    setups = [Setup(threads=1), Setup(threads=2)]
+    results = measure_pairs(spec, load_dataset(spec.data), _ctx(spec), theta, setups, setups)
+    _check(results, spec)
