@@ -33,7 +33,7 @@ from protocol.rules.spec import RunSpec
 from protocol.tensors.digest import tensors_digest
 from trainer.model import parameter_shapes
 from trainer.step import TrainState
-from trainer.tensorfile import Layout, TensorFileError, decode_tensors, encode_tensors, load_tensors, write_atomic
+from trainer.tensorfile import Layout, TensorFileError, decode_tensors, encode_tensors, load_tensors, save_tensors
 from trainer.tensorstream import TensorStream
 
 FORMAT = {"format": "veriloco/checkpoint-1"}
@@ -65,8 +65,9 @@ class Checkpoint:
         return encode_tensors(self.tensors(), FORMAT)
 
     def save(self, path: Path) -> None:
-        """Write atomically (temporary file, fsync, rename)."""
-        write_atomic(Path(path), self.encode())
+        """Write atomically (temporary file, fsync, rename): the bytes of :meth:`encode`, streamed
+        from the tensors without building them in memory."""
+        save_tensors(Path(path), self.tensors(), FORMAT)
 
 
 def checkpoint_layout(spec: RunSpec, leaf: int) -> Layout:

@@ -31,7 +31,15 @@ from protocol.rules.hashing import Tag
 from protocol.rules.spec import QuantizationSpec, RunSpec
 from protocol.tensors.digest import tensors_digest
 from trainer.model import parameter_shapes
-from trainer.tensorfile import Layout, TensorFileError, decode_tensors, encode_tensors, expected_size, load_tensors
+from trainer.tensorfile import (
+    Layout,
+    TensorFileError,
+    decode_tensors,
+    encode_tensors,
+    expected_size,
+    load_tensors,
+    save_tensors,
+)
 from trainer.tensorstream import TensorStream
 
 FORMAT = "veriloco/delta-1"
@@ -124,6 +132,13 @@ def _metadata(quant: QuantizationSpec) -> dict[str, str]:
 def encode_delta(payload: Mapping[str, torch.Tensor], quant: QuantizationSpec) -> bytes:
     """Safetensors bytes of a payload, as stored and served."""
     return encode_tensors(payload, _metadata(quant))
+
+
+def save_delta(path: Path, payload: Mapping[str, torch.Tensor], quant: QuantizationSpec) -> None:
+    """Write a payload atomically as a safetensors file, streamed from its tensors (no whole-file copy
+    in memory). Its header lists the metadata keys sorted, where :func:`encode_delta`'s order is the
+    library's (random); the tensors, and so :func:`delta_hash`, are the same."""
+    save_tensors(path, payload, _metadata(quant))
 
 
 def _check_scales(payload: dict[str, torch.Tensor], what: str) -> dict[str, torch.Tensor]:

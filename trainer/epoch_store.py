@@ -49,7 +49,7 @@ from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
 from protocol.rules.merkle import merkle_root
 from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from trainer.delta import delta_hash, encode_delta, load_delta
+from trainer.delta import delta_hash, load_delta, save_delta
 from trainer.tensorfile import remove_partial_writes, write_atomic
 
 MAX_RECORD_BYTES = 64 * 1024**2
@@ -463,7 +463,7 @@ class EpochStore:
     def _write_delta(self, spec: RunSpec, epoch: int, payload: Mapping[str, torch.Tensor]) -> None:
         path = self.delta_path(epoch)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, encode_delta(payload, spec.quantization))
+        save_delta(path, payload, spec.quantization)
 
     def _write_record(self, spec: RunSpec, epoch: int, leaf_hashes: list[bytes], losses_micro: list[int],
                       train_loss_micro: int, delta_digest: str) -> EpochRecord:

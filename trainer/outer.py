@@ -27,7 +27,7 @@ from protocol.rules.hashing import Tag
 from protocol.rules.spec import OuterSpec, RunSpec
 from protocol.tensors.digest import tensors_digest
 from trainer.model import build_model, parameter_shapes
-from trainer.tensorfile import Layout, decode_tensors, encode_tensors, load_tensors, write_atomic
+from trainer.tensorfile import Layout, decode_tensors, encode_tensors, load_tensors, save_tensors
 from trainer.tensorstream import TensorStream
 
 FORMAT = {"format": "veriloco/global-1"}
@@ -61,8 +61,8 @@ class GlobalState:
         return encode_tensors(self.tensors(), FORMAT)
 
     def save(self, path: Path) -> None:
-        """Write atomically."""
-        write_atomic(Path(path), self.encode())
+        """Write atomically: the bytes of :meth:`encode`, streamed without building them in memory."""
+        save_tensors(Path(path), self.tensors(), FORMAT)
 
 
 def global_layout(spec: RunSpec) -> Layout:
