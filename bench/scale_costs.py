@@ -6,7 +6,7 @@ Measured in one process, on this machine:
 * **limits**: single-thread SHA-256 (``hashlib``, 256 MiB) and memory bandwidth (a 512 MiB float32
   ``copy_``: bytes copied per second; each byte is read once and written once);
 * **snapshot**: :meth:`Stepper.export` (the copy taken on the training thread), the leaf hash
-  (:meth:`Checkpoint.leaf_hash`), encode + write + fsync of the leaf file, and the background
+  (:meth:`Checkpoint.leaf_hash`), the (streamed) write + fsync of the leaf file, and the background
   writer's whole path, each per byte of leaf;
 * **readers**: a leaf and a Δ read back through the streaming reader (:func:`stream_checkpoint` /
   :func:`stream_delta`: check, hash, decode) against reading the whole file and decoding it, each

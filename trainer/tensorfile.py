@@ -70,7 +70,8 @@ def expected_size(layout: Layout) -> int:
 
 
 def encode_tensors(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]) -> bytes:
-    """Serialize ``tensors`` (made contiguous, on CPU) as safetensors bytes."""
+    """Serialize ``tensors`` (made contiguous, on CPU) as safetensors bytes, for what needs them in
+    memory (a body to send); files are written by :func:`save_tensors`, which never builds them."""
     return st_save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, metadata=dict(metadata))
 
 
