@@ -5,9 +5,11 @@ state, whatever the other end does (``docs/network.md`` has the threat list and 
 
 Client (:class:`SafeClient`):
 
-* an **overall deadline** per request: a watchdog shuts the socket down when it passes, so a peer
-  that drips its status line, headers or body one byte at a time cannot hold the reader longer
-  (each silence is also bounded by the read timeout);
+* an **overall deadline** per request that grows with the most bytes its answer may have
+  (:meth:`ClientLimits.request_deadline_s`: ``deadline_s + max_bytes / min_rate``): a watchdog
+  shuts the socket down when it passes, so a peer that drips its status line, headers or body one
+  byte at a time cannot hold the reader longer, while an honest peer sending a large artifact at
+  ``min_rate`` or faster is not cut (each silence is also bounded by the read timeout);
 * **byte caps** on every body, error bodies included, enforced while streaming (a declared
   ``Content-Length`` over the cap is refused before reading); a body is read chunk by chunk as
   the reader pulls it (:meth:`SafeClient.body`, or pushed to a callback by
@@ -121,17 +123,53 @@ def parse_json(data: bytes, max_bytes: int, max_depth: int = MAX_JSON_DEPTH) -> 
 class ClientLimits:
     """Time and byte bounds of one client request.
 
+    A request's overall deadline grows with the most bytes its answer may have
+    (:meth:`request_deadline_s`): a fixed one would judge an honest host unavailable whenever its
+    largest artifact takes longer than that to arrive (a ``gpt124m`` leaf is 1.52 GB: two minutes
+    at 100 Mbit/s), and an unbounded one would let a slow-drip host hold a reader forever.
+
     Args:
         connect_s: longest TCP (and TLS) connect.
         read_s: longest silence between two reads.
-        deadline_s: longest whole request, connect to last byte.
+        deadline_s: longest whole request, connect to last byte, for an empty answer: the fixed
+            part of every request's deadline (connect, the head, a slow start, the reader's own
+            time), on top of the transfer time at ``min_rate``.
+        min_rate: bytes per second an honest peer must sustain to each reader; an answer of at
+            most ``max_bytes`` gets ``max_bytes / min_rate`` more seconds.
         error_body_bytes: most bytes read of a non-200 answer (kept for the error message).
+
+    Raises:
+        ValueError: ``min_rate`` is not positive.
     """
 
     connect_s: float = 5.0
     read_s: float = 10.0
     deadline_s: float = 60.0
+    # 12.5 MB/s = 100 Mbit/s per reader: a tenth of the 1 Gbit/s links docs/scaling.md assumes, so
+    # a host serving its r·(k+1) = 6 challenged-leaf readers at once on such a link (~20 MB/s each)
+    # is well above it, and n - 1 peers reading a Δ at once fit in the fixed deadline_s besides.
+    # Lower would let a slow-drip host hold a reader longer (deadline_s + max_bytes / min_rate per
+    # request: 182 s for a gpt124m leaf at this rate, 364 s at half of it).
+    min_rate: float = 12.5e6
     error_body_bytes: int = 4096
+
+    def __post_init__(self) -> None:
+        if not self.min_rate > 0:
+            raise ValueError(f"min_rate must be positive, not {self.min_rate}")
+
+    def transfer_s(self, max_bytes: int) -> float:
+        """Seconds ``max_bytes`` take at ``min_rate``: what a request's deadline, and a resumed
+        body's retry budget (``node.http_client``), add for an answer that may be that large."""
+        return max_bytes / self.min_rate
+
+    def request_deadline_s(self, max_bytes: int) -> float:
+        """The longest whole request whose answer may have ``max_bytes``, connect to last byte:
+        ``deadline_s + max_bytes / min_rate``.
+
+        Args:
+            max_bytes: the most body bytes the request accepts (its cap).
+        """
+        return self.deadline_s + self.transfer_s(max_bytes)
 
 
 class SafeClient:
@@ -193,13 +231,14 @@ class SafeClient:
             headers: request headers (signatures).
             max_bytes: most body bytes accepted; more is a definite failure.
             deadline: ``time.monotonic()`` by which the request must be over (default: now +
-                ``limits.deadline_s``; the earlier of the two otherwise), fixed at the first ``next()``.
+                ``limits.request_deadline_s(max_bytes)``; the earlier of the two otherwise), fixed
+                at the first ``next()``.
 
         Raises (while iterating):
             HttpFailure: with ``retryable`` telling whether trying later may help.
         """
         lim = self.limits
-        end = time.monotonic() + lim.deadline_s
+        end = time.monotonic() + lim.request_deadline_s(max_bytes)
         end = min(end, deadline) if deadline is not None else end
         remaining = end - time.monotonic()
         if remaining <= 0:

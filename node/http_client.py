@@ -2,10 +2,10 @@
 
 It is an :class:`~trainer.artifacts.ArtifactSource` too, so validators and peer hosts cannot tell it
 from a local store. Every request goes through the project's one hardened HTTP layer
-(:class:`node.http.SafeClient`: an overall deadline, byte caps on every body enforced while
-streaming, identity encoding only, no redirects), is signed with the reader's chain key
-(``protocol.auth``) and is retried with backoff while the failure may heal (a host restarting, a
-timeout, a 5xx) within a per-artifact budget. Byte caps come from the run spec (exact tensor bytes
+(:class:`node.http.SafeClient`: an overall deadline that grows with the kind's byte cap, byte caps
+on every body enforced while streaming, identity encoding only, no redirects), is signed with the
+reader's chain key (``protocol.auth``) and is retried with backoff while the failure may heal (a
+host restarting, a timeout, a 5xx) within a per-artifact budget. Byte caps come from the run spec (exact tensor bytes
 plus a header allowance); JSON answers are checked for size and nesting depth before parsing. The
 endpoint is checked (``protocol.rules.endpoints``) before anything is dialed. Anything the server
 does not deliver is :class:`~trainer.artifacts.ArtifactUnavailable`. It never trusts the bytes:
@@ -38,8 +38,10 @@ HEADER_ALLOWANCE = 64 * 1024
 # integer of at most 20 digits per inner step.
 MIN_JSON_BYTES = 64 * 1024
 RETRY_BUDGET_S = 20.0
-"""How long one artifact is retried (with backoff) while its failures may heal; a validator keeps
-retrying a challenge on later ticks until its phase deadline is near (``node.validator``)."""
+"""How long one artifact is retried (with backoff) while its failures may heal, on top of the time
+its kind's largest answer takes at ``ClientLimits.min_rate`` (see :meth:`HttpArtifacts.chunks`); a
+validator keeps retrying a challenge on later ticks until its phase deadline is near
+(``node.validator``)."""
 
 
 def artifact_limits(spec: RunSpec) -> dict[str, int]:
@@ -64,7 +66,8 @@ class HttpArtifacts(ArtifactSource):
         prefix: the chain's bech32 prefix.
         allow_private: whether endpoints on loopback and private networks may be dialed (local
             runs, or an operator who allows them).
-        retry_budget_s: how long one artifact is retried while its failures may heal.
+        retry_budget_s: how long one artifact is retried while its failures may heal, on top of
+            the time its kind's largest answer takes at ``limits.min_rate``.
 
     Raises:
         ArtifactUnavailable: the endpoint is malformed or not allowed (nothing is dialed).
@@ -94,6 +97,7 @@ class HttpArtifacts(ArtifactSource):
         arrive and never held whole here.
 
         Nothing is dialed until the first ``next()``; closing the iterator closes the connection.
+        Each request has the deadline of the kind's cap (``ClientLimits.request_deadline_s``).
         Failures that may heal are retried within the retry budget; a retry after part of the
         body resumes it (:func:`node.http.resumed_body`): the reader sees one continuous body.
 
@@ -106,7 +110,14 @@ class HttpArtifacts(ArtifactSource):
             headers = sign_request(self._key, "GET", path, self._run_id, prefix=self._prefix)
             return self._client.body(self.endpoint + path, headers, limit)
 
-        body = resumed_body(attempt, time.monotonic() + self._budget)
+        # The budget bounds when a new try may start (a try under way runs to its own deadline).
+        # A resumed try asks for the whole body again and skips what was handed over, so a body
+        # that breaks late must still be allowed a new try then: the budget counts from the
+        # start and adds the time the largest answer takes at min_rate, else a large body (a
+        # gpt124m leaf: 122 s at 100 Mbit/s) could never be resumed after its first 20 s. A host
+        # holds the reader at most retry_budget_s + transfer_s + request_deadline_s per answer.
+        budget = self._budget + self._client.limits.transfer_s(limit)
+        body = resumed_body(attempt, time.monotonic() + budget)
         try:
             yield from body
         except HttpFailure as exc:

@@ -22,7 +22,7 @@ from chain.embedded.backend import deploy_embedded
 from chain.ledger import Ledger
 from node.daemon import Daemon, MembershipCache, http_peers
 from node.http import ClientLimits, GuardedH11Protocol, HttpFailure, SafeClient, ServerLimits, json_depth, parse_json
-from node.http_client import HttpArtifacts
+from node.http_client import HttpArtifacts, artifact_limits
 from node.participant import Participant
 from node.server import ServerThread, create_app
 from node.validator import Patience
@@ -30,7 +30,7 @@ from protocol.auth import HEADER_TIMESTAMP, sign_request
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
-from trainer.presets import tiny
+from trainer.presets import gpt124m, small, tiny
 
 SPEC = tiny("hostile").with_changes(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8})
 READER = PrivateKey(b"\x07" * 32)
@@ -267,6 +267,83 @@ def test_the_client_follows_no_redirect() -> None:
 def test_the_safe_client_refuses_a_non_numeric_content_length() -> None:
     with RawServer(answer("200 OK", {"Content-Length": "\u00b9\u00b2"}, b"12")) as srv, pytest.raises(HttpFailure):
         SafeClient(ClientLimits(read_s=1, deadline_s=3)).get_bytes(srv.url, {}, 100)
+
+
+def _paced(body: bytes, piece: int, every_s: float, stop_after: int | None = None):
+    """A handler sending a 200 with ``body`` in ``piece``-byte writes ``every_s`` apart (a link of
+    ``piece / every_s`` bytes a second), hanging up after ``stop_after`` bytes when given."""
+    def handler(conn: socket.socket) -> None:
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        end = len(body) if stop_after is None else stop_after
+        for i in range(0, end, piece):
+            conn.sendall(body[i:min(i + piece, end)])
+            time.sleep(every_s)
+    return handler
+
+
+def test_a_body_larger_than_the_fixed_deadline_allows_arrives_at_above_min_rate() -> None:
+    # 200 kB at ~150 kB/s takes ~1.3 s: past deadline_s (the old fixed deadline, which cut it),
+    # within deadline_s + 200 kB / min_rate = 1 + 2 s.
+    body = bytes(range(256)) * 800
+    limits = ClientLimits(connect_s=1, read_s=1, deadline_s=1.0, min_rate=100_000)
+    with RawServer(_paced(body, 15_000, 0.1)) as srv:
+        start = time.monotonic()
+        got = SafeClient(limits).get_bytes(srv.url, {}, len(body))
+        elapsed = time.monotonic() - start
+    assert got == body
+    assert limits.deadline_s < elapsed < limits.request_deadline_s(len(body))
+
+
+def test_a_drip_below_min_rate_is_cut_at_the_size_scaled_deadline_and_no_later() -> None:
+    # 100 bytes every 0.1 s (1 kB/s) of a 10 kB body: each silence is under read_s, so only the
+    # overall deadline, 0.5 + 10 kB / (10 kB/s) = 1.5 s, stops it.
+    body = bytes(10_000)
+    limits = ClientLimits(connect_s=1, read_s=1, deadline_s=0.5, min_rate=10_000)
+    assert limits.request_deadline_s(len(body)) == 1.5
+    with RawServer(_paced(body, 100, 0.1)) as srv:
+        start = time.monotonic()
+        with pytest.raises(HttpFailure, match="deadline passed") as failure:
+            SafeClient(limits).get_bytes(srv.url, {}, len(body))
+        elapsed = time.monotonic() - start
+        assert failure.value.retryable
+        assert 1.5 <= elapsed < 2.5
+        # A caller's earlier deadline (a phase's) still wins over the size-scaled one.
+        start = time.monotonic()
+        with pytest.raises(HttpFailure, match="deadline passed"):
+            SafeClient(limits).get_bytes(srv.url, {}, len(body), deadline=start + 0.4)
+        assert time.monotonic() - start < 1.0
+
+
+def test_a_body_that_breaks_after_the_retry_budget_is_still_resumed() -> None:
+    # The budget bounds when a new try may start; a body that breaks after 1 s (budget 0.1 s) is
+    # resumed because the budget also counts the time the kind's largest answer takes at min_rate
+    # (64 KiB of JSON at 20 kB/s: 3.3 s). With the bare budget this was unavailable.
+    body = bytes(range(256)) * 240  # 60 KiB, under the JSON cap
+    calls = []
+
+    def handler(conn: socket.socket) -> None:
+        calls.append(1)
+        _paced(body, 4_000, 0.1, stop_after=40_000 if len(calls) == 1 else None)(conn)
+
+    limits = ClientLimits(connect_s=1, read_s=1, deadline_s=1.0, min_rate=20_000)
+    with RawServer(handler) as srv:
+        client = HttpArtifacts(srv.url, READER, SPEC, limits=limits, allow_private=True, retry_budget_s=0.1)
+        got = b"".join(client.chunks("/v1/epochs/0/losses", "json"))
+    assert got == body and len(calls) == 2
+
+
+def test_request_deadlines_at_the_gpt124m_preset_grow_with_each_kind_cap() -> None:
+    # The numbers docs/network.md and docs/scaling.md give: at the default 100 Mbit/s floor a
+    # 1.52 GB leaf gets 182 s (it needs 122 s, which the old fixed 60 s could never allow).
+    caps = artifact_limits(gpt124m())
+    limits = ClientLimits()
+    assert limits.min_rate == 12.5e6
+    deadlines = {kind: round(limits.request_deadline_s(cap), 1) for kind, cap in caps.items()}
+    assert deadlines == {"checkpoint": 181.7, "model": 141.1, "delta": 70.8, "json": 60.0}
+    assert caps["checkpoint"] / limits.min_rate > limits.deadline_s
+    assert round(limits.request_deadline_s(artifact_limits(small())["checkpoint"]), 1) == 63.2
+    with pytest.raises(ValueError, match="min_rate"):
+        ClientLimits(min_rate=0)
 
 
 # -- server ----------------------------------------------------------------------------------
