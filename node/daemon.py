@@ -179,7 +179,8 @@ def http_peers(key: PrivateKey, spec: RunSpec, prefix: str, allow_private: bool 
         allow_private: endpoints on loopback and private networks may be dialed (local runs).
         max_clients: clients kept at most.
         limits: time bounds of one request.
-        retry_budget_s: how long one artifact is retried while its failures may heal.
+        retry_budget_s: how long one artifact is retried while its failures may heal, on top of
+            the time its kind's largest answer takes at ``limits.min_rate`` (``HttpArtifacts``).
     """
     clients: OrderedDict[str, HttpArtifacts] = OrderedDict()
     warned: OrderedDict[str, None] = OrderedDict()
