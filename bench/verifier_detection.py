@@ -88,6 +88,7 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
     theta = GlobalState.initial(spec)
     steppers = {}
     replays, fails, worst = Counter(), [], {1: 0.0, 2: 0.0}
+    rows: list[dict] = []  # every replay (for --json): which setups, the verdict, the distances
     worst_loss = worst_moments = 0.0
     t0 = time.perf_counter()
     for e in range(epochs):
@@ -103,11 +104,16 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
                 report = check_challenge(spec, dataset, challenge(result, ctx, g), source, theta, ctx.prev_epoch_seed,
                                          stepper=stepper)
                 replays[val_threads] += 1
+                m = report.measurements
+                rows.append({"epoch": e, "segment": g, "host_threads": host_threads, "threads": val_threads,
+                             "outcome": report.outcome, "distance": m.get("distance"),
+                             "tensor": m.get("distance_worst"), "moment_error": max(
+                                 m.get("moment_error_exp_avg", 0.0), m.get("moment_error_exp_avg_sq", 0.0))})
                 if report.outcome != "pass":
-                    fails.append({"epoch": e, "segment": g, "threads": val_threads, "reason": report.reason})
+                    fails.append({"epoch": e, "segment": g, "host_threads": host_threads, "threads": val_threads,
+                                  "reason": report.reason})
                 # The largest honest values over every replay, passed or not: they are what any
                 # threshold is calibrated against (a replay fails only on a value above its threshold).
-                m = report.measurements
                 if "distance" in m:
                     worst[val_threads] = max(worst[val_threads], m["distance"])
                     worst_loss = max(worst_loss, m["loss_max_diff"])
@@ -116,11 +122,13 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
         theta = outer_step(theta, delta, spec.outer)
         shutil.rmtree(EpochStore(root, spec.run_id(), ctx.host).directory(e))  # bounded disk at larger presets
     n = sum(replays.values())
+    cross = [r for r in rows if r["host_threads"] != r["threads"]]
     return {"replays": dict(replays), "total": n, "fails": len(fails), "fail_examples": fails[:5],
+            "fails_cross_threads": sum(r["outcome"] != "pass" for r in cross), "replays_cross_threads": len(cross),
             "fp_rate_95_upper": wilson(len(fails), n)[1],
             "max_distance_by_validator_threads": worst, "max_loss_diff": worst_loss,
             "max_moment_error": worst_moments,
-            "seconds": round(time.perf_counter() - t0, 1)}
+            "seconds": round(time.perf_counter() - t0, 1), "every_replay": rows}
 
 
 def detection(spec, dataset, text: str, epochs: int, root: Path, k: int) -> dict:
@@ -197,7 +205,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="veriloco-detection-") as tmp:
         if "fp" in parts:
             out["false_positives"] = false_positives(spec, dataset, args.fp_epochs, Path(tmp) / "fp")
-            print(json.dumps({"false_positives": out["false_positives"]}), flush=True)
+            brief = {k: v for k, v in out["false_positives"].items() if k != "every_replay"}
+            print(json.dumps({"false_positives": brief}), flush=True)
         if "detection" in parts:
             rows = []
             for text in FRACTIONAL + WHOLE:

@@ -14,7 +14,7 @@ from trainer.delta import dequantize, pseudo_gradient, quantize
 from trainer.inner import EpochContext
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState, outer_step
-from trainer.presets import preset, tiny
+from trainer.presets import preset
 from verifier.tolerance import Setup, margins, measure_pairs, train_honest
 
 MARGIN = 30
@@ -68,13 +68,14 @@ def test_setups_are_validated(spec) -> None:
     assert math.isinf(margins([], spec)["tau"])  # nothing measured: no honest error to compare with
 
 
+
 @pytest.mark.slow
-def test_the_small_presets_tighter_tau_keeps_30x_over_honest_thread_noise(load_dataset, threads) -> None:
-    # `small` sets τ 5× tighter than the default (trainer.presets.SMALL_TAU); an honest host at 1
-    # thread replayed at 2 (and the other way round) must still sit 30× inside it. Two segments of
-    # the preset's c from θ_0 (about 30 s): the false-positive benchmark covers 1,000 more replays.
+def test_small_preset_at_theta0_replays_across_thread_counts_30x_inside_tau(load_dataset, threads) -> None:
+    # Two segments of `small` (3.3 M parameters, c = 6) from θ_0, 1 thread against 2: 30× inside
+    # the default τ here. NOT the whole story: from θ trained over tens of outer steps the
+    # false-positive benchmark measured cross-thread replays far outside every threshold at this
+    # preset (docs/verification.md, "Known limits"); this test guards the θ_0 end only.
     spec = preset("small")
-    assert spec.verification.tau < tiny().verification.tau
     spec = spec.with_changes(train={"inner_steps": 2 * spec.train.segment_steps})
     theta = GlobalState.initial(spec).params
     setups = [Setup(threads=1), Setup(threads=2)]
