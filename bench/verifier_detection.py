@@ -177,6 +177,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="H (tiny: 16; another preset: its own)")
     parser.add_argument("--segment", type=int, help="c (tiny: 2; another preset: its own)")
     parser.add_argument("--batch", type=int, help="batch size (tiny: 8, where the preset's is 16; another: its own)")
+    parser.add_argument("--eps", help="AdamW's epsilon (default: the preset's)")
     parser.add_argument("--fp-epochs", type=int, default=63, help="honest epochs (2·S replays each)")
     parser.add_argument("--epochs", type=int, default=200, help="epochs per fractional adversary")
     parser.add_argument("--whole-epochs", type=int, default=10, help="epochs per always-faking adversary")
@@ -190,12 +191,15 @@ def main() -> None:
     for name, value in short.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    spec = base.with_changes(train={"inner_steps": args.steps, "segment_steps": args.segment,
-                                    "batch_size": args.batch})
+    train = {"inner_steps": args.steps, "segment_steps": args.segment, "batch_size": args.batch}
+    if args.eps is not None:
+        train["eps"] = args.eps
+    spec = base.with_changes(train=train)
     dataset = Dataset.load(spec.data)
     k = spec.verification.challenges_k
     parts = set(args.only.split(",")) if args.only else {"fp", "detection"}
-    out: dict = {"spec": {"preset": args.preset, "H": args.steps, "c": args.segment, "batch": args.batch,
+    out: dict = {"spec": {"preset": args.preset, "eps": str(spec.train.eps), "H": args.steps, "c": args.segment,
+                          "batch": args.batch,
                           "S": spec.train.segments, "k": k,
                           "tau": str(spec.verification.tau),
                           "moment_tolerance": str(spec.verification.moment_tolerance),
