@@ -37,6 +37,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -412,7 +413,11 @@ class Devnet:
         argv = [str(binary), "start", "--home", str(self.home),
                 "--unsafe-consensus-timeout-commit", self.block_time, "--log-level", self.log_level,
                 "--log-no-color"]
-        if self._tied:
+        if self._tied and threading.current_thread() is not threading.main_thread():
+            # The kernel ties the node to the thread that forks it: started from a worker thread
+            # (a test that restarts the node from a helper thread) it would die with that thread.
+            log.info("the devnet in %s is started from a worker thread: untied this time", self.home)
+        elif self._tied:
             setpriv = _setpriv()
             if setpriv is None:
                 log.warning("util-linux setpriv (with --pdeathsig) is not installed: the devnet in %s runs "
