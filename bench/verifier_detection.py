@@ -186,11 +186,12 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)  # a fail per caught epoch is the point here
     base = preset(args.preset)
-    short = {"steps": 16, "segment": 2, "batch": 8} if args.preset == "tiny" else {
-        "steps": base.train.inner_steps, "segment": base.train.segment_steps, "batch": base.train.batch_size}
-    for name, value in short.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    # tiny's defaults here are its short-segment shape (H 16, c 2, batch 8); another preset keeps its own.
+    own = (16, 2, 8) if args.preset == "tiny" else (base.train.inner_steps, base.train.segment_steps,
+                                                      base.train.batch_size)
+    args.steps = own[0] if args.steps is None else args.steps
+    args.segment = own[1] if args.segment is None else args.segment
+    args.batch = own[2] if args.batch is None else args.batch
     train = {"inner_steps": args.steps, "segment_steps": args.segment, "batch_size": args.batch}
     if args.eps is not None:
         train["eps"] = args.eps

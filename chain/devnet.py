@@ -371,9 +371,9 @@ class Devnet:
                 whose ``finally`` may never run. Untied, it outlives this process (``veriloco devnet
                 up``). None: as the last ``up``/``start`` of this object (untied at first). Without
                 util-linux ``setpriv`` the node runs untied and a warning is logged. Linux ties the
-                node to the *thread*, not the process: start a tied devnet from a thread that lives
-                as long as you need the node (the main thread, normally); if a worker thread starts
-                it and exits, the node stops.
+                node to the *thread* that forks it, not the process, so only a start from the main
+                thread is tied; a start from a worker thread (a restart from a helper thread) runs
+                untied rather than die with that thread.
 
         Raises:
             DevnetNotInstalled: the ``devnet`` extra is missing.

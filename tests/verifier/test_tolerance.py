@@ -68,7 +68,6 @@ def test_setups_are_validated(spec) -> None:
     assert math.isinf(margins([], spec)["tau"])  # nothing measured: no honest error to compare with
 
 
-
 @pytest.mark.slow
 def test_small_preset_at_theta0_replays_across_thread_counts_30x_inside_tau(load_dataset, threads) -> None:
     # Two segments of `small` (3.3 M parameters, c = 6) from θ_0, 1 thread against 2: 30× inside
