@@ -36,8 +36,7 @@ The simulation (:class:`Simulator`), per epoch ``e``:
   every cell. A steering host is excluded exactly when its faked segment is among
   :func:`protocol.rules.sampling.challenged_segments` (probability k/(S−1) = 2/7 here); ``sign_flip`` and
   ``scaled`` are excluded every epoch (the always-replayed last segment's Δ check fails). Honest
-  hosts always pass (their replays are bitwise at equal thread counts and far inside τ across thread
-  counts: ``docs/verification.md``). That a
+  hosts always pass (their replays are bitwise at any thread count: ``docs/verification.md``). That a
   faked segment fails its replay and the others pass, and that a forged Δ fails the last segment,
   is checked with real replays in ``tests/protocol/test_aggregation_attacks.py``. A caught host is
   back the next epoch (worst case for the defence: on chain it would lose half its stake each time).

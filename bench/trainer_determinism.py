@@ -5,8 +5,10 @@ For each preset (tiny, demo) and segment length c, from the same start leaf, rep
 * twice in this process                          -> bitwise equal?
 * in a fresh process (same thread count)          -> bitwise equal?
 * after a safetensors save/load of the start leaf -> bitwise equal?
-* with 1 thread vs 2 threads                      -> relative L2 distance of the end parameters
+* with 1 thread vs 2 threads                      -> bitwise equal? relative L2 distance of the end parameters
 * a 2-rank island (1 thread each) vs its one-process replay with accumulation (1 and 2 threads)
+* in a fresh process with other CPU kernels (AVX2 on an AVX-512 machine: another compute profile)
+                                                  -> relative L2 distance
 
 Relative distance: ``‖θ' − θ‖₂ / ‖θ‖₂`` over all parameters; also reported relative to the size
 of the segment's update, ``‖θ' − θ‖₂ / ‖θ − θ_start‖₂`` (the verifier's measure).
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,7 +51,10 @@ configure(threads=int(sys.argv[3]))
 spec = RunSpec.from_canonical(open(sys.argv[1], "rb").read())
 start = decode_checkpoint(open(sys.argv[2], "rb").read(), spec, 0)
 ctx = EpochContext(spec.run_id(), 0, sys.argv[4], bytes.fromhex(sys.argv[5]))
-print(replay_segment(spec, Dataset.load(spec.data), ctx, start).leaf_hash().hex())
+end = replay_segment(spec, Dataset.load(spec.data), ctx, start)
+if len(sys.argv) > 6:
+    end.save(__import__("pathlib").Path(sys.argv[6]))
+print(end.leaf_hash().hex())
 """
 
 
@@ -86,6 +92,19 @@ def measure(name: str, c: int, tmp: Path) -> dict:
                           ctx.prev_epoch_seed.hex()], capture_output=True, text=True, check=True)
     row["fresh_process_bitwise"] = out.stdout.strip() == two.leaf_hash().hex()
 
+    import torch  # noqa: PLC0415 (loaded by the trainer already)
+
+    best = torch.backends.cpu.get_cpu_capability().lower()
+    if best != "default":
+        other = "avx2" if best == "avx512" else "default"
+        end_path = tmp / f"{name}-{c}-{other}.safetensors"
+        subprocess.run([sys.executable, "-c", CHILD, str(spec_path), str(path), "2", HOST, ctx.prev_epoch_seed.hex(),
+                        str(end_path)], capture_output=True, text=True, check=True,
+                       env={**os.environ, "ATEN_CPU_CAPABILITY": other})
+        row["other_kernels"] = other
+        row["other_kernels_rel"], row["other_kernels_rel_update"] = distances(
+            load_checkpoint(end_path, spec, 1), two, start)
+
     configure(threads=1)
     one = replay_segment(spec, dataset, ctx, start)
     row["threads_1_vs_2_bitwise"] = one.leaf_hash() == two.leaf_hash()
@@ -103,6 +122,7 @@ def measure(name: str, c: int, tmp: Path) -> dict:
     row["island_vs_accumulation_1_thread_bitwise"] = acc1.leaf_hash() == island_end.leaf_hash()
     configure(threads=2)
     acc2 = replay_segment(spec, dataset, ctx, island_start)
+    row["island_vs_accumulation_2_threads_bitwise"] = acc2.leaf_hash() == island_end.leaf_hash()
     row["island_vs_accumulation_2_threads_rel"], row["island_vs_accumulation_2_threads_rel_update"] = \
         distances(acc2, island_end, island_start)
     return row

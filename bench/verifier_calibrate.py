@@ -2,11 +2,15 @@
 
 Honest part — the cross-hardware tolerance harness (``verifier.tolerance``): for each preset,
 segment length c and training stage, an honest host trains one epoch in each host setup (1 and 2
-CPU threads, a 2-process gloo island, and ``--device cuda`` when given) and a validator replays
-every segment in each validator setup (1 and 2 threads, and the device), with the verifier's own
-measures (``verifier.measure.compare``): the largest per-tensor relative distance (what ``tau``
-bounds), the largest elementwise moment error (``moment_tolerance``), the largest per-step loss
-difference (``loss_tolerance``), and the update ratio ``‖θ_end − θ_start‖ / (lr · √(c · N))``.
+CPU threads, a 2-process gloo island, ``--device cuda`` when given, and — another compute profile
+on this machine — AVX2 kernels) and a validator replays every segment in each validator setup (1
+and 2 threads, the device, AVX2 kernels, and MKL's generic branch with generic torch kernels), with
+the verifier's own measures (``verifier.measure.compare``): the largest per-tensor relative distance
+(what ``tau`` bounds), the largest elementwise moment error (``moment_tolerance``), the largest
+per-step loss difference (``loss_tolerance``), and the update ratio ``‖θ_end − θ_start‖ / (lr · √(c · N))``.
+Pairs within one compute profile (threads and islands) and across profiles are summarised apart:
+the run's thresholds are set for the first, the second says what a run mixing kinds of CPU (or a
+CPU and a GPU) would need.
 
 Cheats, replayed honestly from the same leaves (segment 0 and a middle one, the smaller value
 kept): one step of the segment skipped, one step on another host's batch, the learning rate
@@ -203,6 +207,8 @@ def main() -> None:
     parser.add_argument("--warm", type=int, nargs="+", default=[512, 2048], help="honest steps of the later stages")
     parser.add_argument("--device", help="also train and replay on this device (e.g. cuda)")
     parser.add_argument("--json", type=Path, help="write every row here")
+    parser.add_argument("--no-other-kernels", action="store_true",
+                        help="leave out the setups with forced CPU kernels (other compute profiles)")
     parser.add_argument("--preset", help="calibrate this preset only (e.g. small), at --segment-steps and "
                                          "--inner-steps, θ_0 and the first --warm stage")
     parser.add_argument("--segment-steps", type=int, default=4, help="c with --preset")
@@ -211,6 +217,11 @@ def main() -> None:
     stages = [0] if args.quick else [0, *args.warm]
     hosts = [Setup(threads=1), Setup(threads=2)]
     validators = [Setup(threads=1), Setup(threads=2)]
+    if not args.quick and not args.no_other_kernels:
+        best = torch.backends.cpu.get_cpu_capability().lower()
+        if best != "default":  # another kind of CPU, simulated on this one
+            hosts.append(Setup(isa="avx2" if best == "avx512" else "default"))
+            validators += [Setup(isa="avx2" if best == "avx512" else "default"), Setup(isa="default", mkl="compatible")]
     if args.device:
         hosts.append(Setup(device=args.device))
         validators.append(Setup(device=args.device))
@@ -225,13 +236,23 @@ def main() -> None:
     t0 = time.perf_counter()
     for name, c, h, st, host_setups in plan:
         rows += measure(name, c, h, st, host_setups, validators, None)
-    honest = [p for r in rows for p in r["honest"] if p["host"] != p["validator"]]
+    honest = [p for r in rows for p in r["honest"] if p["host"] != p["validator"] and p["same_profile"]]
+    other = [p for r in rows for p in r["honest"] if not p["same_profile"]]
     summary = {"honest_max_distance": max(p["distance"] for p in honest),
                "honest_max_moment_error": max(p["moment_error"] for p in honest),
                "honest_max_loss_diff": max(p["loss_diff"] for p in honest),
+               "honest_bitwise": all(p["bitwise"] for p in honest),
+               "other_profile_max_distance": max((p["distance"] for p in other), default=None),
+               "other_profile_max_moment_error": max((p["moment_error"] for p in other), default=None),
+               "other_profile_max_loss_diff": max((p["loss_diff"] for p in other), default=None),
                "nearest_cheat": {k: min(r["cheats"][k]["distance"] for r in rows) for k in CHEATS + FORGERIES},
                "update_ratio_min": min(r["update_ratio"]["min"] for r in rows),
                "seconds": round(time.perf_counter() - t0, 1), "device": args.device or "cpu"}
+    ver = preset(plan[0][0]).verification
+    nearest = min(summary["nearest_cheat"].values())
+    summary["tau"], summary["nearest_cheat_over_tau"] = str(ver.tau), nearest / float(ver.tau)
+    if summary["other_profile_max_distance"]:
+        summary["tau_over_other_profile"] = float(ver.tau) / summary["other_profile_max_distance"]
     print(json.dumps(summary))
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1, default=str))

@@ -6,9 +6,10 @@ besides the last segment); ``--steps`` H, ``--segment`` c and ``--batch`` change
 shape). Everything goes through the real path: the host behaviour writes its epoch to disk,
 :class:`trainer.artifacts.LocalArtifacts` serves it, :func:`verifier.replay.check_challenge` decides.
 
-* **False positives.** Honest hosts (a new address each epoch, training at 1 or 2 threads in
-  turn, θ moving by the outer step so the model trains) and a validator that replays *every*
-  segment at 1 and at 2 threads. Goal: 0 fails.
+* **False positives.** Honest hosts (a new address each epoch, training at 1 thread, at 2 threads
+  and as a 2-process gloo island in turn, θ moving by the outer step so the model trains) and a
+  validator that replays *every* segment at 1 and at 2 threads. Goal: 0 fails (and, within this
+  machine's compute profile, every replay bitwise).
 * **Detection.** For each adversary and epoch: a fresh previous-epoch seed (new batches) and a
   fresh epoch seed; the challenged segments are the chain's rule
   (``protocol.rules.sampling.challenged_segments``, k plus the last); the epoch counts as caught when
@@ -46,6 +47,7 @@ from trainer.delta import dequantize
 from trainer.determinism import configure
 from trainer.epoch_store import EpochStore
 from trainer.inner import EpochContext
+from trainer.island import spawn_island
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.presets import PRESETS, preset
@@ -54,6 +56,9 @@ from verifier.adversaries import Honest, make_adversary
 from verifier.replay import check_challenge
 
 VALIDATOR = encode_address(bytes([250] * 20))
+
+HOST_SETUPS = [(1, 0), (2, 0), (1, 2)]
+"""The false-positive hosts in turn: (threads, island ranks; 0 for one process)."""
 
 # Adversaries that fake a fraction of segments get --epochs epochs; those that always fake, --whole-epochs.
 FRACTIONAL = ["lazy:0.1", "lazy:0.25", "lazy:0.5", "lazy:0.05,step", "wrong_data:0.25", "wrong_lr:1.5,0.25",
@@ -92,10 +97,14 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
     worst_loss = worst_moments = 0.0
     t0 = time.perf_counter()
     for e in range(epochs):
-        host_threads = 1 + e % 2
-        configure(host_threads)
+        host_threads, island = HOST_SETUPS[e % len(HOST_SETUPS)]
         ctx = EpochContext(spec.run_id(), e, address(1000 + e), bytes([e % 256, e // 256]) * 16)
-        result = Honest().train_epoch(spec, dataset, ctx, theta.params, root)
+        if island:
+            result = spawn_island(island, spec, ctx, theta, root, threads=host_threads)
+        else:
+            configure(host_threads)
+            result = Honest().train_epoch(spec, dataset, ctx, theta.params, root)
+        host_label = f"island {island}×{host_threads}t" if island else f"{host_threads}t"
         source = LocalArtifacts(root, spec.run_id(), ctx.host)
         for val_threads in (1, 2):
             configure(val_threads)
@@ -105,12 +114,13 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
                                          stepper=stepper)
                 replays[val_threads] += 1
                 m = report.measurements
-                rows.append({"epoch": e, "segment": g, "host_threads": host_threads, "threads": val_threads,
-                             "outcome": report.outcome, "distance": m.get("distance"),
+                rows.append({"epoch": e, "segment": g, "host": host_label, "host_threads": host_threads,
+                             "threads": val_threads, "outcome": report.outcome, "bitwise": m.get("bitwise"),
+                             "distance": m.get("distance"),
                              "tensor": m.get("distance_worst"), "moment_error": max(
                                  m.get("moment_error_exp_avg", 0.0), m.get("moment_error_exp_avg_sq", 0.0))})
                 if report.outcome != "pass":
-                    fails.append({"epoch": e, "segment": g, "host_threads": host_threads, "threads": val_threads,
+                    fails.append({"epoch": e, "segment": g, "host": host_label, "threads": val_threads,
                                   "reason": report.reason})
                 # The largest honest values over every replay, passed or not: they are what any
                 # threshold is calibrated against (a replay fails only on a value above its threshold).
@@ -118,13 +128,16 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
                     worst[val_threads] = max(worst[val_threads], m["distance"])
                     worst_loss = max(worst_loss, m["loss_max_diff"])
                     worst_moments = max(worst_moments, m["moment_error_exp_avg"], m["moment_error_exp_avg_sq"])
-        delta = dequantize(result.payload, parameter_shapes(spec), spec.quantization)
+        store = EpochStore(root, spec.run_id(), ctx.host)
+        delta = dequantize(store.read_delta(spec, e), parameter_shapes(spec), spec.quantization)
         theta = outer_step(theta, delta, spec.outer)
-        shutil.rmtree(EpochStore(root, spec.run_id(), ctx.host).directory(e))  # bounded disk at larger presets
+        shutil.rmtree(store.directory(e))  # bounded disk at larger presets
     n = sum(replays.values())
-    cross = [r for r in rows if r["host_threads"] != r["threads"]]
+    cross = [r for r in rows if r["host"] != f"{r['threads']}t"]
     return {"replays": dict(replays), "total": n, "fails": len(fails), "fail_examples": fails[:5],
-            "fails_cross_threads": sum(r["outcome"] != "pass" for r in cross), "replays_cross_threads": len(cross),
+            "bitwise": sum(r["bitwise"] is True for r in rows),
+            "by_host": dict(Counter(r["host"] for r in rows)),
+            "fails_cross_setup": sum(r["outcome"] != "pass" for r in cross), "replays_cross_setup": len(cross),
             "fp_rate_95_upper": wilson(len(fails), n)[1],
             "max_distance_by_validator_threads": worst, "max_loss_diff": worst_loss,
             "max_moment_error": worst_moments,

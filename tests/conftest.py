@@ -104,9 +104,9 @@ def ctx(spec: RunSpec):
 def determinism() -> Iterator[None]:
     """Every test runs under the determinism settings of hosts and validators with one torch thread.
 
-    Replays are bitwise equal only at equal thread counts, the processes the tests start run one
-    thread each, and one thread is also the fast choice on a busy 2-core machine. Tests about other
-    thread counts set them with ``threads``. A run of torch-free tests (protocol rules, the chain)
+    The step is thread-invariant (replays are bitwise equal at any thread count); one thread is the
+    fast choice on a busy 2-core machine, where the processes the tests start run too. Tests about
+    other thread counts set them with ``threads``. A run of torch-free tests (protocol rules, the chain)
     does not import torch for this: every test module that uses torch imported it at collection.
     """
     if "torch" not in sys.modules:

@@ -3,10 +3,16 @@
 A validator replays a host's segment and compares end states, so what the step computes must not
 depend on anything but its inputs. What decides the bits on CPU, and what this module pins:
 
-* **Thread count.** torch splits matrix products and reductions across intra-op threads, and the
-  split changes the order of floating-point additions. Same thread count, same build: bitwise
-  equal replays. Different thread counts: equal only within a small relative distance (the
-  verifier's tolerance must cover it). :func:`configure` sets it when asked.
+* **Thread count: it does not matter.** torch splits matrix products and reductions across intra-op
+  threads; MKL's products and torch's column sums split their outputs, not the sums, so they compute
+  the same bits at any thread count. The one operation of the step that split a sum by thread was
+  torch's fused LayerNorm backward (gain and bias gradients); the model's own
+  :class:`trainer.model.LayerNorm` avoids it, so replays are bitwise equal at any thread count and
+  for a gloo island of any size (``tests/verifier/test_tolerance.py``). :func:`configure` sets the
+  count only for speed.
+* **The compute profile: it does.** The torch build, the CPU kernels torch dispatches to (AVX2,
+  AVX-512, …; ``ATEN_CPU_CAPABILITY`` forces them), MKL's code branch (``MKL_CBWR``) and the device
+  decide the rounding. A run pins one profile by its fingerprint (:mod:`trainer.fingerprint`).
 * **Deterministic algorithms.** ``torch.use_deterministic_algorithms(True)`` makes torch refuse an
   op that has no deterministic implementation instead of silently running a racy one.
 * **Matmul precision.** ``"highest"`` forbids reduced-precision (bf16/TF32) internal paths that
@@ -37,7 +43,7 @@ def configure(threads: int | None = None, device: str | torch.device = "cpu") ->
 
     Args:
         threads: intra-op threads for torch; ``None`` keeps the current count. Replays are
-            bitwise equal only at equal thread counts (and equal torch builds).
+            bitwise equal at any thread count within one compute profile.
         device: the device steps will run on; for ``cuda`` the CUDA settings above are applied too.
     """
     if torch.device(device).type == "cuda":

@@ -8,7 +8,7 @@ leaf ``i + 1``.
 :func:`run_epoch` keeps the epoch's files in the host's :class:`~trainer.epoch_store.EpochStore`
 (leaves, Δ, commitment record, each written atomically), so after a crash it resumes from the
 last stored leaf and, because the step is deterministic, ends with the same commitment as an
-uninterrupted run on the same thread count.
+uninterrupted run (at any thread count: the step is thread-invariant).
 """
 
 from __future__ import annotations

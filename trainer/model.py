@@ -28,15 +28,37 @@ from protocol.rules.spec import RunSpec
 from trainer.data import VOCAB_SIZE
 
 
+class LayerNorm(nn.Module):
+    """LayerNorm whose gain and bias gradients do not depend on the thread count.
+
+    The same function and parameters as ``nn.LayerNorm`` (``weight`` initialised to ones, ``bias``
+    to zeros). torch's fused CPU kernel sums the gain and bias gradients over the rows in one
+    partial sum per thread, so their bits change with the number of intra-op threads: that was the
+    last thread-dependent operation of the training step (``docs/verification.md``). Here the
+    normalisation is the fused kernel without the affine part and the affine part is two
+    broadcasting operations, whose gradients are column sums that torch splits across threads by
+    column only, so every thread count (and a gloo island of any size) computes the same bits.
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.weight.shape, None, None, self.eps) * self.weight + self.bias
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head self-attention where position t sees positions 0..t only.
 
     The query and value projections have biases; the key projection has none. A key bias adds
     ``q · b`` to every score of a query, which softmax ignores: its gradient is exactly zero in
     exact arithmetic and pure rounding noise in practice, which AdamW normalizes into steps of a
-    few percent of the learning rate in directions the thread count decides. It was almost all of
-    the honest replay error (``docs/verification.md``); without it the model computes the same
-    functions and replays ~1000× closer across thread counts.
+    few percent of the learning rate in directions the thread count decided. It was almost all of
+    the honest replay error across thread counts (``docs/verification.md``); the model computes the
+    same functions without it.
     """
 
     mask: torch.Tensor  # a buffer (register_buffer), declared for the type checker
@@ -85,9 +107,9 @@ class Block(nn.Module):
 
     def __init__(self, d_model: int, n_head: int, block_size: int, dropout: float) -> None:
         super().__init__()
-        self.ln1 = nn.LayerNorm(d_model)
+        self.ln1 = LayerNorm(d_model)
         self.attn = CausalSelfAttention(d_model, n_head, block_size, dropout)
-        self.ln2 = nn.LayerNorm(d_model)
+        self.ln2 = LayerNorm(d_model)
         self.mlp = MLP(d_model, dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -106,7 +128,7 @@ class GPT(nn.Module):
         self.pos = nn.Embedding(block_size, d_model)
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(Block(d_model, n_head, block_size, dropout) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(d_model)
+        self.ln_f = LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.apply(self._init)
         # GPT-2: scale the residual projections by 1/sqrt(2 * n_layer) so the stream's variance

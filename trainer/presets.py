@@ -68,9 +68,7 @@ def small(name: str = "small") -> RunSpec:
     a host's CPU and 6 % for the validators; at this shape they are 4.0–4.4 % for the validators
     and 10–14 % for the host (``docs/benchmarks.md``). Proposals are scored on 128 validation
     windows (16 k bytes, measured within 0.004 nats of the whole split's loss, standard error
-    0.013) instead of 512. Its honest replays across CPU thread counts fail the thresholds from
-    trained states (``docs/verification.md``, Known limits): hosts and validators of a ``small``
-    run must compute the same way (the same ``--threads`` on the same kind of CPU).
+    0.013) instead of 512.
     """
     return RunSpec(
         name=name,

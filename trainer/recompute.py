@@ -103,7 +103,7 @@ class LeafRecomputer:
                 current = replay_segment(spec, self.dataset, ctx, current, self._stepper)
                 if current.leaf_hash() != record.leaf_hashes[i + 1]:
                     raise RecomputeError(f"recomputed leaf {i + 1} of epoch {epoch} does not hash to the "
-                                         f"committed leaf (another device or thread count than training?)")
+                                         f"committed leaf (another device or kind of CPU than training?)")
             seconds = time.perf_counter() - t0
             store.write_leaf(epoch, leaf, current)
             self.stats.leaves += 1

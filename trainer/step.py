@@ -20,7 +20,8 @@ One step, for the island-wide batch of ``B`` rows split into ``M`` micro-batches
 5. the step's loss is ``(Σ_j ℓ_j) / M`` in float32.
 
 With ``W = 2`` a one-process replay with ``M = 2`` adds the same two gradients as the island's
-all-reduce, so at equal thread counts it reproduces the island bit for bit (measured in
+all-reduce, so it reproduces the island bit for bit, and since no operation of the step depends
+on the thread count (``trainer.model.LayerNorm``), at any thread count (measured in
 ``docs/training.md``).
 
 RNG state: a 63-bit key fixed for the epoch plus the step counter. A counter-based scheme (rather
@@ -171,8 +172,9 @@ class Stepper:
 
     The model, its gradients and AdamW's moments live on ``device``; :meth:`load` takes and
     :meth:`export` returns CPU tensors, so checkpoints, hashes and comparisons never depend on
-    where a step ran. Replays on another device agree with the host only within the calibrated
-    tolerance (``docs/verification.md``), like replays at another thread count.
+    where a step ran. Replays are bitwise equal within one compute profile (the same torch build,
+    CPU kernels or GPU model) at any thread count; on another device or kind of CPU they differ by
+    rounding noise (``docs/verification.md``, "Compute profiles").
 
     Args:
         spec: the run spec (model and ``train`` hyperparameters).

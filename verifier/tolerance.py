@@ -3,28 +3,35 @@
 A validator's replay agrees with an honest host's leaves bit for bit only when both compute the
 same way; otherwise the difference is rounding noise that training amplifies, and the verifier's
 thresholds (``spec.verification``) must sit well above it. This module measures that noise for
-pairs of setups — a device (``cpu``, ``cuda``), a thread count, and an island of several
-processes — with the verifier's own measures (:func:`verifier.measure.compare`), and reports
-each threshold's margin over the largest honest value. ``bench/verifier_calibrate.py`` writes the
-table that τ is calibrated from (``docs/verification.md``); ``tests/verifier/test_tolerance.py``
-runs a small CPU form in CI.
+pairs of setups — a device (``cpu``, ``cuda``), a thread count, an island of several processes,
+and on a CPU the kernels torch and MKL dispatch to (forcing AVX2 or generic kernels on an AVX-512
+machine computes as another kind of CPU would) — with the verifier's own measures
+(:func:`verifier.measure.compare`), and reports each threshold's margin over the largest honest
+value. ``bench/verifier_calibrate.py`` writes the tables that τ is calibrated from
+(``docs/verification.md``); ``tests/verifier/test_tolerance.py`` runs a small CPU form in CI.
 
 Each host setup trains the epoch once; each validator setup replays every segment from the host's
-own leaves (as a validator would), so every pair is measured on all ``S`` segments.
+own leaves (as a validator would), so every pair is measured on all ``S`` segments. A setup with
+forced kernels runs in a process of its own, started with the environment that selects them (torch
+and MKL read it once, before their first operation).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.multiprocessing as mp
 
 from protocol.rules.spec import RunSpec
-from trainer.checkpoint import Checkpoint
+from trainer.checkpoint import Checkpoint, load_checkpoint
 from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.epoch_store import EpochStore
@@ -33,6 +40,12 @@ from trainer.island import spawn_island
 from trainer.outer import GlobalState
 from trainer.step import Stepper, resolve_device
 from verifier.measure import Comparison, compare
+
+ISAS = ("default", "avx2", "avx512")
+"""The CPU kernels torch can be made to dispatch to (``ATEN_CPU_CAPABILITY``)."""
+
+MKL_BRANCHES = ("compatible",)
+"""The MKL code branches that can be forced (``MKL_CBWR``; torch's MKL build supports this one)."""
 
 
 @dataclass(frozen=True)
@@ -44,11 +57,16 @@ class Setup:
         threads: torch intra-op threads (per process).
         ranks: processes of an island (gloo, CPU only); 1 for a single process. Validators always
             replay in one process.
+        isa: the CPU kernels torch dispatches to, one of :data:`ISAS` (``avx2`` on an AVX-512
+            machine computes as an AVX2-only CPU would); ``None`` for this machine's own.
+        mkl: MKL's code branch, one of :data:`MKL_BRANCHES`; ``None`` for MKL's own choice.
     """
 
     device: str = "cpu"
     threads: int = 1
     ranks: int = 1
+    isa: str | None = None
+    mkl: str | None = None
 
     def __post_init__(self) -> None:
         resolve_device(self.device)
@@ -56,12 +74,57 @@ class Setup:
             raise ValueError("threads and ranks must be >= 1")
         if self.ranks > 1 and torch.device(self.device).type != "cpu":
             raise ValueError("islands run on CPU only")
+        if self.isa is not None and self.isa not in ISAS:
+            raise ValueError(f"isa must be one of {', '.join(ISAS)}, not {self.isa!r}")
+        if self.mkl is not None and self.mkl not in MKL_BRANCHES:
+            raise ValueError(f"mkl must be one of {', '.join(MKL_BRANCHES)}, not {self.mkl!r}")
+        if not self.native and torch.device(self.device).type != "cpu":
+            raise ValueError("isa and mkl select CPU kernels")
+        best = torch.backends.cpu.get_cpu_capability().lower()
+        if self.isa is not None and ISAS.index(self.isa) > ISAS.index(best if best in ISAS else "default"):
+            # torch would silently fall back to the kernels the CPU has, and the label would lie.
+            raise ValueError(f"this CPU runs at most {best} kernels, not {self.isa}")
+
+    @property
+    def profile(self) -> tuple[str, str | None, str | None]:
+        """What decides the bits of a step: the device type and the CPU kernels (not the threads or ranks)."""
+        return torch.device(self.device).type, self.isa, self.mkl
+
+    @property
+    def native(self) -> bool:
+        """Whether this setup computes with the kernels this process already uses."""
+        return self.isa is None and self.mkl is None
+
+    def environment(self) -> dict[str, str]:
+        """The variables that select this setup's kernels in a new process."""
+        env = {}
+        if self.isa is not None:
+            env["ATEN_CPU_CAPABILITY"] = self.isa
+        if self.mkl is not None:
+            env["MKL_CBWR"] = self.mkl.upper()
+        return env
 
     @property
     def label(self) -> str:
-        """``cpu/1t``, ``cpu/2t``, ``cpu/island 2×1t``, ``cuda/1t`` …"""
-        where = f"{self.device}/"
+        """``cpu/1t``, ``cpu/2t``, ``cpu/island 2×1t``, ``cpu[avx2]/1t``, ``cuda/1t`` …"""
+        kernels = ",".join(k for k in (self.isa, self.mkl and f"mkl {self.mkl}") if k)
+        where = f"{self.device}{f'[{kernels}]' if kernels else ''}/"
         return where + (f"island {self.ranks}×{self.threads}t" if self.ranks > 1 else f"{self.threads}t")
+
+
+@contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    # Processes started inside the block inherit `env`; this process's torch has already chosen.
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @dataclass(frozen=True)
@@ -83,11 +146,16 @@ class PairResult:
         """Whether every replay reproduced the committed leaf exactly."""
         return all(c.distance == 0 and c.moment_error == 0 and c.loss_diff == 0 for c in self.segments)
 
+    @property
+    def same_profile(self) -> bool:
+        """Whether host and validator compute in one compute profile (they may differ in threads and ranks)."""
+        return self.host.profile == self.validator.profile
+
     def summary(self) -> dict[str, float | str | bool]:
         """The largest value of every measure over the epoch's segments."""
         worst = max(self.segments, key=lambda c: c.distance)
         return {"host": self.host.label, "validator": self.validator.label, "segments": len(self.segments),
-                "bitwise": self.bitwise,
+                "bitwise": self.bitwise, "same_profile": self.same_profile,
                 "distance": worst.distance, "distance_worst": worst.worst_tensor[0],
                 **{f"distance_{g}": max(c.groups[g] for c in self.segments) for g in worst.groups},
                 "moment_error": max(c.moment_error for c in self.segments),
@@ -107,8 +175,10 @@ def train_honest(spec: RunSpec, dataset: Dataset, ctx: EpochContext, theta: Mapp
         root: work directory for an island (a temporary one when omitted).
         cache_dir: dataset cache for an island's processes.
     """
-    if setup.ranks > 1:
-        with tempfile.TemporaryDirectory(prefix="veriloco-tolerance-") as tmp:
+    if setup.ranks > 1 or not setup.native:
+        # An island, or one process with other kernels: spawned, so it starts with the setup's
+        # environment (a 1-rank island is a plain process training through the same loop).
+        with tempfile.TemporaryDirectory(prefix="veriloco-tolerance-") as tmp, _environment(setup.environment()):
             base = Path(root) if root is not None else Path(tmp)
             zeros = {n: torch.zeros_like(t) for n, t in theta.items()}
             spawn_island(setup.ranks, spec, ctx, GlobalState(dict(theta), zeros), base, threads=setup.threads,
@@ -124,10 +194,21 @@ def train_honest(spec: RunSpec, dataset: Dataset, ctx: EpochContext, theta: Mapp
 
 
 def replay_all(spec: RunSpec, dataset: Dataset, ctx: EpochContext, leaves: Sequence[Checkpoint],
-               setup: Setup) -> list[Comparison]:
-    """Replay every segment of ``leaves`` in ``setup`` (one process) and compare with the next leaf."""
+               setup: Setup, cache_dir: Path | None = None) -> list[Comparison]:
+    """Replay every segment of ``leaves`` in ``setup`` (one process) and compare with the next leaf.
+
+    ``cache_dir`` is the dataset cache a process started for forced kernels loads the dataset from.
+    """
     if setup.ranks != 1:
         raise ValueError("a validator replays in one process")
+    if not setup.native:
+        with tempfile.TemporaryDirectory(prefix="veriloco-tolerance-") as tmp, _environment(setup.environment()):
+            paths = []
+            for i, leaf in enumerate(leaves):
+                paths.append(Path(tmp) / f"{i}.safetensors")
+                leaf.save(paths[-1])
+            with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+                return pool.submit(_replay_in_child, spec.canonical(), cache_dir, ctx, paths, setup).result()
     configure(setup.threads, setup.device)
     stepper = Stepper(spec, device=setup.device)
     out = []
@@ -138,6 +219,15 @@ def replay_all(spec: RunSpec, dataset: Dataset, ctx: EpochContext, leaves: Seque
     return out
 
 
+def _replay_in_child(spec_json: bytes, cache_dir: Path | None, ctx: EpochContext, paths: list[Path],
+                     setup: Setup) -> list[Comparison]:
+    # The body of replay_all in a process started with the setup's kernels.
+    spec = RunSpec.from_canonical(spec_json)
+    leaves = [load_checkpoint(p, spec, i) for i, p in enumerate(paths)]
+    native = Setup(setup.device, setup.threads)
+    return replay_all(spec, Dataset.load(spec.data, cache_dir), ctx, leaves, native)
+
+
 def measure_pairs(spec: RunSpec, dataset: Dataset, ctx: EpochContext, theta: Mapping[str, torch.Tensor],
                   hosts: Sequence[Setup], validators: Sequence[Setup],
                   cache_dir: Path | None = None) -> list[PairResult]:
@@ -146,11 +236,12 @@ def measure_pairs(spec: RunSpec, dataset: Dataset, ctx: EpochContext, theta: Map
     for host in hosts:
         leaves = train_honest(spec, dataset, ctx, theta, host, cache_dir=cache_dir)
         for validator in validators:
-            results.append(PairResult(host, validator, replay_all(spec, dataset, ctx, leaves, validator)))
+            results.append(PairResult(host, validator, replay_all(spec, dataset, ctx, leaves, validator, cache_dir)))
     return results
 
 
-def margins(results: Sequence[PairResult], spec: RunSpec, *, same_setup: bool = False) -> dict[str, float]:
+def margins(results: Sequence[PairResult], spec: RunSpec, *, same_setup: bool = False,
+            across_profiles: bool = False) -> dict[str, float]:
     """Each threshold divided by the largest honest value measured (``inf`` when that was 0).
 
     Args:
@@ -158,8 +249,12 @@ def margins(results: Sequence[PairResult], spec: RunSpec, *, same_setup: bool = 
         spec: whose thresholds (``verification.tau``, ``moment_tolerance``, ``loss_tolerance``).
         same_setup: include pairs whose host and validator compute the same way (bitwise, so they
             say nothing about margins); left out by default.
+        across_profiles: the margins over pairs of different compute profiles (what a run mixing
+            kinds of CPU or devices would need) instead of those within one profile (what the
+            run's thresholds are set for).
     """
-    rows = [r.summary() for r in results if same_setup or r.host != r.validator]
+    rows = [r.summary() for r in results
+            if (same_setup or r.host != r.validator) and r.same_profile != across_profiles]
     ver = spec.verification
 
     def margin(threshold: float, key: str) -> float:

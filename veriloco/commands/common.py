@@ -26,7 +26,7 @@ KeyName = Annotated[str, typer.Option("--key", "-k", help="name of the key in th
 Device = Annotated[str, typer.Option("--device", help="where to compute: cpu (default), cuda or cuda:N")]
 FullLeafEvery = Annotated[int, typer.Option(
     "--full-leaf-every", min=1, help="hosts store every Nth checkpoint leaf in full and recompute the others "
-                                     "when challenged (1: store all); restart with the same --threads and --device")]
+                                     "when challenged (1: store all); restart with the same --device")]
 KeepEpochs = Annotated[int | None, typer.Option(
     "--keep-epochs", min=0, help="hosts delete epochs older than N once the chain has closed them, and "
                                  "hosts and validators the global states no open epoch needs (default: keep all)")]
