@@ -67,6 +67,7 @@ from trainer.data import Dataset
 from trainer.delta import dequantize, encode_delta, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
+from trainer.fingerprint import check_fingerprint
 from trainer.inner import EpochContext, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
@@ -117,6 +118,7 @@ class HostNode(Participant):
         self.behaviour = behaviour or HostBehaviour()
         self.device = device
         self.behaviour.device = device
+        check_fingerprint(spec, device)  # a run that pins a compute profile admits no other
         if self.behaviour.sparse_leaves:
             self.behaviour.full_leaf_every = full_leaf_every
         self.keep_epochs = keep_epochs

@@ -52,6 +52,7 @@ from protocol.rules.spec import RunSpec
 from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus, Vote
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, keep_delta
 from trainer.data import Dataset
+from trainer.fingerprint import check_fingerprint
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
 from verifier.replay import check_challenge
@@ -105,6 +106,7 @@ class ValidatorNode(Participant):
                  keep_epochs: int | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
         self.device = device
+        check_fingerprint(spec, device)  # a run that pins a compute profile admits no other
         self.patience = patience
         self.dataset = dataset
         self.peers = peers

@@ -56,18 +56,14 @@ def test_the_search_finds_the_largest_admissible_size() -> None:
 
 
 def test_low_precision_on_one_step_of_every_segment_is_caught(spec, dataset, tmp_path) -> None:
-    escaped = []
+    # One step per segment in bfloat16 or float16 (autocast) is the nearest cheat measured; τ sits
+    # 30× below it (docs/verification.md), which this checks on the machine that runs the suite.
+    tau = float(spec.verification.tau)
     for dtype in ("bfloat16", "float16"):
         served = serve_epoch(spec, dataset, LowPrecision(dtype, 1, "last"), tmp_path / dtype)
         for report in verdicts(spec, dataset, served):
-            if dtype == "float16" and report.outcome == "pass":
-                escaped.append(report.reason)
-                continue
             assert report.outcome == "fail" and report.check in ("distance", "moments", "loss"), (dtype, report.reason)
-    if escaped:
-        # A known gap, not a pass: on an AMD EPYC with avx512_bf16 one float16 step per segment
-        # replayed at 0.96 τ (the margin measured elsewhere was 3.8–5×). README, Known limits.
-        pytest.xfail(f"float16 on one step per segment passed {len(escaped)} replays on this CPU: {escaped[0]}")
+            assert report.measurements["distance"] >= 30 * tau, (dtype, report.reason)
 
 
 def test_a_false_train_loss_is_caught_on_every_challenge(spec, dataset, honest, tmp_path) -> None:

@@ -97,6 +97,20 @@ def test_template_round_trips_through_deploy_parsing(tmp_path) -> None:
     assert read_spec_file(out) == tiny() and done.stdout == ""
 
 
+def test_fingerprint_names_this_machines_profile_and_checks_a_pinned_one(tmp_path) -> None:
+    from trainer.fingerprint import compute_fingerprint
+
+    local = compute_fingerprint(tiny())  # at the suite's 1 thread; the command runs at torch's default
+    found = json.loads(cli("run", "fingerprint", "--preset", "tiny", "--json", home=tmp_path).stdout)
+    assert (found["fingerprint"], found["pinned"], found["matches"]) == (local, None, None)
+    for pin, matches in ((local, True), ("ab" * 32, False)):
+        out = tmp_path / f"{pin[:4]}.toml"
+        cli("run", "template", "--preset", "tiny", "--set", f"verification.compute_fingerprint={pin}",
+            "--out", str(out), home=tmp_path)
+        found = json.loads(cli("run", "fingerprint", str(out), "--json", home=tmp_path).stdout)
+        assert (found["pinned"], found["matches"]) == (pin, matches)
+
+
 @pytest.mark.slow
 def test_simulate_json_is_one_document_on_stdout(tmp_path) -> None:
     """Progress on stderr, exactly one JSON object on stdout: `simulate --json | jq` parses."""

@@ -16,6 +16,7 @@ import typer
 
 from protocol.coins import display, parse_amount
 from protocol.messages import Role
+from protocol.rules.spec import RunSpec
 from veriloco.commands.common import (
     AMOUNT_HELP,
     Device,
@@ -191,6 +192,7 @@ def make_app(role: Role) -> typer.Typer:
         check_device(device)
         configure(threads, device)
         with open_ledger(net) as ledger:
+            report_profile(ledger.spec(), device, f"{role} {key}")
             address = participant.address(ledger.prefix)
             if ledger.member(address) is None:
                 raise CommandError(f"{key} ({address}) is not a member of this run: "
@@ -215,6 +217,21 @@ def make_app(role: Role) -> typer.Typer:
             Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
 
     return app
+
+
+def report_profile(spec: RunSpec, device: str, who: str) -> None:
+    """Say which compute profile this node computes in. A run that pins one is checked by the node
+    itself (``trainer.fingerprint.check_fingerprint``), which refuses another machine."""
+    pinned = spec.verification.compute_fingerprint
+    if pinned:
+        err_console.print(f"{who}: the run pins compute profile {pinned[:16]}…; checking this machine's",
+                          highlight=False)
+        return
+    from trainer.fingerprint import compute_fingerprint  # noqa: PLC0415 (torch loads only for a daemon)
+
+    err_console.print(f"{who}: compute fingerprint {compute_fingerprint(spec, device)[:16]}… on {device}; the "
+                      "run pins none, so a replay on another kind of CPU or device can differ by more than τ "
+                      "(docs/verification.md, 'Compute profiles')", highlight=False)
 
 
 def configure_logging(verbose: bool) -> None:

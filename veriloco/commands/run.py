@@ -1,4 +1,4 @@
-"""``veriloco run template|deploy|show``: the operator starts a run and inspects it."""
+"""``veriloco run template|fingerprint|deploy|show``: the operator starts a run and inspects it."""
 
 from __future__ import annotations
 
@@ -14,7 +14,18 @@ from chain.ledger import Ledger, instantiate_msg
 from protocol.coins import display, parse_amount
 from protocol.rules.spec import RunSpec
 from trainer.presets import PRESETS, preset
-from veriloco.commands.common import AMOUNT_HELP, Home, Json, KeyName, Network, key_names, open_key, read_spec_file
+from veriloco.commands.common import (
+    AMOUNT_HELP,
+    Device,
+    Home,
+    Json,
+    KeyName,
+    Network,
+    check_device,
+    key_names,
+    open_key,
+    read_spec_file,
+)
 from veriloco.connect import ChainSettings, NetworkFile, cosmos_chain, load_network, network_path, open_ledger
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
@@ -78,6 +89,52 @@ def template(
         print(text, end="")
 
 
+def _spec_from(spec_file: Path | None, preset_name: str | None) -> RunSpec:
+    if (spec_file is None) == (preset_name is None):
+        raise CommandError("give a spec file or --preset (one of them)")
+    try:
+        return read_spec_file(spec_file) if spec_file else preset(preset_name or "")
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _local_fingerprint(spec: RunSpec, device: str) -> str:
+    check_device(device)
+    from trainer.determinism import configure  # noqa: PLC0415 (torch loads only to compute it)
+    from trainer.fingerprint import compute_fingerprint  # noqa: PLC0415 (as above)
+
+    configure(device=device)
+    return compute_fingerprint(spec, device)
+
+
+@app.command("fingerprint")
+def fingerprint(
+    spec_file: Annotated[Path | None, typer.Argument(help="run spec (TOML, or canonical JSON)")] = None,
+    preset_name: Annotated[str | None, typer.Option("--preset", help="a preset instead of a file")] = None,
+    device: Device = "cpu",
+    json: Json = False,
+) -> None:
+    """This machine's compute fingerprint for a run spec: two steps of the run's model, which
+    machines of one compute profile compute bit for bit. Pin it in a run with `deploy --pin-compute`
+    or `--set verification.compute_fingerprint=HEX`; nodes of another profile then refuse to start."""
+    spec = _spec_from(spec_file, preset_name)
+    local = _local_fingerprint(spec, device)
+    import torch  # noqa: PLC0415 (loaded by the fingerprint already)
+
+    pinned = spec.verification.compute_fingerprint
+    kernels = torch.backends.cpu.get_cpu_capability()
+    if json:
+        print_json({"fingerprint": local, "device": device, "torch": torch.__version__, "cpu_kernels": kernels,
+                    "pinned": pinned or None, "matches": pinned == local if pinned else None})
+        return
+    console.print(f"{local}  ({spec.name} on {device}, torch {torch.__version__}, {kernels} CPU kernels)",
+                  highlight=False)
+    if pinned:
+        console.print("matches the spec's pinned profile" if pinned == local else
+                      f"differs from the spec's pinned profile {pinned}: nodes on this machine would refuse "
+                      "to start", highlight=False)
+
+
 @app.command("deploy")
 def deploy(
     spec_file: Annotated[Path | None, typer.Argument(help="run spec (TOML, or canonical JSON)")] = None,
@@ -89,6 +146,10 @@ def deploy(
     grpc: Annotated[str | None, typer.Option(help="gRPC URL of a node, e.g. grpc+http://127.0.0.1:9900")] = None,
     rpc: Annotated[str | None, typer.Option(help="CometBFT RPC URL of the node")] = None,
     chain_id: Annotated[str | None, typer.Option(help="chain id")] = None,
+    pin_compute: Annotated[bool, typer.Option(
+        "--pin-compute", help="pin this machine's compute profile (verification.compute_fingerprint, on "
+                              "--device): nodes that compute differently refuse to join")] = False,
+    device: Device = "cpu",
     network: Network = None,
     home: Home = None,
     json: Json = False,
@@ -98,12 +159,10 @@ def deploy(
     Progress goes to stderr; the result (with --json: the contract, the run id, θ_0's hash and
     every transaction) to stdout.
     """
-    if (spec_file is None) == (preset_name is None):
-        raise CommandError("give a spec file or --preset (one of them)")
-    try:
-        spec = read_spec_file(spec_file) if spec_file else preset(preset_name or "")
-    except ValueError as exc:
-        raise CommandError(str(exc)) from None
+    spec = _spec_from(spec_file, preset_name)
+    if pin_compute:
+        err_console.print(f"deploy: computing this machine's compute fingerprint on {device}…", highlight=False)
+        spec = spec.with_changes(verification={"compute_fingerprint": _local_fingerprint(spec, device)})
     funding = parse_amount(fund, spec.economics.denom) if fund else 0
     if devnet:
         from chain.devnet import Devnet  # noqa: PLC0415 (the launcher loads only for --devnet)
@@ -166,6 +225,7 @@ def show(network: Network = None, home: Home = None, json: Json = False) -> None
                   f"[bold]epoch[/] H={spec.train.inner_steps} c={spec.train.segment_steps} "
                   f"S={spec.train.segments}; k={spec.verification.challenges_k} r={spec.verification.validators_r} "
                   f"τ={spec.verification.tau}; rule {spec.aggregation.rule}; quantization {spec.quantization.scheme}\n"
+                  f"[bold]compute profile[/] {spec.verification.compute_fingerprint or 'not pinned'}\n"
                   f"[bold]holdings[/] bonded {display(accounting.bonded, d)}, unbonding "
                   f"{display(accounting.unbonding, d)}, reward pool {display(accounting.reward_pool, d)}\n"
                   f"[bold]now[/] epoch {info.epoch}, phase {info.phase} until height {info.phase_deadline}",
