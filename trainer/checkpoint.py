@@ -56,9 +56,9 @@ class Checkpoint:
         return {**self.state.tensors(), "losses": self.losses.to(torch.float32),
                 "micro_batches": torch.tensor(self.micro_batches, dtype=torch.int64)}
 
-    def leaf_hash(self) -> bytes:
-        """``tensors_digest("checkpoint", ...)``: the Merkle leaf of this checkpoint."""
-        return tensors_digest(Tag.CHECKPOINT, self.tensors())
+    def leaf_hash(self, threads: int = 1) -> bytes:
+        """``tensors_digest("checkpoint", ...)``: the Merkle leaf of this checkpoint, hashed on ``threads``."""
+        return tensors_digest(Tag.CHECKPOINT, self.tensors(), threads)
 
     def encode(self) -> bytes:
         """The safetensors bytes (what is stored and served)."""

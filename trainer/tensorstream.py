@@ -33,8 +33,7 @@ from pathlib import Path
 
 import torch
 
-from protocol.rules.hashing import tagged_hasher, u32be, u64be
-from protocol.tensors.digest import DTYPE_NAMES
+from protocol.tensors.digest import DigestStream
 from trainer.tensorfile import Layout, TensorFileError, check_header, expected_size, header_limit
 
 CHUNK_BYTES = 1 << 20
@@ -110,13 +109,6 @@ class _Pull:
             close()
 
 
-def _entry_prefix(name: str, dtype: torch.dtype, shape: tuple[int, ...], nbytes: int) -> bytes:
-    # The digest's per-tensor framing (protocol.tensors.digest), before the data bytes.
-    name_b, dtype_b = name.encode(), DTYPE_NAMES[dtype].encode()
-    return (u32be(len(name_b)) + name_b + u32be(len(dtype_b)) + dtype_b + u32be(len(shape))
-            + b"".join(u64be(d) for d in shape) + u64be(nbytes))
-
-
 class TensorStream:
     """One safetensors file read from a chunk stream; iterate it for ``(name, tensor)`` in file order.
 
@@ -139,7 +131,7 @@ class TensorStream:
                  metadata: Mapping[str, str] | None = None) -> None:
         self.layout, self.what, self.metadata = layout, what, dict(metadata or {})
         self._pull = _Pull(chunks, 8 + header_limit(layout) + expected_size(layout), what)
-        self._hasher = tagged_hasher(tag)
+        self._hasher = DigestStream(tag, len(layout))
         self.digest: bytes | None = None
         self.peak_pending = 0
         largest = max((expected_size({n: v}) for n, v in layout.items()), default=0)
@@ -161,7 +153,6 @@ class TensorStream:
             if found.get(key) != value:
                 raise TensorFileError(f"{what}: metadata {key}={found.get(key)!r}, expected {value!r}")
         order = sorted(self.layout)  # the digest's order
-        self._hasher.update(u32be(len(order)))
         turn = 0
         pending: dict[str, bytearray] = {}
         pending_bytes = 0
@@ -170,7 +161,7 @@ class TensorStream:
             buffer = bytearray(end_ - _begin)
             in_turn = order[turn] == name
             if in_turn:
-                self._hasher.update(_entry_prefix(name, dtype, shape, len(buffer)))
+                self._hasher.begin(name, dtype, shape, len(buffer))
                 pull.read_into(buffer, self._hasher.update)
                 turn += 1
             else:
@@ -185,7 +176,7 @@ class TensorStream:
             while turn < len(order) and order[turn] in pending:
                 waiting = pending.pop(order[turn])
                 wd, ws = self.layout[order[turn]]
-                self._hasher.update(_entry_prefix(order[turn], wd, ws, len(waiting)))
+                self._hasher.begin(order[turn], wd, ws, len(waiting))
                 self._hasher.update(waiting)
                 pending_bytes -= len(waiting)
                 turn += 1
