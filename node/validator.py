@@ -35,11 +35,12 @@ validator's verdict instead, which the commitment binding the validator's addres
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import NoReturn
+from typing import IO, NoReturn
 
 from chain.ledger import Ledger
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
@@ -165,6 +166,8 @@ class ValidatorNode(Participant):
                         # The replay checked this Δ against the committed hash: keep it and serve it by
                         # hash, so peers can aggregate it whatever its host serves them.
                         keep_delta(self.root, self.run_id, challenge.delta_hash, source.kept)
+                    if isinstance(source, _Keeping):
+                        source.release()
                     if verdict.outcome == "unavailable" and not self._give_up(status):
                         self.event(status.epoch, "host did not deliver; retrying",
                                    f"host {challenge.host[:12]}… segment {challenge.segment}: {reason}")
@@ -244,11 +247,27 @@ class ValidatorNode(Participant):
 
 
 class _Keeping(ArtifactSource):
-    """A host's artifacts, remembering the Δ read through it (to keep it once the replay passed)."""
+    """A host's artifacts, remembering the Δ read through it (to keep it once the replay passed).
+
+    The Δ's bytes go to a spooled file as they pass (in memory up to :data:`SPOOL_BYTES`, on disk
+    beyond), so checking a large model's Δ holds a few MiB of it in memory, not the whole of it.
+    """
+
+    SPOOL_BYTES = 8 << 20
 
     def __init__(self, inner: ArtifactSource) -> None:
         self._inner = inner
-        self.kept: bytes | None = None
+        self.kept: IO[bytes] | None = None
+
+    def _spool(self) -> IO[bytes]:
+        self.release()
+        return tempfile.SpooledTemporaryFile(max_size=self.SPOOL_BYTES)
+
+    def release(self) -> None:
+        """Drop what was kept (its memory or its temporary file)."""
+        if self.kept is not None:
+            self.kept.close()
+            self.kept = None
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
         return self._inner.checkpoint(epoch, leaf)
@@ -260,24 +279,28 @@ class _Keeping(ArtifactSource):
         return self._inner.proof(epoch, leaf)
 
     def delta(self, epoch: int) -> bytes:
-        self.kept = self._inner.delta(epoch)
-        return self.kept
+        data = self._inner.delta(epoch)
+        spool = self._spool()
+        spool.write(data)
+        self.kept = spool
+        return data
 
     def delta_chunks(self, epoch: int) -> Iterator[bytes | object]:
-        # A Δ is small (quantized); its chunks are kept as they pass, for keeping once it checked.
-        parts: list[bytes] = []
-        self.kept = None
+        spool = self._spool()
         chunks = iter(self._inner.delta_chunks(epoch))
         try:
             for chunk in chunks:
                 if isinstance(chunk, (bytes, bytearray, memoryview)):
-                    parts.append(bytes(chunk))
+                    spool.write(chunk)
                 yield chunk
+        except BaseException:
+            spool.close()
+            raise
         finally:
             close = getattr(chunks, "close", None)
             if callable(close):  # a remote body refused part-way: its connection closes now
                 close()
-        self.kept = b"".join(parts)
+        self.kept = spool  # only a stream read to its end is kept
 
     def losses(self, epoch: int) -> list[int] | UntrustedJson:
         return self._inner.losses(epoch)

@@ -20,15 +20,16 @@ aggregated and every Δ a validator checked, kept so that any holder can serve i
 
 from __future__ import annotations
 
+import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import IO, Literal, TypeAlias
 
 from protocol.errors import VerilocoError
 from protocol.rules.merkle import MerkleProof, merkle_proof
 from trainer.epoch_store import EpochRecord, EpochStore
-from trainer.tensorfile import write_atomic
+from trainer.tensorfile import atomic_file, write_atomic
 from trainer.tensorstream import CHUNK_BYTES, bytes_chunks
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
@@ -134,12 +135,20 @@ def held_delta_path(root: Path, run_id: bytes, delta_hash: str) -> Path:
     return Path(root) / run_id.hex() / "deltas" / f"{_digest(delta_hash, 'Δ hash')}.safetensors"
 
 
-def keep_delta(root: Path, run_id: bytes, delta_hash: str, data: bytes) -> None:
-    """Keep a Δ whose hash the caller checked, so this participant can serve it by hash."""
+def keep_delta(root: Path, run_id: bytes, delta_hash: str, data: bytes | IO[bytes]) -> None:
+    """Keep a Δ whose hash the caller checked, so this participant can serve it by hash.
+
+    ``data`` is the Δ's bytes, or a file holding them (read from its start, in pieces).
+    """
     path = held_delta_path(root, run_id, delta_hash)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
+        if isinstance(data, bytes):
+            write_atomic(path, data)
+            return
+        data.seek(0)
+        with atomic_file(path) as f:
+            shutil.copyfileobj(data, f, 1 << 20)
 
 
 class LocalArtifacts(ArtifactSource):
