@@ -6,8 +6,8 @@ Measured in one process, on this machine:
 * **limits**: single-thread SHA-256 (``hashlib``, 256 MiB) and memory bandwidth (a 512 MiB float32
   ``copy_``: bytes copied per second; each byte is read once and written once);
 * **snapshot**: :meth:`Stepper.export` (the copy taken on the training thread), the leaf hash
-  (:meth:`Checkpoint.leaf_hash`), the (streamed) write + fsync of the leaf file, and the background
-  writer's whole path, each per byte of leaf;
+  (:meth:`Checkpoint.leaf_hash`, on one thread and on two), the (streamed) write + fsync of the
+  leaf file, and the background writer's whole path, each per byte of leaf;
 * **readers**: a leaf and a Δ read back through the streaming reader (:func:`stream_checkpoint` /
   :func:`stream_delta`: check, hash, decode) against reading the whole file and decoding it, each
   from its file (:func:`trainer.tensorstream.file_chunks`) and from the project's HTTP server in
@@ -278,6 +278,8 @@ def main() -> None:
     nbytes = sum(t.numel() * t.element_size() for t in leaf.tensors().values())
     export_s = best(stepper.export)
     hash_s = best(leaf.leaf_hash)
+    hash2_s = best(lambda: leaf.leaf_hash(threads=2))  # chunk digests on two threads (the writer's
+    # default on a host with four or more cores; here both cores, so read it on an idle machine)
     with tempfile.TemporaryDirectory() as tmp:
         store = EpochStore(Path(tmp), run_id, HOST)
         store.directory(0).mkdir(parents=True)
@@ -304,6 +306,7 @@ def main() -> None:
         "validation_loss_s": val_s, "validation_loss_of_epoch": val_s / (step_s * spec.train.inner_steps),
         "export_s": export_s, "export_GBps": nbytes / export_s / 1e9,
         "leaf_hash_s": hash_s, "leaf_hash_GBps": nbytes / hash_s / 1e9,
+        "leaf_hash_2_threads_s": hash2_s, "leaf_hash_2_threads_GBps": nbytes / hash2_s / 1e9,
         "leaf_write_s": write_s, "leaf_write_GBps": file_bytes / write_s / 1e9,
         "background_leaf_s": pipeline_s, "background_leaf_GBps": nbytes / pipeline_s / 1e9,
         "delta_bytes": delta_bytes, "delta_bytes_per_param": delta_bytes / n_params,

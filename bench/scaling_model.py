@@ -3,7 +3,7 @@ parameters over 1 Gbit/s links, from measured per-byte and per-parameter costs.
 
 Inputs measured on this repository's code (``bench/scale_costs.py --json``, ``bench/protocol_overhead.py``,
 and the devnet's finalize gas in ``docs/benchmarks.md``) and stated assumptions about the hardware
-at scale (``--node-tflops``, ``--link-gbps``, ``--disk-gbps``, ``--pcie-gbps``, ``--hash-threads``).
+at scale (``--node-tflops``, ``--link-gbps``, ``--disk-gbps``, ``--pcie-gbps``; 8 hashing threads per host).
 Nothing at 1 B+ was run: every figure at those sizes is this model's arithmetic, and says so.
 
 A host-epoch, for a model of ``N`` parameters, ``H = S·c`` inner steps of ``B·T`` tokens, ``n`` hosts, ``k``
@@ -12,7 +12,8 @@ challenges plus the last segment, ``r`` validators each, and every ``K``-th leaf
 * compute: ``H · 6·N·B·T / F`` (F: the host's sustained FLOP/s);
 * a leaf is ``12·N`` bytes (float32 parameters and both AdamW moments); per leaf the training thread
   copies it (GPU→host at ``pcie``), the background hashes it (SHA-256 at the measured single-thread
-  rate × ``hash_threads``; more than one thread needs a tree hash: see the doc) and writes every
+  rate × 8 threads: the leaf digest is over 1 MiB chunks, and a host's writer uses half its cores,
+  at most 8) and writes every
   ``K``-th (at ``disk``); hidden while ``hash + write ≤ c · t_step``;
 * storage: ``(S/K + 2) · 12N`` plus Δ (``δ·N`` bytes, δ measured: int8 with a float scale per 64);
 * recomputation for challenges: on average ``(K+1)/2 − 1/K`` segments per random challenge (the last
@@ -69,17 +70,17 @@ class Size:
 
 def project(size: Size, costs: dict, hosts: int, gpu_tflops: float, link_gbps: float, disk_gbps: float,
             pcie_gbps: float, changed: bool) -> dict:
-    """One size's host-epoch. ``changed``: the protocol with the changes docs/scaling.md names (a tree
-    hash over 8 threads, one upload per challenge to a store its r validators share with the end
-    leaf checked by sketches instead of fetched, Δ exchanged by a reduce-scatter/all-gather instead of
-    all-to-all); otherwise the protocol as built."""
+    """One size's host-epoch. ``changed``: the protocol with the changes docs/scaling.md names (one
+    upload per challenge to a store its r validators share with the end leaf checked by sketches
+    instead of fetched, Δ exchanged by a reduce-scatter/all-gather instead of all-to-all); otherwise
+    the protocol as built. Both hash a leaf on 8 threads (chunked digests, built)."""
     n, k, r = size.params, costs["k"], costs["r"]
     c, s, kk = size.segment_steps, size.segments, size.full_leaf_every
     h = c * s
     leaf = 12 * n
     delta = costs["delta_bytes_per_param"] * n
     link = link_gbps * 1e9 / 8
-    hash_threads = 8 if changed else 1
+    hash_threads = 8
     t_step = 6 * n * size.batch_tokens / (gpu_tflops * 1e12 * size.gpus)
     compute = h * t_step
     sha = costs["limits"]["sha256_GBps"] * 1e9 * hash_threads

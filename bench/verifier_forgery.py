@@ -5,9 +5,9 @@ The forgers (``verifier.adversaries.forgery``) train every step and then move ea
 ``fraction`` of every threshold allows, in a chosen direction; low-precision hosts compute some
 steps of every segment in bfloat16 / float16. Everything goes through the real path: the host
 behaviour commits its epoch to disk, :class:`trainer.artifacts.LocalArtifacts` serves it, and
-:func:`verifier.replay.check_challenge` replays every segment (not just the challenged ones) at the
-host's thread count — the replay a forger is measured against is exact, so it gets the whole
-tolerance (a validator at another thread count would leave it less).
+:func:`verifier.replay.check_challenge` replays every segment (not just the challenged ones). The
+replay a forger is measured against is exact (as every replay within its compute profile is), so it
+gets the whole tolerance.
 
 1. **Sizes** (θ_0 and θ after ``--warm-epochs`` honest epochs): for each forgery and fraction, whether
    every segment passed, ``‖Δ_forged‖ / ‖Δ_honest‖`` and ``‖Δ_forged − Δ_honest‖ / ‖Δ_honest‖``
@@ -16,8 +16,7 @@ tolerance (a validator at another thread count would leave it less).
    ``--epochs`` epochs; θ moves by the run's outer step on the aggregate of the quantized Δs
    (``mean`` and ``centered_clip``). The validation loss after every epoch against the same run with
    the forger honest (same seeds, same data: the difference is the forgery's doing). The control
-   run has host 0 honest at 2 threads: training amplifies any difference, and this is how much an
-   honest rounding difference moves the same measure.
+   run has host 0 honest at 2 threads (which computes bit for bit as at 1: its difference is 0).
 
 Run: ``.venv/bin/python bench/verifier_forgery.py [--epochs 6] [--hosts 4] [--json out.json]``
 """
