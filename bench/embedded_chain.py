@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The contract tests' drivers (tests/chain/ledger_env.py), which import the suite's shared names (tests/suite_env.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "chain"))
 
 from ledger_env import EmbeddedDriver, LedgerEnv, make_spec

@@ -45,7 +45,7 @@ from chain.cosmos import CosmosBackend, CosmosChain
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.embedded import EmbeddedChain, deploy_embedded
 from chain.embedded.errors import VmError
-from chain.ledger import Ledger, TxResult, instantiate_msg
+from chain.ledger import Ledger, LedgerError, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, VerdictCommit
@@ -102,6 +102,7 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
         epoch=e, secret=secret(last, e).hex())))}
     out["reveal_pages"] = pages(ledger, measure)
     assert ledger.epoch(e).phase == "verify", ledger.epoch(e)
+    out["reads_in_verify"] = reads(ledger, e, hosts[0], validators[0])
     votes = [(v, c) for v in validators for c in ledger.challenges(e, key(v).address())]
     send(lambda L: [L.commit_verdict(key(v), VerdictCommit(epoch=e, host=c.host, segment=c.segment, commitment=opening(
         v, c, "pass").commitment(key(v).address()))) for v, c in votes])
@@ -113,6 +114,28 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
     out["finalize_pages"] = pages(ledger, measure)
     info = ledger.epoch(e)
     assert info.phase == "propose" and len(info.accepted) == len(hosts), info
+    out["reads_after_finalize"] = reads(ledger, e, hosts[0], validators[0])
+    return out
+
+
+def reads(ledger: Ledger, e: int, host: str, validator: str) -> dict[str, str]:
+    """Whether each read a node or an operator makes answers at this size ("ok", or the refusal:
+    a node bounds a smart query's gas, 3,000,000 on injectived by default)."""
+    calls: dict[str, Callable[[], object]] = {
+        "participant (validator)": lambda: ledger.participant(key(validator).address(), e),
+        "participant (host)": lambda: ledger.participant(key(host).address(), e),
+        "challenges (validator, paged)": lambda: ledger.challenges(e, key(validator).address()),
+        "epoch": lambda: ledger.epoch(e),
+        "report": lambda: ledger.report(e),
+        "aggregation_inputs (paged)": lambda: ledger.aggregation_inputs(e),
+    }
+    out = {}
+    for name, call in calls.items():
+        try:
+            call()
+            out[name] = "ok"
+        except LedgerError as exc:
+            out[name] = str(exc)[:160]
     return out
 
 
@@ -165,7 +188,9 @@ def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int)
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     operator = key("operator")
-    msg = instantiate_msg(bench_spec(hosts, 400, reward), THETA0, operator.address(), settle_page=page)
+    # Windows long enough for every message of a phase on a loaded 2-core machine (4 verdicts a
+    # host); a phase closes early once everyone acted.
+    msg = instantiate_msg(bench_spec(hosts, max(400, 4 * hosts), reward), THETA0, operator.address(), settle_page=page)
     backend = CosmosBackend.deploy(chain, operator, msg, code_id=code_id)
     run = Run.__new__(Run)  # Run's pipelining over this deployment (its own constructor deploys)
     run.chain, run.backend, run.ledger = chain, backend, Ledger(backend)
@@ -188,7 +213,9 @@ def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int)
     s = summary(result, "gas_used")
     return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "wall_s": round(time.perf_counter() - t0, 1),
             "out_of_gas_resends": retries[0], "gas_used": s, "block_max_gas": block,
-            "fits_block": block < 0 or s["max_message"] <= block, "messages": result}
+            "fits_block": block < 0 or s["max_message"] <= block,
+            "reads": {"verify": result["reads_in_verify"], "after_finalize": result["reads_after_finalize"]},
+            "messages": result}
 
 
 def main() -> None:

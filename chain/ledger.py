@@ -37,7 +37,7 @@ from protocol.messages import (
 )
 from protocol.rules.beacon import SECRET_SIZE
 from protocol.rules.hashing import u64be
-from protocol.rules.limits import AGGREGATION_PAGE, EPOCHS_PAGE, MEMBERS_PAGE
+from protocol.rules.limits import AGGREGATION_PAGE, CHALLENGES_PAGE, EPOCHS_PAGE, MEMBERS_PAGE
 from protocol.rules.spec import RunSpec
 from protocol.views import (
     Accounting,
@@ -256,9 +256,20 @@ class Ledger:
                            AGGREGATION_PAGE, lambda h: h.address, field="hosts")
 
     def challenges(self, epoch: int, validator: str) -> list[Challenge]:
-        """The challenges ``validator`` must replay in ``epoch``."""
-        answer = self.backend.query({"challenges": {"epoch": epoch, "validator": validator}})
-        return [self._validate(Challenge, c) for c in self._field(answer, "challenges")]
+        """The challenges ``validator`` must replay in ``epoch``, read in pages of at most
+        ``CHALLENGES_PAGE`` challenged hosts (at 1,024 hosts one query would run out of gas)."""
+        out: list[Challenge] = []
+        start: str | None = None
+        while True:
+            answer = self.backend.query({"challenges": {"epoch": epoch, "validator": validator,
+                                                        "start_after": start, "limit": CHALLENGES_PAGE}})
+            out += [self._validate(Challenge, c) for c in self._field(answer, "challenges")]
+            after = answer.get("next")
+            if after is None:
+                return out
+            if not isinstance(after, str) or (start is not None and after <= start):
+                raise LedgerError(f"malformed answer from the contract: a challenges page ends at {after!r}")
+            start = after
 
     def report(self, epoch: int) -> EpochReport:
         return self._read(EpochReport, {"report": {"epoch": epoch}})

@@ -39,6 +39,13 @@ AGGREGATION_PAGE = 100
 AGGREGATION_PAGE_DEFAULT = 30
 """Page of the contract's ``aggregation_inputs`` query when the caller gives no limit."""
 
+CHALLENGES_PAGE = 128
+"""Most challenged hosts one page of the contract's ``challenges`` query scans (a validator's
+challenges at 1,024 hosts do not fit one query's gas on a real node)."""
+
+CHALLENGES_PAGE_DEFAULT = 64
+"""Challenged hosts one page of ``challenges`` scans when the caller gives no limit."""
+
 MAX_ENDPOINT_LEN = 256
 """Longest endpoint a member may advertise, in bytes."""
 

@@ -3,7 +3,8 @@ then outcomes and challenges) and finalize (outcomes, slashes, rewards) process 
 ``settle_page`` records per transaction. On each backend, the same epoch settled with pages of two
 records and in one transaction ends the same to the last unit (report, members, books, what every
 account received), the contract's books balance after every page, and while a close runs its
-phase reads as due, refuses its own messages and names the stage.
+phase reads as due, refuses its own messages and names the stage. A validator's challenges read
+page by page equal them read at once.
 """
 
 from __future__ import annotations
@@ -131,3 +132,31 @@ def test_settle_page_must_be_positive(embedded_env: LedgerEnv) -> None:
         from chain.ledger import instantiate_msg
 
         instantiate_msg(embedded_env.spec, "0" * 64, embedded_env.addr("treasury"), settle_page=0)
+
+
+def test_a_validators_challenges_read_in_pages_equal_them_read_at_once(make_ledger_env) -> None:
+    # At 1,024 hosts one `challenges` query ran out of a node's query gas (docs/benchmarks.md,
+    # "Paged settlement"); pages scan at most `limit` challenged hosts and say where the next starts.
+    env = make_ledger_env(SPEC)
+    env.bond_all([*HOSTS, *VALIDATORS])
+    e = env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    assert env.epoch(e).phase == "verify"
+    ledger = env.ledger
+    for validator in VALIDATORS:
+        whole = ledger.challenges(e, env.addr(validator))
+        for limit in (1, 2, 3):
+            pages, start, cursors = [], None, []
+            while True:
+                answer = ledger.backend.query({"challenges": {"epoch": e, "validator": env.addr(validator),
+                                                              "start_after": start, "limit": limit}})
+                pages += [Challenge.model_validate(c) for c in answer["challenges"]]
+                if answer.get("next") is None:
+                    break
+                start = answer["next"]
+                cursors.append(start)
+            assert pages == whole and cursors == sorted(set(cursors)), (validator, limit)
+            assert len(cursors) == (len({c.host for c in env.report(e).challenges}) - 1) // limit
+    assert sum(len(ledger.challenges(e, env.addr(v))) for v in VALIDATORS) == len(env.report(e).challenges) * 2
+    too_long = {"epoch": e, "validator": env.addr("validator1"), "start_after": "x" * 300}
+    with pytest.raises(ContractError, match="start_after is longer than an address"):
+        ledger.backend.query({"challenges": too_long})

@@ -224,9 +224,16 @@ pub fn query(deps: Deps, _env: Env, msg: QueryMsg) -> Result<Binary, ContractErr
         QueryMsg::Epochs { start_after, limit } => to_json(&EpochsResponse {
             epochs: queries::epochs(deps, start_after, limit)?,
         }),
-        QueryMsg::Challenges { epoch, validator } => to_json(&ChallengesResponse {
-            challenges: queries::challenges(deps, epoch, &validator)?,
-        }),
+        QueryMsg::Challenges {
+            epoch,
+            validator,
+            start_after,
+            limit,
+        } => {
+            let (challenges, next) =
+                queries::challenges(deps, epoch, &validator, start_after.as_deref(), limit)?;
+            to_json(&ChallengesResponse { challenges, next })
+        }
         QueryMsg::Report { epoch } => to_json(&queries::report(deps, epoch)?),
         QueryMsg::Participant { address, epoch } => {
             to_json(&queries::participant(deps, &address, epoch)?)

@@ -21,6 +21,9 @@ pub const MEMBERS_PAGE_DEFAULT: u32 = 30;
 /// Largest and default page of `aggregation_inputs`.
 pub const AGGREGATION_PAGE: u32 = 100;
 pub const AGGREGATION_PAGE_DEFAULT: u32 = 30;
+/// Largest and default number of challenged hosts one page of `challenges` scans.
+pub const CHALLENGES_PAGE: u32 = 128;
+pub const CHALLENGES_PAGE_DEFAULT: u32 = 64;
 /// Longest member endpoint, in bytes.
 pub const MAX_ENDPOINT_LEN: usize = 256;
 /// Longest address, in bytes (the VM's limit on a human address).

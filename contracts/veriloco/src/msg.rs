@@ -118,10 +118,16 @@ pub enum QueryMsg {
         #[serde(default)]
         limit: Option<u32>,
     },
-    /// The challenges `validator` must replay in `epoch`.
+    /// The challenges `validator` must replay in `epoch`, from the challenged hosts after
+    /// `start_after` in address order, scanning at most `limit` of them; `next` in the answer is
+    /// where the next page starts (absent after the last).
     Challenges {
         epoch: u64,
         validator: String,
+        #[serde(default)]
+        start_after: Option<String>,
+        #[serde(default)]
+        limit: Option<u32>,
     },
     /// Everything about one epoch (`protocol.views.EpochReport`).
     Report {
@@ -249,6 +255,9 @@ pub struct ChallengeInfo {
 #[derive(Serialize)]
 pub struct ChallengesResponse {
     pub challenges: Vec<ChallengeInfo>,
+    /// The last host this page scanned, when more may follow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `protocol.views.Vote`: one member's part in a challenge: its round, its commitment (public

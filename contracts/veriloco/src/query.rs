@@ -13,8 +13,8 @@ use crate::deps::{Deps, Order, Storage};
 use crate::epoch::tally::Tally;
 use crate::error::{refuse, ContractError};
 use crate::limits::{
-    AGGREGATION_PAGE, AGGREGATION_PAGE_DEFAULT, EPOCHS_PAGE, EPOCHS_PAGE_DEFAULT, MAX_ADDRESS_LEN,
-    MEMBERS_PAGE, MEMBERS_PAGE_DEFAULT,
+    AGGREGATION_PAGE, AGGREGATION_PAGE_DEFAULT, CHALLENGES_PAGE, CHALLENGES_PAGE_DEFAULT,
+    EPOCHS_PAGE, EPOCHS_PAGE_DEFAULT, MAX_ADDRESS_LEN, MEMBERS_PAGE, MEMBERS_PAGE_DEFAULT,
 };
 use crate::msg::{
     AccountingResponse, AggregationInput, ChallengeInfo, ChallengeReport, CommitmentView,
@@ -177,28 +177,42 @@ fn validator_index(
 }
 
 /// The challenges `validator` sits on in `epoch`, each in the round it was assigned (first
-/// round or dispute committee).
+/// round or dispute committee), among the challenged hosts after `start_after` (address order),
+/// scanning at most `limit` hosts; with the last host scanned when more may follow.
 pub fn challenges(
     deps: Deps,
     epoch: u64,
     validator: &str,
-) -> Result<Vec<ChallengeInfo>, ContractError> {
+    start_after: Option<&str>,
+    limit: Option<u32>,
+) -> Result<(Vec<ChallengeInfo>, Option<String>), ContractError> {
+    const ACTION: &str = "challenges";
     let storage = deps.storage;
     deps.api
         .addr_validate(validator)
         .map_err(|e| e.context("challenges: validator"))?;
-    header(storage, "challenges", epoch)?;
+    check_start_after(ACTION, start_after)?;
+    header(storage, ACTION, epoch)?;
+    let limit = limit
+        .unwrap_or(CHALLENGES_PAGE_DEFAULT)
+        .clamp(1, CHALLENGES_PAGE) as usize;
     let mut out = Vec::new();
     let index = match validator_index(storage, epoch, validator)? {
         Some(i) => i,
-        None => return Ok(out),
+        None => return Ok((out, None)),
     };
     let set = records::load_validator_set(storage, epoch)?;
-    for record in ASSIGNMENTS
+    let mut last: Option<String> = None;
+    for (scanned, record) in ASSIGNMENTS
         .prefix(epoch)
-        .range(storage, None, Order::Ascending)
+        .range(storage, start_after, Order::Ascending)
+        .enumerate()
     {
+        if scanned == limit {
+            return Ok((out, last));
+        }
         let (host, assignments) = record?;
+        last = Some(host.clone());
         let mine: Vec<_> = assignments
             .into_iter()
             .filter_map(|a| a.round_of(index).map(|round| (round, a)))
@@ -238,7 +252,7 @@ pub fn challenges(
             });
         }
     }
-    Ok(out)
+    Ok((out, None))
 }
 
 /// One participant's part in `epoch` (the current one when None), from point reads (and, for a

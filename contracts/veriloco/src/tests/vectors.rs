@@ -590,6 +590,11 @@ fn limits_equal_the_python_definitions() {
             "AGGREGATION_PAGE_DEFAULT",
             u64::from(limits::AGGREGATION_PAGE_DEFAULT),
         ),
+        ("CHALLENGES_PAGE", u64::from(limits::CHALLENGES_PAGE)),
+        (
+            "CHALLENGES_PAGE_DEFAULT",
+            u64::from(limits::CHALLENGES_PAGE_DEFAULT),
+        ),
         ("MAX_ENDPOINT_LEN", limits::MAX_ENDPOINT_LEN as u64),
         ("MAX_ADDRESS_LEN", limits::MAX_ADDRESS_LEN as u64),
         ("MAX_DECIMAL_LEN", limits::MAX_DECIMAL_LEN as u64),
