@@ -78,5 +78,5 @@ def check_fingerprint(spec: RunSpec, device: str | torch.device = "cpu") -> str 
             f"this machine computes the run's step differently from the profile the run pins (fingerprint "
             f"{local[:16]}… on {torch.device(device).type}, the run's {pinned[:16]}…): its replays would not "
             "be bitwise equal to the other nodes', so at the run's τ an honest host here could be slashed; "
-            "use a machine of the run's profile (docs/verification.md, 'Compute profiles')")
+            "use a machine of the run's profile (docs/verification.md, 'Compute profiles and calibration')")
     return local

@@ -231,7 +231,7 @@ def report_profile(spec: RunSpec, device: str, who: str) -> None:
 
     err_console.print(f"{who}: compute fingerprint {compute_fingerprint(spec, device)[:16]}… on {device}; the "
                       "run pins none, so a replay on another kind of CPU or device can differ by more than τ "
-                      "(docs/verification.md, 'Compute profiles')", highlight=False)
+                      "(docs/verification.md, 'Compute profiles and calibration')", highlight=False)
 
 
 def configure_logging(verbose: bool) -> None:
