@@ -99,10 +99,25 @@ def train_steps(stepper: Stepper, dataset: Dataset, spec: RunSpec, ctx: EpochCon
 def run_segment(stepper: Stepper, dataset: Dataset, spec: RunSpec, ctx: EpochContext,
                 micro_batches: int, on_step: StepCallback | None = None) -> Checkpoint:
     """The next ``c`` steps from the stepper's current state, as the checkpoint they end in."""
+    checkpoint, ready = train_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
+    ready()
+    return checkpoint
+
+
+def train_segment(stepper: Stepper, dataset: Dataset, spec: RunSpec, ctx: EpochContext,
+                  micro_batches: int, on_step: StepCallback | None = None) -> tuple[Checkpoint, Callable[[], None]]:
+    """:func:`run_segment` without waiting for the checkpoint's copy to reach host memory.
+
+    On CUDA the copy overlaps the next segment's steps (:meth:`Stepper.export_async`).
+
+    Returns:
+        The checkpoint and the function to call before reading its tensors.
+    """
     first = stepper.step_count
     losses = train_steps(stepper, dataset, spec, ctx, range(first, first + spec.train.segment_steps),
                          micro_batches, on_step)
-    return Checkpoint(stepper.export(), torch.tensor(losses, dtype=torch.float32), micro_batches)
+    state, ready = stepper.export_async()
+    return Checkpoint(state, torch.tensor(losses, dtype=torch.float32), micro_batches), ready
 
 
 def replay_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
@@ -184,11 +199,15 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     try:
         index = progress.index
         while stepper.step_count < spec.train.inner_steps:
-            last = run_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
             index += 1
-            if writer is not None:
-                writer.submit(index, last)
-                losses.extend(last.losses.tolist())
+            if writer is None:
+                last = run_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
+                continue
+            # The writer waits for the copy (on CUDA still in flight) before it hashes the leaf;
+            # finish() below has waited for every one, the last included, before `last` is read.
+            last, ready = train_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
+            writer.submit(index, last, ready)
+            losses.extend(last.losses.tolist())
         hashes = progress.hashes + (writer.finish() if writer is not None else [])
     finally:
         if writer is not None:

@@ -1,8 +1,9 @@
 """Leaf snapshots that do not stall training: copy on the training thread, hash and write behind it.
 
 The training thread hands each finished segment's :class:`~trainer.checkpoint.Checkpoint` (already
-a copy: :meth:`trainer.step.Stepper.export` copies parameters and moments to fresh CPU tensors) to a
-:class:`LeafWriter` and goes on with the next segment. One background thread, in leaf order, hashes
+a copy: :meth:`trainer.step.Stepper.export_async` copies parameters and moments to fresh CPU
+tensors; on CUDA the device-to-host part of that copy overlaps the next segment and the writer
+waits for it) to a :class:`LeafWriter` and goes on with the next segment. One background thread, in leaf order, hashes
 the leaf (``hashlib`` releases the GIL on large buffers, so hashing runs beside the training
 thread's torch kernels), writes it atomically when it is one of the leaves stored in full, and only
 then appends its hash to the epoch's progress file, so after a crash every hash on record belongs
@@ -24,6 +25,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from protocol.rules.spec import RunSpec
@@ -48,6 +50,8 @@ class SnapshotStats:
         hash_seconds: time spent hashing.
         write_seconds: time spent encoding, writing and fsyncing.
         wait_seconds: time the training thread waited (a full queue, or the final drain).
+        transfer_seconds: time the writer waited for a leaf's device-to-host copy to land (on
+            CUDA, where the copy overlaps the next segment; 0 on CPU, where it is made first).
         cpu_seconds: CPU time of the writer thread (what it took from training on a machine
             without a spare core; wall seconds above include waiting for the CPU and the disk);
             with ``hash_threads`` > 1 the hashing threads' CPU is not in it.
@@ -60,6 +64,7 @@ class SnapshotStats:
     hash_seconds: float = 0.0
     write_seconds: float = 0.0
     wait_seconds: float = 0.0
+    transfer_seconds: float = 0.0
     cpu_seconds: float = 0.0
 
 
@@ -68,6 +73,7 @@ class _Job:
     index: int
     checkpoint: Checkpoint
     store: bool
+    ready: Callable[[], None] | None = None
     done: threading.Event = field(default_factory=threading.Event)
     digest: bytes = b""
 
@@ -95,10 +101,18 @@ class LeafWriter:
         self._thread = threading.Thread(target=self._run, name=f"leaf-writer-{epoch}", daemon=True)
         self._thread.start()
 
-    def submit(self, index: int, checkpoint: Checkpoint) -> None:
-        """Queue leaf ``index`` (its tensors must not change afterwards); blocks while the queue is full."""
+    def submit(self, index: int, checkpoint: Checkpoint, ready: Callable[[], None] | None = None) -> None:
+        """Queue leaf ``index``; blocks while the queue is full.
+
+        Args:
+            index: the leaf's index in the epoch.
+            checkpoint: the leaf; its tensors must not change afterwards.
+            ready: blocks until the checkpoint's tensors hold their values (a copy from a GPU
+                still in flight: :meth:`trainer.step.Stepper.export_async`); called on the
+                writer's thread before the leaf is hashed.
+        """
         self._raise()
-        job = _Job(index, checkpoint, EpochStore.stored(self.spec, index, self.k))
+        job = _Job(index, checkpoint, EpochStore.stored(self.spec, index, self.k), ready)
         self._jobs.append(job)
         t0 = time.perf_counter()
         self._queue.put(job)
@@ -142,6 +156,10 @@ class LeafWriter:
                 job.done.set()
 
     def _process(self, job: _Job) -> None:
+        if job.ready is not None:
+            t = time.perf_counter()
+            job.ready()
+            self.stats.transfer_seconds += time.perf_counter() - t
         cpu0 = time.thread_time()
         t0 = time.perf_counter()
         job.digest = job.checkpoint.leaf_hash(self.hash_threads)

@@ -1,0 +1,69 @@
+"""The background leaf writer hashes what a snapshot's copy delivers: it waits for a copy still in
+flight (a GPU's device-to-host transfer) before it hashes, writes or records the leaf."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from suite_env import HOST
+
+from protocol.rules.beacon import genesis_seed
+from trainer.checkpoint import Checkpoint
+from trainer.epoch_store import EpochStore
+from trainer.inner import EpochContext, start_checkpoint, train_segment
+from trainer.outer import GlobalState
+from trainer.snapshot import LeafWriter
+from trainer.step import Stepper, TrainState
+
+
+def _blank(state: TrainState) -> TrainState:
+    def zeros(d: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {n: torch.zeros_like(t) for n, t in d.items()}
+    return TrainState(zeros(state.params), zeros(state.exp_avg), zeros(state.exp_avg_sq), state.step, state.rng_key)
+
+
+def test_the_writer_waits_for_a_copy_in_flight_before_hashing(spec, dataset, tmp_path) -> None:
+    run_id = spec.run_id()
+    ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
+    stepper = Stepper(spec)
+    stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
+    done, _ = train_segment(stepper, dataset, spec, ctx, 1)
+    # A leaf whose tensors are still zeros when it is queued, filled by its `ready` only once the
+    # test lets it: what a transfer from a GPU looks like to the writer.
+    arrived = threading.Event()
+    pending = Checkpoint(_blank(done.state), done.losses, 1)
+
+    def ready() -> None:
+        arrived.wait(timeout=30)
+        for name in done.state.params:
+            pending.state.params[name].copy_(done.state.params[name])
+            pending.state.exp_avg[name].copy_(done.state.exp_avg[name])
+            pending.state.exp_avg_sq[name].copy_(done.state.exp_avg_sq[name])
+
+    store = EpochStore(tmp_path, run_id, HOST)
+    store.directory(0).mkdir(parents=True, exist_ok=True)
+    writer = LeafWriter(store, spec, 0, full_leaf_every=1, hash_threads=2)
+    writer.submit(1, pending, ready)
+    arrived.set()
+    [digest] = writer.finish()
+    assert digest == done.leaf_hash() != Checkpoint(_blank(done.state), done.losses, 1).leaf_hash()
+    assert store.read_leaf(spec, 0, 1).leaf_hash() == done.leaf_hash()  # the stored file too
+    assert writer.stats.transfer_seconds > 0
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+def test_an_async_export_is_a_snapshot_later_steps_do_not_touch(spec, dataset, device) -> None:
+    run_id = spec.run_id()
+    ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
+    stepper = Stepper(spec, device=device)
+    stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
+    first, ready = train_segment(stepper, dataset, spec, ctx, 1)
+    expected = Checkpoint(stepper.export(), first.losses, 1).leaf_hash()  # a blocking copy, same moment
+    second, ready_second = train_segment(stepper, dataset, spec, ctx, 1)  # moves the live state on
+    ready()
+    ready_second()
+    assert first.state.step == spec.train.segment_steps and second.state.step == 2 * spec.train.segment_steps
+    assert first.leaf_hash() == expected != second.leaf_hash()
+    assert all(t.device.type == "cpu" for t in first.state.params.values())
