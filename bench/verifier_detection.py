@@ -151,6 +151,9 @@ def detection(spec, dataset, text: str, epochs: int, root: Path, k: int) -> dict
     rng = random.Random(f"detection:{text}")
     host = address(7)
     caught, faked_epochs, checks = 0, 0, Counter()
+    # Challenges of faked segments, how many of those passed (a cheat the replay missed), and
+    # challenges of honestly trained segments that did not pass (what the cheat cost its honest work).
+    faked_challenges, faked_passed, honest_not_passed = 0, 0, 0
     adversary = None
     t0 = time.perf_counter()
     for e in range(epochs):
@@ -166,11 +169,15 @@ def detection(spec, dataset, text: str, epochs: int, root: Path, k: int) -> dict
             adversary = make_adversary(text, seed=11, **context)
         result = adversary.train_epoch(spec, dataset, ctx, theta.params, root)
         source = adversary.serve(LocalArtifacts(root, spec.run_id(), host))
-        faked_epochs += bool(adversary.faked.get(e))
+        faked = set(adversary.faked.get(e, []))
+        faked_epochs += bool(faked)
         detected = False
         for g in challenged_segments(rng.randbytes(32), host, spec.train.segments, k):
             report = check_challenge(spec, dataset, challenge(result, ctx, g), source, theta, prev_seed,
                                      stepper=stepper)
+            faked_challenges += g in faked
+            faked_passed += g in faked and report.outcome == "pass"
+            honest_not_passed += g not in faked and report.outcome != "pass"
             if report.outcome != "pass":
                 detected = True
                 checks[f"{report.outcome}:{report.check}"] += 1
@@ -181,6 +188,8 @@ def detection(spec, dataset, text: str, epochs: int, root: Path, k: int) -> dict
     low, high = wilson(caught, epochs)
     return {"adversary": text, "epochs": epochs, "caught": caught, "rate": caught / epochs, "ci95": [low, high],
             "formula": expected, "epochs_with_fakes": faked_epochs, "checks": dict(checks),
+            "faked_challenges": faked_challenges, "faked_passed": faked_passed,
+            "honest_not_passed": honest_not_passed,
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
