@@ -71,7 +71,7 @@ class SnapshotStats:
 @dataclass
 class _Job:
     index: int
-    checkpoint: Checkpoint
+    checkpoint: Checkpoint | None  # dropped once processed: only the queue's snapshots stay alive
     store: bool
     ready: Callable[[], None] | None = None
     done: threading.Event = field(default_factory=threading.Event)
@@ -147,15 +147,18 @@ class LeafWriter:
             if job is None:
                 return
             if self._error is not None:
+                job.checkpoint = None
                 continue  # drain: after a failure nothing more is recorded
             try:
                 self._process(job)
             except BaseException as exc:  # noqa: BLE001 - handed to the training thread
                 self._error = exc
             finally:
+                job.checkpoint = None  # a whole training state: memory stays at the queue's bound
                 job.done.set()
 
     def _process(self, job: _Job) -> None:
+        assert job.checkpoint is not None
         if job.ready is not None:
             t = time.perf_counter()
             job.ready()

@@ -279,7 +279,7 @@ class Stepper:
                     # dropped here; record_stream makes it wait for the copier's use of it.
                     t.record_stream(copier)
                     host[group][name] = pinned
-        done = torch.cuda.Event()
+        done = torch.cuda.Event(blocking=True)  # the waiting writer thread sleeps instead of spinning
         done.record(copier)
         return TrainState(host["params"], host["m"], host["v"], self.step_count, self.rng_key), done.synchronize
 

@@ -3,7 +3,9 @@ flight (a GPU's device-to-host transfer) before it hashes, writes or records the
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import pytest
 import torch
@@ -50,7 +52,27 @@ def test_the_writer_waits_for_a_copy_in_flight_before_hashing(spec, dataset, tmp
     [digest] = writer.finish()
     assert digest == done.leaf_hash() != Checkpoint(_blank(done.state), done.losses, 1).leaf_hash()
     assert store.read_leaf(spec, 0, 1).leaf_hash() == done.leaf_hash()  # the stored file too
-    assert writer.stats.transfer_seconds > 0
+
+
+def test_the_writer_keeps_no_leaf_it_has_processed(spec, dataset, tmp_path) -> None:
+    # Each leaf is a whole training state: a writer that held on to them would keep the epoch's
+    # S + 1 states in memory (8 GB at `small`) instead of its queue's few.
+    run_id = spec.run_id()
+    ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
+    stepper = Stepper(spec)
+    stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
+    store = EpochStore(tmp_path, run_id, HOST)
+    store.directory(0).mkdir(parents=True, exist_ok=True)
+    writer = LeafWriter(store, spec, 0, full_leaf_every=4)
+    alive = []
+    for index in range(1, 4):
+        leaf, ready = train_segment(stepper, dataset, spec, ctx, 1)
+        alive.append(weakref.ref(leaf.state.params["tok.weight"]))
+        writer.submit(index, leaf, ready)
+        del leaf, ready
+    assert len(writer.finish()) == 3
+    gc.collect()
+    assert [ref() for ref in alive] == [None, None, None]
 
 
 @pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
