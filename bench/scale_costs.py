@@ -14,6 +14,10 @@ Measured in one process, on this machine:
   another process (``HttpArtifacts.checkpoint_chunks`` / ``delta_chunks``, through the hardened
   client), with the peak memory of each (in a fresh subprocess: the rise of the peak RSS over the
   process's state before the read), against the layout's largest tensor;
+* **host memory**: the peak rise of a fresh process's resident set while it trains an epoch of
+  ``--memory-segments`` segments of one step each through :func:`trainer.inner.run_epoch` (leaves
+  copied, hashed and written behind training, every 4th stored), in leaves: what the snapshot
+  queue holds, whatever the epoch's length;
 * **compute**: a training step and a replayed step (seconds, and per parameter);
 * **Δ**: bytes of the quantized pseudo-gradient per parameter;
 * **detection**: the probability that the challenged segments (``protocol.rules.sampling``:
@@ -22,7 +26,8 @@ Measured in one process, on this machine:
   seeds; a cheater fakes only segments before the last (the last is always replayed).
 
 Run: ``.venv/bin/python bench/scale_costs.py [--preset small] [--threads 2] [--json out.json]``
-(``--readers-only``: only the readers' memory, local and remote)
+(``--readers-only``: only the readers' memory, local and remote; ``--host-memory-only``: only the
+host's memory over an epoch)
 """
 
 from __future__ import annotations
@@ -162,6 +167,66 @@ server.stop()
 
 MODES = ("stream-keep-nothing", "stream-decode", "whole-file")
 
+HOST_EPOCH = """
+import os, pathlib, sys, tempfile, threading, time
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.spec import RunSpec
+from trainer.data import Dataset
+from trainer.determinism import configure
+from trainer.inner import EpochContext, run_epoch, start_checkpoint, train_steps
+from trainer.outer import GlobalState
+from trainer.step import Stepper
+configure(int(sys.argv[2]))
+spec = RunSpec.from_canonical(pathlib.Path(sys.argv[1]).read_text())
+dataset = Dataset.load(spec.data)
+run_id = spec.run_id()
+ctx = EpochContext(run_id, 0, "inj1scalecostsbenchhost", genesis_seed(run_id))
+theta = GlobalState.initial(spec).params
+stepper = Stepper(spec)
+stepper.load(start_checkpoint(spec, theta, 0).state)
+train_steps(stepper, dataset, spec, ctx, range(1), 1)  # warm: autograd buffers and AdamW state exist
+page = os.sysconf("SC_PAGE_SIZE")
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * page
+top, done = [0], threading.Event()
+def sample():
+    while not done.is_set():
+        top[0] = max(top[0], rss())
+        time.sleep(0.001)
+with tempfile.TemporaryDirectory() as tmp:
+    before = rss()
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    t0, c0 = time.perf_counter(), time.process_time()
+    run_epoch(spec, dataset, ctx, theta, pathlib.Path(tmp), stepper=stepper, full_leaf_every=4)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    done.set()
+    sampler.join()
+print(max(top[0], rss()) - before, wall, cpu)
+"""
+
+
+def host_memory(spec, segments: int, threads: int) -> dict:
+    """Peak RSS rise of a fresh process training an epoch of ``segments`` one-step segments of
+    ``spec``'s model (:data:`HOST_EPOCH`), against the size of one leaf."""
+    short = spec.with_changes(train={"inner_steps": segments, "segment_steps": 1})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
+                                                        os.environ.get("PYTHONPATH", "")]),
+           "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write(short.canonical().decode())
+    try:
+        res = subprocess.run([sys.executable, "-c", HOST_EPOCH, f.name, str(threads)],
+                             capture_output=True, text=True, check=True, env=env)
+    finally:
+        os.unlink(f.name)
+    rise, wall, cpu = res.stdout.split()[-3:]
+    leaf = sum(expected_size({n: v}) for n, v in checkpoint_layout(short, 1).items())
+    return {"segments": segments, "peak_rise_bytes": int(rise), "leaf_bytes": leaf,
+            "times_leaf": int(rise) / leaf, "all_leaves_bytes": (segments + 1) * leaf,
+            "epoch_wall_s": float(wall), "epoch_cpu_s": float(cpu)}
+
 
 def reader_memory(spec, store: EpochStore, leaf: int) -> dict:
     """Peak RSS rise of a fresh process reading leaf ``leaf`` and the Δ of epoch 0 of ``store``, from
@@ -247,6 +312,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--readers-only", action="store_true",
                         help="measure only the readers' memory (local and remote), a few minutes")
+    parser.add_argument("--host-memory-only", action="store_true",
+                        help="measure only the host's memory over an epoch")
+    parser.add_argument("--memory-segments", type=int, default=48,
+                        help="segments (of one step) of the epoch the host's memory is measured over")
     args = parser.parse_args()
     configure(args.threads)
     spec = preset(args.preset)
@@ -255,6 +324,12 @@ def main() -> None:
                     "H": spec.train.inner_steps, "c": spec.train.segment_steps, "S": spec.train.segments,
                     "k": spec.verification.challenges_k, "r": spec.verification.validators_r,
                     "replay_share_steps": replay_share(spec)}
+    if args.host_memory_only:
+        result["host_memory"] = host_memory(spec, args.memory_segments, args.threads)
+        print(json.dumps(result, indent=1, default=str))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=1, default=str))
+        return
     if args.readers_only:
         result["readers"] = readers(spec)
         print(json.dumps(result, indent=1, default=str))
@@ -311,6 +386,7 @@ def main() -> None:
         "background_leaf_s": pipeline_s, "background_leaf_GBps": nbytes / pipeline_s / 1e9,
         "delta_bytes": delta_bytes, "delta_bytes_per_param": delta_bytes / n_params,
         "readers": readers(spec),
+        "host_memory": host_memory(spec, args.memory_segments, args.threads),
         "detection": detection(spec, [0.01, 0.02, 0.05, 0.1, 0.2, 0.5]),
     })
     lim = result["limits"]
