@@ -67,7 +67,8 @@ def small(name: str = "small") -> RunSpec:
     store): 200 segments of 12 steps halve the host's per-step cost of 200 segments of 6 at the
     same validator share, and since replays are bitwise at any thread count a longer segment costs
     the verifier no margin (``docs/verification.md``). Measured side by side on 2 CPU cores, a host
-    spends 1.036× the CPU of plain DiLoCo per epoch and its validators 3.3–3.4 % of it
+    spends 1.044× the CPU of plain DiLoCo per epoch (pooled over six epochs) and its validators
+    3.3–3.5 % of it
     (``docs/benchmarks.md``, "Scale: the small preset"). Proposals are scored on 128 validation
     windows (16 k bytes, measured within 0.004 nats of the whole split's loss, standard error
     0.013) instead of 512. Phase windows are sized for a 2-core CPU host on 0.2 s blocks with room
