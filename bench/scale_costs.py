@@ -85,8 +85,48 @@ def limits() -> dict:
     return {"sha256_GBps": len(buf) / sha / 1e9, "memcpy_GBps": src.numel() * 4 / copy / 1e9}
 
 
-READER = """
-import gc, os, sys, pathlib, threading, time
+PEAK_RSS = """
+import os, threading, time
+_page = os.sysconf("SC_PAGE_SIZE")
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * _page
+def peak_rise(fn):
+    # fn()'s result and the peak rise of the resident set while it ran, sampled every 0.2 ms by a
+    # thread (ru_maxrss would include the imports' peak), started before the baseline so that its
+    # stack and arena are not fn's.
+    top, go, done = [0], threading.Event(), threading.Event()
+    def sample():
+        go.wait()
+        while not done.is_set():
+            top[0] = max(top[0], rss())
+            time.sleep(0.0002)
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    time.sleep(0.05)
+    before = rss()
+    go.set()
+    try:
+        out = fn()
+    finally:
+        done.set()
+        sampler.join()
+    return out, max(top[0], rss()) - before
+"""
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a measuring subprocess: this checkout importable, and a fixed mmap
+    threshold, so that every buffer of 128 KiB or more is mapped and unmapped on its own and the
+    resident set shows what the code holds (glibc's adaptive threshold would keep freed buffers in
+    the heap, hiding or inflating the figure)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
+                                                         os.environ.get("PYTHONPATH", "")]),
+            "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+
+
+READER = PEAK_RSS + """
+import gc, sys, pathlib
 from protocol.rules.spec import RunSpec
 from protocol.keys import PrivateKey
 from trainer.checkpoint import stream_checkpoint, decode_checkpoint, checkpoint_layout
@@ -104,10 +144,6 @@ if kind == "leaf":
 else:
     layout, tag = payload_layout(parameter_shapes(spec), spec.quantization), Tag.DELTA
     meta = {}
-page = os.sysconf("SC_PAGE_SIZE")
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * page
 def chunks():
     if not remote:
         return file_chunks(pathlib.Path(where))
@@ -119,8 +155,6 @@ def whole():
         return pathlib.Path(where).read_bytes()
     source = HttpArtifacts(where, PrivateKey(b"\\x07" * 32), spec, allow_private=True)
     return source.checkpoint(0, leaf) if kind == "leaf" else source.delta(0)
-# The peak of the resident set while reading, sampled every 0.2 ms by a thread (ru_maxrss would
-# include the imports' peak).
 def read():
     if mode == "stream-keep-nothing":
         s = TensorStream(chunks(), layout, tag, where, meta)
@@ -135,21 +169,8 @@ def read():
     return delta_hash(decode_delta(whole(), spec))
 read()  # warm up: the code paths' pages and allocator arenas are then part of the baseline
 gc.collect()
-top, go, done = [0], threading.Event(), threading.Event()
-def sample():
-    go.wait()
-    while not done.is_set():
-        top[0] = max(top[0], rss())
-        time.sleep(0.0002)
-sampler = threading.Thread(target=sample)
-sampler.start()  # before the baseline: its stack and arena are not the read's
-time.sleep(0.05)
-before = rss()
-go.set()
-digest = read()
-done.set()
-sampler.join()
-print(max(top[0], rss()) - before, digest.hex())
+digest, rise = peak_rise(read)
+print(rise, digest.hex())
 """
 
 SERVER = """
@@ -167,8 +188,8 @@ server.stop()
 
 MODES = ("stream-keep-nothing", "stream-decode", "whole-file")
 
-HOST_EPOCH = """
-import os, pathlib, sys, tempfile, threading, time
+HOST_EPOCH = PEAK_RSS + """
+import pathlib, sys, tempfile
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
 from trainer.data import Dataset
@@ -185,25 +206,13 @@ theta = GlobalState.initial(spec).params
 stepper = Stepper(spec)
 stepper.load(start_checkpoint(spec, theta, 0).state)
 train_steps(stepper, dataset, spec, ctx, range(1), 1)  # warm: autograd buffers and AdamW state exist
-page = os.sysconf("SC_PAGE_SIZE")
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * page
-top, done = [0], threading.Event()
-def sample():
-    while not done.is_set():
-        top[0] = max(top[0], rss())
-        time.sleep(0.001)
-with tempfile.TemporaryDirectory() as tmp:
-    before = rss()
-    sampler = threading.Thread(target=sample)
-    sampler.start()
+def epoch():
     t0, c0 = time.perf_counter(), time.process_time()
-    run_epoch(spec, dataset, ctx, theta, pathlib.Path(tmp), stepper=stepper, full_leaf_every=4)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    done.set()
-    sampler.join()
-print(max(top[0], rss()) - before, wall, cpu)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_epoch(spec, dataset, ctx, theta, pathlib.Path(tmp), stepper=stepper, full_leaf_every=4)
+    return time.perf_counter() - t0, time.process_time() - c0
+(wall, cpu), rise = peak_rise(epoch)
+print(rise, wall, cpu)
 """
 
 
@@ -211,14 +220,11 @@ def host_memory(spec, segments: int, threads: int) -> dict:
     """Peak RSS rise of a fresh process training an epoch of ``segments`` one-step segments of
     ``spec``'s model (:data:`HOST_EPOCH`), against the size of one leaf."""
     short = spec.with_changes(train={"inner_steps": segments, "segment_steps": 1})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
-                                                        os.environ.get("PYTHONPATH", "")]),
-           "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write(short.canonical().decode())
     try:
         res = subprocess.run([sys.executable, "-c", HOST_EPOCH, f.name, str(threads)],
-                             capture_output=True, text=True, check=True, env=env)
+                             capture_output=True, text=True, check=True, env=child_env())
     finally:
         os.unlink(f.name)
     rise, wall, cpu = res.stdout.split()[-3:]
@@ -232,12 +238,7 @@ def reader_memory(spec, store: EpochStore, leaf: int) -> dict:
     """Peak RSS rise of a fresh process reading leaf ``leaf`` and the Δ of epoch 0 of ``store``, from
     its files and from a real HTTP server (the project's, in another process) serving them."""
     out: dict = {}
-    # A fixed mmap threshold: every buffer of 128 KiB or more is mapped and unmapped on its own,
-    # so the resident set shows what the read holds (glibc's adaptive threshold would keep
-    # freed buffers in the heap, hiding or inflating the figure).
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent.parent),
-                                                        os.environ.get("PYTHONPATH", "")]),
-           "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+    env = child_env()
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         f.write(spec.canonical().decode())
     server = subprocess.Popen([sys.executable, "-c", SERVER, f.name, str(store.root), store.host],

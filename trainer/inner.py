@@ -199,13 +199,13 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     try:
         index = progress.index
         while stepper.step_count < spec.train.inner_steps:
+            last, ready = train_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
             index += 1
             if writer is None:
-                last = run_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
+                ready()
                 continue
             # The writer waits for the copy (on CUDA still in flight) before it hashes the leaf;
             # finish() below has waited for every one, the last included, before `last` is read.
-            last, ready = train_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
             writer.submit(index, last, ready)
             losses.extend(last.losses.tolist())
         hashes = progress.hashes + (writer.finish() if writer is not None else [])

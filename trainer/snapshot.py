@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
@@ -74,7 +74,6 @@ class _Job:
     checkpoint: Checkpoint | None  # dropped once processed: only the queue's snapshots stay alive
     store: bool
     ready: Callable[[], None] | None = None
-    done: threading.Event = field(default_factory=threading.Event)
     digest: bytes = b""
 
 
@@ -146,16 +145,13 @@ class LeafWriter:
             job = self._queue.get()
             if job is None:
                 return
-            if self._error is not None:
-                job.checkpoint = None
-                continue  # drain: after a failure nothing more is recorded
             try:
-                self._process(job)
+                if self._error is None:  # after a failure the rest is drained, nothing recorded
+                    self._process(job)
             except BaseException as exc:  # noqa: BLE001 - handed to the training thread
                 self._error = exc
             finally:
                 job.checkpoint = None  # a whole training state: memory stays at the queue's bound
-                job.done.set()
 
     def _process(self, job: _Job) -> None:
         assert job.checkpoint is not None

@@ -231,15 +231,21 @@ class Stepper:
         self.step_count = state.step
         self.rng_key = state.rng_key
 
+    def _live(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The current parameters and AdamW moments where they live (not copies; zero moments before
+        the optimizer's first step)."""
+        params, m, v = {}, {}, {}
+        for name, p in self.named.items():
+            s = self.optimizer.state.get(p, {})
+            params[name] = p.detach()
+            m[name] = s["exp_avg"] if s else torch.zeros_like(p)
+            v[name] = s["exp_avg_sq"] if s else torch.zeros_like(p)
+        return params, m, v
+
     def export(self) -> TrainState:
         """A copy of the current state."""
-        params, m, v = {}, {}, {}
         cpu = torch.device("cpu")
-        for name, p in self.named.items():
-            params[name] = p.detach().to(cpu, copy=True)
-            s = self.optimizer.state.get(p, {})
-            m[name] = s["exp_avg"].to(cpu, copy=True) if s else torch.zeros_like(params[name])
-            v[name] = s["exp_avg_sq"].to(cpu, copy=True) if s else torch.zeros_like(params[name])
+        params, m, v = ({n: t.to(cpu, copy=True) for n, t in group.items()} for group in self._live())
         return TrainState(params, m, v, self.step_count, self.rng_key)
 
     def export_async(self) -> tuple[TrainState, Callable[[], None]]:
@@ -262,26 +268,22 @@ class Stepper:
         if self._copy_stream is None:
             self._copy_stream = torch.cuda.Stream(self.device)
         copier = self._copy_stream
-        sources: dict[str, dict[str, torch.Tensor]] = {"params": {}, "m": {}, "v": {}}
-        for name, p in self.named.items():
-            s = self.optimizer.state.get(p, {})
-            sources["params"][name] = p.detach().clone()
-            sources["m"][name] = s["exp_avg"].clone() if s else torch.zeros_like(p)
-            sources["v"][name] = s["exp_avg_sq"].clone() if s else torch.zeros_like(p)
+        on_device = [{n: t.clone() for n, t in group.items()} for group in self._live()]
         copier.wait_stream(training)  # the device copies above are complete before the transfer
-        host: dict[str, dict[str, torch.Tensor]] = {"params": {}, "m": {}, "v": {}}
+
+        def to_host(t: torch.Tensor) -> torch.Tensor:
+            pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            pinned.copy_(t, non_blocking=True)
+            # The caching allocator may hand t's memory to the training stream once t is dropped
+            # here; record_stream makes it wait for the copier's use of it.
+            t.record_stream(copier)
+            return pinned
+
         with torch.cuda.stream(copier):
-            for group, tensors in sources.items():
-                for name, t in tensors.items():
-                    pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-                    pinned.copy_(t, non_blocking=True)
-                    # The caching allocator may hand t's memory to the training stream once t is
-                    # dropped here; record_stream makes it wait for the copier's use of it.
-                    t.record_stream(copier)
-                    host[group][name] = pinned
+            params, m, v = ({n: to_host(t) for n, t in group.items()} for group in on_device)
         done = torch.cuda.Event(blocking=True)  # the waiting writer thread sleeps instead of spinning
         done.record(copier)
-        return TrainState(host["params"], host["m"], host["v"], self.step_count, self.rng_key), done.synchronize
+        return TrainState(params, m, v, self.step_count, self.rng_key), done.synchronize
 
     def step(self, x: torch.Tensor, y: torch.Tensor, micro_batches: int = 1) -> float:
         """One inner step on this process's rows of the island-wide batch.
