@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ledger_env import LedgerEnv, make_spec
+from ledger_env import DEFAULT_NAMES, LedgerEnv, make_spec
 
-from chain.ledger import ContractError
+from chain.ledger import ContractBackend, ContractError, Ledger, LedgerError
 from protocol.views import Challenge
 
 HOSTS = ("host1", "host2", "host3", "host4")
@@ -160,3 +160,46 @@ def test_a_validators_challenges_read_in_pages_equal_them_read_at_once(make_ledg
     too_long = {"epoch": e, "validator": env.addr("validator1"), "start_after": "x" * 300}
     with pytest.raises(ContractError, match="start_after is longer than an address"):
         ledger.backend.query({"challenges": too_long})
+
+
+class StuckCursorNode(ContractBackend):
+    """A node (or an RPC proxy in front of one) that answers every ``challenges`` page with a
+    cursor that does not move on: a validator that follows it would read forever."""
+
+    def __init__(self, backend: ContractBackend) -> None:
+        self.inner = backend
+
+    denom = property(lambda self: self.inner.denom)
+    contract_address = property(lambda self: self.inner.contract_address)
+
+    def execute(self, key, msg, funds=0):
+        return self.inner.execute(key, msg, funds)
+
+    def query(self, msg):
+        answer = self.inner.query(msg)
+        if "challenges" in msg:
+            answer = {**answer, "next": msg["challenges"]["start_after"] or "inj1"}
+        return answer
+
+    def height(self):
+        return self.inner.height()
+
+    def balance(self, address):
+        return self.inner.balance(address)
+
+    def wait_for_height(self, height, timeout=60.0):
+        return self.inner.wait_for_height(height, timeout)
+
+    def raw(self, key):
+        return self.inner.raw(key)
+
+
+def test_a_challenges_cursor_that_does_not_advance_is_refused(embedded_ledger_driver) -> None:
+    # A lying or broken node must not keep a validator's daemon paging forever: the second page's
+    # cursor equals the first's, and the read stops with a clear error.
+    env = LedgerEnv(embedded_ledger_driver(SPEC, DEFAULT_NAMES))
+    env.bond_all([*HOSTS, *VALIDATORS])
+    e = env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    assert env.ledger.challenges(e, env.addr("validator1"))  # the honest node's answer reads fine
+    with pytest.raises(LedgerError, match="a challenges page ends at 'inj1'"):
+        Ledger(StuckCursorNode(env.ledger.backend)).challenges(e, env.addr("validator1"))
