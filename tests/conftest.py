@@ -117,7 +117,8 @@ def determinism() -> Iterator[None]:
     from trainer.determinism import configure
 
     old = torch.get_num_threads()
-    configure(threads=1)
+    # On a GPU machine the CUDA settings too (cuBLAS's fixed workspace must precede its first use).
+    configure(threads=1, device="cuda" if torch.cuda.is_available() else "cpu")
     yield
     torch.set_num_threads(old)
 
