@@ -4,11 +4,13 @@ A validator replays a host's segment and compares end states, so what the step c
 depend on anything but its inputs. What decides the bits on CPU, and what this module pins:
 
 * **Thread count: it does not matter.** torch splits matrix products and reductions across intra-op
-  threads; MKL's products and torch's column sums split their outputs, not the sums, so they compute
-  the same bits at any thread count. The one operation of the step that split a sum by thread was
-  torch's fused LayerNorm backward (gain and bias gradients); the model's own
-  :class:`trainer.model.LayerNorm` avoids it, so replays are bitwise equal at any thread count and
-  for a gloo island of any size (``tests/verifier/test_tolerance.py``). :func:`configure` sets the
+  threads; torch's column sums split their outputs, not the sums, and so do MKL's products in its
+  strict reproducibility mode (:data:`trainer.MKL_CBWR`, set when the trainer is imported: on an
+  Intel AVX-512 machine MKL's own choice split sums by thread), so they compute the same bits at any
+  thread count. The one operation of the step that split a sum by thread was torch's fused
+  LayerNorm backward (gain and bias gradients); the model's own :class:`trainer.model.LayerNorm`
+  avoids it, so replays are bitwise equal at any thread count and for a gloo island of any size
+  (``tests/verifier/test_tolerance.py``, ``bench/thread_invariance.py``). :func:`configure` sets the
   count only for speed.
 * **The compute profile: it does.** The torch build, the CPU kernels torch dispatches to (AVX2,
   AVX-512, …; ``ATEN_CPU_CAPABILITY`` forces them), MKL's code branch (``MKL_CBWR``) and the device
@@ -24,8 +26,8 @@ depend on anything but its inputs. What decides the bits on CPU, and what this m
 * **CUDA** (when a step runs on a GPU): no TF32 in matrix products or convolutions, cuDNN's
   deterministic kernels, and cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, read when
   cuBLAS starts, so :func:`configure` must run before the first CUDA matrix product). Replays on
-  one GPU model are then repeatable; a CPU and a GPU agree only within the replay tolerance, which
-  has not been measured yet (no GPU was available; ``docs/verification.md``).
+  one GPU model are then bitwise repeatable (measured on an H100, up to ``gpt124m``); a CPU and a
+  GPU are two compute profiles, which differ by rounding (``docs/verification.md``).
 """
 
 from __future__ import annotations

@@ -54,3 +54,16 @@ def test_a_pinned_profile_admits_this_machine_only_when_it_is_its_own() -> None:
     assert check_fingerprint(spec.with_changes(verification={"compute_fingerprint": local})) == local
     with pytest.raises(ComputeMismatch, match="differently from the profile the run pins"):
         check_fingerprint(spec.with_changes(verification={"compute_fingerprint": OTHER}))
+
+
+def test_importing_the_trainer_pins_mkl_to_thread_invariant_products() -> None:
+    # MKL reads MKL_CBWR at its first call; a trainer import must set it before any product runs,
+    # and must not override a mode the operator (or the tolerance harness) chose.
+    code = "import os, trainer.presets; print(os.environ.get('MKL_CBWR'))"
+    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    unset = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert unset.stdout.strip() == "AUTO,STRICT"
+    chosen = subprocess.run([sys.executable, "-c", code], env={**env, "MKL_CBWR": "COMPATIBLE"},
+                            capture_output=True, text=True, check=True)
+    assert chosen.stdout.strip() == "COMPATIBLE"
+
