@@ -19,6 +19,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" OMP_WAIT_
 left() { echo $((budget - SECONDS)); }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/env.txt"
+lscpu | grep -i "model name" | tee -a "$out/env.txt"
 $py -c 'import torch, os; print("torch", torch.__version__, "cuda", torch.version.cuda, "cpus", os.cpu_count(),
 "capability", torch.backends.cpu.get_cpu_capability())' | tee -a "$out/env.txt"
 
@@ -32,7 +33,7 @@ timeout 150 $py bench/verifier_calibrate.py --quick --device cuda --json "$out/c
 tail -c 1500 "$out/calibrate_quick.log"; echo
 
 echo "== 3. GPU-class preset ($(left) s left)"
-timeout $(( $(left) - 30 )) $py bench/gpu_preset.py --json "$out/gpu_preset.json" >"$out/gpu_preset.log" 2>&1
+timeout $(( $(left) > 60 ? $(left) - 30 : 30 )) $py bench/gpu_preset.py --json "$out/gpu_preset.json" >"$out/gpu_preset.log" 2>&1
 tail -n 14 "$out/gpu_preset.log"
 
 rest=$(left)

@@ -7,15 +7,15 @@ Measured in one process, on one device (default ``gpt124m`` on ``cuda``):
 * **steps**: seconds per inner step and the device's peak memory for each micro-batch count ``M``
   in ``--micro-batches`` (an ``M`` that runs out of memory is reported as such, not as a crash);
 * **epoch side by side**: ``--segments`` segments of the preset's ``c`` steps trained plainly
-  (the steps and nothing else) and through :func:`trainer.inner.run_epoch` (leaves copied with
-  :meth:`~trainer.step.Stepper.export_async`, hashed and written behind training, every
-  ``K``-th stored), alternately ``--repeats`` times each, with the background writer's figures
-  (hash, write, transfer, the training thread's waits);
+  (loading θ_e, then the steps and nothing else) and through :func:`trainer.inner.run_epoch`
+  (leaves copied with :meth:`~trainer.step.Stepper.export_async`, hashed and written behind
+  training, every ``K``-th stored), ``--repeats`` pairs with the order swapped in every other
+  pair, with the background writer's figures (hash, write, transfer, the training thread's waits);
 * **replay**: segment 0 replayed from leaf 0 in a fresh :class:`~trainer.step.Stepper`, against
   the host's committed leaf hash: whether replays on this device are bitwise, and what one costs;
 * **snapshot on the training thread**: :meth:`Stepper.export` (a blocking copy to pageable
-  memory) against the return of :meth:`Stepper.export_async` and the wait for its copy, and the
-  leaf hash on 1 and 8 threads.
+  memory) against the return of :meth:`Stepper.export_async`, a training step taken while its copy
+  may still run, and the wait for the copy after that step; the leaf hash on 1 and 8 threads.
 
 Run: ``python bench/gpu_preset.py [--preset gpt124m] [--device cuda] [--json out.json]``; on a CPU
 ``--preset tiny --device cpu`` checks the script itself.
@@ -91,6 +91,11 @@ def peak_memory(device: torch.device) -> int | None:
     return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
 
 
+def reserved_memory(device: torch.device) -> int | None:
+    """What the caching allocator held at its peak: what the card must actually have free."""
+    return torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
+
+
 def reset_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -111,11 +116,14 @@ def steps_per_m(spec, dataset, ctx, theta, device, counts: list[int], steps: int
                 sync(device)
                 t0 = time.perf_counter()
                 train_steps(stepper, dataset, spec, ctx, range(t, t + 1), m)
+                sync(device)
                 times.append(time.perf_counter() - t0)
-            row.update(step_s=statistics.median(times), step_s_all=times, peak_bytes=peak_memory(device))
+            row.update(step_s=statistics.median(times), step_s_all=times, peak_bytes=peak_memory(device),
+                       reserved_bytes=reserved_memory(device))
         except (torch.OutOfMemoryError, RuntimeError) as exc:
-            # cuBLAS reports a failed workspace allocation as a RuntimeError, not as torch's OOM.
-            if not isinstance(exc, torch.OutOfMemoryError) and "ALLOC" not in str(exc) and "memory" not in str(exc):
+            # cuBLAS reports a failed workspace allocation as a RuntimeError, not as torch's OOM;
+            # any other error (an illegal memory access poisons the context) is not a size result.
+            if not isinstance(exc, torch.OutOfMemoryError) and "CUBLAS_STATUS_ALLOC_FAILED" not in str(exc):
                 raise
             row.update(out_of_memory=str(exc).splitlines()[0], peak_bytes=peak_memory(device))
         finally:
@@ -127,27 +135,38 @@ def steps_per_m(spec, dataset, ctx, theta, device, counts: list[int], steps: int
 
 
 def epoch_side_by_side(spec, dataset, ctx, theta, device, m: int, repeats: int, keep: int) -> dict:
-    """Plain steps against run_epoch over the same steps, alternately; the protocol's last result."""
+    """Plain steps against run_epoch over the same steps, ``repeats`` pairs, the order swapped in
+    every other pair (drift lands on both); both timings include loading θ_e. Returns the
+    figures and the protocol's last result."""
     h = spec.train.inner_steps
     plain_s, protocol_s, stats_all, peaks = [], [], [], []
     result = None
     stepper = Stepper(spec, device=device)
-    for _ in range(repeats):
-        stepper.load(start_checkpoint(spec, theta, ctx.epoch, m).state)
+
+    def plain() -> None:
         sync(device)
         t0 = time.perf_counter()
+        stepper.load(start_checkpoint(spec, theta, ctx.epoch, m).state)
         train_steps(stepper, dataset, spec, ctx, range(h), m)
         sync(device)
         plain_s.append(time.perf_counter() - t0)
+
+    def protocol() -> None:
+        nonlocal result
         reset_memory(device)
         stats = SnapshotStats()
         with tempfile.TemporaryDirectory() as tmp:
+            sync(device)
             t0 = time.perf_counter()
             result = run_epoch(spec, dataset, ctx, theta, Path(tmp), m, stepper, full_leaf_every=keep, stats=stats)
             sync(device)
             protocol_s.append(time.perf_counter() - t0)
         stats_all.append(stats.__dict__.copy())
         peaks.append(peak_memory(device))
+
+    for i in range(repeats):
+        for part in (plain, protocol) if i % 2 == 0 else (protocol, plain):
+            part()
         print(json.dumps({"plain_s": plain_s[-1], "protocol_s": protocol_s[-1], "stats": stats_all[-1]}), flush=True)
     return {"steps": h, "segments": spec.train.segments, "micro_batches": m, "full_leaf_every": keep,
             "plain_s": plain_s, "protocol_s": protocol_s,
@@ -219,16 +238,23 @@ def main() -> None:
     leaf_bytes = sum(t.numel() * t.element_size() for t in leaf.tensors().values())
     snap = {"leaf_bytes": leaf_bytes,
             "export_blocking_s": timed(replayer.export, device)}
-    returns, waits = [], []
+    # export_async, then one training step, then the wait for the copy: whether the transfer
+    # overlaps the step (the wait is then ~0 and the step no slower than without a copy in flight).
+    returns, steps_during, waits = [], [], []
     for _ in range(3):
         sync(device)
         t0 = time.perf_counter()
         _, ready = replayer.export_async()
         t1 = time.perf_counter()
+        t = replayer.step_count
+        train_steps(replayer, dataset, spec, ctx, range(t, t + 1), m)
+        t2 = time.perf_counter()
         ready()
         returns.append(t1 - t0)
-        waits.append(time.perf_counter() - t1)
-    snap.update(export_async_return_s=min(returns), export_async_wait_s=min(waits))
+        steps_during.append(t2 - t1)
+        waits.append(time.perf_counter() - t2)
+    snap.update(export_async_return_s=returns, step_during_copy_s=steps_during, export_async_wait_s=waits,
+                step_alone_s=fastest["step_s"])
     for threads in (1, 8):
         snap[f"leaf_hash_{threads}t_GBps"] = leaf_bytes / timed(lambda t=threads: leaf.leaf_hash(t),
                                                                 torch.device("cpu"), 2) / 1e9
@@ -246,7 +272,9 @@ def main() -> None:
           f" (pooled {e['ratio_pooled']:.3f})")
     print(f"  replay of segment 0: {out['replay']['segment_s']:.2f} s, bitwise: {out['replay']['bitwise']}")
     print(f"  snapshot: blocking export {snap['export_blocking_s']:.3f} s, async returns in "
-          f"{snap['export_async_return_s'] * 1e3:.1f} ms, its copy lands {snap['export_async_wait_s']:.3f} s later;"
+          f"{min(snap['export_async_return_s']) * 1e3:.1f} ms, a step meanwhile "
+          f"{min(snap['step_during_copy_s']):.3f} s (alone {fastest['step_s']:.3f} s), then waited "
+          f"{max(snap['export_async_wait_s']) * 1e3:.2f} ms for the copy;"
           f" leaf hash {snap['leaf_hash_1t_GBps']:.2f} / {snap['leaf_hash_8t_GBps']:.2f} GB/s on 1 / 8 threads")
     print(f"  {out['seconds']} s in all")
     if args.json:

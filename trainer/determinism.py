@@ -5,9 +5,9 @@ depend on anything but its inputs. What decides the bits on CPU, and what this m
 
 * **Thread count: it does not matter.** torch splits matrix products and reductions across intra-op
   threads; torch's column sums split their outputs, not the sums, and so do MKL's products in its
-  strict reproducibility mode (:data:`trainer.MKL_CBWR`, set when the trainer is imported: on an
-  Intel AVX-512 machine MKL's own choice split sums by thread), so they compute the same bits at any
-  thread count. The one operation of the step that split a sum by thread was torch's fused
+  strict reproducibility mode (:data:`trainer.MKL_CBWR`, set when the trainer is imported: on one
+  AVX-512 machine MKL's own choice made the bits depend on the thread count), so they compute the
+  same bits at any thread count. The one operation of the step that split a sum by thread was torch's fused
   LayerNorm backward (gain and bias gradients); the model's own :class:`trainer.model.LayerNorm`
   avoids it, so replays are bitwise equal at any thread count and for a gloo island of any size
   (``tests/verifier/test_tolerance.py``, ``bench/thread_invariance.py``). :func:`configure` sets the

@@ -94,7 +94,7 @@ def gpt124m(name: str = "gpt124m") -> RunSpec:
     embedding GPT-2 spends 38 M parameters on goes into depth and width here). An epoch is 1280
     inner steps in 160 segments of 8, so the validators replay 3.75 % of the steps. On one H100 a
     step took 0.88 s in float32 at 54 GiB of GPU memory in one micro-batch (15 GiB in 4), so an
-    epoch is 19 minutes of training (``docs/scaling.md``, measured over 10 segments).
+    epoch is about 19 minutes of training (``docs/scaling.md``, measured over 10 segments).
     """
     return RunSpec(
         name=name,

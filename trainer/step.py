@@ -21,8 +21,8 @@ One step, for the island-wide batch of ``B`` rows split into ``M`` micro-batches
 
 With ``W = 2`` a one-process replay with ``M = 2`` adds the same two gradients as the island's
 all-reduce, so it reproduces the island bit for bit, and since no operation of the step depends
-on the thread count (``trainer.model.LayerNorm``), at any thread count (measured in
-``docs/training.md``).
+on the thread count (``trainer.model.LayerNorm``, and MKL in its strict mode: ``trainer.MKL_CBWR``),
+at any thread count (measured in ``docs/training.md``).
 
 RNG state: a 63-bit key fixed for the epoch plus the step counter. A counter-based scheme (rather
 than a stateful generator advanced by every draw) gives each micro-batch its own stream, so an
@@ -254,9 +254,10 @@ class Stepper:
         On CUDA the state is first copied on the device, on the training stream (the next step's
         in-place updates are ordered after it), then to pinned host memory on a side stream while
         the next steps compute; on CPU the copy is :meth:`export`'s, made now. On an H100 at
-        ``gpt124m`` (a 1.5 GB state) this returned in 61–83 ms, most of it allocating the pinned
-        buffers, against 0.49 s for :meth:`export`; the transfer had landed by the time the writer
-        waited for it.
+        ``gpt124m`` (a 1.5 GB state) this returned in 61–83 ms against 0.49 s for :meth:`export`,
+        and the transfer had landed when it returned (what the 61–83 ms consist of, and whether
+        the transfer overlaps a step, was not profiled; ``bench/gpu_preset.py`` now measures the
+        second).
 
         Returns:
             The state and a function that blocks until its tensors hold the copy: call it before

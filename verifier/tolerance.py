@@ -59,7 +59,8 @@ class Setup:
             replay in one process.
         isa: the CPU kernels torch dispatches to, one of :data:`ISAS` (``avx2`` on an AVX-512
             machine computes as an AVX2-only CPU would); ``None`` for this machine's own.
-        mkl: MKL's code branch, one of :data:`MKL_BRANCHES`; ``None`` for MKL's own choice.
+        mkl: MKL's code branch, one of :data:`MKL_BRANCHES`; ``None`` for the trainer's mode
+            (:data:`trainer.MKL_CBWR`: this CPU's own branch, strict).
     """
 
     device: str = "cpu"

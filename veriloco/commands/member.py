@@ -8,6 +8,7 @@ FastAPI) load only in ``run``.
 # No `from __future__ import annotations`: the options' help texts name the role, a local of make_app,
 # and Typer evaluates annotations where the function is defined.
 import logging
+import os
 import socket
 from pathlib import Path
 from typing import Annotated
@@ -221,7 +222,14 @@ def make_app(role: Role) -> typer.Typer:
 
 def report_profile(spec: RunSpec, device: str, who: str) -> None:
     """Say which compute profile this node computes in. A run that pins one is checked by the node
-    itself (``trainer.fingerprint.check_fingerprint``), which refuses another machine."""
+    itself (``trainer.fingerprint.check_fingerprint``), which refuses another machine. An MKL mode
+    that is not strict (the operator's ``MKL_CBWR``; the trainer sets ``AUTO,STRICT`` otherwise) is
+    warned about: on some CPUs the thread count then changes the bits, which no fingerprint shows."""
+    mode = os.environ.get("MKL_CBWR", "")
+    if "STRICT" not in mode.upper():
+        err_console.print(f"{who}: MKL_CBWR={mode or '(unset)'} is not a strict mode: on some CPUs this node's "
+                          "bits then depend on its thread count, and its replays can differ from other nodes' "
+                          "(docs/verification.md, 'Compute profiles and calibration')", highlight=False)
     pinned = spec.verification.compute_fingerprint
     if pinned:
         err_console.print(f"{who}: the run pins compute profile {pinned[:16]}…; checking this machine's",
