@@ -10,14 +10,18 @@ robust aggregation, the validation loss it posts with its proposal. Validators r
 machines in a real network, so their time is excluded from the host's and reported separately as
 a fraction of the hosts' compute.
 
-The two are measured side by side, epoch by epoch (plain epoch, then protocol epoch), so the noise
-of this shared machine lands on both. Run:
+The two are measured side by side, epoch by epoch (plain epoch first in even epochs, protocol epoch
+first in odd ones), so the noise and drift of this shared machine land on both. Run:
 
     .venv/bin/python bench/protocol_overhead.py --preset demo --hosts 4 --validators 2 --epochs 3
     .venv/bin/python bench/protocol_overhead.py --preset demo --inner-steps 500 --segment-steps 50 --epochs 2
 """
 
 from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
 
 import argparse
 import json
@@ -131,7 +135,18 @@ def main() -> None:
         for e in range(args.epochs):
             prev = genesis_seed(spec.run_id()) if e == 0 else bytes.fromhex(net.ledger.epoch().prev_seed)
             plain_cpu: list[float] = []
-            plain_theta, plain_s = plain_epoch(spec, dataset, plain_theta, plain_hosts, e, prev, stepper, plain_cpu)
+            plain_s: list[float] = []
+
+            def plain(e=e, prev=prev, plain_cpu=plain_cpu, plain_s=plain_s) -> None:
+                nonlocal plain_theta
+                plain_theta, seconds = plain_epoch(spec, dataset, plain_theta, plain_hosts, e, prev, stepper,
+                                                   plain_cpu)
+                plain_s.extend(seconds)
+
+            # Plain first in even epochs, after the protocol's in odd ones: a drift of the machine's
+            # speed over the run lands on both sides.
+            if e % 2 == 0:
+                plain()
             busy.clear()
             cpu.clear()
             recomputed = [h.recomputer.stats.seconds for h in net.hosts]
@@ -139,6 +154,8 @@ def main() -> None:
             t0 = time.perf_counter()
             report = net.run_epoch()
             wall = time.perf_counter() - t0
+            if e % 2 == 1:
+                plain()
             # A host recomputes the leaves it did not store while a validator reads them (in this
             # one-process network, inside the validator's tick): that time is the host's.
             extra = [h.recomputer.stats.seconds - r for h, r in zip(net.hosts, recomputed, strict=True)]
