@@ -7,6 +7,8 @@ against a real embedded deployment of the contract; one subprocess run checks th
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -33,11 +35,13 @@ PASSPHRASE = "pw"
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A run deployed on an embedded chain saved to disk, and a home with two keys: ``outsider`` is
-    no member, ``member`` is a host with 20 INJ bonded and nothing unbonding."""
+    no member (funded, so it may bond), ``member`` is a host with 20 INJ bonded and nothing unbonding."""
     root = tmp_path_factory.mktemp("deployed")
     operator = PrivateKey(hashlib.sha256(b"cli-errors-operator").digest())
     member = PrivateKey(hashlib.sha256(b"cli-errors-member").digest())
-    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, member)})
+    outsider = PrivateKey(hashlib.sha256(b"cli-errors-outsider").digest())
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE}
+                                            for k in (operator, member, outsider)})
     ledger = deploy_embedded(chain, operator, tiny("cli-errors"), hashlib.sha256(b"theta_0").hexdigest(),
                              treasury=operator.address())
     ledger.bond(member, "host", "http://127.0.0.1:8101", 20 * ONE_INJ)
@@ -45,7 +49,7 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     network = NetworkFile(chain=ChainSettings(backend="embedded", state=str(root / "chain.json")),
                           contract=ledger.contract_address, run_id="00" * 32).save(root / "network.json")
     home = root / "home"
-    Keystore.in_home(home).add("outsider", PrivateKey(hashlib.sha256(b"cli-errors-outsider").digest()), PASSPHRASE)
+    Keystore.in_home(home).add("outsider", outsider, PASSPHRASE)
     Keystore.in_home(home).add("member", member, PASSPHRASE)
     return network, home
 
@@ -81,6 +85,13 @@ def test_debug_shows_the_error_itself(deployed) -> None:
     (["host", "bond", "1.5inj", "--key", "outsider"], "inj is the base unit and has no fractions"),
     (["host", "bond", "20atom", "--key", "outsider"], "unknown denom 'atom'"),
     (["host", "bond", "5INJ", "--key", "nobody"], "no key named 'nobody'"),
+    # A bond that leaves the member below the role's minimum: every amount in both notations.
+    (["host", "bond", "20inj", "--key", "outsider"],
+     "bond: 0.00000000000000002INJ = 20inj is below the run's minimum host stake of "
+     "10INJ = 10000000000000000000inj, so this host could not join an epoch; bond at least "
+     "10INJ = 10000000000000000000inj, or pass --below-minimum"),
+    (["validator", "bond", "1INJ", "--key", "outsider"],
+     "minimum validator stake of 5INJ = 5000000000000000000inj"),
     (["host", "status", "inj1notanaddress"], "invalid address"),
     (["validator", "status", "--key", "outsider"], "is not a member of this run"),
     (["host", "claim", "--key", "member"], "claim: nothing to claim;"),
@@ -207,3 +218,21 @@ def test_the_entry_point_prints_one_line_and_fails(tmp_path) -> None:
                           text=True, timeout=120)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("error: no network file at") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_stake_can_reach_the_minimum_in_parts(deployed, tmp_path) -> None:
+    """A bond below the minimum goes through when asked for, and the part that reaches it needs no flag."""
+    network, home = deployed
+    copy = tmp_path / "chain.json"
+    shutil.copy(Path(json.loads(network.read_text())["chain"]["state"]), copy)
+    data = json.loads(network.read_text())
+    data["chain"]["state"] = str(copy)
+    mine = tmp_path / "network.json"
+    mine.write_text(json.dumps(data))
+    first = invoke("validator", "bond", "2INJ", "--below-minimum", "--key", "outsider", "--network", str(mine),
+                   home=home)
+    assert first.exit_code == 0, first.stderr
+    assert_one_line(invoke("validator", "bond", "2INJ", "--key", "outsider", "--network", str(mine), home=home),
+                    "on top of 2INJ = 2000000000000000000inj already bonded")
+    last = invoke("validator", "bond", "3INJ", "--key", "outsider", "--network", str(mine), home=home)
+    assert last.exit_code == 0 and "bonded 5INJ as validator" in last.stdout, last.stderr

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from protocol.coins import display, parse_amount
+from protocol.coins import base_units, display, parse_amount
 from protocol.messages import Role
 from protocol.rules.spec import RunSpec
 from veriloco.commands.common import (
@@ -63,6 +63,18 @@ def check_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def below_minimum_message(role: Role, amount: int, bonded: int, minimum: int, denom: str) -> str:
+    """Why a bond of ``amount`` is refused: with ``bonded`` already, it stays below the role's
+    ``minimum``, so the member could not join an epoch. Every amount in both notations, since a
+    mistaken unit (``20inj`` for ``20INJ``) is the usual cause."""
+    def both(value: int) -> str:
+        return f"{display(value, denom)} = {base_units(value, denom)}"
+    have = f" on top of {both(bonded)} already bonded" if bonded else ""
+    return (f"bond: {both(amount)}{have} is below the run's minimum {role} stake of {both(minimum)}, so this "
+            f"{role} could not join an epoch; bond at least {both(minimum - bonded)}, or pass --below-minimum "
+            "to add stake in parts")
+
+
 def make_app(role: Role) -> typer.Typer:
     """The command group of ``role``."""
     app = typer.Typer(help=f"Take part in a run as a {role}.", no_args_is_help=True)
@@ -71,12 +83,21 @@ def make_app(role: Role) -> typer.Typer:
     def bond(stake: Annotated[str, typer.Argument(help=AMOUNT_HELP)],
              endpoint: Annotated[str, typer.Option(help="URL where peers reach this participant's artifact server")]
              = "http://127.0.0.1:8101",
+             below_minimum: Annotated[bool, typer.Option(
+                 "--below-minimum", help="bond even if the total stays below the run's minimum for the role "
+                                         "(stake added in parts); without it such a bond is refused")] = False,
              key: KeyName = role, network: Network = None, home: Home = None, json: Json = False) -> None:
         """Stake (or add stake) as a participant of the run."""
         net = load_network(network, home)
         with open_ledger(net, save=True) as ledger:
             amount = parse_amount(stake, ledger.denom)  # refused before the passphrase is asked for
             participant = open_key(key, home)
+            already = ledger.member(participant.address(ledger.prefix))
+            bonded = int(already.bonded) if already is not None and already.role == role else 0
+            econ = ledger.spec().economics
+            minimum = int(econ.min_host_stake if role == "host" else econ.min_validator_stake)
+            if bonded + amount < minimum and not below_minimum:
+                raise CommandError(below_minimum_message(role, amount, bonded, minimum, ledger.denom))
             result = ledger.bond(participant, role, endpoint, amount)
             member = ledger.member(participant.address(ledger.prefix))
             denom = ledger.denom
