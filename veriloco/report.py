@@ -18,6 +18,7 @@ from rich.text import Text
 
 from protocol.coins import display
 from protocol.rules.losses import MICRO
+from protocol.rules.spec import PhaseSpec
 from protocol.views import EpochReport, HostReport, ValidatorReport
 
 OUTCOME_STYLE = {
@@ -66,8 +67,9 @@ def _coin(value: str, denom: str) -> str:
     return display(value, denom) if value != "0" else ""
 
 
-def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None = None) -> Group:
-    """The hosts table, the validators table and the epoch's totals."""
+def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None = None,
+                  phases: PhaseSpec | None = None) -> Group:
+    """The hosts table, the validators table and the epoch's totals (with why θ stayed unchanged)."""
     challenges: dict[str, list[str]] = {}
     for ch in report.challenges:
         rounds = []
@@ -104,12 +106,54 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
         ("  to treasury ", "bold"), display(report.to_treasury, denom),
         ("  rewards ", "bold"), display(report.rewards_total, denom),
     )
+    reason = unchanged_reason(report, phases)
+    if reason is not None:
+        totals.append_text(Text.assemble(("\nθ unchanged: ", "bold yellow"), reason))
     return Group(hosts, validators, totals)
 
 
 def agreement(agreed: bool | None) -> str:
     """How an epoch's vote on θ_{e+1} stands, in words (never ``None``)."""
     return {True: "agreed", False: "NOT agreed (θ unchanged)", None: "pending"}[agreed]
+
+
+def unchanged_reason(report: EpochReport, phases: PhaseSpec | None = None) -> str | None:
+    """Why a closed epoch left θ unchanged, in words: abandoned for want of members, nobody accepted,
+    no proposal, or a split vote (each proposed hash with its share of the accepted stake). None
+    while the epoch is open or when θ_{e+1} was agreed.
+
+    Args:
+        report: the epoch's report.
+        phases: the run's phase spec, for the join minimums of an abandoned epoch.
+    """
+    if report.abandoned:
+        need = (f" (the run needs {phases.min_hosts} host{'s' * (phases.min_hosts != 1)} and "
+                f"{phases.min_validators} validator{'s' * (phases.min_validators != 1)}; "
+                f"{phases.max_join_extensions} extensions)") if phases else ""
+        return (f"abandoned: only {len(report.hosts)} host(s) and {len(report.validators)} validator(s) joined "
+                f"before the join phase ran out of extensions{need}")
+    if report.agreed is not False:
+        return None
+    accepted = [h for h in report.hosts if h.outcome == "accepted"]
+    if not accepted:
+        outcomes: dict[str, int] = {}
+        for h in report.hosts:
+            outcomes[h.outcome] = outcomes.get(h.outcome, 0) + 1
+        seen = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "no host joined"
+        return f"no host was accepted ({seen})"
+    stake = sum(int(h.stake) for h in accepted)
+    backing: dict[str, int] = {}
+    for h in accepted:
+        if h.proposal is not None:
+            backing[h.proposal.model_hash] = backing.get(h.proposal.model_hash, 0) + int(h.stake)
+    if not backing:
+        return (f"none of the {len(accepted)} accepted host(s) proposed θ_{report.epoch + 1} "
+                "(their logs say why: a Δ no holder served, a model out of bounds)")
+    shares = ", ".join(f"{h[:12]}… {100 * b / stake:.0f} %" for h, b in
+                       sorted(backing.items(), key=lambda kv: (-kv[1], kv[0])))
+    silent = stake - sum(backing.values())
+    rest = f", no proposal {100 * silent / stake:.0f} %" if silent else ""
+    return f"no θ_{report.epoch + 1} was backed by more than 2/3 of the accepted stake ({shares}{rest})"
 
 
 def best_val_loss(report: EpochReport) -> float | None:
@@ -126,8 +170,8 @@ def mean_train_loss(report: EpochReport) -> float | None:
     return sum(losses) / len(losses) / MICRO if losses else None
 
 
-def summary_line(report: EpochReport, names: dict[str, str] | None = None) -> str:
-    """One line per epoch: outcomes, slashes and the agreed model's validation loss."""
+def summary_line(report: EpochReport, names: dict[str, str] | None = None, phases: PhaseSpec | None = None) -> str:
+    """One line per epoch: outcomes, slashes and the agreed model's validation loss (or why θ stayed)."""
     val = best_val_loss(report)
     hosts = sorted(report.hosts, key=lambda h: who(h.address, names))
     outcomes = ", ".join(f"{who(h.address, names)} {h.outcome}" for h in hosts)
@@ -135,7 +179,8 @@ def summary_line(report: EpochReport, names: dict[str, str] | None = None) -> st
     slashed += [who(v.address, names) for v in report.validators if v.slashed != "0"]
     return (f"epoch {report.epoch}: {outcomes}; slashed: {', '.join(slashed) or 'nobody'}; "
             f"val loss of θ_{report.epoch + 1} {'—' if val is None else f'{val:.4f}'}; "
-            f"θ {'agreed' if report.agreed else 'unchanged'}")
+            f"θ {'agreed' if report.agreed else 'unchanged'}"
+            + (f" ({reason})" if (reason := unchanged_reason(report, phases)) else ""))
 
 
 def slashed_over_run(reports: Sequence[EpochReport], denom: str, names: dict[str, str] | None = None) -> str:
@@ -154,9 +199,9 @@ def slashed_over_run(reports: Sequence[EpochReport], denom: str, names: dict[str
     return ", ".join(parts) or "nobody"
 
 
-EPOCH_COLUMNS = ["epoch", "phase", "agreed", "model_hash", "next_model_hash", "val_loss_next",
-                 "train_loss_accepted", "hosts", "accepted", "validators", "slashed_total", "to_catchers",
-                 "to_treasury", "rewards_total", "denom"]
+EPOCH_COLUMNS = ["epoch", "phase", "agreed", "unchanged_reason", "model_hash", "next_model_hash",
+                 "val_loss_next", "train_loss_accepted", "hosts", "accepted", "validators", "slashed_total",
+                 "to_catchers", "to_treasury", "rewards_total", "denom"]
 MEMBER_COLUMNS = ["epoch", "role", "address", "name", "stake", "outcome", "train_loss", "val_loss", "assigned",
                   "voted", "against", "slashed", "reward", "catcher_reward", "denom"]
 
@@ -167,6 +212,7 @@ def epoch_rows(reports: Sequence[EpochReport], denom: str) -> list[dict[str, Any
     ``val_loss_next`` is the validation loss of θ_{e+1}, the model epoch ``e`` produced.
     """
     return [{"epoch": r.epoch, "phase": r.phase, "agreed": "" if r.agreed is None else r.agreed,
+             "unchanged_reason": unchanged_reason(r) or "",
              "model_hash": r.model_hash, "next_model_hash": r.next_model_hash or "",
              "val_loss_next": _opt(best_val_loss(r)), "train_loss_accepted": _opt(mean_train_loss(r)),
              "hosts": len(r.hosts), "accepted": sum(h.outcome == "accepted" for h in r.hosts),

@@ -24,6 +24,7 @@ from veriloco.report import (
     member_rows,
     plot_reports,
     report_tables,
+    unchanged_reason,
 )
 
 app = typer.Typer(help="Inspect epochs.", no_args_is_help=True)
@@ -103,16 +104,17 @@ def report(epoch: Annotated[int, typer.Argument(help="the epoch")],
         result = ledger.report(epoch)
         history = [ledger.report(e) for e in range(epoch + 1)] if plot else []
         denom = ledger.denom
+        phases = ledger.spec().phases
     names = key_names(home)
     if plot:
         plot_reports(history, plot, names)
         err_console.print(f"plot written to {plot}", highlight=False)
     if json:
         members = {h.address for h in result.hosts} | {v.address for v in result.validators}
-        print_json({"report": result, "denom": denom,
+        print_json({"report": result, "denom": denom, "unchanged_reason": unchanged_reason(result, phases),
                     "names": {a: n for a, n in names.items() if a in members}})
         return
-    console.print(report_tables(result, denom, names))
+    console.print(report_tables(result, denom, names, phases))
     val = best_val_loss(result)
     if val is not None:
         console.print(f"validation loss of θ_{epoch + 1} (θ_e+1): {val:.4f} nats/byte", highlight=False)

@@ -1,0 +1,57 @@
+"""Why an epoch left θ unchanged, as reports, summaries and CSV rows say it (pure, on built reports)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from protocol.keys import PrivateKey
+from protocol.messages import ModelProposal
+from protocol.rules.spec import PhaseSpec
+from protocol.views import EpochReport, HostReport
+from veriloco.report import epoch_rows, summary_line, unchanged_reason
+
+A, B, C = (PrivateKey(hashlib.sha256(n).digest()).address() for n in (b"a", b"b", b"c"))
+THETA, ONE, TWO = (hashlib.sha256(n).hexdigest() for n in (b"theta", b"one", b"two"))
+
+
+def host(address: str, stake: int, outcome: str = "accepted", proposes: str | None = None) -> HostReport:
+    proposal = None if proposes is None else ModelProposal(epoch=3, model_hash=proposes, val_loss_micro=2_000_000)
+    return HostReport(address=address, stake=str(stake), revealed=True, outcome=outcome, proposal=proposal)
+
+
+def report(hosts: list[HostReport], agreed: bool | None = False, abandoned: bool = False,
+           phase: str = "closed") -> EpochReport:
+    return EpochReport(run_id=THETA, epoch=3, phase=phase, started_at=1, model_hash=THETA, agreed=agreed,
+                       abandoned=abandoned, hosts=hosts, validators=[], challenges=[])
+
+
+def test_an_agreed_or_open_epoch_has_no_reason() -> None:
+    assert unchanged_reason(report([host(A, 10, proposes=ONE)], agreed=True)) is None
+    assert unchanged_reason(report([host(A, 10)], agreed=None, phase="train")) is None
+
+
+def test_an_abandoned_epoch_says_who_joined_and_what_the_run_needs() -> None:
+    phases = PhaseSpec(min_hosts=2, min_validators=1, max_join_extensions=3)
+    reason = unchanged_reason(report([host(A, 10, outcome="pending")], abandoned=True), phases)
+    assert reason == ("abandoned: only 1 host(s) and 0 validator(s) joined before the join phase ran out of "
+                      "extensions (the run needs 2 hosts and 1 validator; 3 extensions)")
+
+
+def test_nobody_accepted_names_the_outcomes() -> None:
+    reason = unchanged_reason(report([host(A, 10, "invalid"), host(B, 10, "invalid"), host(C, 10, "absent")]))
+    assert reason == "no host was accepted (1 absent, 2 invalid)"
+
+
+def test_accepted_hosts_that_proposed_nothing() -> None:
+    assert unchanged_reason(report([host(A, 10), host(B, 10, "invalid")])) == (
+        "none of the 1 accepted host(s) proposed θ_4 (their logs say why: a Δ no holder served, a model out "
+        "of bounds)")
+
+
+def test_a_split_vote_gives_each_hash_its_share_of_the_accepted_stake() -> None:
+    split = report([host(A, 50, proposes=ONE), host(B, 30, proposes=TWO), host(C, 20)])
+    reason = unchanged_reason(split)
+    assert reason == (f"no θ_4 was backed by more than 2/3 of the accepted stake ({ONE[:12]}… 50 %, "
+                      f"{TWO[:12]}… 30 %, no proposal 20 %)")
+    assert summary_line(split).endswith(f"θ unchanged ({reason})")
+    assert epoch_rows([split], "inj")[0]["unchanged_reason"] == reason
