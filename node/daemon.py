@@ -20,6 +20,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from chain.ledger import Ledger, LedgerError
 from node.host import HostNode
@@ -29,12 +30,14 @@ from node.participant import NodeEvent, Participant
 from node.server import ServerThread, create_app
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
-from protocol.views import EpochInfo
+from protocol.views import EpochInfo, ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 
 log = logging.getLogger("node.daemon")
+
+T = TypeVar("T")
 
 TRACE_EVERY_S = 60.0
 """The same failure of a tick is logged with its traceback at most this often."""
@@ -69,6 +72,11 @@ class PhaseWatch:
     """Logs what a daemon sees on chain: each phase as it begins, and — when the daemon has waited
     in one phase for :data:`WAIT_REPORT_S` — what the phase is waiting for.
 
+    It watches the status the node's tick reads anyway (``Ledger.participant``: epoch, phase,
+    deadline), so following the phases costs no read of its own; the whole epoch (who joined,
+    who committed) is read only for a "waiting" line that is due and counts them (join, train),
+    and the height only for one that says how far the deadline is.
+
     Args:
         spec: the run spec (the join phase's minimums).
         name: the daemon's name, first on each line.
@@ -82,27 +90,51 @@ class PhaseWatch:
         self._phase: tuple[int, str] | None = None
         self._since = self._said = time.monotonic()
 
-    def observe(self, info: EpochInfo, height: int | None = None) -> str | None:
-        """Log ``info``'s phase if it is new, or a waiting line if one is due; return what was logged."""
+    def observe(self, seen: ParticipantStatus | EpochInfo, epoch: Callable[[int], EpochInfo] | None = None,
+                height: Callable[[], int] | None = None) -> str | None:
+        """Log ``seen``'s phase if it is new, or a waiting line if one is due; return what was logged.
+
+        Args:
+            seen: the epoch's phase and deadline, as the node read them (or the whole epoch).
+            epoch: reads an epoch by number, called only for a due waiting line that counts
+                members (when ``seen`` is not already the whole epoch); None: no counts.
+            height: reads the chain's height, called only for a due waiting line that says how
+                far the deadline is; None: the line leaves the height out.
+        """
         now = time.monotonic()
-        key = (info.epoch, info.phase)
+        key = (seen.epoch, seen.phase)
         if key != self._phase:
             self._phase, self._since, self._said = key, now, now
-            line = f"{self.name} epoch {info.epoch} phase {info.phase} (deadline height {info.phase_deadline})"
+            line = f"{self.name} epoch {seen.epoch} phase {seen.phase} (deadline height {seen.phase_deadline})"
         elif now - self._said >= self.every:
             self._said = now
-            waited = f"{self.name} waiting in {info.phase} of epoch {info.epoch} for {now - self._since:.0f} s"
-            if info.phase == "join":
+            waited = f"{self.name} waiting in {seen.phase} of epoch {seen.epoch} for {now - self._since:.0f} s"
+            info: EpochInfo | None = None
+            if seen.phase in ("join", "train"):
+                info = seen if isinstance(seen, EpochInfo) else self._read(epoch, seen.epoch)
+            if info is not None and seen.phase == "join":
                 line = f"{waited}: {join_wait(info, self.spec)}"
-            elif info.phase == "train":
+            elif info is not None:
                 line = f"{waited}: {len(info.committed)} of {len(info.hosts)} hosts committed"
             else:
-                line = f"{waited}: it closes at height {info.phase_deadline}" + (
-                    f" (now {height})" if height is not None else "")
+                now_at = self._read(height)
+                line = f"{waited}: it closes at height {seen.phase_deadline}" + (
+                    f" (now {now_at})" if now_at is not None else "")
         else:
             return None
         log.info("%s", line)
         return line
+
+    @staticmethod
+    def _read(read: Callable[..., T] | None, *args: int) -> T | None:
+        # A waiting line is worth no failed tick: a chain that does not answer leaves its detail out.
+        if read is None:
+            return None
+        try:
+            return read(*args)
+        except LedgerError as exc:
+            log.debug("waiting line without details: %s", exc)
+            return None
 
 
 class MembershipCache:
@@ -219,6 +251,9 @@ class Daemon:
         ledger: its chain.
         poll: seconds between ticks when nothing happened.
         max_epochs: stop once the chain's current epoch reaches this number (None: run forever).
+
+    A tick reads the chain once for the loop (the node's ``Ledger.participant`` status, which the
+    phase log and the node's work share); what the node's duties in the phase read comes on top.
     """
 
     def __init__(self, node: Participant, ledger: Ledger, poll: float = 0.5, max_epochs: int | None = None) -> None:
@@ -228,6 +263,7 @@ class Daemon:
         self.max_epochs = max_epochs
         self._stop = threading.Event()
         self._traced: dict[str, float] = {}
+        self.watch = PhaseWatch(node.spec, node.name)
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -235,35 +271,38 @@ class Daemon:
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
-        watch = PhaseWatch(self.node.spec, self.node.name)
         while not self._stop.is_set():
-            try:
-                info = self.ledger.epoch()
-                if self.max_epochs is not None and info.epoch >= self.max_epochs:
-                    log.info("%s reached epoch %d; stopping", self.node.name, self.max_epochs)
-                    return
-                watch.observe(info)
-                acted = self.node.tick()
-            except LedgerError as exc:
-                # The node is down or slow: keep going; the chain holds the truth.
-                log.warning("chain unavailable: %s", exc)
-                acted = False
-            except Exception as exc:
-                # A refusal the node did not anticipate, or a bug: logged with its traceback (the
-                # same failure at most once a minute, so a peer cannot flood the log), and the next
-                # tick re-reads the chain (every action is idempotent, so nothing repeats).
-                what = f"{type(exc).__name__}: {str(exc)[:200]}"
-                now = time.monotonic()
-                if now - self._traced.get(what, -TRACE_EVERY_S) >= TRACE_EVERY_S:
-                    self._traced[what] = now
-                    while len(self._traced) > 64:
-                        self._traced.pop(next(iter(self._traced)))
-                    log.exception("tick failed; carrying on")
-                else:
-                    log.debug("tick failed again: %s", what)
-                acted = False
-            if not acted:
+            if not self.step():
                 self._stop.wait(self.poll)
+
+    def step(self) -> bool:
+        """One tick: read the node's status (one chain read), stop if ``max_epochs`` is reached, log
+        the phase, and let the node act on that same status. Returns whether the node acted."""
+        try:
+            status = self.node.status()
+            if self.max_epochs is not None and status.epoch >= self.max_epochs:
+                log.info("%s reached epoch %d; stopping", self.node.name, self.max_epochs)
+                self.stop()
+                return False
+            self.watch.observe(status, epoch=self.ledger.epoch, height=self.ledger.height)
+            return self.node.act_on(status)
+        except LedgerError as exc:
+            # The node is down or slow: keep going; the chain holds the truth.
+            log.warning("chain unavailable: %s", exc)
+        except Exception as exc:
+            # A refusal the node did not anticipate, or a bug: logged with its traceback (the
+            # same failure at most once a minute, so a peer cannot flood the log), and the next
+            # tick re-reads the chain (every action is idempotent, so nothing repeats).
+            what = f"{type(exc).__name__}: {str(exc)[:200]}"
+            now = time.monotonic()
+            if now - self._traced.get(what, -TRACE_EVERY_S) >= TRACE_EVERY_S:
+                self._traced[what] = now
+                while len(self._traced) > 64:
+                    self._traced.pop(next(iter(self._traced)))
+                log.exception("tick failed; carrying on")
+            else:
+                log.debug("tick failed again: %s", what)
+        return False
 
 
 def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behaviour: HostBehaviour | None = None,

@@ -421,10 +421,24 @@ class ServerLimits:
     max_body_bytes: int = 1024
 
 
+# uvicorn's H11Protocol is an internal class, not a public API: GuardedH11Protocol overrides these
+# of its methods (with their parameters) and reads these of its attributes (and the cycle's
+# ``response_complete``). pyproject.toml pins uvicorn to the version this was checked against, and
+# tests/node/test_http_layer.py fails, naming what is missing, if the installed uvicorn lacks any.
+H11_OVERRIDDEN: dict[str, tuple[str, ...]] = {
+    "connection_made": ("self", "transport"),
+    "data_received": ("self", "data"),
+    "on_response_complete": ("self",),
+    "connection_lost": ("self", "exc"),
+}
+H11_ATTRIBUTES_READ = ("loop", "connections", "transport", "client", "cycle")
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a header timeout and an evicting connection cap.
 
-    Configured by :func:`server_config` (the class attribute ``limits`` of a subclass).
+    Configured by :func:`server_config` (the class attribute ``limits`` of a subclass). Built on
+    uvicorn's internals (:data:`H11_OVERRIDDEN`, :data:`H11_ATTRIBUTES_READ`), hence uvicorn's exact pin.
     """
 
     limits: ServerLimits = ServerLimits()

@@ -77,6 +77,7 @@ class Participant:
         self.name = name or self.address
         self._on_event = on_event
         self._journal = self.root / self.run_id.hex() / "node" / self.address
+        self._handed: ParticipantStatus | None = None  # a status :meth:`act_on` gives the tick
 
     # -- events --------------------------------------------------------------------------------
 
@@ -157,8 +158,19 @@ class Participant:
         return int(econ.min_host_stake if self.role == "host" else econ.min_validator_stake)
 
     def status(self) -> ParticipantStatus:
-        """This participant's part in the current epoch, and the epoch's phase."""
-        return self.ledger.participant(self.address)
+        """This participant's part in the current epoch, and the epoch's phase: read from the chain,
+        or the one :meth:`act_on` hands over (read just before)."""
+        status, self._handed = self._handed, None
+        return status if status is not None else self.ledger.participant(self.address)
+
+    def act_on(self, status: ParticipantStatus) -> bool:
+        """:meth:`tick` on ``status``, just read by the caller (a daemon looks at the phase before the
+        node acts): the tick's :meth:`status` returns it instead of reading the chain a second time."""
+        self._handed = status
+        try:
+            return self.tick()
+        finally:
+            self._handed = None
 
     def maybe_join(self, status: ParticipantStatus) -> bool:
         if status.phase != "join" or status.joined:

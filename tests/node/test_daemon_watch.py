@@ -1,14 +1,24 @@
-"""What a daemon says while it follows the chain: each phase as it begins, and what a stuck phase waits for."""
+"""What a daemon says while it follows the chain: each phase as it begins, and what a stuck phase waits for;
+and what following it costs: one chain read per tick for the loop."""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from typing import Any
 
 import pytest
 
-from node.daemon import PhaseWatch, join_wait
+from chain.embedded import EmbeddedChain
+from chain.embedded.backend import deploy_embedded
+from chain.ledger import ContractBackend, Ledger, LedgerError
+from chain.metered import MeteredBackend
+from node.daemon import Daemon, PhaseWatch, join_wait
+from node.validator import ValidatorNode
+from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
-from protocol.views import EpochInfo
+from protocol.views import EpochInfo, ParticipantStatus
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.presets import tiny
 
 HASH = "00" * 32
@@ -47,3 +57,115 @@ def test_a_phase_is_logged_once_and_a_long_wait_every_so_often(caplog: pytest.Lo
     quiet = PhaseWatch(tiny(), "alice", every=3600.0)
     quiet.observe(info("join", [ALICE], []))
     assert quiet.observe(info("join", [ALICE], [])) is None  # not yet due
+
+
+def status(phase: str, *, epoch: int = 0, deadline: int = 40) -> ParticipantStatus:
+    return ParticipantStatus(epoch=epoch, phase=phase, phase_deadline=deadline, model_hash=HASH, prev_seed=HASH,
+                             address=VAL, joined=True, role="validator")
+
+
+def test_the_watch_follows_the_nodes_status_and_reads_the_epoch_only_for_a_due_count() -> None:
+    epochs: list[int] = []
+    heights: list[int] = []
+
+    def read_epoch(number: int) -> EpochInfo:
+        epochs.append(number)
+        return info("join", [], [VAL], epoch=number)
+
+    def read_height() -> int:
+        heights.append(1)
+        return 33
+
+    quiet = PhaseWatch(tiny(), "val", every=3600.0)
+    assert quiet.observe(status("join"), read_epoch, read_height) == "val epoch 0 phase join (deadline height 40)"
+    assert quiet.observe(status("join"), read_epoch, read_height) is None
+    assert quiet.observe(status("reveal", deadline=70), read_epoch, read_height) == \
+        "val epoch 0 phase reveal (deadline height 70)"
+    assert epochs == [] and heights == []  # a new phase or nothing due: no read of its own
+
+    chatty = PhaseWatch(tiny(), "val", every=0.0)
+    chatty.observe(status("join", epoch=3), read_epoch, read_height)
+    line = chatty.observe(status("join", epoch=3), read_epoch, read_height) or ""
+    assert "0 of 1 hosts joined, 1 of 1 validators" in line and epochs == [3] and heights == []
+    chatty.observe(status("reveal", epoch=3, deadline=70), read_epoch, read_height)
+    assert (chatty.observe(status("reveal", epoch=3, deadline=70), read_epoch, read_height) or "").endswith(
+        ": it closes at height 70 (now 33)")
+    assert epochs == [3] and heights == [1]  # no counts to give: the height, not the epoch
+
+    def down(*_: object) -> EpochInfo:
+        raise LedgerError("node unreachable")
+
+    # A chain that does not answer costs the line its details, never the tick.
+    assert (chatty.observe(status("reveal", epoch=3, deadline=70), down, down) or "").endswith(
+        ": it closes at height 70")
+    chatty.observe(status("train", epoch=3, deadline=90), down, down)
+    assert (chatty.observe(status("train", epoch=3, deadline=90), down, down) or "").endswith(
+        ": it closes at height 90")
+
+
+class CountingBackend(MeteredBackend):
+    """A transparent backend that counts what it is asked: each smart query by its name, and heights."""
+
+    def __init__(self, inner: ContractBackend) -> None:
+        super().__init__(inner)
+        self.reads: Counter[str] = Counter()
+
+    def query(self, msg: dict[str, Any]) -> Any:
+        self.reads[next(iter(msg))] += 1
+        return super().query(msg)
+
+    def height(self) -> int:
+        self.reads["height"] += 1
+        return super().height()
+
+    def raw(self, key: bytes) -> bytes | None:
+        self.reads["raw"] += 1
+        return super().raw(key)
+
+
+@pytest.fixture
+def counted(tmp_path, dataset) -> tuple[CountingBackend, ValidatorNode]:
+    """A bonded validator on a fresh embedded chain (a run of at least one host, which never comes),
+    reading the chain through a :class:`CountingBackend`."""
+    spec = tiny()
+    operator, validator = PrivateKey(b"\x21" * 32), PrivateKey(b"\x22" * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, validator)})
+    ledger = deploy_embedded(chain, operator, spec, HASH, operator.address())
+    ledger.bond(validator, "validator", "http://127.0.0.1:1", int(spec.economics.min_validator_stake))
+    backend = CountingBackend(ledger.backend)
+
+    def no_peers(endpoint: str) -> ArtifactSource:
+        raise ArtifactUnavailable(f"no peers here: {endpoint}")
+
+    node = ValidatorNode(Ledger(backend), validator, spec, dataset, tmp_path, no_peers, name="val")
+    return backend, node
+
+
+def test_a_daemon_tick_reads_the_chain_once_for_its_loop(counted) -> None:
+    backend, node = counted
+    daemon = Daemon(node, node.ledger, poll=0.0)
+    daemon.watch.every = 3600.0
+    assert daemon.step()  # joins epoch 0 (reading its membership on the way)
+    assert backend.reads["member"] == 1
+
+    backend.reads.clear()
+    for _ in range(5):
+        assert not daemon.step()  # joined; waiting for a host
+    # Steady state: the status the loop and the node share, plus the height the node's
+    # maybe_advance reads (ParticipantStatus does not carry the chain's height).
+    assert backend.reads == {"participant": 5, "height": 5}
+
+    backend.reads.clear()
+    daemon.watch.every = 0.0
+    assert not daemon.step()  # a "waiting" line is due: the epoch is read for its counts
+    assert backend.reads == {"participant": 1, "height": 1, "epoch": 1}
+
+
+def test_a_daemon_at_its_last_epoch_stops_before_the_node_acts(counted, caplog) -> None:
+    backend, node = counted
+    daemon = Daemon(node, node.ledger, poll=0.0, max_epochs=0)
+    with caplog.at_level(logging.INFO, logger="node.daemon"):
+        assert not daemon.step()
+    assert daemon._stop.is_set() and "val reached epoch 0; stopping" in caplog.text
+    assert backend.reads == {"participant": 1}  # read once, and did not join
+    assert not node.status().joined

@@ -378,6 +378,93 @@ def test_a_connection_without_a_complete_head_is_closed_after_the_header_timeout
     s.close()
 
 
+def test_a_keep_alive_connection_must_send_its_next_head_in_time_too() -> None:
+    # The timer is re-armed from uvicorn's on_response_complete (an internal the subclass overrides):
+    # an idle keep-alive connection is closed by the header timeout, well before uvicorn's keep-alive.
+    app = create_app(Static(), SPEC.run_id().hex(), HOST, authorize=lambda a: True)
+    limits = ServerLimits(header_timeout_s=0.5, keep_alive_s=30)
+    with ServerThread(app, limits=limits) as thread, socket.create_connection(("127.0.0.1", thread.port)) as s:
+        before = GuardedH11Protocol.evicted
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.settimeout(10)
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        started = time.monotonic()
+        while s.recv(4096):
+            pass
+        assert time.monotonic() - started < 5  # closed by the header timeout, not the 30 s keep-alive
+        assert GuardedH11Protocol.evicted - before == 1
+
+
+def test_the_installed_uvicorn_has_every_internal_the_guarded_protocol_uses() -> None:
+    """GuardedH11Protocol subclasses uvicorn's internal H11Protocol, so uvicorn is pinned exactly;
+    before a new version replaces the pin, this says what of the subclass it breaks."""
+    import asyncio
+    import inspect
+
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+    from uvicorn.server import ServerState
+
+    from node import http
+
+    problems = []
+    for name, params in http.H11_OVERRIDDEN.items():
+        method = getattr(H11Protocol, name, None)
+        if method is None:
+            problems.append(f"H11Protocol.{name} is gone (GuardedH11Protocol overrides it)")
+        elif tuple(inspect.signature(method).parameters) != params:
+            problems.append(f"H11Protocol.{name}{inspect.signature(method)} no longer takes {params}")
+    for name in vars(GuardedH11Protocol):
+        if not name.startswith("__") and name not in http.H11_OVERRIDDEN and hasattr(H11Protocol, name):
+            problems.append(f"GuardedH11Protocol.{name} now overrides H11Protocol.{name} by accident")
+    if "on_response=self.on_response_complete" not in inspect.getsource(H11Protocol):
+        problems.append("H11Protocol no longer hands on_response_complete to its request cycle (the timer re-arm)")
+    if "self.response_complete" not in inspect.getsource(RequestResponseCycle.__init__):
+        problems.append("RequestResponseCycle has no response_complete (waiting_for_head reads it)")
+    loop = asyncio.new_event_loop()
+    try:
+        config = uvicorn.Config(Static, http=GuardedH11Protocol)  # any ASGI-looking callable: never called
+        protocol = H11Protocol(config, ServerState(), {}, _loop=loop)
+    finally:
+        loop.close()
+    problems += [f"H11Protocol instances have no {name!r} (GuardedH11Protocol reads it)"
+                 for name in http.H11_ATTRIBUTES_READ if not hasattr(protocol, name)]
+    problems += [f"H11Protocol instances now have {name!r}, which GuardedH11Protocol sets for itself"
+                 for name in ("_since", "_head_timer", "limits", "evicted") if hasattr(protocol, name)]
+    if not isinstance(protocol.connections, set):
+        problems.append(f"H11Protocol.connections is a {type(protocol.connections).__name__}, not a set")
+    # What ServerThread (node/server.py) reads of uvicorn's Server and gives its Config.
+    server = uvicorn.Server(config)
+    problems += [f"uvicorn.Server has no {name!r} (ServerThread uses it)" for name in ("started", "should_exit")
+                 if not hasattr(server, name)]
+    if "self.servers" not in inspect.getsource(uvicorn.Server):
+        problems.append("uvicorn.Server keeps no 'servers' (ServerThread reads its port there)")
+    accepted = inspect.signature(uvicorn.Config).parameters
+    problems += [f"uvicorn.Config takes no {name!r} (server_config sets it)" for name in
+                 ("http", "timeout_keep_alive", "limit_concurrency", "h11_max_incomplete_event_size", "backlog",
+                  "timeout_graceful_shutdown") if name not in accepted]
+    assert not problems, (
+        f"uvicorn {uvicorn.__version__} breaks node.http.GuardedH11Protocol, which is built on its internals:\n  "
+        + "\n  ".join(problems) + "\nAdapt node/http.py (and H11_OVERRIDDEN / H11_ATTRIBUTES_READ), or stay on the "
+        "uvicorn pinned in pyproject.toml.")
+
+
+def test_the_installed_uvicorn_is_the_pinned_one() -> None:
+    import re
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pins = [d for d in pyproject["project"]["dependencies"] if re.match(r"uvicorn\b", d)]
+    assert len(pins) == 1 and "==" in pins[0], f"uvicorn must be pinned exactly (node/http.py uses internals): {pins}"
+    pinned, installed = pins[0].split("==")[1].strip(), version("uvicorn")
+    assert installed == pinned, (
+        f"uvicorn {installed} is installed but pyproject.toml pins {pinned}: node/http.py subclasses its internal "
+        "H11Protocol and was checked against the pin. Install the pin, or move the pin after the internals test "
+        "passes on the new version.")
+
+
 def test_bodies_are_refused_before_reading(static_server) -> None:
     thread, app = static_server
     with Peak() as peak:
