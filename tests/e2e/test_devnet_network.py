@@ -75,13 +75,13 @@ def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
     spec_file = tmp / "spec.toml"
     spec_file.write_text(tomli_w.dumps(spec.model_dump(mode="json")))
     cli(env, "run", "deploy", str(spec_file), "--devnet", "--key", "operator", "--fund", "10INJ")
-    ports = {name: free_port() for name in HOSTS}
+    ports = {name: free_port() for name in [*HOSTS, *VALIDATORS]}
     for name in HOSTS:
         # The cheater loses half its stake each epoch; 40 INJ keeps it above the 10 INJ minimum for 3 epochs.
         stake = "40INJ" if name == "cheat" else "20INJ"
         cli(env, "host", "bond", stake, "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}")
     for name in VALIDATORS:
-        cli(env, "validator", "bond", "10INJ", "--key", name, "--endpoint", "http://127.0.0.1:9")
+        cli(env, "validator", "bond", "10INJ", "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}")
     logs = tmp / "logs"
     logs.mkdir()
     procs = []
@@ -102,6 +102,9 @@ def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
         for _, proc in procs:
             proc.kill()
 
+    for name in VALIDATORS:  # with no --listen, a validator serves what it holds at its bonded endpoint
+        log = (logs / f"{name}.log").read_text()
+        assert f"serving the Δs and states it holds on http://127.0.0.1:{ports[name]}" in log
     addresses = {name: json.loads(cli(env, "keys", "show", name, "--json"))["address"] for name in HOSTS}
     reports = [json.loads(cli(env, "report", str(e), "--json"))["report"] for e in range(EPOCHS)]
     cheater = addresses["cheat"]

@@ -26,6 +26,7 @@ from protocol.keys import PrivateKey
 from trainer.presets import tiny
 from veriloco import __version__
 from veriloco.cli import app
+from veriloco.commands.member import listen_for
 from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.keystore import Keystore
 
@@ -236,3 +237,15 @@ def test_stake_can_reach_the_minimum_in_parts(deployed, tmp_path) -> None:
                     "on top of 2INJ = 2000000000000000000inj already bonded")
     last = invoke("validator", "bond", "3INJ", "--key", "outsider", "--network", str(mine), home=home)
     assert last.exit_code == 0 and "bonded 5INJ as validator" in last.stdout, last.stderr
+
+
+@pytest.mark.parametrize("endpoint, listen", [
+    ("http://127.0.0.1:8301", "127.0.0.1:8301"),
+    ("http://localhost:8101/", "localhost:8101"),
+    ("http://[::1]:8102", "[::1]:8102"),
+    ("https://validator.example.org", "0.0.0.0:443"),
+    ("http://203.0.113.7:9000/artifacts", "203.0.113.7:9000"),
+])
+def test_a_daemon_serves_on_the_port_of_its_bonded_endpoint(endpoint, listen) -> None:
+    assert listen_for(endpoint) == listen
+

@@ -7,6 +7,7 @@ FastAPI) load only in ``run``.
 
 # No `from __future__ import annotations`: the options' help texts name the role, a local of make_app,
 # and Typer evaluates annotations where the function is defined.
+import ipaddress
 import logging
 import os
 import socket
@@ -17,6 +18,7 @@ import typer
 
 from protocol.coins import base_units, display, parse_amount
 from protocol.messages import Role
+from protocol.rules.endpoints import EndpointError, endpoint_syntax
 from protocol.rules.spec import RunSpec
 from veriloco.commands.common import (
     AMOUNT_HELP,
@@ -36,6 +38,9 @@ from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.keystore import Keystore
 from veriloco.output import console, err_console, print_json, table, tx_json, tx_line
+
+DEFAULT_ENDPOINT: dict[str, str] = {"host": "http://127.0.0.1:8101", "validator": "http://127.0.0.1:8301"}
+"""The bonded endpoint when ``bond`` is given none: a host and a validator on one machine do not collide."""
 
 Adversary = Annotated[str | None, typer.Option(
     "--adversary", help="misbehave on purpose, for tests and demos (see `veriloco simulate --help`)", hidden=True)]
@@ -75,14 +80,36 @@ def below_minimum_message(role: Role, amount: int, bonded: int, minimum: int, de
             "to add stake in parts")
 
 
+def listen_for(endpoint: str) -> str:
+    """Where a daemon serves by default: the port of its bonded ``endpoint`` (what peers dial), on
+    that address when it is an IP literal or ``localhost`` (a local run), else on every interface
+    (a name that resolves to this machine from outside).
+
+    Raises:
+        CommandError: the bonded endpoint does not parse (the contract checked it at bond time).
+    """
+    try:
+        _, host, port, _ = endpoint_syntax(endpoint)
+    except EndpointError as exc:
+        raise CommandError(f"the bonded endpoint {endpoint!r} is not usable ({exc}); bond again with --endpoint "
+                           "or pass --listen") from None
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        literal = True
+    except ValueError:
+        literal = host == "localhost"
+    return f"{host if literal else '0.0.0.0'}:{port}"
+
+
 def make_app(role: Role) -> typer.Typer:
     """The command group of ``role``."""
     app = typer.Typer(help=f"Take part in a run as a {role}.", no_args_is_help=True)
 
     @app.command("bond")
     def bond(stake: Annotated[str, typer.Argument(help=AMOUNT_HELP)],
-             endpoint: Annotated[str, typer.Option(help="URL where peers reach this participant's artifact server")]
-             = "http://127.0.0.1:8101",
+             endpoint: Annotated[str, typer.Option(help="URL where peers reach this participant's artifact server "
+                                                        "(`run` serves on its port)")]
+             = DEFAULT_ENDPOINT[role],
              below_minimum: Annotated[bool, typer.Option(
                  "--below-minimum", help="bond even if the total stays below the run's minimum for the role "
                                          "(stake added in parts); without it such a bond is refused")] = False,
@@ -178,8 +205,12 @@ def make_app(role: Role) -> typer.Typer:
     def run(key: KeyName = role,
             workdir: Annotated[Path | None, typer.Option(help=f"work directory (default <home>/{role}-<key>)")] = None,
             listen: Annotated[str | None, typer.Option(
-                help="host:port of the artifact server (hosts; default 127.0.0.1:8101); a validator "
-                     "given one serves the Δs and states it holds there")] = None,
+                help="host:port of the artifact server (default: the port of the bonded endpoint); a host "
+                     "serves its epochs there, a validator the Δs and states it holds")] = None,
+            serve: Annotated[bool, typer.Option(
+                "--serve/--no-serve", help="validators: serve what they hold (a duty: a validator that passed "
+                                           "a Δ its host then withholds is slashed `wrong` if it serves nothing)",
+                hidden=role == "host")] = True,
             poll: Annotated[float, typer.Option(help="seconds between chain polls")] = 0.5,
             epochs: Annotated[int | None, typer.Option(help="stop when the run reaches this epoch")] = None,
             threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice)")] = None,
@@ -199,11 +230,24 @@ def make_app(role: Role) -> typer.Typer:
         if net.chain.backend != "cosmos":
             raise CommandError("daemons need a real chain (a cosmos network); "
                                "the embedded chain lives inside `veriloco simulate`")
-        listen_given = listen is not None
-        listen = listen or "127.0.0.1:8101"
-        if role == "host" or listen_given:
-            check_listen(listen)
+        serving = role == "host" or serve
+        if serving and listen is not None:
+            check_listen(listen)  # a mistake on the command line is said before anything starts
         participant = open_key(key, home)
+        with open_ledger(net) as ledger:
+            address = participant.address(ledger.prefix)
+            member = ledger.member(address)
+        if member is None:
+            raise CommandError(f"{key} ({address}) is not a member of this run: "
+                               f"bond first (veriloco {role} bond AMOUNT --key {key})")
+        if serving and listen is None:
+            listen = listen_for(member.endpoint)
+            check_listen(listen)
+        elif not serving:
+            listen = None
+            err_console.print(f"validator {key}: --no-serve: the Δs it checks are not served, so when a host "
+                              "withholds its Δ from peers this validator is slashed `wrong` with it "
+                              "(docs/network.md)", highlight=False)
         root = workdir or home_dir(home) / f"{role}-{key}"
         err_console.print(f"{role} {key}: loading (torch, the run's dataset)…", highlight=False)
         from node.daemon import Daemon, holder_server, host_daemon  # noqa: PLC0415 (torch and FastAPI load only for a daemon)
@@ -215,15 +259,12 @@ def make_app(role: Role) -> typer.Typer:
         configure(threads, device)
         with open_ledger(net) as ledger:
             report_profile(ledger.spec(), device, f"{role} {key}")
-            address = participant.address(ledger.prefix)
-            if ledger.member(address) is None:
-                raise CommandError(f"{key} ({address}) is not a member of this run: "
-                                   f"bond first (veriloco {role} bond AMOUNT --key {key})")
             be_patient(ledger)  # from here on, a node restart is waited out
             node: Participant
             private = (net.chain.private_endpoints_allowed() if allow_private_endpoints is None
                        else allow_private_endpoints)
             if role == "host":
+                assert listen is not None
                 node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary),
                                            name=key, device=device, full_leaf_every=full_leaf_every,
                                            keep_epochs=keep_epochs, allow_private=private)
@@ -232,7 +273,7 @@ def make_app(role: Role) -> typer.Typer:
                 node = validator_node(ledger, participant, root, adversary, name=key, device=device,
                                       allow_private=private, keep_epochs=keep_epochs)
                 err_console.print(f"validator {key} {node.address} following the run", highlight=False)
-                if listen_given:
+                if listen is not None:
                     holder = holder_server(ledger, node.address, root, listen)
                     err_console.print(f"validator {key} serving the Δs and states it holds on {holder.url}",
                                       highlight=False)
