@@ -39,7 +39,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-# Devnet gas (docs/benchmarks.md, "Epoch messages at 4 / 16 / 64 hosts", 4 validators, S = 2, k = 1, r = 2).
+# Devnet gas of the artifact before the settlement game (4 validators, S = 2, k = 1, r = 2; finalize 509k /
+# 1,029k / 3,110k in docs/benchmarks-archive.md#chain-embedded-before-the-settlement-game-and-paging).
 FINALIZE_GAS = {4: 508_929, 16: 1_028_755, 64: 3_109_885}
 MESSAGE_GAS = {"join": 152_000, "commit": 157_000, "reveal": 148_000, "propose": 163_000, "verdict": 155_000}
 BLOCK_GAS = 10_000_000

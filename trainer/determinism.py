@@ -1,12 +1,12 @@
-"""Every setting that makes training replayable, in one place (measured in ``docs/training.md``).
+"""Every setting that makes training replayable, in one place (measured: docs/training.md#determinism-measured).
 
 A validator replays a host's segment and compares end states, so what the step computes must not
 depend on anything but its inputs. What decides the bits on CPU, and what this module pins:
 
 * **Thread count: it does not matter.** torch splits matrix products and reductions across intra-op
   threads; torch's column sums split their outputs, not the sums, and so do MKL's products in its
-  strict reproducibility mode (:data:`trainer.MKL_CBWR`, set when the trainer is imported: on one
-  AVX-512 machine MKL's own choice made the bits depend on the thread count), so they compute the
+  strict reproducibility mode (:data:`trainer.MKL_CBWR`, set when the trainer is imported: MKL's
+  own choice can make the bits depend on the thread count), so they compute the
   same bits at any thread count. The one operation of the step that split a sum by thread was torch's fused
   LayerNorm backward (gain and bias gradients); the model's own :class:`trainer.model.LayerNorm`
   avoids it, so replays are bitwise equal at any thread count and for a gloo island of any size
@@ -26,7 +26,7 @@ depend on anything but its inputs. What decides the bits on CPU, and what this m
 * **CUDA** (when a step runs on a GPU): no TF32 in matrix products or convolutions, cuDNN's
   deterministic kernels, and cuBLAS's fixed workspace (``CUBLAS_WORKSPACE_CONFIG``, read when
   cuBLAS starts, so :func:`configure` must run before the first CUDA matrix product). Replays on
-  one GPU model are then bitwise repeatable (measured on an H100, up to ``gpt124m``); a CPU and a
+  one GPU model are then bitwise repeatable (measured: docs/benchmarks.md#gpu-one-h100); a CPU and a
   GPU are two compute profiles, which differ by rounding (``docs/verification.md``).
 """
 

@@ -29,7 +29,7 @@ _ECONOMICS = EconomicsSpec(
 
 
 def tiny(name: str = "tiny") -> RunSpec:
-    """1 layer, width 64, context 64, batch 16: 87 k parameters, about 10 ms a step on 2 cores.
+    """1 layer, width 64, context 64, batch 16: 87 k parameters (step time: docs/training.md#model).
 
     An epoch is 64 inner steps in 8 segments of 8.
     """
@@ -43,7 +43,7 @@ def tiny(name: str = "tiny") -> RunSpec:
 
 
 def demo(name: str = "demo") -> RunSpec:
-    """2 layers, width 64, context 64, batch 16: 137 k parameters, about 13 ms a step on 2 cores.
+    """2 layers, width 64, context 64, batch 16: 137 k parameters (step time: docs/training.md#model).
 
     An epoch is 50 inner steps in 5 segments of 10.
     """
@@ -57,22 +57,20 @@ def demo(name: str = "demo") -> RunSpec:
 
 
 def small(name: str = "small") -> RunSpec:
-    """4 layers, width 256, context 128, batch 8: 3.32 M parameters, about 0.15–0.3 s a step on 2 cores.
+    """4 layers, width 256, context 128, batch 8: 3.32 M parameters (step time: docs/training.md#model).
 
     An epoch is 2400 inner steps in 200 segments of 12: each host's k + 1 = 3 challenged segments,
     replayed by r = 2 validators each, are 72 steps, 3 % of the host's 2400 (the validators' fixed
-    costs per challenge, fetching and checking two leaves, are measured on top of that in
-    ``docs/benchmarks.md``). The validators' share depends on S alone, the host's on what it does
-    per segment (copy, hash and write a 40 MB leaf) and per challenge (recompute a leaf it did not
-    store): 200 segments of 12 steps halve the host's per-step cost of 200 segments of 6 at the
-    same validator share, and since replays are bitwise at any thread count a longer segment costs
-    the verifier no margin (``docs/verification.md``). Measured side by side on 2 CPU cores, a host
-    spends 1.044× the CPU of plain DiLoCo per epoch (pooled over six epochs) and its validators
-    3.3–3.5 % of it
-    (``docs/benchmarks.md``, "Scale: the small preset"). Proposals are scored on 128 validation
-    windows (16 k bytes, measured within 0.004 nats of the whole split's loss, standard error
-    0.013) instead of 512. Phase windows are sized for a 2-core CPU host on 0.2 s blocks with room
-    to spare: a phase closes early once everyone it waits for has acted.
+    costs per challenge, fetching and checking two leaves, come on top of that). The validators'
+    share depends on S alone, the host's on what it does per segment (copy, hash and write a 40 MB
+    leaf) and per challenge (recompute a leaf it did not store): 200 segments of 12 steps halve the
+    host's per-step cost of 200 segments of 6 at the same validator share, and since replays are
+    bitwise at any thread count a longer segment costs the verifier no margin
+    (``docs/verification.md``). Proposals are scored on 128 validation windows (16 k bytes) instead
+    of 512: within the loss's noise at a quarter of the forward passes. Phase windows are sized for
+    a 2-core CPU host on 0.2 s blocks with room to spare: a phase closes early once everyone it
+    waits for has acted. (Measured: host and validator overhead, the 128 windows' precision,
+    docs/benchmarks.md#scale-the-small-preset.)
     """
     return RunSpec(
         name=name,
@@ -80,9 +78,10 @@ def small(name: str = "small") -> RunSpec:
         data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=128, val_windows=128),
         train=TrainSpec(inner_steps=2400, segment_steps=12, batch_size=8, lr=Decimal("1e-3")),
         economics=_ECONOMICS,
-        # Training 2400 steps takes 6-11 minutes on 2 cores; a validator replays 36 steps per host
-        # it checks; a proposal scores 128 windows: the default windows (train 200, verify 100,
-        # propose 50 blocks) are 40, 20 and 10 s at 0.2 s blocks.
+        # Sized for training 2400 steps on 2 cores (epoch times:
+        # docs/benchmarks.md#scale-the-small-preset); a validator replays 36 steps per host it checks;
+        # a proposal scores 128 windows: the default windows (train 200, verify 100, propose 50
+        # blocks) are 40, 20 and 10 s at 0.2 s blocks.
         phases=PhaseSpec(train_blocks=6_500, verify_blocks=600, propose_blocks=300),
     )
 
@@ -92,9 +91,9 @@ def gpt124m(name: str = "gpt124m") -> RunSpec:
 
     The GPU-class preset (GPT-2-small's parameter count with the byte vocabulary: the 50 k-token
     embedding GPT-2 spends 38 M parameters on goes into depth and width here). An epoch is 1280
-    inner steps in 160 segments of 8, so the validators replay 3.75 % of the steps. On one H100 a
-    step took 0.88 s in float32 at 54 GiB of GPU memory in one micro-batch (15 GiB in 4), so an
-    epoch is about 19 minutes of training (``docs/scaling.md``, measured over 10 segments).
+    inner steps in 160 segments of 8, so the validators replay 3.75 % of the steps. Step time and
+    GPU memory on one H100: docs/benchmarks.md#gpu-one-h100 (and ``docs/scaling.md``, "The GPU-class
+    preset").
     """
     return RunSpec(
         name=name,
@@ -102,8 +101,9 @@ def gpt124m(name: str = "gpt124m") -> RunSpec:
         data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=1024),
         train=TrainSpec(inner_steps=1280, segment_steps=8, batch_size=32, lr=Decimal("6e-4")),
         economics=_ECONOMICS,
-        # 19 minutes of training on one H100, 3 GB of leaves fetched per challenge (24 s at
-        # 1 Gbit/s) and a 7.4 s replay (docs/scaling.md): windows for 0.2 s blocks, twice that.
+        # Twice what one H100 needs for an epoch's training, 3 GB of leaves fetched per challenge
+        # (24 s at 1 Gbit/s) and a replay of 8 steps (measured: docs/benchmarks.md#gpu-one-h100),
+        # in 0.2 s blocks.
         phases=PhaseSpec(train_blocks=12_000, verify_blocks=3_600, propose_blocks=600),
     )
 

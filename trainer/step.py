@@ -22,7 +22,7 @@ One step, for the island-wide batch of ``B`` rows split into ``M`` micro-batches
 With ``W = 2`` a one-process replay with ``M = 2`` adds the same two gradients as the island's
 all-reduce, so it reproduces the island bit for bit, and since no operation of the step depends
 on the thread count (``trainer.model.LayerNorm``, and MKL in its strict mode: ``trainer.MKL_CBWR``),
-at any thread count (measured in ``docs/training.md``).
+at any thread count (measured: docs/training.md#determinism-measured).
 
 RNG state: a 63-bit key fixed for the epoch plus the step counter. A counter-based scheme (rather
 than a stateful generator advanced by every draw) gives each micro-batch its own stream, so an
@@ -73,7 +73,8 @@ def micro_seed(rng_key: int, step: int, micro: int) -> int:
 def _seeded(seed: int, device: torch.device) -> Iterator[None]:
     # Seed the generator that draws on `device` (dropout masks are drawn where the activations
     # live) for the block and restore the caller's state afterwards. On CPU this is what
-    # torch.random.fork_rng does, minus its per-device bookkeeping (~0.1 ms a call).
+    # torch.random.fork_rng does, minus its per-device bookkeeping (its cost: docs/training.md,
+    # "The inner step").
     if device.type == "cpu":
         generator = torch.default_generator
         saved = generator.get_state()
@@ -253,11 +254,9 @@ class Stepper:
 
         On CUDA the state is first copied on the device, on the training stream (the next step's
         in-place updates are ordered after it), then to pinned host memory on a side stream while
-        the next steps compute; on CPU the copy is :meth:`export`'s, made now. On an H100 at
-        ``gpt124m`` (a 1.5 GB state) this returned in 61–83 ms against 0.49 s for :meth:`export`,
-        and the transfer had landed when it returned (what the 61–83 ms consist of, and whether
-        the transfer overlaps a step, was not profiled; ``bench/gpu_preset.py`` now measures the
-        second).
+        the next steps compute; on CPU the copy is :meth:`export`'s, made now. The intent is that
+        training waits for the device copy only (measured on an H100, with what that run did not
+        show: docs/benchmarks.md#gpu-one-h100).
 
         Returns:
             The state and a function that blocks until its tensors hold the copy: call it before

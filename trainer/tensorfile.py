@@ -11,8 +11,8 @@ to ``{"dtype", "shape", "data_offsets": [begin, end]}`` plus an optional ``__met
 strings.
 
 Files are written by :func:`save_tensors`, which streams the header and then each tensor's memory
-straight into the file: no copy of the whole file is built in memory (a 1.5 GB leaf at ``gpt124m``
-would otherwise cost 2–3 GB of transient copies per write). The bytes are exactly those of
+straight into the file: no copy of the whole file is built in memory (``safetensors.torch.save``
+builds two; measured: docs/benchmarks-archive.md#leaf-writes-without-a-whole-file-copy). The bytes are exactly those of
 ``safetensors.torch.save`` (same header JSON, tensor order and padding; tests compare them), so
 files written before and after read the same and hash the same.
 """

@@ -23,7 +23,7 @@ transports the bytes:
   closed (an HTTP body's connection, a file), so a refused stream stops reading there.
 
 Peak memory of a reader that keeps nothing is about the largest tensor plus the pending buffer
-and one chunk (measured in ``docs/benchmarks.md``).
+and one chunk (measured: docs/benchmarks.md#scale-the-small-preset, "Readers' memory").
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ class DataSpec(Boundary):
     val_fraction: Dec = Decimal("0.05")
     # How many evenly spread validation windows a proposal's loss is scored on: one number for the
     # run, so every host that holds the same model posts the same loss. The forward passes are a
-    # fixed cost per epoch on every host (docs/benchmarks.md, "Scale: the small preset").
+    # fixed cost per epoch on every host (docs/benchmarks.md#scale-the-small-preset).
     val_windows: int = Field(default=512, ge=1, le=65_536, strict=True)
 
     @field_validator("val_fraction")
@@ -83,7 +83,7 @@ class TrainSpec(Boundary):
     # 1e-6 rather than the usual 1e-8: AdamW's first step on a coordinate is ~ g / (|g| + ε), so ε
     # bounds how much a near-zero gradient's rounding noise can be amplified into a step, which is
     # what honest replays on other hardware differ by (docs/verification.md); training loses nothing
-    # measurable (docs/benchmarks.md).
+    # measurable (docs/benchmarks.md#verifier, "AdamW's ε").
     eps: Dec = Decimal("1e-6")
     weight_decay: Dec = Decimal("0.1")
     grad_clip: Dec = Decimal("1.0")

@@ -12,7 +12,8 @@ where ``dtype`` is the safetensors dtype name (``F32``, ``I8``, ``U8``, ``I64``,
 :data:`CHUNK_BYTES`: a tensor's data enters as the SHA-256 digests of its consecutive 1 MiB chunks
 (the last one shorter; an empty tensor has none). The chunks are independent of each other, so a
 large state is hashed on as many threads as :func:`tensors_digest` is given — SHA-256 itself is a
-sequential stream and one thread hashes about 1.3–1.7 GB/s — while a reader still hashes the
+sequential stream, one thread's speed at most (measured: docs/benchmarks.md#scale-the-small-preset)
+— while a reader still hashes the
 bytes in the order they arrive (:class:`DigestStream`). The framing fixes each tensor's length
 before its chunk digests, so no two sets of tensors share the sequence the outer hash reads.
 """
