@@ -28,6 +28,13 @@ _ECONOMICS = EconomicsSpec(
 )
 
 
+_RESTART_BLOCKS = 300
+"""The shortest window of a phase a member must act in (join, reveal, verdict openings, proposals),
+for the presets daemons run: at 0.2 s blocks, one minute — room for a daemon stopped with Ctrl-C to
+start again and act (start-up: docs/operators.md#phase-windows). Phases close early once everyone
+acted, so a long window costs time only when a member is missing."""
+
+
 def tiny(name: str = "tiny") -> RunSpec:
     """1 layer, width 64, context 64, batch 16: 87 k parameters (step time: docs/training.md#model).
 
@@ -53,6 +60,11 @@ def demo(name: str = "demo") -> RunSpec:
         data=DataSpec(corpus="shakespeare", dataset_hash=SHAKESPEARE_HASH, seq_len=64),
         train=TrainSpec(inner_steps=50, segment_steps=10, batch_size=16, lr=Decimal("3e-3")),
         economics=_ECONOMICS,
+        # The README's flow runs it as daemons: every window leaves room for a restart, and verify
+        # for a busy validator's replays on top.
+        phases=PhaseSpec(join_blocks=_RESTART_BLOCKS, train_blocks=_RESTART_BLOCKS, reveal_blocks=_RESTART_BLOCKS,
+                         verify_blocks=2 * _RESTART_BLOCKS, verdict_reveal_blocks=_RESTART_BLOCKS,
+                         propose_blocks=_RESTART_BLOCKS),
     )
 
 
@@ -82,7 +94,8 @@ def small(name: str = "small") -> RunSpec:
         # docs/benchmarks.md#scale-the-small-preset); a validator replays 36 steps per host it checks;
         # a proposal scores 128 windows: the default windows (train 200, verify 100, propose 50
         # blocks) are 40, 20 and 10 s at 0.2 s blocks.
-        phases=PhaseSpec(train_blocks=6_500, verify_blocks=600, propose_blocks=300),
+        phases=PhaseSpec(join_blocks=_RESTART_BLOCKS, train_blocks=6_500, reveal_blocks=_RESTART_BLOCKS,
+                         verify_blocks=600, verdict_reveal_blocks=_RESTART_BLOCKS, propose_blocks=_RESTART_BLOCKS),
     )
 
 
@@ -104,7 +117,8 @@ def gpt124m(name: str = "gpt124m") -> RunSpec:
         # Twice what one H100 needs for an epoch's training, 3 GB of leaves fetched per challenge
         # (24 s at 1 Gbit/s) and a replay of 8 steps (measured: docs/benchmarks.md#gpu-one-h100),
         # in 0.2 s blocks.
-        phases=PhaseSpec(train_blocks=12_000, verify_blocks=3_600, propose_blocks=600),
+        phases=PhaseSpec(join_blocks=_RESTART_BLOCKS, train_blocks=12_000, reveal_blocks=_RESTART_BLOCKS,
+                         verify_blocks=3_600, verdict_reveal_blocks=_RESTART_BLOCKS, propose_blocks=600),
     )
 
 
