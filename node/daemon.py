@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from chain.ledger import Ledger, LedgerError
+from node.adversaries import host_node
 from node.host import HostNode
 from node.http import ClientLimits
 from node.http_client import RETRY_BUDGET_S, HttpArtifacts
@@ -315,7 +316,7 @@ def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behavi
     ``allow_private``: peers' endpoints on loopback and private networks may be dialed (local runs)."""
     spec = ledger.spec()
     dataset = Dataset.load(spec.data)
-    node = HostNode(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix, allow_private),
+    node = host_node(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix, allow_private),
                     behaviour=behaviour, name=name, on_event=on_event, device=device,
                     full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
     host, _, port = listen.rpartition(":")

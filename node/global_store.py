@@ -2,15 +2,14 @@
 
 The chain agrees on the hash of θ_e (with its outer momentum); the bytes live with the hosts. A
 participant that did not compute θ_e itself — a host whose proposal lost the vote, a validator, a
-host that restarted on a fresh disk — asks the run's hosts for it by hash and keeps the first answer
-that decodes under the spec's layout and hashes right. A wrong answer costs the liar nothing but
-the reader a retry, so peers are tried in turn: first the hosts accepted in epoch e − 1 (they
+host that restarted on a fresh disk — gets it by hash through the one content-addressed fetch
+(:func:`node.content.fetch`): the copy on disk, else the first answer that decodes under the
+spec's layout and hashes right, read as a chunk stream and written to disk as it arrives. Holders
+are asked in turn (:func:`node.content.holders`): first the hosts accepted in epoch e − 1 (they
 built θ_e, or trained from it when the vote kept θ_{e−1}; the chain's aggregation inputs), then
 every other host, then every validator (validators hold the states they replayed from and serve
-them by hash; all members, paged). A member whose endpoint is malformed or not allowed is skipped.
-An answer is read as a chunk stream, checked, hashed, decoded and written to disk as its bytes
-arrive (:func:`trainer.outer.stream_global`, :func:`trainer.tensorfile.atomic_file`): the state is
-never held as bytes and decoded at once, and the file becomes the state's only once the hash is right.
+them by hash). θ_0 is built from the spec, only when the hash asked for is the run's initial
+model hash on chain.
 
 With a retention setting (``keep_epochs``, a host's ``--keep-epochs``) the store deletes the states
 no one can need any more (:meth:`GlobalStore.prune`, deciding with :func:`prunable_states`):
@@ -23,16 +22,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import BinaryIO
 
 from chain.ledger import Ledger
+from node.content import WrongContent, fetch, holders
 from protocol.errors import VerilocoError
 from protocol.rules.spec import RunSpec
 from protocol.views import EpochInfo
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, global_path
-from trainer.outer import GlobalState, load_global, stream_global
-from trainer.tensorfile import TensorFileError, atomic_file
+from trainer.outer import GlobalState, stream_global
 
 log = logging.getLogger("veriloco.global_store")
 
@@ -42,24 +41,6 @@ PeerResolver = Callable[[str], ArtifactSource]
 
 class GlobalStateUnavailable(VerilocoError):
     """No local copy and no peer served a global state with the wanted hash."""
-
-
-class _WrongHash(Exception):
-    """A peer's state decoded but hashed to something else (its partial file is dropped)."""
-
-
-def _written(chunks: Iterable[object], sink: BinaryIO) -> Iterator[object]:
-    """``chunks`` passed on as they are, the bytes among them also written to ``sink``."""
-    it = iter(chunks)
-    try:
-        for piece in it:
-            if isinstance(piece, (bytes, bytearray, memoryview)):
-                sink.write(piece)
-            yield piece
-    finally:
-        close = getattr(it, "close", None)
-        if callable(close):  # a body refused part-way: its connection closes now
-            close()
 
 
 def prunable_states(held: Mapping[str, int], epochs: Sequence[EpochInfo], current: int, keep_epochs: int) -> set[str]:
@@ -122,6 +103,7 @@ class GlobalStore:
         self._epoch: int | None = None  # the current epoch at the last prune
         self._seen: dict[str, int] = {}  # hash -> the epoch it was first stored or seen in
         self._open_from = 0  # every epoch before it is known closed
+        self._initial: str | None = None
 
     def held(self) -> list[str]:
         """The hashes of the states on disk."""
@@ -192,54 +174,37 @@ class GlobalStore:
         """
         if model_hash in self._cache:
             return self._cache[model_hash]
-        path = self.path(model_hash)
-        if path.exists():
-            state = load_global(path, self.spec)
-            if state.hash().hex() == model_hash:
-                return self._remember(model_hash, state)
-            path.unlink()  # damaged on disk: fetch it again
-        initial = GlobalState.initial(self.spec)
-        if initial.hash().hex() == model_hash:
-            self.put(initial)
-            return initial
-        return self._fetch(model_hash, epoch)
+        if model_hash == self._initial_hash() and not self.path(model_hash).exists():
+            initial = GlobalState.initial(self.spec)
+            if initial.hash().hex() == model_hash:
+                self.put(initial)
+                return initial
+        try:
+            state = fetch(self.path(model_hash), self._answers(model_hash, epoch), partial(self._verify, model_hash),
+                          f"global state {model_hash[:12]}…")
+        except ArtifactUnavailable as exc:
+            raise GlobalStateUnavailable(str(exc)) from None
+        return self._stored(model_hash, state)
 
-    def _peers_to_ask(self, epoch: int | None) -> Iterator[tuple[str, str]]:
-        """(address, endpoint) of the hosts to ask, likeliest first, each once, never ourselves."""
-        asked = {self._own}
-        builders = self._ledger.aggregation_inputs(epoch - 1) if epoch else []
-        for host in builders:
-            if host.address not in asked:
-                asked.add(host.address)
-                yield host.address, host.endpoint
-        for role in ("host", "validator"):
-            for member in self._ledger.members(role=role):
-                if member.address not in asked:
-                    asked.add(member.address)
-                    yield member.address, member.endpoint
+    def _initial_hash(self) -> str:
+        """θ_0's hash as the chain holds it (read once)."""
+        if self._initial is None:
+            self._initial = self._ledger.config().initial_model_hash
+        return self._initial
 
-    def _fetch(self, model_hash: str, epoch: int | None) -> GlobalState:
-        reasons = []
-        path = self.path(model_hash)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        for address, endpoint in self._peers_to_ask(epoch):
-            try:
-                # Checked, hashed and written to disk as the bytes arrive: never the bytes and the
-                # state at once; the file becomes the state's only once its hash is right.
-                with atomic_file(path) as sink:
-                    chunks = _written(self._peers(endpoint).global_state_chunks(model_hash), sink)
-                    state, digest = stream_global(chunks, self.spec, what=f"global state from {address}")
-                    if digest.hex() != model_hash:
-                        raise _WrongHash
-            except _WrongHash:
-                reasons.append(f"{address}: served a state with another hash")
-                continue
-            except (ArtifactUnavailable, TensorFileError) as exc:
-                reasons.append(f"{address}: {exc}")
-                continue
-            return self._stored(model_hash, state)
-        raise GlobalStateUnavailable(f"no host served global state {model_hash[:12]}… "
-                                     f"({'; '.join(reasons) or 'no other hosts'})")
+    def _answers(self, model_hash: str, epoch: int | None) -> Iterator[tuple[str, Callable[[], Iterable[object]]]]:
+        builders = ((h.address, h.endpoint) for h in (self._ledger.aggregation_inputs(epoch - 1) if epoch else []))
+        for address, endpoint in holders(self._ledger, {self._own}, builders):
+            yield address, partial(self._read, endpoint, model_hash)
+
+    def _read(self, endpoint: str, model_hash: str) -> Iterable[object]:
+        return self._peers(endpoint).global_state_chunks(model_hash)
+
+    def _verify(self, model_hash: str, chunks: Iterable[object], who: str) -> GlobalState:
+        state, digest = stream_global(chunks, self.spec, what=f"global state from {who}")
+        if digest.hex() != model_hash:
+            raise WrongContent("served a state with another hash")
+        return state
 
     def _remember(self, model_hash: str, state: GlobalState) -> GlobalState:
         self._cache[model_hash] = state

@@ -26,59 +26,57 @@ does what the current phase asks of it:
 Nothing the peers agree on or serve can stop the node: a θ_e that training cannot continue from
 (a non-finite loss) and a model that cannot be proposed are events with a reason, once per epoch.
 
-Δs are content-addressed: a host keeps every Δ it aggregated (``trainer.artifacts.keep_delta``)
-and serves it by hash, and validators keep the Δ they checked. A Δ is asked of its host first,
-then by hash of the other accepted hosts, then of the validators, so one honest holder is enough
-and a host that serves its Δ to validators but not to peers cannot stall aggregation.
+Δs are content-addressed (:func:`node.content.fetch`): a host keeps every Δ it aggregated and
+serves it by hash, and validators keep the Δ they checked. A Δ is read from the copy on disk, else
+asked of its host, then by hash of the other accepted hosts, then of the validators, so one honest
+holder is enough and a host that serves its Δ to validators but not to peers cannot stall
+aggregation. Each Δ is verified and checked against the update bound once per epoch and
+remembered; while the host waits, later ticks ask only for the Δs still missing.
 
 θ_e for training comes from :class:`~node.global_store.GlobalStore`: the host's own result when
 its proposal won, otherwise fetched from peers by the canonical hash — that is how a host whose
 hash lost the vote resynchronizes. What the host trains and serves goes through its
-:class:`~trainer.behaviour.HostBehaviour`, the hook the adversary catalogue uses.
+:class:`~trainer.behaviour.HostBehaviour` (its compute settings go with the epoch it asks for,
+:class:`~trainer.behaviour.HostEpoch`); adversaries that act on chain wrap the node's duties
+(``node.adversaries``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from functools import partial
-from itertools import chain
 from pathlib import Path
 
 import torch
 
 from chain.ledger import Ledger
+from node.content import Read, WrongContent, fetch, holders
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
-from protocol.rules.beacon import epoch_seed
 from protocol.rules.exclusion import excluded_list, exclusion_height
 from protocol.rules.limits import MAX_LOSS_MICRO
 from protocol.rules.losses import MICRO, loss_micro
-from protocol.rules.sampling import challenged_segments
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
 from protocol.views import AggregationInput, ParticipantStatus
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts, keep_delta
-from trainer.behaviour import HostBehaviour
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts, held_delta_path
+from trainer.behaviour import HostBehaviour, HostEpoch
 from trainer.data import Dataset
-from trainer.delta import dequantize, encode_delta, stream_delta
+from trainer.delta import dequantize, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
-from trainer.inner import EpochContext, StepCallback
+from trainer.inner import StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
-from trainer.tensorfile import TensorFileError
 from verifier.measure import delta_excess
 
 log = logging.getLogger("veriloco.node")
-
-
-Fetch = Callable[[], Iterable[bytes | object]]
 
 
 class HostNode(Participant):
@@ -117,10 +115,8 @@ class HostNode(Participant):
         self.dataset = dataset
         self.behaviour = behaviour or HostBehaviour()
         self.device = device
-        self.behaviour.device = device
+        self.full_leaf_every = full_leaf_every
         check_fingerprint(spec, device)  # a run that pins a compute profile admits no other
-        if self.behaviour.sparse_leaves:
-            self.behaviour.full_leaf_every = full_leaf_every
         self.keep_epochs = keep_epochs
         self.epochs = EpochStore(self.root, self.run_id, self.address)
         self.recomputer = LeafRecomputer(spec, dataset, self.epochs, device)
@@ -131,6 +127,9 @@ class HostNode(Participant):
         self._shapes = parameter_shapes(spec)
         self._eval_model: torch.nn.Module | None = None
         self._gave_up: dict[int, str] = {}  # epoch -> why this host neither trains nor proposes in it
+        # The accepted Δs of the epoch being aggregated, each verified once: (epoch, Δ hash) -> the
+        # dequantized Δ, or None when it is beyond the update bound and left out.
+        self._checked: dict[tuple[int, str], dict[str, torch.Tensor] | None] = {}
 
     @property
     def source(self) -> ArtifactSource:
@@ -157,7 +156,7 @@ class HostNode(Participant):
         if status.phase == "train":
             return self._maybe_train(status)
         if status.phase == "reveal":
-            return self._maybe_reveal(status)
+            return self.maybe_reveal(status)
         if status.phase == "verdict_reveal":
             return self._maybe_open_traps(status)
         if status.phase == "propose":
@@ -204,7 +203,8 @@ class HostNode(Participant):
         except GlobalStateUnavailable as exc:
             self.event(info.epoch, "waiting for θ", str(exc))
             return False
-        ctx = EpochContext(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed))
+        ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
+                        device=self.device, full_leaf_every=self.full_leaf_every)
         try:
             result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
                                                 on_step=self._progress(info.epoch))
@@ -233,33 +233,7 @@ class HostNode(Participant):
 
         return on_step
 
-    # -- reveal the beacon, open the traps -----------------------------------------------------
-
-    def _maybe_reveal(self, status: ParticipantStatus) -> bool:
-        if not status.joined or status.revealed:
-            return False
-        choice = self.behaviour.reveal_choice(status.epoch, lambda: self._challenged_if_last(status))
-        if choice == "reveal":
-            return self.maybe_reveal(status)
-        if choice == "withhold":
-            self.event(status.epoch, "withholding reveal", "its challenges would hit what it faked")
-        return False
-
-    def _challenged_if_last(self, status: ParticipantStatus) -> list[int] | None:
-        """This host's challenged segments if it revealed now as the last one, from the others'
-        reveals in contract storage; None while any other participant has not revealed."""
-        info = self.ledger.epoch(status.epoch)
-        reveals = {self.address: self.secret(status.epoch)}
-        for address in [*info.hosts, *info.validators]:
-            if address == self.address:
-                continue
-            secret = self.ledger.beacon_reveal(status.epoch, address)
-            if secret is None:
-                return None
-            reveals[address] = secret
-        seed = epoch_seed(self.run_id, status.epoch, reveals)
-        return challenged_segments(seed, self.address, self.spec.train.segments,
-                                   self.spec.verification.challenges_k)
+    # -- open the traps ------------------------------------------------------------------------
 
     def _maybe_open_traps(self, status: ParticipantStatus) -> bool:
         if not status.challenged or status.traps_opened:
@@ -290,6 +264,7 @@ class HostNode(Participant):
                 self.event(info.epoch, "waiting to aggregate", f"{why} (excluding from height {cutoff}, now {height})")
                 return False
             self.event(info.epoch, "Δ excluded", f"no holder served it by height {cutoff}: {why}")
+        self._checked.clear()  # aggregated now (a retry reads the kept files again)
         if not deltas:
             return self._give_up(info.epoch, "proposal withheld", "no accepted Δ is within the update bound")
         new = outer_step(theta, aggregate(self.spec.aggregation, deltas), self.spec.outer)
@@ -306,70 +281,68 @@ class HostNode(Participant):
 
     def _accepted_deltas(self, epoch: int, theta: GlobalState) -> tuple[dict[str, dict[str, torch.Tensor]],
                                                                          dict[str, str]]:
-        """Every accepted host's dequantized Δ from any holder, each checked against its committed
-        hash (one paged query for all of them: address, endpoint, Δ hash); a Δ that moves a
-        coordinate further than H AdamW steps can is left out (logged).
+        """Every accepted host's dequantized Δ within the update bound (one paged query for all of
+        them: address, endpoint, Δ hash), each verified once in the epoch (:meth:`_checked_delta`).
 
         Returns the Δs by host, and the hosts whose Δ no holder served now, with why."""
         inputs = self.ledger.aggregation_inputs(epoch)
-        deltas = {}
-        unserved: dict[str, str] = {}
+        self._checked = {k: v for k, v in self._checked.items() if k[0] == epoch}
+        deltas, unserved = {}, {}
         for accepted in inputs:
-            host = accepted.address
-            try:
-                payload = self._fetch_delta(epoch, accepted, inputs)
-            except ArtifactUnavailable as exc:
-                if host == self.address:
-                    raise  # its own Δ: nothing to exclude, a local fault to wait out
-                unserved[host] = str(exc)
-                continue
-            delta = dequantize(payload, self._shapes, self.spec.quantization)
-            # Validators check this bound on the last segment; checking it again here costs one pass
-            # over Δ, is the same computation on the same bytes for every honest host (so they still
-            # agree), and keeps a Δ that passed colluding validators out of the aggregate.
-            excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train,
-                                         self.spec.quantization)
-            if not excess <= 1:
-                self.event(epoch, "Δ left out", f"{host}: moves a coordinate of {where} {excess:.3g}× as far "
-                                               f"as {self.spec.train.inner_steps} AdamW steps can")
-                continue
-            deltas[host] = delta
+            key = (epoch, accepted.delta_hash)
+            if key not in self._checked:
+                try:
+                    self._checked[key] = self._checked_delta(epoch, theta, accepted, inputs)
+                except ArtifactUnavailable as exc:
+                    if accepted.address == self.address:
+                        raise  # its own Δ: nothing to exclude, a local fault to wait out
+                    unserved[accepted.address] = str(exc)
+                    continue
+            if (delta := self._checked[key]) is not None:
+                deltas[accepted.address] = delta
         return deltas, unserved
 
-    def _holders(self, epoch: int, accepted: AggregationInput,
-                 inputs: list[AggregationInput]) -> Iterator[tuple[str, Fetch]]:
-        """(who, how to read the Δ) for every participant that may hold ``accepted``'s Δ, likeliest first."""
-        held = LocalArtifacts(self.root, self.run_id, self.address)
-        yield "held here", lambda: held.delta_by_hash_chunks(accepted.delta_hash)
+    def _checked_delta(self, epoch: int, theta: GlobalState, accepted: AggregationInput,
+                       inputs: list[AggregationInput]) -> dict[str, torch.Tensor] | None:
+        """``accepted``'s Δ from any holder, checked against its committed hash and dequantized;
+        None (logged) when it moves a coordinate further than H AdamW steps can.
+
+        Validators check this bound on the last segment; checking it again here costs one pass over
+        Δ, is the same computation on the same bytes for every honest host (so they still agree),
+        and keeps a Δ that passed colluding validators out of the aggregate."""
+        payload = fetch(held_delta_path(self.root, self.run_id, accepted.delta_hash),
+                        self._delta_answers(epoch, accepted, inputs), partial(self._verify_delta, accepted),
+                        f"the Δ of {accepted.address}")
+        delta = dequantize(payload, self._shapes, self.spec.quantization)
+        excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train,
+                                     self.spec.quantization)
+        if not excess <= 1:
+            self.event(epoch, "Δ left out", f"{accepted.address}: moves a coordinate of {where} {excess:.3g}× "
+                                           f"as far as {self.spec.train.inner_steps} AdamW steps can")
+            return None
+        return delta
+
+    def _delta_answers(self, epoch: int, accepted: AggregationInput,
+                       inputs: list[AggregationInput]) -> Iterator[tuple[str, Read]]:
+        """(who, how to read) for every participant that may hold ``accepted``'s Δ, likeliest first."""
         if accepted.address == self.address:
             yield "own epoch", lambda: self.source.delta_chunks(epoch)
             return
         yield accepted.address, lambda: self.peers(accepted.endpoint).delta_chunks(epoch)
-        others = [(h.address, h.endpoint) for h in inputs if h.address not in (accepted.address, self.address)]
-        validators = ((m.address, m.endpoint) for m in self.ledger.members(role="validator"))
-        for address, endpoint in chain(others, validators):
+        others = ((h.address, h.endpoint) for h in inputs)
+        for address, endpoint in holders(self.ledger, {self.address, accepted.address}, others, ("validator",)):
             yield address, partial(self._by_hash, endpoint, accepted.delta_hash)
 
     def _by_hash(self, endpoint: str, delta_hash: str) -> Iterable[bytes | object]:
         return self.peers(endpoint).delta_by_hash_chunks(delta_hash)
 
-    def _fetch_delta(self, epoch: int, accepted: AggregationInput,
-                     inputs: list[AggregationInput]) -> dict[str, torch.Tensor]:
-        reasons = []
-        for who, read in self._holders(epoch, accepted, inputs):
-            try:
-                # Checked and hashed as the bytes arrive: never the whole file and its decoded copy.
-                payload, digest = stream_delta(read(), self.spec, what=f"Δ of {accepted.address}")
-            except (ArtifactUnavailable, TensorFileError) as exc:
-                reasons.append(f"{who}: {exc}")
-                continue
-            if digest.hex() != accepted.delta_hash:
-                reasons.append(f"{who}: served a Δ that does not match the commitment of {accepted.address}")
-                continue
-            # Kept re-encoded: the hash is over the payload, so any holder's file serves alike.
-            keep_delta(self.root, self.run_id, accepted.delta_hash, encode_delta(payload, self.spec.quantization))
-            return payload
-        raise ArtifactUnavailable(f"no holder served the Δ of {accepted.address} ({'; '.join(reasons[-5:])})")
+    def _verify_delta(self, accepted: AggregationInput, chunks: Iterable[object],
+                      who: str) -> dict[str, torch.Tensor]:
+        # Checked and hashed as the bytes arrive: never the whole file and its decoded copy.
+        payload, digest = stream_delta(chunks, self.spec, what=f"Δ of {accepted.address}")
+        if digest.hex() != accepted.delta_hash:
+            raise WrongContent(f"served a Δ that does not match the commitment of {accepted.address}")
+        return payload
 
     def _validation_loss(self, state: GlobalState) -> float:
         if self._eval_model is None:

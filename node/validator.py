@@ -8,14 +8,18 @@ its opening) and does what the phase asks:
 * ``join``   — post the beacon commitment (the secret is on disk first);
 * ``reveal`` — reveal the beacon secret;
 * ``verify`` and each ``dispute`` round — for every challenge it sits on in the round and has not
-  committed to: fetch the host's segment through its artifact source, replay it with the
-  trainer's step (:func:`verifier.replay.check_challenge`), keep the verdict with a random salt on
-  disk (fsynced) and post its commitment — nothing about the verdict is visible yet;
+  committed to (:meth:`ValidatorNode.commit_verdict`): replay → decide → post. The replay
+  (:meth:`ValidatorNode._verdict_for`) fetches the host's segment through its artifact source and
+  replays it with the trainer's step (:func:`verifier.replay.check_challenge`); the decision
+  (:meth:`ValidatorNode.decide`) is the behaviour's, which the honest one takes from the replay;
+  the verdict is kept with a random salt on disk (fsynced) and its commitment posted — nothing
+  about the verdict is visible yet;
 * ``verdict_reveal`` and each ``dispute_reveal`` — open every verdict it committed to in the
-  round, from what it kept on disk.
-  The Δ of a last segment whose replay passed is kept (``trainer.artifacts.keep_delta``) and
-  served by hash (``veriloco validator run --listen`` serves what it holds), so an accepted host's
-  Δ is always held by the validator that checked it.
+  round, from what it kept on disk (:meth:`ValidatorNode.open_verdict`).
+  The Δ a last segment's replay reads is written to disk as it arrives (``node.content.intake``)
+  and kept by hash once the replay passed; it is served by hash (``veriloco validator run``
+  serves what it holds), so an accepted host's Δ is always held by the validator that
+  checked it.
 
 A host that does not deliver is not judged ``unavailable`` at the first failure when the validator
 has :class:`Patience` (the daemons do): the challenge stays pending and is tried again on later
@@ -27,31 +31,31 @@ answer is final.
 Commitments and openings already on chain are never posted again (the chain's ``committed`` and
 ``revealed`` flags), so a validator restarted mid-phase only does what is left, and one that
 crashed between committing and opening still opens. Its
-:class:`~verifier.adversaries.ValidatorBehaviour` decides what is finally committed — honest by
-default, a liar in tests — and a copying one (``copycat``) posts what it can see of another
-validator's verdict instead, which the commitment binding the validator's address defeats.
+:class:`~verifier.adversaries.ValidatorBehaviour` decides what is committed — honest by default,
+a liar in tests, which saves the replay. A validator that posts others' verdicts instead
+(``copycat``) wraps the commit and open duties (``node.adversaries``).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import NoReturn
 
 from chain.ledger import Ledger
+from node.content import Intake, intake
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.participant import EventSink, Participant
 from protocol.keys import PrivateKey
-from protocol.messages import VerdictCommit, VerdictOpening
+from protocol.messages import Verdict, VerdictCommit, VerdictOpening
 from protocol.rules.commitments import SALT_SIZE
 from protocol.rules.merkle import MerkleProof
 from protocol.rules.spec import RunSpec
-from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus, Vote
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, keep_delta
+from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, held_delta_path
 from trainer.data import Dataset
 from trainer.fingerprint import check_fingerprint
 from trainer.step import Stepper
@@ -114,7 +118,7 @@ class ValidatorNode(Participant):
         self.behaviour = behaviour or ValidatorBehaviour()
         self.globals = GlobalStore(self.root, spec, ledger, peers, self.address, keep_epochs=keep_epochs)
         self._stepper: Stepper | None = None
-        self._tried: set[tuple[int, str, int, str]] = set()  # copies already refused: not sent again
+        self._lost: set[tuple[int, str, int]] = set()  # verdicts it cannot open (said once)
 
     def tick(self) -> bool:
         status = self.status()
@@ -131,113 +135,83 @@ class ValidatorNode(Participant):
             return self._open_verdicts(status)
         return False
 
-    def _mine(self, status: ParticipantStatus) -> list[Challenge]:
-        """The challenges of the current round this validator sits on and that are undecided."""
+    def _mine(self, status: ParticipantStatus, committed: bool) -> list[Challenge]:
+        """The undecided challenges of the current round this validator sits on, committed to or not."""
         return [c for c in self.ledger.challenges(status.epoch, self.address)
-                if c.round == status.round and c.outcome == "pending"]
+                if c.round == status.round and c.outcome == "pending" and c.committed == committed]
 
-    # -- commit --------------------------------------------------------------------------------
+    # -- commit: replay → decide → post --------------------------------------------------------
 
     def _commit_verdicts(self, status: ParticipantStatus) -> bool:
         acted = False
-        for challenge in [c for c in self._mine(status) if not c.committed]:
-            if self.behaviour.copies:
-                acted |= self._commit_copy(status, challenge)
-                continue
-            opening = self.opening(status.epoch, challenge.host, challenge.segment)
-            if opening is None:  # not decided before (a restart after the commitment reuses it)
-                verdict, reason = None, "without replaying"
-                if self.behaviour.replays:
-                    try:
-                        theta = self.globals.get(status.model_hash, status.epoch)
-                    except GlobalStateUnavailable as exc:
-                        self.event(status.epoch, "waiting for θ", str(exc))
-                        return acted
-                    try:
-                        source: ArtifactSource = _Keeping(self.peers(challenge.endpoint))
-                    except ArtifactUnavailable as exc:
-                        source = _Unreachable(str(exc))
-                    if self._stepper is None:
-                        self._stepper = Stepper(self.spec, device=self.device)
-                    report = check_challenge(self.spec, self.dataset, challenge, source, theta,
-                                             bytes.fromhex(status.prev_seed), stepper=self._stepper)
-                    verdict, reason = report.verdict, report.reason
-                    if verdict.outcome == "pass" and isinstance(source, _Keeping) and source.kept is not None:
-                        # The replay checked this Δ against the committed hash: keep it and serve it by
-                        # hash, so peers can aggregate it whatever its host serves them.
-                        keep_delta(self.root, self.run_id, challenge.delta_hash, source.kept)
-                    if isinstance(source, _Keeping):
-                        source.release()
-                    if verdict.outcome == "unavailable" and not self._give_up(status):
-                        self.event(status.epoch, "host did not deliver; retrying",
-                                   f"host {challenge.host[:12]}… segment {challenge.segment}: {reason}")
-                        continue
-                final = self.behaviour.decide(challenge, verdict)
-                if final is None:
-                    continue
-                opening = VerdictOpening.of(final, os.urandom(SALT_SIZE))
-                self.keep_opening(opening)
-                self.event(status.epoch, f"verdict {final.outcome}",
-                           f"host {challenge.host[:12]}… segment {challenge.segment} round {challenge.round}: "
-                           f"{reason}")
-            msg = VerdictCommit(epoch=status.epoch, host=challenge.host, segment=challenge.segment,
-                                commitment=opening.commitment(self.address))
-            acted |= self.attempt(status.epoch, "committed verdict",
-                                  partial(self.ledger.commit_verdict, self.key, msg),
-                                  f"host {challenge.host[:12]}… segment {challenge.segment}")
+        for challenge in self._mine(status, committed=False):
+            try:
+                acted |= self.commit_verdict(status, challenge)
+            except GlobalStateUnavailable as exc:
+                self.event(status.epoch, "waiting for θ", str(exc))
+                break
         return acted
 
-    # -- open ----------------------------------------------------------------------------------
-
-    def _open_verdicts(self, status: ParticipantStatus) -> bool:
-        acted = False
-        for challenge in [c for c in self._mine(status) if c.committed and not c.revealed]:
-            if self.behaviour.copies:
-                acted |= self._open_copy(status, challenge)
-                continue
-            opening = self.opening(status.epoch, challenge.host, challenge.segment)
-            if opening is None:
-                key = (status.epoch, challenge.host, challenge.segment, "lost")
-                if key not in self._tried:
-                    self._tried.add(key)
-                    self.event(status.epoch, "cannot open verdict",
-                               f"host {challenge.host[:12]}… segment {challenge.segment}: nothing kept on disk")
-                continue
-            acted |= self.attempt(status.epoch, f"opened verdict {opening.outcome}",
-                                  partial(self.ledger.reveal_verdict, self.key, opening),
-                                  f"host {challenge.host[:12]}… segment {challenge.segment}")
-        return acted
-
-    # -- a copying validator: what it can see of others' verdicts ------------------------------
-
-    def _others(self, challenge: Challenge) -> list[Vote]:
-        report = self.ledger.report(challenge.epoch)
-        for c in report.challenges:
-            if (c.host, c.segment) == (challenge.host, challenge.segment):
-                return [v for v in c.votes if v.validator != self.address]
-        return []
-
-    def _commit_copy(self, status: ParticipantStatus, challenge: Challenge) -> bool:
-        commitment = self.behaviour.copy_commitment(challenge, self._others(challenge))
-        if commitment is None:
-            return False  # nothing visible to copy yet
-        msg = VerdictCommit(epoch=status.epoch, host=challenge.host, segment=challenge.segment, commitment=commitment)
-        return self.attempt(status.epoch, "committed a copied verdict",
-                            lambda: self.ledger.commit_verdict(self.key, msg),
-                            f"host {challenge.host[:12]}… segment {challenge.segment}")
-
-    def _open_copy(self, status: ParticipantStatus, challenge: Challenge) -> bool:
-        key = (status.epoch, challenge.host, challenge.segment, "copy")
-        if key in self._tried:
-            return False
-        opening = self.behaviour.copy_opening(challenge, self._others(challenge))
+    def commit_verdict(self, status: ParticipantStatus, challenge: Challenge) -> bool:
+        """Commit to a verdict on ``challenge``: the one kept on disk (a restart after the
+        commitment reuses it), else the one :meth:`decide` reaches, kept (fsynced) first."""
+        opening = self.opening(status.epoch, challenge.host, challenge.segment)
         if opening is None:
-            return False
-        self._tried.add(key)
-        return self.attempt(status.epoch, "opened a copied verdict",
-                            lambda: self.ledger.reveal_verdict(self.key, opening),
-                            f"host {challenge.host[:12]}… segment {challenge.segment}")
+            decided = self.decide(status, challenge)
+            if decided is None:
+                return False
+            verdict, reason = decided
+            opening = VerdictOpening.of(verdict, os.urandom(SALT_SIZE))
+            self.keep_opening(opening)
+            self.event(status.epoch, f"verdict {verdict.outcome}", f"{_about(challenge)} round {challenge.round}: "
+                                                                     f"{reason}")
+        msg = VerdictCommit(epoch=status.epoch, host=challenge.host, segment=challenge.segment,
+                            commitment=opening.commitment(self.address))
+        return self._post(status, challenge, "committed verdict", partial(self.ledger.commit_verdict, self.key, msg))
 
+    def decide(self, status: ParticipantStatus, challenge: Challenge) -> tuple[Verdict, str] | None:
+        """The verdict to commit to on ``challenge`` and why, or None (nothing to commit now): the
+        behaviour's decision (:meth:`ValidatorBehaviour.decide`), which the honest one takes from
+        the replay (:meth:`_verdict_for`)."""
+        reason = "without replaying"
+
+        def replay() -> Verdict | None:
+            nonlocal reason
+            verdict, reason = self._verdict_for(status, challenge)
+            return verdict
+
+        verdict = self.behaviour.decide(challenge, replay)
+        return None if verdict is None else (verdict, reason)
+
+    def _verdict_for(self, status: ParticipantStatus, challenge: Challenge) -> tuple[Verdict | None, str]:
+        """Replay ``challenge`` (:func:`verifier.replay.check_challenge`): its verdict and why, or
+        no verdict while a host that did not deliver is still retried (:class:`Patience`).
+
+        The Δ a last segment's replay reads is written to disk as it arrives and kept by hash once
+        the replay passed (it checked the Δ against the committed hash), so peers can aggregate it
+        whatever its host serves them.
+
+        Raises:
+            GlobalStateUnavailable: θ_e is not to be had yet.
+        """
+        theta = self.globals.get(status.model_hash, status.epoch)
+        if self._stepper is None:
+            self._stepper = Stepper(self.spec, device=self.device)
+        with intake(held_delta_path(self.root, self.run_id, challenge.delta_hash)) as delta:
+            report = check_challenge(self.spec, self.dataset, challenge, _DeltaTee(self._source(challenge), delta),
+                                     theta, bytes.fromhex(status.prev_seed), stepper=self._stepper)
+            if report.verdict.outcome == "pass":
+                delta.keep()
+        if report.verdict.outcome == "unavailable" and not self._give_up(status):
+            self.event(status.epoch, "host did not deliver; retrying", f"{_about(challenge)}: {report.reason}")
+            return None, report.reason
+        return report.verdict, report.reason
+
+    def _source(self, challenge: Challenge) -> ArtifactSource:
+        try:
+            return self.peers(challenge.endpoint)
+        except ArtifactUnavailable as exc:
+            return _Unreachable(str(exc))
 
     def _give_up(self, info: ParticipantStatus) -> bool:
         if self.patience is None:
@@ -245,29 +219,40 @@ class ValidatorNode(Participant):
         return self.patience.give_up(self.ledger.height(), info.phase_deadline, self.spec.phases.verify_blocks,
                                      info.to_commit)
 
+    def _post(self, status: ParticipantStatus, challenge: Challenge, action: str, send: Callable[[], object]) -> bool:
+        return self.attempt(status.epoch, action, send, _about(challenge))
 
-class _Keeping(ArtifactSource):
-    """A host's artifacts, remembering the Δ read through it (to keep it once the replay passed).
+    # -- open ----------------------------------------------------------------------------------
 
-    The Δ's bytes go to a spooled file as they pass (in memory up to :data:`SPOOL_BYTES`, on disk
-    beyond), so checking a large model's Δ holds a few MiB of it in memory, not the whole of it.
-    """
+    def _open_verdicts(self, status: ParticipantStatus) -> bool:
+        acted = False
+        for challenge in self._mine(status, committed=True):
+            if not challenge.revealed:
+                acted |= self.open_verdict(status, challenge)
+        return acted
 
-    SPOOL_BYTES = 8 << 20
+    def open_verdict(self, status: ParticipantStatus, challenge: Challenge) -> bool:
+        """Open the verdict committed to on ``challenge``, from what was kept on disk."""
+        opening = self.opening(status.epoch, challenge.host, challenge.segment)
+        if opening is None:
+            if (status.epoch, challenge.host, challenge.segment) not in self._lost:
+                self._lost.add((status.epoch, challenge.host, challenge.segment))
+                self.event(status.epoch, "cannot open verdict", f"{_about(challenge)}: nothing kept on disk")
+            return False
+        return self._post(status, challenge, f"opened verdict {opening.outcome}",
+                          partial(self.ledger.reveal_verdict, self.key, opening))
 
-    def __init__(self, inner: ArtifactSource) -> None:
-        self._inner = inner
-        self.kept: IO[bytes] | None = None
 
-    def _spool(self) -> IO[bytes]:
-        self.release()
-        return tempfile.SpooledTemporaryFile(max_size=self.SPOOL_BYTES)
+def _about(challenge: Challenge) -> str:
+    return f"host {challenge.host[:12]}… segment {challenge.segment}"
 
-    def release(self) -> None:
-        """Drop what was kept (its memory or its temporary file)."""
-        if self.kept is not None:
-            self.kept.close()
-            self.kept = None
+
+class _DeltaTee(ArtifactSource):
+    """A host's artifacts, the Δ read through it also written to an :class:`~node.content.Intake`
+    as it arrives (to disk, not memory: a large model's Δ is never held whole)."""
+
+    def __init__(self, inner: ArtifactSource, intake: Intake) -> None:
+        self._inner, self._intake = inner, intake
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
         return self._inner.checkpoint(epoch, leaf)
@@ -279,28 +264,10 @@ class _Keeping(ArtifactSource):
         return self._inner.proof(epoch, leaf)
 
     def delta(self, epoch: int) -> bytes:
-        data = self._inner.delta(epoch)
-        spool = self._spool()
-        spool.write(data)
-        self.kept = spool
-        return data
+        return self._inner.delta(epoch)
 
-    def delta_chunks(self, epoch: int) -> Iterator[bytes | object]:
-        spool = self._spool()
-        chunks = iter(self._inner.delta_chunks(epoch))
-        try:
-            for chunk in chunks:
-                if isinstance(chunk, (bytes, bytearray, memoryview)):
-                    spool.write(chunk)
-                yield chunk
-        except BaseException:
-            spool.close()
-            raise
-        finally:
-            close = getattr(chunks, "close", None)
-            if callable(close):  # a remote body refused part-way: its connection closes now
-                close()
-        self.kept = spool  # only a stream read to its end is kept
+    def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
+        return self._intake.tee(self._inner.delta_chunks(epoch))
 
     def losses(self, epoch: int) -> list[int] | UntrustedJson:
         return self._inner.losses(epoch)

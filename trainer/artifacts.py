@@ -14,22 +14,21 @@ On disk (``root`` is the host's work root): the host's epochs in its
 adversary's behaviour), the global states it holds at :func:`global_path`
 (``<root>/<run id>/global/<model hash>.safetensors``), and the pseudo-gradients it holds by hash at
 :func:`held_delta_path` (``<root>/<run id>/deltas/<Δ hash>.safetensors``): every accepted Δ a host
-aggregated and every Δ a validator checked, kept so that any holder can serve it
-(:meth:`ArtifactSource.delta_by_hash`, content-addressed: the reader checks the hash).
+aggregated and every Δ a validator checked (written there by ``node.content``), so that any
+holder can serve it (:meth:`ArtifactSource.delta_by_hash`, content-addressed: the reader checks
+the hash).
 """
 
 from __future__ import annotations
 
-import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 from protocol.errors import VerilocoError
 from protocol.rules.merkle import MerkleProof, merkle_proof
 from trainer.epoch_store import EpochRecord, EpochStore
-from trainer.tensorfile import atomic_file, write_atomic
 from trainer.tensorstream import CHUNK_BYTES, bytes_chunks
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
@@ -130,25 +129,25 @@ def global_path(root: Path, run_id: bytes, model_hash: str) -> Path:
     return Path(root) / run_id.hex() / "global" / f"{_digest(model_hash, 'model hash')}.safetensors"
 
 
+def file_chunks(path: Path) -> Iterator[bytes]:
+    """A file's bytes in pieces, opened now (so a missing file raises ``FileNotFoundError`` at the
+    call) and closed when the pieces are read or dropped; one larger than
+    :data:`MAX_ARTIFACT_BYTES` is refused (:class:`ArtifactUnavailable`)."""
+    if path.stat().st_size > MAX_ARTIFACT_BYTES:
+        raise ArtifactUnavailable(f"{path.name} is larger than {MAX_ARTIFACT_BYTES} bytes")
+    handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
+
+    def pieces() -> Iterator[bytes]:
+        with handle:
+            while piece := handle.read(CHUNK_BYTES):
+                yield piece
+
+    return pieces()
+
+
 def held_delta_path(root: Path, run_id: bytes, delta_hash: str) -> Path:
     """Where a participant keeps a Δ it holds by hash (checked before it was kept)."""
     return Path(root) / run_id.hex() / "deltas" / f"{_digest(delta_hash, 'Δ hash')}.safetensors"
-
-
-def keep_delta(root: Path, run_id: bytes, delta_hash: str, data: bytes | IO[bytes]) -> None:
-    """Keep a Δ whose hash the caller checked, so this participant can serve it by hash.
-
-    ``data`` is the Δ's bytes, or a file holding them (read from its start, in pieces).
-    """
-    path = held_delta_path(root, run_id, delta_hash)
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(data, bytes):
-            write_atomic(path, data)
-            return
-        data.seek(0)
-        with atomic_file(path) as f:
-            shutil.copyfileobj(data, f, 1 << 20)
 
 
 class LocalArtifacts(ArtifactSource):
@@ -218,18 +217,9 @@ class LocalArtifacts(ArtifactSource):
 
     def _stream(self, path: Path) -> Iterable[bytes]:
         try:
-            if path.stat().st_size > MAX_ARTIFACT_BYTES:
-                raise ArtifactUnavailable(f"{path.name} is larger than {MAX_ARTIFACT_BYTES} bytes")
-            handle = open(path, "rb")  # noqa: SIM115 - closed by the generator
+            return file_chunks(path)
         except FileNotFoundError:
             raise ArtifactUnavailable(f"{self.host} has no {path.name}") from None
-
-        def pieces() -> Iterable[bytes]:
-            with handle:
-                while piece := handle.read(CHUNK_BYTES):
-                    yield piece
-
-        return pieces()
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
         return self._read(self._leaf(epoch, leaf))

@@ -1,20 +1,23 @@
 """How a host behaves in an epoch: the honest way, or one of the adversaries that tests and benches use.
 
 A host node (``node.host``) does the protocol's bookkeeping — joining, committing, revealing,
-proposing — and asks its :class:`HostBehaviour` for what a host can choose: the epoch of work it
-commits to, which of its segments it declares traps (an auditor), whether to reveal its beacon
-secret, and what it serves to whom. The honest behaviour trains with
-:func:`trainer.inner.run_epoch`, declares no trap, always reveals and serves everything to
-everyone; the adversary catalogue (``verifier.adversaries``) fakes work, withholds or steers
-through the same methods, so an adversary runs through exactly the code an honest host runs,
-except where it cheats.
+proposing — and asks its :class:`HostBehaviour` for the compute a host can choose: the epoch of
+work it commits to, which of its segments it declares traps (an auditor), and what it serves to
+whom. The honest behaviour trains with :func:`trainer.inner.run_epoch`, declares no trap and
+serves everything to everyone; the adversary catalogue (``verifier.adversaries``) fakes work,
+withholds or steers through the same methods, so an adversary runs through exactly the code an
+honest host runs, except where it cheats. What a host does on chain is the node's
+(``node.adversaries`` wraps it for the adversaries that play the settlement game).
+
+The host's own compute settings travel with the epoch it asks for (:class:`HostEpoch`: where the
+steps run, how densely leaves are stored); they change no bit of what is committed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 
@@ -26,23 +29,32 @@ from trainer.snapshot import SnapshotStats
 from trainer.step import Stepper
 
 
+@dataclass(frozen=True)
+class HostEpoch(EpochContext):
+    """Whose epoch (:class:`~trainer.inner.EpochContext`) with the host node's compute settings.
+
+    Attributes:
+        device: where the honest training computes (``cpu``, ``cuda``…). Adversaries that build
+            their own stepper compute on the CPU.
+        full_leaf_every: ``K``: the honest training stores leaf 0, every ``K``-th leaf and the last
+            in full, the others are recomputed when challenged (``trainer.recompute``), where the
+            behaviour's :attr:`HostBehaviour.sparse_leaves` allows.
+    """
+
+    device: str = "cpu"
+    full_leaf_every: int = 1
+
+
 class HostBehaviour:
     """The honest host. Subclasses override :meth:`train_epoch` and/or :meth:`serve` to cheat.
 
     Attributes:
         name: a short label for reports (``honest``, ``lazy``, ``noise`` …).
-        device: where the honest training computes (``cpu``, ``cuda``…); the host node sets it.
-            Adversaries that build their own stepper compute on the CPU.
-        full_leaf_every: ``K``: the honest training stores leaf 0, every ``K``-th leaf and the last
-            in full, the others are recomputed when challenged (``trainer.recompute``); the host
-            node sets it where :attr:`sparse_leaves` allows.
         sparse_leaves: whether this behaviour may store leaves sparsely (the adversary catalogue
             rewrites leaves after training and keeps every one).
     """
 
     name = "honest"
-    device = "cpu"
-    full_leaf_every = 1
     sparse_leaves = True
     snapshot: SnapshotStats | None = None
     """What the background leaf writer did in the last epoch trained (benchmarks read it)."""
@@ -52,13 +64,15 @@ class HostBehaviour:
                     on_step: StepCallback | None = None) -> EpochResult:
         """Produce the epoch's work in the host's epoch store under ``root`` (leaves, Δ, record) and its commitment.
 
-        Must be resumable like :func:`run_epoch`: called again after a crash, it ends with the same
-        commitment.
+        ``ctx`` may be a :class:`HostEpoch`, which says where to compute and how densely to store
+        leaves (a plain context: on the CPU, every leaf). Must be resumable like :func:`run_epoch`:
+        called again after a crash, it ends with the same commitment.
         """
+        setup = ctx if isinstance(ctx, HostEpoch) else HostEpoch(ctx.run_id, ctx.epoch, ctx.host, ctx.prev_epoch_seed)
         self.snapshot = SnapshotStats()
         result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step,
-                           stepper=Stepper(spec, device=self.device), full_leaf_every=self.full_leaf_every,
-                           stats=self.snapshot)
+                           stepper=Stepper(spec, device=setup.device),
+                           full_leaf_every=setup.full_leaf_every if self.sparse_leaves else 1, stats=self.snapshot)
         assert result is not None  # one process: always rank 0
         return result
 
@@ -75,13 +89,6 @@ class HostBehaviour:
         :meth:`train_epoch` ran (its trap commitment hides them until the verdicts are in). The
         honest host declares none."""
         return []
-
-    def reveal_choice(self, epoch: int,
-                      challenged_if_last: Callable[[], list[int] | None]) -> Literal["reveal", "wait", "withhold"]:
-        """Whether to reveal the beacon secret now. ``challenged_if_last()`` is what a host could
-        know by reading the others' reveals: its challenged segments if it revealed last now, or
-        None while others have not revealed. The honest host reveals at once."""
-        return "reveal"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

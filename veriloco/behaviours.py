@@ -1,7 +1,8 @@
 """Picking participant behaviours by name, for the CLI: honest by default, adversaries on request.
 
-The catalogue itself lives in ``verifier.adversaries``; this module only turns command-line text
-(``noise``, ``lazy:0.5``, ``always_fail``) into behaviours and nodes.
+The catalogue itself lives in ``verifier.adversaries`` (and the nodes its on-chain adversaries
+need in ``node.adversaries``); this module only turns command-line text (``noise``, ``lazy:0.5``,
+``always_fail``) into behaviours and nodes.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chain.ledger import Ledger
+from node.adversaries import validator_node as node_for
 from node.daemon import http_peers
 from node.validator import Patience, ValidatorNode
 from protocol.keys import PrivateKey
@@ -47,7 +49,7 @@ def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str |
         keep_epochs: delete the global states no open epoch needs (``GlobalStore.prune``).
     """
     spec = ledger.spec()
-    return ValidatorNode(ledger, key, spec, Dataset.load(spec.data), root,
+    return node_for(ledger, key, spec, Dataset.load(spec.data), root,
                          http_peers(key, spec, ledger.prefix, allow_private),
                          behaviour=validator_behaviour(behaviour), name=name, device=device, patience=Patience(),
                          keep_epochs=keep_epochs)

@@ -1,16 +1,16 @@
 """A whole veriloco network in one process: what ``veriloco simulate`` runs.
 
-Hosts and validators are the real nodes (``node.host.HostNode``, ``node.validator.ValidatorNode``)
-on the real contract: under wasmtime on the embedded chain (default), or on a real injectived
-devnet (``EmbeddedChainFactory`` / ``DevnetChainFactory``). Only a few things differ from a
-multi-process network: artifacts move through the same :class:`~trainer.artifacts.ArtifactSource`
-interface without HTTP (each reader gets its own view of a host, as over HTTP, where the server
-knows who signed); every node ticks once per round and each round's transactions go into one
-block, as a real node includes many transactions in a block; and when no node has anything to do
-the network lets time pass to the current phase's deadline (on the embedded chain, waiting mines
-the blocks), after which the nodes themselves send ``advance`` (the network does too, if none
-did). Phases close early when everyone has acted, so a simulated epoch costs about its training
-and replays.
+Hosts and validators are the real nodes (``node.host.HostNode``, ``node.validator.ValidatorNode``,
+or the wrapper an adversary's behaviour needs: ``node.adversaries``) on the real contract: under
+wasmtime on the embedded chain (default), or on a real injectived devnet (``EmbeddedChainFactory`` /
+``DevnetChainFactory``). Only a few things differ from a multi-process network: artifacts move
+through the same :class:`~trainer.artifacts.ArtifactSource` interface without HTTP (each reader gets
+its own view of a host, as over HTTP, where the server knows who signed); every node ticks once per
+round and each round's transactions go into one block, as a real node includes many transactions in
+a block; and when no node has anything to do the network lets time pass to the current phase's
+deadline (on the embedded chain, waiting mines the blocks), after which the nodes themselves send
+``advance`` (the network does too, if none did). Phases close early when everyone has acted, so a
+simulated epoch costs about its training and replays.
 
 Funds are audited: every transaction's fee is metered, and the sum of all participants' balances,
 the treasury's and the contract's, plus the fees paid, stays what it was at genesis.
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.ledger import ContractBackend, ContractError, Ledger, instantiate_msg
 from chain.metered import MeteredBackend
+from node.adversaries import host_node, validator_node
 from node.global_store import PeerResolver
 from node.host import HostNode
 from node.participant import EventSink, Participant
@@ -135,8 +136,8 @@ class LocalNetwork:
         roster: the participants and their behaviours.
         dataset: the run's dataset (loaded once, shared by everyone).
         on_event: receives every node event.
-        validator_factory: builds a validator node (``node.validator.ValidatorNode``);
-            needed when the roster has validators.
+        validator_factory: builds a validator node (default: :func:`node.adversaries.validator_node`,
+            the node its behaviour needs).
         chain: deploys the contract (default: a new embedded chain).
         device: where every node trains and replays (``cpu``, ``cuda``, ``cuda:N``).
         full_leaf_every: each host stores every ``K``-th leaf in full and recomputes the others when
@@ -175,19 +176,18 @@ class LocalNetwork:
         for i, (key, behaviour) in enumerate(zip(host_keys, roster.hosts, strict=True)):
             name = f"host-{i}" + ("" if behaviour.name == "honest" else f" ({behaviour.name})")
             endpoint = f"http://host-{i}.sim"
-            node = HostNode(self.ledger, key, spec, dataset, self.root / f"host-{i}",
+            node = host_node(self.ledger, key, spec, dataset, self.root / f"host-{i}",
                             self.resolver_for(key.address()), behaviour=behaviour, name=name, on_event=on_event,
                             device=device, full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
             self._sources[endpoint] = _source_of(node)
             self.ledger.bond(key, "host", endpoint, roster.host_stake or 2 * int(econ.min_host_stake))
             self.hosts.append(node)
             self.names[node.address] = name
+        build_validator = validator_factory or validator_node
         for i, (key, conduct) in enumerate(zip(validator_keys, roster.validators, strict=True)):
-            if validator_factory is None:
-                raise CommandError("validators need a validator factory")
             label = getattr(conduct, "name", "honest")
             name = f"validator-{i}" + ("" if label == "honest" else f" ({label})")
-            validator = validator_factory(self.ledger, key, spec, dataset, self.root / f"validator-{i}",
+            validator = build_validator(self.ledger, key, spec, dataset, self.root / f"validator-{i}",
                                           self.resolver_for(key.address()), behaviour=conduct, name=name,
                                           on_event=on_event, device=device, keep_epochs=keep_epochs)
             self.ledger.bond(key, "validator", f"http://validator-{i}.sim",

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from node.validator import ValidatorNode
 from protocol.views import EpochReport
 from trainer.presets import tiny
 from veriloco.behaviours import host_behaviour, validator_behaviour
@@ -36,7 +35,7 @@ def play(tmp_path: Path, load_dataset: Any, hosts: Sequence[str | None], validat
     spec = simulation_spec(base, validators=len(validators), hosts=len(hosts))
     dataset = load_dataset(spec.data)
     roster = Roster(hosts=[host_behaviour(h) for h in hosts], validators=[validator_behaviour(v) for v in validators])
-    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode)
+    net = LocalNetwork(spec, tmp_path / "net", roster, dataset)  # each behaviour's node (node.adversaries)
     reports = [net.run_epoch(max_rounds=300) for _ in range(epochs)]
     assert net.total_funds() == net.initial_funds
     return net, reports

@@ -26,6 +26,7 @@ from verifier.adversaries import (
     Adversary,
     Blindfold,
     Copycat,
+    CopycatValidator,
     Honest,
     Lazy,
     StaleDelta,
@@ -185,18 +186,21 @@ def test_registry_parses_names_and_parameters(victim) -> None:
 def test_validator_behaviours(honest) -> None:
     challenge = honest.challenge(2)
     real = Verdict(epoch=0, host=challenge.host, segment=2, outcome="pass", distance="0", evidence="cd" * 32)
-    assert make_validator_behaviour("honest").decide(challenge, real) == real
+
+    def no_replay():
+        raise AssertionError("a liar does not replay")
+
+    assert make_validator_behaviour("honest").decide(challenge, lambda: real) == real
+    assert make_validator_behaviour("honest").decide(challenge, lambda: None) is None  # no answer yet
     for name, outcome in (("always_pass", "pass"), ("always_fail", "fail")):
-        behaviour = make_validator_behaviour(name)
-        assert not behaviour.replays
-        forced = behaviour.decide(challenge, None)
+        forced = make_validator_behaviour(name).decide(challenge, no_replay)
         assert (forced.outcome, forced.host, forced.segment, forced.epoch) == (outcome, challenge.host, 2, 0)
-    assert make_validator_behaviour("silent").decide(challenge, real) is None
+    assert make_validator_behaviour("silent").decide(challenge, no_replay) is None
     assert set(VALIDATORS) == {"honest", "always_pass", "always_fail", "silent", "copycat"}
     # A copycat decides nothing itself: it takes the first commitment of its round it can see, then
     # that validator's opening (which the contract refuses: a commitment binds its committer).
     copycat = make_validator_behaviour("copycat")
-    assert copycat.copies and not copycat.replays and copycat.decide(challenge, None) is None
+    assert isinstance(copycat, CopycatValidator) and copycat.decide(challenge, no_replay) is None
     assert copycat.copy_commitment(challenge, []) is None
     other = Vote(validator=VICTIM, round=challenge.round, commitment="ab" * 32)
     assert copycat.copy_commitment(challenge, [other]) == "ab" * 32

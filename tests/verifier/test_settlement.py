@@ -52,12 +52,9 @@ def test_verdicts_from_replays_settle_on_chain(dataset, tmp_path) -> None:
 
     def vote(name: str, challenge) -> str | None:
         rounds.add(challenge.round)
-        behaviour = make_validator_behaviour(validators[name])
-        verdict = None
-        if behaviour.replays:
-            verdict = check_challenge(spec, dataset, challenge, sources[challenge.host], theta,
-                                      bytes.fromhex(info.prev_seed), stepper=stepper).verdict
-        final = behaviour.decide(challenge, verdict)
+        final = make_validator_behaviour(validators[name]).decide(
+            challenge, lambda: check_challenge(spec, dataset, challenge, sources[challenge.host], theta,
+                                               bytes.fromhex(info.prev_seed), stepper=stepper).verdict)
         return None if final is None else final.outcome
 
     env.play_epoch(list(hosts), list(validators), vote=vote, stop_after="verify")

@@ -81,8 +81,14 @@ Host adversaries (``ADVERSARIES``, parameters in the order ``name:a,b`` gives th
 ==================  ==========================================================================
 
 Validator behaviours (``VALIDATORS``): ``honest``, ``always_pass``, ``always_fail``, ``silent`` —
-applied by the validator node to what it commits with :meth:`ValidatorBehaviour.decide` — and
-``copycat``, which posts another validator's commitment and opening instead (and never opens).
+the validator node commits what :meth:`ValidatorBehaviour.decide` returns, given the replay as a
+call a liar never makes — and ``copycat``, which posts another validator's commitment and opening
+instead (and never opens).
+
+What is compute stays here: faked training, withholding artifact sources, verdicts decided
+without replaying. The adversaries that act on chain beyond that (``selective_reveal``'s reading
+of the others' reveals, ``copycat``'s posting of others' votes) are node wrappers in
+``node.adversaries``, which may talk to the chain.
 
 The names below are the catalogue's public interface; import them from here.
 """

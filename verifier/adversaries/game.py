@@ -1,8 +1,9 @@
 """Hosts that play the settlement game rather than the work: ``selective_reveal`` and ``auditor``.
 
-``selective_reveal`` fakes some segments and reveals its beacon secret last: it reads every other
-reveal from contract storage, computes the seed and its challenges, and withholds its reveal when
-a faked segment would be checked. Withholding costs the no-reveal slash, at least the invalid slash
+``selective_reveal`` fakes some segments and reveals its beacon secret last: its node
+(``node.adversaries``) reads every other reveal from public contract storage and computes the seed
+and its challenges, and :meth:`SelectiveReveal.reveal_choice` withholds its reveal when a faked
+segment would be checked. Withholding costs the no-reveal slash, at least the invalid slash
 by rule, and excludes the Δ, so choosing the seed loses money for one identity
 (``docs/contract.md``, "Withholding a reveal").
 
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
 from typing import Literal
 
 from protocol.rules.spec import RunSpec
@@ -58,9 +58,9 @@ class SelectiveReveal(Lazy):
         k = min(k, n)
         return 1.0 - math.comb(n - m, k) / math.comb(n, k) if n else 0.0
 
-    def reveal_choice(self, epoch: int,
-                      challenged_if_last: Callable[[], list[int] | None]) -> Literal["reveal", "wait", "withhold"]:
-        challenged = challenged_if_last()
+    def reveal_choice(self, epoch: int, challenged: list[int] | None) -> Literal["reveal", "wait", "withhold"]:
+        """Whether to reveal now, given its challenged segments of ``epoch`` if it revealed now as
+        the last one (None while others have not revealed: it waits)."""
         if challenged is None:
             return "wait"
         return "withhold" if set(challenged) & set(self.faked.get(epoch, [])) else "reveal"

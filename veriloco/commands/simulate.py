@@ -72,8 +72,7 @@ def simulate(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="print every event")] = False,
 ) -> None:
     """Run a whole veriloco network on this machine: stake, train, verify, slash, aggregate, agree."""
-    from node.validator import ValidatorNode  # noqa: PLC0415 (torch loads only when a simulation runs)
-    from trainer.data import Dataset  # noqa: PLC0415 (as above)
+    from trainer.data import Dataset  # noqa: PLC0415 (torch loads only when a simulation runs)
     from trainer.determinism import configure  # noqa: PLC0415 (as above)
     from veriloco.behaviours import host_behaviour, validator_behaviour  # noqa: PLC0415 (as above)
     from veriloco.network import (  # noqa: PLC0415 (as above)
@@ -137,9 +136,8 @@ def simulate(
     started = time.monotonic()
     dataset = Dataset.load(spec.data)
     try:
-        net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, validator_factory=ValidatorNode,
-                           chain=factory, device=device, full_leaf_every=full_leaf_every,
-                           keep_epochs=keep_epochs)
+        net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, chain=factory, device=device,
+                           full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
         names.update(net.names)
         reports = []
         with progress:
