@@ -26,6 +26,7 @@ from typing import Any
 
 from chain.errors import LedgerError
 from chain.ledger import Ledger
+from node.events import EventKind
 from node.host import HostNode
 from node.validator import ValidatorNode
 from protocol.messages import VerdictCommit
@@ -57,7 +58,7 @@ class SelectiveRevealHost(HostNode):
             return False
         choice = self.behaviour.reveal_choice(status.epoch, self.challenged_if_last(status.epoch))
         if choice == "withhold":
-            self.event(status.epoch, "withholding reveal", "its challenges would hit what it faked")
+            self.event(status.epoch, EventKind.WITHHOLDING_REVEAL, "its challenges would hit what it faked")
         return choice == "reveal" and super().maybe_reveal(status)
 
     def challenged_if_last(self, epoch: int) -> list[int] | None:
@@ -96,7 +97,7 @@ class CopycatValidatorNode(ValidatorNode):
         if commitment is None:
             return False  # nothing visible to copy yet
         msg = VerdictCommit(epoch=status.epoch, host=challenge.host, segment=challenge.segment, commitment=commitment)
-        return self._post(status, challenge, "committed a copied verdict",
+        return self._post(status, challenge, EventKind.COPIED_VERDICT_COMMITTED,
                           partial(self.ledger.commit_verdict, self.key, msg))
 
     def open_verdict(self, status: ParticipantStatus, challenge: Challenge) -> bool:
@@ -107,7 +108,7 @@ class CopycatValidatorNode(ValidatorNode):
         if opening is None:
             return False
         self._copied.add(key)
-        return self._post(status, challenge, "opened a copied verdict",
+        return self._post(status, challenge, EventKind.COPIED_VERDICT_OPENED,
                           partial(self.ledger.reveal_verdict, self.key, opening))
 
 

@@ -24,10 +24,11 @@ from typing import TypeVar
 
 from chain.ledger import Ledger, LedgerError
 from node.adversaries import host_node
+from node.events import NodeEvent
 from node.host import HostNode
 from node.http import ClientLimits
 from node.http_client import RETRY_BUDGET_S, HttpArtifacts
-from node.participant import NodeEvent, Participant
+from node.participant import Participant
 from node.server import ServerThread, create_app
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec

@@ -53,8 +53,9 @@ import torch
 
 from chain.ledger import Ledger
 from node.content import Read, WrongContent, fetch, holders
+from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
-from node.participant import EventSink, Participant
+from node.participant import Participant
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
 from protocol.rules.exclusion import excluded_list, exclusion_height
@@ -190,9 +191,9 @@ class HostNode(Participant):
 
     # -- train and commit ----------------------------------------------------------------------
 
-    def _give_up(self, epoch: int, action: str, reason: str) -> bool:
+    def _give_up(self, epoch: int, kind: EventKind, reason: str) -> bool:
         self._gave_up[epoch] = reason
-        self.event(epoch, action, reason)
+        self.event(epoch, kind, reason)
         return False
 
     def _maybe_train(self, info: ParticipantStatus) -> bool:
@@ -201,7 +202,7 @@ class HostNode(Participant):
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
         except GlobalStateUnavailable as exc:
-            self.event(info.epoch, "waiting for θ", str(exc))
+            self.event(info.epoch, EventKind.WAITING_FOR_THETA, str(exc))
             return False
         ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
                         device=self.device, full_leaf_every=self.full_leaf_every)
@@ -209,10 +210,10 @@ class HostNode(Participant):
             result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
                                                 on_step=self._progress(info.epoch))
         except ValueError as exc:  # a non-finite loss: θ_e cannot be trained from
-            return self._give_up(info.epoch, "not training", f"θ {info.model_hash[:12]}…: {exc}")
+            return self._give_up(info.epoch, EventKind.NOT_TRAINING, f"θ {info.model_hash[:12]}…: {exc}")
         traps = self.trap_opening(info.epoch, self.behaviour.traps(info.epoch))
         loss = result.commitment.train_loss_micro / MICRO
-        return self.attempt(info.epoch, "committed",
+        return self.attempt(info.epoch, EventKind.COMMITTED,
                             lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
 
@@ -240,7 +241,7 @@ class HostNode(Participant):
             return False
         opening = self.trap_opening(status.epoch, [])
         detail = f"traps {opening.segments}" if opening.segments else "no traps"
-        return self.attempt(status.epoch, "opened traps", lambda: self.ledger.reveal_traps(self.key, opening),
+        return self.attempt(status.epoch, EventKind.TRAPS_OPENED, lambda: self.ledger.reveal_traps(self.key, opening),
                             detail)
 
     # -- aggregate and propose -----------------------------------------------------------------
@@ -252,7 +253,7 @@ class HostNode(Participant):
             theta = self.globals.get(info.model_hash, info.epoch)
             deltas, unserved = self._accepted_deltas(info.epoch, theta)
         except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
-            self.event(info.epoch, "waiting to aggregate", str(exc))
+            self.event(info.epoch, EventKind.WAITING_TO_AGGREGATE, str(exc))
             return False
         if unserved:
             # Wait for every holder until the exclusion height (the same for every honest
@@ -261,22 +262,23 @@ class HostNode(Participant):
             height = self.ledger.height()
             why = "; ".join(unserved.values())
             if height < cutoff:
-                self.event(info.epoch, "waiting to aggregate", f"{why} (excluding from height {cutoff}, now {height})")
+                self.event(info.epoch, EventKind.WAITING_TO_AGGREGATE,
+                           f"{why} (excluding from height {cutoff}, now {height})")
                 return False
-            self.event(info.epoch, "Δ excluded", f"no holder served it by height {cutoff}: {why}")
+            self.event(info.epoch, EventKind.DELTA_EXCLUDED, f"no holder served it by height {cutoff}: {why}")
         self._checked.clear()  # aggregated now (a retry reads the kept files again)
         if not deltas:
-            return self._give_up(info.epoch, "proposal withheld", "no accepted Δ is within the update bound")
+            return self._give_up(info.epoch, EventKind.PROPOSAL_WITHHELD, "no accepted Δ is within the update bound")
         new = outer_step(theta, aggregate(self.spec.aggregation, deltas), self.spec.outer)
         model_hash = self.globals.put(new)
         val = self._validation_loss(new)
         problem = proposal_problem(val)
         if problem is not None:
-            return self._give_up(info.epoch, "proposal withheld", f"θ {model_hash[:12]}…: {problem}")
+            return self._give_up(info.epoch, EventKind.PROPOSAL_WITHHELD, f"θ {model_hash[:12]}…: {problem}")
         proposal = ModelProposal(epoch=info.epoch, model_hash=model_hash, val_loss_micro=loss_micro(val),
                                  excluded=excluded_list(unserved))
         excluded = f", {len(unserved)} excluded" if unserved else ""
-        return self.attempt(info.epoch, "proposed", lambda: self.ledger.propose_model(self.key, proposal),
+        return self.attempt(info.epoch, EventKind.PROPOSED, lambda: self.ledger.propose_model(self.key, proposal),
                             f"θ {model_hash[:12]}… from {len(deltas)} Δ{excluded}, val loss {val:.4f}")
 
     def _accepted_deltas(self, epoch: int, theta: GlobalState) -> tuple[dict[str, dict[str, torch.Tensor]],
@@ -317,8 +319,8 @@ class HostNode(Participant):
         excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train,
                                      self.spec.quantization)
         if not excess <= 1:
-            self.event(epoch, "Δ left out", f"{accepted.address}: moves a coordinate of {where} {excess:.3g}× "
-                                           f"as far as {self.spec.train.inner_steps} AdamW steps can")
+            self.event(epoch, EventKind.DELTA_LEFT_OUT, f"{accepted.address}: moves a coordinate of {where} "
+                       f"{excess:.3g}× as far as {self.spec.train.inner_steps} AdamW steps can")
             return None
         return delta
 

@@ -22,12 +22,12 @@ import json
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from chain.ledger import ContractError, Ledger
+from node.events import EventKind, EventSink, NodeEvent
 from protocol.keys import PrivateKey
 from protocol.messages import BeaconJoin, BeaconReveal, Role, TrapOpening, VerdictOpening
 from protocol.rules.beacon import SECRET_SIZE, beacon_commit
@@ -39,19 +39,6 @@ from trainer.tensorfile import write_atomic
 log = logging.getLogger("veriloco.node")
 
 
-@dataclass(frozen=True)
-class NodeEvent:
-    """Something a participant did or was refused, for logs and ``simulate``'s output."""
-
-    epoch: int
-    who: str
-    action: str
-    detail: str = ""
-
-
-EventSink = Callable[[NodeEvent], None]
-
-
 class Participant:
     """A bonded member that takes part in epochs. Subclasses add their role's work to :meth:`tick`.
 
@@ -61,7 +48,7 @@ class Participant:
         spec: the run spec (checked against the chain's by the caller).
         root: the participant's work directory.
         name: a label for events (defaults to the address).
-        on_event: called with every :class:`NodeEvent`.
+        on_event: called with every :class:`~node.events.NodeEvent`.
     """
 
     role: Role
@@ -81,19 +68,23 @@ class Participant:
 
     # -- events --------------------------------------------------------------------------------
 
-    def event(self, epoch: int, action: str, detail: str = "") -> None:
-        log.info("%s epoch %d %s%s", self.name, epoch, action, f" {detail}" if detail else "")
+    def event(self, epoch: int, kind: EventKind, detail: str = "", outcome: str | None = None,
+              refused: bool = False) -> None:
+        """Log a :class:`~node.events.NodeEvent` and hand it to ``on_event``."""
+        event = NodeEvent(epoch, self.name, kind, detail, outcome, refused)
+        log.info("%s epoch %d %s%s", self.name, epoch, event.action, f" {detail}" if detail else "")
         if self._on_event is not None:
-            self._on_event(NodeEvent(epoch, self.name, action, detail))
+            self._on_event(event)
 
-    def attempt(self, epoch: int, action: str, call: Callable[[], object], detail: str = "") -> bool:
+    def attempt(self, epoch: int, kind: EventKind, call: Callable[[], object], detail: str = "",
+                outcome: str | None = None) -> bool:
         """Send one transaction; a refusal is an event, not a crash (the next tick re-reads the chain)."""
         try:
             call()
         except ContractError as exc:
-            self.event(epoch, f"{action} refused", str(exc))
+            self.event(epoch, kind, str(exc), outcome, refused=True)
             return False
-        self.event(epoch, action, detail)
+        self.event(epoch, kind, detail, outcome)
         return True
 
     # -- the beacon secret -----------------------------------------------------------------------
@@ -150,7 +141,7 @@ class Participant:
         transaction; nodes send it so that no run waits for an operator)."""
         if status.phase == "closed" or self.ledger.height() < status.phase_deadline:
             return False
-        return self.attempt(status.epoch, "advanced", lambda: self.ledger.advance(self.key),
+        return self.attempt(status.epoch, EventKind.ADVANCED, lambda: self.ledger.advance(self.key),
                             f"{status.phase} was due at height {status.phase_deadline}")
 
     def min_stake(self) -> int:
@@ -179,14 +170,14 @@ class Participant:
         if member is None or member.role != self.role or int(member.bonded) < self.min_stake():
             return False
         commit = beacon_commit(self.address, status.epoch, self.secret(status.epoch)).hex()
-        return self.attempt(status.epoch, "joined", lambda: self.ledger.join(
+        return self.attempt(status.epoch, EventKind.JOINED, lambda: self.ledger.join(
             self.key, BeaconJoin(epoch=status.epoch, beacon_commit=commit)))
 
     def maybe_reveal(self, status: ParticipantStatus) -> bool:
         if status.phase != "reveal" or not status.joined or status.revealed:
             return False
         secret = self.secret(status.epoch)
-        return self.attempt(status.epoch, "revealed", lambda: self.ledger.reveal(
+        return self.attempt(status.epoch, EventKind.REVEALED, lambda: self.ledger.reveal(
             self.key, BeaconReveal(epoch=status.epoch, secret=secret.hex())))
 
     def tick(self) -> bool:

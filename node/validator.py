@@ -47,8 +47,9 @@ from typing import NoReturn
 
 from chain.ledger import Ledger
 from node.content import Intake, intake
+from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
-from node.participant import EventSink, Participant
+from node.participant import Participant
 from protocol.keys import PrivateKey
 from protocol.messages import Verdict, VerdictCommit, VerdictOpening
 from protocol.rules.commitments import SALT_SIZE
@@ -148,7 +149,7 @@ class ValidatorNode(Participant):
             try:
                 acted |= self.commit_verdict(status, challenge)
             except GlobalStateUnavailable as exc:
-                self.event(status.epoch, "waiting for θ", str(exc))
+                self.event(status.epoch, EventKind.WAITING_FOR_THETA, str(exc))
                 break
         return acted
 
@@ -163,11 +164,12 @@ class ValidatorNode(Participant):
             verdict, reason = decided
             opening = VerdictOpening.of(verdict, os.urandom(SALT_SIZE))
             self.keep_opening(opening)
-            self.event(status.epoch, f"verdict {verdict.outcome}", f"{_about(challenge)} round {challenge.round}: "
-                                                                     f"{reason}")
+            self.event(status.epoch, EventKind.VERDICT, f"{_about(challenge)} round {challenge.round}: {reason}",
+                       verdict.outcome)
         msg = VerdictCommit(epoch=status.epoch, host=challenge.host, segment=challenge.segment,
                             commitment=opening.commitment(self.address))
-        return self._post(status, challenge, "committed verdict", partial(self.ledger.commit_verdict, self.key, msg))
+        return self._post(status, challenge, EventKind.VERDICT_COMMITTED,
+                          partial(self.ledger.commit_verdict, self.key, msg))
 
     def decide(self, status: ParticipantStatus, challenge: Challenge) -> tuple[Verdict, str] | None:
         """The verdict to commit to on ``challenge`` and why, or None (nothing to commit now): the
@@ -203,7 +205,7 @@ class ValidatorNode(Participant):
             if report.verdict.outcome == "pass":
                 delta.keep()
         if report.verdict.outcome == "unavailable" and not self._give_up(status):
-            self.event(status.epoch, "host did not deliver; retrying", f"{_about(challenge)}: {report.reason}")
+            self.event(status.epoch, EventKind.HOST_RETRIED, f"{_about(challenge)}: {report.reason}")
             return None, report.reason
         return report.verdict, report.reason
 
@@ -219,8 +221,9 @@ class ValidatorNode(Participant):
         return self.patience.give_up(self.ledger.height(), info.phase_deadline, self.spec.phases.verify_blocks,
                                      info.to_commit)
 
-    def _post(self, status: ParticipantStatus, challenge: Challenge, action: str, send: Callable[[], object]) -> bool:
-        return self.attempt(status.epoch, action, send, _about(challenge))
+    def _post(self, status: ParticipantStatus, challenge: Challenge, kind: EventKind, send: Callable[[], object],
+              outcome: str | None = None) -> bool:
+        return self.attempt(status.epoch, kind, send, _about(challenge), outcome)
 
     # -- open ----------------------------------------------------------------------------------
 
@@ -237,10 +240,10 @@ class ValidatorNode(Participant):
         if opening is None:
             if (status.epoch, challenge.host, challenge.segment) not in self._lost:
                 self._lost.add((status.epoch, challenge.host, challenge.segment))
-                self.event(status.epoch, "cannot open verdict", f"{_about(challenge)}: nothing kept on disk")
+                self.event(status.epoch, EventKind.CANNOT_OPEN, f"{_about(challenge)}: nothing kept on disk")
             return False
-        return self._post(status, challenge, f"opened verdict {opening.outcome}",
-                          partial(self.ledger.reveal_verdict, self.key, opening))
+        return self._post(status, challenge, EventKind.VERDICT_OPENED,
+                          partial(self.ledger.reveal_verdict, self.key, opening), opening.outcome)
 
 
 def _about(challenge: Challenge) -> str:

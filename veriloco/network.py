@@ -29,9 +29,10 @@ from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.ledger import ContractBackend, ContractError, Ledger, instantiate_msg
 from chain.metered import MeteredBackend
 from node.adversaries import host_node, validator_node
+from node.events import EventSink
 from node.global_store import PeerResolver
 from node.host import HostNode
-from node.participant import EventSink, Participant
+from node.participant import Participant
 from protocol.injective import GENESIS_BALANCE
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from node.events import EventKind
 from node.host import proposal_problem
 from protocol.rules.limits import MAX_LOSS_MICRO
 from trainer.behaviour import HostBehaviour
@@ -26,7 +27,7 @@ def test_proposal_problems() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lr, event", [("20", "proposal withheld"), ("1000", "not training")])
+@pytest.mark.parametrize("lr, event", [("20", EventKind.PROPOSAL_WITHHELD), ("1000", EventKind.NOT_TRAINING)])
 def test_a_diverged_model_is_an_event_not_a_crash(tmp_path, lr, event) -> None:
     spec = tiny("broken").with_changes(train={"inner_steps": 8, "segment_steps": 4, "batch_size": 8, "lr": lr},
                                        verification={"enabled": False}, phases={"min_hosts": 2, "min_validators": 0})
@@ -36,9 +37,9 @@ def test_a_diverged_model_is_an_event_not_a_crash(tmp_path, lr, event) -> None:
                        on_event=events.append)
     start = net.ledger.epoch().model_hash
     report = net.run_epoch(max_rounds=200)
-    mine = [e for e in events if e.action == event]
+    mine = [e for e in events if e.kind is event]
     assert {e.who for e in mine} == {h.name for h in net.hosts}, events  # each host, once
-    if event == "proposal withheld":
+    if event is EventKind.PROPOSAL_WITHHELD:
         assert all("outside the protocol's bound" in e.detail for e in mine)
         assert all(h.outcome == "accepted" and h.proposal is None for h in report.hosts)
     else:

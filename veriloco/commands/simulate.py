@@ -36,13 +36,8 @@ from veriloco.output import console, err_console, print_json
 from veriloco.report import best_val_loss, plot_reports, report_tables, slashed_over_run, summary_line
 
 if TYPE_CHECKING:
-    from node.participant import NodeEvent
+    from node.events import NodeEvent
     from veriloco.network import LocalNetwork
-
-# Events worth a line of their own; the rest (joins, reveals, passing verdicts) are counted.
-LOUD = ("committed", "proposed", "refused", "waiting", "withholding", "verdict fail", "verdict unavailable",
-        "opened traps [", "cannot")
-
 
 def simulate(
     hosts: Annotated[int, typer.Option(help="honest hosts")] = 4,
@@ -117,7 +112,7 @@ def simulate(
     names: dict[str, str] = {}  # address -> participant name, once the network exists
 
     def on_event(event: NodeEvent) -> None:
-        if verbose or any(event.action.startswith(word) for word in LOUD):
+        if verbose or event.notable:  # the routine (joins, reveals, passing verdicts) is counted
             detail = event.detail
             for address, name in names.items():  # events shorten addresses to 12 characters and "…"
                 detail = detail.replace(f"{address[:12]}…", name)
