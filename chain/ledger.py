@@ -35,8 +35,6 @@ from protocol.messages import (
     VerdictCommit,
     VerdictOpening,
 )
-from protocol.rules.beacon import SECRET_SIZE
-from protocol.rules.hashing import u64be
 from protocol.rules.limits import AGGREGATION_PAGE, CHALLENGES_PAGE, EPOCHS_PAGE, MEMBERS_PAGE
 from protocol.rules.spec import RunSpec
 from protocol.views import (
@@ -151,6 +149,25 @@ class Ledger:
 
     def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
         return self.backend.wait_for_height(height, timeout)
+
+    def migrate(self, key: PrivateKey, code: int | bytes, msg: dict[str, Any] | None = None) -> TxResult:
+        """Upgrade the contract to ``code`` (a stored code id, or wasm bytes to store first) as
+        ``key``, which must be the chain's admin of the contract; ``msg`` is the migrate message
+        (default ``{}``). The contract keeps its address, state and funds (``docs/chain.md``,
+        "Upgrades").
+
+        Raises:
+            LedgerError: the chain refused (``key`` is not the admin, the run has none: it is
+                immutable; an unknown code), or the backend cannot migrate.
+            ContractError: the new code refused (another contract's state, a downgrade).
+        """
+        # Backends that can (embedded, cosmos) have store_code and migrate; the ABC stays minimal.
+        store, migrate = getattr(self.backend, "store_code", None), getattr(self.backend, "migrate", None)
+        if store is None or migrate is None:
+            raise LedgerError(f"{type(self.backend).__name__} cannot migrate a contract")
+        code_id = code if isinstance(code, int) else store(key, code)
+        result: TxResult = migrate(key, code_id, msg or {})
+        return result
 
     # -- members -------------------------------------------------------------------------------
 
@@ -277,17 +294,6 @@ class Ledger:
     def spec(self) -> RunSpec:
         """The run spec the contract was deployed with."""
         return RunSpec.from_canonical(self.config().spec_json)
-
-    def beacon_reveal(self, epoch: int, address: str) -> bytes | None:
-        """The beacon secret ``address`` revealed in ``epoch`` if it did: public contract storage
-        (``rv/`` e address), which anyone can read before the reveal phase closes. Nodes do not
-        need it; it shows what a participant that reveals last can know (``docs/contract.md``)."""
-        value = self.backend.raw(b"rv/" + u64be(epoch) + address.encode())
-        if value is None:
-            return None
-        if len(value) != SECRET_SIZE:
-            raise LedgerError(f"a stored reveal of {len(value)} bytes")
-        return value
 
     def end_block(self) -> None:
         """Close the block transactions land in now (see :meth:`ContractBackend.end_block`)."""

@@ -48,8 +48,16 @@ class CosmosBackend(ContractBackend):
         Args:
             wasm: the contract (default: the committed ``contracts/artifacts/veriloco.wasm``).
             code_id: instantiate this code instead of storing ``wasm``.
+            admin: the chain's admin of the contract, who may migrate it (default: the instantiate
+                message's ``admin``, which the contract records; they must agree). None: an
+                immutable run.
             progress: told each step as it starts, in words.
         """
+        declared = instantiate_msg.get("admin")
+        if admin is None:
+            admin = declared
+        elif declared is not None and declared != admin:
+            raise ValueError(f"admin {admin} differs from the instantiate message's admin {declared}")
         say = progress or (lambda _: None)
         txs: dict[str, TxResult] = {}
         if code_id is None:
@@ -98,3 +106,12 @@ class CosmosBackend(ContractBackend):
 
     def raw(self, key: bytes) -> bytes | None:
         return self.chain.raw_query(self._contract, key)
+
+    def store_code(self, key: PrivateKey, wasm: bytes) -> int:
+        """Upload ``wasm`` as a new code (never reusing a stored copy); its code id."""
+        code_id, _ = self.chain.store_code(key, wasm, reuse=False)
+        return code_id
+
+    def migrate(self, key: PrivateKey, code_id: int, msg: dict[str, Any]) -> TxResult:
+        """Migrate the contract to ``code_id`` as ``key`` (the chain admits only the admin)."""
+        return self.chain.migrate(key, self._contract, code_id, msg)

@@ -59,7 +59,12 @@ from cosmpy.protos.cosmwasm.wasm.v1.query_pb2 import (
     QueryRawContractStateRequest,
     QuerySmartContractStateRequest,
 )
-from cosmpy.protos.cosmwasm.wasm.v1.tx_pb2 import MsgExecuteContract, MsgInstantiateContract, MsgStoreCode
+from cosmpy.protos.cosmwasm.wasm.v1.tx_pb2 import (
+    MsgExecuteContract,
+    MsgInstantiateContract,
+    MsgMigrateContract,
+    MsgStoreCode,
+)
 from google.protobuf.any_pb2 import Any as AnyProto
 from google.protobuf.message import Message
 
@@ -582,6 +587,18 @@ class CosmosChain:
         result = self.broadcast(key, [self.instantiate_message(key, code_id, msg, label=label, admin=admin,
                                                                funds=funds)])
         return contract_address_of(result), result
+
+    def migrate(self, key: PrivateKey, contract: str, code_id: int, msg: Mapping[str, Any]) -> TxResult:
+        """``MsgMigrateContract``: switch ``contract`` to ``code_id`` and run its ``migrate`` with ``msg``.
+
+        Raises:
+            CosmosTxError: the chain refused: ``key`` is not the contract's admin, or it has none
+                (``can not migrate: unauthorized``), or the code does not exist.
+            ContractError: the new code's ``migrate`` refused.
+        """
+        message = MsgMigrateContract(sender=key.address(self.config.prefix), contract=contract, code_id=code_id,
+                                     msg=json.dumps(msg, separators=(",", ":")).encode())
+        return self.broadcast(key, [message])
 
 
 def contract_address_of(result: TxResult) -> str:

@@ -69,6 +69,16 @@ class EmbeddedBackend(ContractBackend):
     def raw(self, key: bytes) -> bytes | None:
         return self.chain.raw_storage(self._contract, key)
 
+    def store_code(self, key: PrivateKey, wasm: bytes) -> int:
+        """Upload ``wasm`` (a new code id even for bytes already stored, as on wasmd)."""
+        code_id = self.chain.store_code(key.address(self.chain.prefix), wasm).code_id
+        assert code_id is not None
+        return code_id
+
+    def migrate(self, key: PrivateKey, code_id: int, msg: dict[str, Any]) -> TxResult:
+        """Migrate the contract to ``code_id`` as ``key`` (the chain admits only the admin)."""
+        return self.chain.migrate(key.address(self.chain.prefix), self._contract, code_id, msg)
+
     def end_block(self) -> None:
         self.chain.seal_block()
 
@@ -92,6 +102,9 @@ def deploy_embedded(
     """Store the contract (the committed ``.wasm`` unless ``wasm`` is given), instantiate it for
     ``spec`` as ``key`` (with ``settle_page``, see :func:`chain.ledger.instantiate_msg`), and
     return a Ledger on it.
+
+    ``admin`` becomes the chain's admin of the contract (who may migrate it) and the ``admin``
+    the contract records; None (the default) deploys an immutable run.
 
     Raises:
         ContractError: the contract refused the instantiate message (e.g. a non-canonical spec).

@@ -18,7 +18,9 @@ client can observe them:
   ``instantiate``/``execute`` with ``_contract_address``, ``wasm`` (the contract's attributes,
   first ``_contract_address``), ``wasm-<type>`` for custom events;
 * contract addresses from wasmd's classic derivation (code id, instance id), bech32 with the
-  chain's prefix (``inj`` by default, like the devnet).
+  chain's prefix (``inj`` by default, like the devnet);
+* ``migrate`` only by the admin given at instantiation (none: never), the new code's ``migrate``
+  export run on the contract's storage, an event ``migrate`` with the new ``code_id``.
 
 What differs from a real chain: no signatures or account sequences (any valid address can send),
 no fees, gas is wasmtime fuel (not comparable with chain gas), submessage replies and
@@ -35,7 +37,7 @@ import os
 import tempfile
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +314,39 @@ class EmbeddedChain:
         return self._transaction(
             "execute", sender, {"contract": contract, "msg": raw.decode(errors="replace"),
                                 "funds": [c.to_json() for c in coins]}, body
+        )
+
+    def migrate(self, sender: str, contract: str, code_id: int, msg: MsgLike) -> TxResult:
+        """wasmd's ``MsgMigrateContract``: switch ``contract`` to ``code_id`` and run that code's
+        ``migrate`` on the contract's storage (no funds, no MessageInfo).
+
+        Only the contract's admin may migrate; a contract instantiated without one never can.
+
+        Raises:
+            ChainError: the sender is not the admin, or there is no admin (``can not migrate:
+                unauthorized``, wasmd's text), or no such code or contract.
+            ContractError: the new code's ``migrate`` refused (nothing changes: the contract keeps
+                its code).
+            VmError: see :mod:`chain.embedded.errors`.
+        """
+        self._check_address(sender, "sender")
+        info = self._contract(contract)
+        if info.admin is None or info.admin != sender:
+            raise ChainError("can not migrate: unauthorized")
+        if code_id not in self._codes:
+            raise ChainError(f"unknown code: no code with id {code_id}")
+        raw = _msg_bytes(msg)
+
+        def body(height: int, time_ns: int) -> _Outcome:
+            self._contracts[contract] = replace(info, code_id=code_id)
+            events = [self._message_event("/cosmwasm.wasm.v1.MsgMigrateContract", sender, "wasm")]
+            response, gas = self._call("migrate", contract, height, time_ns, [raw])
+            events.append(Event("migrate", (("code_id", str(code_id)), ("_contract_address", contract))))
+            more, data = self._handle_response(contract, response)
+            return _Outcome(events + more, gas, data)
+
+        return self._transaction(
+            "migrate", sender, {"contract": contract, "code_id": code_id, "msg": raw.decode(errors="replace")}, body
         )
 
     def query(self, contract: str, msg: MsgLike) -> Any:

@@ -67,14 +67,17 @@ def embedded_ledger_driver() -> Callable[[RunSpec, Sequence[str]], EmbeddedDrive
 
 @pytest.fixture(params=[pytest.param(name, marks=b.marks) for name, b in LEDGER_BACKENDS.items()])
 def make_ledger_env(request: pytest.FixtureRequest) -> Callable[..., LedgerEnv]:
-    """A factory: ``make_ledger_env(spec=None, names=DEFAULT_NAMES, settle_page=None)`` -> LedgerEnv
-    on the parametrized backend (``spec`` defaults to :func:`ledger_env.make_spec`; ``settle_page``
-    goes into the instantiate message when given)."""
+    """A factory: ``make_ledger_env(spec=None, names=DEFAULT_NAMES, settle_page=None, admin=None)``
+    -> LedgerEnv on the parametrized backend (``spec`` defaults to :func:`ledger_env.make_spec`;
+    ``settle_page`` goes into the instantiate message when given; ``admin`` names the account that
+    is the contract's chain admin, recorded in its config too; None: an immutable run)."""
     factory = request.getfixturevalue(LEDGER_BACKENDS[request.param].fixture)
 
     def make(spec: RunSpec | None = None, names: Sequence[str] = DEFAULT_NAMES,
-             settle_page: int | None = None) -> LedgerEnv:
-        extra = {} if settle_page is None else {"settle_page": settle_page}
+             settle_page: int | None = None, admin: str | None = None) -> LedgerEnv:
+        extra: dict[str, Any] = {} if settle_page is None else {"settle_page": settle_page}
+        if admin is not None:
+            extra["admin"] = admin
         return LedgerEnv(factory(spec or make_spec(), tuple(names), **extra))
 
     return make

@@ -81,7 +81,7 @@ class DevnetContract:
     initial_model_hash = INITIAL_MODEL_HASH
 
     def __init__(self, chain: CosmosChain, code_id: int, spec: RunSpec, keys: Mapping[str, PrivateKey],
-                 address: str) -> None:
+                 address: str, admin: str | None = None) -> None:
         self.chain = chain
         self.code_id = code_id
         self.spec = spec
@@ -89,6 +89,7 @@ class DevnetContract:
         self.accounts = {n: k.address() for n, k in self.keys.items()}
         self.fees: dict[str, int] = dict.fromkeys(self.accounts.values(), 0)
         self.address = address
+        self.admin = admin
         self.backend = CosmosBackend(chain, address)
         self.ledger = Ledger(self.backend)
 
@@ -133,6 +134,16 @@ class DevnetContract:
         address, result = self.chain.instantiate(operator, self.code_id, msg, label="veriloco-test-other")
         self._charge(operator.address(), result.fee)
         return address
+
+    def instantiate_code(self, wasm: bytes, msg: Mapping[str, Any], admin: str | None = None) -> Ledger:
+        """Store ``wasm`` as a new code and instantiate it as the operator with ``msg`` and the chain
+        admin named ``admin``; a Ledger on the new contract."""
+        operator = self.keys.get("operator") or next(iter(self.keys.values()))
+        code_id, stored = self.chain.store_code(operator, wasm, reuse=False)
+        address, result = self.chain.instantiate(operator, code_id, msg, label="veriloco-test-code",
+                                                 admin=self.keys[admin].address() if admin else None)
+        self._charge(operator.address(), result.fee + (stored.fee if stored else 0))
+        return Ledger(CosmosBackend(self.chain, address))
 
     def instantiate_msg(self, spec: RunSpec | None = None, **overrides: Any) -> dict[str, Any]:
         msg = instantiate_msg(spec or self.spec, INITIAL_MODEL_HASH, self.accounts.get("treasury", ""))
@@ -220,39 +231,45 @@ def devnet_code_id(devnet_chain: CosmosChain) -> int:
 
 
 def fund_and_instantiate(chain: CosmosChain, code_id: int, addresses: Sequence[str], balances: Mapping[str, int],
-                         msg: Mapping[str, Any]) -> str:
-    """The faucet funds ``addresses`` with ``balances`` and instantiates ``code_id`` with ``msg``:
-    two transactions pipelined into one block. Returns the contract's address."""
+                         msg: Mapping[str, Any], admin: str | None = None) -> str:
+    """The faucet funds ``addresses`` with ``balances`` and instantiates ``code_id`` with ``msg``
+    (and the chain admin ``admin``): two transactions pipelined into one block. Returns the
+    contract's address."""
     faucet = faucet_key()
     sends = [MsgSend(from_address=faucet.address(), to_address=a, amount=chain.coins(balances)) for a in addresses]
     funding = chain.submit(faucet, sends)
-    instantiate = chain.submit(faucet, [chain.instantiate_message(faucet, code_id, msg, label="veriloco-test")])
+    instantiate = chain.submit(faucet, [chain.instantiate_message(faucet, code_id, msg, label="veriloco-test",
+                                                                  admin=admin)])
     chain.wait(funding)
     return contract_address_of(chain.wait(instantiate))
 
 
 @pytest.fixture
 def devnet_deploy(request: pytest.FixtureRequest, devnet_chain: CosmosChain, devnet_code_id: int):
-    """A factory: ``devnet_deploy(spec, names=DEFAULT_NAMES, balances=None, **instantiate_overrides)``.
+    """A factory: ``devnet_deploy(spec, names=DEFAULT_NAMES, balances=None, admin=None,
+    **instantiate_overrides)``.
 
     Each call makes fresh keys for ``names`` (derived from the test's id and the call's number),
     funds them with ``balances`` (default ``{inj: 10^24, uatom: 10^24}``) and instantiates the
-    contract with ``instantiate_msg(spec, INITIAL_MODEL_HASH, treasury)`` plus the overrides.
+    contract with ``instantiate_msg(spec, INITIAL_MODEL_HASH, treasury)`` plus the overrides, with
+    the account named ``admin`` as the chain's admin and the message's (None: no admin).
     The faucet pays for both (one block), so the named accounts start with exactly ``balances``.
     """
     calls = [0]
 
     def deploy(spec: RunSpec, names: Sequence[str] = DEFAULT_NAMES, balances: Mapping[str, int] | None = None,
-               **overrides: Any) -> DevnetContract:
+               admin: str | None = None, **overrides: Any) -> DevnetContract:
         calls[0] += 1
         salt = f"{request.node.nodeid}#{calls[0]}"
         keys = {n: named_key(f"devnet:{salt}:{n}", key_type_for(n)) for n in names}  # fresh accounts per test
         treasury = keys["treasury"].address() if "treasury" in keys else faucet_key().address()
-        msg = instantiate_msg(spec, INITIAL_MODEL_HASH, treasury)
+        admin_address = keys[admin].address() if admin is not None else None
+        msg = instantiate_msg(spec, INITIAL_MODEL_HASH, treasury, admin_address)
         msg.update(overrides)
         address = fund_and_instantiate(devnet_chain, devnet_code_id, [k.address() for k in keys.values()],
-                                       balances or {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE}, msg)
-        return DevnetContract(devnet_chain, devnet_code_id, spec, keys, address)
+                                       balances or {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE}, msg,
+                                       admin=admin_address)
+        return DevnetContract(devnet_chain, devnet_code_id, spec, keys, address, admin_address)
 
     return deploy
 

@@ -15,6 +15,8 @@ Driver interface (duck-typed)::
     spec: RunSpec                          # what the contract was deployed with
     execute(name, msg, funds) -> TxResult  # raw execute; funds: int of the denom, or {denom: n}
     deploy(msg) -> str                     # instantiate another contract of the same code
+    instantiate_code(wasm, msg, admin) -> Ledger  # store other code, instantiate it (admin: a name)
+    admin: str | None                      # the chain admin's address (factory kwarg admin=<name>)
     advance_blocks(n) -> int               # let n blocks pass (produce them, or wait for them)
     fees_paid: int                         # (optional) fees paid through execute/deploy
 
@@ -33,7 +35,7 @@ from typing import Any
 
 from suite_env import named_key
 
-from chain.embedded import EmbeddedChain, deploy_embedded
+from chain.embedded import EmbeddedBackend, EmbeddedChain, deploy_embedded
 from chain.ledger import ContractError, Ledger, TxResult
 from chain.metered import MeteredBackend
 from protocol.injective import DENOM, GENESIS_BALANCE
@@ -116,15 +118,16 @@ class EmbeddedDriver:
 
     def __init__(self, spec: RunSpec, names: Sequence[str] = DEFAULT_NAMES,
                  balances: Mapping[str, int] | None = None, wasm: bytes | None = None,
-                 settle_page: int | None = None) -> None:
+                 settle_page: int | None = None, admin: str | None = None) -> None:
         self.spec = spec
         self.keys = {name: account_key(name) for name in names}
         funds = dict(balances or {DENOM: INITIAL_BALANCE, OTHER_DENOM: INITIAL_BALANCE})
         self.chain = EmbeddedChain(genesis_balances={k.address(): funds for k in self.keys.values()})
         operator = self.keys.get("operator") or next(iter(self.keys.values()))
         treasury = self.keys["treasury"].address() if "treasury" in self.keys else operator.address()
-        self.ledger = deploy_embedded(self.chain, operator, spec, INITIAL_MODEL_HASH, treasury, wasm=wasm,
-                                      settle_page=settle_page)
+        self.admin = self.keys[admin].address() if admin is not None else None
+        self.ledger = deploy_embedded(self.chain, operator, spec, INITIAL_MODEL_HASH, treasury, self.admin,
+                                      wasm=wasm, settle_page=settle_page)
         self.address = self.ledger.contract_address
         self.code_id = self.chain.contract_info(self.address).code_id
         self._operator = operator
@@ -142,6 +145,17 @@ class EmbeddedDriver:
 
     def advance_blocks(self, n: int = 1) -> int:
         return self.chain.advance_blocks(n)
+
+    def instantiate_code(self, wasm: bytes, msg: Mapping[str, Any], admin: str | None = None) -> Ledger:
+        """Store ``wasm`` and instantiate it as the operator with ``msg`` and the chain admin named
+        ``admin``; a Ledger on the new contract."""
+        operator = self._operator.address()
+        code_id = self.chain.store_code(operator, wasm).code_id
+        assert code_id is not None
+        address = self.chain.instantiate(operator, code_id, msg, label="other",
+                                         admin=self.keys[admin].address() if admin else None).contract_address
+        assert address is not None
+        return Ledger(EmbeddedBackend(self.chain, address, DENOM))
 
 
 class LedgerEnv:

@@ -1,4 +1,5 @@
-"""``veriloco run template|fingerprint|deploy|show``: the operator starts a run and inspects it."""
+"""``veriloco run template|fingerprint|deploy|show|migrate``: the operator starts a run, inspects it,
+and (the chain admin of a run deployed with one) upgrades its contract."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from chain.ledger import Ledger, instantiate_msg
+from chain.wasm_artifact import load_contract_wasm
 from protocol.coins import display, parse_amount
 from protocol.rules.spec import RunSpec
 from trainer.presets import PRESETS, preset
@@ -233,3 +235,33 @@ def show(network: Network = None, home: Home = None, json: Json = False) -> None
     console.print(table("members", ["key", "address", "role", "bonded", "endpoint", "slashed", "rewarded"],
                         [[names.get(m.address, ""), m.address, m.role, display(m.bonded, d), m.endpoint,
                           display(m.slashed_total, d), display(m.rewarded_total, d)] for m in members]))
+
+
+@app.command("migrate")
+def migrate(
+    wasm: Annotated[Path | None, typer.Option(
+        "--wasm", help="the new contract code (default: the committed contracts/artifacts/veriloco.wasm)")] = None,
+    code_id: Annotated[int | None, typer.Option("--code-id", help="a code already stored, instead of --wasm")] = None,
+    key: KeyName = "operator",
+    network: Network = None,
+    home: Home = None,
+    json: Json = False,
+) -> None:
+    """Upgrade the run's contract to new code; its address, stakes, balances and spec stay
+    (docs/chain.md, Upgrades). Only the contract's chain admin may; a run deployed without one,
+    as `run deploy` does, is immutable and the chain refuses."""
+    if wasm is not None and code_id is not None:
+        raise CommandError("give --wasm or --code-id, not both")
+    net = load_network(network, home)
+    admin = open_key(key, home)
+    code: int | bytes = code_id if code_id is not None else (wasm.read_bytes() if wasm else load_contract_wasm())
+    with open_ledger(net, save=True) as ledger:
+        result = ledger.migrate(admin, code)
+    new_code, versions = result.attribute("code_id", "migrate"), (result.attribute("from_version"),
+                                                                  result.attribute("to_version"))
+    if json:
+        print_json({"contract": net.contract, "code_id": int(new_code) if new_code else None,
+                    "from_version": versions[0], "to_version": versions[1], "tx": tx_json(result)})
+        return
+    console.print(f"migrated {net.contract} to code {new_code} (version {versions[0]} → {versions[1]}); "
+                  f"{tx_line(result)}", highlight=False)

@@ -378,6 +378,26 @@ pub fn entry_with_info<M: DeserializeOwned>(
     })())
 }
 
+/// The body of the `migrate` export: like [`entry_with_info`] without a MessageInfo (wasmd
+/// passes none: only the chain knows, and has checked, who migrates).
+pub fn entry_migrate<M: DeserializeOwned>(
+    pointers: [u32; 2],
+    what: &'static str,
+    handler: fn(DepsMut, Env, M) -> Result<Response, ContractError>,
+) -> u32 {
+    install_panic_hook();
+    let [env, msg] = take_arguments(pointers);
+    finish((|| {
+        let env: Env = parse_json("env", &env)?;
+        let msg: M = parse_json(what, &msg)?;
+        let deps = DepsMut {
+            storage: &mut ExternalStorage,
+            api: &ExternalApi,
+        };
+        handler(deps, env, msg)
+    })())
+}
+
 /// The body of the `query` export: returns `{"ok": "<base64 of the answer JSON>"}` or
 /// `{"error": "..."}`.
 pub fn entry_query<M: DeserializeOwned>(

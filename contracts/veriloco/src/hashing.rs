@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use sha2::digest::generic_array::GenericArray;
 use sha2::{compress256, Digest, Sha256};
 
+use crate::error::ContractError;
+
 /// Domain tags the contract uses (`protocol.rules.hashing.Tag`).
 pub mod tag {
     pub const RUN_SPEC: &str = "run-spec";
@@ -86,10 +88,8 @@ impl StreamHash {
     }
 
     fn pending_bytes(&self) -> Vec<u8> {
-        // Only this module writes `pending`, always as hex of fewer than 64 bytes.
-        (0..self.pending.len() / 2)
-            .map(|i| u8::from_str_radix(&self.pending[2 * i..2 * i + 2], 16).unwrap_or(0))
-            .collect()
+        // Only this module writes `pending`, always as lowercase hex of fewer than 64 bytes.
+        bytes_from_hex(&self.pending).unwrap_or_default()
     }
 
     /// Feed `parts` in order.
@@ -146,21 +146,51 @@ pub fn is_hex_digest(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The bytes of lowercase hex (an even number of `0-9a-f`); None otherwise. Every hex the
+/// contract reads goes through here.
+pub fn bytes_from_hex(text: &str) -> Option<Vec<u8>> {
+    let nibble = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    text.as_bytes()
+        .chunks(2)
+        .map(|pair| Some((nibble(pair[0])? << 4) | nibble(pair[1])?))
+        .collect()
+}
+
 /// The 32 bytes of a lowercase hex digest; None unless [`is_hex_digest`].
 pub fn digest_from_hex(text: &str) -> Option<[u8; 32]> {
     if !is_hex_digest(text) {
         return None;
     }
-    let nibble = |b: u8| match b {
-        b'0'..=b'9' => b - b'0',
-        _ => b - b'a' + 10,
-    };
-    let bytes = text.as_bytes();
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = (nibble(bytes[2 * i]) << 4) | nibble(bytes[2 * i + 1]);
-    }
+    out.copy_from_slice(&bytes_from_hex(text)?);
     Some(out)
+}
+
+/// A digest field of a message: its 32 bytes, or the refusal `NotHexDigest` naming the field.
+pub fn parse_digest(
+    action: &'static str,
+    field: &'static str,
+    value: &str,
+) -> Result<[u8; 32], ContractError> {
+    digest_from_hex(value).ok_or_else(|| ContractError::NotHexDigest {
+        action,
+        field,
+        value: value.to_string(),
+    })
+}
+
+/// A digest the contract stored itself (the run id, a seed, a salt): its 32 bytes, or
+/// `Corrupt(corrupt)` when it is missing or malformed (never expected).
+pub fn stored_digest(text: Option<&str>, corrupt: &str) -> Result<[u8; 32], ContractError> {
+    text.and_then(digest_from_hex)
+        .ok_or_else(|| ContractError::Corrupt(corrupt.to_string()))
 }
 
 pub fn u32be(n: u32) -> [u8; 4] {
@@ -183,6 +213,28 @@ mod tests {
         assert_eq!(digest_from_hex("ab"), None);
         assert!(is_hex_digest(&"0".repeat(64)));
         assert!(!is_hex_digest(&"g".repeat(64)));
+        assert_eq!(bytes_from_hex("00ff7a"), Some(vec![0, 255, 0x7a]));
+        assert_eq!(bytes_from_hex(""), Some(vec![]));
+        for bad in ["0", "0g", "FF", "+1"] {
+            assert_eq!(bytes_from_hex(bad), None, "{bad}");
+        }
+        assert_eq!(parse_digest("reveal", "salt", &hex(&digest)), Ok(digest));
+        assert_eq!(
+            parse_digest("reveal", "salt", "ab")
+                .unwrap_err()
+                .to_string(),
+            ContractError::NotHexDigest {
+                action: "reveal",
+                field: "salt",
+                value: "ab".into()
+            }
+            .to_string()
+        );
+        assert_eq!(stored_digest(Some(&hex(&digest)), "x"), Ok(digest));
+        assert_eq!(
+            stored_digest(None, "corrupt state: no seed"),
+            Err(ContractError::Corrupt("corrupt state: no seed".into()))
+        );
     }
 
     #[test]

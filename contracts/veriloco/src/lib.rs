@@ -14,6 +14,7 @@
 //! * `state`    — run-wide records (config, books, members) as `Item`s and `Map`s;
 //! * `records`  — the per-epoch records and their `Map`s;
 //! * `contract` — instantiate and the execute/query dispatch;
+//! * `upgrade`  — the `migrate` entry point: cw2's name and version checked, state kept;
 //! * `funds`, `staking`, `rewards` — one concern each;
 //! * `hashing`, `beacon`, `commitments`, `sampling` — the byte-for-byte protocol rules
 //!                (`docs/protocol.md`);
@@ -47,8 +48,9 @@ mod testing;
 #[cfg(test)]
 mod tests;
 pub mod types;
+pub mod upgrade;
 
-// The entry points the VM calls. `allocate`, `deallocate` and `interface_version_8` are
+// The entry points the VM calls (`migrate` only when the chain's admin migrates the contract). `allocate`, `deallocate` and `interface_version_8` are
 // exported from `abi`.
 
 #[cfg(target_arch = "wasm32")]
@@ -69,6 +71,14 @@ pub extern "C" fn execute(env_ptr: u32, info_ptr: u32, msg_ptr: u32) -> u32 {
         "execute message",
         contract::execute,
     )
+}
+
+/// wasmd calls it (cosmwasm-vm 2.1: `migrate(env, msg)`, no MessageInfo) for a
+/// `MsgMigrateContract` from the contract's admin, with this code as the new one.
+#[cfg(target_arch = "wasm32")]
+#[no_mangle]
+pub extern "C" fn migrate(env_ptr: u32, msg_ptr: u32) -> u32 {
+    abi::entry_migrate([env_ptr, msg_ptr], "migrate message", upgrade::migrate)
 }
 
 #[cfg(target_arch = "wasm32")]

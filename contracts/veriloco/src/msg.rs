@@ -21,6 +21,8 @@ pub struct InstantiateMsg {
     /// Must equal `economics.denom` of the spec.
     pub denom: String,
     pub treasury: String,
+    /// The chain admin the deployer gives `MsgInstantiateContract` too (recorded for display;
+    /// None: an immutable run).
     #[serde(default)]
     pub admin: Option<String>,
     /// The most records one execute processes of a paged close (default

@@ -21,7 +21,8 @@ pub const TOTALS: Item<Totals> = Item::new(b"totals");
 pub const ELIGIBLE: Item<Eligible> = Item::new(b"eligible");
 /// The epoch in progress (unbonding counts in epochs too); absent means 0.
 pub const CURRENT_EPOCH: Item<u64> = Item::new(b"current_epoch");
-/// cw2's key for contract name and version, so explorers and migrations can read them.
+/// cw2's key for contract name and version, so explorers and migrations can read them; written
+/// at instantiation and by every migration (`upgrade.rs`).
 pub const CONTRACT_INFO: Item<ContractVersion> = Item::new(b"contract_info");
 /// The members by address (the address itself is the key, not part of the value).
 pub const MEMBERS: Map<&str, Member> = Map::new(b"member/");
@@ -39,6 +40,10 @@ pub struct Config {
     pub denom: String,
     /// Receives the treasury's share of slashed funds.
     pub treasury: String,
+    /// The chain admin the deployer declared (the `admin` it also gave `MsgInstantiateContract`),
+    /// shown by `config {}`; None: deployed without one, an immutable run. The contract cannot
+    /// check it (wasmd tells a contract nothing about its admin, and `migrate` nothing about its
+    /// sender): the chain's record is what counts (`docs/chain.md`, "Upgrades").
     pub admin: Option<String>,
     pub economics: Economics,
     pub phases: Phases,
@@ -247,8 +252,8 @@ impl ContractVersion {
     /// This build's name and version.
     pub fn this() -> ContractVersion {
         ContractVersion {
-            contract: env!("CARGO_PKG_NAME").to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
+            contract: crate::upgrade::CONTRACT_NAME.to_string(),
+            version: crate::upgrade::CONTRACT_VERSION.to_string(),
         }
     }
 }

@@ -10,16 +10,16 @@
 
 use crate::deps::Storage;
 use crate::error::ContractError;
-use crate::hashing::{digest_from_hex, hex, tag, u64be, StreamHash};
+use crate::hashing::{hex, stored_digest, tag, u64be, StreamHash};
 use crate::records::{
-    self, Assignment, Closing, Outcome, Payout, Stage, ASSIGNMENTS, COMMITMENTS, PARTICIPANTS,
-    PAYOUTS, REVEALS, VALIDATOR_SETS,
+    self, Assignment, Closing, Outcome, Participant, Payout, Stage, ASSIGNMENTS, COMMITMENTS,
+    PARTICIPANTS, PAYOUTS, REVEALS, VALIDATOR_SETS,
 };
 use crate::sampling::{challenge_validators, challenged_segments};
 use crate::state::{Config, Role};
 use crate::types::{Event, Response};
 
-use super::{advance_cursor, run_id_bytes, Epoch, Page};
+use super::{end_page, run_id_bytes, split_page, Epoch, Page};
 
 /// The close of `reveal` as it starts: the seed's hash over `run_id || u64be(epoch)`, before
 /// the reveals (`beacon::epoch_seed`, fed page by page).
@@ -43,16 +43,17 @@ pub fn seed_page(
 ) -> Result<Page, ContractError> {
     let e = ep.number();
     let mut closing = ep.closing()?;
-    let page = REVEALS
-        .prefix(e)
-        .page(storage, closing.after.as_deref(), limit + 1)?;
-    let done = page.len() <= limit;
-    let page = &page[..page.len().min(limit)];
+    let (page, done) = split_page(
+        REVEALS
+            .prefix(e)
+            .page(storage, closing.after.as_deref(), limit + 1)?,
+        limit,
+    );
     let mut hash = closing.seed_hash.take().ok_or_else(|| {
         ContractError::Corrupt("corrupt state: closing reveal without the seed's hash".into())
     })?;
     let mut validators: Option<Vec<String>> = None;
-    for (address, secret) in page {
+    for (address, secret) in page.iter() {
         hash.update(&[address.as_bytes(), &[0u8], secret]);
         if !config.verification.enabled {
             continue;
@@ -78,12 +79,7 @@ pub fn seed_page(
     } else {
         closing.seed_hash = Some(hash);
     }
-    advance_cursor(&mut closing, page, done, Stage::Assign);
-    ep.header_mut().closing = Some(closing);
-    Ok(Page {
-        records: page.len() as u32,
-        done,
-    })
+    Ok(end_page(ep, closing, &page, done, Some(Stage::Assign)))
 }
 
 /// Stage `assign`: for the next `limit` participants (address order), `absent` for hosts
@@ -99,77 +95,94 @@ pub fn assign_page(
     out: &mut Response,
 ) -> Result<Page, ContractError> {
     let e = ep.number();
-    let mut closing = ep.closing()?;
-    let seed = ep
-        .header
-        .seed
-        .as_deref()
-        .and_then(digest_from_hex)
-        .ok_or_else(|| ContractError::Corrupt("corrupt state: assigning without a seed".into()))?;
-    let page = PARTICIPANTS
-        .prefix(e)
-        .page(storage, closing.after.as_deref(), limit + 1)?;
-    let done = page.len() <= limit;
-    let page = &page[..page.len().min(limit)];
+    let closing = ep.closing()?;
+    let seed = stored_digest(
+        ep.header.seed.as_deref(),
+        "corrupt state: assigning without a seed",
+    )?;
+    let (page, done) = split_page(
+        PARTICIPANTS
+            .prefix(e)
+            .page(storage, closing.after.as_deref(), limit + 1)?,
+        limit,
+    );
     // The epoch's validators V: joined and revealed, in address order (stage `seed`).
     let validators = if config.verification.enabled {
         records::load_validator_set(storage, e)?
     } else {
         Vec::new()
     };
-    let (k, r) = (
-        config.verification.challenges_k,
-        config.verification.validators_r,
-    );
     let (mut expected, mut challenged) = (0u32, 0u32);
-    for (address, participant) in page {
-        let outcome = if participant.role == Role::Host && !COMMITMENTS.has(storage, (e, address)) {
-            Outcome::Absent
-        } else if !REVEALS.has(storage, (e, address)) {
-            Outcome::NoReveal
-        } else {
-            if participant.role == Role::Host && config.verification.enabled {
-                let assignments = assign(&seed, address, config.segments, k, r, &validators)?;
-                expected += assignments
-                    .iter()
-                    .map(|a| a.validators.len() as u32)
-                    .sum::<u32>();
-                challenged += 1;
-                ASSIGNMENTS.save(storage, (e, address), &assignments);
-            }
-            continue;
-        };
-        PAYOUTS.save(
-            storage,
-            (e, address),
-            &Payout {
-                outcome,
-                ..Payout::default()
-            },
-        );
+    for (address, participant) in page.iter() {
+        let votes =
+            settle_participant(storage, config, e, &seed, address, participant, &validators)?;
+        if let Some(votes) = votes {
+            expected += votes;
+            challenged += 1;
+        }
     }
     let counts = ep.counts_mut();
     counts.votes_expected += expected;
     counts.challenged += challenged;
     if done {
-        let seed_hex = ep.header.seed.clone().unwrap_or_default();
-        out.events.push(
-            Event::new("seed")
-                .add_attribute("epoch", e)
-                .add_attribute("seed", &seed_hex)
-                .add_attribute("reveals", closing.reveals)
-                .add_attribute("challenged_hosts", ep.counts.challenged)
-                .add_attribute("verdicts_expected", ep.counts.votes_expected)
-                .add_attribute("at", at),
-        );
-    } else {
-        closing.after = page.last().map(|(a, _)| a.clone());
+        out.events.push(seed_event(ep, closing.reveals, at));
     }
-    ep.header_mut().closing = Some(closing);
-    Ok(Page {
-        records: page.len() as u32,
-        done,
-    })
+    Ok(end_page(ep, closing, &page, done, None))
+}
+
+/// One participant at the close of `reveal`: `absent` (a host without a commitment) or
+/// `no_reveal` stored as its payout, or, for a committed and revealed host with verification
+/// enabled, its challenges stored; returns the verdicts they expect for a challenged host.
+fn settle_participant(
+    storage: &mut dyn Storage,
+    config: &Config,
+    e: u64,
+    seed: &[u8; 32],
+    address: &str,
+    participant: &Participant,
+    validators: &[String],
+) -> Result<Option<u32>, ContractError> {
+    let outcome = if participant.role == Role::Host && !COMMITMENTS.has(storage, (e, address)) {
+        Outcome::Absent
+    } else if !REVEALS.has(storage, (e, address)) {
+        Outcome::NoReveal
+    } else {
+        if participant.role != Role::Host || !config.verification.enabled {
+            return Ok(None);
+        }
+        let ver = &config.verification;
+        let assignments = assign(
+            seed,
+            address,
+            config.segments,
+            ver.challenges_k,
+            ver.validators_r,
+            validators,
+        )?;
+        let expected = assignments
+            .iter()
+            .map(|a| a.validators.len() as u32)
+            .sum::<u32>();
+        ASSIGNMENTS.save(storage, (e, address), &assignments);
+        return Ok(Some(expected));
+    };
+    let payout = Payout {
+        outcome,
+        ..Payout::default()
+    };
+    PAYOUTS.save(storage, (e, address), &payout);
+    Ok(None)
+}
+
+/// `wasm-seed`, at the end of the close of `reveal`.
+fn seed_event(ep: &Epoch, reveals: u32, at: u64) -> Event {
+    Event::new("seed")
+        .add_attribute("epoch", ep.number())
+        .add_attribute("seed", ep.header.seed.clone().unwrap_or_default())
+        .add_attribute("reveals", reveals)
+        .add_attribute("challenged_hosts", ep.counts.challenged)
+        .add_attribute("verdicts_expected", ep.counts.votes_expected)
+        .add_attribute("at", at)
 }
 
 /// The challenges of `host`: each challenged segment with its validators, stored as indices

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 
 use crate::deps::{Order, Storage};
 use crate::error::ContractError;
-use crate::hashing::{digest_from_hex, hex, tag, u32be, StreamHash};
+use crate::hashing::{hex, stored_digest, tag, u32be, StreamHash};
 use crate::records::{
     self, Assignment, ChallengeOutcome, Closing, Stage, VoteOutcome, ASSIGNMENTS, TRAPS, VOTES,
 };
@@ -37,7 +37,7 @@ use crate::sampling::dispute_committee;
 use crate::state::Config;
 use crate::types::{Event, Response};
 
-use super::{advance_cursor, Epoch, Page};
+use super::{end_page, split_page, Epoch, Page};
 
 /// The decision of the first round from its members' opened verdicts (None: not opened).
 pub fn first_round(votes: &[Option<VoteOutcome>], trap: bool) -> Option<ChallengeOutcome> {
@@ -80,14 +80,10 @@ pub fn committee_decision(votes: &[Option<VoteOutcome>]) -> Option<ChallengeOutc
 /// The close of the current round as it starts: the next round's seed hashes the epoch seed and
 /// the round number, then (stage `salts`) the salts of the round's opened verdicts.
 pub fn begin(ep: &Epoch) -> Result<Closing, ContractError> {
-    let epoch_seed = ep
-        .header
-        .seed
-        .as_deref()
-        .and_then(digest_from_hex)
-        .ok_or_else(|| {
-            ContractError::Corrupt("corrupt state: a verdict round without a seed".into())
-        })?;
+    let epoch_seed = stored_digest(
+        ep.header.seed.as_deref(),
+        "corrupt state: a verdict round without a seed",
+    )?;
     let mut hash = StreamHash::tagged(tag::DISPUTE_SEED);
     hash.update(&[&epoch_seed, &u32be(ep.header.round + 1)]);
     Ok(Closing {
@@ -106,10 +102,8 @@ fn next_hosts(
     after: Option<&str>,
     limit: usize,
 ) -> Result<(Hosts, bool), ContractError> {
-    let mut page = ASSIGNMENTS.prefix(epoch).page(storage, after, limit + 1)?;
-    let done = page.len() <= limit;
-    page.truncate(limit);
-    Ok((page, done))
+    let page = ASSIGNMENTS.prefix(epoch).page(storage, after, limit + 1)?;
+    Ok(split_page(page, limit))
 }
 
 /// Stage `salts`: the salts of the verdicts opened in this round on the next `limit` hosts'
@@ -137,8 +131,7 @@ pub fn salts_page(
             if vote.round != round {
                 continue;
             }
-            let salt = digest_from_hex(&vote.salt)
-                .ok_or_else(|| ContractError::Corrupt("corrupt vote record: salt".into()))?;
+            let salt = stored_digest(Some(&vote.salt), "corrupt vote record: salt")?;
             hash.update(&[&salt]);
         }
     }
@@ -147,12 +140,7 @@ pub fn salts_page(
     } else {
         closing.seed_hash = Some(hash);
     }
-    advance_cursor(&mut closing, &page, done, Stage::Decide);
-    ep.header_mut().closing = Some(closing);
-    Ok(Page {
-        records: page.len() as u32,
-        done,
-    })
+    Ok(end_page(ep, closing, &page, done, Some(Stage::Decide)))
 }
 
 /// Stage `decide`: every pending challenge of the next `limit` hosts is decided from the opened
@@ -168,25 +156,95 @@ pub fn decide_page(
     out: &mut Response,
 ) -> Result<Page, ContractError> {
     let e = ep.number();
-    let round = ep.header.round;
-    let ver = &config.verification;
     let mut closing = ep.closing()?;
-    let seed = closing
-        .round_seed
-        .as_deref()
-        .and_then(digest_from_hex)
-        .ok_or_else(|| ContractError::Corrupt("corrupt state: deciding without a seed".into()))?;
-    let set = records::load_validator_set(storage, e)?;
+    let round = Round {
+        epoch: e,
+        round: ep.header.round,
+        seed: stored_digest(
+            closing.round_seed.as_deref(),
+            "corrupt state: deciding without a seed",
+        )?,
+        set: records::load_validator_set(storage, e)?,
+    };
     let (page, done) = next_hosts(storage, e, closing.after.as_deref(), limit)?;
-    let next = round + 1;
     for (host, mut list) in page.iter().cloned() {
         if !list.iter().any(|a| a.outcome.is_pending()) {
             continue;
         }
-        let traps = TRAPS.may_load(storage, (e, &host))?;
+        round.decide_host(storage, config, &host, &mut list, &mut closing)?;
+        ASSIGNMENTS.save(storage, (e, &host), &list);
+    }
+    if done {
+        out.events.push(dispute_event(&closing, e, round.round, at));
+        if closing.disputes > 0 {
+            ep.header_mut().round = round.round + 1;
+            let counts = ep.counts_mut();
+            counts.votes_expected = closing.members;
+            counts.votes_posted = 0;
+            counts.votes_revealed = 0;
+        }
+    }
+    Ok(end_page(ep, closing, &page, done, None))
+}
+
+/// What deciding a round's challenges needs: the epoch, the round, its seed (for committees)
+/// and V.
+struct Round {
+    epoch: u64,
+    round: u32,
+    seed: [u8; 32],
+    set: Vec<String>,
+}
+
+impl Round {
+    /// Every pending challenge of `host` (its `list`): decided, sent to a committee of the next
+    /// round, or ended `unresolved`; `closing`'s counts follow.
+    fn decide_host(
+        &self,
+        storage: &dyn Storage,
+        config: &Config,
+        host: &str,
+        list: &mut [Assignment],
+        closing: &mut Closing,
+    ) -> Result<(), ContractError> {
+        let ver = &config.verification;
+        let next = self.round + 1;
+        let traps = TRAPS.may_load(storage, (self.epoch, host))?;
+        let cast = self.cast(storage, host)?;
+        for a in list.iter_mut().filter(|a| a.outcome.is_pending()) {
+            let trap = traps.as_ref().map_or(false, |t| t.contains(&a.segment));
+            if let Some(outcome) = self.decision(a, cast.get(&a.segment), trap) {
+                a.outcome = outcome;
+                closing.decided += 1;
+                continue;
+            }
+            let committee = if next > ver.dispute_rounds || a.committees.len() as u32 != self.round
+            {
+                Vec::new()
+            } else {
+                self.committee(host, a, ver.committee_size(next))?
+            };
+            if committee.is_empty() {
+                a.outcome = ChallengeOutcome::Unresolved;
+                closing.unresolved += 1;
+                continue;
+            }
+            closing.members += committee.len() as u32;
+            closing.disputes += 1;
+            a.committees.push(committee);
+        }
+        Ok(())
+    }
+
+    /// The verdicts opened on `host`'s challenges: segment -> validator -> outcome.
+    fn cast(
+        &self,
+        storage: &dyn Storage,
+        host: &str,
+    ) -> Result<BTreeMap<u32, BTreeMap<String, VoteOutcome>>, ContractError> {
         let mut cast: BTreeMap<u32, BTreeMap<String, VoteOutcome>> = BTreeMap::new();
         for record in VOTES
-            .prefix2(e, &host)
+            .prefix2(self.epoch, host)
             .range(storage, None, Order::Ascending)
         {
             let ((segment, validator), vote) = record?;
@@ -194,91 +252,62 @@ pub fn decide_page(
                 .or_default()
                 .insert(validator, vote.outcome);
         }
-        for a in list.iter_mut().filter(|a| a.outcome.is_pending()) {
-            let votes_of = cast.get(&a.segment);
-            // Round 0: its members; a dispute round: every member so far (all rounds).
-            let sat: Vec<u16> = if round == 0 {
-                a.round_members(0).to_vec()
-            } else {
-                (0..=round)
-                    .flat_map(|r| a.round_members(r).iter().copied())
-                    .collect()
-            };
-            let votes: Vec<Option<VoteOutcome>> = sat
-                .iter()
-                .map(|i| {
-                    let v = set.get(*i as usize)?;
-                    votes_of.and_then(|c| c.get(v)).copied()
-                })
-                .collect();
-            let trap = traps.as_ref().map_or(false, |t| t.contains(&a.segment));
-            let decision = if round == 0 {
-                first_round(&votes, trap)
-            } else {
-                committee_decision(&votes)
-            };
-            if let Some(outcome) = decision {
-                a.outcome = outcome;
-                closing.decided += 1;
-                continue;
-            }
-            if next > ver.dispute_rounds || a.committees.len() as u32 != round {
-                a.outcome = ChallengeOutcome::Unresolved;
-                closing.unresolved += 1;
-                continue;
-            }
-            let excluded: Vec<String> = a.members(&set)?.into_iter().map(|(_, v)| v).collect();
-            let committee = dispute_committee(
-                &seed,
-                &host,
-                a.segment,
-                &set,
-                &excluded,
-                ver.committee_size(next),
-            );
-            if committee.is_empty() {
-                a.outcome = ChallengeOutcome::Unresolved;
-                closing.unresolved += 1;
-                continue;
-            }
-            let indices = committee
-                .iter()
-                .map(|v| set.binary_search(v).map(|i| i as u16))
-                .collect::<Result<Vec<u16>, usize>>()
-                .map_err(|_| ContractError::Corrupt("a committee member is not in V".into()))?;
-            closing.members += indices.len() as u32;
-            closing.disputes += 1;
-            a.committees.push(indices);
-        }
-        ASSIGNMENTS.save(storage, (e, &host), &list);
+        Ok(cast)
     }
-    if done {
-        out.events.push(
-            Event::new("dispute")
-                .add_attribute("epoch", e)
-                .add_attribute("round", round)
-                .add_attribute("decided", closing.decided)
-                .add_attribute("unresolved", closing.unresolved)
-                .add_attribute("disputes", closing.disputes)
-                .add_attribute("committee_members", closing.members)
-                .add_attribute("next_seed", closing.round_seed.clone().unwrap_or_default())
-                .add_attribute("at", at),
-        );
-        if closing.disputes > 0 {
-            ep.header_mut().round = next;
-            let counts = ep.counts_mut();
-            counts.votes_expected = closing.members;
-            counts.votes_posted = 0;
-            counts.votes_revealed = 0;
+
+    /// The round's decision on a pending challenge from the opened verdicts of its members
+    /// (round 0: its first-round members; a dispute round: every member so far, all rounds).
+    fn decision(
+        &self,
+        a: &Assignment,
+        votes_of: Option<&BTreeMap<String, VoteOutcome>>,
+        trap: bool,
+    ) -> Option<ChallengeOutcome> {
+        let sat: Vec<u16> = if self.round == 0 {
+            a.round_members(0).to_vec()
+        } else {
+            (0..=self.round)
+                .flat_map(|r| a.round_members(r).iter().copied())
+                .collect()
+        };
+        let votes: Vec<Option<VoteOutcome>> = sat
+            .iter()
+            .map(|i| {
+                let v = self.set.get(*i as usize)?;
+                votes_of.and_then(|c| c.get(v)).copied()
+            })
+            .collect();
+        if self.round == 0 {
+            first_round(&votes, trap)
+        } else {
+            committee_decision(&votes)
         }
-    } else {
-        closing.after = page.last().map(|(h, _)| h.clone());
     }
-    ep.header_mut().closing = Some(closing);
-    Ok(Page {
-        records: page.len() as u32,
-        done,
-    })
+
+    /// The committee of the next round for a challenge, as indices into V: drawn with the
+    /// round's seed among the validators not yet on it (empty: nobody is left).
+    fn committee(&self, host: &str, a: &Assignment, size: u32) -> Result<Vec<u16>, ContractError> {
+        let excluded: Vec<String> = a.members(&self.set)?.into_iter().map(|(_, v)| v).collect();
+        let set = &self.set;
+        dispute_committee(&self.seed, host, a.segment, set, &excluded, size)
+            .iter()
+            .map(|v| set.binary_search(v).map(|i| i as u16))
+            .collect::<Result<Vec<u16>, usize>>()
+            .map_err(|_| ContractError::Corrupt("a committee member is not in V".into()))
+    }
+}
+
+/// `wasm-dispute`, at the end of a verdict round's close.
+fn dispute_event(closing: &Closing, epoch: u64, round: u32, at: u64) -> Event {
+    Event::new("dispute")
+        .add_attribute("epoch", epoch)
+        .add_attribute("round", round)
+        .add_attribute("decided", closing.decided)
+        .add_attribute("unresolved", closing.unresolved)
+        .add_attribute("disputes", closing.disputes)
+        .add_attribute("committee_members", closing.members)
+        .add_attribute("next_seed", closing.round_seed.clone().unwrap_or_default())
+        .add_attribute("at", at)
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ use crate::state::{
 use crate::types::{Event, Response, Uint128};
 
 use super::tally::{validator_outcome, Tally, ValidatorStats};
-use super::{advance_cursor, Epoch, Page};
+use super::{end_page, split_page, Epoch, Page};
 
 /// The slash of an outcome, in basis points of total stake. A host that neither committed nor
 /// revealed pays both the absent and the no-reveal slash (capped at 100 %): withholding a reveal
@@ -122,13 +122,9 @@ fn next_participants(
     after: Option<&str>,
     limit: usize,
 ) -> Result<(Participants, bool), ContractError> {
-    let mut page = PARTICIPANTS.prefix(epoch).page(storage, after, limit + 1)?;
-    let done = page.len() <= limit;
-    page.truncate(limit);
-    Ok((page, done))
+    let page = PARTICIPANTS.prefix(epoch).page(storage, after, limit + 1)?;
+    Ok(split_page(page, limit))
 }
-
-/// Move the cursor past `page`, or to the next stage when it was the last.
 
 /// Stage `outcomes`: the outcome of every host of the page (accepted ones counted with their
 /// stake), and each validator's counts over the page's challenges added to its standing.
@@ -139,7 +135,7 @@ pub fn outcomes_page(
     limit: usize,
 ) -> Result<Page, ContractError> {
     let e = ep.number();
-    let mut closing = ep.closing()?;
+    let closing = ep.closing()?;
     let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
     let set = records::load_validator_set(storage, e)?;
     let mut deltas: BTreeMap<String, (ValidatorStats, BTreeSet<String>)> = BTreeMap::new();
@@ -176,6 +172,19 @@ pub fn outcomes_page(
         }
         PAYOUTS.save(storage, (e, address), &pay);
     }
+    add_to_standings(storage, e, deltas)?;
+    ep.counts_mut().accepted += accepted;
+    let header = ep.header_mut();
+    header.accepted_stake = header.accepted_stake.checked_add(accepted_stake)?;
+    Ok(end_page(ep, closing, &page, done, Some(Stage::Slashes)))
+}
+
+/// Add a page's counts (and the auditors whose trap each passed) to the validators' standings.
+fn add_to_standings(
+    storage: &mut dyn Storage,
+    e: u64,
+    deltas: BTreeMap<String, (ValidatorStats, BTreeSet<String>)>,
+) -> Result<(), ContractError> {
     for (v, (stats, victims)) in deltas {
         let mut standing = STANDINGS.may_load(storage, (e, &v))?.unwrap_or_default();
         stats.add_to(&mut standing);
@@ -186,15 +195,7 @@ pub fn outcomes_page(
         }
         STANDINGS.save(storage, (e, &v), &standing);
     }
-    ep.counts_mut().accepted += accepted;
-    let header = ep.header_mut();
-    header.accepted_stake = header.accepted_stake.checked_add(accepted_stake)?;
-    advance_cursor(&mut closing, &page, done, Stage::Slashes);
-    ep.header_mut().closing = Some(closing);
-    Ok(Page {
-        records: page.len() as u32,
-        done,
-    })
+    Ok(())
 }
 
 /// What a slashing page (slashes, exclusions) reads at its start and writes at its end: the
@@ -226,6 +227,100 @@ impl Books {
         if self.eligible_changed {
             ELIGIBLE.save(storage, &self.eligible);
         }
+    }
+
+    /// Slash `address` `bps` of its stake (its member record, the totals, the eligible counts);
+    /// when something was taken, its lifetime total and its payout's `slashed` show it.
+    fn slash(
+        &mut self,
+        storage: &dyn Storage,
+        config: &Config,
+        epoch: u64,
+        address: &str,
+        bps: u16,
+    ) -> Result<Uint128, ContractError> {
+        if bps == 0 {
+            return Ok(Uint128::zero());
+        }
+        let member = self.members.member(storage, address)?;
+        let before = member.bonded;
+        let amount = slash(member, bps, &mut self.totals)?;
+        self.eligible_changed |= state::track_eligibility(
+            config,
+            &mut self.eligible,
+            member.role,
+            before,
+            member.bonded,
+        );
+        if amount.is_zero() {
+            return Ok(amount);
+        }
+        let lifetime = self.members.totals(storage, address)?;
+        // Lifetime totals are statistics: they saturate rather than refuse a finalize.
+        lifetime.slashed = Uint128(lifetime.slashed.0.saturating_add(amount.0));
+        self.payouts.get(storage, epoch, address)?.slashed = amount;
+        Ok(amount)
+    }
+
+    /// Pay `pool` in equal shares (rounded down) to `catchers`: their payouts, lifetime totals and
+    /// `sends`. Returns what they got in all (zero when a share rounds to nothing).
+    fn pay_catchers(
+        &mut self,
+        storage: &dyn Storage,
+        epoch: u64,
+        pool: Uint128,
+        catchers: &[String],
+        sends: &mut BTreeMap<String, Uint128>,
+    ) -> Result<Uint128, ContractError> {
+        let each = pool.div_floor(catchers.len() as u128);
+        if each.is_zero() {
+            return Ok(each);
+        }
+        for c in catchers.iter() {
+            let pay = self.payouts.get(storage, epoch, c)?;
+            pay.catcher = pay.catcher.checked_add(each)?;
+            let lifetime = self.members.totals(storage, c)?;
+            lifetime.rewarded = Uint128(lifetime.rewarded.0.saturating_add(each.0));
+            add_to(sends, c, each)?;
+        }
+        each.checked_mul(catchers.len() as u128)
+    }
+
+    /// An excluded host or one of its passers (`docs/contract.md`, "A Δ that no holder serves"):
+    /// its outcome set, its finalize reward taken back into the pool, then slashed. Returns its
+    /// role, the slash and the reward reclaimed.
+    fn exclude(
+        &mut self,
+        storage: &dyn Storage,
+        config: &Config,
+        epoch: u64,
+        address: &str,
+        outcome: Outcome,
+    ) -> Result<(Role, Uint128, Uint128), ContractError> {
+        let bps = slash_bps(config, outcome, false);
+        let pay = self.payouts.get(storage, epoch, address)?;
+        pay.outcome = outcome;
+        let reward = std::mem::take(&mut pay.reward);
+        let member = self.members.member(storage, address)?;
+        let role = member.role;
+        let before = member.bonded;
+        // The reward paid at finalize for a Δ nobody could get goes back to the pool.
+        let reclaimed = take(member, reward, &mut self.totals)?;
+        self.totals.reward_pool = self.totals.reward_pool.checked_add(reclaimed)?;
+        let amount = slash(member, bps, &mut self.totals)?;
+        self.eligible_changed |= state::track_eligibility(
+            config,
+            &mut self.eligible,
+            member.role,
+            before,
+            member.bonded,
+        );
+        let pay = self.payouts.get(storage, epoch, address)?;
+        pay.slashed = pay.slashed.checked_add(amount)?;
+        let lifetime = self.members.totals(storage, address)?;
+        lifetime.slashed = Uint128(lifetime.slashed.0.saturating_add(amount.0));
+        lifetime.rewarded = Uint128(lifetime.rewarded.0.saturating_sub(reclaimed.0));
+        Ok((role, amount, reclaimed))
     }
 }
 
@@ -280,120 +375,114 @@ pub fn slashes_page(
     limit: usize,
 ) -> Result<Page, ContractError> {
     let e = ep.number();
-    let econ = &config.economics;
     let mut closing = ep.closing()?;
     let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
     let set = records::load_validator_set(storage, e)?;
-    let Books {
-        mut payouts,
-        mut members,
-        mut totals,
-        mut eligible,
-        mut eligible_changed,
-    } = Books::load(storage)?;
+    let mut books = Books::load(storage)?;
     let mut sends: BTreeMap<String, Uint128> = BTreeMap::new();
     let (mut slashed_total, mut to_treasury, mut to_catchers) =
         (Uint128::zero(), Uint128::zero(), Uint128::zero());
     for (address, p) in page.iter() {
-        let mut victims: Vec<String> = Vec::new();
-        let outcome = {
-            let pay = payouts.get(storage, e, address)?;
-            if p.role == Role::Validator && pay.outcome == Outcome::Pending {
-                let standing = STANDINGS
-                    .may_load(storage, (e, address))?
-                    .unwrap_or_default();
-                pay.outcome = validator_outcome(ValidatorStats::of_standing(&standing));
-                victims = standing.victims;
-                STANDINGS.remove(storage, (e, address));
-                if pay.outcome == Outcome::Diligent {
-                    closing.diligent += 1;
-                }
-            }
-            pay.outcome
-        };
+        let (outcome, victims) = settle_outcome(storage, &mut books.payouts, e, address, p.role)?;
+        if victims.is_some() && outcome == Outcome::Diligent {
+            closing.diligent += 1;
+        }
         // Only an absent host's slash depends on whether it revealed.
         let revealed = outcome == Outcome::Absent && REVEALS.has(storage, (e, address));
-        let bps = slash_bps(config, outcome, revealed);
-        if bps == 0 {
-            continue;
-        }
-        let member = members.member(storage, address)?;
-        let before = member.bonded;
-        let amount = slash(member, bps, &mut totals)?;
-        eligible_changed |=
-            state::track_eligibility(config, &mut eligible, member.role, before, member.bonded);
+        let amount = books.slash(
+            storage,
+            config,
+            e,
+            address,
+            slash_bps(config, outcome, revealed),
+        )?;
         if amount.is_zero() {
             continue;
         }
-        let lifetime = members.totals(storage, address)?;
-        // Lifetime totals are statistics: they saturate rather than refuse a finalize.
-        lifetime.slashed = Uint128(lifetime.slashed.0.saturating_add(amount.0));
-        payouts.get(storage, e, address)?.slashed = amount;
         slashed_total = slashed_total.checked_add(amount)?;
-        // Who caught it: the validators who convicted an invalid host; the auditors whose trap a
-        // wrong validator passed. They share the catcher part; the rest goes to the treasury.
-        let catchers: BTreeSet<String> = match outcome {
-            Outcome::Invalid => match Tally::of_host(storage, e, address, &set)? {
-                Some(tally) => tally.catchers(address),
-                None => BTreeSet::new(),
-            },
-            Outcome::Wrong => victims.into_iter().collect(),
-            _ => BTreeSet::new(),
-        };
-        // A validator that was wrong or silent on any challenge earns no catcher share: a liar
-        // that fails everything must not profit from the cheaters it happened to sit on.
-        let mut paid_catchers = Vec::new();
-        for c in catchers {
-            let known = payouts.get(storage, e, &c)?.outcome;
-            let outcome = if known == Outcome::Pending {
-                let standing = STANDINGS.may_load(storage, (e, &c))?.unwrap_or_default();
-                validator_outcome(ValidatorStats::of_standing(&standing))
-            } else {
-                known
-            };
-            if !matches!(outcome, Outcome::Wrong | Outcome::Silent) {
-                paid_catchers.push(c);
-            }
-        }
-        let mut treasury_part = amount;
-        let pool = amount.mul_bps(econ.catcher_share_bps);
-        let each = pool.div_floor(paid_catchers.len() as u128);
-        if !each.is_zero() {
-            for c in paid_catchers.iter() {
-                let pay = payouts.get(storage, e, c)?;
-                pay.catcher = pay.catcher.checked_add(each)?;
-                let lifetime = members.totals(storage, c)?;
-                lifetime.rewarded = Uint128(lifetime.rewarded.0.saturating_add(each.0));
-                add_to(&mut sends, c, each)?;
-            }
-            let paid = each.checked_mul(paid_catchers.len() as u128)?;
-            to_catchers = to_catchers.checked_add(paid)?;
-            treasury_part = amount.checked_sub(paid)?;
-        }
-        to_treasury = to_treasury.checked_add(treasury_part)?;
+        let victims = victims.unwrap_or_default();
+        let catchers = paid_catchers(
+            storage,
+            &mut books.payouts,
+            e,
+            &set,
+            address,
+            outcome,
+            victims,
+        )?;
+        let pool = amount.mul_bps(config.economics.catcher_share_bps);
+        let paid = books.pay_catchers(storage, e, pool, &catchers, &mut sends)?;
+        to_catchers = to_catchers.checked_add(paid)?;
+        to_treasury = to_treasury.checked_add(amount.checked_sub(paid)?)?;
     }
     if !to_treasury.is_zero() {
         add_to(&mut sends, &config.treasury, to_treasury)?;
     }
-    Books {
-        payouts,
-        members,
-        totals,
-        eligible,
-        eligible_changed,
-    }
-    .save(storage, e);
+    books.save(storage, e);
     ep.pay(&sends)?;
     let header = ep.header_mut();
     header.slashed_total = header.slashed_total.checked_add(slashed_total)?;
     header.to_treasury = header.to_treasury.checked_add(to_treasury)?;
     header.to_catchers = header.to_catchers.checked_add(to_catchers)?;
-    advance_cursor(&mut closing, &page, done, Stage::Rewards);
-    ep.header_mut().closing = Some(closing);
-    Ok(Page {
-        records: page.len() as u32,
-        done,
-    })
+    Ok(end_page(ep, closing, &page, done, Some(Stage::Rewards)))
+}
+
+/// A participant's outcome at stage `slashes`: a validator's is decided now from its standing
+/// (then dropped), with the auditors whose trap it passed (Some only then); a host's is known.
+fn settle_outcome(
+    storage: &mut dyn Storage,
+    payouts: &mut PayoutCache,
+    e: u64,
+    address: &str,
+    role: Role,
+) -> Result<(Outcome, Option<Vec<String>>), ContractError> {
+    let pay = payouts.get(storage, e, address)?;
+    if role != Role::Validator || pay.outcome != Outcome::Pending {
+        return Ok((pay.outcome, None));
+    }
+    let standing = STANDINGS
+        .may_load(storage, (e, address))?
+        .unwrap_or_default();
+    pay.outcome = validator_outcome(ValidatorStats::of_standing(&standing));
+    STANDINGS.remove(storage, (e, address));
+    Ok((pay.outcome, Some(standing.victims)))
+}
+
+/// Who caught a slashed participant and is paid for it: the validators who convicted an invalid
+/// host; the auditors whose trap a wrong validator passed (`victims`). A validator wrong or
+/// silent in the epoch earns no catcher share: a liar that fails everything must not profit
+/// from the cheaters it happened to sit on.
+fn paid_catchers(
+    storage: &dyn Storage,
+    payouts: &mut PayoutCache,
+    e: u64,
+    set: &[String],
+    address: &str,
+    outcome: Outcome,
+    victims: Vec<String>,
+) -> Result<Vec<String>, ContractError> {
+    let catchers: BTreeSet<String> = match outcome {
+        Outcome::Invalid => match Tally::of_host(storage, e, address, set)? {
+            Some(tally) => tally.catchers(address),
+            None => BTreeSet::new(),
+        },
+        Outcome::Wrong => victims.into_iter().collect(),
+        _ => BTreeSet::new(),
+    };
+    let mut paid = Vec::new();
+    for c in catchers {
+        let known = payouts.get(storage, e, &c)?.outcome;
+        let outcome = if known == Outcome::Pending {
+            let standing = STANDINGS.may_load(storage, (e, &c))?.unwrap_or_default();
+            validator_outcome(ValidatorStats::of_standing(&standing))
+        } else {
+            known
+        };
+        if !matches!(outcome, Outcome::Wrong | Outcome::Silent) {
+            paid.push(c);
+        }
+    }
+    Ok(paid)
 }
 
 /// Stage `rewards`: the page's accepted hosts and diligent validators paid from the reward fixed
@@ -409,7 +498,7 @@ pub fn rewards_page(
 ) -> Result<Page, ContractError> {
     let e = ep.number();
     let econ = &config.economics;
-    let mut closing = ep.closing()?;
+    let closing = ep.closing()?;
     let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
     let host_share = closing.reward.mul_bps(econ.host_reward_share_bps);
     let per_host = host_share.div_floor(u128::from(ep.counts.accepted));
@@ -437,16 +526,7 @@ pub fn rewards_page(
             add_to(&mut sends, address, each)?;
         }
         if !(pay.slashed.is_zero() && pay.reward.is_zero() && pay.catcher.is_zero()) {
-            out.events.push(
-                Event::new("settle")
-                    .add_attribute("epoch", e)
-                    .add_attribute("member", address)
-                    .add_attribute("role", p.role.as_str())
-                    .add_attribute("outcome", pay.outcome.as_str())
-                    .add_attribute("slashed", pay.slashed)
-                    .add_attribute("reward", pay.reward)
-                    .add_attribute("catcher_reward", pay.catcher),
-            );
+            out.events.push(settle_event(e, address, p.role, &pay));
         }
     }
     totals.reward_pool = totals.reward_pool.checked_sub(rewards)?;
@@ -456,27 +536,36 @@ pub fn rewards_page(
     let header = ep.header_mut();
     header.rewards_total = header.rewards_total.checked_add(rewards)?;
     if done {
-        let h = &ep.header;
-        out.events.push(
-            Event::new("finalize")
-                .add_attribute("epoch", e)
-                .add_attribute("at", at)
-                .add_attribute("accepted", ep.counts.accepted)
-                .add_attribute("accepted_stake", h.accepted_stake)
-                .add_attribute("slashed_total", h.slashed_total)
-                .add_attribute("to_treasury", h.to_treasury)
-                .add_attribute("to_catchers", h.to_catchers)
-                .add_attribute("rewards_total", h.rewards_total)
-                .add_attribute("reward_pool", totals.reward_pool),
-        );
-    } else {
-        closing.after = page.last().map(|(a, _)| a.clone());
+        out.events.push(finalize_event(ep, at, totals.reward_pool));
     }
-    ep.header_mut().closing = Some(closing);
-    Ok(Page {
-        records: page.len() as u32,
-        done,
-    })
+    Ok(end_page(ep, closing, &page, done, None))
+}
+
+/// `wasm-settle` for a member paid or slashed at finalize, with its final figures.
+fn settle_event(epoch: u64, address: &str, role: Role, pay: &Payout) -> Event {
+    Event::new("settle")
+        .add_attribute("epoch", epoch)
+        .add_attribute("member", address)
+        .add_attribute("role", role.as_str())
+        .add_attribute("outcome", pay.outcome.as_str())
+        .add_attribute("slashed", pay.slashed)
+        .add_attribute("reward", pay.reward)
+        .add_attribute("catcher_reward", pay.catcher)
+}
+
+/// `wasm-finalize`, after finalize's last page.
+fn finalize_event(ep: &Epoch, at: u64, reward_pool: Uint128) -> Event {
+    let h = &ep.header;
+    Event::new("finalize")
+        .add_attribute("epoch", ep.number())
+        .add_attribute("at", at)
+        .add_attribute("accepted", ep.counts.accepted)
+        .add_attribute("accepted_stake", h.accepted_stake)
+        .add_attribute("slashed_total", h.slashed_total)
+        .add_attribute("to_treasury", h.to_treasury)
+        .add_attribute("to_catchers", h.to_catchers)
+        .add_attribute("rewards_total", h.rewards_total)
+        .add_attribute("reward_pool", reward_pool)
 }
 
 /// Whether any proposal of `model_hash` in `epoch` excluded a host.
@@ -528,54 +617,31 @@ pub fn exclusions_page(
     out: &mut Response,
 ) -> Result<Page, ContractError> {
     let e = ep.number();
-    let mut closing = ep.closing()?;
+    let closing = ep.closing()?;
     let agreed = super::agreed_hash(&ep.header, &ep.counts).ok_or_else(|| {
         ContractError::Corrupt("corrupt state: settling exclusions without an agreed model".into())
     })?;
     let accepted_stake = ep.header.accepted_stake;
-    let mut page =
+    let (page, done) = split_page(
         EXCLUSIONS
             .prefix2(e, &agreed)
-            .page(storage, closing.after.as_deref(), limit + 1)?;
-    let done = page.len() <= limit;
-    page.truncate(limit);
-    let Books {
-        mut payouts,
-        mut members,
-        mut totals,
-        mut eligible,
-        mut eligible_changed,
-    } = Books::load(storage)?;
+            .page(storage, closing.after.as_deref(), limit + 1)?,
+        limit,
+    );
+    let mut books = Books::load(storage)?;
     let (mut slashed_total, mut reclaimed_total) = (Uint128::zero(), Uint128::zero());
     for (host, backing) in page.iter() {
         if !super::over_two_thirds(*backing, accepted_stake) {
             continue;
         }
-        if payouts.get(storage, e, host)?.outcome != Outcome::Accepted {
+        if books.payouts.get(storage, e, host)?.outcome != Outcome::Accepted {
             continue;
         }
         let passers = last_segment_passers(storage, config, e, host)?;
         let mut offenders = vec![(host.clone(), Outcome::Unavailable)];
         offenders.extend(passers.iter().map(|v| (v.clone(), Outcome::Wrong)));
         for (address, outcome) in offenders {
-            let bps = slash_bps(config, outcome, false);
-            let pay = payouts.get(storage, e, &address)?;
-            pay.outcome = outcome;
-            let reward = std::mem::take(&mut pay.reward);
-            let member = members.member(storage, &address)?;
-            let role = member.role;
-            let before = member.bonded;
-            // The reward paid at finalize for a Δ nobody could get goes back to the pool.
-            let reclaimed = take(member, reward, &mut totals)?;
-            totals.reward_pool = totals.reward_pool.checked_add(reclaimed)?;
-            let amount = slash(member, bps, &mut totals)?;
-            eligible_changed |=
-                state::track_eligibility(config, &mut eligible, member.role, before, member.bonded);
-            let pay = payouts.get(storage, e, &address)?;
-            pay.slashed = pay.slashed.checked_add(amount)?;
-            let lifetime = members.totals(storage, &address)?;
-            lifetime.slashed = Uint128(lifetime.slashed.0.saturating_add(amount.0));
-            lifetime.rewarded = Uint128(lifetime.rewarded.0.saturating_sub(reclaimed.0));
+            let (role, amount, reclaimed) = books.exclude(storage, config, e, &address, outcome)?;
             slashed_total = slashed_total.checked_add(amount)?;
             reclaimed_total = reclaimed_total.checked_add(reclaimed)?;
             out.events.push(
@@ -597,14 +663,7 @@ pub fn exclusions_page(
                 .add_attribute("passers", passers.join(",")),
         );
     }
-    Books {
-        payouts,
-        members,
-        totals,
-        eligible,
-        eligible_changed,
-    }
-    .save(storage, e);
+    books.save(storage, e);
     let mut sends = BTreeMap::new();
     if !slashed_total.is_zero() {
         add_to(&mut sends, &config.treasury, slashed_total)?;
@@ -614,10 +673,5 @@ pub fn exclusions_page(
     header.slashed_total = header.slashed_total.checked_add(slashed_total)?;
     header.to_treasury = header.to_treasury.checked_add(slashed_total)?;
     header.rewards_total = header.rewards_total.checked_sub(reclaimed_total)?;
-    advance_cursor(&mut closing, &page, done, Stage::Exclusions);
-    ep.header_mut().closing = Some(closing);
-    Ok(Page {
-        records: page.len() as u32,
-        done,
-    })
+    Ok(end_page(ep, closing, &page, done, None))
 }

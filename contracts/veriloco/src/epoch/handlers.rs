@@ -9,7 +9,7 @@ use crate::commitments::{trap_commitment, verdict_commitment};
 use crate::deps::DepsMut;
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
-use crate::hashing::{digest_from_hex, hex, is_hex_digest};
+use crate::hashing::{digest_from_hex, hex, parse_digest};
 use crate::limits::{MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_LOSS_MICRO};
 use crate::records::{
     self, Assignment, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome,
@@ -101,14 +101,7 @@ pub fn hex_field(
     field: &'static str,
     value: &str,
 ) -> Result<(), ContractError> {
-    if !is_hex_digest(value) {
-        return Err(ContractError::NotHexDigest {
-            action,
-            field,
-            value: value.to_string(),
-        });
-    }
-    Ok(())
+    parse_digest(action, field, value).map(drop)
 }
 
 /// The sender's participant record in the current epoch.
@@ -463,26 +456,8 @@ pub fn reveal_verdict(
             "distance must be a canonical decimal string like \"0.0123\", got {distance:?}"
         );
     }
-    let evidence_bytes = match digest_from_hex(&evidence) {
-        Some(b) => b,
-        None => {
-            return Err(ContractError::NotHexDigest {
-                action: ACTION,
-                field: "evidence",
-                value: evidence,
-            })
-        }
-    };
-    let salt_bytes = match digest_from_hex(&salt) {
-        Some(b) => b,
-        None => {
-            return Err(ContractError::NotHexDigest {
-                action: ACTION,
-                field: "salt",
-                value: salt,
-            })
-        }
-    };
+    let evidence_bytes = parse_digest(ACTION, "evidence", &evidence)?;
+    let salt_bytes = parse_digest(ACTION, "salt", &salt)?;
     let opened = verdict_commitment(
         sender,
         epoch,
@@ -572,16 +547,7 @@ pub fn reveal_traps(
             );
         }
     }
-    let salt_bytes = match digest_from_hex(&salt) {
-        Some(b) => b,
-        None => {
-            return Err(ContractError::NotHexDigest {
-                action: ACTION,
-                field: "salt",
-                value: salt,
-            })
-        }
-    };
+    let salt_bytes = parse_digest(ACTION, "salt", &salt)?;
     if hex(&trap_commitment(sender, epoch, &segments, &salt_bytes)) != commitment.trap_commit {
         refuse!(
             ACTION,

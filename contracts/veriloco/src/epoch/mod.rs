@@ -43,7 +43,7 @@ use crate::beacon;
 use crate::deps::Storage;
 use crate::error::ContractError;
 use crate::funds::bank_send;
-use crate::hashing::{digest_from_hex, hex};
+use crate::hashing::{hex, stored_digest};
 use crate::records::{self, Closing, Counts, EpochHeader, Phase, Stage, COUNTS, HEADERS};
 use crate::state::{self, Config, CURRENT_EPOCH};
 use crate::types::{Event, Response, SubMsg, Uint128};
@@ -198,8 +198,7 @@ pub fn open_first(
 }
 
 pub fn run_id_bytes(config: &Config) -> Result<[u8; 32], ContractError> {
-    digest_from_hex(&config.run_id)
-        .ok_or_else(|| ContractError::Corrupt("corrupt config: run_id".into()))
+    stored_digest(Some(&config.run_id), "corrupt config: run_id")
 }
 
 fn deadline(from: u64, blocks: u64) -> Result<u64, ContractError> {
@@ -312,29 +311,7 @@ pub fn advance(
             transitions = transitions.max(1);
             match run_close(storage, config, ep, height, out)? {
                 None => return Ok(transitions),
-                Some(Stage::Assign) => {
-                    enter(
-                        ep,
-                        Phase::Verify,
-                        height,
-                        config.phases.verify_blocks,
-                        &mut out.events,
-                    )?;
-                }
-                Some(Stage::Decide) => {
-                    enter(
-                        ep,
-                        Phase::Dispute,
-                        height,
-                        config.phases.verify_blocks,
-                        &mut out.events,
-                    )?;
-                }
-                Some(Stage::Exclusions) => {
-                    let agreed = agreed_hash(&ep.header, &ep.counts);
-                    close_epoch(storage, config, ep, height, agreed, out)?;
-                }
-                Some(_) => after_finalize(storage, config, ep, height, out)?,
+                Some(stage) => after_close(storage, config, ep, stage, height, out)?,
             }
             continue;
         }
@@ -343,75 +320,95 @@ pub fn advance(
         if !due && !complete {
             return Ok(transitions);
         }
-        let at = height;
-        let phases = &config.phases;
-        match ep.header.phase {
-            Phase::Join => {
-                transitions += 1;
-                if minimums_met(config, &ep.counts) {
-                    enter(ep, Phase::Train, at, phases.train_blocks, &mut out.events)?;
-                } else if ep.header.extensions >= phases.max_join_extensions {
-                    abandon_epoch(storage, config, ep, at, out)?;
-                } else {
-                    extend_join(config, ep, at, out)?;
-                }
-            }
-            Phase::Train => {
-                transitions += 1;
-                enter(ep, Phase::Reveal, at, phases.reveal_blocks, &mut out.events)?
-            }
-            // The closes that walk every participant start here and run in the branch above.
-            Phase::Reveal => {
-                transitions += 1;
-                let closing = challenges::begin(config, ep.number())?;
-                begin_close(ep, closing, at);
-            }
-            Phase::Verify => {
-                transitions += 1;
-                enter(
-                    ep,
-                    Phase::VerdictReveal,
-                    at,
-                    phases.verdict_reveal_blocks,
-                    &mut out.events,
-                )?
-            }
-            Phase::Dispute => {
-                transitions += 1;
-                enter(
-                    ep,
-                    Phase::DisputeReveal,
-                    at,
-                    phases.verdict_reveal_blocks,
-                    &mut out.events,
-                )?
-            }
-            Phase::VerdictReveal | Phase::DisputeReveal => {
-                transitions += 1;
-                let closing = disputes::begin(ep)?;
-                begin_close(ep, closing, at);
-            }
-            Phase::Propose => {
-                transitions += 1;
-                let agreed = agreed_hash(&ep.header, &ep.counts);
-                // The agreed model's backers excluded a Δ: settle it page by page first.
-                let excluded = match agreed.as_deref() {
-                    Some(hash) => finalize::has_exclusions(storage, ep.number(), hash)?,
-                    None => false,
-                };
-                if excluded {
-                    begin_close(ep, Closing::at(Stage::Exclusions), at);
-                } else {
-                    close_epoch(storage, config, ep, at, agreed, out)?;
-                }
-            }
-            Phase::Closed => {
-                return Err(ContractError::Corrupt(format!(
-                    "corrupt state: the current epoch {} is closed",
-                    ep.number()
-                )))
+        transitions += 1;
+        close_phase(storage, config, ep, height, out)?;
+    }
+}
+
+/// Close the current phase (due or complete) at `at`: enter the next one, or begin the paged
+/// close that walks the epoch (`reveal`, a verdict round, `propose` with exclusions).
+fn close_phase(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    at: u64,
+    out: &mut Response,
+) -> Result<(), ContractError> {
+    let phases = &config.phases;
+    let events = &mut out.events;
+    match ep.header.phase {
+        Phase::Join if minimums_met(config, &ep.counts) => {
+            enter(ep, Phase::Train, at, phases.train_blocks, events)
+        }
+        Phase::Join if ep.header.extensions >= phases.max_join_extensions => {
+            abandon_epoch(storage, config, ep, at, out)
+        }
+        Phase::Join => extend_join(config, ep, at, out),
+        Phase::Train => enter(ep, Phase::Reveal, at, phases.reveal_blocks, events),
+        // The closes that walk every participant start here and run page by page in `advance`.
+        Phase::Reveal => {
+            let closing = challenges::begin(config, ep.number())?;
+            begin_close(ep, closing, at);
+            Ok(())
+        }
+        Phase::Verify => enter(
+            ep,
+            Phase::VerdictReveal,
+            at,
+            phases.verdict_reveal_blocks,
+            events,
+        ),
+        Phase::Dispute => enter(
+            ep,
+            Phase::DisputeReveal,
+            at,
+            phases.verdict_reveal_blocks,
+            events,
+        ),
+        Phase::VerdictReveal | Phase::DisputeReveal => {
+            let closing = disputes::begin(ep)?;
+            begin_close(ep, closing, at);
+            Ok(())
+        }
+        Phase::Propose => {
+            let agreed = agreed_hash(&ep.header, &ep.counts);
+            // The agreed model's backers excluded a Δ: settle it page by page first.
+            let excluded = match agreed.as_deref() {
+                Some(hash) => finalize::has_exclusions(storage, ep.number(), hash)?,
+                None => false,
+            };
+            if excluded {
+                begin_close(ep, Closing::at(Stage::Exclusions), at);
+                Ok(())
+            } else {
+                close_epoch(storage, config, ep, at, agreed, out)
             }
         }
+        Phase::Closed => Err(ContractError::Corrupt(format!(
+            "corrupt state: the current epoch {} is closed",
+            ep.number()
+        ))),
+    }
+}
+
+/// A paged close completed at `stage` (see [`run_close`]): open what follows it.
+fn after_close(
+    storage: &mut dyn Storage,
+    config: &Config,
+    ep: &mut Epoch,
+    stage: Stage,
+    at: u64,
+    out: &mut Response,
+) -> Result<(), ContractError> {
+    let verify_blocks = config.phases.verify_blocks;
+    match stage {
+        Stage::Assign => enter(ep, Phase::Verify, at, verify_blocks, &mut out.events),
+        Stage::Decide => enter(ep, Phase::Dispute, at, verify_blocks, &mut out.events),
+        Stage::Exclusions => {
+            let agreed = agreed_hash(&ep.header, &ep.counts);
+            close_epoch(storage, config, ep, at, agreed, out)
+        }
+        _ => after_finalize(storage, config, ep, at, out),
     }
 }
 
@@ -592,18 +589,36 @@ fn close_epoch(
     Ok(())
 }
 
-/// After a page of a paged close: move to stage `next` when the page was the last one, else
-/// remember the page's last address as the cursor the next page starts after.
-pub(crate) fn advance_cursor<T>(
-    closing: &mut Closing,
+/// At most `limit` records of a page that was read with `limit + 1`, and whether they are the
+/// stage's last.
+pub(crate) fn split_page<T>(mut page: Vec<T>, limit: usize) -> (Vec<T>, bool) {
+    let done = page.len() <= limit;
+    page.truncate(limit);
+    (page, done)
+}
+
+/// The tail every page of a paged close shares: move the cursor — to stage `next` with no cursor
+/// when the page was the stage's last, else past the page's last address — put the close back
+/// in the epoch header and report the page. `next` is None for the last stage of a close, whose
+/// successor [`run_close`] decides (the cursor then stays as it was when the stage is done).
+pub(crate) fn end_page<T>(
+    ep: &mut Epoch,
+    mut closing: Closing,
     page: &[(String, T)],
     done: bool,
-    next: Stage,
-) {
-    if done {
-        closing.stage = next;
-        closing.after = None;
-    } else {
-        closing.after = page.last().map(|(a, _)| a.clone());
+    next: Option<Stage>,
+) -> Page {
+    match next {
+        Some(next) if done => {
+            closing.stage = next;
+            closing.after = None;
+        }
+        None if done => {}
+        _ => closing.after = page.last().map(|(a, _)| a.clone()),
+    }
+    ep.header_mut().closing = Some(closing);
+    Page {
+        records: page.len() as u32,
+        done,
     }
 }
