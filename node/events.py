@@ -36,6 +36,8 @@ class EventKind(StrEnum):
     DELTA_LEFT_OUT = "Δ left out"
     """An accepted Δ beyond what H AdamW steps can move: left out of the aggregate."""
     CANNOT_OPEN = "cannot open verdict"
+    REPLAY_FAULT = "replay broke here; retrying"
+    """The validator's own check failed (``verifier.replay.ReplayFault``): no verdict, tried again."""
     # What the adversaries of node.adversaries do, so a simulation shows them.
     WITHHOLDING_REVEAL = "withholding reveal"
     COPIED_VERDICT_COMMITTED = "committed a copied verdict"

@@ -61,7 +61,7 @@ from trainer.data import Dataset
 from trainer.fingerprint import check_fingerprint
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
-from verifier.replay import check_challenge
+from verifier.replay import ReplayFault, check_challenge
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,8 @@ class ValidatorNode(Participant):
             except GlobalStateUnavailable as exc:
                 self.event(status.epoch, EventKind.WAITING_FOR_THETA, str(exc))
                 break
+            except ReplayFault as exc:  # our own fault: no verdict; tried again next tick
+                self.event(status.epoch, EventKind.REPLAY_FAULT, str(exc))
         return acted
 
     def commit_verdict(self, status: ParticipantStatus, challenge: Challenge) -> bool:

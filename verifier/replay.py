@@ -52,6 +52,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from protocol.errors import VerilocoError
 from protocol.messages import Outcome, Verdict, evidence_hash
 from protocol.rules.encoding import canonical_json
 from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
@@ -114,6 +115,12 @@ class VerdictReport:
     @property
     def outcome(self) -> Outcome:
         return self.verdict.outcome
+
+
+class ReplayFault(VerilocoError):
+    """The validator's own check broke (out of memory, a bug, an interrupted replay): nothing about
+    the host's artifacts was learned, so no verdict may be posted; the node tries again later or
+    lets the window pass."""
 
 
 class _Decided(Exception):
@@ -451,9 +458,12 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
     except _Decided as decided:
         outcome, check, reason = decided.outcome, decided.check, decided.reason
     except Exception as exc:
+        # The validator's own fault is never a verdict about the host: only evidence about the
+        # host's artifacts (a _Decided above) may fail it.
         log.exception("unexpected error while checking %s segment %d of epoch %d",
                       challenge.host, challenge.segment, challenge.epoch)
-        outcome, check, reason = "fail", "error", f"unexpected {type(exc).__name__} while checking: {exc}"
+        raise ReplayFault(f"checking host {challenge.host} segment {challenge.segment} of epoch {challenge.epoch} "
+                          f"broke here: {type(exc).__name__}: {exc}") from exc
     run.m["seconds"] = round(time.perf_counter() - t0, 4)
     distance = run.distance if outcome != "unavailable" else 0.0
     if outcome == "fail" and check not in REPLAY_CHECKS:

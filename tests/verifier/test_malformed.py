@@ -292,17 +292,25 @@ def test_a_source_that_raises_anything_is_unavailable(spec, dataset, honest) -> 
     assert check(spec, dataset, honest, 1, Missing(honest.source)).outcome == "unavailable"
 
 
-def test_an_unexpected_error_while_checking_is_a_logged_fail(spec, dataset, honest, monkeypatch, caplog) -> None:
+def test_the_validators_own_fault_is_no_verdict(spec, dataset, honest, monkeypatch, caplog) -> None:
+    """A bug or an exhausted machine in the validator says nothing about the host: no verdict at all."""
     import verifier.replay as replay
 
     def broken(*args, **kwargs):
         raise RuntimeError("kernel exploded")
 
     monkeypatch.setattr(replay, "replay_segment", broken)
-    with caplog.at_level(logging.ERROR, logger="veriloco.verifier"):
-        report = check(spec, dataset, honest, 1)
-    assert (report.outcome, report.check) == ("fail", "error") and "kernel exploded" in report.reason
+    with caplog.at_level(logging.ERROR, logger="veriloco.verifier"), pytest.raises(replay.ReplayFault,
+                                                                                     match="kernel exploded"):
+        check(spec, dataset, honest, 1)
     assert "unexpected error" in caplog.text
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(replay, "replay_segment", exhausted)
+    with pytest.raises(replay.ReplayFault, match="MemoryError"):
+        check(spec, dataset, honest, 1)
 
 
 def test_a_diverging_replay_is_a_fail(spec, dataset, honest, tmp_path) -> None:
