@@ -18,7 +18,7 @@ import signal
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -30,9 +30,10 @@ from node.http import ClientLimits
 from node.http_client import RETRY_BUDGET_S, HttpArtifacts
 from node.participant import Participant
 from node.server import ServerThread, create_app
+from protocol.coins import base_units, display
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
-from protocol.views import EpochInfo, ParticipantStatus
+from protocol.views import EpochInfo, Member, ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
@@ -48,26 +49,78 @@ WAIT_REPORT_S = 20.0
 """A daemon stuck in one phase says what it waits for this often."""
 
 
-def join_wait(info: EpochInfo, spec: RunSpec) -> str:
+NAMED_AT_MOST = 5
+"""Members a waiting line names at most (then a count of the rest)."""
+
+
+def role_minimum(spec: RunSpec, role: str) -> int:
+    """The least stake a member of ``role`` must have bonded to join an epoch."""
+    econ = spec.economics
+    return int(econ.min_host_stake if role == "host" else econ.min_validator_stake)
+
+
+def join_wait(info: EpochInfo, spec: RunSpec, members: Sequence[Member] | None = None,
+              me: tuple[str, str] | None = None) -> str:
     """What a join phase still needs, in words: ``1 of 1 hosts joined, 0 of 1 validators — start a validator``.
 
     The phase ends once the spec's minimums have joined (at its deadline, or earlier when every
     eligible member joined); until the minimums are met it is extended, block after block.
+
+    Args:
+        info: the epoch.
+        spec: the run spec (the minimums).
+        members: the bonded members, as the chain tells (``Ledger.members``); None: unknown, and
+            only counts are given.
+        me: the daemon's own (address, role). When the role still lacks members and its own stake
+            is below the role's minimum (slashed, unbonded), the line says so first: the member
+            the epoch waits for is itself.
     """
     phases = spec.phases
     hosts, validators = len(info.hosts), len(info.validators)
     text = f"{hosts} of {phases.min_hosts} hosts joined, {validators} of {phases.min_validators} validators"
+    short = {"host": phases.min_hosts - hosts, "validator": phases.min_validators - validators}
+    joined = set(info.hosts) | set(info.validators)
     missing = []
-    if hosts < phases.min_hosts:
-        n = phases.min_hosts - hosts
-        missing.append(f"{n} more host{'s' * (n > 1)} (veriloco host bond, then host run)")
-    if validators < phases.min_validators:
-        n = phases.min_validators - validators
-        missing.append(f"{n} more validator{'s' * (n > 1)} (veriloco validator bond, then validator run)")
+    for role, n in short.items():
+        if n <= 0:
+            continue
+        what = f"{n} more {role}{'s' * (n > 1)}"
+        how = f"veriloco {role} bond, then {role} run"
+        if members is not None:
+            minimum = role_minimum(spec, role)
+            idle = [m.address for m in members
+                    if m.role == role and int(m.bonded) >= minimum and m.address not in joined]
+            if me is not None and me[1] == role:
+                own = next((m for m in members if m.address == me[0]), None)
+                bonded = int(own.bonded) if own is not None and own.role == role else 0
+                if bonded < minimum:
+                    missing.append(f"{what}: this {role} ({me[0]}) cannot join, "
+                                   + _below_minimum(own, role, bonded, minimum, spec))
+                    continue
+            if idle:
+                names = ", ".join(idle[:NAMED_AT_MOST]) + (f" and {len(idle) - NAMED_AT_MOST} more"
+                                                         if len(idle) > NAMED_AT_MOST else "")
+                how = f"bonded but not joined: {names} ({role} run)"
+            else:
+                how = f"no other {role} has the minimum bonded: {how}"
+        missing.append(f"{what} ({how})")
     if missing:
         return f"{text} — the epoch cannot start without {' and '.join(missing)}"
     return (f"{text} — minimums met; the phase closes at height {info.phase_deadline} or when every eligible "
             "member joined")
+
+
+def _below_minimum(own: Member | None, role: str, bonded: int, minimum: int, spec: RunSpec) -> str:
+    denom = spec.economics.denom
+
+    def amount(value: int) -> str:
+        shown, base = display(value, denom), base_units(value, denom)
+        return shown if shown == base else f"{shown} ({base})"
+
+    lack = minimum - bonded
+    endpoint = f" --endpoint {own.endpoint}" if own is not None and own.role == role else ""
+    return (f"it has {amount(bonded)} bonded, below the {role} minimum of {amount(minimum)} — bond "
+            f"{amount(lack)} more: veriloco {role} bond {display(lack, denom)}{endpoint}")
 
 
 class PhaseWatch:
@@ -83,17 +136,22 @@ class PhaseWatch:
         spec: the run spec (the join phase's minimums).
         name: the daemon's name, first on each line.
         every: seconds between two "waiting" lines.
+        me: the daemon's own (address, role), so a join line can say when the member missing is
+            the daemon itself (see :func:`join_wait`).
     """
 
-    def __init__(self, spec: RunSpec, name: str, every: float = WAIT_REPORT_S) -> None:
+    def __init__(self, spec: RunSpec, name: str, every: float = WAIT_REPORT_S,
+                 me: tuple[str, str] | None = None) -> None:
         self.spec = spec
         self.name = name
+        self.me = me
         self.every = every
         self._phase: tuple[int, str] | None = None
         self._since = self._said = time.monotonic()
 
     def observe(self, seen: ParticipantStatus | EpochInfo, epoch: Callable[[int], EpochInfo] | None = None,
-                height: Callable[[], int] | None = None) -> str | None:
+                height: Callable[[], int] | None = None,
+                members: Callable[[], list[Member]] | None = None) -> str | None:
         """Log ``seen``'s phase if it is new, or a waiting line if one is due; return what was logged.
 
         Args:
@@ -102,6 +160,8 @@ class PhaseWatch:
                 members (when ``seen`` is not already the whole epoch); None: no counts.
             height: reads the chain's height, called only for a due waiting line that says how
                 far the deadline is; None: the line leaves the height out.
+            members: reads the bonded members, called only for a due join line whose minimums are
+                not met (to name who is missing); None: the line gives counts.
         """
         now = time.monotonic()
         key = (seen.epoch, seen.phase)
@@ -115,7 +175,10 @@ class PhaseWatch:
             if seen.phase in ("join", "train"):
                 info = seen if isinstance(seen, EpochInfo) else self._read(epoch, seen.epoch)
             if info is not None and seen.phase == "join":
-                line = f"{waited}: {join_wait(info, self.spec)}"
+                phases = self.spec.phases
+                short = len(info.hosts) < phases.min_hosts or len(info.validators) < phases.min_validators
+                bonded = self._read(members) if short else None
+                line = f"{waited}: {join_wait(info, self.spec, bonded, self.me)}"
             elif info is not None:
                 line = f"{waited}: {len(info.committed)} of {len(info.hosts)} hosts committed"
             else:
@@ -161,8 +224,8 @@ class MembershipCache:
                  max_entries: int = 4096, lookups_per_s: float = 20.0) -> None:
         self._ledger = ledger
         if min_stakes is None:
-            econ = ledger.spec().economics
-            min_stakes = {"host": int(econ.min_host_stake), "validator": int(econ.min_validator_stake)}
+            spec = ledger.spec()
+            min_stakes = {role: role_minimum(spec, role) for role in ("host", "validator")}
         self._min = {role: max(1, stake) for role, stake in min_stakes.items()}
         self._ttl = ttl
         self._max = max_entries
@@ -265,7 +328,7 @@ class Daemon:
         self.max_epochs = max_epochs
         self._stop = threading.Event()
         self._traced: dict[str, float] = {}
-        self.watch = PhaseWatch(node.spec, node.name)
+        self.watch = PhaseWatch(node.spec, node.name, me=(node.address, node.role))
 
     def stop(self, *_: object) -> None:
         self._stop.set()
@@ -286,7 +349,7 @@ class Daemon:
                 log.info("%s reached epoch %d; stopping", self.node.name, self.max_epochs)
                 self.stop()
                 return False
-            self.watch.observe(status, epoch=self.ledger.epoch, height=self.ledger.height)
+            self.watch.observe(status, epoch=self.ledger.epoch, height=self.ledger.height, members=self.ledger.members)
             return self.node.act_on(status)
         except LedgerError as exc:
             # The node is down or slow: keep going; the chain holds the truth.

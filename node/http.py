@@ -28,11 +28,14 @@ Client (:class:`SafeClient`):
 
 Server (:func:`server_config`, :class:`GuardedH11Protocol`, :func:`body_limit`): uvicorn/h11's own
 settings where they exist (``timeout_keep_alive``, ``limit_concurrency``,
-``h11_max_incomplete_event_size``), plus a header timeout (a connection that has not sent a
-complete request within ``header_timeout_s`` is closed), a connection cap that evicts the oldest
-connection still waiting for its request head (so a half-open flood cannot lock honest readers
-out), request bodies refused before reading when declared too large or chunked, and a bounded
-read of what remains.
+``h11_max_incomplete_event_size``), plus a deadline on every stage of a connection's life (its
+request head within ``header_timeout_s``, its whole request body within ``body_timeout_s`` of the
+head, a response its reader stopped reading closed after ``response_stall_s``), a connection cap
+that evicts a waiting connection (a head or a body still to come, or a stalled reader) of the peer
+address holding the most of them, so a flood of half-open or slow-body connections cannot lock
+honest readers out, request bodies refused before reading when declared too large, chunked, or
+refused by the server's admission check (unsigned, not a member), and a bounded read of what
+remains.
 
 Endpoints a reader dials are checked first by :func:`protocol.rules.endpoints.check_endpoint`.
 """
@@ -48,6 +51,7 @@ import re
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -400,17 +404,26 @@ def resumed_body(attempt: Callable[[], Body], deadline: float, first_wait: float
 
 @dataclass(frozen=True)
 class ServerLimits:
-    """What one server admits.
+    """What one server admits. Every stage of a connection's life is bounded: its request head
+    (``header_timeout_s``), its request body as a whole (``body_timeout_s``, from the end of the
+    head: not per read, so a body dripped a byte at a time is cut there too), and a response the
+    peer stops reading (``stall_s`` under the cap, ``response_stall_s`` always).
 
     Args:
-        max_connections: open connections at most; beyond it the oldest connection still waiting
-            for its request head is closed (or the new one, when every connection is busy).
+        max_connections: open connections at most; beyond it one connection that is waiting (for
+            its request head, in the middle of its request body, or on a reader that stopped
+            reading its answer for ``stall_s``) is closed — from the peer address holding the
+            most of them, a body first, then the oldest — or the new one, when every connection
+            is busy working for a reader.
         header_timeout_s: a connection must complete its request head within this (and again
             after each answer, on keep-alive).
         keep_alive_s: idle keep-alive connections are closed after this (uvicorn's own setting).
-        body_timeout_s: the longest read of a request body.
+        body_timeout_s: a request body must arrive whole within this of the end of its head
+            (408; the connection is closed :data:`BODY_GRACE_S` later if the app did not answer).
         max_header_bytes: largest request head (h11's ``max_incomplete_event_size``).
         max_body_bytes: largest request body; larger declared ones are refused before reading.
+        stall_s: a response whose peer has not read for this long may be closed to make room.
+        response_stall_s: a response whose peer has not read for this long is closed.
     """
 
     max_connections: int = 256
@@ -419,47 +432,100 @@ class ServerLimits:
     body_timeout_s: float = 5.0
     max_header_bytes: int = 16 * 1024
     max_body_bytes: int = 1024
+    stall_s: float = 5.0
+    response_stall_s: float = 60.0
 
+
+BODY_GRACE_S = 1.0
+"""How long past ``body_timeout_s`` the protocol waits for the app's 408 before closing a
+connection whose body is still incomplete."""
 
 # uvicorn's H11Protocol is an internal class, not a public API: GuardedH11Protocol overrides these
 # of its methods (with their parameters) and reads these of its attributes (and the cycle's
-# ``response_complete``). pyproject.toml pins uvicorn to the version this was checked against, and
-# tests/node/test_http_layer.py fails, naming what is missing, if the installed uvicorn lacks any.
+# ``response_complete`` and ``more_body``). pyproject.toml pins uvicorn to the version this was
+# checked against, and tests/node/test_http_layer.py fails, naming what is missing, if the
+# installed uvicorn lacks any.
 H11_OVERRIDDEN: dict[str, tuple[str, ...]] = {
     "connection_made": ("self", "transport"),
     "data_received": ("self", "data"),
     "on_response_complete": ("self",),
     "connection_lost": ("self", "exc"),
+    "pause_writing": ("self",),
+    "resume_writing": ("self",),
 }
 H11_ATTRIBUTES_READ = ("loop", "connections", "transport", "client", "cycle")
+GUARD_ATTRIBUTES = ("_since", "_timer", "_stage", "_paused_at", "limits", "evicted")
+"""The attributes GuardedH11Protocol sets for itself (uvicorn's instances must not have them)."""
+
+# Which waiting connection goes first under the cap, among those of one peer address: a request
+# body (an honest reader's arrives with its head), then a connection waiting for a head, then a
+# response its reader stopped reading.
+_EVICTION_ORDER = {"body": 0, "head": 1, "stalled": 2}
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a header timeout and an evicting connection cap.
+    """uvicorn's h11 protocol with a deadline on every stage of a connection and an evicting
+    connection cap (:class:`ServerLimits`).
+
+    A connection is in one stage at a time (:meth:`stage`): ``head`` (waiting for a request head,
+    the first or the next), ``body`` (its head is in, its body is not), ``response`` (the app
+    works or its answer flows) or ``stalled`` (the peer stopped reading the answer). Each stage
+    but ``response`` has a deadline, counted from when the stage began, and all but ``response``
+    may be evicted under the cap.
 
     Configured by :func:`server_config` (the class attribute ``limits`` of a subclass). Built on
     uvicorn's internals (:data:`H11_OVERRIDDEN`, :data:`H11_ATTRIBUTES_READ`), hence uvicorn's exact pin.
     """
 
     limits: ServerLimits = ServerLimits()
-    evicted = 0  # connections closed for the cap or the header timeout (all servers; for tests)
+    evicted = 0  # connections closed for the cap or a deadline (all servers; for tests)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._timer: asyncio.TimerHandle | None = None
+        self._stage: tuple[str, object] | None = None
+        self._paused_at: float | None = None
         self._since = self.loop.time()
-        self._head_timer: asyncio.TimerHandle | None = None
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections:
-            waiting = [c for c in self.connections
-                       if isinstance(c, GuardedH11Protocol) and c is not self and c.waiting_for_head()]
-            victim = min(waiting, key=lambda c: c._since) if waiting else self
-            victim.drop("connection cap")
-            if victim is self:
-                return
-        self._arm()
+        # Connections closed meanwhile stay in ``connections`` until the loop's next turn: a
+        # burst must not count them, nor pick one again as its victim.
+        others = [c for c in self.connections if c is not self and not c.transport.is_closing()]
+        if len(others) >= self.limits.max_connections and not self._make_room(others):
+            self.drop("connection cap")
+            return
+        self._track()
+
+    def stage(self) -> str:
+        """``head``, ``body``, ``response`` or ``stalled`` (see the class docstring)."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            return "head"
+        if cycle.more_body:
+            return "body"
+        return "response" if self._paused_at is None else "stalled"
 
     def waiting_for_head(self) -> bool:
         """No request in progress: the connection is waiting for a (next) request head."""
-        return self.cycle is None or self.cycle.response_complete
+        return self.stage() == "head"
+
+    def evictable(self, now: float) -> bool:
+        stage = self.stage()
+        if stage == "stalled":
+            return self._paused_at is not None and now - self._paused_at >= self.limits.stall_s
+        return stage in _EVICTION_ORDER
+
+    def peer(self) -> str:
+        return str(self.client[0]) if self.client else ""
+
+    def _make_room(self, others: list[Any]) -> bool:
+        """Close one evictable connection of ``others``; False when there is none."""
+        now = self.loop.time()
+        waiting = [c for c in others if isinstance(c, GuardedH11Protocol) and c.evictable(now)]
+        if not waiting:
+            return False
+        per_peer = Counter(c.peer() for c in waiting)
+        victim = min(waiting, key=lambda c: (-per_peer[c.peer()], _EVICTION_ORDER[c.stage()], c._since))
+        victim.drop(f"connection cap ({victim.stage()})")
+        return True
 
     def drop(self, why: str) -> None:
         GuardedH11Protocol.evicted += 1
@@ -468,31 +534,52 @@ class GuardedH11Protocol(H11Protocol):
         if not self.transport.is_closing():
             self.transport.close()
 
-    def _arm(self) -> None:
+    def _track(self) -> None:
+        """Start the deadline of the stage the connection is in, if it just entered it (a new
+        request, even pipelined, is a new stage)."""
+        if self.transport.is_closing():
+            self._disarm()
+            return
+        stage = (self.stage(), self.cycle)
+        if self._stage is not None and stage[0] == self._stage[0] and stage[1] is self._stage[1]:
+            return
+        self._stage, self._since = stage, self.loop.time()
+        lim = self.limits
+        delay = {"head": lim.header_timeout_s, "body": lim.body_timeout_s + BODY_GRACE_S,
+                 "stalled": lim.response_stall_s}.get(stage[0])
         self._disarm()
-        self._head_timer = self.loop.call_later(self.limits.header_timeout_s, self._head_deadline)
+        if delay is not None:
+            self._timer = self.loop.call_later(delay, self._deadline, stage)
 
     def _disarm(self) -> None:
-        timer = getattr(self, "_head_timer", None)
+        timer = getattr(self, "_timer", None)
         if timer is not None:
             timer.cancel()
-            self._head_timer = None
+            self._timer = None
 
-    def _head_deadline(self) -> None:
-        self._head_timer = None
-        if self.waiting_for_head():
-            self.drop("no complete request head in time")
+    def _deadline(self, stage: tuple[str, object]) -> None:
+        self._timer = None
+        if self._stage is stage:
+            self.drop(f"{stage[0]} deadline")
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if not self.waiting_for_head():
-            self._disarm()
+        self._track()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
-            self._since = self.loop.time()
-            self._arm()
+        self._paused_at = None
+        self._track()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._paused_at = self.loop.time()
+        self._track()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._paused_at = None
+        self._track()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -502,16 +589,19 @@ class GuardedH11Protocol(H11Protocol):
 Rejecter = Callable[[str, str], None]
 """(reason, detail) -> None: where a server records what it refused."""
 
+Admission = Callable[[dict[str, Any]], "tuple[int, str, str] | None"]
+"""ASGI scope -> None to read the request's body, or (status, reason, detail) to refuse it unread."""
+
 
 def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = None,
-                  on_reject: Rejecter | None = None) -> uvicorn.Config:
+                  on_reject: Rejecter | None = None, admit: Admission | None = None) -> uvicorn.Config:
     """A uvicorn configuration with every bound of ``limits`` (see :class:`ServerLimits`);
-    ``on_reject`` is told of every body refused."""
+    ``on_reject`` is told of every body refused; ``admit`` is asked before a body is read."""
     lim = limits or ServerLimits()
     protocol = type("GuardedH11", (GuardedH11Protocol,), {"limits": lim})
     return uvicorn.Config(
-        body_limit(app, lim, on_reject), host=host, port=port, http=protocol, log_level="warning", access_log=False,
-        timeout_keep_alive=lim.keep_alive_s,
+        body_limit(app, lim, on_reject, admit), host=host, port=port, http=protocol, log_level="warning",
+        access_log=False, timeout_keep_alive=lim.keep_alive_s,
         # Connections are capped by the protocol, which evicts idle ones. uvicorn's own
         # limit_concurrency counts connections too (closing ones included) and would answer 503 to
         # an honest request while evicted flood connections wind down: it only bounds a runaway.
@@ -520,13 +610,15 @@ def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = 
         backlog=lim.max_connections, timeout_graceful_shutdown=2)
 
 
-def body_limit(app: Any, limits: ServerLimits, on_reject: Rejecter | None = None) -> Any:
-    """ASGI middleware: refuse a request body declared larger than the limit, or chunked, before
-    reading it; read what remains with a bound on bytes and time (413 / 411 / 408 otherwise)."""
+def body_limit(app: Any, limits: ServerLimits, on_reject: Rejecter | None = None,
+               admit: Admission | None = None) -> Any:
+    """ASGI middleware: refuse a request body declared larger than the limit, or chunked, or one
+    that ``admit`` refuses (an unsigned or non-member request), before reading it; read what
+    remains within ``body_timeout_s`` for the whole body (413 / 411 / 408 otherwise)."""
 
-    async def send_error(send: Any, status: int, detail: str) -> None:
+    async def send_error(send: Any, status: int, detail: str, reason: str | None = None) -> None:
         if on_reject is not None:
-            on_reject("oversized" if status == 413 else "body", detail)
+            on_reject(reason or ("oversized" if status == 413 else "body"), detail)
         body = json.dumps({"detail": detail}).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
@@ -545,11 +637,17 @@ def body_limit(app: Any, limits: ServerLimits, on_reject: Rejecter | None = None
         if declared is not None and (not declared.isdigit() or int(declared) > limits.max_body_bytes):
             await send_error(send, 413, f"request body larger than {limits.max_body_bytes} bytes")
             return
-        body = b""
         more = declared is not None and int(declared) > 0
+        refusal = admit(scope) if more and admit is not None else None
+        if refusal is not None:
+            await send_error(send, refusal[0], refusal[2], refusal[1])
+            return
+        body = b""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + limits.body_timeout_s  # for the whole body, not each read
         try:
             while more:
-                message = await asyncio.wait_for(receive(), limits.body_timeout_s)
+                message = await asyncio.wait_for(receive(), max(0.0, end - loop.time()))
                 if message["type"] != "http.request":
                     return
                 body += message.get("body", b"")

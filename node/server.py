@@ -9,9 +9,13 @@ cache). Rejections get a one-line JSON error (4xx, never a traceback) and are co
 :class:`ServerStats`; the log gets a rate-limited summary (each rejection at debug level), so an
 attacked server's log stays small. Checkpoints, Δs and models that are files on disk
 (:meth:`~trainer.artifacts.ArtifactSource.file`) are streamed from the file in chunks. Requests
-carry no body; one declared larger than :data:`MAX_REQUEST_BYTES` (or chunked) is refused before it
-is read (``node.http.body_limit``). Connections, request heads and keep-alive are bounded by
-``node.http`` (:class:`ServerThread` runs uvicorn with :func:`node.http.server_config`).
+carry no body; one declared larger than :data:`MAX_REQUEST_BYTES` (or chunked), or whose head is
+unsigned or claims a non-member, is refused before it is read (``node.http.body_limit`` with the
+app's ``admit``). One member has at most :data:`MAX_REQUESTS_PER_MEMBER` requests in progress at
+once (:class:`MemberSlots`), and its nonces are its own (``protocol.auth.NonceCache``), so a member
+flooding hurts only itself. Connections, request heads and bodies, stalled answers and keep-alive
+are bounded by ``node.http`` (:class:`ServerThread` runs uvicorn with
+:func:`node.http.server_config`).
 
 The client peers read it with is :class:`node.http_client.HttpArtifacts`.
 
@@ -34,17 +38,17 @@ import resource
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 import uvicorn
 from fastapi import Depends, FastAPI, HTTPException, Path, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from pydantic import BaseModel
 
-from node.http import RateLimitedLog, ServerLimits, server_config
-from protocol.auth import AuthError, NonceCache, request_nonce, verify_request
+from node.http import Admission, RateLimitedLog, ServerLimits, server_config
+from protocol.auth import AuthError, NonceCache, claimed_signer, request_nonce, request_timestamp, verify_request
 from protocol.keys import DEFAULT_PREFIX
 from protocol.rules.hashing import HEX_DIGEST_PATTERN
 from protocol.rules.limits import MAX_SEGMENTS
@@ -55,6 +59,10 @@ from trainer.artifacts import ArtifactSource, ArtifactUnavailable, BlobKind
 log = logging.getLogger("veriloco.server")
 
 MAX_REQUEST_BYTES = 1024
+MAX_REQUESTS_PER_MEMBER = 8
+"""Requests of one signed member a server works on at once (answers still flowing included); more
+are answered 429 at once, so a member cannot hold the server's workers or connections for itself."""
+_SLOT = "veriloco.member"  # the ASGI scope key under which a request holds its member's slot
 
 Epoch = Annotated[int, Path(ge=0, le=COUNT_MAX)]
 Leaf = Annotated[int, Path(ge=0, le=MAX_SEGMENTS)]
@@ -85,9 +93,55 @@ class ServerStats:
         self._log.event(reason, detail)
 
 
+class MemberSlots:
+    """Requests in progress per signed member, at most ``limit`` each: a request takes a slot once
+    its signer is known (:meth:`take`) and gives it back when its answer is over, sent or
+    abandoned (:meth:`middleware`, around the whole app)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._busy: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def busy(self, address: str) -> int:
+        with self._lock:
+            return self._busy[address]
+
+    def take(self, scope: MutableMapping[str, Any], address: str) -> bool:
+        """Take a slot of ``address`` for the request of ``scope``; False when it has none left."""
+        with self._lock:
+            if scope.get(_SLOT) == address:
+                return True
+            if self._busy[address] >= self.limit:
+                return False
+            self._busy[address] += 1
+            scope[_SLOT] = address
+            return True
+
+    def give_back(self, scope: MutableMapping[str, Any]) -> None:
+        address = scope.pop(_SLOT, None)
+        if isinstance(address, str):
+            with self._lock:
+                self._busy[address] -= 1
+                if self._busy[address] <= 0:
+                    del self._busy[address]
+
+    def middleware(self, app: Any) -> Any:
+        """An ASGI middleware giving back a request's slot when the app is done with it."""
+
+        async def released(scope: dict[str, object], receive: Any, send: Any) -> None:
+            try:
+                await app(scope, receive, send)
+            finally:
+                self.give_back(scope)
+
+        return released
+
+
 def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callable[[str], bool],
                prefix: str = DEFAULT_PREFIX, max_skew: int = 60,
-               source_for: Callable[[str], ArtifactSource] | None = None) -> FastAPI:
+               source_for: Callable[[str], ArtifactSource] | None = None,
+               max_requests_per_member: int = MAX_REQUESTS_PER_MEMBER) -> FastAPI:
     """The artifact server of one host.
 
     Args:
@@ -99,12 +153,34 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
         authorize: whether an address may read (a bonded participant of the run).
         prefix: the chain's bech32 prefix.
         max_skew: accepted clock difference in seconds.
+        max_requests_per_member: requests of one member worked on at once; more get 429.
+
+    The app's ``state`` holds ``stats`` (:class:`ServerStats`), ``slots`` (:class:`MemberSlots`)
+    and ``admit``, the check :class:`ServerThread` runs before reading any request body
+    (``node.http.body_limit``): the signature headers as far as they go without the body, and the
+    claimed signer's membership, so an unsigned or non-member body is refused unread.
     """
     app = FastAPI(title="veriloco artifact server", version="1",
                   description="Checkpoints, Merkle proofs, pseudo-gradients and global states of one host.")
     stats = ServerStats()
     nonces = NonceCache(window_s=2 * max_skew)
+    slots = MemberSlots(max_requests_per_member)
     app.state.stats = stats
+    app.state.slots = slots
+    app.add_middleware(_Released, slots=slots)
+
+    def admit(scope: dict[str, Any]) -> tuple[int, str, str] | None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        path = str(scope.get("path", ""))[:100]
+        try:
+            address = claimed_signer(headers, max_skew=max_skew, prefix=prefix).address
+        except Exception as exc:  # noqa: BLE001 (AuthError, or anything a malformed header provokes)
+            return 401, "auth", f"{path}: {exc if isinstance(exc, AuthError) else 'malformed signature headers'}"
+        if not authorize(address):
+            return 403, "not_member", f"{path}: {address} is not a bonded participant"
+        return None
+
+    app.state.admit = admit
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -128,8 +204,12 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
         if not authorize(address):
             stats.reject("not_member", f"{path[:100]}: {address} is not a bonded participant")
             raise HTTPException(403, f"{address} is not a bonded participant of this run")
+        if not slots.take(request.scope, address):
+            stats.reject("busy", f"{path[:100]}: {address} has {slots.limit} requests in progress")
+            raise HTTPException(429, f"{slots.limit} requests of {address} are in progress; try again")
         try:
-            nonces.check_and_add(address, request_nonce(request.headers), time.time())
+            nonces.check_and_add(address, request_nonce(request.headers), time.time(),
+                                 request_timestamp(request.headers))
         except AuthError as exc:
             stats.reject("replay", f"{path[:100]}: {address}: {exc}")
             raise HTTPException(429 if "too many" in str(exc) else 401, str(exc)) from None
@@ -206,6 +286,16 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     return app
 
 
+class _Released:
+    """Starlette middleware form of :meth:`MemberSlots.middleware`."""
+
+    def __init__(self, app: Any, slots: MemberSlots) -> None:
+        self._app = slots.middleware(app)
+
+    async def __call__(self, scope: dict[str, object], receive: Any, send: Any) -> None:
+        await self._app(scope, receive, send)
+
+
 class ServerThread:
     """Run an ASGI app with uvicorn in a background thread (a daemon serves while it trains), with
     every bound of ``node.http`` (connections, request heads, keep-alive, bodies).
@@ -220,9 +310,11 @@ class ServerThread:
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0,
                  limits: ServerLimits | None = None) -> None:
         self.limits = limits or ServerLimits(max_body_bytes=MAX_REQUEST_BYTES)
-        stats = getattr(getattr(app, "state", None), "stats", None)
+        state = getattr(app, "state", None)
+        stats = getattr(state, "stats", None)
+        admit: Admission | None = getattr(state, "admit", None)
         self._config = server_config(app, host, port, self.limits,
-                                     on_reject=stats.reject if isinstance(stats, ServerStats) else None)
+                                     on_reject=stats.reject if isinstance(stats, ServerStats) else None, admit=admit)
         self._server = uvicorn.Server(self._config)
         self._thread = threading.Thread(target=self._server.run, name="artifact-server", daemon=True)
         self.host = host

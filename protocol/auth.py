@@ -25,6 +25,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from protocol.errors import VerilocoError
 from protocol.keys import DEFAULT_PREFIX, PUBKEY_HEX_PATTERN, KeyFormatError, PrivateKey, PublicKey, decode_address
@@ -83,58 +84,102 @@ def sign_request(key: PrivateKey, method: str, path: str, run_id: str, body: byt
 
 
 class NonceCache:
-    """(address, nonce) pairs seen within the skew window, bounded so a flood cannot exhaust memory
-    nor push out a live nonce (which would let a captured request be replayed).
+    """(address, nonce) pairs seen within the skew window, one cache per member, bounded so a
+    flood cannot exhaust memory, push out a live nonce (which would let a captured request be
+    replayed), nor lock out the other members.
 
-    Only members' nonces are recorded (the server records after checking membership). Entries
-    leave only by expiring; when ``max_entries`` live entries are held, or one address holds
-    ``per_address`` of them, new requests (of that address) are refused until some expire.
+    Only members' nonces are recorded (the server records after checking membership). An entry
+    leaves by expiring after ``window_s``, or — when ``max_entries`` live entries are held in all —
+    by eviction: the oldest nonce of the member holding the most goes, and that member's requests
+    signed at or before its timestamp are refused from then on (429), so the forgotten nonce
+    cannot be replayed and the flood costs only the member who holds the most. One member holding
+    ``per_address`` live entries has its new requests refused (429) until some expire: a flood by
+    one member hurts that member only, whatever the others do.
 
     Args:
         window_s: how long a nonce is remembered (at least the accepted clock skew, both ways).
-        max_entries: live entries at most.
-        per_address: live entries of one address at most (one member cannot starve the others).
+        max_entries: live entries at most, all members together.
+        per_address: live entries of one member at most.
     """
 
     def __init__(self, window_s: int = 2 * MAX_SKEW_S, max_entries: int = 65_536, per_address: int = 8_192) -> None:
         self._window = window_s
         self._max = max_entries
         self._per_address = per_address
-        self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self._count: dict[str, int] = {}
+        self._seen: OrderedDict[tuple[str, str], float] = OrderedDict()  # (address, nonce) -> recorded at
+        self._members: dict[str, OrderedDict[str, int]] = {}  # address -> nonce -> signed timestamp
+        self._floors: dict[str, int] = {}  # address -> latest signed timestamp of a nonce evicted
+        self.evicted = 0
 
     def __len__(self) -> int:
         return len(self._seen)
 
-    def check_and_add(self, address: str, nonce: str, now: float) -> None:
-        """Record a nonce; raise :class:`AuthError` if it was already used or the cache is full."""
+    def held(self, address: str) -> int:
+        """Live entries of ``address``."""
+        return len(self._members.get(address, ()))
+
+    def check_and_add(self, address: str, nonce: str, now: float, signed_at: int | None = None) -> None:
+        """Record a nonce; raise :class:`AuthError` if it was already used, or the member holds its
+        quota, or it was signed no later than a nonce of this member that had to be evicted.
+
+        Args:
+            address, nonce: the request's signer and nonce.
+            now: the server's clock (unix seconds).
+            signed_at: the request's signed timestamp (default: ``now``).
+        """
         while self._seen and next(iter(self._seen.values())) < now - self._window:
-            (old, _), _ = self._seen.popitem(last=False)
-            self._count[old] -= 1
-            if not self._count[old]:
-                del self._count[old]
-        if (address, nonce) in self._seen:
+            (old, old_nonce), _ = self._seen.popitem(last=False)
+            self._forget(old, old_nonce)
+        stamp = int(now) if signed_at is None else signed_at
+        floor = self._floors.get(address)
+        if floor is not None and floor < now - self._window:
+            del self._floors[address]
+        elif floor is not None and stamp <= floor:
+            raise AuthError("too many requests: sign again (this member's older nonces were forgotten)")
+        mine = self._members.get(address)
+        if mine is not None and nonce in mine:
             raise AuthError("replayed request: this nonce was already used")
-        if len(self._seen) >= self._max or self._count.get(address, 0) >= self._per_address:
+        if mine is not None and len(mine) >= self._per_address:
             raise AuthError("too many requests: try again in a minute")
+        if len(self._seen) >= self._max:
+            self._evict(now)
         self._seen[(address, nonce)] = now
-        self._count[address] = self._count.get(address, 0) + 1
+        self._members.setdefault(address, OrderedDict())[nonce] = stamp
+
+    def _forget(self, address: str, nonce: str) -> int:
+        mine = self._members[address]
+        stamp = mine.pop(nonce)
+        if not mine:
+            del self._members[address]
+        return stamp
+
+    def _evict(self, now: float) -> None:
+        heaviest = max(self._members, key=lambda a: len(self._members[a]))
+        nonce = next(iter(self._members[heaviest]))
+        del self._seen[(heaviest, nonce)]
+        stamp = self._forget(heaviest, nonce)
+        self._floors[heaviest] = max(stamp, self._floors.get(heaviest, stamp))
+        self.evicted += 1
+        if len(self._floors) > 1024:  # floors of members that stopped asking: drop the expired
+            self._floors = {a: f for a, f in self._floors.items() if f >= now - self._window}
 
 
-def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: str, body: bytes,
-                   nonces: NonceCache | None, now: float | None = None, max_skew: int = MAX_SKEW_S,
-                   prefix: str = DEFAULT_PREFIX) -> str:
-    """Check a request's signature headers; return the requester's address.
+class Claim(NamedTuple):
+    """What a request's signature headers claim, checked as far as can be without its body
+    (:func:`claimed_signer`)."""
 
-    Args:
-        headers: the request headers (case-insensitive mapping, or lowercase keys).
-        method, path, run_id, body: what the server received.
-        nonces: the server's replay cache; None leaves the nonce to the caller, which records it
-            (:meth:`NonceCache.check_and_add` with :func:`request_nonce`) only once it knows the
-            signer is a member, so outsiders cannot fill the cache.
-        now: the server's clock.
-        max_skew: accepted clock difference in seconds.
-        prefix: bech32 prefix of the chain.
+    address: str
+    pubkey: PublicKey
+    nonce: str
+    timestamp: int
+    signature: bytes
+
+
+def claimed_signer(headers: Mapping[str, str], now: float | None = None, max_skew: int = MAX_SKEW_S,
+                   prefix: str = DEFAULT_PREFIX) -> Claim:
+    """Check everything of a request's signature headers but the signature (which covers the
+    body): present and well-formed, fresh, and a public key that derives the claimed address. A
+    server asks this before reading a body, so an unsigned request costs it no body.
 
     Raises:
         AuthError: with a one-line reason.
@@ -165,13 +210,43 @@ def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: s
         pubkey = PublicKey.for_address(bytes.fromhex(pubkey_hex), address)
     except KeyFormatError:
         raise AuthError("the public key does not belong to the claimed address") from None
-    if not pubkey.verify(request_digest(method, path, run_id, timestamp, nonce, body), bytes.fromhex(signature)):
+    return Claim(address, pubkey, nonce, timestamp, bytes.fromhex(signature))
+
+
+def verify_request(headers: Mapping[str, str], method: str, path: str, run_id: str, body: bytes,
+                   nonces: NonceCache | None, now: float | None = None, max_skew: int = MAX_SKEW_S,
+                   prefix: str = DEFAULT_PREFIX) -> str:
+    """Check a request's signature headers; return the requester's address.
+
+    Args:
+        headers: the request headers (case-insensitive mapping, or lowercase keys).
+        method, path, run_id, body: what the server received.
+        nonces: the server's replay cache; None leaves the nonce to the caller, which records it
+            (:meth:`NonceCache.check_and_add` with :func:`request_nonce` and
+            :func:`request_timestamp`) only once it knows the signer is a member, so outsiders
+            cannot fill the cache.
+        now: the server's clock.
+        max_skew: accepted clock difference in seconds.
+        prefix: bech32 prefix of the chain.
+
+    Raises:
+        AuthError: with a one-line reason.
+    """
+    now = time.time() if now is None else now
+    claim = claimed_signer(headers, now, max_skew, prefix)
+    digest = request_digest(method, path, run_id, claim.timestamp, claim.nonce, body)
+    if not claim.pubkey.verify(digest, claim.signature):
         raise AuthError("bad signature")
     if nonces is not None:
-        nonces.check_and_add(address, nonce, now)
-    return address
+        nonces.check_and_add(claim.address, claim.nonce, now, claim.timestamp)
+    return claim.address
 
 
 def request_nonce(headers: Mapping[str, str]) -> str:
     """The nonce header of a request :func:`verify_request` accepted."""
     return headers[HEADER_NONCE]
+
+
+def request_timestamp(headers: Mapping[str, str]) -> int:
+    """The signed timestamp of a request :func:`verify_request` accepted."""
+    return int(headers[HEADER_TIMESTAMP])

@@ -118,3 +118,68 @@ def half_open(port: int, count: int, send: bytes = b"") -> list[socket.socket]:
             s.sendall(send)
         socks.append(s)
     return socks
+
+
+SLOW_BODY_HEAD = b"GET /v1/epochs/0/delta HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n"
+
+
+class SlowBodies:
+    """``count`` connections that each send a complete request head (``head``: its lines up to the
+    blank one, which is added) declaring a 1,000-byte body, then one body byte every ``every_s``
+    (issue 29's slow-body flood). With ``reconnect``, a connection the server closes is opened again
+    at the next drip, so the flood keeps its size. Bounded: it stops after ``max_s`` seconds, or
+    at :meth:`close`.
+    """
+
+    def __init__(self, port: int, count: int, head: bytes = SLOW_BODY_HEAD, every_s: float = 3.0,
+                 reconnect: bool = False, max_s: float = 600.0) -> None:
+        self.port, self.head, self.every, self.reconnect = port, head + b"\r\n", every_s, reconnect
+        self.socks: list[socket.socket | None] = [self._open() for _ in range(count)]
+        self.opened = count
+        self._end = time.monotonic() + max_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._drip, daemon=True)
+        self._thread.start()
+
+    def _open(self) -> socket.socket | None:
+        try:
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+            s.sendall(self.head)
+            s.setblocking(False)
+            return s
+        except OSError:
+            return None
+
+    @property
+    def alive(self) -> int:
+        return sum(s is not None for s in self.socks)
+
+    def _drip(self) -> None:
+        while not self._stop.wait(self.every) and time.monotonic() < self._end:
+            for i, s in enumerate(self.socks):
+                if s is not None and _still_open(s):
+                    with contextlib.suppress(OSError):
+                        s.send(b"x")
+                    continue
+                if s is not None:
+                    s.close()
+                self.socks[i] = self._open() if self.reconnect else None
+                self.opened += self.reconnect
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        for s in self.socks:
+            if s is not None:
+                s.close()
+
+
+def _still_open(s: socket.socket) -> bool:
+    """Whether the server has neither closed nor answered a non-blocking connection."""
+    try:
+        s.recv(1, socket.MSG_PEEK)  # an answer (a refusal) or the end: this connection is over
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False

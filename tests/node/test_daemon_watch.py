@@ -17,7 +17,7 @@ from node.daemon import Daemon, PhaseWatch, join_wait
 from node.validator import ValidatorNode
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
-from protocol.views import EpochInfo, ParticipantStatus
+from protocol.views import EpochInfo, Member, ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.presets import tiny
 
@@ -40,6 +40,39 @@ def test_join_says_who_is_missing_and_how_to_add_them() -> None:
     text = join_wait(info("join", [], []), two)
     assert "without 2 more hosts (veriloco host bond, then host run) and 2 more validators" in text
     assert "minimums met; the phase closes at height 40" in join_wait(info("join", [ALICE], [VAL]), spec)
+
+
+def bonded(address: str, role: str, stake: int, endpoint: str = "http://127.0.0.1:8101") -> Member:
+    return Member(address=address, role=role, endpoint=endpoint, bonded=str(stake))
+
+
+def test_a_host_slashed_below_its_minimum_is_told_it_is_the_one_missing() -> None:
+    # Issue 29: a host slashed to half its stake was told the epoch needed "1 more host" — itself.
+    spec = tiny()  # min_host_stake 10INJ
+    members = [bonded(ALICE, "host", 5 * 10**18), bonded(VAL, "validator", 5 * 10**18)]
+    text = join_wait(info("join", [], [VAL]), spec, members, me=(ALICE, "host"))
+    assert text == (
+        f"0 of 1 hosts joined, 1 of 1 validators — the epoch cannot start without 1 more host: this host ({ALICE}) "
+        "cannot join, it has 5INJ (5000000000000000000inj) bonded, below the host minimum of 10INJ "
+        "(10000000000000000000inj) — bond 5INJ (5000000000000000000inj) more: "
+        "veriloco host bond 5INJ --endpoint http://127.0.0.1:8101")
+    # Unbonded entirely (or never bonded): the whole minimum, and no endpoint to keep.
+    gone = join_wait(info("join", [], [VAL]), spec, members[1:], me=(ALICE, "host"))
+    assert "it has 0INJ (0inj) bonded" in gone and gone.endswith("veriloco host bond 10INJ")
+    # The validator daemon of the same run is not told about itself: it names who is bonded and idle.
+    other = join_wait(info("join", [], [VAL]), spec, [*members, bonded(BOB, "host", 10**19)], me=(VAL, "validator"))
+    assert other.endswith(f"without 1 more host (bonded but not joined: {BOB} (host run))")
+    # Nobody else has the minimum bonded (the slashed host does not count): how to add a host.
+    assert join_wait(info("join", [], [VAL]), spec, members, me=(VAL, "validator")).endswith(
+        "1 more host (no other host has the minimum bonded: veriloco host bond, then host run)")
+
+
+def test_a_join_line_names_at_most_a_few_idle_members() -> None:
+    spec = tiny().with_changes(phases={"min_hosts": 3, "min_validators": 1})
+    idle = [bonded(PrivateKey(bytes([40 + i]) * 32).address(), "host", 10**19) for i in range(8)]
+    text = join_wait(info("join", [], [VAL]), spec, idle, me=(VAL, "validator"))
+    named = ", ".join(m.address for m in idle[:5])
+    assert text.endswith(f"without 3 more hosts (bonded but not joined: {named} and 3 more (host run))")
 
 
 def test_a_phase_is_logged_once_and_a_long_wait_every_so_often(caplog: pytest.LogCaptureFixture) -> None:
@@ -157,8 +190,9 @@ def test_a_daemon_tick_reads_the_chain_once_for_its_loop(counted) -> None:
 
     backend.reads.clear()
     daemon.watch.every = 0.0
-    assert not daemon.step()  # a "waiting" line is due: the epoch is read for its counts
-    assert backend.reads == {"participant": 1, "height": 1, "epoch": 1}
+    assert not daemon.step()  # a "waiting" line is due: the epoch is read for its counts,
+    # and the members (one page) to name who is missing
+    assert backend.reads == {"participant": 1, "height": 1, "epoch": 1, "members": 1}
 
 
 def test_a_daemon_at_its_last_epoch_stops_before_the_node_acts(counted, caplog) -> None:

@@ -12,14 +12,14 @@ import json
 import tracemalloc
 
 import pytest
-from hostile import RawServer, answer, drip, gzip_bomb, half_open, zeros
+from hostile import SLOW_BODY_HEAD, RawServer, SlowBodies, answer, drip, gzip_bomb, half_open, zeros
 from http_network import HttpNetwork, key
 
 from node.daemon import MembershipCache, http_peers
 from node.global_store import GlobalStore
 from node.http import ServerLimits
 from node.server import ServerThread, create_app
-from protocol.auth import HEADER_ADDRESS
+from protocol.auth import HEADER_ADDRESS, sign_request
 from trainer.artifacts import ArtifactUnavailable
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
@@ -161,6 +161,62 @@ def test_honest_hosts_survive_a_flood_a_restart_and_a_peer_withholding_its_delta
     finally:
         for s in state.get("flood", []):  # type: ignore[union-attr]
             s.close()
+        net.close()
+
+
+def _members_head(signer, spec) -> bytes:
+    """A slow-body head carrying a member's real signature headers (over no body): it passes every
+    check a server can make before the body, the worst case for the server."""
+    signed = sign_request(signer, "GET", "/v1/epochs/0/delta", spec.run_id().hex())
+    return SLOW_BODY_HEAD + "".join(f"{k}: {v}\r\n" for k, v in signed.items()).encode()
+
+
+def test_slow_body_floods_on_a_host_and_on_the_holders_slash_nobody(tmp_path, dataset) -> None:
+    # Issue 29: 160 connections sending a complete head, then a body byte every 3 s, aimed at an
+    # honest host during verify got it judged unavailable and slashed 50 %; the same flood on a
+    # validator's holder server during propose (the only holder of a Δ its host withholds from
+    # peers) got that Δ excluded and the honest validator slashed `wrong`. Here: 160 at host 0
+    # (cap 128) from reveal on, and 300 at each validator's holder server (cap 256) from propose
+    # on, each reconnected as fast as the server closes it.
+    validators = {key(f"validator-{i}").address() for i in range(2)}
+    spec = hostile_spec(3)
+    net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour() for _ in range(3)],
+                      wrap={2: lambda app: _deltas_refused(app, lambda reader: reader not in validators)})
+    head = _members_head(key("host-1"), spec)
+    floods: dict[str, list[SlowBodies]] = {}
+    theta = net.ledger.epoch().model_hash
+
+    def attack(n: HttpNetwork) -> None:
+        phase = n.ledger.epoch().phase
+        if phase in ("reveal", "verify") and "host" not in floods:
+            floods["host"] = [SlowBodies(net.host(0).server.port, 160, head, reconnect=True, max_s=900)]  # type: ignore[union-attr]
+        if phase == "propose" and "holders" not in floods:
+            floods["holders"] = [SlowBodies(m.server.port, 300, head, reconnect=True, max_s=900)  # type: ignore[union-attr]
+                                 for m in net.members[3:]]
+
+    try:
+        tracemalloc.start()
+        report = net.run_epoch(between=attack)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert set(floods) == {"host", "holders"}
+        held = sum(f.alive for fs in floods.values() for f in fs)
+        assert {h.outcome for h in report.hosts} == {"accepted"}
+        assert all(h.slashed == "0" for h in report.hosts) and all(v.slashed == "0" for v in report.validators)
+        # Host 2's Δ came from a flooded holder: nothing was excluded, θ moved, funds are whole.
+        assert all(h.proposal is not None and h.proposal.excluded == [] for h in report.hosts)
+        assert report.agreed and report.next_model_hash and report.next_model_hash != theta
+        assert net.total_funds() == net.initial_funds
+        for node in net.nodes:  # the daemons keep ticking
+            node.tick()
+        opened = sum(f.opened for fs in floods.values() for f in fs)
+        print(f"\nslow bodies: 160 at a host, 300 at each holder ({opened} connections opened, {held} held at "
+              f"the end); nobody slashed; peak Python memory {peak / MiB:.1f} MiB")
+        assert peak < 64 * MiB
+    finally:
+        for fs in floods.values():
+            for f in fs:
+                f.close()
         net.close()
 
 

@@ -15,7 +15,7 @@ import tracemalloc
 
 import httpx
 import pytest
-from hostile import RawServer, answer, drip, gzip_bomb, half_open, zeros
+from hostile import SLOW_BODY_HEAD, RawServer, SlowBodies, answer, drip, gzip_bomb, half_open, zeros
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
@@ -395,6 +395,129 @@ def test_a_keep_alive_connection_must_send_its_next_head_in_time_too() -> None:
         assert GuardedH11Protocol.evicted - before == 1
 
 
+MEMBER_HEAD = SLOW_BODY_HEAD + "".join(
+    f"{k}: {v}\r\n" for k, v in sign_request(READER, "GET", "/v1/epochs/0/delta", SPEC.run_id().hex()).items()
+).encode()  # a member's real headers, signed over no body: only the body gives the request away
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("head", [SLOW_BODY_HEAD, MEMBER_HEAD], ids=["unsigned", "a member's headers"])
+def test_a_slow_body_flood_does_not_lock_an_honest_reader_out(head) -> None:
+    # Issue 29: connections that sent a complete head declaring 1,000 bytes, then a byte every 3 s,
+    # were never evicted: 300 of them served 0 of 4 honest reads. Here the cap is 64 and the flood
+    # 200, reconnected as fast as the server closes it.
+    app = create_app(Static(), SPEC.run_id().hex(), HOST, authorize=lambda a: a == READER.address())
+    limits = ServerLimits(max_connections=64, header_timeout_s=2.0, body_timeout_s=2.0)
+    with ServerThread(app, limits=limits) as thread, Peak() as peak:
+        before = GuardedH11Protocol.evicted
+        flood = SlowBodies(thread.port, 200, head, every_s=0.5, reconnect=True, max_s=60)
+        try:
+            time.sleep(1.0)
+            served = sum(reader(thread.url, budget=5).delta(0) == b"delta-bytes" for _ in range(4))
+        finally:
+            flood.close()
+    assert served == 4
+    rejected = app.state.stats.rejected
+    if head == SLOW_BODY_HEAD:  # refused from its head, before a byte of its body was read
+        assert rejected["auth"] >= 200 and rejected["body"] == 0
+    else:  # admitted by its head: cut by the body deadline, or evicted for an honest reader
+        assert rejected["body"] + GuardedH11Protocol.evicted - before >= 136
+    assert peak.bytes < 32 * MiB
+
+
+def test_a_body_must_arrive_whole_within_the_body_timeout() -> None:
+    # body_timeout_s bounds the whole body, not each read: a byte every 0.2 s is cut at 1 s.
+    app = create_app(Static(), SPEC.run_id().hex(), HOST, authorize=lambda a: True)
+    with ServerThread(app, limits=ServerLimits(body_timeout_s=1.0)) as thread, \
+            socket.create_connection(("127.0.0.1", thread.port)) as s:
+        s.sendall(MEMBER_HEAD + b"\r\n")
+        s.settimeout(0.2)
+        started, answer = time.monotonic(), b""
+        while not answer and time.monotonic() - started < 10:
+            try:
+                answer = s.recv(100)
+            except TimeoutError:
+                s.sendall(b"x")
+        assert answer.startswith(b"HTTP/1.1 408") and 0.9 < time.monotonic() - started < 3
+    assert app.state.stats.rejected["body"] == 1
+
+
+@pytest.mark.parametrize("signer", [None, READER, PrivateKey(b"\x08" * 32)], ids=["unsigned", "member", "stranger"])
+def test_a_body_is_refused_unread_unless_a_member_signed_its_head(signer) -> None:
+    app = create_app(Static(), SPEC.run_id().hex(), HOST, authorize=lambda a: a == READER.address())
+    head = SLOW_BODY_HEAD
+    if signer is not None:
+        signed = sign_request(signer, "GET", "/v1/epochs/0/delta", SPEC.run_id().hex())
+        head += "".join(f"{k}: {v}\r\n" for k, v in signed.items()).encode()
+    with ServerThread(app, limits=ServerLimits(body_timeout_s=1.0)) as thread, \
+            socket.create_connection(("127.0.0.1", thread.port)) as s:
+        s.sendall(head + b"\r\n")  # and never a byte of the body
+        s.settimeout(5)
+        started = time.monotonic()
+        status = s.recv(100).split(b"\r\n")[0]
+    expected = {None: b"401", READER: b"408"}.get(signer, b"403")
+    assert status.split()[1] == expected, status
+    if signer is not READER:  # at once: nothing of the body was waited for
+        assert time.monotonic() - started < 0.5
+
+
+class Blocking(Static):
+    """Deltas wait until released: requests that keep the server working."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def delta(self, epoch):
+        self.release.wait(20)
+        return self.data
+
+
+def test_one_member_holds_at_most_its_share_of_the_server_at_once() -> None:
+    source = Blocking()
+    other = PrivateKey(b"\x09" * 32)
+    app = create_app(source, SPEC.run_id().hex(), HOST, authorize=lambda a: True, max_requests_per_member=2)
+    run = SPEC.run_id().hex()
+
+    def get(key: PrivateKey, path: str) -> int:
+        return httpx.get(f"{thread.url}{path}", headers=sign_request(key, "GET", path, run), timeout=30).status_code
+
+    with ServerThread(app) as thread:
+        held = [threading.Thread(target=get, args=(READER, "/v1/epochs/0/delta")) for _ in range(2)]
+        for t in held:
+            t.start()
+        deadline = time.monotonic() + 10
+        while app.state.slots.busy(READER.address()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert get(READER, "/v1/epochs/0/checkpoints/0") == 429  # its third request at once
+        assert get(other, "/v1/epochs/0/checkpoints/0") == 200  # another member is served
+        source.release.set()
+        for t in held:
+            t.join(timeout=30)
+        assert get(READER, "/v1/epochs/0/checkpoints/0") == 200  # its slots came back
+        deadline = time.monotonic() + 5  # (the last one a moment after its answer went out)
+        while app.state.slots.busy(READER.address()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert app.state.slots.busy(READER.address()) == 0
+    assert app.state.stats.rejected["busy"] == 1
+
+
+def test_a_reader_that_stops_reading_its_answer_is_closed() -> None:
+    app = create_app(Static(bytes(32 * MiB)), SPEC.run_id().hex(), HOST, authorize=lambda a: True)
+    path = "/v1/epochs/0/delta"
+    signed = sign_request(READER, "GET", path, SPEC.run_id().hex())
+    with ServerThread(app, limits=ServerLimits(response_stall_s=1.0)) as thread, \
+            socket.create_connection(("127.0.0.1", thread.port)) as s:
+        before = GuardedH11Protocol.evicted
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n".encode()
+                  + "".join(f"{k}: {v}\r\n" for k, v in signed.items()).encode() + b"\r\n")
+        deadline = time.monotonic() + 10
+        while GuardedH11Protocol.evicted == before and time.monotonic() < deadline:
+            time.sleep(0.1)  # reads nothing
+        assert GuardedH11Protocol.evicted - before == 1
+
+
 def test_the_installed_uvicorn_has_every_internal_the_guarded_protocol_uses() -> None:
     """GuardedH11Protocol subclasses uvicorn's internal H11Protocol, so uvicorn is pinned exactly;
     before a new version replaces the pin, this says what of the subclass it breaks."""
@@ -419,8 +542,9 @@ def test_the_installed_uvicorn_has_every_internal_the_guarded_protocol_uses() ->
             problems.append(f"GuardedH11Protocol.{name} now overrides H11Protocol.{name} by accident")
     if "on_response=self.on_response_complete" not in inspect.getsource(H11Protocol):
         problems.append("H11Protocol no longer hands on_response_complete to its request cycle (the timer re-arm)")
-    if "self.response_complete" not in inspect.getsource(RequestResponseCycle.__init__):
-        problems.append("RequestResponseCycle has no response_complete (waiting_for_head reads it)")
+    for name in ("response_complete", "more_body"):
+        if f"self.{name}" not in inspect.getsource(RequestResponseCycle.__init__):
+            problems.append(f"RequestResponseCycle has no {name} (GuardedH11Protocol.stage reads it)")
     loop = asyncio.new_event_loop()
     try:
         config = uvicorn.Config(Static, http=GuardedH11Protocol)  # any ASGI-looking callable: never called
@@ -430,7 +554,7 @@ def test_the_installed_uvicorn_has_every_internal_the_guarded_protocol_uses() ->
     problems += [f"H11Protocol instances have no {name!r} (GuardedH11Protocol reads it)"
                  for name in http.H11_ATTRIBUTES_READ if not hasattr(protocol, name)]
     problems += [f"H11Protocol instances now have {name!r}, which GuardedH11Protocol sets for itself"
-                 for name in ("_since", "_head_timer", "limits", "evicted") if hasattr(protocol, name)]
+                 for name in http.GUARD_ATTRIBUTES if hasattr(protocol, name)]
     if not isinstance(protocol.connections, set):
         problems.append(f"H11Protocol.connections is a {type(protocol.connections).__name__}, not a set")
     # What ServerThread (node/server.py) reads of uvicorn's Server and gives its Config.

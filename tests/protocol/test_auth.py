@@ -102,14 +102,57 @@ def test_nonce_cache_forgets_after_the_window_and_stays_bounded() -> None:
     cache.check_and_add("b", "m1", now=12)
     with pytest.raises(AuthError, match="too many requests"):
         cache.check_and_add("b", "m2", now=12)
-    # Full: new nonces are refused rather than pushing out a live one (which could then be replayed).
-    with pytest.raises(AuthError, match="too many requests"):
-        cache.check_and_add("c", "x", now=12)
+    # Full: a newcomer is served; the member holding the most loses its oldest nonce, and with it
+    # every request it signed at or before that nonce's timestamp (so the nonce cannot be replayed).
+    cache.check_and_add("c", "x", now=12)
+    assert len(cache) == 3 and cache.held("b") == 1 and cache.evicted == 1
+    for nonce in ("m0", "m9"):
+        with pytest.raises(AuthError, match="too many requests"):
+            cache.check_and_add("b", nonce, now=12)
     with pytest.raises(AuthError, match="replayed"):
         cache.check_and_add("a", "n1", now=12)
+    cache.check_and_add("b", "m3", now=13)  # signed later: served
     assert len(cache) == 3
-    cache.check_and_add("c", "x", now=30)  # everything expired: room again
+    cache.check_and_add("c", "y", now=30)  # everything expired: room again
     assert len(cache) == 1
+
+
+def test_eight_members_flooding_nonces_lock_out_nobody_else() -> None:
+    # Issue 29: eight bonded identities sending 8,192 nonces each filled the one cache of 65,536
+    # entries, and every other member got 429 for two minutes.
+    cache = NonceCache()
+    now = NOW
+    flooders = [f"flooder-{i}" for i in range(8)]
+    for n in range(8_192):
+        for f in flooders:
+            cache.check_and_add(f, f"{n:032x}", now, signed_at=int(now))
+        now += 120 / 8_192 / 2  # the whole flood within one window
+    assert len(cache) == 65_536
+    for f in flooders:  # each flooder holds its quota and is refused more
+        with pytest.raises(AuthError, match="too many requests"):
+            cache.check_and_add(f, "f" * 32, now, signed_at=int(now))
+    # Another member is served at once, request after request, and nothing it sent is replayable.
+    for n in range(1_000):
+        cache.check_and_add("honest", f"{n:032x}", now, signed_at=int(now))
+    assert cache.held("honest") == 1_000 and len(cache) == 65_536
+    with pytest.raises(AuthError, match="replayed"):
+        cache.check_and_add("honest", f"{0:032x}", now, signed_at=int(now))
+    # The flooders paid for the room: their oldest nonces went, and requests they signed that early
+    # are refused (a replay of a forgotten nonce included).
+    assert sum(cache.held(f) for f in flooders) == 65_536 - 1_000
+    with pytest.raises(AuthError, match="too many requests"):
+        cache.check_and_add(flooders[0], f"{0:032x}", now, signed_at=int(NOW))
+
+
+def test_the_nonce_cache_is_checked_against_the_signed_timestamp() -> None:
+    key = PrivateKey(bytes([7]) * 32)
+    cache = NonceCache(max_entries=2)
+    verify(signed(key), nonces=cache)
+    verify(signed(key), nonces=cache)
+    verify(signed(KEY), nonces=cache)  # full: key's oldest nonce goes, and its timestamp with it
+    with pytest.raises(AuthError, match="too many requests"):
+        verify(signed(key), nonces=cache)
+    assert verify(signed(key, now=NOW + 1), nonces=cache, now=NOW + 1) == key.address()
 
 
 @pytest.mark.parametrize("stamp", ["\u00b9\u00b2\u00b3", "\u0661\u0662", "12 ", "+12", "1" * 13, ""])
