@@ -10,13 +10,14 @@ genesis), deploys the committed contract, and measures:
   fee it cost;
 * latency from send to inclusion (sequential ``fund_rewards``, each simulated then broadcast);
 * throughput of one account pipelining ``fund_rewards`` (explicit gas, consecutive sequences);
-* per host count (4/16/64, with 8 validators, r = 2, k = 1, S = 2, dispute committees of 3): the
-  gas of ``advance`` when it closes the last verdict round and finalizes the epoch (settlement:
+* per host count (4/16/64, with 8 validators, k = 1, S = 2, pickers by stake): the gas of
+  ``advance`` when it closes the last verdict round and finalizes the epoch (settlement:
   outcomes, slashes, rewards), and whether it fits the block gas limit read from the node's
-  consensus params — once with every challenge decided in the first round, once with every
-  challenge in dispute (the first round split pass/fail, then the committees: the ``advance``
-  that opens the dispute round draws every committee, the one that closes it decides and
-  finalizes with a wrong validator on every challenge);
+  consensus params — once with every challenge decided in round 0, once with every challenge
+  disputed (a seat of each fails it and objects in ``ready``; the ``ready`` that completes
+  ``objection`` marks the disputes, every validator then votes on each in the final round, and
+  the ``advance`` that closes ``dispute_reveal`` decides and finalizes with a wrong objector on
+  every challenge);
 * the wall time of one full epoch's chain traffic (no training) for 8 hosts + 4 validators,
   every phase closed early by its last message, each phase's messages sent in parallel.
 
@@ -49,6 +50,8 @@ from protocol.messages import (
     BeaconReveal,
     Commitment,
     ModelProposal,
+    Objection,
+    Ready,
     TrapOpening,
     VerdictCommit,
     VerdictOpening,
@@ -75,8 +78,7 @@ def spec(*, max_hosts: int = 64, verify_blocks: int = 40, unbonding_epochs: int 
         "name": "bench-devnet", "model": {},
         "data": {"corpus": "bench", "dataset_hash": "0" * 64, "seq_len": 16},
         "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
-        "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, "dispute_committee": 3,
-                         "dispute_rounds": 1},
+        "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2},
         "economics": {"denom": DENOM, "min_host_stake": "2000000", "min_validator_stake": "1000000",
                       "unbonding_epochs": unbonding_epochs, "reward_per_epoch": "1000"},
         "phases": {"join_blocks": 60, "train_blocks": 60, "reveal_blocks": 60, "verify_blocks": verify_blocks,
@@ -163,8 +165,10 @@ def trap_opening(name: str, epoch: int) -> TrapOpening:
 
 
 def opening(v: str, c: Any, outcome: str) -> VerdictOpening:
+    """``v``'s verdict on challenge ``c``: the evidence depends only on what was found (honest
+    replays are bitwise equal, so the final vote groups equal verdicts), the salt on the voter."""
     return VerdictOpening(epoch=c.epoch, host=c.host, segment=c.segment, outcome=outcome, distance="0.001",
-                          evidence=digest(f"ev:{v}:{c.host}:{c.segment}"),
+                          evidence=digest(f"ev:{c.host}:{c.segment}:{outcome}"),
                           salt=digest(f"salt:{v}:{c.host}:{c.segment}:{c.round}"))
 
 
@@ -172,10 +176,9 @@ def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
                finalize_by_advance: bool = False, dispute: bool = False) -> dict[str, Any]:
     """One epoch, each phase's messages sent in parallel, every phase closed early by its last
     message. With ``finalize_by_advance``: the last verdict round is closed by ``advance`` after
-    its deadline (one host leaves its trap commitment unopened, or in a dispute one committee
-    member its verdict), so that ``advance`` carries the finalize; with ``dispute`` every
-    challenge's first round is split pass/fail and goes to a committee (the ``advance`` that
-    closes the first round draws them). Returns per-phase results, retries and timing."""
+    its deadline (one validator withholds one opening), so that ``advance`` carries the finalize;
+    with ``dispute`` a seat of every challenge fails it and objects, and every validator votes on
+    it in the final round. Returns per-phase results, retries and timing."""
     s = run.spec
     e = run.ledger.epoch().epoch
     names = [*hosts, *validators]
@@ -212,15 +215,15 @@ def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
     phase("reveal", lambda L: [L.reveal(key(n), BeaconReveal(epoch=e, secret=secret(n, e).hex())) for n in names],
           "verify")
 
-    def round_votes() -> list[tuple[str, Any]]:
-        current = run.ledger.epoch(e).round
-        return [(v, c) for v in validators for c in run.ledger.challenges(e, key(v).address())
-                if c.round == current and c.outcome == "pending"]
+    def due_votes() -> list[tuple[str, Any]]:
+        """The (validator, challenge) pairs the current phase waits for (the contract's ``due``)."""
+        return [(v, c) for v in validators for c in run.ledger.challenges(e, key(v).address()) if c.due]
 
     def decide(v: str, c: Any) -> str:
-        # A split first round (the lower-sorted member passes, the other fails) when disputing.
+        # Disputing: the lowest-sorted seat of each challenge fails it (and objects), so every
+        # challenge goes to the final vote of all validators, which passes it.
         if dispute and c.round == 0:
-            return "pass" if key(v).address() == min(c.validators) else "fail"
+            return "fail" if key(v).address() == min(c.validators) else "pass"
         return "pass"
 
     def commit_all(L: Ledger, chosen: list) -> None:
@@ -232,27 +235,27 @@ def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
         for v, c in chosen:
             L.reveal_verdict(key(v), opening(v, c, decide(v, c)))
 
-    votes = round_votes()
-    phase("commit_verdict", lambda L: commit_all(L, votes), "verdict_reveal")
-    openers = hosts[1:] if finalize_by_advance and not dispute else hosts
-    phase("reveal_traps", lambda L: [L.reveal_traps(key(n), trap_opening(n, e)) for n in openers], "verdict_reveal")
+    def ready_all(L: Ledger, chosen: list) -> None:
+        for v in sorted({v for v, _ in chosen}):
+            mine = sorted((c.host, c.segment) for w, c in chosen if w == v and decide(v, c) != "pass")
+            L.ready(key(v), Ready(epoch=e, objections=[Objection(host=h, segment=g) for h, g in mine]))
+
+    votes = due_votes()
+    phase("commit_verdict", lambda L: commit_all(L, votes), "objection")
+    phase("reveal_traps", lambda L: [L.reveal_traps(key(n), trap_opening(n, e)) for n in hosts], "objection")
+    # The ready that completes objection closes it (the objections stage, page by page).
+    phase("ready", lambda L: ready_all(L, votes), "dispute" if dispute else "verdict_reveal")
     if dispute:
-        phase("reveal_verdict", lambda L: open_all(L, votes[:-1]), "verdict_reveal")
-        closing_advance("advance_dispute", "dispute")  # decides nothing, draws every committee
-        if not out["advance_dispute"]["fits_block"]:
-            return out
-        committee = round_votes()
-        out["committee_votes"] = len(committee)
-        phase("commit_verdict", lambda L: commit_all(L, committee), "dispute_reveal")
-        if finalize_by_advance:
-            phase("reveal_verdict", lambda L: open_all(L, committee[:-1]), "dispute_reveal")
-            closing_advance("advance_finalize", "propose")
-            if not out["advance_finalize"]["fits_block"]:
-                return out
-        else:
-            phase("reveal_verdict", lambda L: open_all(L, committee), "propose")
-    elif finalize_by_advance:
-        phase("reveal_verdict", lambda L: open_all(L, votes), "verdict_reveal")
+        final = due_votes()
+        out["final_votes"] = len(final)
+        phase("commit_verdict", lambda L: commit_all(L, final), "dispute_reveal")
+        votes = votes + final
+        expect = "dispute_reveal"
+    else:
+        expect = "verdict_reveal"
+    if finalize_by_advance:
+        # One opening withheld: the last round waits for its deadline and `advance` closes it.
+        phase("reveal_verdict", lambda L: open_all(L, votes[:-1]), expect)
         closing_advance("advance_finalize", "propose")
         if not out["advance_finalize"]["fits_block"]:
             return out
@@ -282,8 +285,7 @@ def gas_summary(results: list[TxResult]) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", default="4,16,64", help="host counts for the finalize gas")
-    parser.add_argument("--validators", type=int, default=8, help="validators in the finalize runs (committees of 3 "
-                                                                  "need r + 3 = 5 at least)")
+    parser.add_argument("--validators", type=int, default=8, help="validators in the finalize runs")
     parser.add_argument("--epoch-hosts", type=int, default=8)
     parser.add_argument("--epoch-validators", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=3, help="epochs timed for the wall-time figure")
@@ -366,7 +368,7 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
 
     # Epoch messages and finalize at several host counts (fresh contract each), without and with
     # every challenge in dispute.
-    phases = ("join", "commit", "reveal", "commit_verdict", "reveal_traps", "reveal_verdict", "propose")
+    phases = ("join", "commit", "reveal", "commit_verdict", "reveal_traps", "ready", "reveal_verdict", "propose")
     per_hosts: dict[str, Any] = {}
     for h in host_counts:
         for dispute in (False, True):
@@ -378,7 +380,7 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
             r.ledger.fund_rewards(funder, 1_000_000)
             out = play_epoch(r, hs, vs, finalize_by_advance=True, dispute=dispute)
             row: dict[str, Any] = {p: gas_summary(out[p]) for p in phases if p in out}
-            for k in ("advance_dispute", "advance_finalize", "committee_votes"):
+            for k in ("advance_finalize", "final_votes"):
                 if k in out:
                     row[k] = out[k]
             per_hosts[f"{h}{' dispute' if dispute else ''}"] = row

@@ -48,7 +48,7 @@ from chain.embedded.errors import VmError
 from chain.ledger import Ledger, LedgerError, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.injective import DENOM, GENESIS_BALANCE
-from protocol.messages import BeaconJoin, BeaconReveal, Commitment, VerdictCommit
+from protocol.messages import BeaconJoin, BeaconReveal, Commitment, Objection, Ready, VerdictCommit
 from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
 
@@ -65,8 +65,7 @@ def bench_spec(hosts: int, blocks: int, reward: int) -> RunSpec:
         "name": "bench-settle-paging", "model": {},
         "data": {"corpus": "bench", "dataset_hash": "0" * 64, "seq_len": 16},
         "train": {"inner_steps": 4, "segment_steps": 2, "batch_size": 2, "lr": "0.001"},
-        "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2, "dispute_committee": 3,
-                         "dispute_rounds": 1},
+        "verification": {"enabled": True, "challenges_k": 1, "validators_r": 2},
         "economics": {"denom": DENOM, "min_host_stake": str(10**9), "min_validator_stake": str(5 * 10**8),
                       "unbonding_epochs": 2, "reward_per_epoch": str(reward)},
         "phases": {"join_blocks": blocks, "train_blocks": blocks, "reveal_blocks": blocks, "verify_blocks": blocks,
@@ -79,11 +78,18 @@ Send = Callable[[Callable[[Ledger], object]], None]
 Measure = Callable[[Callable[[], TxResult]], dict[str, Any]]
 
 
-def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], validators: Sequence[str]) -> dict:
-    """One honest epoch; every message that does settlement work is measured. Returns them by
-    kind: ``reveal_close`` (the reveal that completes the phase), ``reveal_pages``, ``round_close``
-    (the opening that completes verdict_reveal) and ``finalize_pages`` (the round's close and
-    finalize), each page with the stage it began in."""
+def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], validators: Sequence[str],
+         disputed: bool = False) -> dict:
+    """One epoch; every message that does settlement work is measured. Returns them by kind:
+    ``reveal_close`` (the reveal that completes the phase), ``reveal_pages``, ``objection_close``
+    (the ``ready`` that completes ``objection``) and ``objection_pages``, ``round_close`` (the
+    opening that completes the last verdict round) and ``finalize_pages`` (the round's close and
+    finalize), each page with the stage it began in.
+
+    Honest (``disputed`` False): every seat passes, nothing is disputed. ``disputed``: the new
+    escalation at its largest — every seat fails every challenge and objects, so every challenge
+    goes to the final vote of all validators (``dispute``, ``dispute_reveal``), every host is
+    invalid and finalize pays the catcher shares of every validator."""
     e = ledger.epoch().epoch
     names = [*hosts, *validators]
     send(lambda L: [L.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE) for n in hosts]
@@ -103,17 +109,41 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
     out["reveal_pages"] = pages(ledger, measure)
     assert ledger.epoch(e).phase == "verify", ledger.epoch(e)
     out["reads_in_verify"] = reads(ledger, e, hosts[0], validators[0])
+    verdict = "fail" if disputed else "pass"
     votes = [(v, c) for v in validators for c in ledger.challenges(e, key(v).address())]
     send(lambda L: [L.commit_verdict(key(v), VerdictCommit(epoch=e, host=c.host, segment=c.segment, commitment=opening(
-        v, c, "pass").commitment(key(v).address()))) for v, c in votes])
-    assert ledger.epoch(e).phase == "verdict_reveal", ledger.epoch(e)
+        v, c, verdict).commitment(key(v).address()))) for v, c in votes])
+    assert ledger.epoch(e).phase == "objection", ledger.epoch(e)
     send(lambda L: [L.reveal_traps(key(n), trap_opening(n, e)) for n in hosts])
-    send(lambda L: [L.reveal_verdict(key(v), opening(v, c, "pass")) for v, c in votes[:-1]])
+    seated = sorted({v for v, _ in votes})
+
+    def ready(v: str) -> Ready:
+        mine = sorted((c.host, c.segment) for w, c in votes if w == v) if disputed else []
+        return Ready(epoch=e, objections=[Objection(host=h, segment=g) for h, g in mine])
+
+    send(lambda L: [L.ready(key(v), ready(v)) for v in seated[:-1]])
+    out["objection_close"] = measure(lambda: ledger.ready(key(seated[-1]), ready(seated[-1])))
+    out["objection_pages"] = pages(ledger, measure)
+    if disputed:
+        assert ledger.epoch(e).phase == "dispute", ledger.epoch(e)
+        final = [(v, c) for v in validators for c in ledger.challenges(e, key(v).address()) if c.due]
+        out["final_votes"] = len(final)
+        send(lambda L: [L.commit_verdict(key(v), VerdictCommit(epoch=e, host=c.host, segment=c.segment,
+                                                               commitment=opening(v, c, verdict).commitment(
+                                                                   key(v).address()))) for v, c in final])
+        assert ledger.epoch(e).phase == "dispute_reveal", ledger.epoch(e)
+        votes = votes + final
+    else:
+        assert ledger.epoch(e).phase == "verdict_reveal", ledger.epoch(e)
+    send(lambda L: [L.reveal_verdict(key(v), opening(v, c, verdict)) for v, c in votes[:-1]])
     v, c = votes[-1]
-    out["round_close"] = measure(lambda: ledger.reveal_verdict(key(v), opening(v, c, "pass")))
+    out["round_close"] = measure(lambda: ledger.reveal_verdict(key(v), opening(v, c, verdict)))
     out["finalize_pages"] = pages(ledger, measure)
     info = ledger.epoch(e)
-    assert info.phase == "propose" and len(info.accepted) == len(hosts), info
+    if disputed:
+        assert info.accepted == [] and info.phase in ("closed", "propose"), info
+    else:
+        assert info.phase == "propose" and len(info.accepted) == len(hosts), info
     out["reads_after_finalize"] = reads(ledger, e, hosts[0], validators[0])
     return out
 
@@ -155,15 +185,17 @@ def summary(run: dict[str, Any], gas_key: str) -> dict[str, Any]:
         return max((int(i[gas_key]) for i in items), default=0)
 
     by_stage: dict[str, int] = {}
-    for p in [*run["reveal_pages"], *run["finalize_pages"]]:
+    for p in [*run["reveal_pages"], *run["objection_pages"], *run["finalize_pages"]]:
         by_stage[p["stage"]] = max(by_stage.get(p["stage"], 0), int(p[gas_key]))
-    every = [run["reveal_close"], run["round_close"], *run["reveal_pages"], *run["finalize_pages"]]
+    every = [run["reveal_close"], run["objection_close"], run["round_close"], *run["reveal_pages"],
+             *run["objection_pages"], *run["finalize_pages"]]
     return {"reveal_close": int(run["reveal_close"][gas_key]), "reveal_pages": len(run["reveal_pages"]),
+            "objection_close": int(run["objection_close"][gas_key]), "objection_pages": len(run["objection_pages"]),
             "round_close": int(run["round_close"][gas_key]), "finalize_pages": len(run["finalize_pages"]),
             "max_page_by_stage": by_stage, "max_message": top(every)}
 
 
-def embedded(hosts: int, page: int | None, reward: int) -> dict[str, Any]:
+def embedded(hosts: int, page: int | None, reward: int, disputed: bool = False) -> dict[str, Any]:
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     accounts = [key(n).address() for n in ["operator", "funder", *host_names, *validator_names]]
@@ -179,12 +211,14 @@ def embedded(hosts: int, page: int | None, reward: int) -> dict[str, Any]:
         return cost_of(None, action).estimate()  # cost_of does not use its env
 
     t0 = time.perf_counter()
-    run = play(ledger, send, measure, host_names, validator_names)
-    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "wall_s": round(time.perf_counter() - t0, 1),
+    run = play(ledger, send, measure, host_names, validator_names, disputed)
+    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "disputed": disputed,
+            "wall_s": round(time.perf_counter() - t0, 1),
             "estimated_sdk_gas": summary(run, "sdk_gas_estimate"), "messages": run}
 
 
-def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int) -> dict[str, Any]:
+def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,
+           disputed: bool = False) -> dict[str, Any]:
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     operator = key("operator")
@@ -208,10 +242,11 @@ def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int)
         return {"gas_used": action().gas_used}
 
     t0 = time.perf_counter()
-    result = play(run.ledger, send, measure, host_names, validator_names)
+    result = play(run.ledger, send, measure, host_names, validator_names, disputed)
     block = chain.block_max_gas()
     s = summary(result, "gas_used")
-    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "wall_s": round(time.perf_counter() - t0, 1),
+    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "disputed": disputed,
+            "wall_s": round(time.perf_counter() - t0, 1),
             "out_of_gas_resends": retries[0], "gas_used": s, "block_max_gas": block,
             "fits_block": block < 0 or s["max_message"] <= block,
             "reads": {"verify": result["reads_in_verify"], "after_finalize": result["reads_after_finalize"]},
@@ -225,6 +260,9 @@ def main() -> None:
     parser.add_argument("--one-shot-hosts", default="64,256", help="host counts also settled in one transaction")
     parser.add_argument("--devnet-hosts", default="64")
     parser.add_argument("--devnet-pages", default="64,16")
+    parser.add_argument("--disputed-hosts", default="64,1024",
+                        help="host counts also played with every challenge disputed (the final vote of all "
+                             "validators on each; embedded, and on the devnet for --devnet-hosts among them)")
     parser.add_argument("--block-time", default="100ms")
     parser.add_argument("--reward", type=int, default=10**9,
                         help="reward_per_epoch: large enough that every accepted host is paid (one bank send each)")
@@ -232,10 +270,13 @@ def main() -> None:
     args = parser.parse_args()
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731 (a one-line parser)
     report: dict[str, Any] = {"machine": platform.processor() or platform.machine(), "validators": VALIDATORS,
-                              "embedded": [], "one_shot": [], "devnet": []}
+                              "embedded": [], "disputed": [], "one_shot": [], "devnet": []}
     for h in ints(args.hosts):
         report["embedded"].append(embedded(h, args.page, args.reward))
         print(json.dumps({k: v for k, v in report["embedded"][-1].items() if k != "messages"}), flush=True)
+    for h in ints(args.disputed_hosts):
+        report["disputed"].append(embedded(h, args.page, args.reward, disputed=True))
+        print(json.dumps({k: v for k, v in report["disputed"][-1].items() if k != "messages"}), flush=True)
     for h in ints(args.one_shot_hosts):
         try:
             report["one_shot"].append(embedded(h, 1_000_000, args.reward))
@@ -255,9 +296,10 @@ def main() -> None:
                     code_id, _ = chain.store_code(key("operator"), load_contract_wasm(), reuse=False)
                     for h in devnet_hosts:
                         for page in ints(args.devnet_pages):
-                            report["devnet"].append(devnet(chain, code_id, h, page, args.reward))
-                            print(json.dumps({k: v for k, v in report["devnet"][-1].items() if k != "messages"}),
-                                  flush=True)
+                            for disputed in (False, True) if h in ints(args.disputed_hosts) else (False,):
+                                report["devnet"].append(devnet(chain, code_id, h, page, args.reward, disputed))
+                                print(json.dumps({k: v for k, v in report["devnet"][-1].items()
+                                                  if k != "messages"}), flush=True)
             finally:
                 net.stop()
     text = json.dumps(report, indent=1)

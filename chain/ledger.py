@@ -30,6 +30,7 @@ from protocol.messages import (
     BeaconReveal,
     Commitment,
     ModelProposal,
+    Ready,
     Role,
     TrapOpening,
     VerdictCommit,
@@ -204,12 +205,17 @@ class Ledger:
         """Commit to a verdict (``verify`` and ``dispute`` phases)."""
         return self.backend.execute(key, {"commit_verdict": self._to_json(msg)})
 
+    def ready(self, key: PrivateKey, msg: Ready) -> TxResult:
+        """A validator's ``ready`` with its objections (``objection`` phase)."""
+        return self.backend.execute(key, {"ready": self._to_json(msg)})
+
     def reveal_verdict(self, key: PrivateKey, msg: VerdictOpening) -> TxResult:
-        """Open a committed verdict (``verdict_reveal`` and ``dispute_reveal`` phases)."""
+        """Open a committed verdict (``verdict_reveal``: a ``pass`` on an undisputed challenge;
+        ``dispute_reveal``)."""
         return self.backend.execute(key, {"reveal_verdict": self._to_json(msg)})
 
     def reveal_traps(self, key: PrivateKey, msg: TrapOpening) -> TxResult:
-        """Open the trap commitment (``verdict_reveal``)."""
+        """Open the trap commitment (``objection``)."""
         return self.backend.execute(key, {"reveal_traps": self._to_json(msg)})
 
     def propose_model(self, key: PrivateKey, msg: ModelProposal) -> TxResult:

@@ -7,12 +7,19 @@ one duty of the honest one and leaves the rest to it:
 
 ==========================  ======================================================================
 :class:`SelectiveRevealHost`  the ``selective_reveal`` host: before revealing its beacon secret it
-                            reads every other reveal from public contract storage, computes the
-                            seed and its challenges as if it revealed last, and lets its behaviour
-                            withhold the reveal (:meth:`~verifier.adversaries.SelectiveReveal.reveal_choice`)
+                            reads its pickers' reveals from public contract storage, computes its
+                            challenges (their picks plus the last segment) and lets its behaviour
+                            withhold the reveal (:meth:`~verifier.adversaries.SelectiveReveal.reveal_choice`).
+                            Since issue 27 its own reveal changes none of its challenges, so
+                            withholding only costs it the no-reveal slash
 :class:`CopycatValidatorNode`  the ``copycat`` validator: commits and opens what it can see of
-                            another validator's vote in the epoch's public report
-                            (:class:`~verifier.adversaries.CopycatValidator`) instead of deciding
+                            another validator's vote on the same challenge and round in the
+                            epoch's public report (:class:`~verifier.adversaries.CopycatValidator`)
+                            instead of deciding. Before its own commitment nothing but other
+                            commitments is visible, in either round (round-0 verdicts of a
+                            disputed challenge stay closed until the final vote is committed), and
+                            a copied commitment binds its author: the copy never opens, it objects
+                            to nothing (its ``ready`` is empty) and it ends ``silent``
 ==========================  ======================================================================
 
 :func:`host_node` and :func:`validator_node` build the node a behaviour needs (the honest class for
@@ -29,12 +36,13 @@ from chain.ledger import Ledger
 from node.events import EventKind
 from node.host import HostNode
 from node.validator import ValidatorNode
-from protocol.messages import VerdictCommit
-from protocol.rules.beacon import SECRET_SIZE, epoch_seed
+from protocol.messages import Ready, Verdict, VerdictCommit
+from protocol.rules.beacon import SECRET_SIZE
 from protocol.rules.hashing import u64be
-from protocol.rules.sampling import challenged_segments
+from protocol.rules.sampling import challenge_seats, pickers, picks
 from protocol.views import Challenge, ParticipantStatus, Vote
 from verifier.adversaries import CopycatValidator, SelectiveReveal
+from verifier.adversaries.validators import SybilWithholder, TrapReader
 
 
 def stored_reveal(ledger: Ledger, epoch: int, address: str) -> bytes | None:
@@ -48,8 +56,9 @@ def stored_reveal(ledger: Ledger, epoch: int, address: str) -> bytes | None:
 
 
 class SelectiveRevealHost(HostNode):
-    """A host that reveals its beacon secret last, and not at all when its challenges would hit a
-    segment it faked (its behaviour decides, from the challenges it computes)."""
+    """A host that reveals its beacon secret once its pickers revealed, and not at all when its
+    challenges hit a segment it faked (its behaviour decides, from the challenges it computes).
+    Its challenges come from its pickers' secrets alone: withholding cannot move them."""
 
     behaviour: SelectiveReveal
 
@@ -62,18 +71,20 @@ class SelectiveRevealHost(HostNode):
         return choice == "reveal" and super().maybe_reveal(status)
 
     def challenged_if_last(self, epoch: int) -> list[int] | None:
-        """Its challenged segments if it revealed now as the last one, from the others' reveals;
-        None while any other participant has not revealed."""
+        """Its challenged segments, from its pickers' reveals (``protocol.rules.sampling``: the
+        union of their picks plus the last segment; its own reveal is no part of them); None while
+        any of its pickers has not revealed."""
         info = self.ledger.epoch(epoch)
-        reveals = {self.address: self.secret(epoch)}
-        for address in [*info.hosts, *info.validators]:
-            if address != self.address:
-                secret = stored_reveal(self.ledger, epoch, address)
-                if secret is None:
-                    return None
-                reveals[address] = secret
-        return challenged_segments(epoch_seed(self.run_id, epoch, reveals), self.address, self.spec.train.segments,
-                                   self.spec.verification.challenges_k)
+        joined = {v.address: int(v.stake) for v in self.ledger.report(epoch).validators}
+        chosen = pickers(bytes.fromhex(info.prev_seed), self.address, joined, self.spec.verification.seats_cap)
+        secrets = {}
+        for address in chosen:
+            secret = stored_reveal(self.ledger, epoch, address)
+            if secret is None:
+                return None
+            secrets[address] = secret
+        return sorted(challenge_seats(secrets, self.address, self.spec.train.segments,
+                                      self.spec.verification.challenges_k))
 
 
 class CopycatValidatorNode(ValidatorNode):
@@ -100,6 +111,14 @@ class CopycatValidatorNode(ValidatorNode):
         return self._post(status, challenge, EventKind.COPIED_VERDICT_COMMITTED,
                           partial(self.ledger.commit_verdict, self.key, msg))
 
+    def _send_ready(self, status: ParticipantStatus) -> bool:
+        """``objection``: it objects to nothing (it has no verdict of its own, and the crowd it
+        copies passes); a seat it holds stays undisputed, its copied commitment never opens in
+        ``verdict_reveal``, and it ends ``silent``."""
+        msg = Ready(epoch=status.epoch, objections=[])
+        return self.attempt(status.epoch, EventKind.READY, partial(self.ledger.ready, self.key, msg),
+                            "ready, copying the crowd: no objection")
+
     def open_verdict(self, status: ParticipantStatus, challenge: Challenge) -> bool:
         key = (status.epoch, challenge.host, challenge.segment)
         if key in self._copied:
@@ -118,8 +137,69 @@ def host_node(*args: Any, **kwargs: Any) -> HostNode:
     return cls(*args, **kwargs)
 
 
+class WithholderValidatorNode(ValidatorNode):
+    """The ``withholder`` (issue 27): before revealing its beacon secret it computes its own picks on
+    each coalition host it is a picker of (public pickers, its own secret) and withholds the reveal
+    when they would hit a segment that host faked. Only its own picks and seats go: no honest
+    picker's picks depend on its reveal."""
+
+    behaviour: SybilWithholder
+
+    def maybe_reveal(self, status: ParticipantStatus) -> bool:
+        if status.phase != "reveal" or not status.joined or status.revealed:
+            return False
+        if self.behaviour.reveal_choice(status.epoch, self.own_picks(status.epoch)) == "withhold":
+            if (status.epoch, "withheld") not in self._withheld:
+                self._withheld.add((status.epoch, "withheld"))
+                self.event(status.epoch, EventKind.WITHHOLDING_REVEAL,
+                           "its own picks would hit what its coalition faked")
+            return False
+        return super().maybe_reveal(status)
+
+    def own_picks(self, epoch: int) -> dict[str, list[int]]:
+        """Coalition host -> the segments its secret picks there, for the hosts it is a picker of."""
+        info = self.ledger.epoch(epoch)
+        joined = {v.address: int(v.stake) for v in self.ledger.report(epoch).validators}
+        out: dict[str, list[int]] = {}
+        for host in sorted(self.behaviour.coalition & set(info.hosts)):
+            ver = self.spec.verification
+            if self.address in pickers(bytes.fromhex(info.prev_seed), host, joined, ver.seats_cap):
+                out[host] = picks(self.secret(epoch), host, self.spec.train.segments, ver.challenges_k)
+        return out
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._withheld: set[tuple[int, str]] = set()
+
+
+class TrapReaderNode(ValidatorNode):
+    """The ``trap_reader`` (issue 27): before deciding, it reads the trap sets hosts opened in the
+    epochs it has not read yet and in the current one (public once opened) and tells its behaviour
+    (:meth:`~verifier.adversaries.validators.TrapReader.observe`), which replays only recent
+    trappers."""
+
+    behaviour: TrapReader
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._read_up_to = -1  # every epoch before this one has been read
+
+    def decide(self, status: ParticipantStatus, challenge: Challenge) -> tuple[Verdict, str] | None:
+        for epoch in range(max(0, self._read_up_to + 1, status.epoch - self.behaviour.memory), status.epoch + 1):
+            for host in self.ledger.report(epoch).hosts:
+                self.behaviour.observe(epoch, host.address, host.traps)
+            if epoch < status.epoch:
+                self._read_up_to = epoch
+        return super().decide(status, challenge)
+
+
 def validator_node(*args: Any, **kwargs: Any) -> ValidatorNode:
     """The validator node its ``behaviour`` keyword needs (arguments as
     :class:`~node.validator.ValidatorNode`'s)."""
-    cls = CopycatValidatorNode if isinstance(kwargs.get("behaviour"), CopycatValidator) else ValidatorNode
+    behaviour = kwargs.get("behaviour")
+    cls = CopycatValidatorNode if isinstance(behaviour, CopycatValidator) else ValidatorNode
+    if isinstance(behaviour, SybilWithholder):
+        cls = WithholderValidatorNode
+    elif isinstance(behaviour, TrapReader):
+        cls = TrapReaderNode
     return cls(*args, **kwargs)

@@ -26,6 +26,8 @@ class EventKind(StrEnum):
     """A verdict reached (``outcome``), kept on disk before its commitment is posted."""
     VERDICT_COMMITTED = "committed verdict"
     VERDICT_OPENED = "opened verdict"
+    READY = "ready"
+    """A validator's ``ready`` in ``objection``: done with its round-0 seats, naming its objections."""
     WAITING_FOR_THETA = "waiting for θ"
     WAITING_TO_AGGREGATE = "waiting to aggregate"
     HOST_RETRIED = "host did not deliver; retrying"
@@ -45,7 +47,7 @@ class EventKind(StrEnum):
 
 
 ROUTINE = frozenset({EventKind.ADVANCED, EventKind.JOINED, EventKind.REVEALED, EventKind.VERDICT_COMMITTED,
-                     EventKind.VERDICT_OPENED, EventKind.HOST_RETRIED})
+                     EventKind.VERDICT_OPENED, EventKind.READY, EventKind.HOST_RETRIED})
 """Kinds that happen every epoch in a healthy run, for every member: counted, not shown, by ``simulate``."""
 
 

@@ -82,8 +82,9 @@ class Verdict(Boundary):
 class VerdictOpening(Boundary):
     """A validator's verdict with the salt that hides it until it is opened.
 
-    The validator posts :meth:`commitment` (``commit_verdict``) in ``verify`` or a ``dispute``
-    round, and the opening itself (``reveal_verdict``) in the reveal phase that follows.
+    The validator posts :meth:`commitment` (``commit_verdict``) in ``verify`` (a round-0 seat) or
+    ``dispute`` (the final vote), and the opening itself (``reveal_verdict``) in
+    ``verdict_reveal`` (only a ``pass`` on an undisputed challenge) or ``dispute_reveal``.
     """
 
     epoch: Count
@@ -114,6 +115,31 @@ class VerdictCommit(Boundary):
     host: Address
     segment: int = Field(ge=0, lt=MAX_SEGMENTS, strict=True)
     commitment: HexDigest
+
+
+class Objection(Boundary):
+    """One challenge a validator objects to in its ``ready``: it sits on it in round 0 and its
+    committed verdict is not ``pass``."""
+
+    host: Address
+    segment: int = Field(ge=0, lt=MAX_SEGMENTS, strict=True)
+
+
+class Ready(Boundary):
+    """A validator with round-0 seats is done with them (phase ``objection``): the challenges it
+    objects to, strictly ascending by (host, segment). An objection disputes the challenge: the
+    whole validator set decides it by stake."""
+
+    epoch: Count
+    objections: list[Objection] = Field(default_factory=list, max_length=MAX_PARTICIPANTS * MAX_SEGMENTS)
+
+    @field_validator("objections")
+    @classmethod
+    def _ascending(cls, v: list[Objection]) -> list[Objection]:
+        keys = [(o.host, o.segment) for o in v]
+        if any(a >= b for a, b in pairwise(keys)):
+            raise ValueError("objections must be distinct and in ascending order of (host, segment)")
+        return v
 
 
 class TrapOpening(Boundary):

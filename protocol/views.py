@@ -15,19 +15,18 @@ from protocol.messages import Commitment, LossMicro, ModelProposal, Outcome, Rol
 from protocol.rules.hashing import HexDigest
 from protocol.types import Address, Amount, Boundary, Count, Dec
 
-Phase = Literal["join", "train", "reveal", "verify", "verdict_reveal", "dispute", "dispute_reveal",
+Phase = Literal["join", "train", "reveal", "verify", "objection", "verdict_reveal", "dispute", "dispute_reveal",
                 "propose", "closed"]
-ClosingStage = Literal["seed", "assign", "salts", "decide", "outcomes", "slashes", "rewards", "exclusions"]
+ClosingStage = Literal["seed", "assign", "objections", "decide", "outcomes", "slashes", "rewards", "exclusions"]
 """The stages of a close that runs over several transactions (closing ``reveal``: ``seed``,
-``assign``; closing a verdict round: ``salts``, ``decide``; finalize: ``outcomes``, ``slashes``,
-``rewards``)."""
+``assign``; closing ``objection``: ``objections``; closing ``verdict_reveal`` and
+``dispute_reveal``: ``decide``; finalize: ``outcomes``, ``slashes``, ``rewards``)."""
 VERDICT_COMMIT_PHASES: tuple[Phase, ...] = ("verify", "dispute")
 """Phases in which validators commit to verdicts."""
 VERDICT_REVEAL_PHASES: tuple[Phase, ...] = ("verdict_reveal", "dispute_reveal")
 """Phases in which validators open their verdicts."""
 ChallengeOutcome = Literal["pending", "pass", "fail", "unavailable", "unresolved"]
-HostOutcome = Literal["pending", "accepted", "invalid", "unavailable", "audit", "excluded", "absent",
-                      "no_reveal"]
+HostOutcome = Literal["pending", "accepted", "invalid", "unavailable", "excluded", "absent", "no_reveal"]
 ValidatorOutcome = Literal["pending", "diligent", "unserved", "wrong", "silent", "no_reveal", "idle"]
 
 
@@ -104,11 +103,12 @@ class ParticipantStatus(Boundary):
     know what it has done and what is due (the contract's ``participant`` query, a few reads).
 
     ``joined`` is false (and ``role`` None, ``stake`` 0) for an address that did not join the
-    epoch. ``assigned`` and ``voted`` count a validator's challenges in every round and the
-    verdicts it opened on them (0 before the close of reveal, and for hosts); ``to_commit`` and
-    ``to_reveal`` count the challenges of the current ``round`` still waiting for its commitment
-    or its opening. ``challenged`` says a host has challenges (so it opens its trap commitment in
-    ``verdict_reveal``), ``traps_opened`` that it did. ``outcome`` is ``pending`` until the
+    epoch. ``assigned`` and ``voted`` count a validator's seats in every round and the verdicts it
+    opened on them (0 before the close of reveal, and for hosts); ``to_commit`` and ``to_reveal``
+    count the challenges the current phase still waits for its commitment or its opening on;
+    ``ready_due`` says it holds round-0 seats and owes its ``ready`` (in ``objection``).
+    ``challenged`` says a host has challenges (so it opens its trap commitment in ``objection``),
+    ``traps_opened`` that it did. ``outcome`` is ``pending`` until the
     contract decides it (at the close of reveal for absent and non-revealing participants, at
     finalize for everyone else).
     """
@@ -129,6 +129,7 @@ class ParticipantStatus(Boundary):
     voted: Count = 0
     to_commit: Count = 0
     to_reveal: Count = 0
+    ready_due: bool = False
     challenged: bool = False
     traps_opened: bool = False
     outcome: HostOutcome | ValidatorOutcome = "pending"
@@ -150,8 +151,11 @@ class AggregationInput(Boundary):
 
 class Challenge(Boundary):
     """One challenged segment as a validator sees it: what to replay and against which commitment,
-    the round it sits on it in (0: first round; i: dispute committee i) with that round's
-    validators, whether it committed and opened its verdict, and the challenge's outcome so far."""
+    the round it sits on it in (0: a round-0 seat; 1: the final vote of a disputed challenge), the
+    challenge's round-0 seats, whether it committed and opened its verdict, whether the challenge is
+    disputed, whether the current phase waits for it on it (``due``: its commitment in ``verify``
+    and ``dispute``, its opening in ``verdict_reveal`` and ``dispute_reveal``), and the outcome so
+    far."""
 
     epoch: Count
     host: Address
@@ -166,6 +170,8 @@ class Challenge(Boundary):
     validators: list[Address]
     committed: bool = False
     revealed: bool = False
+    disputed: bool = False
+    due: bool = False
     outcome: ChallengeOutcome = "pending"
 
     @classmethod
@@ -196,6 +202,7 @@ class ChallengeReport(Boundary):
     segment: Count
     trap: bool = False
     rounds: Count = 0
+    objectors: list[Address] = Field(default_factory=list)
     votes: list[Vote]
     outcome: ChallengeOutcome
 
@@ -222,6 +229,7 @@ class ValidatorReport(Boundary):
     voted: Count = 0
     against: Count = 0
     unavailable: Count = 0
+    unserved: Count = 0
     outcome: ValidatorOutcome
     slashed: Amount = "0"
     reward: Amount = "0"

@@ -25,15 +25,28 @@ OUTCOME_STYLE = {
     "accepted": "green", "diligent": "green", "pass": "green",
     "invalid": "bold red", "wrong": "bold red", "fail": "bold red",
     "unavailable": "red", "absent": "magenta", "no_reveal": "yellow", "silent": "red",
-    "excluded": "yellow", "unresolved": "yellow", "unserved": "yellow", "audit": "cyan",
+    "excluded": "yellow", "unresolved": "yellow", "unserved": "yellow",
     "pending": "dim", "idle": "dim",
 }
 
 # Host outcomes in the plot: every outcome its own colour (colour-blind-safe where possible).
 OUTCOME_COLOUR = {
     "accepted": "#009E73", "invalid": "#D55E00", "unavailable": "#E69F00", "absent": "#CC79A7",
-    "no_reveal": "#56B4E9", "excluded": "#F0E442", "audit": "#0072B2", "pending": "#BBBBBB",
+    "no_reveal": "#56B4E9", "excluded": "#F0E442", "pending": "#BBBBBB",
 }
+
+VOTE_MARK = {"pass": "✓", "fail": "✗", "unavailable": "?"}
+
+
+def challenge_cell(ch: Any) -> str:
+    """One challenge as the hosts table shows it: ``segment[T]:outcome[round-0 votes|final votes]``,
+    ``T`` on an opened trap, ``!n`` when ``n`` round-0 seats objected (a vote not yet opened is ``·``;
+    the final vote shows only on a disputed challenge)."""
+    rounds = ["".join(VOTE_MARK.get(v.outcome or "", "·") for v in ch.votes if v.round == r)
+              for r in range(ch.rounds + 1)]
+    trap = "T" if ch.trap else ""
+    objected = f"!{len(ch.objectors)}" if ch.objectors else ""
+    return f"{ch.segment}{trap}:{ch.outcome}{objected}[{'|'.join(rounds)}]"
 
 
 def short(address: str) -> str:
@@ -72,15 +85,10 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
     """The hosts table, the validators table and the epoch's totals (with why θ stayed unchanged)."""
     challenges: dict[str, list[str]] = {}
     for ch in report.challenges:
-        rounds = []
-        for r in range(ch.rounds + 1):
-            rounds.append("".join({"pass": "✓", "fail": "✗", "unavailable": "?"}.get(v.outcome or "", "·")
-                                  for v in ch.votes if v.round == r))
-        trap = "T" if ch.trap else ""
-        challenges.setdefault(ch.host, []).append(f"{ch.segment}{trap}:{ch.outcome}[{'|'.join(rounds)}]")
+        challenges.setdefault(ch.host, []).append(challenge_cell(ch))
     hosts = Table(title=f"epoch {report.epoch} · phase {report.phase} · hosts", title_justify="left")
-    for col in ("host", "stake", "train loss", "challenges (segment:outcome\\[votes|dispute rounds])", "outcome",
-                "slashed", "reward", "proposal", "val loss"):
+    for col in ("host", "stake", "train loss", "challenges (segment:outcome!objections\\[round 0|final vote])",
+                "outcome", "slashed", "reward", "proposal", "val loss"):
         hosts.add_column(col)
     for h in report.hosts:
         c = h.commitment
@@ -91,13 +99,18 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
                       h.proposal.model_hash[:8] if h.proposal else "",
                       _loss(h.proposal.val_loss_micro) if h.proposal else "")
     validators = Table(title="validators", title_justify="left")
-    for col in ("validator", "stake", "assigned", "opened", "against", "unavailable", "outcome", "slashed",
-                "reward", "caught"):
+    objections: dict[str, int] = {}
+    for ch in report.challenges:
+        for a in ch.objectors:
+            objections[a] = objections.get(a, 0) + 1
+    for col in ("validator", "stake", "assigned", "opened", "objected", "against", "unavailable", "unserved",
+                "outcome", "slashed", "reward", "caught"):
         validators.add_column(col)
     for v in report.validators:
         validators.add_row(label(v.address, names), display(v.stake, denom), str(v.assigned), str(v.voted),
-                           str(v.against), str(v.unavailable), _styled(v.outcome), _coin(v.slashed, denom),
-                           _coin(v.reward, denom), _coin(v.catcher_reward, denom))
+                           str(objections.get(v.address, 0)), str(v.against), str(v.unavailable), str(v.unserved),
+                           _styled(v.outcome), _coin(v.slashed, denom), _coin(v.reward, denom),
+                           _coin(v.catcher_reward, denom))
     totals = Text.assemble(
         ("θ_e ", "bold"), report.model_hash[:16], ("  →  θ_e+1 ", "bold"),
         (report.next_model_hash or "—")[:16], f" ({agreement(report.agreed)})\n",
@@ -203,7 +216,7 @@ EPOCH_COLUMNS = ["epoch", "phase", "agreed", "unchanged_reason", "model_hash", "
                  "val_loss_next", "train_loss_accepted", "hosts", "accepted", "validators", "slashed_total",
                  "to_catchers", "to_treasury", "rewards_total", "denom"]
 MEMBER_COLUMNS = ["epoch", "role", "address", "name", "stake", "outcome", "train_loss", "val_loss", "assigned",
-                  "voted", "against", "slashed", "reward", "catcher_reward", "denom"]
+                  "voted", "against", "unavailable", "unserved", "slashed", "reward", "catcher_reward", "denom"]
 
 
 def epoch_rows(reports: Sequence[EpochReport], denom: str) -> list[dict[str, Any]]:
@@ -232,13 +245,15 @@ def member_rows(reports: Sequence[EpochReport], denom: str,
                          "stake": h.stake, "outcome": h.outcome,
                          "train_loss": _opt(h.commitment.train_loss_micro / MICRO if h.commitment else None),
                          "val_loss": _opt(h.proposal.val_loss_micro / MICRO if h.proposal else None),
-                         "assigned": "", "voted": "", "against": "", "slashed": h.slashed,
+                         "assigned": "", "voted": "", "against": "", "unavailable": "", "unserved": "",
+                         "slashed": h.slashed,
                          "reward": h.reward, "catcher_reward": h.catcher_reward, "denom": denom})
         for v in r.validators:
             rows.append({"epoch": r.epoch, "role": "validator", "address": v.address,
                          "name": (names or {}).get(v.address, ""), "stake": v.stake, "outcome": v.outcome,
                          "train_loss": "", "val_loss": "", "assigned": v.assigned, "voted": v.voted,
-                         "against": v.against, "slashed": v.slashed, "reward": v.reward,
+                         "against": v.against, "unavailable": v.unavailable, "unserved": v.unserved,
+                         "slashed": v.slashed, "reward": v.reward,
                          "catcher_reward": v.catcher_reward, "denom": denom})
     return rows
 

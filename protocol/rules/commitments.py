@@ -1,13 +1,11 @@
-"""The settlement game's commitments: verdicts, trap sets, and the seeds of dispute rounds.
+"""The settlement game's commitments: verdicts and trap sets.
 
 A validator commits to its verdict before any verdict is visible and opens it after the commit
 window closed, so a verdict cannot be copied: the commitment binds the validator's address, so a
 copied commitment never opens for the copier. A host commits to the set of its segments it
 deliberately corrupted (its traps; an honest host commits to the empty set) with its work, and
 opens it after the verdicts are committed: a validator cannot tell a trap from a real challenge.
-A dispute committee is drawn with the seed of its round, which hashes the salts of the verdicts
-opened in the round before: nobody knows the committee when it casts the vote that may cause the
-dispute. ``docs/protocol.md`` ("Verdicts, traps and disputes") specifies each byte for byte; the
+``docs/protocol.md`` ("Verdicts, traps and disputes") specifies each byte for byte; the
 contract computes the same (``contracts/veriloco/src/commitments.rs``) and
 ``tests/vectors/commitments.json`` pins both.
 """
@@ -67,18 +65,3 @@ def trap_commitment(host: str, epoch: int, segments: Sequence[int], salt: bytes)
         raise ValueError("trap segments must be distinct, non-negative and in ascending order")
     body = u32be(len(items)) + b"".join(u32be(t) for t in items)
     return tagged_hash(Tag.TRAPS, host.encode(), b"\x00", u64be(epoch), body, salt)
-
-
-def dispute_seed(epoch_seed: bytes, round_: int, salts: Sequence[bytes]) -> bytes:
-    """``H("dispute/seed", epoch_seed || u32be(round) || salt_1 || …)``.
-
-    Args:
-        epoch_seed: the epoch's seed.
-        round_: the dispute round whose committees it draws (from 1).
-        salts: the salts of the verdicts opened in the round before, in key order (host, then
-            segment, then validator: the contract's storage order).
-    """
-    _check("epoch_seed", epoch_seed)
-    for s in salts:
-        _check("salt", s)
-    return tagged_hash(Tag.DISPUTE_SEED, epoch_seed, u32be(round_), *salts)

@@ -79,8 +79,9 @@ MAX_LOSS_MICRO = 2**31 - 1
 """Largest loss a commitment or a model proposal may carry, in micro-nats (about 2147 nats: far
 above any real language model's loss; a model beyond it is broken). The contract refuses larger
 values, so no reader of a report ever meets one."""
-MAX_DISPUTE_ROUNDS = 4
-"""Most dispute rounds a run may have (``verification.dispute_rounds``)."""
+MAX_SEATS_CAP = 64
+"""Largest ``verification.seats_cap``: the most seats a committee of pickers draws (19 already make an
+all-Byzantine committee less likely than 10^-9 at a third of the stake)."""
 
 MAX_JOIN_EXTENSIONS = 1000
 """Most join extensions a run may allow (``phases.max_join_extensions``)."""

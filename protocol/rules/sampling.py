@@ -1,9 +1,12 @@
-"""Deterministic sampling from public seeds: data batches, challenged segments, validators, committees.
+"""Deterministic sampling: data batches, and who picks which segments of a host are checked.
 
 Nobody chooses: a host's batches are a function of (run id, previous epoch seed, host address,
-step); which of its segments are checked, and by whom, is a function of the epoch seed, which is
-revealed only after the host committed. The contract computes the challenges with the same rules;
-``docs/protocol.md`` specifies them byte for byte and ``tests/vectors/sampling.json`` pins them.
+step). Its challenges are picked by a committee of validators drawn by stake (:func:`pickers`,
+from the previous seed, known when the epoch's joins close), each picker's picks a function of
+the beacon secret it committed when it joined (:func:`picks`): they depend on nothing a host or a
+withholder controls. The contract computes them with the same rules; ``docs/protocol.md`` specifies
+them byte for byte and ``tests/vectors/sampling.json`` pins them. :func:`challenged_segments` (k
+segments from one seed) is what the trainer's and benches' detection estimates still use.
 
 The random source is a counter-mode stream of SHA-256 blocks (:class:`Stream`); a uniform integer
 below ``n`` comes from rejection sampling on 64-bit draws (:func:`uniform`), so there is no modulo bias.
@@ -11,6 +14,9 @@ below ``n`` comes from rejection sampling on 64-bit draws (:func:`uniform`), so 
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from typing import TypeVar
 
 from protocol.rules.hashing import DIGEST_SIZE, Tag, tagged_hash, u32be, u64be
@@ -18,6 +24,7 @@ from protocol.rules.hashing import DIGEST_SIZE, Tag, tagged_hash, u32be, u64be
 T = TypeVar("T")
 
 _TWO64 = 1 << 64
+_TWO128 = 1 << 128
 
 
 class Stream:
@@ -98,59 +105,110 @@ def challenged_segments(epoch_seed: bytes, host: str, segments: int, k: int) -> 
     return [*sorted(chosen), segments - 1]
 
 
-def challenge_validators(epoch_seed: bytes, host: str, segment: int,
-                         validators: list[str], r: int) -> list[str]:
-    """The validators assigned to replay one challenged segment; never the host itself.
+def uniform128(stream: Stream, n: int) -> int:
+    """A uniform integer in ``[0, n)`` for ``1 <= n < 2^128``: two stream values make one 128-bit
+    draw (the first the high half); draw until it is below ``2^128 − (2^128 mod n)``."""
+    if not 1 <= n < _TWO128:
+        raise ValueError(f"uniform128 needs 1 <= n < 2^128, got {n}")
+    limit = _TWO128 - (_TWO128 % n)
+    while True:
+        x = (stream.next_u64() << 64) | stream.next_u64()
+        if x < limit:
+            return x % n
 
-    Args:
-        epoch_seed: 32-byte seed of this epoch.
-        host: the challenged host's address.
-        segment: the challenged segment.
-        validators: the epoch's participating validators (any order; duplicates ignored).
-        r: validators per challenge.
 
-    Returns:
-        ``min(r, candidates)`` addresses, sorted.
+def _candidates(candidates: Mapping[str, int] | Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+    items = dict(candidates.items() if isinstance(candidates, Mapping) else candidates)
+    if any(stake < 0 for stake in items.values()):
+        raise ValueError("stakes must be >= 0")
+    return sorted((a, s) for a, s in items.items() if s > 0)
+
+
+def stake_seats(stream: Stream, candidates: Mapping[str, int] | Iterable[tuple[str, int]], m: int) -> list[str]:
+    """``m`` seats drawn with replacement, each holder with probability proportional to its stake.
+
+    Candidates are taken in address order (zero stakes dropped); a seat is ``uniform128(total)``
+    and goes to the first candidate whose cumulative stake exceeds it. Returns the holders in draw
+    order (repeats included); empty without stake.
     """
-    if len(epoch_seed) != DIGEST_SIZE:
-        raise ValueError(f"epoch_seed must be {DIGEST_SIZE} bytes")
-    candidates = sorted(set(validators) - {host})
-    stream = Stream(Tag.SAMPLE_VALIDATORS, epoch_seed + host.encode() + b"\x00" + u32be(segment))
-    return sorted(_partial_shuffle(stream, candidates, min(r, len(candidates))))
+    pool = _candidates(candidates)
+    total = sum(s for _, s in pool)
+    if not pool or m <= 0:
+        return []
+    cumulative = list(accumulate(s for _, s in pool))
+    return [pool[bisect_right(cumulative, uniform128(stream, total))][0] for _ in range(m)]
 
 
-def committee_size(first: int, round_: int) -> int:
-    """The size dispute round ``round_`` (from 1) draws: ``first``, then ``2m + 1`` each round."""
-    if first < 1 or round_ < 1:
-        raise ValueError("the first committee size and the round are at least 1")
-    size = first
-    for _ in range(1, round_):
-        size = 2 * size + 1
-    return size
+def stake_committee(tag: str, material: bytes, candidates: Mapping[str, int] | Iterable[tuple[str, int]],
+                    cap: int) -> list[str]:
+    """A committee drawn by stake: seats one at a time from ``Stream(tag, material)``
+    (:func:`stake_seats`) until the distinct holders drawn hold MORE than 1/3 of the candidates'
+    total stake, or ``cap`` seats were drawn. Returns the distinct holders, sorted.
 
-
-def quorum(first: int, round_: int) -> int:
-    """The votes a decision of dispute round ``round_`` needs: more than half the size it drew for."""
-    return committee_size(first, round_) // 2 + 1
-
-
-def dispute_committee(dispute_seed: bytes, host: str, segment: int, validators: list[str],
-                      excluded: list[str], m: int) -> list[str]:
-    """A dispute committee for (``host``, ``segment``): never the host, never a validator already on the challenge.
-
-    Args:
-        dispute_seed: 32-byte seed of the round (:func:`protocol.rules.commitments.dispute_seed`).
-        host: the challenged host.
-        segment: the challenged segment.
-        validators: the epoch's validators V (any order; duplicates ignored).
-        excluded: validators already assigned to this challenge (first round, earlier committees).
-        m: the committee size of the round (:func:`committee_size`).
-
-    Returns:
-        ``min(m, candidates)`` addresses, sorted.
+    Splitting a stake across identities changes nothing about how much of that stake a committee
+    holds (each seat lands on a unit of stake, whoever holds it); a coalition under 1/3 of the
+    stake never stops the draw by itself, so the committee holds an honest member unless all
+    ``cap`` seats landed on the coalition (probability below β^cap).
     """
-    if len(dispute_seed) != DIGEST_SIZE:
-        raise ValueError(f"dispute_seed must be {DIGEST_SIZE} bytes")
-    candidates = sorted(set(validators) - {host} - set(excluded))
-    stream = Stream(Tag.SAMPLE_DISPUTE, dispute_seed + host.encode() + b"\x00" + u32be(segment))
-    return sorted(_partial_shuffle(stream, candidates, min(m, len(candidates))))
+    pool = _candidates(candidates)
+    total = sum(s for _, s in pool)
+    if not pool or cap <= 0:
+        return []
+    cumulative = list(accumulate(s for _, s in pool))
+    stream = Stream(tag, material)
+    held, chosen = 0, set()
+    for _ in range(cap):
+        address, stake = pool[bisect_right(cumulative, uniform128(stream, total))]
+        if address not in chosen:
+            chosen.add(address)
+            held += stake
+            if 3 * held > total:
+                break
+    return sorted(chosen)
+
+
+def pickers(prev_seed: bytes, host: str, validators: Mapping[str, int] | Iterable[tuple[str, int]],
+            cap: int) -> list[str]:
+    """The validators whose secrets pick ``host``'s challenges: ``stake_committee`` over the epoch's
+    joined validators (their stake at join) without ``host``, from
+    ``Stream("sample/pickers", prev_seed || utf8(host))``. Known at the close of join, before any
+    secret is revealed."""
+    if len(prev_seed) != DIGEST_SIZE:
+        raise ValueError(f"prev_seed must be {DIGEST_SIZE} bytes")
+    pool = [(a, s) for a, s in _candidates(validators) if a != host]
+    return stake_committee(Tag.SAMPLE_PICKERS, prev_seed + host.encode(), pool, cap)
+
+
+def picks(secret: bytes, host: str, segments: int, k: int) -> list[int]:
+    """The segments one picker's secret picks on ``host``: ``min(k, S − 1)`` distinct ones among the
+    first ``S − 1``, from ``Stream("sample/picks", secret || utf8(host))`` (partial Fisher–Yates),
+    sorted. The secret was committed when the picker joined, before any host committed."""
+    if len(secret) != DIGEST_SIZE:
+        raise ValueError(f"secret must be {DIGEST_SIZE} bytes")
+    if segments < 1 or k < 0:
+        raise ValueError("segments must be >= 1 and k >= 0")
+    stream = Stream(Tag.SAMPLE_PICKS, secret + host.encode())
+    return sorted(_partial_shuffle(stream, list(range(segments - 1)), min(k, segments - 1)))
+
+
+def challenge_seats(secrets: Mapping[str, bytes], host: str, segments: int, k: int) -> dict[int, list[str]]:
+    """The challenges of ``host`` and their round-0 seats, from the secrets its pickers revealed
+    (``secrets``: picker -> secret; a picker that did not reveal is absent and has no picks):
+    every picked segment seats the pickers that picked it; the last segment, always challenged,
+    seats every picker that revealed. Returns segment -> sorted seats, in segment order."""
+    if segments < 1:
+        raise ValueError("segments must be >= 1")
+    seats: dict[int, set[str]] = {}
+    for picker, secret in secrets.items():
+        for g in picks(secret, host, segments, k):
+            seats.setdefault(g, set()).add(picker)
+    seats[segments - 1] = set(secrets)
+    return {g: sorted(seats[g]) for g in sorted(seats)}
+
+
+def seat_rank(prev_seed: bytes, address: str) -> bytes:
+    """``H("seat", prev_seed || utf8(address))``: between two members of equal stake at join, the
+    larger rank keeps a seat of a full epoch (never the earlier arrival)."""
+    if len(prev_seed) != DIGEST_SIZE:
+        raise ValueError(f"prev_seed must be {DIGEST_SIZE} bytes")
+    return tagged_hash(Tag.SEAT, prev_seed, address.encode())

@@ -18,10 +18,10 @@ from protocol.rules.encoding import I64_MAX, canonical_json, parse_canonical
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
 from protocol.rules.limits import (
     BPS_DENOMINATOR,
-    MAX_DISPUTE_ROUNDS,
     MAX_HELD_BITS,
     MAX_JOIN_EXTENSIONS,
     MAX_PARTICIPANTS,
+    MAX_SEATS_CAP,
     MAX_SEGMENTS,
     MIN_STAKE,
     MIN_UNBONDING_EPOCHS,
@@ -166,16 +166,21 @@ class VerificationSpec(Boundary):
     (``docs/verification.md`` has the calibration). ``compute_fingerprint``, when set, is the one
     compute profile the run admits.
 
-    The disputes (``docs/contract.md``): the first committee's size (odd) and how many rounds,
-    each drawing a committee of ``2m + 1`` when the one before had ``m``, before a challenge is
-    unresolved.
+    The settlement game (``docs/contract.md``): each host's challenges are picked by a committee of
+    validators drawn by stake until it holds more than 1/3 of the joined stake or ``seats_cap``
+    seats were drawn (19: an all-Byzantine committee has probability β^19 < 10^-9 at β = 1/3); each
+    picker picks ``challenges_k`` segments, the last one is always checked. A disputed challenge is
+    decided by one stake-weighted vote of every validator of the epoch (there are no growing
+    committee rounds any more). A host's declared trap that the vote fails is valid when the
+    deciding replay distance lies in ``[tau, trap_max_distance]`` (default ``100 × tau``).
+    ``validators_r`` is no longer read by the contract (a challenge's first-round seats are the
+    pickers that picked it); it is kept for the cost estimates of the presets and ``simulate``.
     """
 
     enabled: bool = True
     challenges_k: Count = 2
     validators_r: Count = 2
-    dispute_committee: int = Field(default=3, ge=1, le=MAX_PARTICIPANTS, strict=True)
-    dispute_rounds: int = Field(default=2, ge=1, le=MAX_DISPUTE_ROUNDS, strict=True)
+    seats_cap: int = Field(default=19, ge=1, le=MAX_SEATS_CAP, strict=True)
     # Calibrated in docs/verification.md. Within one compute profile (same torch build, CPU kernels
     # or GPU model) honest replays are bitwise equal at any thread count and island size, so the
     # thresholds sit 30× below the nearest cheats (one float16 or bfloat16 step per segment, a
@@ -189,13 +194,23 @@ class VerificationSpec(Boundary):
     # (``trainer.fingerprint``) of two steps of the run's model, which equal profiles compute bit
     # for bit. Nodes whose own fingerprint differs refuse to start; "" pins nothing.
     compute_fingerprint: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+    # The window of a valid trap's replay distance, from tau (default 100 × tau, filled in
+    # before validation so that the deployed spec always states it).
+    trap_max_distance: Dec = Decimal("0.001")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trap_window(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("trap_max_distance") is None and "tau" in data:
+            data = {**data, "trap_max_distance": Decimal(str(data["tau"])) * 100}
+        return data
 
     @model_validator(mode="after")
     def _ranges(self) -> VerificationSpec:
         if self.enabled and self.validators_r < 1:
             raise ValueError("validators_r must be >= 1 when verification is enabled")
-        if self.dispute_committee % 2 == 0:
-            raise ValueError("dispute_committee must be odd (a committee decides by more than half)")
+        if self.trap_max_distance < self.tau:
+            raise ValueError("trap_max_distance must be at least tau")
         if self.tau <= 0 or self.moment_tolerance <= 0:
             raise ValueError("tau and moment_tolerance must be positive")
         if self.loss_tolerance < 0 or self.min_update_ratio < 0:
@@ -220,6 +235,9 @@ class EconomicsSpec(Boundary):
     slash_no_reveal_bps: Bps = 5_000
     slash_validator_wrong_bps: Bps = 2_000
     slash_validator_silent_bps: Bps = 2_000
+    # An `unavailable` objection that the vote of the epoch's stake contradicts (the host served
+    # the others): at most the wrong slash (a reader may have met a real network fault).
+    slash_validator_unserved_bps: Bps = 500
     catcher_share_bps: Bps = 5_000
     reward_per_epoch: Amount = "0"
     host_reward_share_bps: Bps = 8_000
@@ -241,6 +259,9 @@ class EconomicsSpec(Boundary):
                              f"slash_invalid_bps ({self.slash_invalid_bps})")
         if self.slash_validator_silent_bps < self.slash_validator_wrong_bps:
             raise ValueError(f"slash_validator_silent_bps ({self.slash_validator_silent_bps}) must be at least "
+                             f"slash_validator_wrong_bps ({self.slash_validator_wrong_bps})")
+        if self.slash_validator_unserved_bps > self.slash_validator_wrong_bps:
+            raise ValueError(f"slash_validator_unserved_bps ({self.slash_validator_unserved_bps}) must be at most "
                              f"slash_validator_wrong_bps ({self.slash_validator_wrong_bps})")
         return self
 

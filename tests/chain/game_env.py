@@ -24,26 +24,30 @@ from dataclasses import dataclass, field
 from ledger_env import DEFAULT_NAMES, HOST_STAKE, VALIDATOR_STAKE, EmbeddedDriver, LedgerEnv, make_spec
 
 from chain.ledger import ContractError
-from protocol.rules.beacon import epoch_seed
-from protocol.rules.sampling import challenged_segments
+from protocol.rules.sampling import challenge_seats, pickers
 from protocol.rules.spec import RunSpec
 from protocol.views import Challenge, EpochReport
 
 HOST_STRATEGIES = ("honest", "auditor", "lazy", "selective_serve", "selective_reveal", "withhold")
 """``honest`` and ``auditor`` (an honest host with one trap segment a round) are honest parties."""
-VALIDATOR_STRATEGIES = ("honest", "always_pass", "always_fail", "silent", "copycat", "false_unavailable")
+VALIDATOR_STRATEGIES = ("honest", "always_pass", "always_fail", "silent", "copycat", "false_unavailable",
+                        "colluder")
 """``copycat`` commits a copy of another validator's commitment, which never opens (the contract
 binds a commitment to its committer; the e2e test plays the real copy): it commits and never opens.
-``false_unavailable`` claims every host refused it."""
+``false_unavailable`` claims every host refused it. ``colluder``: one identity of a coalition that
+fails every seat it holds, objects to every one of them and fails every final vote it casts (the
+issue-27 attack: two colluders on one challenge used to decide it at once)."""
 HONEST = frozenset({"honest", "auditor"})
 
 
-def game_spec(segments: int = 8, k: int = 2, r: int = 2, committee: int = 3, rounds: int = 2, **economics) -> RunSpec:
-    """The game's spec: ``segments`` segments, ``k`` challenges plus the last, ``r`` validators each,
-    windows long enough for every party on a chain that includes one transaction per block."""
+def game_spec(segments: int = 8, k: int = 2, r: int = 2, seats_cap: int = 19, **economics) -> RunSpec:
+    """The game's spec: ``segments`` segments, ``k`` picks per picker plus the last, pickers drawn
+    by stake up to ``seats_cap`` seats, windows long enough for every party on a chain that
+    includes one transaction per block (every validator may vote on every disputed challenge)."""
     return make_spec(
         train={"inner_steps": 2 * segments, "segment_steps": 2},
-        verification={"challenges_k": k, "validators_r": r, "dispute_committee": committee, "dispute_rounds": rounds},
+        verification={"challenges_k": k, "validators_r": r, "seats_cap": seats_cap,
+                      "trap_max_distance": "1"},
         phases={"join_blocks": 60, "train_blocks": 60, "reveal_blocks": 60, "verify_blocks": 300,
                 "verdict_reveal_blocks": 300, "propose_blocks": 60, "max_hosts": 64, "max_validators": 64},
         reward_per_epoch="1000", **economics)
@@ -73,10 +77,13 @@ class Game:
             strategy keeps playing: its cost per epoch is then measured over every epoch).
         settle_page: the contract's page for closes that run over several transactions (None:
             its default, which settles these small games in one transaction).
+        stakes: party name -> its bond (default: ``HOST_STAKE`` / ``VALIDATOR_STAKE``); the top-up
+            restores these.
     """
 
     def __init__(self, hosts: Mapping[str, str], validators: Mapping[str, str], *, spec: RunSpec | None = None,
-                 seed: int = 0, top_up: bool = True, settle_page: int | None = None) -> None:
+                 seed: int = 0, top_up: bool = True, settle_page: int | None = None,
+                 stakes: Mapping[str, int] | None = None) -> None:
         for name, s in hosts.items():
             assert s in HOST_STRATEGIES, (name, s)
         for name, s in validators.items():
@@ -87,7 +94,8 @@ class Game:
         self.env = LedgerEnv(EmbeddedDriver(self.spec, names, settle_page=settle_page))
         self.rng = random.Random(seed)
         self.top_up = top_up
-        self.stakes = {**dict.fromkeys(hosts, HOST_STAKE), **dict.fromkeys(validators, VALIDATOR_STAKE)}
+        self.stakes = {**dict.fromkeys(hosts, HOST_STAKE), **dict.fromkeys(validators, VALIDATOR_STAKE),
+                       **(stakes or {})}
         for name in [*hosts, *validators]:
             self.env.bond(name, self.stakes[name], role=self.role(name))
         self.env.fund_rewards(10**12)
@@ -128,7 +136,7 @@ class Game:
         if strategy == "honest":
             return self.truth(host, challenge.segment, validator)
         return {"always_pass": "pass", "always_fail": "fail", "silent": None, "copycat": "pass",
-                "false_unavailable": "unavailable"}[strategy]
+                "false_unavailable": "unavailable", "colluder": "fail"}[strategy]
 
     def opens(self, validator: str, challenge: Challenge) -> bool:
         return self.validators[validator] != "copycat"
@@ -140,12 +148,17 @@ class Game:
         return member is not None and int(member.bonded) >= minimum
 
     def _would_be_hit(self, host: str, e: int, revealers: Sequence[str]) -> bool:
-        """``selective_reveal``: read every other reveal, compute its challenges if it revealed."""
-        reveals = {self.env.addr(n): self.env.secret(n, e) for n in revealers}
-        reveals[self.env.addr(host)] = self.env.secret(host, e)
-        seed = epoch_seed(self.spec.run_id(), e, reveals)
-        hit = challenged_segments(seed, self.env.addr(host), self.segments, self.spec.verification.challenges_k)
-        return bool(set(hit) & self._fakes[host])
+        """``selective_reveal``: read every other reveal and compute its challenges. They come from
+        its pickers' secrets alone, so its own reveal changes nothing: withholding only costs it."""
+        info = self.env.epoch(e)
+        report = self.env.report(e)
+        joined = {v.address: int(v.stake) for v in report.validators}
+        chosen = pickers(bytes.fromhex(info.prev_seed), self.env.addr(host), joined,
+                         self.spec.verification.seats_cap)
+        revealed = {self.env.addr(n): self.env.secret(n, e) for n in revealers}
+        secrets = {p: revealed[p] for p in chosen if p in revealed}
+        seats = challenge_seats(secrets, self.env.addr(host), self.segments, self.spec.verification.challenges_k)
+        return bool(set(seats) & self._fakes[host])
 
     def play_epoch(self) -> EpochReport:
         env, econ = self.env, self.spec.economics

@@ -45,6 +45,8 @@ from protocol.messages import (
     BeaconReveal,
     Commitment,
     ModelProposal,
+    Objection,
+    Ready,
     TrapOpening,
     VerdictCommit,
     VerdictOpening,
@@ -308,12 +310,13 @@ class LedgerEnv:
     def opening(self, name: str, host: str, segment: int, outcome: str = "pass", *,
                 distance: str = "0.001", epoch: int | None = None) -> VerdictOpening:
         """``name``'s verdict on (``host``, ``segment``) with a deterministic salt; ``host`` is a
-        name or an address."""
+        name or an address. The evidence depends only on what was found (honest replays are
+        bitwise equal, so their evidence is too)."""
         epoch = self.current() if epoch is None else epoch
         host_address = self.addr(host) if host in self.keys else host
         salt = hashlib.sha256(f"verdict-salt:{name}:{host_address}:{segment}:{epoch}:{outcome}".encode()).hexdigest()
         return VerdictOpening(epoch=epoch, host=host_address, segment=segment, outcome=outcome, distance=distance,
-                              evidence=digest(f"evidence:{name}:{host_address}:{segment}"), salt=salt)
+                              evidence=digest(f"evidence:{host_address}:{segment}:{outcome}:{distance}"), salt=salt)
 
     def commit_verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
                        distance: str = "0.001", epoch: int | None = None) -> TxResult:
@@ -428,8 +431,8 @@ class LedgerEnv:
         Args:
             commit / reveal: who commits / reveals (default: every host / everyone).
             vote: ``vote(validator, challenge)`` -> ``pass``/``fail``/``unavailable``, or None to
-                stay silent (default: pass); asked in every verdict round (first round and
-                dispute committees; ``challenge.round`` tells which).
+                stay silent (default: pass); asked for round-0 seats and the final vote
+                (``challenge.round`` tells which). Seats object to what they did not pass.
             open_verdict: ``open_verdict(validator, challenge)`` -> whether to open a committed
                 verdict (default: always).
             open_traps: the hosts that open their trap commitment (default: every host).
@@ -459,16 +462,17 @@ class LedgerEnv:
         if stop_after == "reveal":
             return e
         openers = list(hosts if open_traps is None else open_traps)
-        for _ in range(2 * (self.spec.verification.dispute_rounds + 1)):
+        for _ in range(6):
             info = self.epoch(e)
             if info.phase in VERDICT_COMMIT_PHASES:
                 self.commit_round(validators, vote, e)
-                self._leave(info.phase, e)
+            elif info.phase == "objection":
+                self.objection_round(validators, openers, e)
             elif info.phase in VERDICT_REVEAL_PHASES:
                 self.reveal_round(validators, open_verdict, openers, e)
-                self._leave(info.phase, e)
             else:
                 break
+            self._leave(info.phase, e)
         if stop_after == "verify":
             return e
         if self.epoch(e).phase == "propose":
@@ -483,15 +487,14 @@ class LedgerEnv:
         return e
 
     def round_challenges(self, name: str, epoch: int) -> list[Challenge]:
-        """``name``'s undecided challenges of the epoch's current verdict round."""
-        current = self.epoch(epoch).round
-        return [c for c in self.challenges(name, epoch) if c.round == current and c.outcome == "pending"]
+        """``name``'s challenges the current phase waits for it on (``Challenge.due``)."""
+        return [c for c in self.challenges(name, epoch) if c.due]
 
     def commit_round(self, validators: Sequence[str], vote: Callable[[str, Challenge], str | None] | None,
                      epoch: int) -> TxResult | None:
-        """Every validator commits to its verdicts of the current round (``vote`` decides); returns
-        the last transaction. The phase is checked once per validator (a query costs about as much
-        as a transaction on the embedded chain)."""
+        """Every validator commits to its verdicts due now (``vote`` decides); returns the last
+        transaction. The phase is checked once per validator (a query costs about as much as a
+        transaction on the embedded chain)."""
         last = None
         for name in validators:
             if self.epoch(epoch).phase not in VERDICT_COMMIT_PHASES:
@@ -504,23 +507,55 @@ class LedgerEnv:
                     last = self.commit_verdict(name, challenge.host, challenge.segment, outcome, epoch=epoch)
         return last
 
+    def ready(self, name: str, epoch: int | None = None, objections: Sequence[tuple[str, int]] | None = None
+              ) -> TxResult:
+        """``name``'s ``ready``: by default its committed round-0 seats whose kept verdict is not
+        ``pass`` (``objections`` as (host name or address, segment) to send others)."""
+        epoch = self.current() if epoch is None else epoch
+        if objections is None:
+            pairs = []
+            for c in self.challenges(name, epoch):
+                kept = self.openings.get((name, c.host, c.segment, epoch))
+                if c.round == 0 and c.committed and (kept is None or kept.outcome != "pass"):
+                    pairs.append((c.host, c.segment))
+        else:
+            pairs = [(self.addr(h) if h in self.keys else h, g) for h, g in objections]
+        msg = Ready(epoch=epoch, objections=[Objection(host=h, segment=g) for h, g in sorted(pairs)])
+        return self.ledger.ready(self.key(name), msg)
+
+    def objection_round(self, validators: Sequence[str], openers: Sequence[str], epoch: int,
+                        ready: Callable[[str], bool] | None = None) -> TxResult | None:
+        """Every seated validator sends its ``ready`` (unless ``ready(name)`` says not), the hosts
+        in ``openers`` open their trap commitments. Returns the last transaction."""
+        last = None
+        for name in validators:
+            status = self.ledger.participant(self.addr(name), epoch)
+            if status.phase != "objection":
+                return last
+            if status.ready_due and (ready is None or ready(name)):
+                last = self.ready(name, epoch)
+        for name in openers:
+            status = self.ledger.participant(self.addr(name), epoch)
+            if status.phase != "objection":
+                return last
+            if status.challenged and not status.traps_opened:
+                last = self.open_traps(name, epoch)
+        return last
+
     def reveal_round(self, validators: Sequence[str], open_verdict: Callable[[str, Challenge], bool] | None,
                      openers: Sequence[str], epoch: int) -> TxResult | None:
-        """In the first round the hosts in ``openers`` open their trap commitments; every validator
-        opens its committed verdicts of the current round. Returns the last transaction."""
+        """Every validator opens its verdicts due now (in ``verdict_reveal`` only its ``pass``
+        verdicts: the others were objected to). Returns the last transaction."""
         last = None
-        if self.epoch(epoch).phase == "verdict_reveal":
-            for name in openers:
-                status = self.ledger.participant(self.addr(name), epoch)
-                if status.phase != "verdict_reveal":
-                    return last
-                if status.challenged and not status.traps_opened:
-                    last = self.open_traps(name, epoch)
         for name in validators:
-            if self.epoch(epoch).phase not in VERDICT_REVEAL_PHASES:
+            phase = self.epoch(epoch).phase
+            if phase not in VERDICT_REVEAL_PHASES:
                 return last
             for challenge in self.round_challenges(name, epoch):
                 if not challenge.committed or challenge.revealed:
+                    continue
+                kept = self.openings.get((name, challenge.host, challenge.segment, epoch))
+                if kept is None or (phase == "verdict_reveal" and kept.outcome != "pass"):
                     continue
                 if open_verdict is None or open_verdict(name, challenge):
                     last = self.reveal_verdict(name, challenge.host, challenge.segment, epoch=epoch)
@@ -532,9 +567,11 @@ class LedgerEnv:
         last one (the one that finalized the epoch)."""
         e = self.current()
         last = None
-        while (phase_now := self.epoch(e).phase) in (*VERDICT_COMMIT_PHASES, *VERDICT_REVEAL_PHASES):
+        while (phase_now := self.epoch(e).phase) in (*VERDICT_COMMIT_PHASES, "objection", *VERDICT_REVEAL_PHASES):
             if phase_now in VERDICT_COMMIT_PHASES:
                 last = self.commit_round(validators, vote, e)
+            elif phase_now == "objection":
+                last = self.objection_round(validators, hosts, e)
             else:
                 last = self.reveal_round(validators, None, hosts, e)
             if self.epoch(e).phase == phase_now:

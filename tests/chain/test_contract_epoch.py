@@ -9,11 +9,12 @@ hold where blocks come by themselves. Settlement amounts are in ``test_contract_
 from __future__ import annotations
 
 import pytest
-from ledger_env import HOST_STAKE, INITIAL_MODEL_HASH, LedgerEnv, digest, make_spec
+from ledger_env import HOST_STAKE, INITIAL_MODEL_HASH, VALIDATOR_STAKE, LedgerEnv, digest, make_spec
 
 from chain.ledger import ContractError
 from protocol.rules.beacon import beacon_commit, epoch_seed
 from protocol.rules.limits import MAX_LOSS_MICRO
+from protocol.rules.sampling import pickers
 
 HOSTS = ["host1", "host2"]
 VALIDATORS = ["validator1", "validator2"]
@@ -58,32 +59,48 @@ def test_an_epoch_moves_through_every_phase_and_opens_the_next(ledger_env) -> No
     reveals = {env.addr(n): env.secret(n, 0) for n in [*HOSTS, *VALIDATORS]}
     assert info.seed == epoch_seed(env.spec.run_id(), 0, reveals).hex()
 
-    # k = 1 of S - 1 = 1, plus the last: both segments of each host, two validators each.
+    # Each host's pickers (drawn by stake over V without it, until they hold more than 1/3 of it)
+    # pick k = 1 of the first S - 1 = 1 segments, plus the last: both segments of each host, each
+    # seated by every picker of the host.
+    joined = {env.addr(v): VALIDATOR_STAKE for v in VALIDATORS}
+    want = {}
+    for h in HOSTS:
+        chosen = pickers(bytes.fromhex(info.prev_seed), env.addr(h), joined, env.spec.verification.seats_cap)
+        assert chosen  # one validator of two holds more than 1/3 of the stake
+        want.update({(env.addr(h), s): chosen for s in (0, 1)})
+    seated = sorted({env.name_of(a) for seats in want.values() for a in seats})
     for v in VALIDATORS:
         challenges = env.challenges(v)
-        assert {(c.host, c.segment) for c in challenges} == {(env.addr(h), s) for h in HOSTS for s in (0, 1)}
+        assert {(c.host, c.segment) for c in challenges} == {k for k, seats in want.items() if env.addr(v) in seats}
         for c in challenges:
-            assert c.validators == sorted(env.addr(x) for x in VALIDATORS)
+            assert c.validators == want[(c.host, c.segment)]
             committed = env.commitment(env.name_of(c.host), 0)
             assert c.checkpoint_root == committed.checkpoint_root
             assert (c.loss_digest, c.train_loss_micro) == (committed.loss_digest, committed.train_loss_micro)
-            assert (c.segments, c.endpoint, c.round, c.committed, c.outcome) == (
-                2, "http://127.0.0.1:8700", 0, False, "pending")
+            assert (c.segments, c.endpoint, c.round, c.committed, c.outcome, c.due) == (
+                2, "http://127.0.0.1:8700", 0, False, "pending", True)
             r = env.commit_verdict(v, c.host, c.segment, "pass")
-    # Every commitment in: verify closes; the verdicts are still hidden.
+    # Every commitment in: verify closes into objection; the verdicts are still hidden.
     info = env.epoch()
-    assert (info.phase, info.phase_deadline) == ("verdict_reveal", r.height + ph.verdict_reveal_blocks)
+    assert (info.phase, info.phase_deadline) == ("objection", r.height + ph.verdict_reveal_blocks)
     assert all(vote.outcome is None and vote.commitment for c in env.report().challenges for vote in c.votes)
-    for v in VALIDATORS:
-        for c in env.challenges(v):
-            env.reveal_verdict(v, c.host, c.segment)
-    assert phase(env) == "verdict_reveal", "the hosts have not opened their trap commitments yet"
+    # Every seated validator sends its ready (no objection); the hosts open their traps.
+    for v in seated:
+        assert env.ledger.participant(env.addr(v)).ready_due
+        env.ready(v)
+    assert phase(env) == "objection", "the hosts have not opened their trap commitments yet"
     env.open_traps("host1")
     r = env.open_traps("host2")
     info = env.epoch()
+    assert (info.phase, info.phase_deadline) == ("verdict_reveal", r.height + ph.verdict_reveal_blocks)
+    assert not any(c.disputed for c in env.challenges(seated[0]))
+    for v in seated:
+        for c in env.challenges(v):
+            r = env.reveal_verdict(v, c.host, c.segment)
+    info = env.epoch()
     assert (info.phase, info.phase_deadline) == ("propose", r.height + ph.propose_blocks)
     assert info.accepted == sorted(env.addr(h) for h in HOSTS)
-    assert all(c.committed and c.revealed and c.outcome == "pass" for c in env.challenges("validator1"))
+    assert all(c.committed and c.revealed and c.outcome == "pass" for c in env.challenges(seated[0]))
     assert [e.get("decided") for e in r.events_of("wasm-dispute")] == ["4"]
 
     theta1 = digest("theta 1")
@@ -157,10 +174,10 @@ def test_phases_with_nobody_to_wait_for_close_behind_the_one_a_transaction_close
     # Nobody reveals; the chain idles past the reveal deadline.
     env.wait_until(env.epoch().phase_deadline + 3 * ph.join_blocks)
     r = env.advance()
-    # reveal closed now; verify and verdict_reveal had nothing to wait for (no reveal, no
-    # challenge) and closed behind it; no host was accepted: θ unchanged, epoch 1 opened at
+    # reveal closed now; verify, objection and verdict_reveal had nothing to wait for (no reveal,
+    # no challenge) and closed behind it; no host was accepted: θ unchanged, epoch 1 opened at
     # that height with its whole join window.
-    assert int(r.attribute("transitions")) == 3
+    assert int(r.attribute("transitions")) == 4
     closed = env.epoch(0)
     assert (closed.phase, closed.agreed, closed.next_model_hash) == ("closed", False, INITIAL_MODEL_HASH)
     assert closed.phase_deadline == r.height
@@ -242,7 +259,8 @@ def test_join_does_not_wait_for_members_below_the_minimum(ledger_env) -> None:
 
 def test_join_refusals(make_ledger_env) -> None:
     env = make_ledger_env(make_spec(phases={"max_hosts": 2}))
-    ready(env, hosts=["host1", "host2", "host3"], validators=["validator1"])
+    ready(env, hosts=["host1", "host2"], validators=["validator1"])
+    env.bond("host3", HOST_STAKE // 2)  # eligible, but a smaller stake than every seat
     with pytest.raises(ContractError, match=r"^join: .* is not a member; bond first$"):
         env.join("outsider")
     with pytest.raises(ContractError, match=r"^join: epoch 1 has not started; the current epoch is 0$"):
@@ -257,10 +275,13 @@ def test_join_refusals(make_ledger_env) -> None:
     with pytest.raises(ContractError, match=f"^join: {env.addr('host1')} already joined epoch 0$"):
         env.join("host1")
     env.join("host2")
-    with pytest.raises(ContractError, match=r"^join: epoch 0 is full: it admits at most 2 hosts$"):
+    # A full role admits a newcomer only in place of its smallest seat, which it must out-stake.
+    with pytest.raises(ContractError, match=rf"^join: epoch 0 is full: its 2 host seats are held by stakes of at "
+                                            rf"least {HOST_STAKE}inj; a larger stake at join takes the smallest "
+                                            r"seat$"):
         env.join("host3")
     # Unbonding below the minimum makes a member ineligible for the next join.
-    env.unbond("host3", HOST_STAKE - 1_999_999)
+    env.unbond("host3", HOST_STAKE // 2 - 1_999_999)
     env.join("validator1")  # host3 is no longer eligible: everyone eligible joined
     assert phase(env) == "train"
     with pytest.raises(ContractError, match=r"^join: epoch 0 is in phase train; join is accepted in phase join only$"):
@@ -419,9 +440,13 @@ def test_an_opening_must_match_the_commitment(make_ledger_env) -> None:
     for v in VALIDATORS:
         for c in env.challenges(v):
             env.commit_verdict(v, c.host, c.segment, "fail", distance="0.25")
-    assert phase(env) == "verdict_reveal"
-    v = next(x for x in VALIDATORS if env.challenges(x))  # the seed may leave one without challenges
-    c = env.challenges(v)[0]
+    assert phase(env) == "objection"
+    env.objection_round(VALIDATORS, HOSTS, 0)  # every seat objects: every challenge goes to the final vote
+    assert phase(env) == "dispute"
+    env.commit_round(VALIDATORS, lambda v, c: "fail", 0)
+    assert phase(env) == "dispute_reveal"  # round-0 seats open their verify commitments now
+    v = next(x for x in VALIDATORS if any(c.round == 0 for c in env.challenges(x)))
+    c = next(x for x in env.challenges(v) if x.round == 0)
     committed = env.openings[v, c.host, c.segment, 0]
     for change in ({"outcome": "pass"}, {"distance": "0.26"}, {"salt": "00" * 32}, {"evidence": "11" * 32}):
         with pytest.raises(ContractError, match=f"^reveal_verdict: the opening does not match the verdict "
@@ -440,8 +465,9 @@ def test_an_opening_must_match_the_commitment(make_ledger_env) -> None:
     env.reveal_verdict(v, c.host, c.segment)
     with pytest.raises(ContractError, match=f"^reveal_verdict: {env.addr(v)} already opened its verdict"):
         env.reveal_verdict(v, c.host, c.segment)
-    vote = next(ch for ch in env.report().challenges if (ch.host, ch.segment) == (c.host, c.segment)).votes[0]
-    assert (vote.outcome, str(vote.distance), vote.salt) == ("fail", "0.25", committed.salt)
+    votes = next(ch for ch in env.report().challenges if (ch.host, ch.segment) == (c.host, c.segment)).votes
+    vote = next(x for x in votes if x.validator == env.addr(v))
+    assert (vote.outcome, str(vote.distance), vote.salt, vote.round) == ("fail", "0.25", committed.salt, 0)
 
 
 def test_trap_openings(ledger_env) -> None:
@@ -454,7 +480,7 @@ def test_trap_openings(ledger_env) -> None:
     for v in VALIDATORS:
         for c in env.challenges(v):
             env.commit_verdict(v, c.host, c.segment, "pass")
-    assert phase(env) == "verdict_reveal"
+    assert phase(env) == "objection"  # traps open after every round-0 verdict was committed
     with pytest.raises(ContractError, match=r"^reveal_traps: the opening does not match the trap commitment"):
         env.open_traps("host1", segments=[])  # not what it committed to
     with pytest.raises(ContractError, match=r"^reveal_traps: trap segments must be distinct and in ascending"):

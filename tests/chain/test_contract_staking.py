@@ -126,11 +126,15 @@ def _edited(spec: RunSpec, edit) -> str:
         (lambda d: d["phases"].update(max_hosts=5000), "at most 1024"),
         (lambda d: d["train"].update(inner_steps=5), "must be a multiple of train.segment_steps"),
         (lambda d: d["train"].update(inner_steps=4096, segment_steps=2), "at most 1024 segments"),
-        (lambda d: d["verification"].update(validators_r=0), "validators_r must be at least 1"),
+        # The pickers' draw needs at least one seat; validators_r is no longer read (seats come
+        # from the pickers, docs/contract.md).
+        (lambda d: d["verification"].update(seats_cap=0), "verification.seats_cap must be between 1 and"),
+        (lambda d: d["verification"].update(trap_max_distance="0.000001"),
+         "verification.trap_max_distance must be at least tau"),
         (lambda d: d["phases"].update(min_validators=0), "verification needs phases.min_validators >= 1"),
     ],
     ids=["missing-field", "bps", "version", "no-phases", "zero-blocks", "min-hosts", "min-over-max",
-         "max-hosts", "segments", "too-many-segments", "r-zero", "no-validators"],
+         "max-hosts", "segments", "too-many-segments", "seats-cap-zero", "trap-window", "no-validators"],
 )
 def test_instantiate_rejects_specs_the_epoch_logic_cannot_run(ledger_env, edit, message: str) -> None:
     with pytest.raises(ContractError, match=message):

@@ -11,7 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from protocol.rules import limits
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
-from protocol.rules.commitments import dispute_seed, trap_commitment, verdict_commitment
+from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import EncodingError, canonical_decimal
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.losses import loss_digest, train_loss_micro
@@ -20,12 +20,14 @@ from protocol.rules.models import ARCHITECTURES
 from protocol.rules.sampling import (
     Stream,
     batch_indices,
-    challenge_validators,
     challenged_segments,
-    committee_size,
-    dispute_committee,
-    quorum,
+    pickers,
+    picks,
+    seat_rank,
+    stake_committee,
+    stake_seats,
     uniform,
+    uniform128,
 )
 from protocol.rules.spec import RunSpec
 from protocol.types import Amount, Dec
@@ -74,17 +76,25 @@ def test_sampling() -> None:
                              c["step"], c["batch_size"], c["n_windows"]) == c["indices"]
     for c in v["challenged_segments"]:
         assert challenged_segments(bytes.fromhex(c["epoch_seed"]), c["host"], c["segments"], c["k"]) == c["challenged"]
-    for c in v["challenge_validators"]:
-        got = challenge_validators(bytes.fromhex(c["epoch_seed"]), c["host"], c["segment"], c["validators"], c["r"])
-        assert got == c["assigned"]
-        assert c["host"] not in got
-    for c in v["dispute_committees"]:
-        got = dispute_committee(bytes.fromhex(c["dispute_seed"]), c["host"], c["segment"], c["validators"],
-                                c["excluded"], c["m"])
+    def stakes(pairs: list) -> list[tuple[str, int]]:
+        return [(a, int(st)) for a, st in pairs]
+
+    for c in v["uniform128"]:
+        stream = Stream(c["tag"], bytes.fromhex(c["material_hex"]))
+        assert [str(uniform128(stream, int(c["n"]))) for _ in c["uniform128"]] == c["uniform128"]
+    for c in v["stake_seats"]:
+        stream = Stream(c["tag"], bytes.fromhex(c["material_hex"]))
+        assert stake_seats(stream, stakes(c["candidates"]), c["m"]) == c["seats"]
+    for c in v["stake_committees"]:
+        got = stake_committee(c["tag"], bytes.fromhex(c["material_hex"]), stakes(c["candidates"]), c["cap"])
         assert got == c["committee"]
-        assert c["host"] not in got and not set(got) & set(c["excluded"])
-    for c in v["committee_sizes"]:
-        assert (committee_size(c["first"], c["round"]), quorum(c["first"], c["round"])) == (c["size"], c["quorum"])
+    for c in v["pickers"]:
+        got = pickers(bytes.fromhex(c["prev_seed"]), c["host"], stakes(c["validators"]), c["cap"])
+        assert got == c["pickers"] and c["host"] not in got
+    for c in v["picks"]:
+        assert picks(bytes.fromhex(c["secret"]), c["host"], c["segments"], c["k"]) == c["picks"]
+    for c in v["seat_ranks"]:
+        assert seat_rank(bytes.fromhex(c["prev_seed"]), c["address"]).hex() == c["rank"]
 
 
 def test_commitments() -> None:
@@ -99,9 +109,6 @@ def test_commitments() -> None:
         assert other.hex() != c["commitment"]
     for c in v["traps"]:
         assert trap_commitment(c["host"], c["epoch"], c["segments"], bytes.fromhex(c["salt"])).hex() == c["commitment"]
-    for c in v["dispute_seeds"]:
-        salts = [bytes.fromhex(s) for s in c["salts"]]
-        assert dispute_seed(bytes.fromhex(c["epoch_seed"]), c["round"], salts).hex() == c["seed"]
 
 
 def test_beacon() -> None:

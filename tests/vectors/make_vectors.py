@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from protocol.keys import PrivateKey
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
-from protocol.rules.commitments import dispute_seed, trap_commitment, verdict_commitment
+from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal, canonical_json
 from protocol.rules.endpoints import EndpointError, endpoint_syntax
 from protocol.rules.hashing import Tag, tagged_hash
@@ -28,12 +28,14 @@ from protocol.rules.models import architecture_names
 from protocol.rules.sampling import (
     Stream,
     batch_indices,
-    challenge_validators,
     challenged_segments,
-    committee_size,
-    dispute_committee,
-    quorum,
+    pickers,
+    picks,
+    seat_rank,
+    stake_committee,
+    stake_seats,
     uniform,
+    uniform128,
 )
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
 from protocol.types import U128_MAX
@@ -85,25 +87,44 @@ def sampling() -> dict:
             es = seed(f"epoch{i}")
             segments.append({"epoch_seed": es.hex(), "host": host, "segments": s, "k": k,
                              "challenged": challenged_segments(es, host, s, k)})
-    validators = []
-    for host in HOSTS:
-        for segment, r in [(0, 2), (3, 1), (7, 3), (2, 10)]:
-            es = seed("validators")
-            validators.append({"epoch_seed": es.hex(), "host": host, "segment": segment,
-                               "validators": VALIDATORS, "r": r,
-                               "assigned": challenge_validators(es, host, segment, VALIDATORS, r)})
+    weights = [(VALIDATORS[0], 1), (VALIDATORS[1], 3), (VALIDATORS[2], 2**96), (HOSTS[0], 10**18 + 7)]
+    stakes = dict(weights)
+    seats = []
+    for label, m, pool in [("seats-a", 12, weights), ("seats-b", 8, weights[:2]), ("seats-c", 5, weights[3:]),
+                           ("seats-d", 3, [])]:
+        stream = Stream(Tag.SAMPLE_PICKERS, seed(label))
+        seats.append({"tag": Tag.SAMPLE_PICKERS, "material_hex": seed(label).hex(),
+                      "candidates": [[a, str(st)] for a, st in pool], "m": m,
+                      "seats": stake_seats(stream, pool, m)})
+    wide = [(_address(f"staker{i}"), (i % 7 + 1) * 10**6) for i in range(40)]
     committees = []
+    for label, pool, cap in [("committee-a", wide, 19), ("committee-b", wide, 3), ("committee-c", weights, 19),
+                             ("committee-d", wide[:1], 19), ("committee-e", [], 19)]:
+        committees.append({"tag": Tag.SAMPLE_PICKERS, "material_hex": seed(label).hex(),
+                           "candidates": [[a, str(st)] for a, st in pool], "cap": cap,
+                           "committee": stake_committee(Tag.SAMPLE_PICKERS, seed(label), pool, cap)})
+    picker_cases = []
     for host in HOSTS:
-        for segment, excluded, m in [(0, VALIDATORS[:1], 3), (3, VALIDATORS[1:3], 1), (5, [], 7),
-                                     (1, VALIDATORS[:3], 3)]:
-            ds = seed("dispute")
-            committees.append({"dispute_seed": ds.hex(), "host": host, "segment": segment,
-                               "validators": VALIDATORS, "excluded": excluded, "m": m,
-                               "committee": dispute_committee(ds, host, segment, VALIDATORS, excluded, m)})
-    sizes = [{"first": d, "round": r, "size": committee_size(d, r), "quorum": quorum(d, r)}
-             for d in (1, 3, 5) for r in (1, 2, 3, 4)]
-    return {"batch_indices": batches, "challenged_segments": segments, "challenge_validators": validators,
-            "dispute_committees": committees, "committee_sizes": sizes}
+        for pool, cap in [(wide, 19), (list(stakes.items()), 19), (wide, 1)]:
+            picker_cases.append({"prev_seed": seed("prev").hex(), "host": host,
+                                 "validators": [[a, str(st)] for a, st in pool], "cap": cap,
+                                 "pickers": pickers(seed("prev"), host, pool, cap)})
+    pick_cases = []
+    for i, host in enumerate(HOSTS):
+        for count, k in [(8, 2), (8, 0), (1, 3), (4, 10), (64, 5)]:
+            secret = seed(f"secret{i}")
+            pick_cases.append({"secret": secret.hex(), "host": host, "segments": count, "k": k,
+                               "picks": picks(secret, host, count, k)})
+    uniform_cases = []
+    for label, n in [("u128-a", 2**96 * 3 + 1), ("u128-b", 7), ("u128-c", 2**127 + 3)]:
+        stream = Stream(Tag.SAMPLE_PICKERS, seed(label))
+        uniform_cases.append({"tag": Tag.SAMPLE_PICKERS, "material_hex": seed(label).hex(), "n": str(n),
+                              "uniform128": [str(uniform128(stream, n)) for _ in range(6)]})
+    ranks = [{"prev_seed": seed("prev").hex(), "address": a, "rank": seat_rank(seed("prev"), a).hex()}
+             for a in [*HOSTS, *VALIDATORS[:3]]]
+    return {"batch_indices": batches, "challenged_segments": segments, "uniform128": uniform_cases,
+            "stake_seats": seats, "stake_committees": committees, "pickers": picker_cases, "picks": pick_cases,
+            "seat_ranks": ranks}
 
 
 def beacon() -> dict:
@@ -122,7 +143,7 @@ def beacon() -> dict:
 
 
 def commitments() -> dict:
-    """Verdict commitments, trap commitments and dispute seeds."""
+    """Verdict commitments and trap commitments."""
     verdicts = [
         {"validator": v, "epoch": e, "host": h, "segment": g, "outcome": o, "distance": d,
          "evidence": seed(f"evidence{g}").hex(), "salt": seed(f"salt{g}{o}").hex(),
@@ -136,12 +157,7 @@ def commitments() -> dict:
          "commitment": trap_commitment(h, e, t, seed(f"trap{e}")).hex()}
         for h, e, t in [(HOSTS[0], 0, []), (HOSTS[1], 5, [3]), (HOSTS[2], 9, [0, 2, 7])]
     ]
-    seeds = [
-        {"epoch_seed": seed("epoch").hex(), "round": r, "salts": [seed(f"s{i}").hex() for i in range(n)],
-         "seed": dispute_seed(seed("epoch"), r, [seed(f"s{i}") for i in range(n)]).hex()}
-        for r, n in [(1, 0), (1, 3), (2, 1)]
-    ]
-    return {"verdicts": verdicts, "traps": traps, "dispute_seeds": seeds}
+    return {"verdicts": verdicts, "traps": traps}
 
 
 def merkle() -> dict:
@@ -226,11 +242,13 @@ def spec() -> dict:
             variant(train={"inner_steps": 8 * (MAX_SEGMENTS + 1), "segment_steps": 8}),  # too many segments
             variant(economics={"slash_invalid_bps": 10_001}),  # more than one whole
             variant(phases={"min_hosts": 5, "max_hosts": 4}),  # min above max
-            variant(verification={"validators_r": 0}),  # verification without validators
-            variant(verification={"dispute_committee": 4}),  # an even committee
+            variant(phases={"min_validators": 0}),  # verification without validators
+            variant(verification={"seats_cap": 0}),  # nobody would pick challenges
+            variant(verification={"trap_max_distance": "0.000001"}),  # a trap window below tau
             variant(economics={"slash_no_reveal_bps": 100}),  # withholding a reveal would pay
             variant(economics={"slash_unavailable_bps": 100}),  # withholding a segment would pay
             variant(economics={"slash_validator_silent_bps": 100}),  # withholding a verdict would pay
+            variant(economics={"slash_validator_unserved_bps": 2_001}),  # unserved above wrong
             variant(model={"architecture": "subprocess:run"}),  # not an architecture the project ships
             variant(economics={"unbonding_epochs": 0}),  # stake claimable before its epoch is settled
             variant(economics={"reward_per_epoch": str(2**96 + 1)}),  # more than the contract may hold

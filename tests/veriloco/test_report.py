@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import hashlib
 
+from rich.console import Console
+
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
 from protocol.rules.spec import PhaseSpec
-from protocol.views import EpochReport, HostReport
-from veriloco.report import epoch_rows, summary_line, unchanged_reason
+from protocol.views import ChallengeReport, EpochReport, HostReport, ValidatorReport, Vote
+from veriloco.report import (
+    MEMBER_COLUMNS,
+    OUTCOME_COLOUR,
+    OUTCOME_STYLE,
+    challenge_cell,
+    epoch_rows,
+    member_rows,
+    report_tables,
+    summary_line,
+    unchanged_reason,
+)
 
 A, B, C = (PrivateKey(hashlib.sha256(n).digest()).address() for n in (b"a", b"b", b"c"))
 THETA, ONE, TWO = (hashlib.sha256(n).hexdigest() for n in (b"theta", b"one", b"two"))
@@ -55,3 +67,27 @@ def test_a_split_vote_gives_each_hash_its_share_of_the_accepted_stake() -> None:
                       f"{TWO[:12]}… 30 %, no proposal 20 %)")
     assert summary_line(split).endswith(f"θ unchanged ({reason})")
     assert epoch_rows([split], "inj")[0]["unchanged_reason"] == reason
+
+
+def test_a_challenge_shows_its_objections_and_both_rounds_and_validators_their_unserved() -> None:
+    """The game of issue 27 as an operator reads it: no `audit` outcome; a disputed challenge shows
+    how many round-0 seats objected and the final vote; a validator its objections and `unserved`."""
+    assert "audit" not in OUTCOME_STYLE and "audit" not in OUTCOME_COLOUR
+    disputed = ChallengeReport(host=A, segment=1, rounds=1, objectors=[B], outcome="pass", votes=[
+        Vote(validator=B, round=0, outcome="unavailable"), Vote(validator=C, round=1, outcome="pass")])
+    quiet = ChallengeReport(host=A, segment=0, outcome="pass", votes=[Vote(validator=C, round=0, outcome="pass")])
+    assert challenge_cell(disputed) == "1:pass!1[?|✓]"
+    assert challenge_cell(quiet) == "0:pass[✓]"
+    validators = [ValidatorReport(address=B, stake="10", revealed=True, assigned=2, voted=2, unavailable=1,
+                                  unserved=1, outcome="unserved", slashed="5"),
+                  ValidatorReport(address=C, stake="10", revealed=True, assigned=2, voted=2, outcome="diligent")]
+    r = report([host(A, 10, proposes=ONE)], agreed=True).model_copy(
+        update={"validators": validators, "challenges": [disputed, quiet]})
+    console = Console(width=240, record=True)
+    console.print(report_tables(r, "inj"))
+    text = console.export_text()
+    assert "unserved" in text and "objected" in text and "1:pass!1[?|✓]" in text
+    rows = [row for row in member_rows([r], "inj") if row["role"] == "validator"]
+    assert {"unavailable", "unserved"} <= set(MEMBER_COLUMNS)
+    assert [(row["unavailable"], row["unserved"], row["outcome"]) for row in rows] == [
+        (1, 1, "unserved"), (0, 0, "diligent")]

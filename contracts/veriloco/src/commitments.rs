@@ -50,16 +50,3 @@ pub fn trap_commitment(host: &str, epoch: u64, segments: &[u32], salt: &[u8; 32]
         &[host.as_bytes(), &[0u8], &u64be(epoch), &list, salt],
     )
 }
-
-/// `H("dispute/seed", epoch_seed || u32be(round) || salt_1 || … )`: the seed of dispute round
-/// `round`'s committees, from the salts of the verdicts opened in the round before it (in key
-/// order: host, segment, validator). Unknown until those verdicts are opened, so nobody knows a
-/// committee when it casts the vote that may cause the dispute.
-pub fn dispute_seed(epoch_seed: &[u8; 32], round: u32, salts: &[[u8; 32]]) -> [u8; 32] {
-    let round_bytes = u32be(round);
-    let mut parts: Vec<&[u8]> = vec![epoch_seed, &round_bytes];
-    for s in salts {
-        parts.push(s);
-    }
-    tagged_hash(tag::DISPUTE_SEED, &parts)
-}

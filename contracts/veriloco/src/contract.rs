@@ -154,6 +154,16 @@ pub fn execute(
             segment,
             commitment,
         } => handlers::commit_verdict(d, &mut ep, &info, epoch, host, segment, commitment)?,
+        ExecuteMsg::Ready { epoch, objections } => handlers::ready(
+            d,
+            &mut ep,
+            &info,
+            epoch,
+            objections
+                .into_iter()
+                .map(|o| (o.host, o.segment))
+                .collect(),
+        )?,
         ExecuteMsg::RevealVerdict {
             epoch,
             host,

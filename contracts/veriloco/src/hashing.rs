@@ -14,9 +14,9 @@ pub mod tag {
     pub const BEACON_SEED: &str = "beacon/seed";
     pub const BEACON_GENESIS: &str = "beacon/genesis";
     pub const SAMPLE_SEGMENTS: &str = "sample/segments";
-    pub const SAMPLE_VALIDATORS: &str = "sample/validators";
-    pub const SAMPLE_DISPUTE: &str = "sample/dispute";
-    pub const DISPUTE_SEED: &str = "dispute/seed";
+    pub const SAMPLE_PICKERS: &str = "sample/pickers";
+    pub const SAMPLE_PICKS: &str = "sample/picks";
+    pub const SEAT: &str = "seat";
     pub const VERDICT: &str = "verdict";
     pub const TRAPS: &str = "traps";
     // Rules the contract does not run, checked against the shared vectors by the tests.

@@ -33,8 +33,8 @@ pub const MAX_DECIMAL_LEN: usize = 40;
 /// Largest loss a commitment or a model proposal may carry, in micro-nats (`MAX_LOSS_MICRO`):
 /// every reader of a report can hold it.
 pub const MAX_LOSS_MICRO: u64 = 2_147_483_647;
-/// Most dispute rounds a run may have (`MAX_DISPUTE_ROUNDS`).
-pub const MAX_DISPUTE_ROUNDS: u32 = 4;
+/// Largest `verification.seats_cap` (`MAX_SEATS_CAP`): the most seats a committee of pickers draws.
+pub const MAX_SEATS_CAP: u32 = 64;
 /// Most join extensions a run may allow (`MAX_JOIN_EXTENSIONS`).
 pub const MAX_JOIN_EXTENSIONS: u32 = 1000;
 

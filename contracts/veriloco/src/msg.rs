@@ -63,6 +63,13 @@ pub enum ExecuteMsg {
         segment: u32,
         commitment: String,
     },
+    /// A validator with round-0 seats is done with them (objection): the challenges it objects
+    /// to (its committed verdict is not `pass`), strictly ascending by (host, segment).
+    Ready {
+        epoch: u64,
+        #[serde(default)]
+        objections: Vec<Objection>,
+    },
     /// The opening of that commitment (verdict_reveal, dispute_reveal).
     RevealVerdict {
         epoch: u64,
@@ -73,7 +80,7 @@ pub enum ExecuteMsg {
         evidence: String,
         salt: String,
     },
-    /// A host's opening of its trap commitment (verdict_reveal).
+    /// A host's opening of its trap commitment (objection).
     RevealTraps {
         epoch: u64,
         segments: Vec<u32>,
@@ -90,6 +97,14 @@ pub enum ExecuteMsg {
     },
     /// Close every phase that is due; fails if nothing is.
     Advance {},
+}
+
+/// One objection of a `ready`: a challenge the sender sits on in round 0 and committed to.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct Objection {
+    pub host: String,
+    pub segment: u32,
 }
 
 #[derive(Deserialize, Debug)]
@@ -244,13 +259,19 @@ pub struct ChallengeInfo {
     pub loss_digest: String,
     pub train_loss_micro: u64,
     pub endpoint: String,
-    /// The round this validator was assigned in (0: first round; i: dispute committee i).
+    /// The round this validator sits in (0: a round-0 seat; 1: the final round of a disputed
+    /// challenge).
     pub round: u32,
-    /// That round's validators.
+    /// The challenge's round-0 seats.
     pub validators: Vec<String>,
     /// Whether this validator committed / opened its verdict.
     pub committed: bool,
     pub revealed: bool,
+    /// Decided by the final vote of V.
+    pub disputed: bool,
+    /// Whether the current phase waits for this validator on it: its commitment (verify,
+    /// dispute) or its opening (verdict_reveal, dispute_reveal).
+    pub due: bool,
     pub outcome: ChallengeOutcome,
 }
 
@@ -283,8 +304,10 @@ pub struct ChallengeReport {
     pub segment: u32,
     /// The host declared this segment a trap.
     pub trap: bool,
-    /// The dispute rounds it went through.
+    /// 1 when it went to the final vote, else 0.
     pub rounds: u32,
+    /// Its round-0 seats that objected.
+    pub objectors: Vec<String>,
     pub votes: Vec<VoteView>,
     pub outcome: ChallengeOutcome,
 }
@@ -317,6 +340,8 @@ pub struct ValidatorReport {
     pub voted: u32,
     pub against: u32,
     pub unavailable: u32,
+    /// `unavailable` votes the final vote contradicted (decided pass or fail).
+    pub unserved: u32,
     pub outcome: &'static str,
     pub slashed: Uint128,
     pub reward: Uint128,
@@ -367,11 +392,13 @@ pub struct ParticipantStatus {
     /// Validators: challenges assigned to it (every round), and verdicts it opened on them.
     pub assigned: u32,
     pub voted: u32,
-    /// Validators: challenges of the current round still waiting for its commitment (in
-    /// `verify`/`dispute`) or for its opening (in `verdict_reveal`/`dispute_reveal`).
+    /// Validators: challenges still waiting for its commitment (in `verify`/`dispute`) or for
+    /// its opening (in `verdict_reveal`/`dispute_reveal`).
     pub to_commit: u32,
     pub to_reveal: u32,
-    /// Hosts: it has challenges (and so may open its trap commitment), and it opened it.
+    /// Validators: it holds round-0 seats and has not sent `ready` (in `objection`).
+    pub ready_due: bool,
+    /// Hosts: it has challenges (and so opens its trap commitment in `objection`), and it did.
     pub challenged: bool,
     pub traps_opened: bool,
     pub outcome: &'static str,

@@ -22,8 +22,9 @@ use crate::msg::{
     ValidatorReport, VoteView,
 };
 use crate::records::{
-    self, Commitment, EpochHeader, Outcome, Proposal, ASSIGNMENTS, COMMITMENTS, HEADERS,
-    PARTICIPANTS, PAYOUTS, PROPOSALS, REVEALS, TRAPS, VERDICT_COMMITS, VOTES,
+    self, Assignment, Commitment, EpochHeader, Outcome, Phase, Proposal, ASSIGNMENTS, COMMITMENTS,
+    HEADERS, PARTICIPANTS, PAYOUTS, PROPOSALS, READY, REVEALS, SEATED, TRAPS, VERDICT_COMMITS,
+    VOTES,
 };
 use crate::state::{self, MemberView, Role, CONFIG, SPEC, TOTALS};
 
@@ -202,6 +203,7 @@ pub fn challenges(
         None => return Ok((out, None)),
     };
     let set = records::load_validator_set(storage, epoch)?;
+    let phase = header(storage, ACTION, epoch)?.phase;
     let mut last: Option<String> = None;
     for (scanned, record) in ASSIGNMENTS
         .prefix(epoch)
@@ -228,12 +230,8 @@ pub fn challenges(
             .unwrap_or_default();
         for (round, a) in mine {
             let key = (epoch, host.as_str(), a.segment, validator);
-            let validators = a
-                .members(&set)?
-                .into_iter()
-                .filter(|(r, _)| *r == round)
-                .map(|(_, v)| v)
-                .collect();
+            let committed = VERDICT_COMMITS.has(storage, key);
+            let revealed = VOTES.has(storage, key);
             out.push(ChallengeInfo {
                 epoch,
                 host: host.clone(),
@@ -245,14 +243,31 @@ pub fn challenges(
                 train_loss_micro: commitment.train_loss_micro,
                 endpoint: endpoint.clone(),
                 round,
-                validators,
-                committed: VERDICT_COMMITS.has(storage, key),
-                revealed: VOTES.has(storage, key),
+                validators: a.addresses(&set)?,
+                committed,
+                revealed,
+                disputed: a.disputed,
+                due: due(phase, &a, round, committed, revealed),
                 outcome: a.outcome,
             });
         }
     }
     Ok((out, None))
+}
+
+/// Whether `phase` waits for a validator sitting in `round` on `a`: its commitment (verify: a
+/// round-0 seat; dispute: the final round of a disputed challenge) or its opening
+/// (verdict_reveal: a round-0 seat of an undisputed challenge; dispute_reveal: anyone on a
+/// disputed challenge).
+fn due(phase: Phase, a: &Assignment, round: u32, committed: bool, revealed: bool) -> bool {
+    a.outcome.is_pending()
+        && match phase {
+            Phase::Verify => round == 0 && !committed,
+            Phase::Dispute => a.disputed && round == 1 && !committed,
+            Phase::VerdictReveal => round == 0 && !a.disputed && committed && !revealed,
+            Phase::DisputeReveal => a.disputed && committed && !revealed,
+            _ => false,
+        }
 }
 
 /// One participant's part in `epoch` (the current one when None), from point reads (and, for a
@@ -270,6 +285,7 @@ pub fn participant(
     let h = header(storage, "participant", e)?;
     let joined = PARTICIPANTS.may_load(storage, (e, address))?;
     let (mut assigned, mut voted, mut to_commit, mut to_reveal) = (0u32, 0u32, 0u32, 0u32);
+    let mut ready_due = false;
     if joined.as_ref().map(|p| p.role) == Some(Role::Validator) {
         if let Some(index) = validator_index(storage, e, address)? {
             for record in ASSIGNMENTS.prefix(e).range(storage, None, Order::Ascending) {
@@ -285,8 +301,9 @@ pub fn participant(
                     if opened {
                         voted += 1;
                     }
-                    if round == h.round && a.outcome.is_pending() && !opened {
-                        if VERDICT_COMMITS.has(storage, key) {
+                    let committed = VERDICT_COMMITS.has(storage, key);
+                    if due(h.phase, a, round, committed, opened) {
+                        if committed {
                             to_reveal += 1;
                         } else {
                             to_commit += 1;
@@ -294,6 +311,14 @@ pub fn participant(
                     }
                 }
             }
+            ready_due = h.phase == Phase::Objection
+                && h.closing.is_none()
+                && SEATED
+                    .may_load(storage, e)?
+                    .unwrap_or_default()
+                    .binary_search(&index)
+                    .is_ok()
+                && !READY.has(storage, (e, address));
         }
     }
     let is_joined = joined.is_some();
@@ -315,6 +340,7 @@ pub fn participant(
         voted,
         to_commit,
         to_reveal,
+        ready_due,
         challenged: is_host && ASSIGNMENTS.has(storage, (e, address)),
         traps_opened: is_host && TRAPS.has(storage, (e, address)),
         outcome: records::load_payout(storage, e, address)?.outcome.as_str(),
@@ -427,6 +453,7 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
                     voted: stats.voted,
                     against: stats.against,
                     unavailable: stats.unavailable,
+                    unserved: stats.unserved,
                     outcome: pay.outcome.as_str(),
                     slashed: pay.slashed,
                     reward: pay.reward,
@@ -442,12 +469,13 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
         .map(|((host, segment), c)| {
             let mut votes = c.votes;
             let mut commitments = c.committed;
-            let rounds = c.members.iter().map(|(r, _)| *r).max().unwrap_or(0);
+            let rounds = u32::from(c.disputed);
             ChallengeReport {
                 host,
                 segment,
                 trap: c.trap,
                 rounds,
+                objectors: c.objectors.into_iter().collect(),
                 votes: c
                     .members
                     .into_iter()

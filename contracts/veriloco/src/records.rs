@@ -12,8 +12,13 @@
 //! | `po/` e addr | [`Payout`] (outcome, slashed, reward, catcher share) | reveal close (absent, no_reveal), finalize |
 //! | `cm/` e addr | [`Commitment`] | commit |
 //! | `rv/` e addr | the 32-byte beacon secret | reveal |
+//! | `js/` e role key | a joined member's seat, keyed `hex32(stake) || hex(seat rank) || address` so the smallest seat comes first | join (and eviction) |
+//! | `vj/` e | the validators that joined, in address order, with their stake at join | close of join |
 //! | `vs/` e | the epoch's validators V (joined and revealed), in address order | reveal close |
-//! | `cs/` e host | [`Assignment`]s: challenged segments of a host, their validators (first round and dispute committees) as indices into V, and their decided outcome | reveal close, round closes |
+//! | `vw/` e | the stake at join of each member of V (same order) | reveal close |
+//! | `st/` e | the members of V with a round-0 seat (indices into V, ascending) | reveal close |
+//! | `cs/` e host | [`Assignment`]s: challenged segments of a host, their round-0 seats and objectors as indices into V, whether disputed, and the decision | reveal close, ready, objection close, final decision |
+//! | `rd/` e validator | the objections of a validator's `ready` | ready |
 //! | `vc/` e host 0x00 u32be(segment) validator | a verdict commitment (64 hex) | commit_verdict |
 //! | `vo/` e host 0x00 u32be(segment) validator | [`Vote`]: the opened verdict | reveal_verdict |
 //! | `tr/` e host | the host's opened trap segments | reveal_traps |
@@ -47,6 +52,18 @@ pub const COMMITMENTS: Map<(u64, &str), Commitment> = Map::new(b"cm/");
 pub const REVEALS: Map<(u64, &str), [u8; 32], Raw> = Map::new(b"rv/");
 /// V: the validators that joined and revealed, in address order (assignments index into it).
 pub const VALIDATOR_SETS: Map<u64, Vec<String>> = Map::new(b"vs/");
+/// The stake at join of each member of V, in V's order.
+pub const VALIDATOR_STAKES: Map<u64, Vec<Uint128>> = Map::new(b"vw/");
+/// The validators that joined (V_joined), in address order, with their stake at join: who may
+/// pick challenges (written when the join phase closes).
+pub const JOINED_VALIDATORS: Map<u64, Vec<(String, Uint128)>> = Map::new(b"vj/");
+/// The seats of a joined epoch by role (`h`, `v`), keyed so that the smallest stake (then the
+/// smallest seat rank) comes first: who a newcomer of a full epoch evicts.
+pub const SEATS: Map<(u64, &str, &str), u8> = Map::new(b"js/");
+/// The members of V that hold a round-0 seat (indices into V, ascending): who owes a `ready`.
+pub const SEATED: Map<u64, Vec<u16>> = Map::new(b"st/");
+/// A validator's `ready`: the challenges (host, segment) it objected to.
+pub const READY: Map<(u64, &str), Vec<(String, u32)>> = Map::new(b"rd/");
 /// The challenged segments of each committed, revealed host.
 pub const ASSIGNMENTS: Map<(u64, &str), Vec<Assignment>> = Map::new(b"cs/");
 /// Verdict commitments, keyed by (epoch, host, segment, validator).
@@ -71,13 +88,15 @@ pub enum Phase {
     Join,
     Train,
     Reveal,
-    /// Validators commit to their first-round verdicts.
+    /// Round-0 seats commit to their verdicts.
     Verify,
-    /// Validators open their first-round verdicts; hosts open their trap commitments.
+    /// Seated validators send `ready` with their objections; hosts open their trap commitments.
+    Objection,
+    /// Seats of undisputed challenges open their `pass` verdicts.
     VerdictReveal,
-    /// Dispute committees commit to their verdicts (round `EpochHeader::round`).
+    /// Every validator of V without a round-0 seat on a disputed challenge commits a verdict.
     Dispute,
-    /// Dispute committees open their verdicts.
+    /// Everyone who sat on a disputed challenge opens its verdict.
     DisputeReveal,
     Propose,
     Closed,
@@ -90,6 +109,7 @@ impl Phase {
             Phase::Train => "train",
             Phase::Reveal => "reveal",
             Phase::Verify => "verify",
+            Phase::Objection => "objection",
             Phase::VerdictReveal => "verdict_reveal",
             Phase::Dispute => "dispute",
             Phase::DisputeReveal => "dispute_reveal",
@@ -119,8 +139,6 @@ pub enum Outcome {
     Accepted,
     Invalid,
     Unavailable,
-    /// A host that opened a non-empty trap set (an auditor): never accepted, not slashed.
-    Audit,
     /// A host with a challenge no dispute could decide: its Δ is excluded, it is not slashed.
     Excluded,
     Absent,
@@ -128,7 +146,8 @@ pub enum Outcome {
     NoReveal,
     // validators
     Diligent,
-    /// Voted `unavailable` at least once (and nothing worse): not slashed, not rewarded.
+    /// Said `unavailable` where the final vote decided `pass` or `fail` (the host served the
+    /// others): slashed `slash_validator_unserved_bps`.
     Unserved,
     Wrong,
     Silent,
@@ -142,7 +161,6 @@ impl Outcome {
             Outcome::Accepted => "accepted",
             Outcome::Invalid => "invalid",
             Outcome::Unavailable => "unavailable",
-            Outcome::Audit => "audit",
             Outcome::Excluded => "excluded",
             Outcome::Absent => "absent",
             Outcome::NoReveal => "no_reveal",
@@ -342,10 +360,9 @@ pub enum Stage {
     Seed,
     /// Closing `reveal`: absent / no-reveal outcomes, the challenges of every other host.
     Assign,
-    /// Closing a verdict round: hash the salts of the verdicts opened in it into the next
-    /// round's seed.
-    Salts,
-    /// Closing a verdict round: decide every pending challenge, or draw its committee.
+    /// Closing `objection`: which challenges are disputed; the undisputed ones pass.
+    Objections,
+    /// Closing `dispute_reveal`: every disputed challenge decided by the stake of V.
     Decide,
     /// Finalize: every host's outcome from its challenges; validators' counts into `vt/`.
     Outcomes,
@@ -363,7 +380,7 @@ impl Stage {
         match self {
             Stage::Seed => "seed",
             Stage::Assign => "assign",
-            Stage::Salts => "salts",
+            Stage::Objections => "objections",
             Stage::Decide => "decide",
             Stage::Outcomes => "outcomes",
             Stage::Slashes => "slashes",
@@ -387,7 +404,10 @@ pub struct Standing {
     pub against: u32,
     #[serde(rename = "u", default, skip_serializing_if = "is_zero_u32")]
     pub unavailable: u32,
-    /// Ascending, without repeats.
+    /// `unavailable` votes against a pass/fail decision.
+    #[serde(rename = "w", default, skip_serializing_if = "is_zero_u32")]
+    pub unserved: u32,
+    /// Ascending, without repeats (no longer written: auditors earn no share of a slash).
     #[serde(rename = "t", default, skip_serializing_if = "Vec::is_empty")]
     pub victims: Vec<String>,
 }
@@ -419,6 +439,19 @@ pub struct Counts {
     /// Hosts that opened their trap commitment.
     #[serde(rename = "to", default, skip_serializing_if = "is_zero_u32")]
     pub traps_opened: u32,
+    /// Members of V with a round-0 seat (each owes one `ready`), and the `ready`s sent.
+    #[serde(rename = "se", default, skip_serializing_if = "is_zero_u32")]
+    pub seated: u32,
+    #[serde(rename = "rd", default, skip_serializing_if = "is_zero_u32")]
+    pub ready: u32,
+    /// Disputed challenges, and the round-0 commitments on them (opened in `dispute_reveal`).
+    #[serde(rename = "dc", default, skip_serializing_if = "is_zero_u32")]
+    pub disputed: u32,
+    #[serde(rename = "cr", default, skip_serializing_if = "is_zero_u32")]
+    pub carried: u32,
+    /// Final-round commitments the disputed challenges expect.
+    #[serde(rename = "fe", default, skip_serializing_if = "is_zero_u32")]
+    pub final_expected: u32,
     #[serde(rename = "a", default, skip_serializing_if = "is_zero_u32")]
     pub accepted: u32,
     #[serde(rename = "p", default, skip_serializing_if = "is_zero_u32")]
@@ -487,27 +520,36 @@ pub struct Proposal {
     pub excluded: Vec<String>,
 }
 
-/// One challenged segment of a host: the validators of its first round and of each dispute
-/// committee, as indices into the epoch's validator set V (`vs/` e), and its outcome so far.
+/// One challenged segment of a host: its round-0 seats (the pickers that picked it; every picker
+/// for the last segment) and the seats that objected, as indices into the epoch's validator set
+/// V (`vs/` e); whether it is disputed (then every other member of V sits on it in the final
+/// round); its outcome so far and, for a `pass`/`fail` decided by the final vote, the deciding
+/// group's distance and evidence.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct Assignment {
     #[serde(rename = "g")]
     pub segment: u32,
-    /// The first round's validators.
+    /// The round-0 seats.
     #[serde(rename = "v")]
     pub validators: Vec<u16>,
-    /// The dispute committees: round `i` (from 1) is `committees[i - 1]`.
-    #[serde(rename = "d", default, skip_serializing_if = "Vec::is_empty")]
-    pub committees: Vec<Vec<u16>>,
+    /// Seats whose `ready` objected to it (ascending).
+    #[serde(rename = "x", default, skip_serializing_if = "Vec::is_empty")]
+    pub objectors: Vec<u16>,
+    /// Decided by the final vote of V (set at the close of `objection`).
+    #[serde(rename = "p", default, skip_serializing_if = "std::ops::Not::not")]
+    pub disputed: bool,
     #[serde(
         rename = "o",
         default,
         skip_serializing_if = "ChallengeOutcome::is_pending"
     )]
     pub outcome: ChallengeOutcome,
+    /// The deciding group's (distance, evidence) of a disputed challenge decided pass or fail.
+    #[serde(rename = "w", default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<(String, String)>,
 }
 
-fn index_addresses(indices: &[u16], set: &[String]) -> Result<Vec<String>, ContractError> {
+pub fn index_addresses(indices: &[u16], set: &[String]) -> Result<Vec<String>, ContractError> {
     indices
         .iter()
         .map(|i| {
@@ -519,40 +561,38 @@ fn index_addresses(indices: &[u16], set: &[String]) -> Result<Vec<String>, Contr
 }
 
 impl Assignment {
-    /// The first round's validators' addresses.
+    /// The round-0 seats' addresses.
     pub fn addresses(&self, set: &[String]) -> Result<Vec<String>, ContractError> {
         index_addresses(&self.validators, set)
     }
 
-    /// The validators of round `round` (0: the first round; i: dispute committee i), as indices.
-    pub fn round_members(&self, round: u32) -> &[u16] {
-        if round == 0 {
-            &self.validators
-        } else {
-            self.committees
-                .get(round as usize - 1)
-                .map(|c| c.as_slice())
-                .unwrap_or(&[])
-        }
-    }
-
-    /// Every round's validators as (round, address), first round first.
-    pub fn members(&self, set: &[String]) -> Result<Vec<(u32, String)>, ContractError> {
-        let mut out = Vec::new();
-        for round in 0..=self.committees.len() as u32 {
-            for address in index_addresses(self.round_members(round), set)? {
-                out.push((round, address));
-            }
-        }
-        Ok(out)
-    }
-
-    /// The round in which validator `index` was assigned, if it was.
+    /// The round member `index` of V sits in: 0 for a round-0 seat, 1 for every other member
+    /// of V on a disputed challenge; None: it does not sit on it.
     pub fn round_of(&self, index: u16) -> Option<u32> {
-        (0..=self.committees.len() as u32).find(|r| self.round_members(*r).contains(&index))
+        if self.validators.contains(&index) {
+            Some(0)
+        } else if self.disputed {
+            Some(1)
+        } else {
+            None
+        }
     }
 
-    /// Whether validator `index` was assigned in any round.
+    /// Every member as (round, address), in V's order (round-0 seats and, when disputed, every
+    /// other member of V).
+    pub fn members(&self, set: &[String]) -> Result<Vec<(u32, String)>, ContractError> {
+        let seats = self.addresses(set)?;
+        if !self.disputed {
+            return Ok(seats.into_iter().map(|a| (0, a)).collect());
+        }
+        Ok(set
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (self.round_of(i as u16).unwrap_or(1), a.clone()))
+            .collect())
+    }
+
+    /// Whether validator `index` sits on it in any round.
     pub fn involves(&self, index: u16) -> bool {
         self.round_of(index).is_some()
     }
@@ -571,7 +611,7 @@ pub struct Vote {
     /// The commitment's salt, hex (it seeds the next dispute committee).
     #[serde(rename = "s")]
     pub salt: String,
-    /// The round the verdict was cast in (0: first round).
+    /// The round the verdict was committed in (0: a round-0 seat; 1: the final round).
     #[serde(rename = "r", default, skip_serializing_if = "is_zero_u32")]
     pub round: u32,
 }
@@ -598,6 +638,16 @@ pub fn payouts(
     epoch: u64,
 ) -> Result<BTreeMap<String, Payout>, ContractError> {
     Ok(PAYOUTS.prefix(epoch).all(storage)?.into_iter().collect())
+}
+
+/// The stakes of V of `epoch`, in V's order (empty before the close of reveal).
+pub fn load_validator_stakes(
+    storage: &dyn Storage,
+    epoch: u64,
+) -> Result<Vec<Uint128>, ContractError> {
+    Ok(VALIDATOR_STAKES
+        .may_load(storage, epoch)?
+        .unwrap_or_default())
 }
 
 /// V of `epoch` (empty before the close of reveal, or without validators).

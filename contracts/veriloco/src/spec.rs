@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::error::ContractError;
 use crate::hashing::{hex, tag, tagged_hash};
 use crate::limits::{
-    ARCHITECTURES, BPS_DENOMINATOR, MAX_BLOCKS, MAX_DISPUTE_ROUNDS, MAX_HELD, MAX_HELD_BITS,
-    MAX_JOIN_EXTENSIONS, MAX_PARTICIPANTS, MAX_SEGMENTS, MIN_STAKE, MIN_UNBONDING_EPOCHS,
+    ARCHITECTURES, BPS_DENOMINATOR, MAX_BLOCKS, MAX_HELD, MAX_HELD_BITS, MAX_JOIN_EXTENSIONS,
+    MAX_PARTICIPANTS, MAX_SEATS_CAP, MAX_SEGMENTS, MIN_STAKE, MIN_UNBONDING_EPOCHS,
 };
 use crate::types::Uint128;
 
@@ -37,9 +37,16 @@ pub struct Economics {
     pub slash_no_reveal_bps: u16,
     pub slash_validator_wrong_bps: u16,
     pub slash_validator_silent_bps: u16,
+    /// An `unavailable` objection the final vote contradicts (at most the wrong slash).
+    #[serde(default = "default_unserved_bps")]
+    pub slash_validator_unserved_bps: u16,
     pub catcher_share_bps: u16,
     pub reward_per_epoch: Uint128,
     pub host_reward_share_bps: u16,
+}
+
+fn default_unserved_bps() -> u16 {
+    500
 }
 
 impl Economics {
@@ -53,6 +60,10 @@ impl Economics {
             (
                 "slash_validator_silent_bps",
                 self.slash_validator_silent_bps,
+            ),
+            (
+                "slash_validator_unserved_bps",
+                self.slash_validator_unserved_bps,
             ),
             ("catcher_share_bps", self.catcher_share_bps),
             ("host_reward_share_bps", self.host_reward_share_bps),
@@ -84,6 +95,15 @@ impl Economics {
             invalid!(
                 "economics.slash_validator_silent_bps ({}) must be at least slash_validator_wrong_bps ({})",
                 self.slash_validator_silent_bps,
+                self.slash_validator_wrong_bps
+            );
+        }
+        // A reader that met a real network fault may say `unavailable` in good faith: the price of
+        // an `unavailable` the vote contradicts is at most that of a lie about the replay.
+        if self.slash_validator_unserved_bps > self.slash_validator_wrong_bps {
+            invalid!(
+                "economics.slash_validator_unserved_bps ({}) must be at most slash_validator_wrong_bps ({})",
+                self.slash_validator_unserved_bps,
                 self.slash_validator_wrong_bps
             );
         }
@@ -151,33 +171,43 @@ pub struct Train {
     pub segment_steps: u64,
 }
 
-/// `RunSpec.verification`: spot checks on or off, `k` challenges plus the last segment, `r`
-/// validators per challenge, and the disputes: the first committee's size (odd) and how many
-/// rounds (each committee `2m + 1` when the previous one had `m`) before a challenge is
-/// unresolved.
+/// `RunSpec.verification`: spot checks on or off; `k` picks per picker plus the last segment;
+/// `seats_cap`, the most seats a committee of pickers draws; `tau` and `trap_max_distance`, the
+/// window of replay distances in which a host's declared trap is valid.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Verification {
     pub enabled: bool,
     pub challenges_k: u32,
-    pub validators_r: u32,
-    pub dispute_committee: u32,
-    pub dispute_rounds: u32,
+    #[serde(default = "default_seats_cap")]
+    pub seats_cap: u32,
+    /// Canonical decimal (`protocol.types.Dec`).
+    #[serde(default = "default_tau")]
+    pub tau: String,
+    /// Canonical decimal, at least `tau` (the Python spec fills in 100 × tau when absent).
+    #[serde(default = "default_trap_max_distance")]
+    pub trap_max_distance: String,
+}
+
+fn default_seats_cap() -> u32 {
+    19
+}
+
+fn default_tau() -> String {
+    "0.00001".to_string()
+}
+
+fn default_trap_max_distance() -> String {
+    "0.001".to_string()
 }
 
 impl Verification {
-    /// The committee size of dispute round `round` (from 1): `d`, then `2m + 1` each round.
-    pub fn committee_size(&self, round: u32) -> u32 {
-        let mut size = self.dispute_committee;
-        for _ in 1..round {
-            size = size.saturating_mul(2).saturating_add(1);
-        }
-        size
-    }
-
-    /// The votes a decision of round `round` needs: more than half of its committee size (the
-    /// size drawn for, whatever number of validators was available).
-    pub fn quorum(&self, round: u32) -> u32 {
-        self.committee_size(round) / 2 + 1
+    /// Whether a trap decided `fail` with the deciding replay `distance` is a valid trap:
+    /// `tau <= distance <= trap_max_distance`.
+    pub fn valid_trap(&self, distance: &str) -> bool {
+        use crate::epoch::handlers::cmp_decimal;
+        use std::cmp::Ordering::Greater;
+        cmp_decimal(&self.tau, distance) != Greater
+            && cmp_decimal(distance, &self.trap_max_distance) != Greater
     }
 }
 
@@ -284,26 +314,20 @@ impl RunSpecView {
             invalid!("at most {MAX_SEGMENTS} segments per epoch");
         }
         let ver = &self.verification;
-        if ver.enabled {
-            if ver.validators_r < 1 {
-                invalid!(
-                    "verification.validators_r must be at least 1 when verification is enabled"
-                );
-            }
-            if self.phases.min_validators < 1 {
-                invalid!("verification needs phases.min_validators >= 1");
-            }
+        if ver.enabled && self.phases.min_validators < 1 {
+            invalid!("verification needs phases.min_validators >= 1");
         }
-        if ver.dispute_committee < 1
-            || ver.dispute_committee % 2 == 0
-            || ver.dispute_committee > MAX_PARTICIPANTS
+        if ver.seats_cap < 1 || ver.seats_cap > MAX_SEATS_CAP {
+            invalid!("verification.seats_cap must be between 1 and {MAX_SEATS_CAP}");
+        }
+        let decimal = crate::epoch::handlers::is_canonical_decimal;
+        if !decimal(&ver.tau) || !decimal(&ver.trap_max_distance) || ver.tau == "0" {
+            invalid!("verification.tau and trap_max_distance must be positive canonical decimals");
+        }
+        if crate::epoch::handlers::cmp_decimal(&ver.trap_max_distance, &ver.tau)
+            == std::cmp::Ordering::Less
         {
-            invalid!(
-                "verification.dispute_committee must be odd, between 1 and {MAX_PARTICIPANTS}"
-            );
-        }
-        if ver.dispute_rounds < 1 || ver.dispute_rounds > MAX_DISPUTE_ROUNDS {
-            invalid!("verification.dispute_rounds must be between 1 and {MAX_DISPUTE_ROUNDS}");
+            invalid!("verification.trap_max_distance must be at least tau");
         }
         if ver.challenges_k > MAX_SEGMENTS {
             invalid!("verification.challenges_k must be at most {MAX_SEGMENTS}");

@@ -1,7 +1,9 @@
 //! The close of `reveal` (`docs/contract.md`, "Challenges"): the epoch seed from the valid
-//! reveals; `absent` for hosts without a commitment and `no_reveal` for participants without a
-//! reveal; and, with verification enabled, the challenges of every committed and revealed host:
-//! its challenged segments and the first-round validators of each, drawn from the seed.
+//! reveals (for the next epoch's data); `absent` for hosts without a commitment and `no_reveal`
+//! for participants without a reveal; and, with verification enabled, the challenges of every
+//! committed and revealed host: its pickers (a committee drawn by stake among the validators that
+//! joined, from the previous seed) and the segments each picker's revealed secret picks, with
+//! their round-0 seats.
 //!
 //! It runs page by page (`super::closing`): stage `seed` hashes the reveals in address order
 //! into the seed (the hash state is kept in the epoch between pages, so the seed is byte for
@@ -11,11 +13,13 @@
 use crate::deps::Storage;
 use crate::error::ContractError;
 use crate::hashing::{hex, stored_digest, tag, u64be, StreamHash};
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::records::{
     self, Assignment, Closing, Outcome, Participant, Payout, Stage, ASSIGNMENTS, COMMITMENTS,
-    PARTICIPANTS, PAYOUTS, REVEALS, VALIDATOR_SETS,
+    JOINED_VALIDATORS, PARTICIPANTS, PAYOUTS, REVEALS, SEATED, VALIDATOR_SETS, VALIDATOR_STAKES,
 };
-use crate::sampling::{challenge_validators, challenged_segments};
+use crate::sampling::{pickers, picks};
 use crate::state::{Config, Role};
 use crate::types::{Event, Response};
 
@@ -52,7 +56,7 @@ pub fn seed_page(
     let mut hash = closing.seed_hash.take().ok_or_else(|| {
         ContractError::Corrupt("corrupt state: closing reveal without the seed's hash".into())
     })?;
-    let mut validators: Option<Vec<String>> = None;
+    let mut validators: Option<(Vec<String>, Vec<crate::types::Uint128>)> = None;
     for (address, secret) in page.iter() {
         hash.update(&[address.as_bytes(), &[0u8], secret]);
         if !config.verification.enabled {
@@ -63,15 +67,20 @@ pub fn seed_page(
         })?;
         if participant.role == Role::Validator {
             if validators.is_none() {
-                validators = Some(records::load_validator_set(storage, e)?);
+                validators = Some((
+                    records::load_validator_set(storage, e)?,
+                    records::load_validator_stakes(storage, e)?,
+                ));
             }
-            if let Some(v) = validators.as_mut() {
+            if let Some((v, w)) = validators.as_mut() {
                 v.push(address.clone());
+                w.push(participant.stake);
             }
         }
     }
-    if let Some(v) = validators {
+    if let Some((v, w)) = validators {
         VALIDATOR_SETS.save(storage, e, &v);
+        VALIDATOR_STAKES.save(storage, e, &w);
     }
     closing.reveals += page.len() as u32;
     if done {
@@ -84,8 +93,8 @@ pub fn seed_page(
 
 /// Stage `assign`: for the next `limit` participants (address order), `absent` for hosts
 /// without a commitment and `no_reveal` for participants without a reveal; with verification
-/// enabled, every other host's challenges and their first-round validators, drawn from the
-/// seed. At the last one the `wasm-seed` event is emitted.
+/// enabled, every other host's challenges and their round-0 seats ([`assign`]). At the last one
+/// the `wasm-seed` event is emitted.
 pub fn assign_page(
     storage: &mut dyn Storage,
     config: &Config,
@@ -96,73 +105,108 @@ pub fn assign_page(
 ) -> Result<Page, ContractError> {
     let e = ep.number();
     let closing = ep.closing()?;
-    let seed = stored_digest(
-        ep.header.seed.as_deref(),
-        "corrupt state: assigning without a seed",
-    )?;
     let (page, done) = split_page(
         PARTICIPANTS
             .prefix(e)
             .page(storage, closing.after.as_deref(), limit + 1)?,
         limit,
     );
-    // The epoch's validators V: joined and revealed, in address order (stage `seed`).
-    let validators = if config.verification.enabled {
-        records::load_validator_set(storage, e)?
+    // The epoch's validators V: joined and revealed, in address order (stage `seed`), and the
+    // validators that joined with their stakes (who may pick).
+    let ctx = if config.verification.enabled {
+        let prev_seed = stored_digest(
+            Some(&ep.header.prev_seed),
+            "corrupt state: an epoch without its previous seed",
+        )?;
+        let joined: Vec<(String, u128)> = JOINED_VALIDATORS
+            .may_load(storage, e)?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(a, s)| (a, s.0))
+            .collect();
+        Some(PickContext {
+            prev_seed,
+            joined,
+            set: records::load_validator_set(storage, e)?,
+        })
     } else {
-        Vec::new()
+        None
     };
     let (mut expected, mut challenged) = (0u32, 0u32);
+    let mut seated: BTreeSet<u16> = BTreeSet::new();
     for (address, participant) in page.iter() {
-        let votes =
-            settle_participant(storage, config, e, &seed, address, participant, &validators)?;
+        let votes = settle_participant(
+            storage,
+            config,
+            e,
+            address,
+            participant,
+            ctx.as_ref(),
+            &mut seated,
+        )?;
         if let Some(votes) = votes {
             expected += votes;
             challenged += 1;
         }
     }
+    let mut new_seated = 0u32;
+    if !seated.is_empty() {
+        let mut all: BTreeSet<u16> = SEATED
+            .may_load(storage, e)?
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let before = all.len();
+        all.extend(seated);
+        new_seated = (all.len() - before) as u32;
+        SEATED.save(storage, e, &all.into_iter().collect::<Vec<u16>>());
+    }
     let counts = ep.counts_mut();
     counts.votes_expected += expected;
     counts.challenged += challenged;
+    counts.seated += new_seated;
     if done {
         out.events.push(seed_event(ep, closing.reveals, at));
     }
     Ok(end_page(ep, closing, &page, done, None))
 }
 
+/// What drawing a host's challenges needs: the previous seed, the validators that joined (with
+/// their stake at join, address order) and V (those of them that revealed).
+struct PickContext {
+    prev_seed: [u8; 32],
+    joined: Vec<(String, u128)>,
+    set: Vec<String>,
+}
+
 /// One participant at the close of `reveal`: `absent` (a host without a commitment) or
 /// `no_reveal` stored as its payout, or, for a committed and revealed host with verification
-/// enabled, its challenges stored; returns the verdicts they expect for a challenged host.
+/// enabled, its challenges stored (their seats added to `seated`); returns the verdicts they
+/// expect for a challenged host.
 fn settle_participant(
     storage: &mut dyn Storage,
     config: &Config,
     e: u64,
-    seed: &[u8; 32],
     address: &str,
     participant: &Participant,
-    validators: &[String],
+    ctx: Option<&PickContext>,
+    seated: &mut BTreeSet<u16>,
 ) -> Result<Option<u32>, ContractError> {
     let outcome = if participant.role == Role::Host && !COMMITMENTS.has(storage, (e, address)) {
         Outcome::Absent
     } else if !REVEALS.has(storage, (e, address)) {
         Outcome::NoReveal
     } else {
-        if participant.role != Role::Host || !config.verification.enabled {
-            return Ok(None);
+        let ctx = match ctx {
+            Some(ctx) if participant.role == Role::Host => ctx,
+            _ => return Ok(None),
+        };
+        let assignments = assign(storage, config, e, address, ctx)?;
+        let mut expected = 0u32;
+        for a in assignments.iter() {
+            expected += a.validators.len() as u32;
+            seated.extend(a.validators.iter().copied());
         }
-        let ver = &config.verification;
-        let assignments = assign(
-            seed,
-            address,
-            config.segments,
-            ver.challenges_k,
-            ver.validators_r,
-            validators,
-        )?;
-        let expected = assignments
-            .iter()
-            .map(|a| a.validators.len() as u32)
-            .sum::<u32>();
         ASSIGNMENTS.save(storage, (e, address), &assignments);
         return Ok(Some(expected));
     };
@@ -185,31 +229,44 @@ fn seed_event(ep: &Epoch, reveals: u32, at: u64) -> Event {
         .add_attribute("at", at)
 }
 
-/// The challenges of `host`: each challenged segment with its validators, stored as indices
-/// into `validators` (V, sorted).
+/// The challenges of `host`: its pickers (drawn by stake from the previous seed among the
+/// validators that joined), and for each picker that revealed (a member of V) the segments its
+/// secret picks; each picked segment's round-0 seats are the pickers that picked it, and the last
+/// segment, always challenged, seats every picker that revealed. Seats are indices into V.
 fn assign(
-    seed: &[u8; 32],
+    storage: &dyn Storage,
+    config: &Config,
+    e: u64,
     host: &str,
-    segments: u32,
-    k: u32,
-    r: u32,
-    validators: &[String],
+    ctx: &PickContext,
 ) -> Result<Vec<Assignment>, ContractError> {
-    challenged_segments(seed, host, segments, k)
+    let ver = &config.verification;
+    let segments = config.segments;
+    let mut seats: BTreeMap<u32, BTreeSet<u16>> = BTreeMap::new();
+    let mut revealed: BTreeSet<u16> = BTreeSet::new();
+    for picker in pickers(&ctx.prev_seed, host, &ctx.joined, ver.seats_cap) {
+        let index = match ctx.set.binary_search_by(|v| v.as_str().cmp(picker)) {
+            Ok(i) => i as u16,
+            Err(_) => continue, // joined but did not reveal: no picks, no seats
+        };
+        let secret = REVEALS.load_or(storage, (e, picker), || {
+            ContractError::Corrupt(format!("corrupt state: {picker} is in V without a reveal"))
+        })?;
+        revealed.insert(index);
+        for g in picks(&secret, host, segments, ver.challenges_k) {
+            seats.entry(g).or_default().insert(index);
+        }
+    }
+    seats.insert(segments - 1, revealed);
+    Ok(seats
         .into_iter()
-        .map(|segment| {
-            let picked = challenge_validators(seed, host, segment, validators, r);
-            let indices = picked
-                .iter()
-                .map(|v| validators.binary_search(v).map(|i| i as u16))
-                .collect::<Result<Vec<u16>, usize>>()
-                .map_err(|_| ContractError::Corrupt("a challenge validator is not in V".into()))?;
-            Ok(Assignment {
-                segment,
-                validators: indices,
-                committees: Vec::new(),
-                outcome: Default::default(),
-            })
+        .map(|(segment, v)| Assignment {
+            segment,
+            validators: v.into_iter().collect(),
+            objectors: Vec::new(),
+            disputed: false,
+            outcome: Default::default(),
+            decided_by: None,
         })
-        .collect()
+        .collect())
 }

@@ -1,99 +1,49 @@
-//! The close of a verdict round (`docs/contract.md`, "Disputes"): at the close of
-//! `verdict_reveal` (round 0) and of each `dispute_reveal` (round i), every challenge still
-//! pending is decided from the verdicts opened in that round, or goes to a dispute committee of
-//! the next round, or, when no round is left or nobody can sit on the committee, ends
-//! `unresolved`.
+//! Which challenges are disputed, and their decisions (`docs/contract.md`, "Objections and the
+//! final vote").
 //!
-//! * Round 0 (the `r` validators the seed assigned) decides only a unanimous round: every one of
-//!   them opened the same verdict, and it is `pass` (on a segment the host did not declare a
-//!   trap) or `fail` from at least two. Anything else — a disagreement, an `unavailable`, a
-//!   silence, a lone `fail`, a `pass` on a trap — is a dispute.
-//! * Round i ≥ 1 (a committee drawn for the round) decides from the opened verdicts of *every*
-//!   member that sat on the challenge so far (the first round's and each committee's): the
-//!   host is `unavailable` when more than half of those members voted `unavailable`; otherwise
-//!   `pass` or `fail` wins with a strict majority of the opened `pass`/`fail` votes and at
-//!   least two of them. Anything else (a tie, silence, a lone vote) goes to the next round, or
-//!   ends `unresolved` when no round or nobody is left. Counting the first round keeps its
-//!   honest votes: one liar plus silence can never decide against the truth.
+//! * The close of `objection` (stage `objections`): a challenge is **disputed** when a seat
+//!   objected (its `ready` named it), a seat did not commit, it has no seat at all (every picker
+//!   withheld its reveal), or it is a segment of its host's opened trap set. The counts of the
+//!   phases that follow are set here: the `pass` openings `verdict_reveal` waits for (the seats
+//!   of undisputed challenges), the final-round commitments `dispute` waits for (every member of
+//!   V without a round-0 seat, on each disputed challenge) and the round-0 commitments on disputed
+//!   challenges that `dispute_reveal` opens.
+//! * The close of `verdict_reveal` (stage `decide`, round 0): every undisputed challenge is
+//!   decided `pass` (a seat that did not open its `pass` is silent at finalize).
+//! * The close of `dispute_reveal` (stage `decide`, round 1): every disputed challenge is decided
+//!   by the stake of V. The opened votes of everyone who sat on it are grouped — `pass` and
+//!   `fail` by (outcome, distance, evidence), `unavailable` by outcome — and the group whose
+//!   voters hold MORE than 1/2 of V's stake (each validator once, its stake at join) decides;
+//!   with none, the challenge is `unresolved`. Honest stake (more than 2/3, live, with bitwise
+//!   equal replays) always decides; a coalition under 1/3 never does.
 //!
-//! It runs page by page over the challenged hosts (`super::closing`): stage `salts` hashes the
-//! salts of the round's opened verdicts into the next round's seed (`commitments::dispute_seed`,
-//! the hash state kept between pages), then stage `decide` decides or draws per host.
-//!
-//! Committees are drawn from the validators of V that are not the host and not yet assigned to
-//! the challenge, with the seed of the round (`commitments::dispute_seed`: the epoch seed and the
-//! salts of the verdicts just opened), so nobody knows a committee when it casts the vote that
-//! may cause the dispute.
+//! Both stages walk the challenged hosts in address order, page by page; a host's work is charged
+//! to the page's budget by the votes it reads ([`host_cost`]), so a page of hosts with disputed
+//! challenges (each read with every vote of V) stays within a block.
 
 use std::collections::BTreeMap;
 
 use crate::deps::{Order, Storage};
 use crate::error::ContractError;
-use crate::hashing::{hex, stored_digest, tag, u32be, StreamHash};
 use crate::records::{
-    self, Assignment, ChallengeOutcome, Closing, Stage, VoteOutcome, ASSIGNMENTS, TRAPS, VOTES,
+    self, Assignment, ChallengeOutcome, Vote, VoteOutcome, ASSIGNMENTS, TRAPS, VERDICT_COMMITS,
+    VOTES,
 };
-use crate::sampling::dispute_committee;
 use crate::state::Config;
-use crate::types::{Event, Response};
+use crate::types::{Event, Response, Uint128};
 
 use super::{end_page, split_page, Epoch, Page};
 
-/// The decision of the first round from its members' opened verdicts (None: not opened).
-pub fn first_round(votes: &[Option<VoteOutcome>], trap: bool) -> Option<ChallengeOutcome> {
-    let first = match votes.first() {
-        Some(Some(o)) => *o,
-        _ => return None,
-    };
-    if votes.iter().any(|v| *v != Some(first)) {
-        return None;
-    }
-    match first {
-        VoteOutcome::Pass if !trap => Some(ChallengeOutcome::Pass),
-        VoteOutcome::Fail if votes.len() >= 2 => Some(ChallengeOutcome::Fail),
-        _ => None,
-    }
+/// Votes one unit of a page's budget pays for (a host reading more is charged more units).
+pub const VOTES_PER_UNIT: u32 = 64;
+
+/// What a host's work costs a page: 1, plus one unit per [`VOTES_PER_UNIT`] votes read.
+pub fn host_cost(votes_read: usize) -> u32 {
+    1 + (votes_read as u32) / VOTES_PER_UNIT
 }
 
-/// The decision of a dispute round from the opened verdicts of every member that sat on the
-/// challenge so far (None: no decision, to the next round). `unavailable` needs more than half
-/// of those members; `pass`/`fail` a strict majority of the opened `pass`/`fail` votes and at
-/// least two of them (an `unavailable` or a silence counts for neither side).
-pub fn committee_decision(votes: &[Option<VoteOutcome>]) -> Option<ChallengeOutcome> {
-    let count = |o: VoteOutcome| votes.iter().filter(|v| **v == Some(o)).count();
-    let (pass, fail, unavailable) = (
-        count(VoteOutcome::Pass),
-        count(VoteOutcome::Fail),
-        count(VoteOutcome::Unavailable),
-    );
-    if unavailable * 2 > votes.len() {
-        Some(ChallengeOutcome::Unavailable)
-    } else if pass > fail && pass >= 2 {
-        Some(ChallengeOutcome::Pass)
-    } else if fail > pass && fail >= 2 {
-        Some(ChallengeOutcome::Fail)
-    } else {
-        None
-    }
-}
-
-/// The close of the current round as it starts: the next round's seed hashes the epoch seed and
-/// the round number, then (stage `salts`) the salts of the round's opened verdicts.
-pub fn begin(ep: &Epoch) -> Result<Closing, ContractError> {
-    let epoch_seed = stored_digest(
-        ep.header.seed.as_deref(),
-        "corrupt state: a verdict round without a seed",
-    )?;
-    let mut hash = StreamHash::tagged(tag::DISPUTE_SEED);
-    hash.update(&[&epoch_seed, &u32be(ep.header.round + 1)]);
-    Ok(Closing {
-        seed_hash: Some(hash),
-        ..Closing::at(Stage::Salts)
-    })
-}
-
-/// The next `limit` challenged hosts after the cursor (address order), and whether they are the
-/// last.
+/// The next hosts after the cursor (address order) with their challenges, at most `limit + 1`
+/// read: at most `limit` of them, and whether they are the last.
 type Hosts = Vec<(String, Vec<Assignment>)>;
 
 fn next_hosts(
@@ -106,276 +56,294 @@ fn next_hosts(
     Ok(split_page(page, limit))
 }
 
-/// Stage `salts`: the salts of the verdicts opened in this round on the next `limit` hosts'
-/// challenges, hashed in key order (host, segment, validator) into the next round's seed
-/// (`commitments::dispute_seed`, fed page by page). At the last host the seed is set and stage
-/// `decide` follows.
-pub fn salts_page(
+/// Process `hosts` one by one with `work` (which returns the host's cost) until the budget
+/// `limit` is spent; returns how many were processed, the units spent, and whether the stage is
+/// done (every host of a last page processed). At least one host is processed.
+pub(crate) fn walk<T>(
+    hosts: &[(String, T)],
+    last_page: bool,
+    limit: u32,
+    mut work: impl FnMut(&str, &T) -> Result<u32, ContractError>,
+) -> Result<(usize, u32, bool), ContractError> {
+    let mut spent = 0u32;
+    let mut processed = 0usize;
+    for (address, value) in hosts.iter() {
+        if processed > 0 && spent >= limit {
+            break;
+        }
+        spent = spent.saturating_add(work(address, value)?);
+        processed += 1;
+    }
+    let done = last_page && processed == hosts.len();
+    Ok((processed, spent.max(1), done))
+}
+
+/// Stage `objections` (the close of `objection`): mark each challenge of the next hosts
+/// disputed or not, and count what the next phases wait for.
+pub fn objections_page(
     storage: &mut dyn Storage,
     ep: &mut Epoch,
     limit: usize,
 ) -> Result<Page, ContractError> {
     let e = ep.number();
-    let round = ep.header.round;
-    let mut closing = ep.closing()?;
-    let (page, done) = next_hosts(storage, e, closing.after.as_deref(), limit)?;
-    let mut hash = closing.seed_hash.take().ok_or_else(|| {
-        ContractError::Corrupt("corrupt state: closing a round without the seed's hash".into())
-    })?;
-    for (host, _) in page.iter() {
-        for record in VOTES
+    let closing = ep.closing()?;
+    let (page, last) = next_hosts(storage, e, closing.after.as_deref(), limit)?;
+    let set = records::load_validator_set(storage, e)?;
+    let v_len = set.len() as u32;
+    let (mut opens, mut disputed, mut carried, mut final_expected) = (0u32, 0u32, 0u32, 0u32);
+    let (processed, spent, done) = walk(&page, last, limit as u32, |host, list| {
+        let mut list = list.clone();
+        let traps = TRAPS.may_load(storage, (e, host))?.unwrap_or_default();
+        let mut committed: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        let mut read = 0usize;
+        for record in VERDICT_COMMITS
             .prefix2(e, host)
             .range(storage, None, Order::Ascending)
         {
-            let (_, vote) = record?;
-            if vote.round != round {
-                continue;
-            }
-            let salt = stored_digest(Some(&vote.salt), "corrupt vote record: salt")?;
-            hash.update(&[&salt]);
+            let ((segment, validator), _) = record?;
+            committed.entry(segment).or_default().push(validator);
+            read += 1;
         }
-    }
-    if done {
-        closing.round_seed = Some(hex(&hash.finish()));
-    } else {
-        closing.seed_hash = Some(hash);
-    }
-    Ok(end_page(ep, closing, &page, done, Some(Stage::Decide)))
+        for a in list.iter_mut() {
+            let seats = a.addresses(&set)?;
+            let by = committed.get(&a.segment);
+            let all_committed = seats.iter().all(|v| by.map_or(false, |c| c.contains(v)));
+            a.disputed = !a.objectors.is_empty()
+                || a.validators.is_empty()
+                || !all_committed
+                || traps.contains(&a.segment);
+            if a.disputed {
+                disputed += 1;
+                carried += by.map_or(0, |c| c.len() as u32);
+                final_expected += v_len.saturating_sub(a.validators.len() as u32);
+            } else {
+                opens += a.validators.len() as u32;
+            }
+        }
+        ASSIGNMENTS.save(storage, (e, host), &list);
+        Ok(host_cost(read))
+    })?;
+    let counts = ep.counts_mut();
+    counts.votes_expected += opens;
+    counts.disputed += disputed;
+    counts.carried += carried;
+    counts.final_expected += final_expected;
+    let mut page = page;
+    page.truncate(processed);
+    let mut result = end_page(ep, closing, &page, done, None);
+    result.records = spent;
+    Ok(result)
 }
 
-/// Stage `decide`: every pending challenge of the next `limit` hosts is decided from the opened
-/// verdicts, or gets its committee for the next round (drawn with the round's seed), or ends
-/// `unresolved`. At the last host the `wasm-dispute` event is emitted and, when a dispute round
-/// follows, the header's round and the counts are set for it.
+/// Stage `decide`: at the close of `verdict_reveal` (round 0), every undisputed challenge of the
+/// next hosts passes; at the close of `dispute_reveal` (round 1), every disputed one is decided
+/// by the stake of V. At the last host, the `wasm-dispute` event.
 pub fn decide_page(
     storage: &mut dyn Storage,
-    config: &Config,
+    _config: &Config,
     ep: &mut Epoch,
     limit: usize,
     at: u64,
     out: &mut Response,
 ) -> Result<Page, ContractError> {
     let e = ep.number();
+    let round = ep.header.round;
     let mut closing = ep.closing()?;
-    let round = Round {
-        epoch: e,
-        round: ep.header.round,
-        seed: stored_digest(
-            closing.round_seed.as_deref(),
-            "corrupt state: deciding without a seed",
-        )?,
-        set: records::load_validator_set(storage, e)?,
+    let (page, last) = next_hosts(storage, e, closing.after.as_deref(), limit)?;
+    let vote = if round == 0 {
+        None
+    } else {
+        Some(FinalVote::load(storage, e)?)
     };
-    let (page, done) = next_hosts(storage, e, closing.after.as_deref(), limit)?;
-    for (host, mut list) in page.iter().cloned() {
-        if !list.iter().any(|a| a.outcome.is_pending()) {
-            continue;
+    let (mut decided, mut unresolved) = (0u32, 0u32);
+    let (processed, spent, done) = walk(&page, last, limit as u32, |host, list| {
+        let mut list = list.clone();
+        let mut read = 0usize;
+        match vote.as_ref() {
+            None => {
+                for a in list.iter_mut() {
+                    if a.outcome.is_pending() && !a.disputed {
+                        a.outcome = ChallengeOutcome::Pass;
+                        decided += 1;
+                    }
+                }
+            }
+            Some(vote) => {
+                let votes = host_votes(storage, e, host, &mut read)?;
+                for a in list.iter_mut() {
+                    if !(a.outcome.is_pending() && a.disputed) {
+                        continue;
+                    }
+                    let (outcome, by) = vote.decide(votes.get(&a.segment));
+                    a.outcome = outcome;
+                    a.decided_by = by;
+                    if outcome == ChallengeOutcome::Unresolved {
+                        unresolved += 1;
+                    } else {
+                        decided += 1;
+                    }
+                }
+            }
         }
-        round.decide_host(storage, config, &host, &mut list, &mut closing)?;
-        ASSIGNMENTS.save(storage, (e, &host), &list);
-    }
+        ASSIGNMENTS.save(storage, (e, host), &list);
+        Ok(host_cost(read))
+    })?;
+    closing.decided += decided;
+    closing.unresolved += unresolved;
     if done {
-        out.events.push(dispute_event(&closing, e, round.round, at));
-        if closing.disputes > 0 {
-            ep.header_mut().round = round.round + 1;
-            let counts = ep.counts_mut();
-            counts.votes_expected = closing.members;
-            counts.votes_posted = 0;
-            counts.votes_revealed = 0;
-        }
+        out.events.push(
+            Event::new("dispute")
+                .add_attribute("epoch", e)
+                .add_attribute("round", round)
+                .add_attribute("decided", closing.decided)
+                .add_attribute("unresolved", closing.unresolved)
+                .add_attribute("disputes", ep.counts.disputed)
+                .add_attribute("at", at),
+        );
     }
-    Ok(end_page(ep, closing, &page, done, None))
+    let mut page = page;
+    page.truncate(processed);
+    let mut result = end_page(ep, closing, &page, done, None);
+    result.records = spent;
+    Ok(result)
 }
 
-/// What deciding a round's challenges needs: the epoch, the round, its seed (for committees)
-/// and V.
-struct Round {
+/// The opened votes on `host`'s challenges: segment -> validator -> vote (`read` counts them).
+pub fn host_votes(
+    storage: &dyn Storage,
     epoch: u64,
-    round: u32,
-    seed: [u8; 32],
+    host: &str,
+    read: &mut usize,
+) -> Result<BTreeMap<u32, BTreeMap<String, Vote>>, ContractError> {
+    let mut out: BTreeMap<u32, BTreeMap<String, Vote>> = BTreeMap::new();
+    for record in VOTES
+        .prefix2(epoch, host)
+        .range(storage, None, Order::Ascending)
+    {
+        let ((segment, validator), vote) = record?;
+        out.entry(segment).or_default().insert(validator, vote);
+        *read += 1;
+    }
+    Ok(out)
+}
+
+/// V with the stake each member joined with: what the final vote weighs.
+pub struct FinalVote {
     set: Vec<String>,
+    stakes: Vec<Uint128>,
+    total: u128,
 }
 
-impl Round {
-    /// Every pending challenge of `host` (its `list`): decided, sent to a committee of the next
-    /// round, or ended `unresolved`; `closing`'s counts follow.
-    fn decide_host(
+/// A group of votes: (outcome, distance, evidence); `unavailable` votes form one group whatever
+/// their distance and evidence.
+type Group = (VoteOutcome, String, String);
+
+impl FinalVote {
+    pub fn load(storage: &dyn Storage, epoch: u64) -> Result<FinalVote, ContractError> {
+        let set = records::load_validator_set(storage, epoch)?;
+        let stakes = records::load_validator_stakes(storage, epoch)?;
+        if stakes.len() != set.len() {
+            return Err(ContractError::Corrupt(
+                "corrupt state: V and its stakes differ in length".into(),
+            ));
+        }
+        let total = stakes.iter().map(|s| s.0).sum();
+        Ok(FinalVote { set, stakes, total })
+    }
+
+    fn stake_of(&self, validator: &str) -> u128 {
+        self.set
+            .binary_search_by(|v| v.as_str().cmp(validator))
+            .map_or(0, |i| self.stakes[i].0)
+    }
+
+    /// The group a vote belongs to.
+    pub fn group(vote: &Vote) -> Group {
+        match vote.outcome {
+            VoteOutcome::Unavailable => (vote.outcome, String::new(), String::new()),
+            o => (o, vote.distance.clone(), vote.evidence.clone()),
+        }
+    }
+
+    /// The decision of a disputed challenge from its opened votes: the group with MORE than half
+    /// of V's stake, with its (distance, evidence) for `pass`/`fail`; none: `unresolved`.
+    pub fn decide(
         &self,
-        storage: &dyn Storage,
-        config: &Config,
-        host: &str,
-        list: &mut [Assignment],
-        closing: &mut Closing,
-    ) -> Result<(), ContractError> {
-        let ver = &config.verification;
-        let next = self.round + 1;
-        let traps = TRAPS.may_load(storage, (self.epoch, host))?;
-        let cast = self.cast(storage, host)?;
-        for a in list.iter_mut().filter(|a| a.outcome.is_pending()) {
-            let trap = traps.as_ref().map_or(false, |t| t.contains(&a.segment));
-            if let Some(outcome) = self.decision(a, cast.get(&a.segment), trap) {
-                a.outcome = outcome;
-                closing.decided += 1;
-                continue;
+        votes: Option<&BTreeMap<String, Vote>>,
+    ) -> (ChallengeOutcome, Option<(String, String)>) {
+        let mut groups: BTreeMap<Group, u128> = BTreeMap::new();
+        for (validator, vote) in votes.into_iter().flatten() {
+            *groups.entry(FinalVote::group(vote)).or_default() += self.stake_of(validator);
+        }
+        for ((outcome, distance, evidence), stake) in groups {
+            if self.total > 0 && stake > self.total / 2 {
+                return match outcome {
+                    VoteOutcome::Pass => (ChallengeOutcome::Pass, Some((distance, evidence))),
+                    VoteOutcome::Fail => (ChallengeOutcome::Fail, Some((distance, evidence))),
+                    VoteOutcome::Unavailable => (ChallengeOutcome::Unavailable, None),
+                };
             }
-            let committee = if next > ver.dispute_rounds || a.committees.len() as u32 != self.round
-            {
-                Vec::new()
-            } else {
-                self.committee(host, a, ver.committee_size(next))?
-            };
-            if committee.is_empty() {
-                a.outcome = ChallengeOutcome::Unresolved;
-                closing.unresolved += 1;
-                continue;
-            }
-            closing.members += committee.len() as u32;
-            closing.disputes += 1;
-            a.committees.push(committee);
         }
-        Ok(())
+        (ChallengeOutcome::Unresolved, None)
     }
-
-    /// The verdicts opened on `host`'s challenges: segment -> validator -> outcome.
-    fn cast(
-        &self,
-        storage: &dyn Storage,
-        host: &str,
-    ) -> Result<BTreeMap<u32, BTreeMap<String, VoteOutcome>>, ContractError> {
-        let mut cast: BTreeMap<u32, BTreeMap<String, VoteOutcome>> = BTreeMap::new();
-        for record in VOTES
-            .prefix2(self.epoch, host)
-            .range(storage, None, Order::Ascending)
-        {
-            let ((segment, validator), vote) = record?;
-            cast.entry(segment)
-                .or_default()
-                .insert(validator, vote.outcome);
-        }
-        Ok(cast)
-    }
-
-    /// The round's decision on a pending challenge from the opened verdicts of its members
-    /// (round 0: its first-round members; a dispute round: every member so far, all rounds).
-    fn decision(
-        &self,
-        a: &Assignment,
-        votes_of: Option<&BTreeMap<String, VoteOutcome>>,
-        trap: bool,
-    ) -> Option<ChallengeOutcome> {
-        let sat: Vec<u16> = if self.round == 0 {
-            a.round_members(0).to_vec()
-        } else {
-            (0..=self.round)
-                .flat_map(|r| a.round_members(r).iter().copied())
-                .collect()
-        };
-        let votes: Vec<Option<VoteOutcome>> = sat
-            .iter()
-            .map(|i| {
-                let v = self.set.get(*i as usize)?;
-                votes_of.and_then(|c| c.get(v)).copied()
-            })
-            .collect();
-        if self.round == 0 {
-            first_round(&votes, trap)
-        } else {
-            committee_decision(&votes)
-        }
-    }
-
-    /// The committee of the next round for a challenge, as indices into V: drawn with the
-    /// round's seed among the validators not yet on it (empty: nobody is left).
-    fn committee(&self, host: &str, a: &Assignment, size: u32) -> Result<Vec<u16>, ContractError> {
-        let excluded: Vec<String> = a.members(&self.set)?.into_iter().map(|(_, v)| v).collect();
-        let set = &self.set;
-        dispute_committee(&self.seed, host, a.segment, set, &excluded, size)
-            .iter()
-            .map(|v| set.binary_search(v).map(|i| i as u16))
-            .collect::<Result<Vec<u16>, usize>>()
-            .map_err(|_| ContractError::Corrupt("a committee member is not in V".into()))
-    }
-}
-
-/// `wasm-dispute`, at the end of a verdict round's close.
-fn dispute_event(closing: &Closing, epoch: u64, round: u32, at: u64) -> Event {
-    Event::new("dispute")
-        .add_attribute("epoch", epoch)
-        .add_attribute("round", round)
-        .add_attribute("decided", closing.decided)
-        .add_attribute("unresolved", closing.unresolved)
-        .add_attribute("disputes", closing.disputes)
-        .add_attribute("committee_members", closing.members)
-        .add_attribute("next_seed", closing.round_seed.clone().unwrap_or_default())
-        .add_attribute("at", at)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use VoteOutcome::*;
 
-    #[test]
-    fn the_first_round_decides_only_when_unanimous() {
-        let of = first_round;
-        assert_eq!(
-            of(&[Some(Pass), Some(Pass)], false),
-            Some(ChallengeOutcome::Pass)
-        );
-        assert_eq!(of(&[Some(Pass)], false), Some(ChallengeOutcome::Pass));
-        assert_eq!(
-            of(&[Some(Fail), Some(Fail)], false),
-            Some(ChallengeOutcome::Fail)
-        );
-        // One validator's fail alone never decides; nor does a disagreement, a silence, an
-        // unavailable, or a pass on a trap.
-        assert_eq!(of(&[Some(Fail)], false), None);
-        assert_eq!(of(&[Some(Pass), Some(Fail)], false), None);
-        assert_eq!(of(&[Some(Pass), None], false), None);
-        assert_eq!(of(&[None, None], false), None);
-        assert_eq!(of(&[Some(Unavailable), Some(Unavailable)], false), None);
-        assert_eq!(of(&[Some(Pass), Some(Pass)], true), None);
-        assert_eq!(
-            of(&[Some(Fail), Some(Fail)], true),
-            Some(ChallengeOutcome::Fail)
-        );
-        assert_eq!(of(&[], false), None);
+    fn vote(outcome: VoteOutcome, evidence: &str) -> Vote {
+        Vote {
+            outcome,
+            distance: "0.5".into(),
+            evidence: evidence.into(),
+            salt: "0".repeat(64),
+            round: 1,
+        }
+    }
+
+    fn fv(stakes: &[(&str, u128)]) -> FinalVote {
+        FinalVote {
+            set: stakes.iter().map(|(a, _)| a.to_string()).collect(),
+            stakes: stakes.iter().map(|(_, s)| Uint128(*s)).collect(),
+            total: stakes.iter().map(|(_, s)| s).sum(),
+        }
     }
 
     #[test]
-    fn a_dispute_decides_by_the_majority_of_every_opened_vote_with_at_least_two() {
-        // The votes of every member so far: first round, then committees.
-        let of = committee_decision;
-        // The issue's cases: an always-fail liar outvoted by two honest passes; an always-pass
-        // liar outvoted by two honest fails; a host that served one validator of three.
-        assert_eq!(
-            of(&[Some(Pass), Some(Fail), Some(Pass)]),
-            Some(ChallengeOutcome::Pass)
-        );
-        assert_eq!(
-            of(&[Some(Pass), Some(Fail), Some(Fail)]),
-            Some(ChallengeOutcome::Fail)
-        );
-        assert_eq!(
-            of(&[Some(Fail), Some(Unavailable), Some(Unavailable)]),
-            Some(ChallengeOutcome::Unavailable)
-        );
-        // One liar plus silence never decides: a lone vote is not enough.
-        assert_eq!(of(&[None, Some(Fail), None]), None);
-        assert_eq!(of(&[Some(Pass), None, None]), None);
-        // One unavailable is no ground against the host; the others decide.
-        assert_eq!(
-            of(&[Some(Unavailable), Some(Pass), Some(Pass)]),
-            Some(ChallengeOutcome::Pass)
-        );
-        assert_eq!(of(&[Some(Unavailable), Some(Pass), None]), None);
-        // Ties and silence go to the next round.
-        assert_eq!(of(&[Some(Pass), Some(Fail), None]), None);
-        assert_eq!(
-            of(&[Some(Pass), Some(Fail), Some(Pass), Some(Fail), None]),
-            None
-        );
-        assert_eq!(of(&[None, None, None]), None);
-        assert_eq!(of(&[]), None);
+    fn more_than_half_of_the_stake_decides_and_evidence_splits_groups() {
+        use VoteOutcome::*;
+        let v = fv(&[("a", 40), ("b", 30), ("c", 20), ("d", 10)]);
+        let mut votes = BTreeMap::new();
+        votes.insert("a".to_string(), vote(Fail, "e1"));
+        votes.insert("b".to_string(), vote(Fail, "e1"));
+        votes.insert("c".to_string(), vote(Pass, "e2"));
+        let (o, by) = v.decide(Some(&votes));
+        assert_eq!(o, ChallengeOutcome::Fail);
+        assert_eq!(by, Some(("0.5".to_string(), "e1".to_string())));
+        // The same outcome with another evidence is another group: 40 of 100 is not a majority.
+        votes.insert("b".to_string(), vote(Fail, "copied-badly"));
+        assert_eq!(v.decide(Some(&votes)).0, ChallengeOutcome::Unresolved);
+        // Exactly half is not more than half.
+        let mut half = BTreeMap::new();
+        half.insert("a".to_string(), vote(Unavailable, "x"));
+        half.insert("d".to_string(), vote(Unavailable, "y"));
+        assert_eq!(v.decide(Some(&half)).0, ChallengeOutcome::Unresolved);
+        half.insert("c".to_string(), vote(Unavailable, "z"));
+        assert_eq!(v.decide(Some(&half)).0, ChallengeOutcome::Unavailable);
+        assert_eq!(v.decide(None).0, ChallengeOutcome::Unresolved);
+    }
+
+    #[test]
+    fn walking_charges_by_work_and_always_progresses() {
+        let hosts: Vec<(String, u32)> = (0..5).map(|i| (format!("h{i}"), i)).collect();
+        let (n, spent, done) = walk(&hosts, true, 3, |_, _| Ok(2)).unwrap();
+        assert_eq!((n, spent, done), (2, 4, false));
+        let (n, _, done) = walk(&hosts, true, 100, |_, _| Ok(1)).unwrap();
+        assert_eq!((n, done), (5, true));
+        let (n, _, done) = walk(&hosts, true, 1, |_, _| Ok(50)).unwrap();
+        assert_eq!((n, done), (1, false));
+        assert_eq!(host_cost(0), 1);
+        assert_eq!(host_cost(130), 3);
     }
 }

@@ -7,8 +7,8 @@
 //! * `outcomes` — each host's outcome from its own challenges (`Tally::of_host`); each
 //!   validator's counts over those challenges are added to its standing (`vt/`);
 //! * `slashes`  — each validator's outcome from its standing (then dropped); every slash, its
-//!   catcher part (to the validators who convicted an invalid host, or the auditors whose trap a
-//!   wrong validator passed; none to a validator wrong or silent in the epoch) and its treasury
+//!   catcher part (to the deciding group of the final vote that failed an invalid host; none to
+//!   a validator wrong or silent in the epoch) and its treasury
 //!   part, sent in the same transaction, so the books balance after every page (the
 //!   transaction's sends are summed per recipient: `Epoch::pay`);
 //! * `rewards`  — `min(reward_per_epoch, reward_pool)` taken when finalize began, split among the
@@ -33,13 +33,13 @@ use crate::state::{
 };
 use crate::types::{Event, Response, Uint128};
 
-use super::tally::{validator_outcome, Tally, ValidatorStats};
+use super::disputes::{host_cost, walk};
+use super::tally::{validator_outcome, votes_read, Tally, ValidatorStats};
 use super::{end_page, split_page, Epoch, Page};
 
 /// The slash of an outcome, in basis points of total stake. A host that neither committed nor
 /// revealed pays both the absent and the no-reveal slash (capped at 100 %): withholding a reveal
-/// must never be free, or a participant could choose between two seeds. Audit, excluded and
-/// unserved participants are not slashed.
+/// must never be free. Excluded hosts are not slashed.
 fn slash_bps(config: &Config, outcome: Outcome, revealed: bool) -> u16 {
     let econ = &config.economics;
     match outcome {
@@ -53,6 +53,7 @@ fn slash_bps(config: &Config, outcome: Outcome, revealed: bool) -> u16 {
         Outcome::NoReveal => econ.slash_no_reveal_bps,
         Outcome::Wrong => econ.slash_validator_wrong_bps,
         Outcome::Silent => econ.slash_validator_silent_bps,
+        Outcome::Unserved => econ.slash_validator_unserved_bps,
         _ => 0,
     }
 }
@@ -136,32 +137,28 @@ pub fn outcomes_page(
 ) -> Result<Page, ContractError> {
     let e = ep.number();
     let closing = ep.closing()?;
-    let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
+    let (page, last) = next_participants(storage, e, closing.after.as_deref(), limit)?;
     let set = records::load_validator_set(storage, e)?;
-    let mut deltas: BTreeMap<String, (ValidatorStats, BTreeSet<String>)> = BTreeMap::new();
+    let mut deltas: BTreeMap<String, ValidatorStats> = BTreeMap::new();
     let (mut accepted, mut accepted_stake) = (0u32, Uint128::zero());
-    for (address, p) in page.iter() {
+    let (processed, spent, done) = walk(&page, last, limit as u32, |address, p| {
         if p.role != Role::Host {
-            continue;
+            return Ok(1);
         }
         let mut pay = records::load_payout(storage, e, address)?;
         if pay.outcome != Outcome::Pending {
-            continue;
+            return Ok(1);
         }
+        let mut read = 0;
         pay.outcome = match Tally::of_host(storage, e, address, &set)? {
             Some(tally) => {
+                read = votes_read(&tally);
                 for (v, stats) in tally.validators.iter() {
-                    let d = &mut deltas.entry(v.clone()).or_default().0;
-                    d.assigned += stats.assigned;
-                    d.committed += stats.committed;
-                    d.voted += stats.voted;
-                    d.against += stats.against;
-                    d.unavailable += stats.unavailable;
+                    deltas.entry(v.clone()).or_default().add(stats);
                 }
-                for (v, hosts) in tally.trap_victims() {
-                    deltas.entry(v).or_default().1.extend(hosts);
-                }
-                tally.host_outcome(address).unwrap_or(Outcome::Excluded)
+                tally
+                    .host_outcome(address, &config.verification)
+                    .unwrap_or(Outcome::Excluded)
             }
             None if !config.verification.enabled => Outcome::Accepted,
             None => Outcome::Excluded,
@@ -171,28 +168,28 @@ pub fn outcomes_page(
             accepted_stake = accepted_stake.checked_add(p.stake)?;
         }
         PAYOUTS.save(storage, (e, address), &pay);
-    }
+        Ok(host_cost(read))
+    })?;
     add_to_standings(storage, e, deltas)?;
     ep.counts_mut().accepted += accepted;
     let header = ep.header_mut();
     header.accepted_stake = header.accepted_stake.checked_add(accepted_stake)?;
-    Ok(end_page(ep, closing, &page, done, Some(Stage::Slashes)))
+    let mut page = page;
+    page.truncate(processed);
+    let mut result = end_page(ep, closing, &page, done, Some(Stage::Slashes));
+    result.records = spent;
+    Ok(result)
 }
 
-/// Add a page's counts (and the auditors whose trap each passed) to the validators' standings.
+/// Add a page's counts to the validators' standings.
 fn add_to_standings(
     storage: &mut dyn Storage,
     e: u64,
-    deltas: BTreeMap<String, (ValidatorStats, BTreeSet<String>)>,
+    deltas: BTreeMap<String, ValidatorStats>,
 ) -> Result<(), ContractError> {
-    for (v, (stats, victims)) in deltas {
+    for (v, stats) in deltas {
         let mut standing = STANDINGS.may_load(storage, (e, &v))?.unwrap_or_default();
         stats.add_to(&mut standing);
-        if !victims.is_empty() {
-            let mut all: BTreeSet<String> = standing.victims.into_iter().collect();
-            all.extend(victims);
-            standing.victims = all.into_iter().collect();
-        }
         STANDINGS.save(storage, (e, &v), &standing);
     }
     Ok(())
@@ -376,16 +373,17 @@ pub fn slashes_page(
 ) -> Result<Page, ContractError> {
     let e = ep.number();
     let mut closing = ep.closing()?;
-    let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
+    let (page, last) = next_participants(storage, e, closing.after.as_deref(), limit)?;
     let set = records::load_validator_set(storage, e)?;
     let mut books = Books::load(storage)?;
     let mut sends: BTreeMap<String, Uint128> = BTreeMap::new();
     let (mut slashed_total, mut to_treasury, mut to_catchers) =
         (Uint128::zero(), Uint128::zero(), Uint128::zero());
-    for (address, p) in page.iter() {
-        let (outcome, victims) = settle_outcome(storage, &mut books.payouts, e, address, p.role)?;
-        if victims.is_some() && outcome == Outcome::Diligent {
-            closing.diligent += 1;
+    let mut diligent = 0u32;
+    let (processed, spent, done) = walk(&page, last, limit as u32, |address, p| {
+        let (outcome, validator) = settle_outcome(storage, &mut books.payouts, e, address, p.role)?;
+        if validator && outcome == Outcome::Diligent {
+            diligent += 1;
         }
         // Only an absent host's slash depends on whether it revealed.
         let revealed = outcome == Outcome::Absent && REVEALS.has(storage, (e, address));
@@ -397,24 +395,25 @@ pub fn slashes_page(
             slash_bps(config, outcome, revealed),
         )?;
         if amount.is_zero() {
-            continue;
+            return Ok(1);
         }
         slashed_total = slashed_total.checked_add(amount)?;
-        let victims = victims.unwrap_or_default();
-        let catchers = paid_catchers(
+        let (catchers, read) = paid_catchers(
             storage,
+            config,
             &mut books.payouts,
             e,
             &set,
             address,
             outcome,
-            victims,
         )?;
         let pool = amount.mul_bps(config.economics.catcher_share_bps);
         let paid = books.pay_catchers(storage, e, pool, &catchers, &mut sends)?;
         to_catchers = to_catchers.checked_add(paid)?;
         to_treasury = to_treasury.checked_add(amount.checked_sub(paid)?)?;
-    }
+        Ok(host_cost(read))
+    })?;
+    closing.diligent += diligent;
     if !to_treasury.is_zero() {
         add_to(&mut sends, &config.treasury, to_treasury)?;
     }
@@ -424,49 +423,57 @@ pub fn slashes_page(
     header.slashed_total = header.slashed_total.checked_add(slashed_total)?;
     header.to_treasury = header.to_treasury.checked_add(to_treasury)?;
     header.to_catchers = header.to_catchers.checked_add(to_catchers)?;
-    Ok(end_page(ep, closing, &page, done, Some(Stage::Rewards)))
+    let mut page = page;
+    page.truncate(processed);
+    let mut result = end_page(ep, closing, &page, done, Some(Stage::Rewards));
+    result.records = spent;
+    Ok(result)
 }
 
 /// A participant's outcome at stage `slashes`: a validator's is decided now from its standing
-/// (then dropped), with the auditors whose trap it passed (Some only then); a host's is known.
+/// (then dropped; true: it was a validator's); a host's is known.
 fn settle_outcome(
     storage: &mut dyn Storage,
     payouts: &mut PayoutCache,
     e: u64,
     address: &str,
     role: Role,
-) -> Result<(Outcome, Option<Vec<String>>), ContractError> {
+) -> Result<(Outcome, bool), ContractError> {
     let pay = payouts.get(storage, e, address)?;
     if role != Role::Validator || pay.outcome != Outcome::Pending {
-        return Ok((pay.outcome, None));
+        return Ok((pay.outcome, false));
     }
     let standing = STANDINGS
         .may_load(storage, (e, address))?
         .unwrap_or_default();
     pay.outcome = validator_outcome(ValidatorStats::of_standing(&standing));
     STANDINGS.remove(storage, (e, address));
-    Ok((pay.outcome, Some(standing.victims)))
+    Ok((pay.outcome, true))
 }
 
-/// Who caught a slashed participant and is paid for it: the validators who convicted an invalid
-/// host; the auditors whose trap a wrong validator passed (`victims`). A validator wrong or
-/// silent in the epoch earns no catcher share: a liar that fails everything must not profit
-/// from the cheaters it happened to sit on.
+/// Who caught a slashed participant and is paid for it: the voters of the deciding group of an
+/// invalid host's convicting challenges that the final vote decided `fail` (paid only now, after
+/// the final decision). Every other slash goes to the treasury. A validator wrong or silent in
+/// the epoch earns no catcher share: a liar must not profit from the cheaters it sat on.
+#[allow(clippy::too_many_arguments)]
 fn paid_catchers(
     storage: &dyn Storage,
+    config: &Config,
     payouts: &mut PayoutCache,
     e: u64,
     set: &[String],
     address: &str,
     outcome: Outcome,
-    victims: Vec<String>,
-) -> Result<Vec<String>, ContractError> {
+) -> Result<(Vec<String>, usize), ContractError> {
+    let mut read = 0;
     let catchers: BTreeSet<String> = match outcome {
         Outcome::Invalid => match Tally::of_host(storage, e, address, set)? {
-            Some(tally) => tally.catchers(address),
+            Some(tally) => {
+                read = votes_read(&tally);
+                tally.catchers(address, &config.verification)
+            }
             None => BTreeSet::new(),
         },
-        Outcome::Wrong => victims.into_iter().collect(),
         _ => BTreeSet::new(),
     };
     let mut paid = Vec::new();
@@ -482,7 +489,7 @@ fn paid_catchers(
             paid.push(c);
         }
     }
-    Ok(paid)
+    Ok((paid, read))
 }
 
 /// Stage `rewards`: the page's accepted hosts and diligent validators paid from the reward fixed

@@ -1,7 +1,7 @@
 //! The epoch messages, one phase each: `join` (join), `commit` (train), `reveal` (reveal),
-//! `commit_verdict` (verify, dispute), `reveal_verdict` and `reveal_traps` (verdict_reveal;
-//! `reveal_verdict` also dispute_reveal), `propose_model` (propose), and `advance`, which any
-//! phase accepts. Each checks its epoch and phase first ([`expect_phase`]), then the sender's
+//! `commit_verdict` (verify, dispute), `ready` and `reveal_traps` (objection), `reveal_verdict`
+//! (verdict_reveal, dispute_reveal), `propose_model` (propose), and `advance`, which any phase
+//! accepts. Each checks its epoch and phase first ([`expect_phase`]), then the sender's
 //! part in the epoch, then its fields; a refused message writes nothing.
 
 use crate::beacon;
@@ -9,13 +9,14 @@ use crate::commitments::{trap_commitment, verdict_commitment};
 use crate::deps::DepsMut;
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
-use crate::hashing::{digest_from_hex, hex, parse_digest};
+use crate::hashing::{digest_from_hex, hex, parse_digest, stored_digest};
 use crate::limits::{MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_LOSS_MICRO};
 use crate::records::{
     self, Assignment, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome,
-    ASSIGNMENTS, BACKING, COMMITMENTS, EXCLUSIONS, PARTICIPANTS, PROPOSALS, REVEALS, TRAPS,
-    VERDICT_COMMITS, VOTES,
+    ASSIGNMENTS, BACKING, COMMITMENTS, EXCLUSIONS, JOINED_VALIDATORS, PARTICIPANTS, PROPOSALS,
+    READY, REVEALS, SEATED, SEATS, TRAPS, VERDICT_COMMITS, VOTES,
 };
+use crate::sampling::seat_rank;
 use crate::state::{self, Config, Role};
 use crate::types::{MessageInfo, Response, Uint128};
 
@@ -162,6 +163,23 @@ pub fn is_canonical_decimal(text: &str) -> bool {
     int_ok && frac_ok
 }
 
+/// Compare two canonical decimals (see [`is_canonical_decimal`]) as numbers: integer parts by
+/// length then digits (no leading zeros), then fractional digits as text (no trailing zeros, so
+/// text order is numeric order).
+pub fn cmp_decimal(a: &str, b: &str) -> std::cmp::Ordering {
+    let split = |t: &str| -> (String, String) {
+        match t.find('.') {
+            Some(i) => (t[..i].to_string(), t[i + 1..].to_string()),
+            None => (t.to_string(), String::new()),
+        }
+    };
+    let ((ai, af), (bi, bf)) = (split(a), split(b));
+    ai.len()
+        .cmp(&bi.len())
+        .then_with(|| ai.cmp(&bi))
+        .then_with(|| af.cmp(&bf))
+}
+
 // -- messages --------------------------------------------------------------------------------------
 
 pub fn join(
@@ -205,13 +223,42 @@ pub fn join(
         Role::Host => (ep.counts.hosts, config.phases.max_hosts),
         Role::Validator => (ep.counts.validators, config.phases.max_validators),
     };
+    // Seats go by stake, never by arrival: a full role admits a newcomer only in place of its
+    // smallest seat (stake at join, then seat rank), which it must out-stake.
+    let prev_seed = stored_digest(
+        Some(&ep.header.prev_seed),
+        "corrupt state: an epoch without its previous seed",
+    )?;
+    let key = seat_key(member.bonded, &seat_rank(&prev_seed, sender), sender);
+    let role_key = seat_role(role);
+    let mut evicted: Option<String> = None;
     if joined >= cap {
-        refuse!(
-            ACTION,
-            "epoch {epoch} is full: it admits at most {cap} {}s",
-            role.as_str()
-        );
+        let smallest = SEATS.prefix2(epoch, role_key).page(deps.storage, None, 1)?;
+        match smallest.first() {
+            Some((seat, _)) if key.as_str() > seat.as_str() => {
+                let (_, address) = parse_seat_key(seat)?;
+                PARTICIPANTS.remove(deps.storage, (epoch, address.as_str()));
+                SEATS.remove(deps.storage, (epoch, role_key, seat.as_str()));
+                evicted = Some(address);
+            }
+            Some((seat, _)) => {
+                let (stake, _) = parse_seat_key(seat)?;
+                refuse!(
+                    ACTION,
+                    "epoch {epoch} is full: its {cap} {} seats are held by stakes of at least \
+                     {stake}{}; a larger stake at join takes the smallest seat",
+                    role.as_str(),
+                    config.denom
+                );
+            }
+            None => refuse!(
+                ACTION,
+                "epoch {epoch} is full: it admits at most {cap} {}s",
+                role.as_str()
+            ),
+        }
     }
+    SEATS.save(deps.storage, (epoch, role_key, key.as_str()), &1);
     PARTICIPANTS.save(
         deps.storage,
         (epoch, sender),
@@ -221,17 +268,64 @@ pub fn join(
             beacon: beacon_commit,
         },
     );
+    let response = Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("member", sender)
+        .add_attribute("role", role.as_str())
+        .add_attribute("stake", member.bonded);
+    if let Some(address) = evicted {
+        // One out, one in: the counts stay.
+        return Ok(response.add_attribute("evicted", address));
+    }
     let counts = ep.counts_mut();
     match role {
         Role::Host => counts.hosts += 1,
         Role::Validator => counts.validators += 1,
     }
-    Ok(Response::new()
-        .add_attribute("action", ACTION)
-        .add_attribute("epoch", epoch)
-        .add_attribute("member", sender)
-        .add_attribute("role", role.as_str())
-        .add_attribute("stake", member.bonded))
+    Ok(response)
+}
+
+/// The key of a seat: `hex32(stake) || hex(rank) || address`, so that seats sort by stake, then
+/// by rank (the smallest first: the one a newcomer of a full epoch must out-stake).
+fn seat_key(stake: Uint128, rank: &[u8; 32], address: &str) -> String {
+    format!("{:032x}{}{}", stake.0, hex(rank), address)
+}
+
+fn seat_role(role: Role) -> &'static str {
+    match role {
+        Role::Host => "h",
+        Role::Validator => "v",
+    }
+}
+
+/// A seat key's stake and address.
+fn parse_seat_key(key: &str) -> Result<(Uint128, String), ContractError> {
+    let corrupt = || ContractError::Corrupt(format!("corrupt seat key {key:?}"));
+    if key.len() <= 96 || !key.is_char_boundary(96) {
+        return Err(corrupt());
+    }
+    let stake = u128::from_str_radix(&key[..32], 16).map_err(|_| corrupt())?;
+    Ok((Uint128(stake), key[96..].to_string()))
+}
+
+/// At the close of `join`: the validators that joined, in address order with their stake at
+/// join (`JOINED_VALIDATORS`), from whom each host's pickers are drawn.
+pub fn record_joined_validators(
+    storage: &mut dyn crate::deps::Storage,
+    epoch: u64,
+) -> Result<(), ContractError> {
+    let mut joined: Vec<(String, Uint128)> = Vec::new();
+    for (key, _) in SEATS
+        .prefix2(epoch, seat_role(Role::Validator))
+        .all(storage)?
+    {
+        let (stake, address) = parse_seat_key(&key)?;
+        joined.push((address, stake));
+    }
+    joined.sort();
+    JOINED_VALIDATORS.save(storage, epoch, &joined);
+    Ok(())
 }
 
 pub fn commit(
@@ -318,9 +412,11 @@ pub fn reveal(
         .add_attribute("member", sender))
 }
 
-/// The sender's challenge (`host`, `segment`) of the current round: the host's assignment list
-/// and the index of the segment in it. Refused (one text for every case: not a validator of V,
-/// not assigned in this round, segment not challenged, challenge already decided) otherwise.
+/// The sender's challenge (`host`, `segment`) in the current phase, and the round it sits in:
+/// `verify` — a round-0 seat; `verdict_reveal` — a round-0 seat of an undisputed challenge;
+/// `dispute` — a member of V without a round-0 seat on a disputed challenge; `dispute_reveal` —
+/// anyone who sits on a disputed challenge. Refused (one text for every case: not a validator of
+/// V, not sitting on it now, segment not challenged, challenge already decided) otherwise.
 fn assigned_now(
     deps: &DepsMut,
     ep: &Epoch,
@@ -328,7 +424,7 @@ fn assigned_now(
     sender: &str,
     host: &str,
     segment: u32,
-) -> Result<(Vec<Assignment>, usize), ContractError> {
+) -> Result<(Assignment, u32), ContractError> {
     let epoch = ep.number();
     let not_assigned = || ContractError::NotAssigned {
         action,
@@ -340,20 +436,27 @@ fn assigned_now(
     let list = ASSIGNMENTS
         .may_load(deps.storage, (epoch, host))?
         .ok_or_else(not_assigned)?;
-    let position = list
-        .iter()
-        .position(|a| a.segment == segment)
+    let a = list
+        .into_iter()
+        .find(|a| a.segment == segment)
         .ok_or_else(not_assigned)?;
     let set = records::load_validator_set(deps.storage, epoch)?;
     let index = set
-        .iter()
-        .position(|v| v == sender)
-        .ok_or_else(not_assigned)? as u16;
-    let a = &list[position];
-    if !a.outcome.is_pending() || !a.round_members(ep.header.round).contains(&index) {
+        .binary_search_by(|v| v.as_str().cmp(sender))
+        .map_err(|_| not_assigned())? as u16;
+    let seat = a.validators.contains(&index);
+    let sits = a.outcome.is_pending()
+        && match ep.header.phase {
+            Phase::Verify => seat,
+            Phase::VerdictReveal => seat && !a.disputed,
+            Phase::Dispute => a.disputed && !seat,
+            Phase::DisputeReveal => a.disputed,
+            _ => false,
+        };
+    if !sits {
         return Err(not_assigned());
     }
-    Ok((list, position))
+    Ok((a, if seat { 0 } else { 1 }))
 }
 
 pub fn commit_verdict(
@@ -378,7 +481,7 @@ pub fn commit_verdict(
         .addr_validate(&host)
         .map_err(|e| e.context("commit_verdict: host"))?;
     let sender = &info.sender;
-    assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
+    let (_, round) = assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
     if VERDICT_COMMITS.has(deps.storage, (epoch, &host, segment, sender)) {
         refuse!(
             ACTION,
@@ -394,7 +497,7 @@ pub fn commit_verdict(
         .add_attribute("validator", sender)
         .add_attribute("host", &host)
         .add_attribute("segment", segment)
-        .add_attribute("round", ep.header.round))
+        .add_attribute("round", round))
 }
 
 /// A validator's opening of its verdict on one challenged segment.
@@ -436,7 +539,14 @@ pub fn reveal_verdict(
         .addr_validate(&host)
         .map_err(|e| e.context("reveal_verdict: host"))?;
     let sender = &info.sender;
-    assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
+    let (_, round) = assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
+    if ep.header.phase == Phase::VerdictReveal && outcome != VoteOutcome::Pass {
+        refuse!(
+            ACTION,
+            "only pass verdicts open in verdict_reveal: a seat that found otherwise objects in \
+             objection, and the final vote decides"
+        );
+    }
     let committed = match VERDICT_COMMITS.may_load(deps.storage, (epoch, &host, segment, sender))? {
         Some(c) => c,
         None => refuse!(
@@ -474,7 +584,6 @@ pub fn reveal_verdict(
             "the opening does not match the verdict commitment {sender} made on host {host} segment {segment} of epoch {epoch}"
         );
     }
-    let round = ep.header.round;
     VOTES.save(
         deps.storage,
         (epoch, &host, segment, sender),
@@ -497,6 +606,75 @@ pub fn reveal_verdict(
         .add_attribute("outcome", outcome.as_str()))
 }
 
+/// `ready {epoch, objections}`: a validator with round-0 seats says it is done with them, naming
+/// the challenges it objects to (its committed verdict is not `pass`): strictly ascending by
+/// (host, segment), each one it sits on in round 0 and committed to. Once per validator.
+pub fn ready(
+    deps: DepsMut,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+    objections: Vec<(String, u32)>,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "ready";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Objection)?;
+    let sender = &info.sender;
+    let set = records::load_validator_set(deps.storage, epoch)?;
+    let seated = SEATED.may_load(deps.storage, epoch)?.unwrap_or_default();
+    let index = match set.binary_search_by(|v| v.as_str().cmp(sender)) {
+        Ok(i) if seated.binary_search(&(i as u16)).is_ok() => i as u16,
+        _ => refuse!(ACTION, "{sender} has no round-0 seat in epoch {epoch}"),
+    };
+    if READY.has(deps.storage, (epoch, sender)) {
+        refuse!(ACTION, "{sender} already sent ready for epoch {epoch}");
+    }
+    if objections.windows(2).any(|w| w[0] >= w[1]) {
+        refuse!(
+            ACTION,
+            "objections must be distinct and in ascending order of (host, segment)"
+        );
+    }
+    let mut i = 0;
+    while i < objections.len() {
+        let host = objections[i].0.clone();
+        if host.len() > MAX_ADDRESS_LEN {
+            refuse!(
+                ACTION,
+                "an objection's host is longer than {MAX_ADDRESS_LEN} bytes"
+            );
+        }
+        let mut list = ASSIGNMENTS
+            .may_load(deps.storage, (epoch, host.as_str()))?
+            .unwrap_or_default();
+        while i < objections.len() && objections[i].0 == host {
+            let segment = objections[i].1;
+            let committed = VERDICT_COMMITS.has(deps.storage, (epoch, &host, segment, sender));
+            match list.iter_mut().find(|a| a.segment == segment) {
+                Some(a) if a.validators.contains(&index) && committed => {
+                    if let Err(at) = a.objectors.binary_search(&index) {
+                        a.objectors.insert(at, index);
+                    }
+                }
+                _ => refuse!(
+                    ACTION,
+                    "{sender} holds no committed round-0 seat on host {host} segment {segment} of epoch {epoch}"
+                ),
+            }
+            i += 1;
+        }
+        ASSIGNMENTS.save(deps.storage, (epoch, host.as_str()), &list);
+    }
+    let count = objections.len();
+    READY.save(deps.storage, (epoch, sender), &objections);
+    ep.counts_mut().ready += 1;
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("validator", sender)
+        .add_attribute("objections", count))
+}
+
 pub fn reveal_traps(
     deps: DepsMut,
     config: &Config,
@@ -508,7 +686,7 @@ pub fn reveal_traps(
 ) -> Result<Response, ContractError> {
     const ACTION: &str = "reveal_traps";
     nonpayable(info, ACTION)?;
-    expect_phase(ep, ACTION, epoch, Phase::VerdictReveal)?;
+    expect_phase(ep, ACTION, epoch, Phase::Objection)?;
     let sender = &info.sender;
     participant_as(&deps, ep, ACTION, sender, Role::Host)?;
     let commitment = match COMMITMENTS.may_load(deps.storage, (epoch, sender))? {
@@ -730,6 +908,17 @@ pub fn advance(
 #[cfg(test)]
 mod tests {
     use super::is_canonical_decimal;
+
+    #[test]
+    fn decimals_compare_as_numbers() {
+        use super::cmp_decimal;
+        use std::cmp::Ordering::*;
+        assert_eq!(cmp_decimal("0.00001", "0.001"), Less);
+        assert_eq!(cmp_decimal("0.5", "0.49"), Greater);
+        assert_eq!(cmp_decimal("10", "9.99"), Greater);
+        assert_eq!(cmp_decimal("1.5", "1.5"), Equal);
+        assert_eq!(cmp_decimal("1", "1.0001"), Less);
+    }
 
     #[test]
     fn decimals() {

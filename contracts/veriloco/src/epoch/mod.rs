@@ -2,11 +2,13 @@
 //! (`docs/contract.md`, "The epoch"). The work done at a phase's close and the messages of each
 //! phase live beside it:
 //!
-//! * [`handlers`]   — join, commit, reveal, commit_verdict, reveal_verdict, reveal_traps,
+//! * [`handlers`]   — join, commit, reveal, commit_verdict, ready, reveal_verdict, reveal_traps,
 //!                    propose_model, advance;
-//! * [`challenges`] — the close of `reveal`: the seed, absent / no-reveal outcomes, assignments;
-//! * [`disputes`]   — the close of each verdict round (`verdict_reveal`, `dispute_reveal`):
-//!                    decisions, and the committees of the challenges still in dispute;
+//! * [`challenges`] — the close of `reveal`: the seed, absent / no-reveal outcomes, each host's
+//!                    pickers and the challenges their secrets pick, with their round-0 seats;
+//! * [`disputes`]   — the close of `objection` (which challenges are disputed) and the decisions:
+//!                    undisputed challenges pass at the close of `verdict_reveal`, disputed ones
+//!                    are decided by the stake of V at the close of `dispute_reveal`;
 //! * [`tally`]      — outcomes and counts from the decisions and the stored votes (finalize and
 //!                    the report share it);
 //! * [`finalize`]   — after the last round: outcomes, slashes, catcher shares, rewards, payments.
@@ -230,6 +232,7 @@ fn enter(
     header.phase_deadline = until;
     let mut event = phase_event(header.epoch, phase, at, until);
     if matches!(phase, Phase::Dispute | Phase::DisputeReveal) {
+        // The final round (there is one).
         event = event.add_attribute("round", header.round);
     }
     out.push(event);
@@ -253,17 +256,17 @@ fn phase_complete(
             if !minimums_met(config, c) {
                 return Ok(false);
             }
+            // Only once every eligible member joined: while more are eligible than the seats,
+            // a larger stake may still take the smallest seat, so the phase runs to its deadline.
             let eligible = state::load_eligible(storage)?;
-            c.hosts >= eligible.hosts.min(config.phases.max_hosts)
-                && c.validators >= eligible.validators.min(config.phases.max_validators)
+            c.hosts >= eligible.hosts && c.validators >= eligible.validators
         }
         Phase::Train => c.committed >= c.hosts,
         Phase::Reveal => c.revealed >= c.hosts + c.validators,
         Phase::Verify | Phase::Dispute => c.votes_posted >= c.votes_expected,
-        Phase::VerdictReveal => {
-            c.votes_revealed >= c.votes_posted && c.traps_opened >= c.challenged
-        }
-        Phase::DisputeReveal => c.votes_revealed >= c.votes_posted,
+        Phase::Objection => c.ready >= c.seated && c.traps_opened >= c.challenged,
+        Phase::VerdictReveal => c.votes_revealed >= c.votes_expected,
+        Phase::DisputeReveal => c.votes_revealed >= c.votes_posted + c.carried,
         Phase::Propose => agreed_hash(&ep.header, c).is_some() || c.proposed >= c.accepted,
         Phase::Closed => false,
     })
@@ -338,6 +341,7 @@ fn close_phase(
     let events = &mut out.events;
     match ep.header.phase {
         Phase::Join if minimums_met(config, &ep.counts) => {
+            handlers::record_joined_validators(storage, ep.number())?;
             enter(ep, Phase::Train, at, phases.train_blocks, events)
         }
         Phase::Join if ep.header.extensions >= phases.max_join_extensions => {
@@ -353,21 +357,31 @@ fn close_phase(
         }
         Phase::Verify => enter(
             ep,
-            Phase::VerdictReveal,
+            Phase::Objection,
             at,
             phases.verdict_reveal_blocks,
             events,
         ),
-        Phase::Dispute => enter(
-            ep,
-            Phase::DisputeReveal,
-            at,
-            phases.verdict_reveal_blocks,
-            events,
-        ),
+        Phase::Objection => {
+            // Its pages count the `pass` openings verdict_reveal waits for.
+            ep.counts_mut().votes_expected = 0;
+            begin_close(ep, Closing::at(Stage::Objections), at);
+            Ok(())
+        }
+        Phase::Dispute => {
+            ep.counts_mut().votes_revealed = 0;
+            enter(
+                ep,
+                Phase::DisputeReveal,
+                at,
+                phases.verdict_reveal_blocks,
+                events,
+            )
+        }
+        // Undisputed challenges pass (closing `verdict_reveal`); disputed ones are decided by
+        // the final vote (closing `dispute_reveal`): one paged stage for both.
         Phase::VerdictReveal | Phase::DisputeReveal => {
-            let closing = disputes::begin(ep)?;
-            begin_close(ep, closing, at);
+            begin_close(ep, Closing::at(Stage::Decide), at);
             Ok(())
         }
         Phase::Propose => {
@@ -403,7 +417,25 @@ fn after_close(
     let verify_blocks = config.phases.verify_blocks;
     match stage {
         Stage::Assign => enter(ep, Phase::Verify, at, verify_blocks, &mut out.events),
-        Stage::Decide => enter(ep, Phase::Dispute, at, verify_blocks, &mut out.events),
+        Stage::Objections => {
+            let counts = ep.counts_mut();
+            counts.votes_revealed = 0;
+            enter(
+                ep,
+                Phase::VerdictReveal,
+                at,
+                config.phases.verdict_reveal_blocks,
+                &mut out.events,
+            )
+        }
+        Stage::Decide => {
+            let counts = ep.counts_mut();
+            counts.votes_expected = counts.final_expected;
+            counts.votes_posted = 0;
+            counts.votes_revealed = 0;
+            ep.header_mut().round = 1;
+            enter(ep, Phase::Dispute, at, verify_blocks, &mut out.events)
+        }
         Stage::Exclusions => {
             let agreed = agreed_hash(&ep.header, &ep.counts);
             close_epoch(storage, config, ep, at, agreed, out)
@@ -421,9 +453,9 @@ fn begin_close(ep: &mut Epoch, closing: Closing, at: u64) {
 }
 
 /// Run the close in progress with this execute's budget. Returns the stage that completed the
-/// close (`assign`: reveal closed with verification on; `decide`: a verdict round closed and a
-/// dispute round follows; `rewards`: finalized; `exclusions`: propose closed), or None when the
-/// budget ran out first.
+/// close (`assign`: reveal closed with verification on; `objections`: objection closed;
+/// `decide`: verdict_reveal closed and the final round follows; `rewards`: finalized;
+/// `exclusions`: propose closed), or None when the budget ran out first.
 fn run_close(
     storage: &mut dyn Storage,
     config: &Config,
@@ -440,7 +472,7 @@ fn run_close(
         let page = match stage {
             Stage::Seed => challenges::seed_page(storage, config, ep, limit)?,
             Stage::Assign => challenges::assign_page(storage, config, ep, limit, at, out)?,
-            Stage::Salts => disputes::salts_page(storage, ep, limit)?,
+            Stage::Objections => disputes::objections_page(storage, ep, limit)?,
             Stage::Decide => disputes::decide_page(storage, config, ep, limit, at, out)?,
             Stage::Outcomes => finalize::outcomes_page(storage, config, ep, limit)?,
             Stage::Slashes => finalize::slashes_page(storage, config, ep, limit)?,
@@ -465,7 +497,12 @@ fn run_close(
                 ep.header_mut().closing = None;
                 return Ok(Some(stage));
             }
-            Stage::Decide if ep.closing()?.disputes > 0 => {
+            Stage::Objections => {
+                ep.header_mut().closing = None;
+                return Ok(Some(stage));
+            }
+            // The close of verdict_reveal with disputed challenges: the final round follows.
+            Stage::Decide if ep.header.round == 0 && ep.counts.disputed > 0 => {
                 ep.header_mut().closing = None;
                 return Ok(Some(stage));
             }

@@ -11,20 +11,24 @@ use crate::records::{
     self, Assignment, ChallengeOutcome, Outcome, Standing, Vote, VoteOutcome, ASSIGNMENTS, TRAPS,
     VERDICT_COMMITS, VOTES,
 };
+use crate::spec::Verification;
 
-/// How a validator did on its assignments (first rounds and committees).
+/// How a validator did on the challenges it sat on (round-0 seats and final rounds).
 #[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ValidatorStats {
-    /// Challenges it was assigned to, in any round.
+    /// Challenges it sat on, in any round.
     pub assigned: u32,
     /// Verdict commitments it posted on them.
     pub committed: u32,
     /// Verdicts it opened (a valid opening of its commitment).
     pub voted: u32,
-    /// `pass` or `fail` votes against a `pass` or `fail` decision.
+    /// Lies: a `pass`/`fail` vote against a `pass`/`fail` decision or outside the deciding group
+    /// (another distance or evidence), or an objection backed by a `pass`.
     pub against: u32,
     /// `unavailable` votes.
     pub unavailable: u32,
+    /// `unavailable` votes against a `pass`/`fail` decision (the host served the others).
+    pub unserved: u32,
 }
 
 impl ValidatorStats {
@@ -35,6 +39,7 @@ impl ValidatorStats {
         standing.voted += self.voted;
         standing.against += self.against;
         standing.unavailable += self.unavailable;
+        standing.unserved += self.unserved;
     }
 
     /// The counts of a stored standing.
@@ -45,41 +50,73 @@ impl ValidatorStats {
             voted: standing.voted,
             against: standing.against,
             unavailable: standing.unavailable,
+            unserved: standing.unserved,
         }
+    }
+
+    /// Add `other`'s counts.
+    pub fn add(&mut self, other: &ValidatorStats) {
+        self.assigned += other.assigned;
+        self.committed += other.committed;
+        self.voted += other.voted;
+        self.against += other.against;
+        self.unavailable += other.unavailable;
+        self.unserved += other.unserved;
     }
 }
 
-/// One challenge: who sat on it (round, validator), who committed, the opened votes, the
-/// decision, and whether the host declared it a trap.
+/// The opened votes a tally of these challenges read (what a page is charged for).
+pub fn votes_read(tally: &Tally) -> usize {
+    tally.challenges.values().map(|c| c.votes.len()).sum()
+}
+
+/// One challenge: who sat on it (round, validator), who committed, who objected, the opened
+/// votes, the decision (with the deciding group's distance and evidence when the final vote
+/// decided pass or fail), and whether the host declared it a trap.
 pub struct ChallengeTally {
     pub members: Vec<(u32, String)>,
     /// Validator -> its verdict commitment.
     pub committed: BTreeMap<String, String>,
+    pub objectors: BTreeSet<String>,
     pub votes: BTreeMap<String, Vote>,
     pub outcome: ChallengeOutcome,
+    pub decided_by: Option<(String, String)>,
+    pub disputed: bool,
     pub trap: bool,
 }
 
 impl ChallengeTally {
-    /// The validators whose opened vote was `outcome`.
-    fn voters(&self, outcome: VoteOutcome) -> impl Iterator<Item = &String> + '_ {
-        self.votes
-            .iter()
-            .filter(move |(_, v)| v.outcome == outcome)
-            .map(|(a, _)| a)
+    /// Whether `vote` is in the deciding group of a pass/fail decision.
+    fn with_decision(&self, vote: &Vote) -> bool {
+        let decided = match self.outcome.decided_vote() {
+            Some(d) => d,
+            None => return false,
+        };
+        vote.outcome == decided
+            && self
+                .decided_by
+                .as_ref()
+                .map_or(true, |(distance, evidence)| {
+                    &vote.distance == distance && &vote.evidence == evidence
+                })
     }
 
-    /// Whether this challenge makes its host invalid: the segment failed and the host did not
-    /// declare it a trap, or the host declared it a trap and it passed (the host lied).
-    pub fn convicts_host(&self) -> bool {
-        matches!(
-            (self.outcome, self.trap),
-            (ChallengeOutcome::Fail, false) | (ChallengeOutcome::Pass, true)
-        )
+    /// Whether this challenge makes its host invalid: a segment decided `fail` that the host did
+    /// not declare a trap; a declared trap decided `pass` (the host lied); a declared trap decided
+    /// `fail` at a distance outside `[tau, trap_max_distance]` (not the perturbation it claimed).
+    pub fn convicts_host(&self, ver: &Verification) -> bool {
+        match (self.outcome, self.trap) {
+            (ChallengeOutcome::Fail, false) | (ChallengeOutcome::Pass, true) => true,
+            (ChallengeOutcome::Fail, true) => !self
+                .decided_by
+                .as_ref()
+                .map_or(false, |(distance, _)| ver.valid_trap(distance)),
+            _ => false,
+        }
     }
 }
 
-/// Per-challenge tallies of an epoch, each assigned validator's counts, and the opened traps.
+/// Per-challenge tallies of an epoch, each sitting validator's counts, and the opened traps.
 pub struct Tally {
     /// (host, segment) -> members, commitments, votes, decision.
     pub challenges: BTreeMap<(String, u32), ChallengeTally>,
@@ -89,7 +126,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// The tally of `epoch` as stored now (decisions of rounds not yet closed are pending).
+    /// The tally of `epoch` as stored now (decisions not yet made are pending).
     pub fn of_epoch(storage: &dyn Storage, epoch: u64) -> Result<Tally, ContractError> {
         let traps: BTreeMap<String, Vec<u32>> =
             TRAPS.prefix(epoch).all(storage)?.into_iter().collect();
@@ -140,21 +177,29 @@ impl Tally {
     ) -> Tally {
         let mut validators: BTreeMap<String, ValidatorStats> = BTreeMap::new();
         for c in challenges.values() {
-            let decided = c.outcome.decided_vote();
+            let pass_fail = c.outcome.decided_vote().is_some();
             for (_, v) in c.members.iter() {
-                let stats = validators.entry(v.clone()).or_default();
-                stats.assigned += 1;
+                let mut stats = ValidatorStats {
+                    assigned: 1,
+                    ..ValidatorStats::default()
+                };
                 if c.committed.contains_key(v) {
-                    stats.committed += 1;
+                    stats.committed = 1;
                 }
                 if let Some(vote) = c.votes.get(v) {
-                    stats.voted += 1;
+                    stats.voted = 1;
                     if vote.outcome == VoteOutcome::Unavailable {
-                        stats.unavailable += 1;
-                    } else if decided.map_or(false, |d| d != vote.outcome) {
-                        stats.against += 1;
+                        stats.unavailable = 1;
+                        if pass_fail {
+                            stats.unserved = 1;
+                        }
+                    } else if (pass_fail && !c.with_decision(vote))
+                        || (vote.outcome == VoteOutcome::Pass && c.objectors.contains(v))
+                    {
+                        stats.against = 1;
                     }
                 }
+                validators.entry(v.clone()).or_default().add(&stats);
             }
         }
         Tally {
@@ -173,14 +218,14 @@ impl Tally {
     }
 
     /// A host's outcome from its challenges: a challenge that convicts it → invalid; else any
-    /// unavailable → unavailable; else it opened traps → audit; else any unresolved (or, never
-    /// expected at finalize, pending) → excluded; else accepted. None: not challenged.
-    pub fn host_outcome(&self, host: &str) -> Option<Outcome> {
+    /// unavailable → unavailable; else any unresolved (or, never expected at finalize, pending)
+    /// → excluded; else accepted (a valid trap included). None: not challenged.
+    pub fn host_outcome(&self, host: &str, ver: &Verification) -> Option<Outcome> {
         let mut any = false;
         let (mut invalid, mut unavailable, mut unresolved) = (false, false, false);
         for c in self.challenges_of(host) {
             any = true;
-            invalid |= c.convicts_host();
+            invalid |= c.convicts_host(ver);
             match c.outcome {
                 ChallengeOutcome::Unavailable => unavailable = true,
                 ChallengeOutcome::Unresolved | ChallengeOutcome::Pending => unresolved = true,
@@ -190,13 +235,10 @@ impl Tally {
         if !any {
             return None;
         }
-        let audited = self.traps.get(host).map_or(false, |t| !t.is_empty());
         Some(if invalid {
             Outcome::Invalid
         } else if unavailable {
             Outcome::Unavailable
-        } else if audited {
-            Outcome::Audit
         } else if unresolved {
             Outcome::Excluded
         } else {
@@ -204,32 +246,20 @@ impl Tally {
         })
     }
 
-    /// Who caught an invalid `host`: the validators who voted with the decision of a challenge
-    /// that convicts it (`fail` on a failed segment; `pass` on a trap that passed).
-    pub fn catchers(&self, host: &str) -> BTreeSet<String> {
+    /// Who caught an invalid `host`: the voters of the deciding group of each of its convicting
+    /// challenges that the final vote decided `fail` (nobody is paid for a `pass`).
+    pub fn catchers(&self, host: &str, ver: &Verification) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
-        for c in self.challenges_of(host).filter(|c| c.convicts_host()) {
-            let with = if c.trap {
-                VoteOutcome::Pass
-            } else {
-                VoteOutcome::Fail
-            };
-            out.extend(c.voters(with).cloned());
-        }
-        out
-    }
-
-    /// Validator -> the auditors whose confirmed trap it passed (a trap that failed: the host
-    /// was right, every `pass` on it is wrong). Those auditors share the catcher part of its
-    /// slash.
-    pub fn trap_victims(&self) -> BTreeMap<String, BTreeSet<String>> {
-        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for ((host, _), c) in self.challenges.iter() {
-            if c.trap && c.outcome == ChallengeOutcome::Fail {
-                for v in c.voters(VoteOutcome::Pass) {
-                    out.entry(v.clone()).or_default().insert(host.clone());
-                }
-            }
+        for c in self
+            .challenges_of(host)
+            .filter(|c| c.outcome == ChallengeOutcome::Fail && c.convicts_host(ver))
+        {
+            out.extend(
+                c.votes
+                    .iter()
+                    .filter(|(_, v)| c.with_decision(v))
+                    .map(|(a, _)| a.clone()),
+            );
         }
         out
     }
@@ -253,8 +283,13 @@ fn host_challenges(
             ChallengeTally {
                 members: a.members(set)?,
                 committed: BTreeMap::new(),
+                objectors: records::index_addresses(&a.objectors, set)?
+                    .into_iter()
+                    .collect(),
                 votes: BTreeMap::new(),
                 outcome: a.outcome,
+                decided_by: a.decided_by.clone(),
+                disputed: a.disputed,
                 trap: host_traps.map_or(false, |t| t.contains(&a.segment)),
             },
         );
@@ -280,15 +315,15 @@ fn host_challenges(
     Ok(challenges)
 }
 
-/// A validator's outcome: voted against a pass/fail decision → wrong; else missed an assigned
-/// vote (no commitment, or no valid opening) → silent; else voted `unavailable` → unserved (not
-/// slashed, not rewarded); else assigned → diligent; else idle.
+/// A validator's outcome: lied (see [`ValidatorStats::against`]) → wrong; else missed a vote it
+/// owed (no commitment, or no valid opening) → silent; else said `unavailable` against a
+/// pass/fail decision → unserved; else it sat on something → diligent; else idle.
 pub fn validator_outcome(stats: ValidatorStats) -> Outcome {
     if stats.against > 0 {
         Outcome::Wrong
     } else if stats.voted < stats.assigned {
         Outcome::Silent
-    } else if stats.unavailable > 0 {
+    } else if stats.unserved > 0 {
         Outcome::Unserved
     } else if stats.assigned > 0 {
         Outcome::Diligent
@@ -301,14 +336,25 @@ pub fn validator_outcome(stats: ValidatorStats) -> Outcome {
 mod tests {
     use super::*;
 
+    fn ver() -> Verification {
+        Verification {
+            enabled: true,
+            challenges_k: 2,
+            seats_cap: 19,
+            tau: "0.00001".into(),
+            trap_max_distance: "0.001".into(),
+        }
+    }
+
     #[test]
     fn validator_outcomes() {
-        let s = |assigned, voted, against, unavailable| ValidatorStats {
+        let s = |assigned, voted, against, unserved| ValidatorStats {
             assigned,
             committed: assigned,
             voted,
             against,
-            unavailable,
+            unavailable: unserved,
+            unserved,
         };
         assert_eq!(validator_outcome(s(2, 2, 1, 0)), Outcome::Wrong);
         assert_eq!(validator_outcome(s(2, 1, 1, 0)), Outcome::Wrong);
@@ -319,102 +365,120 @@ mod tests {
         assert_eq!(validator_outcome(s(0, 0, 0, 0)), Outcome::Idle);
     }
 
-    fn vote(outcome: VoteOutcome) -> Vote {
+    fn vote(outcome: VoteOutcome, distance: &str, evidence: &str) -> Vote {
         Vote {
             outcome,
-            distance: "0".into(),
-            evidence: "0".repeat(64),
+            distance: distance.into(),
+            evidence: evidence.into(),
             salt: "0".repeat(64),
-            round: 0,
+            round: 1,
         }
     }
 
     fn challenge(
-        votes: &[(&str, VoteOutcome)],
+        votes: &[(&str, Vote)],
         outcome: ChallengeOutcome,
+        decided_by: Option<(&str, &str)>,
         trap: bool,
     ) -> ChallengeTally {
         ChallengeTally {
-            members: votes.iter().map(|(v, _)| (0, v.to_string())).collect(),
+            members: votes.iter().map(|(v, _)| (1, v.to_string())).collect(),
             committed: votes
                 .iter()
                 .map(|(v, _)| (v.to_string(), "0".repeat(64)))
                 .collect(),
+            objectors: BTreeSet::new(),
             votes: votes
                 .iter()
-                .map(|(v, o)| (v.to_string(), vote(*o)))
+                .map(|(v, o)| (v.to_string(), o.clone()))
                 .collect(),
             outcome,
+            decided_by: decided_by.map(|(d, e)| (d.to_string(), e.to_string())),
+            disputed: true,
             trap,
         }
     }
 
     #[test]
-    fn host_outcomes_catchers_and_trap_victims() {
+    fn host_outcomes_catchers_and_lies() {
         use ChallengeOutcome as C;
         use VoteOutcome::*;
+        let v = ver();
         let mut challenges = BTreeMap::new();
         challenges.insert(
-            ("h1".to_string(), 0),
-            challenge(&[("a", Pass), ("b", Pass)], C::Pass, false),
-        );
-        challenges.insert(
             ("h1".to_string(), 3),
-            challenge(&[("a", Fail), ("c", Fail), ("b", Pass)], C::Fail, false),
+            challenge(
+                &[
+                    ("a", vote(Fail, "0.5", "e")),
+                    ("c", vote(Fail, "0.5", "e")),
+                    ("b", vote(Pass, "0", "p")),
+                    ("d", vote(Fail, "0.5", "guess")),
+                    ("u", vote(Unavailable, "0", "x")),
+                ],
+                C::Fail,
+                Some(("0.5", "e")),
+                false,
+            ),
+        );
+        // A valid trap (distance inside [tau, trap_max_distance]): the host is accepted.
+        challenges.insert(
+            ("h2".to_string(), 0),
+            challenge(
+                &[("a", vote(Fail, "0.0005", "t"))],
+                C::Fail,
+                Some(("0.0005", "t")),
+                true,
+            ),
+        );
+        // A trap failed far beyond the window: not a trap, the host is invalid.
+        challenges.insert(
+            ("h3".to_string(), 0),
+            challenge(
+                &[("a", vote(Fail, "0.5", "t"))],
+                C::Fail,
+                Some(("0.5", "t")),
+                true,
+            ),
+        );
+        // A declared trap that passed: the host lied.
+        challenges.insert(
+            ("h4".to_string(), 1),
+            challenge(
+                &[("a", vote(Pass, "0", "p"))],
+                C::Pass,
+                Some(("0", "p")),
+                true,
+            ),
         );
         challenges.insert(
-            ("h2".to_string(), 1),
-            challenge(&[("a", Pass), ("b", Unavailable)], C::Unresolved, false),
+            ("h5".to_string(), 1),
+            challenge(
+                &[("a", vote(Unavailable, "0", "x"))],
+                C::Unavailable,
+                None,
+                false,
+            ),
         );
         challenges.insert(
-            ("h3".to_string(), 1),
-            challenge(&[("c", Pass)], C::Pass, false),
+            ("h6".to_string(), 1),
+            challenge(&[("a", vote(Pass, "0", "p"))], C::Unresolved, None, false),
         );
-        // h4, an auditor: its trap failed (d passed it: wrong, h4 caught it).
-        challenges.insert(
-            ("h4".to_string(), 0),
-            challenge(&[("c", Fail), ("d", Pass)], C::Fail, true),
-        );
-        // h5 declared a trap that passed: it lied.
-        challenges.insert(
-            ("h5".to_string(), 2),
-            challenge(&[("a", Pass), ("c", Pass)], C::Pass, true),
-        );
-        challenges.insert(
-            ("h6".to_string(), 2),
-            challenge(&[("a", Unavailable), ("c", Fail)], C::Unavailable, false),
-        );
-        let traps: BTreeMap<String, Vec<u32>> = [("h4", vec![0]), ("h5", vec![2])]
-            .iter()
-            .map(|(h, t)| (h.to_string(), t.clone()))
-            .collect();
-        let t = Tally::of_challenges(challenges, traps);
-        assert_eq!(t.host_outcome("h1"), Some(Outcome::Invalid));
-        assert_eq!(t.host_outcome("h2"), Some(Outcome::Excluded));
-        assert_eq!(t.host_outcome("h3"), Some(Outcome::Accepted));
-        assert_eq!(t.host_outcome("h4"), Some(Outcome::Audit));
-        assert_eq!(t.host_outcome("h5"), Some(Outcome::Invalid));
-        assert_eq!(t.host_outcome("h6"), Some(Outcome::Unavailable));
-        assert_eq!(t.host_outcome("h0"), None);
+        let t = Tally::of_challenges(challenges, BTreeMap::new());
+        assert_eq!(t.host_outcome("h1", &v), Some(Outcome::Invalid));
+        assert_eq!(t.host_outcome("h2", &v), Some(Outcome::Accepted));
+        assert_eq!(t.host_outcome("h3", &v), Some(Outcome::Invalid));
+        assert_eq!(t.host_outcome("h4", &v), Some(Outcome::Invalid));
+        assert_eq!(t.host_outcome("h5", &v), Some(Outcome::Unavailable));
+        assert_eq!(t.host_outcome("h6", &v), Some(Outcome::Excluded));
+        assert_eq!(t.host_outcome("h0", &v), None);
         let names = |s: BTreeSet<String>| s.into_iter().collect::<Vec<_>>();
-        assert_eq!(names(t.catchers("h1")), vec!["a", "c"]);
-        assert_eq!(names(t.catchers("h5")), vec!["a", "c"]);
-        assert!(t.catchers("h3").is_empty());
-        let victims = t.trap_victims();
-        assert_eq!(victims.len(), 1);
-        assert_eq!(names(victims["d"].clone()), vec!["h4"]);
-        // b passed a failed segment (wrong once); its unavailable vote is neither wrong nor right.
-        assert_eq!(
-            t.validators["b"],
-            ValidatorStats {
-                assigned: 3,
-                committed: 3,
-                voted: 3,
-                against: 1,
-                unavailable: 1
-            }
-        );
+        // Only the deciding group of a fail is paid; the guesser with other evidence is not.
+        assert_eq!(names(t.catchers("h1", &v)), vec!["a", "c"]);
+        assert_eq!(names(t.catchers("h3", &v)), vec!["a"]);
+        assert!(t.catchers("h4", &v).is_empty());
+        assert_eq!(t.validators["b"].against, 1);
         assert_eq!(t.validators["d"].against, 1);
-        assert_eq!(t.validators["a"].against, 0);
+        assert_eq!(t.validators["u"].unserved, 1);
+        assert_eq!(t.validators["c"].against, 0);
     }
 }

@@ -9,14 +9,13 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::beacon::{commitment, epoch_seed, genesis_seed};
-use crate::commitments::{dispute_seed, trap_commitment, verdict_commitment};
+use crate::commitments::{trap_commitment, verdict_commitment};
 use crate::epoch::handlers::is_canonical_decimal;
 use crate::hashing::{hex, tag, tagged_hash, u64be};
 use crate::limits;
 use crate::records::VoteOutcome;
-use crate::sampling::{challenge_validators, challenged_segments, dispute_committee, Stream};
+use crate::sampling::{pickers, picks, seat_rank, stake_committee, stake_seats, StakePool, Stream};
 use crate::spec::parse_spec;
-use crate::spec::Verification;
 use crate::types::Uint128;
 
 fn vectors_dir() -> PathBuf {
@@ -162,16 +161,68 @@ fn sampling() {
             .collect();
         assert_eq!(got, want);
     }
-    let segments = cases(&v, "challenged_segments");
-    assert!(segments.len() >= 10);
-    for case in segments {
-        let got = challenged_segments(
-            &b32(str_of(&case["epoch_seed"])),
+    // `challenged_segments` is a Python rule only now (the detection estimates); the contract
+    // draws pickers and their picks.
+    let stakes = |case: &Value| -> Vec<(String, u128)> {
+        case.as_array()
+            .unwrap()
+            .iter()
+            .map(|pair| {
+                let pair = pair.as_array().unwrap();
+                (
+                    str_of(&pair[0]).to_string(),
+                    str_of(&pair[1]).parse::<u128>().unwrap(),
+                )
+            })
+            .collect()
+    };
+    for case in cases(&v, "uniform128") {
+        let mut stream = Stream::new(tag::SAMPLE_PICKERS, unhex(str_of(&case["material_hex"])));
+        let n: u128 = str_of(&case["n"]).parse().unwrap();
+        for want in strings(&case["uniform128"]) {
+            assert_eq!(stream.uniform128(n).to_string(), want);
+        }
+    }
+    for case in cases(&v, "stake_seats") {
+        let pool_of = stakes(&case["candidates"]);
+        let pool = StakePool::new(pool_of.iter().map(|(a, s)| (a.as_str(), *s)));
+        let mut stream = Stream::new(tag::SAMPLE_PICKERS, unhex(str_of(&case["material_hex"])));
+        let got = stake_seats(&mut stream, &pool, case["m"].as_u64().unwrap() as usize);
+        assert_eq!(got, strings(&case["seats"]), "case {case}");
+    }
+    for case in cases(&v, "stake_committees") {
+        let pool_of = stakes(&case["candidates"]);
+        let pool = StakePool::new(pool_of.iter().map(|(a, s)| (a.as_str(), *s)));
+        let got = stake_committee(
+            tag::SAMPLE_PICKERS,
+            unhex(str_of(&case["material_hex"])),
+            &pool,
+            case["cap"].as_u64().unwrap() as u32,
+        );
+        assert_eq!(got, strings(&case["committee"]), "case {case}");
+    }
+    let picker_cases = cases(&v, "pickers");
+    assert!(picker_cases.len() >= 9);
+    for case in picker_cases {
+        let host = str_of(&case["host"]);
+        let validators = stakes(&case["validators"]);
+        let got = pickers(
+            &b32(str_of(&case["prev_seed"])),
+            host,
+            &validators,
+            case["cap"].as_u64().unwrap() as u32,
+        );
+        assert_eq!(got, strings(&case["pickers"]), "case {case}");
+        assert!(!got.iter().any(|v| *v == host));
+    }
+    for case in cases(&v, "picks") {
+        let got = picks(
+            &b32(str_of(&case["secret"])),
             str_of(&case["host"]),
             case["segments"].as_u64().unwrap() as u32,
             case["k"].as_u64().unwrap() as u32,
         );
-        let want: Vec<u32> = case["challenged"]
+        let want: Vec<u32> = case["picks"]
             .as_array()
             .unwrap()
             .iter()
@@ -179,47 +230,9 @@ fn sampling() {
             .collect();
         assert_eq!(got, want, "case {case}");
     }
-    let assigned = cases(&v, "challenge_validators");
-    assert!(assigned.len() >= 10);
-    for case in assigned {
-        let got = challenge_validators(
-            &b32(str_of(&case["epoch_seed"])),
-            str_of(&case["host"]),
-            case["segment"].as_u64().unwrap() as u32,
-            &strings(&case["validators"]),
-            case["r"].as_u64().unwrap() as u32,
-        );
-        assert_eq!(got, strings(&case["assigned"]), "case {case}");
-        assert!(!got.iter().any(|v| v == str_of(&case["host"])));
-    }
-    for case in cases(&v, "dispute_committees") {
-        let got = dispute_committee(
-            &b32(str_of(&case["dispute_seed"])),
-            str_of(&case["host"]),
-            case["segment"].as_u64().unwrap() as u32,
-            &strings(&case["validators"]),
-            &strings(&case["excluded"]),
-            case["m"].as_u64().unwrap() as u32,
-        );
-        assert_eq!(got, strings(&case["committee"]), "case {case}");
-    }
-    for case in cases(&v, "committee_sizes") {
-        let ver = Verification {
-            enabled: true,
-            challenges_k: 1,
-            validators_r: 1,
-            dispute_committee: case["first"].as_u64().unwrap() as u32,
-            dispute_rounds: 4,
-        };
-        let round = case["round"].as_u64().unwrap() as u32;
-        assert_eq!(
-            u64::from(ver.committee_size(round)),
-            case["size"].as_u64().unwrap()
-        );
-        assert_eq!(
-            u64::from(ver.quorum(round)),
-            case["quorum"].as_u64().unwrap()
-        );
+    for case in cases(&v, "seat_ranks") {
+        let got = seat_rank(&b32(str_of(&case["prev_seed"])), str_of(&case["address"]));
+        assert_eq!(hex(&got), str_of(&case["rank"]));
     }
 }
 
@@ -461,12 +474,16 @@ fn spec() {
         json["verification"]["challenges_k"].as_u64().unwrap()
     );
     assert_eq!(
-        parsed.view.verification.dispute_committee as u64,
-        json["verification"]["dispute_committee"].as_u64().unwrap()
+        parsed.view.verification.seats_cap as u64,
+        json["verification"]["seats_cap"].as_u64().unwrap()
     );
     assert_eq!(
-        parsed.view.verification.dispute_rounds as u64,
-        json["verification"]["dispute_rounds"].as_u64().unwrap()
+        parsed.view.verification.trap_max_distance,
+        str_of(&json["verification"]["trap_max_distance"])
+    );
+    assert_eq!(
+        parsed.view.verification.tau,
+        str_of(&json["verification"]["tau"])
     );
     for key in ["not_canonical", "invalid"] {
         for bad in strings(&v[key]) {
@@ -524,15 +541,6 @@ fn commitments() {
             &b32(str_of(&case["salt"])),
         );
         assert_eq!(hex(&got), str_of(&case["commitment"]));
-    }
-    for case in cases(&v, "dispute_seeds") {
-        let salts: Vec<[u8; 32]> = strings(&case["salts"]).iter().map(|s| b32(s)).collect();
-        let got = dispute_seed(
-            &b32(str_of(&case["epoch_seed"])),
-            case["round"].as_u64().unwrap() as u32,
-            &salts,
-        );
-        assert_eq!(hex(&got), str_of(&case["seed"]));
     }
 }
 
@@ -599,7 +607,7 @@ fn limits_equal_the_python_definitions() {
         ("MAX_ADDRESS_LEN", limits::MAX_ADDRESS_LEN as u64),
         ("MAX_DECIMAL_LEN", limits::MAX_DECIMAL_LEN as u64),
         ("MAX_LOSS_MICRO", limits::MAX_LOSS_MICRO),
-        ("MAX_DISPUTE_ROUNDS", u64::from(limits::MAX_DISPUTE_ROUNDS)),
+        ("MAX_SEATS_CAP", u64::from(limits::MAX_SEATS_CAP)),
         (
             "MAX_JOIN_EXTENSIONS",
             u64::from(limits::MAX_JOIN_EXTENSIONS),
