@@ -17,3 +17,8 @@ its first call, so it is set here, when the trainer is first imported, and not i
 :func:`trainer.determinism.configure`, which may run after the process's first product."""
 
 os.environ.setdefault("MKL_CBWR", MKL_CBWR)
+
+MKL_ENVIRONMENT = {name: os.environ.get(name, "") for name in ("MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS")}
+"""What MKL reads at its first call, as the trainer's import left it (``MKL_CBWR`` is never empty
+after the default above): part of the compute fingerprint (:func:`trainer.fingerprint.numeric_mode`),
+since a node whose environment names another mode or instruction set computes other bits."""

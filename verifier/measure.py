@@ -29,6 +29,12 @@ Bounds that need no replay, derived from the run spec (no thresholds to calibrat
 * :func:`expected_update` — the size ``lr · √(c · N)`` an honest segment's update has (the lower
   bound, ``min_update_ratio``).
 * :func:`delta_check` — the committed Δ against ``θ_e − θ_end`` within the quantization bound.
+
+Aggregation (every honest proposer alike, on the accepted Δs' bytes):
+
+* :func:`delta_excess` — a Δ within the per-coordinate bound of ``H`` AdamW steps;
+* :func:`peer_excess` — no tensor of a Δ more than :data:`DELTA_PEER_FACTOR` × the median of the
+  accepted Δs' norms of that tensor (what no replay saw is bounded by what honest training moved).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from protocol.rules.spec import QuantizationSpec, TrainSpec
@@ -269,6 +276,77 @@ def delta_excess(theta: Mapping[str, torch.Tensor], delta: Mapping[str, torch.Te
     end = {n: theta[n] - delta[n] for n in theta}
     return update_excess(theta, end, spec_train, 0, spec_train.inner_steps,
                          slack=quantization_slack(payload, shapes, quant))
+
+
+DELTA_PEER_FACTOR = 1.5
+"""An accepted Δ whose norm in some tensor exceeds this many times the median of the accepted Δs'
+norms of that tensor is left out of the aggregate (:func:`peer_excess`)."""
+
+DELTA_PEER_MIN = 3
+"""The peer bound applies from this many accepted Δs: with two, the median is their mean, which a
+single outlier drags along (it passes up to 3 × the other's norm at factor 1.5); with one, there is
+no peer. Below it only the per-coordinate bound (:func:`delta_excess`) holds."""
+
+
+PEER_POOL_COORDINATES = PARAM_FLOOR_COORDINATES
+"""Tensors of fewer coordinates (biases, LayerNorms) are compared as one pool, :data:`SMALL_TENSORS`:
+alone, their honest norms spread up to 1.67× the median at ``demo`` (64 coordinates each), against
+at most 1.13× for the matrices (docs/verification.md)."""
+
+SMALL_TENSORS = "small tensors"
+"""The name :func:`peer_excess` gives the pool of tensors under :data:`PEER_POOL_COORDINATES` coordinates."""
+
+
+def tensor_norm(t: torch.Tensor) -> float:
+    """``‖t‖₂`` in float64, summed by numpy's single-threaded pairwise reduction: the same bits at
+    any torch thread count (torch's own reductions of more than ~10⁶ elements split by thread)."""
+    x = t.detach().to("cpu", torch.float64).reshape(-1).numpy()
+    return math.sqrt(float(np.add.reduce(x * x))) if x.size else 0.0
+
+
+def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = DELTA_PEER_FACTOR,
+                min_peers: int = DELTA_PEER_MIN) -> dict[str, tuple[float, str]]:
+    """How far each accepted Δ is beyond ``factor`` × the median of all accepted Δs' norms, per tensor
+    (tensors under :data:`PEER_POOL_COORDINATES` coordinates pooled into one, :data:`SMALL_TENSORS`).
+
+    What no replay saw (the segments nobody challenged) can move a Δ anywhere the per-coordinate
+    bound of ``H`` AdamW steps allows, which grows like ``H · lr`` while honest movement grows like
+    ``√H · lr``. The honest Δs of one epoch have norms of one size per tensor (measured:
+    docs/verification.md), so a Δ far larger than its peers' in any tensor is left out. A pure
+    function of the Δs' bytes, in address order: every honest proposer computes the same exclusions
+    and still agrees on θ_{e+1}.
+
+    Args:
+        deltas: address -> dequantized Δ (the accepted Δs within the per-coordinate bound).
+        factor: the allowed multiple of the median norm (:data:`DELTA_PEER_FACTOR`).
+        min_peers: fewer Δs than this: nothing is compared (every excess is 0).
+
+    Returns:
+        address -> (the largest ``‖Δ_n‖ / (factor · median_n)`` over tensors (or the pool) ``n``, its name); a
+        Δ with excess above 1 is to be left out (``inf`` for a non-zero tensor whose median is 0).
+    """
+    hosts = sorted(deltas)
+    if len(hosts) < max(min_peers, 1):
+        return dict.fromkeys(hosts, (0.0, ""))
+    groups: dict[str, list[str]] = {}
+    for name in sorted(deltas[hosts[0]]):
+        large = deltas[hosts[0]][name].numel() >= PEER_POOL_COORDINATES
+        groups.setdefault(name if large else SMALL_TENSORS, []).append(name)
+    norms = {h: {g: math.sqrt(sum(tensor_norm(deltas[h][n]) ** 2 for n in members)) for g, members in groups.items()}
+             for h in hosts}
+    out = dict.fromkeys(hosts, (0.0, ""))
+    for n in sorted(groups):
+        values = sorted(norms[h][n] for h in hosts)
+        mid = len(values) // 2
+        median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+        allowed = factor * median
+        for h in hosts:
+            x = norms[h][n]
+            excess = x / allowed if allowed > 0 else (0.0 if x == 0 else math.inf)
+            excess = excess if excess == excess else math.inf  # a NaN norm is never within a bound
+            if excess > out[h][0]:
+                out[h] = (excess, n)
+    return out
 
 
 def leaf_moment_check(state: TrainState, train: TrainSpec) -> tuple[dict[str, float], str | None]:

@@ -14,7 +14,10 @@ measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challeng
 2. **Losses.** The ``H`` per-step losses the host serves must hash to ``challenge.loss_digest``,
    contain, at the right places, the losses recorded in both leaves, and give the train loss the
    commitment reports (:func:`protocol.rules.losses.train_loss_micro`).
-3. **Start state.** For ``g = 0``, leaf 0 must be ``start_checkpoint(θ_e)`` bit for bit.
+3. **Start state.** For ``g = 0``, leaf 0 must be ``start_checkpoint(θ_e)`` bit for bit. For the
+   last segment (challenged in every epoch) leaf 0's proof is fetched too and must verify the hash
+   of ``start_checkpoint(θ_e)`` under the root; only if it does not is leaf 0 itself fetched to decide
+   (:meth:`_Run.chain_start`). So every host's leaf chain is checked to start at θ_e every epoch.
 4. **Bounds.** Every coordinate of the segment's committed update (and, for the last segment, of
    ``θ_S − θ_e``) within what that many AdamW steps can move it (:func:`verifier.measure.update_excess`).
 5. **Δ** (last segment only). The served Δ must hash to ``challenge.delta_hash`` exactly and, once
@@ -25,6 +28,12 @@ measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challeng
    moment coordinate within ``moment_tolerance``; every
    replayed per-step loss within ``loss_tolerance`` of the recorded one; and the committed update
    at least ``min_update_ratio`` times ``lr · √(c · N)``.
+
+Evidence: a verdict's evidence hash covers the challenge, the outcome, the deciding check and the
+exact measurements — the leaf hashes and, once the replay ran, the replayed leaf's hash and the
+**replay witness** (:func:`replay_segment`: a digest of the parameters after every step inside the
+segment, which no leaf commits), so a pass cannot be posted with the honest validators' evidence
+without replaying.
 
 Outcomes: ``unavailable`` when the host did not serve what it committed — the source raised, or
 what it served is not the committed artifact (malformed bytes, a proof that does not verify under
@@ -55,15 +64,17 @@ from pydantic import ValidationError
 from protocol.errors import VerilocoError
 from protocol.messages import Outcome, Verdict, evidence_hash
 from protocol.rules.encoding import canonical_json
+from protocol.rules.hashing import tagged_hasher, u64be
 from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
 from protocol.rules.merkle import MerkleProof, verify_proof
 from protocol.rules.spec import RunSpec
+from protocol.tensors.digest import tensors_digest
 from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import Checkpoint, stream_checkpoint
 from trainer.data import Dataset
 from trainer.delta import dequantize, pseudo_gradient, stream_delta
-from trainer.inner import EpochContext, replay_segment, start_checkpoint
+from trainer.inner import EpochContext, run_segment, start_checkpoint
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.step import Stepper, epoch_rng_key
@@ -203,6 +214,7 @@ class _Run:
         self.leaves = challenge.segments + 1
         self.c = spec.train.segment_steps
         self.last = self.g == challenge.segments - 1
+        self.proof0: MerkleProof | UntrustedJson | None = None
 
     # -- fetching -------------------------------------------------------------------------------
 
@@ -217,6 +229,7 @@ class _Run:
         proof_end = _fetch(f"proof of leaf {g + 1}", lambda: self.source.proof(e, g + 1))
         losses = _fetch("losses", lambda: self.source.losses(e))
         delta = _fetch("Δ", lambda: self.source.delta_chunks(e)) if self.last else None
+        self.proof0 = _fetch("proof of leaf 0", lambda: self.source.proof(e, 0)) if self.last and g else None
         return raw_start, proof_start, raw_end, proof_end, losses, delta
 
     def chunks(self, raw: Iterable[object] | None, what: str, counter: str) -> Iterator[bytes]:
@@ -302,6 +315,29 @@ class _Run:
             if expected.leaf_hash() != start.leaf_hash():
                 raise _fail("start", "leaf 0 is not the agreed θ_e with a fresh optimizer at step 0")
 
+    def chain_start(self, served_proof: MerkleProof | UntrustedJson | None, end: Checkpoint) -> None:
+        """The last segment's validators check leaf 0 of every epoch: its hash, computed from θ_e (a fresh
+        optimizer at step 0, the epoch's key, the host's micro-batch split), must be under the root at
+        index 0. Only when the served proof does not verify with it is leaf 0 itself fetched: then it
+        decides — a leaf under the root that is not θ_e's fails (``start``), anything else was not
+        served."""
+        if self.g == 0 or served_proof is None:
+            return  # segment 0's own check compares the whole leaf (consistent)
+        expected = start_checkpoint(self.spec, self.theta.params, self.epoch, end.micro_batches).leaf_hash()
+        self.m["leaf0_expected_hash"] = expected.hex()
+        proof = _proof(served_proof, "leaf 0")
+        if (proof.index, proof.leaf_count) == (0, self.leaves) and verify_proof(expected, proof, self.root,
+                                                                                  self.leaves):
+            self.m["leaf0_checked"] = True
+            return
+        raw = _fetch("leaf 0", lambda: self.source.checkpoint_chunks(self.epoch, 0))
+        leaf0 = self.leaf(raw, served_proof, 0)
+        again = start_checkpoint(self.spec, self.theta.params, self.epoch, leaf0.micro_batches)
+        if again.leaf_hash() != leaf0.leaf_hash():
+            raise _fail("start", "leaf 0 is not the agreed θ_e with a fresh optimizer at step 0: the epoch's "
+                                 "leaves do not start where its Δ is measured from")
+        self.m["leaf0_checked"] = True
+
     def bounds(self, start: Checkpoint, end: Checkpoint) -> None:
         # No replay needed: what c AdamW steps (and, for the last leaf, the whole epoch) can move
         # each coordinate, from lr and the betas.
@@ -344,7 +380,7 @@ class _Run:
         ctx = EpochContext(self.spec.run_id(), self.epoch, self.host, self.prev_epoch_seed)
         t0 = time.perf_counter()
         try:
-            replayed = replay_segment(self.spec, self.dataset, ctx, start, self.stepper)
+            replayed, self.m["replay_witness"] = replay_segment(self.spec, self.dataset, ctx, start, self.stepper)
         except ValueError as exc:  # a non-finite loss: leaf g diverges under honest training
             raise _fail("replay", f"replaying segment {self.g} failed: {exc}") from None
         self.m["seconds_replay"] = round(time.perf_counter() - t0, 4)
@@ -384,6 +420,7 @@ class _Run:
         start = self.leaf(raw_start, proof_start, self.g)
         end = self.leaf(raw_end, proof_end, self.g + 1)
         self.consistent(start, end)
+        self.chain_start(self.proof0, end)
         self.losses(served_losses, start, end)
         self.bounds(start, end)
         if self.last:
@@ -417,13 +454,63 @@ def _check_inputs(spec: RunSpec, dataset: Dataset, challenge: Challenge, theta: 
         raise ValueError("replay needs a single-process stepper")
 
 
+WITNESS_TAG = "verifier/replay-witness"
+"""Hash domain of the replay witness (:func:`replay_segment`)."""
+
+
+def replay_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
+                     stepper: Stepper | None = None) -> tuple[Checkpoint, str]:
+    """:func:`trainer.inner.replay_segment` (the trainer's :func:`~trainer.inner.run_segment` from the
+    start leaf), and a digest of the states no leaf commits: the replay witness.
+
+    The witness is SHA-256 (domain :data:`WITNESS_TAG`) over, for every step ``t`` strictly inside
+    the segment, ``u64be(t)`` and the :func:`~protocol.tensors.digest.tensors_digest` of the
+    parameters after it. Leaves commit only the segment's ends, so nobody computes it without
+    replaying: forward it takes the segment's first ``c − 1`` steps, backward from leaf ``g + 1``
+    one gradient per step and a bit-exact inversion of AdamW. Within one compute profile every
+    honest replay computes the same bits (at any thread count), so the same witness; other data, lr
+    or start give another. With ``c = 1`` no state is inside the segment and the witness is
+    constant (no preset has ``c < 8``).
+
+    Returns:
+        The replayed leaf ``g + 1`` and the witness as 64 hex characters.
+    """
+    stepper = stepper if stepper is not None else Stepper(spec)
+    end_step = start.state.step + spec.train.segment_steps
+    if end_step > spec.train.inner_steps:
+        raise ValueError(f"a checkpoint at step {start.state.step} starts no segment (H = {spec.train.inner_steps})")
+    witness = tagged_hasher(WITNESS_TAG)
+
+    def inside(done: int, _loss: float) -> None:
+        if done < end_step:
+            witness.update(u64be(done) + tensors_digest(WITNESS_TAG, {n: p.detach() for n, p in stepper.named.items()}))
+
+    stepper.load(start.state)
+    replayed = run_segment(stepper, dataset, spec, ctx, start.micro_batches, inside)
+    return replayed, witness.hexdigest()
+
+
+EXACT_MEASUREMENTS = ("_hash", "replay_witness")
+"""Measurement names (suffixes) whose values are digests: what a verdict's evidence is made of."""
+
+
 def _evidence(challenge: Challenge, outcome: str, check: str, measurements: dict[str, Measurement]) -> str:
-    # Canonical JSON admits no floats: every measurement is written as its repr. Timings are left
-    # out, so two validators (or one, twice) that measured the same thing post the same evidence.
-    measurements = {k: v for k, v in measurements.items() if not k.startswith("seconds")}
+    """The evidence hash of a verdict: the challenge, the outcome, the deciding check and what was
+    measured exactly — the digests (leaf hashes, the replayed leaf's hash, the replay witness), the
+    integers (bytes read, the train loss in µnats) and the booleans. Floats are left out: they are
+    reductions over the same bytes whose last bits may follow the thread count, while the digests
+    they come from do not. A pass or a replay fail therefore carries the witness, which only a
+    replay produces; a fail decided before the replay carries the hashes of what was judged.
+    ``unavailable`` keeps every measurement but the timings (what was read before the refusal)."""
+    if outcome == "unavailable":
+        kept = {k: v if isinstance(v, str) else repr(v) for k, v in measurements.items() if not k.startswith("seconds")}
+    else:
+        kept = {k: v if isinstance(v, str) else repr(v) for k, v in measurements.items()
+                if isinstance(v, (bool, int)) or k.endswith(EXACT_MEASUREMENTS)}
+    # Canonical JSON admits no floats; the integers and booleans are written as their repr.
     record = {"epoch": challenge.epoch, "host": challenge.host, "segment": challenge.segment,
               "checkpoint_root": challenge.checkpoint_root, "outcome": outcome, "check": check,
-              "measurements": {k: v if isinstance(v, str) else repr(v) for k, v in sorted(measurements.items())}}
+              "measurements": dict(sorted(kept.items()))}
     return evidence_hash(canonical_json(record))
 
 

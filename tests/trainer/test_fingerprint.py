@@ -67,3 +67,52 @@ def test_importing_the_trainer_pins_mkl_to_thread_invariant_products() -> None:
                             capture_output=True, text=True, check=True)
     assert chosen.stdout.strip() == "COMPATIBLE"
 
+
+
+def _elsewhere(**env_changes: str | None) -> tuple[str, dict]:
+    """The fingerprint and numeric mode of small_spec() in a fresh process with ``env_changes``
+    (``None`` removes a variable)."""
+    code = ("import json, sys, trainer; from suite_env import small_spec; "
+            "from trainer.fingerprint import compute_fingerprint, numeric_mode; "
+            "print(json.dumps([compute_fingerprint(small_spec()), numeric_mode()]))")
+    env = {k: v for k, v in os.environ.items() if k not in env_changes}
+    env.update({k: v for k, v in env_changes.items() if v is not None})
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(__file__)), *sys.path])
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    fingerprint, mode = json.loads(done.stdout)
+    return fingerprint, mode
+
+
+def test_the_numeric_mode_is_part_of_the_fingerprint() -> None:
+    # MKL_CBWR=AUTO computes other bits than the trainer's AUTO,STRICT (and follows the thread count
+    # on some CPUs) while the probe alone may agree: the mode is hashed, so the fingerprints differ.
+    default, mode = _elsewhere(MKL_CBWR=None, MKL_ENABLE_INSTRUCTIONS=None)
+    assert mode["mkl_cbwr"] == "AUTO,STRICT" and mode["device"] == "cpu" and mode["torch"] == torch.__version__
+    assert _elsewhere(MKL_CBWR="AUTO,STRICT", MKL_ENABLE_INSTRUCTIONS=None)[0] == default
+    assert _elsewhere(MKL_CBWR=" auto , strict", MKL_ENABLE_INSTRUCTIONS=None)[0] == default  # as MKL parses it
+    others = {"MKL_CBWR=AUTO": _elsewhere(MKL_CBWR="AUTO", MKL_ENABLE_INSTRUCTIONS=None),
+              "MKL_CBWR=COMPATIBLE": _elsewhere(MKL_CBWR="COMPATIBLE", MKL_ENABLE_INSTRUCTIONS=None),
+              "MKL_ENABLE_INSTRUCTIONS=AVX2": _elsewhere(MKL_CBWR=None, MKL_ENABLE_INSTRUCTIONS="AVX2")}
+    if torch.backends.cpu.get_cpu_capability().lower() != "default":
+        others["ATEN_CPU_CAPABILITY=default"] = _elsewhere(MKL_CBWR=None, MKL_ENABLE_INSTRUCTIONS=None,
+                                                           ATEN_CPU_CAPABILITY="default")
+    prints = {name: found[0] for name, found in others.items()}
+    assert default not in prints.values() and len(set(prints.values())) == len(prints), prints
+    assert others["MKL_CBWR=AUTO"][1]["mkl_cbwr"] == "AUTO"
+    assert others["MKL_ENABLE_INSTRUCTIONS=AVX2"][1]["mkl_enable_instructions"] == "AVX2"
+
+
+def test_a_pinned_run_refuses_an_mkl_mode_that_is_not_strict(monkeypatch) -> None:
+    import trainer
+    from trainer.fingerprint import strict_mkl
+
+    assert strict_mkl("AUTO,STRICT") and strict_mkl("avx2, strict") and not strict_mkl("AUTO")
+    assert not strict_mkl("COMPATIBLE") and not strict_mkl("")
+    spec = small_spec()
+    local = compute_fingerprint(spec)
+    pinned = spec.with_changes(verification={"compute_fingerprint": local})
+    monkeypatch.setitem(trainer.MKL_ENVIRONMENT, "MKL_CBWR", "AUTO")
+    with pytest.raises(ComputeMismatch, match="MKL_CBWR=AUTO is not a strict mode"):
+        check_fingerprint(pinned)
+    assert check_fingerprint(spec) is None  # a run that pins nothing is warned about, not refused

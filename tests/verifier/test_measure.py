@@ -145,3 +145,58 @@ def test_distances_are_per_tensor_and_moments_per_coordinate(spec, honest) -> No
     nan["head.weight"].view(-1)[0] = float("nan")
     assert moment_errors(end.state, TrainState(end.state.params, nan, end.state.exp_avg_sq, end.state.step,
                                                end.state.rng_key), 1e-6)["exp_avg"] == math.inf
+
+
+def _peers(norms: list[float], size: int = 4096) -> dict[str, dict[str, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(0)
+    out = {}
+    for i, x in enumerate(norms):
+        a, b = torch.randn(size, generator=gen), torch.randn(4, generator=gen)
+        out[f"host{i}"] = {"a": a * (x / float(a.norm())), "b": b * (1 / float(b.norm()))}
+    return out
+
+
+def test_the_peer_bound_leaves_out_a_tensor_beyond_its_peers_median() -> None:
+    from verifier.measure import DELTA_PEER_FACTOR, peer_excess
+
+    found = peer_excess(_peers([1.0, 1.1, 0.9, 1.6]))
+    # median of "a" = (1.0 + 1.1) / 2; 1.6 / (1.5 · 1.05) > 1, the others within; "b" all equal
+    assert found["host3"][1] == "a" and found["host3"][0] == pytest.approx(1.6 / (DELTA_PEER_FACTOR * 1.05))
+    assert found["host3"][0] > 1 and all(found[h][0] <= 1 for h in ("host0", "host1", "host2"))
+    assert peer_excess(_peers([1.0, 1.1, 0.9, 1.5]))["host3"][0] <= 1
+    # an order of the hosts or a permutation of the dict does not matter
+    shuffled = dict(reversed(list(_peers([1.0, 1.1, 0.9, 1.6]).items())))
+    assert peer_excess(shuffled) == found
+
+
+def test_the_peer_bound_needs_three_peers_and_refuses_a_tensor_no_peer_moved() -> None:
+    from verifier.measure import peer_excess
+
+    assert peer_excess(_peers([1.0, 100.0])) == {"host0": (0.0, ""), "host1": (0.0, "")}
+    assert peer_excess({}) == {}
+    zeros = _peers([0.0, 0.0, 0.0, 1.0])
+    found = peer_excess(zeros)
+    assert found["host3"] == (math.inf, "a") and found["host0"][0] <= 1
+
+
+def test_the_peer_bound_measures_the_same_bits_at_every_thread_count(threads) -> None:
+    from verifier.measure import tensor_norm
+
+    x = torch.randn(3_000_000, generator=torch.Generator().manual_seed(1))
+    found = set()
+    for n in (1, 2, 3):
+        threads(n)
+        found.add(tensor_norm(x))
+    assert len(found) == 1 and found.pop() == pytest.approx(float(x.double().norm()))
+
+
+def test_small_tensors_are_compared_as_one_pool() -> None:
+    from verifier.measure import SMALL_TENSORS, peer_excess
+
+    gen = torch.Generator().manual_seed(2)
+    deltas = {f"host{i}": {"bias1": torch.randn(64, generator=gen), "bias2": torch.randn(64, generator=gen)}
+              for i in range(4)}
+    deltas["host3"]["bias1"] = deltas["host3"]["bias1"] * (1.7 / float(deltas["host3"]["bias1"].norm())) * float(
+        deltas["host0"]["bias1"].norm())  # 1.7× in one small tensor: within the pool's 1.5×
+    found = peer_excess(deltas)
+    assert {name for _, name in found.values()} == {SMALL_TENSORS} and found["host3"][0] <= 1

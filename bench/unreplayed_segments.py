@@ -1,0 +1,237 @@
+"""What no replay sees: hosts that fake SOME segments (a jump in one segment, in several, spread over
+all), their odds of passing an epoch, what they commit, and what they do to the agreed model — with
+the aggregation's peer bound (``verifier.measure.peer_excess``) and its per-coordinate bound
+(``verifier.measure.delta_excess``) applied as every honest proposer applies them.
+
+1. **Honest Δs** (``honest``): ``--hosts`` honest hosts for ``--epochs`` epochs (θ moved by the
+   default rule): per epoch, the largest per-tensor ``‖Δ_n‖ / median_n`` (what the peer bound
+   compares with :data:`~verifier.measure.DELTA_PEER_FACTOR`), per-tensor RMS and largest coordinate
+   of Δ in units of ``lr · √H`` (what a bound scaling like √H would have to allow), and the largest
+   coordinate against the per-coordinate bound of ``H`` AdamW steps (``delta_excess``).
+2. **Attacks** (``attacks``): host 0 of ``--hosts`` runs a ``jump`` (``verifier.adversaries.unseen``)
+   in every epoch; the others are honest. Per attack: the probability of passing an epoch from the
+   challenge rule (``C(S − 1 − m, k) / C(S − 1, k)`` for ``m`` faked segments before the last and
+   ``k`` uniform challenges, plus the last segment, always challenged; with several pickers each
+   drawing ``k``, at least one of them honest, it is at most this), the verdicts of every segment's
+   replay in epoch 0 (the faked ones must fail, the rest pass), the committed Δ's largest per-tensor
+   norm against the host's own honest Δ and against the peers' median, whether the aggregation
+   left it out, and the validation loss of the agreed model after every epoch against the all-honest
+   run with the same seeds and data, under ``mean`` and the default ``centered_clip`` — if it is never
+   caught (the damage given that it passes every epoch).
+
+Run: ``.venv/bin/python bench/unreplayed_segments.py --preset tiny [--epochs 6] [--hosts 4] [--inner-steps H]
+[--only honest|attacks] [--json out.json]``
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: no spinning on a busy machine
+
+import argparse
+import json
+import logging
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from protocol.keys import encode_address
+from protocol.rules.spec import RunSpec
+from protocol.tensors.aggregation import aggregate
+from protocol.views import Challenge
+from trainer import presets
+from trainer.artifacts import LocalArtifacts
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.delta import dequantize
+from trainer.determinism import configure
+from trainer.evaluate import validation_loss
+from trainer.inner import EpochContext, EpochResult
+from trainer.model import build_model, parameter_shapes
+from trainer.outer import GlobalState, outer_step
+from trainer.step import Stepper
+from verifier.adversaries import Jump, make_adversary
+from verifier.measure import DELTA_PEER_FACTOR, delta_excess, peer_excess, tensor_norm
+from verifier.replay import check_challenge
+
+VALIDATOR = encode_address(bytes([250] * 20))
+LARGE = 4096
+"""Tensors of at least this many coordinates (the matrices) are reported apart from the small ones."""
+
+
+def address(i: int) -> str:
+    return encode_address(i.to_bytes(20, "big"))
+
+
+def prev_seed(e: int) -> bytes:
+    return bytes([e % 256, 11]) * 16
+
+
+def attacks(spec: RunSpec) -> list[str]:
+    s = spec.train.segments
+    several = max(2, (s - 1) // 2)
+    return ["jump:1", "jump:1,3", "jump:1,1.45", "jump:1,1.45,random", f"jump:{several},1.45",
+            f"jump:{s - 1},1.45"]
+
+
+def pass_probability(spec: RunSpec, faked: int) -> float:
+    """P(no challenge draws a faked segment) with k uniform challenges among the S − 1 before the last."""
+    n, k = spec.train.segments - 1, min(spec.verification.challenges_k, spec.train.segments - 1)
+    return math.comb(n - faked, k) / math.comb(n, k) if n else 1.0
+
+
+def train(spec: RunSpec, dataset: Dataset, behaviour: HostBehaviour, i: int, e: int, theta: GlobalState,
+          root: Path) -> tuple[EpochContext, EpochResult]:
+    ctx = EpochContext(spec.run_id(), e, address(i), prev_seed(e))
+    return ctx, behaviour.train_epoch(spec, dataset, ctx, theta.params, root / f"{e}-{i}")
+
+
+def replay_all(spec: RunSpec, dataset: Dataset, ctx: EpochContext, result: EpochResult, theta: GlobalState,
+               root: Path) -> list[str]:
+    source = LocalArtifacts(root / f"{ctx.epoch}-0", spec.run_id(), ctx.host)
+    stepper = Stepper(spec)
+    out = []
+    for g in range(spec.train.segments):
+        report = check_challenge(spec, dataset, Challenge.of(result.commitment, ctx.host, g, "local", [VALIDATOR]),
+                                 source, theta, ctx.prev_epoch_seed, stepper=stepper)
+        out.append("pass" if report.outcome == "pass" else f"{report.outcome}:{report.check}")
+    return out
+
+
+def admitted(spec: RunSpec, theta: GlobalState, results: dict[str, EpochResult]) -> tuple[dict, dict, dict]:
+    """The Δs the aggregation takes (per-coordinate bound, then peer bound), every Δ, and every peer excess."""
+    shapes = parameter_shapes(spec)
+    deltas, kept = {}, {}
+    for host, result in results.items():
+        deltas[host] = dequantize(result.payload, shapes, spec.quantization)
+        excess, _ = delta_excess(theta.params, deltas[host], result.payload, shapes, spec.train, spec.quantization)
+        if excess <= 1:
+            kept[host] = deltas[host]
+    peers = peer_excess(kept)
+    return {h: d for h, d in kept.items() if peers[h][0] <= 1}, deltas, peers
+
+
+def honest_stats(spec: RunSpec, dataset: Dataset, hosts: int, epochs: int, root: Path) -> list[dict]:
+    theta = GlobalState.initial(spec)
+    lr, h = float(spec.train.lr), spec.train.inner_steps
+    unit = lr * math.sqrt(h)
+    rows = []
+    for e in range(epochs):
+        results = {address(i): train(spec, dataset, HostBehaviour(), i, e, theta, root)[1] for i in range(hosts)}
+        kept, deltas, peers = admitted(spec, theta, results)
+        names = sorted(theta.params)
+        rms = [tensor_norm(d[n]) / math.sqrt(d[n].numel()) / unit for d in deltas.values() for n in names]
+        top = [float(d[n].abs().max()) / unit for d in deltas.values() for n in names]
+        shapes = parameter_shapes(spec)
+        excess = [delta_excess(theta.params, deltas[a], results[a].payload, shapes, spec.train,
+                               spec.quantization)[0] for a in deltas]
+        top_host = max(peers, key=lambda a: peers[a][0])
+        row = {"epoch": e, "hosts": hosts, "peer_ratio_max": peers[top_host][0] * DELTA_PEER_FACTOR,
+               "peer_ratio_tensor": peers[top_host][1],
+               "peer_ratio_max_large": max(tensor_norm(deltas[a][n]) / statistics.median(
+                   tensor_norm(deltas[b][n]) for b in deltas) for a in deltas for n in names
+                   if deltas[a][n].numel() >= LARGE),
+               "left_out": hosts - len(kept), "rms_over_lr_sqrt_h": [min(rms), statistics.median(rms), max(rms)],
+               "max_coordinate_over_lr_sqrt_h": max(top), "delta_excess_max": max(excess)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        theta = outer_step(theta, aggregate(spec.aggregation, kept), spec.outer)
+    return rows
+
+
+def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs: int, root: Path) -> dict:
+    theta = GlobalState.initial(spec)
+    model = build_model(spec)
+    forger = make_adversary(attack) if attack else HostBehaviour()
+    losses, verdicts, ratios, medians, left_out, diverged = [], [], [], [], [], []
+    for e in range(epochs):
+        results, ctxs = {}, {}
+        for i in range(hosts):
+            try:
+                ctxs[i], results[address(i)] = train(spec, dataset, forger if i == 0 else HostBehaviour(), i, e,
+                                                     theta, root)
+            except ValueError:  # a jump so far that the steps after it diverge: nothing to commit
+                diverged.append(e)
+        kept, deltas, peers = admitted(spec, theta, results)
+        if isinstance(forger, Jump) and address(0) in results:
+            if e == 0:
+                verdicts = replay_all(spec, dataset, ctxs[0], results[address(0)], theta, root)
+            honest = forger.honest_delta[e]
+            forged = deltas[address(0)]
+            ratios.append(max(tensor_norm(forged[n]) / max(tensor_norm(honest[n]), 1e-30) for n in honest))
+            medians.append(peers.get(address(0), (math.inf, ""))[0] * DELTA_PEER_FACTOR)  # inf: beyond H steps
+            left_out.append(address(0) not in kept)
+        theta = outer_step(theta, aggregate(spec.aggregation, kept), spec.outer)
+        losses.append(validation_loss(model, dataset, params=theta.params))
+    out: dict = {"attack": attack or "none (all honest)", "rule": spec.aggregation.rule, "val_loss": losses,
+                 "diverged": diverged}
+    if isinstance(forger, Jump):
+        faked = min(forger.segments, spec.train.segments - 1)
+        out.update({"faked": faked, "pass_probability": pass_probability(spec, faked),
+                    "epoch0_verdicts": verdicts, "norm_ratio_to_honest_max": ratios,
+                    "norm_ratio_to_peer_median_max": medians, "left_out": left_out})
+    return out
+
+
+def with_damage(found: dict, base: dict) -> dict:
+    """``found`` with its validation loss against the all-honest run's: after every epoch, per epoch
+    over the run, and the largest rise in one epoch."""
+    damage = [a - b for a, b in zip(found["val_loss"], base["val_loss"], strict=True)]
+    rises = [b - a for a, b in zip([0.0, *damage], damage, strict=False)]
+    return {**found, "damage": damage, "damage_per_epoch": damage[-1] / len(damage), "damage_step_max": max(rises)}
+
+
+def attack_runs(spec: RunSpec, dataset: Dataset, plan: list[str], hosts: int, epochs: int, root: Path) -> list[dict]:
+    """The all-honest run and every attack of ``plan``, under ``mean`` and ``centered_clip``."""
+    runs = []
+    for rule in ("mean", "centered_clip"):
+        ruled = spec.with_changes(aggregation={"rule": rule})
+        runs.append(base := run(ruled, dataset, None, hosts, epochs, root / f"{rule}-base"))
+        print(json.dumps(base), flush=True)
+        for attack in plan:
+            where = root / f"{rule}-{attack}".replace(":", "_").replace(",", "_")
+            runs.append(with_damage(run(ruled, dataset, attack, hosts, epochs, where), base))
+            print(json.dumps(runs[-1]), flush=True)
+    return runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="tiny", choices=["tiny", "demo", "small"])
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--inner-steps", type=int, default=0, help="H (0: the preset's), a multiple of its c")
+    parser.add_argument("--only", default="", help="comma-separated parts: honest, attacks")
+    parser.add_argument("--attacks", default="", help="';'-separated adversary texts (default: the catalogue's jumps)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
+    configure(1)
+    torch.manual_seed(0)
+    spec = getattr(presets, args.preset)()
+    if args.inner_steps:
+        spec = spec.with_changes(train={"inner_steps": args.inner_steps})
+    dataset = Dataset.load(spec.data)
+    parts = set(args.only.split(",")) if args.only else {"honest", "attacks"}
+    out: dict = {"spec": {"preset": args.preset, "H": spec.train.inner_steps, "c": spec.train.segment_steps,
+                          "S": spec.train.segments, "k": spec.verification.challenges_k, "lr": str(spec.train.lr),
+                          "hosts": args.hosts, "epochs": args.epochs, "peer_factor": DELTA_PEER_FACTOR}}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="veriloco-unreplayed-") as tmp:
+        root = Path(tmp)
+        if "honest" in parts:
+            out["honest"] = honest_stats(spec, dataset, args.hosts, args.epochs, root / "honest")
+        if "attacks" in parts:
+            plan = args.attacks.split(";") if args.attacks else attacks(spec)
+            out["attacks"] = attack_runs(spec, dataset, plan, args.hosts, args.epochs, root)
+    if args.json:
+        args.json.write_text(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
