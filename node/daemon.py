@@ -13,12 +13,16 @@ signers costs the chain nothing more than a few queries a second).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,7 +32,7 @@ from node.events import NodeEvent
 from node.host import HostNode
 from node.http import ClientLimits
 from node.http_client import RETRY_BUDGET_S, HttpArtifacts
-from node.participant import Participant
+from node.participant import BlockClock, Participant
 from node.server import ServerThread, create_app
 from protocol.coins import base_units, display
 from protocol.keys import PrivateKey
@@ -266,7 +270,7 @@ class MembershipCache:
 
 
 def http_peers(key: PrivateKey, spec: RunSpec, prefix: str, allow_private: bool = False,
-               max_clients: int = 256, limits: ClientLimits | None = None,
+               max_clients: int = 256, limits: ClientLimits | Callable[[], ClientLimits] | None = None,
                retry_budget_s: float = RETRY_BUDGET_S) -> Callable[[str], ArtifactSource]:
     """Endpoint -> an HTTP client on that host (at most ``max_clients`` kept, least recently used
     closed first). A malformed or forbidden endpoint raises
@@ -275,21 +279,24 @@ def http_peers(key: PrivateKey, spec: RunSpec, prefix: str, allow_private: bool 
     Args:
         allow_private: endpoints on loopback and private networks may be dialed (local runs).
         max_clients: clients kept at most.
-        limits: time bounds of one request.
+        limits: time bounds of one request; or a function that says them now (a validator's
+            shrink with its window, ``ValidatorNode.client_limits``): a client made under other
+            bounds is then replaced (and left to its requests under way).
         retry_budget_s: how long one artifact is retried while its failures may heal, on top of
             the time its kind's largest answer takes at ``limits.min_rate`` (``HttpArtifacts``).
     """
-    clients: OrderedDict[str, HttpArtifacts] = OrderedDict()
+    clients: OrderedDict[str, tuple[ClientLimits | None, HttpArtifacts]] = OrderedDict()
     warned: OrderedDict[str, None] = OrderedDict()
     lock = threading.Lock()
 
     def resolve(endpoint: str) -> ArtifactSource:
+        now = limits() if callable(limits) else limits
         with lock:
-            if endpoint in clients:
+            if endpoint in clients and clients[endpoint][0] == now:
                 clients.move_to_end(endpoint)
-                return clients[endpoint]
+                return clients[endpoint][1]
         try:
-            client = HttpArtifacts(endpoint, key, spec, limits=limits, prefix=prefix, allow_private=allow_private,
+            client = HttpArtifacts(endpoint, key, spec, limits=now, prefix=prefix, allow_private=allow_private,
                                    retry_budget_s=retry_budget_s)
         except ArtifactUnavailable as exc:
             with lock:
@@ -300,12 +307,31 @@ def http_peers(key: PrivateKey, spec: RunSpec, prefix: str, allow_private: bool 
                         warned.popitem(last=False)
             raise
         with lock:
-            clients[endpoint] = client
+            clients[endpoint] = (now, client)
+            clients.move_to_end(endpoint)
             while len(clients) > max_clients:
-                clients.popitem(last=False)[1].close()
+                clients.popitem(last=False)[1][1].close()
         return client
 
     return resolve
+
+
+DRAIN_S = 30.0
+"""The longest a daemon asked to stop spends finishing what is due before it exits."""
+
+
+def exit_now(code: int) -> None:
+    """Leave the process at once (logs flushed), without Python's shutdown: no thread is waited
+    for and none runs on while the interpreter is torn down (where a thread inside torch's C++
+    ends in ``terminate called without an active exception``). Everything a node writes is
+    atomic and the chain holds the rest, so this is as safe as SIGKILL and faster to restart."""
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 class Daemon:
@@ -316,34 +342,123 @@ class Daemon:
         ledger: its chain.
         poll: seconds between ticks when nothing happened.
         max_epochs: stop once the chain's current epoch reaches this number (None: run forever).
+        drain_s: the longest :meth:`drain` takes.
 
     A tick reads the chain once for the loop (the node's ``Ledger.participant`` status, which the
     phase log and the node's work share); what the node's duties in the phase read comes on top.
+
+    **Stopping.** The first SIGINT or SIGTERM (or :meth:`stop`) sets the node's ``stopping`` flag:
+    training stops at its next step boundary (the restart resumes from the last stored leaf), a
+    validator starts no new replay, no epoch is joined and no proposal is started. The loop then
+    drains (:meth:`drain`): it does what is due now and quick (:meth:`Participant.due_now`: a beacon
+    reveal, verdict openings, commitments of verdicts already reached, a trap opening) and, for a
+    host whose artifacts validators read now, keeps serving when the phase ends within the drain;
+    at most ``drain_s`` seconds, logging what it waits for. Everything else is left to the restart,
+    which the phase windows leave room for. A second signal exits at once (:func:`exit_now`), and
+    so does a drain whose tick outlives ``drain_s`` by :data:`DRAIN_GRACE_S`.
     """
 
-    def __init__(self, node: Participant, ledger: Ledger, poll: float = 0.5, max_epochs: int | None = None) -> None:
+    def __init__(self, node: Participant, ledger: Ledger, poll: float = 0.5, max_epochs: int | None = None,
+                 drain_s: float = DRAIN_S) -> None:
         self.node = node
         self.ledger = ledger
         self.poll = poll
         self.max_epochs = max_epochs
+        self.drain_s = drain_s
         self._stop = threading.Event()
+        self._signalled = False
+        self._watchdog: threading.Timer | None = None
         self._traced: dict[str, float] = {}
         self.watch = PhaseWatch(node.spec, node.name, me=(node.address, node.role))
 
-    def stop(self, *_: object) -> None:
+    def stop(self, signum: int | None = None, _frame: object = None) -> None:
+        """Stop after what is due now (see the class docstring); a second signal exits at once."""
+        name = self.node.name
+        if signum is not None:
+            what = signal.Signals(signum).name
+            if self._signalled:
+                log.warning("%s: second %s: exiting now", name, what)
+                exit_now(128 + signum)
+            self._signalled = True
+            log.info("%s: %s: stopping — finishing what is due now, at most %.0f s (%s again exits at once)",
+                     name, what, self.drain_s, "Ctrl-C" if signum == signal.SIGINT else what)
+            self._watchdog = threading.Timer(self.drain_s + DRAIN_GRACE_S, self._overdue)
+            self._watchdog.daemon = True
+            self._watchdog.start()
+        self.node.stopping.set()
         self._stop.set()
+
+    def _overdue(self) -> None:
+        log.warning("%s: still busy %.0f s after the stop; exiting now (a restart resumes)", self.node.name,
+                    self.drain_s + DRAIN_GRACE_S)
+        exit_now(1)
 
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
-        while not self._stop.is_set():
-            if not self.step():
-                self._stop.wait(self.poll)
+        try:
+            while not self._stop.is_set():
+                if not self.step():
+                    self._stop.wait(self.poll)
+            self.drain()
+        finally:
+            self.node.close()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+
+    def drain(self) -> None:
+        """Do what is due now and quick, then return (at most ``drain_s`` seconds): see the class
+        docstring. Logs what it waits for, and why it stops waiting."""
+        name = self.node.name
+        end = time.monotonic() + self.drain_s
+        clock = BlockClock()
+        said: str | None = None
+        while True:
+            status: ParticipantStatus | None = None
+            try:
+                status = self.node.status()
+                due = self.node.due_now(status)
+                if due is None and self.node.serves_now(status):
+                    due = self._serving(status, clock, end)
+            except LedgerError as exc:
+                due = f"the chain to answer ({exc})"
+            if due is None:
+                log.info("%s stopped%s", name, "; nothing was due" if said is None else "")
+                return
+            if time.monotonic() >= end:
+                log.warning("%s: stopping without %s after %.0f s; a restart does it if its window is still open",
+                            name, due, self.drain_s)
+                return
+            if due != said:
+                log.info("%s stopping: waiting for %s (at most %.0f s more)", name, due, end - time.monotonic())
+                said = due
+            if status is None or not self._guarded(partial(self.node.act_on, status)):
+                time.sleep(self.poll)
+
+    def _serving(self, status: ParticipantStatus, clock: BlockClock, end: float) -> str | None:
+        """While validators read this node's artifacts: whether to keep serving (the phase ends
+        within the drain) and how long, in words; None to exit now (they retry a host that does
+        not answer until their deadline is near, and the restart serves them)."""
+        height = self.ledger.height()
+        clock.observe(height)
+        learn = time.monotonic() + min(5.0, max(0.0, end - time.monotonic()))
+        while clock.seconds_per_block() is None and time.monotonic() < learn:  # the block time, first
+            time.sleep(0.1)
+            height = self.ledger.height()
+            clock.observe(height)
+        left = clock.seconds(status.phase_deadline - height)
+        if left is not None and left > end - time.monotonic():
+            log.info("%s: %s closes in ~%.0f s, past the drain; exiting (validators retry until near their "
+                     "deadline)", self.node.name, status.phase, left)
+            return None
+        about = f"~{left:.0f} s" if left is not None else f"at height {status.phase_deadline}, now {height}"
+        return f"the end of {status.phase} while serving the validators ({about})"
 
     def step(self) -> bool:
         """One tick: read the node's status (one chain read), stop if ``max_epochs`` is reached, log
         the phase, and let the node act on that same status. Returns whether the node acted."""
-        try:
+
+        def tick() -> bool:
             status = self.node.status()
             if self.max_epochs is not None and status.epoch >= self.max_epochs:
                 log.info("%s reached epoch %d; stopping", self.node.name, self.max_epochs)
@@ -351,6 +466,12 @@ class Daemon:
                 return False
             self.watch.observe(status, epoch=self.ledger.epoch, height=self.ledger.height, members=self.ledger.members)
             return self.node.act_on(status)
+
+        return self._guarded(tick)
+
+    def _guarded(self, tick: Callable[[], bool]) -> bool:
+        try:
+            return tick()
         except LedgerError as exc:
             # The node is down or slow: keep going; the chain holds the truth.
             log.warning("chain unavailable: %s", exc)
@@ -368,6 +489,10 @@ class Daemon:
             else:
                 log.debug("tick failed again: %s", what)
         return False
+
+
+DRAIN_GRACE_S = 15.0
+"""How long past ``drain_s`` a tick under way may still run before a stopping daemon exits at once."""
 
 
 def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behaviour: HostBehaviour | None = None,

@@ -9,8 +9,8 @@ does what the current phase asks of it:
   trap commitment (its trap set and salt on disk first; an honest host's set is empty);
 * ``reveal``  — reveal the beacon secret;
 * ``verify``  — nothing to send; validators read the host's artifacts meanwhile;
-* ``verdict_reveal`` — open the trap commitment (so the phase can close early; an auditor's
-  traps count only once opened);
+* ``objection`` — open the trap commitment (so the phase can close early; declared traps count
+  only once opened);
 * ``dispute`` — nothing to send; the committees read the host's artifacts;
 * ``propose`` — if accepted: fetch every accepted Δ (the chain's aggregation inputs: each accepted
   host's endpoint and committed Δ hash) from any holder, check each against its hash and against what H AdamW
@@ -71,11 +71,11 @@ from trainer.delta import dequantize, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
-from trainer.inner import StepCallback
+from trainer.inner import Interrupted, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
-from verifier.measure import delta_excess
+from verifier.measure import DELTA_PEER_FACTOR, delta_excess, peer_excess
 
 log = logging.getLogger("veriloco.node")
 
@@ -158,7 +158,7 @@ class HostNode(Participant):
             return self._maybe_train(status)
         if status.phase == "reveal":
             return self.maybe_reveal(status)
-        if status.phase == "verdict_reveal":
+        if status.phase == "objection":
             return self._maybe_open_traps(status)
         if status.phase == "propose":
             return self._maybe_propose(status)
@@ -197,7 +197,7 @@ class HostNode(Participant):
         return False
 
     def _maybe_train(self, info: ParticipantStatus) -> bool:
-        if not info.joined or info.committed or info.epoch in self._gave_up:
+        if not info.joined or info.committed or info.epoch in self._gave_up or self.stopping.is_set():
             return False
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
@@ -209,6 +209,9 @@ class HostNode(Participant):
         try:
             result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
                                                 on_step=self._progress(info.epoch))
+        except Interrupted as exc:  # asked to stop: the restart resumes from the last stored leaf
+            log.info("%s epoch %d training stopped: %s", self.name, info.epoch, exc)
+            return False
         except ValueError as exc:  # a non-finite loss: θ_e cannot be trained from
             return self._give_up(info.epoch, EventKind.NOT_TRAINING, f"θ {info.model_hash[:12]}…: {exc}")
         traps = self.trap_opening(info.epoch, self.behaviour.traps(info.epoch))
@@ -224,6 +227,8 @@ class HostNode(Participant):
         losses: list[float] = []
 
         def on_step(done: int, loss: float) -> None:
+            if self.stopping.is_set():  # at a step boundary; the finished segments are kept
+                raise Interrupted(f"at step {done}/{total}; a restart resumes from the last stored leaf")
             losses.append(loss)
             if done % every == 0 or done == total:
                 log.info("%s epoch %d training: step %d/%d, loss %.4f", self.name, epoch, done, total,
@@ -244,10 +249,24 @@ class HostNode(Participant):
         return self.attempt(status.epoch, EventKind.TRAPS_OPENED, lambda: self.ledger.reveal_traps(self.key, opening),
                             detail)
 
+    # -- stopping ------------------------------------------------------------------------------
+
+    def due_now(self, status: ParticipantStatus) -> str | None:
+        """:meth:`Participant.due_now`, and the trap opening of a challenged host (one transaction
+        from what is on disk; a host that does not open its trap commitment is slashed)."""
+        if status.phase == "objection" and status.challenged and not status.traps_opened:
+            return "its trap opening"
+        return super().due_now(status)
+
+    def serves_now(self, status: ParticipantStatus) -> bool:
+        """Whether validators are reading this host's artifacts now (it is challenged in a verify or
+        dispute phase): a stopping daemon keeps serving while such a phase ends soon."""
+        return status.phase in ("verify", "dispute") and status.challenged
+
     # -- aggregate and propose -----------------------------------------------------------------
 
     def _maybe_propose(self, info: ParticipantStatus) -> bool:
-        if not info.accepted or info.proposed or info.epoch in self._gave_up:
+        if not info.accepted or info.proposed or info.epoch in self._gave_up or self.stopping.is_set():
             return False
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
@@ -284,7 +303,8 @@ class HostNode(Participant):
     def _accepted_deltas(self, epoch: int, theta: GlobalState) -> tuple[dict[str, dict[str, torch.Tensor]],
                                                                          dict[str, str]]:
         """Every accepted host's dequantized Δ within the update bound (one paged query for all of
-        them: address, endpoint, Δ hash), each verified once in the epoch (:meth:`_checked_delta`).
+        them: address, endpoint, Δ hash), each verified once in the epoch (:meth:`_checked_delta`),
+        and within :data:`~verifier.measure.DELTA_PEER_FACTOR` × the median of the others per tensor.
 
         Returns the Δs by host, and the hosts whose Δ no holder served now, with why."""
         inputs = self.ledger.aggregation_inputs(epoch)
@@ -302,6 +322,14 @@ class HostNode(Participant):
                     continue
             if (delta := self._checked[key]) is not None:
                 deltas[accepted.address] = delta
+        # What no replay saw is bounded by what the peers' training moved: the same pure function of
+        # the same bytes at every honest proposer (verifier.measure.peer_excess).
+        for address, (excess, where) in peer_excess(deltas).items():
+            if not excess <= 1:
+                self.event(epoch, EventKind.DELTA_LEFT_OUT,
+                           f"{address}: its Δ of {where} is {excess * DELTA_PEER_FACTOR:.3g}× the median norm "
+                           f"of the {len(deltas)} accepted Δs (at most {DELTA_PEER_FACTOR:g}×)")
+                del deltas[address]
         return deltas, unserved
 
     def _checked_delta(self, epoch: int, theta: GlobalState, accepted: AggregationInput,

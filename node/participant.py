@@ -21,6 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +40,34 @@ from protocol.views import ParticipantStatus
 from trainer.tensorfile import write_atomic
 
 log = logging.getLogger("veriloco.node")
+
+
+class BlockClock:
+    """Seconds per block as a node sees them: from the oldest and the newest (time, height) it
+    observed within the last ``window_s`` seconds (a chain's block time, which no spec states)."""
+
+    def __init__(self, window_s: float = 300.0) -> None:
+        self._window = window_s
+        self._seen: deque[tuple[float, int]] = deque()
+
+    def observe(self, height: int, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if self._seen and self._seen[-1][1] == height:
+            return
+        self._seen.append((now, height))
+        while len(self._seen) > 2 and now - self._seen[1][0] > self._window:
+            self._seen.popleft()
+
+    def seconds_per_block(self) -> float | None:
+        """The observed block time; None until two heights were seen."""
+        if len(self._seen) < 2:
+            return None
+        (t0, h0), (t1, h1) = self._seen[0], self._seen[-1]
+        return (t1 - t0) / (h1 - h0) if h1 > h0 else None
+
+    def seconds(self, blocks: int) -> float | None:
+        per = self.seconds_per_block()
+        return None if per is None else max(0, blocks) * per
 
 
 class Participant:
@@ -65,6 +96,9 @@ class Participant:
         self._on_event = on_event
         self._journal = self.root / self.run_id.hex() / "node" / self.address
         self._handed: ParticipantStatus | None = None  # a status :meth:`act_on` gives the tick
+        self.stopping = threading.Event()
+        """Set when the node's daemon is asked to stop: long work (training, replays) stops at its
+        next boundary and only what :meth:`due_now` names is still done."""
 
     # -- events --------------------------------------------------------------------------------
 
@@ -164,7 +198,7 @@ class Participant:
             self._handed = None
 
     def maybe_join(self, status: ParticipantStatus) -> bool:
-        if status.phase != "join" or status.joined:
+        if status.phase != "join" or status.joined or self.stopping.is_set():
             return False
         member = self.ledger.member(self.address)
         if member is None or member.role != self.role or int(member.bonded) < self.min_stake():
@@ -183,3 +217,26 @@ class Participant:
     def tick(self) -> bool:
         """Do what is due in the current phase. Returns whether a transaction was sent."""
         raise NotImplementedError
+
+    # -- stopping --------------------------------------------------------------------------------
+
+    def due_now(self, status: ParticipantStatus) -> str | None:
+        """What is due in ``status``'s phase and quick — a transaction or two from what is already
+        on disk, no training, no replay, no fetch — in words; None when nothing is.
+
+        A daemon asked to stop does these before it exits (:class:`node.daemon.Daemon`): what is
+        missed here costs stake (a host that does not reveal is ``no_reveal``, a validator that does
+        not open its verdicts ``silent``), and each is one transaction. Long work is left to the
+        restart, which the phase windows leave room for. The base: the beacon reveal of a joined
+        participant (joining is not done while stopping: it would add a duty)."""
+        if status.phase == "reveal" and status.joined and not status.revealed:
+            return "its beacon reveal"
+        return None
+
+    def serves_now(self, status: ParticipantStatus) -> bool:
+        """Whether others read this participant's artifacts in ``status``'s phase (a challenged host
+        during verify): a stopping daemon keeps serving while the phase ends within its drain."""
+        return False
+
+    def close(self) -> None:
+        """Release what the node runs beside its ticks (threads); called once, when its daemon exits."""

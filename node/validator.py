@@ -38,20 +38,26 @@ a liar in tests, which saves the replay. A validator that posts others' verdicts
 
 from __future__ import annotations
 
+import logging
+import math
 import os
+import shutil
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import NoReturn
 
 from chain.ledger import Ledger
 from node.content import Intake, intake
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
-from node.participant import Participant
+from node.http import ClientLimits
+from node.participant import BlockClock, Participant
+from node.prefetch import Spool, Unreachable, fetch_challenge
 from protocol.keys import PrivateKey
-from protocol.messages import Verdict, VerdictCommit, VerdictOpening
+from protocol.messages import Objection, Ready, Verdict, VerdictCommit, VerdictOpening
 from protocol.rules.commitments import SALT_SIZE
 from protocol.rules.merkle import MerkleProof
 from protocol.rules.spec import RunSpec
@@ -59,6 +65,7 @@ from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challen
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, held_delta_path
 from trainer.data import Dataset
 from trainer.fingerprint import check_fingerprint
+from trainer.model import parameter_shapes
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
 from verifier.replay import ReplayFault, check_challenge
@@ -78,9 +85,45 @@ class Patience:
     margin_blocks: int = 5
     margin_fraction: float = 0.1
 
+    def margin(self, window: int, pending: int = 1) -> int:
+        """Blocks before the deadline at which a host that has not delivered is reported."""
+        return max(self.margin_blocks, int(window * self.margin_fraction)) + pending
+
     def give_up(self, height: int, deadline: int, window: int, pending: int = 1) -> bool:
         """Whether the deadline is near enough to report the host unavailable now."""
-        return deadline - height <= max(self.margin_blocks, int(window * self.margin_fraction)) + pending
+        return deadline - height <= self.margin(window, pending)
+
+    def request_deadline_s(self, window: int, challenges: int, block_s: float | None,
+                           base: ClientLimits) -> float:
+        """The fixed part of each request's deadline (``ClientLimits.deadline_s``) for a validator
+        with ``challenges`` to work in a ``window``-block phase of ``block_s``-second blocks: half
+        the give-up margin (:meth:`margin` with every challenge still to post), so a request
+        started just before the validator gives up ends well before the phase does, at least
+        :data:`MIN_REQUEST_S` (connect, head and a slow start of an honest host) and at most
+        ``base.deadline_s``; ``base.deadline_s`` while the block time is not known yet. With 1 s
+        blocks, a 100-block window and 9 challenges: 19 blocks of margin, 9.5 s (60 s before)."""
+        if block_s is None:
+            return base.deadline_s
+        half = self.margin(window, max(1, challenges)) * block_s / 2
+        return float(min(base.deadline_s, max(MIN_REQUEST_S, math.floor(half))))
+
+
+MIN_REQUEST_S = 5.0
+"""The shortest fixed part of a request's deadline a validator sets (:meth:`Patience.request_deadline_s`)."""
+
+FETCH_THREADS = 4
+"""Hosts a patient validator fetches from at once (one job per host)."""
+
+INLINE_BUDGET_S = 5.0
+"""Seconds a validator without patience (``simulate``: artifacts in-process) gives a host for one
+challenge, on top of the challenge's bytes at ``ClientLimits.min_rate``: a host that drips is cut."""
+
+
+class _NotFetched(Exception):
+    """A challenge whose host's artifacts are not in a spool yet (a patient validator fetches first)."""
+
+
+log = logging.getLogger("veriloco.node")
 
 
 class ValidatorNode(Participant):
@@ -99,9 +142,16 @@ class ValidatorNode(Participant):
         device: where replays compute (``cpu``, ``cuda``, ``cuda:N``); a replay on another device
             than the host's agrees only within the calibrated tolerance.
         patience: retry a host that does not deliver until the deadline is near (None: the first
-            answer is final).
+            answer is final). A patient validator fetches each host's challenges ahead in a pool
+            of ``fetch_threads`` threads, one host per thread, each under a budget
+            (:meth:`ValidatorNode.fetch_budget_s`), and replays a challenge once its artifacts
+            are in (``node.prefetch``): a slow host holds one fetch thread, no other host's
+            verdicts. Without patience a host gets :data:`INLINE_BUDGET_S` per challenge.
         keep_epochs: delete the global states no epoch can need any more, keeping those of this
             many epochs before the current one (``GlobalStore.prune``); None keeps all.
+        fetch_threads: hosts fetched from at once by a patient validator (0: inline, as without
+            patience).
+        tick_wait_s: how long a tick waits for a fetch under way before it returns.
     """
 
     role = "validator"
@@ -109,7 +159,8 @@ class ValidatorNode(Participant):
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, dataset: Dataset, root: Path,
                  peers: PeerResolver, behaviour: ValidatorBehaviour | None = None, name: str | None = None,
                  on_event: EventSink | None = None, device: str = "cpu", patience: Patience | None = None,
-                 keep_epochs: int | None = None) -> None:
+                 keep_epochs: int | None = None, fetch_threads: int = FETCH_THREADS,
+                 tick_wait_s: float = 1.0) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
         self.device = device
         check_fingerprint(spec, device)  # a run that pins a compute profile admits no other
@@ -120,6 +171,19 @@ class ValidatorNode(Participant):
         self.globals = GlobalStore(self.root, spec, ledger, peers, self.address, keep_epochs=keep_epochs)
         self._stepper: Stepper | None = None
         self._lost: set[tuple[int, str, int]] = set()  # verdicts it cannot open (said once)
+        self.clock = BlockClock()
+        self.base_limits = ClientLimits()
+        self._threads = fetch_threads if patience is not None else 0
+        self._tick_wait = tick_wait_s
+        self._pool: ThreadPoolExecutor | None = None
+        self._spool_root = self.root / self.run_id.hex() / "spool" / self.address
+        shutil.rmtree(self._spool_root, ignore_errors=True)  # what a previous process left
+        self._fetching: dict[str, Future[list[Spool]]] = {}  # host -> its fetch job under way
+        self._spools: dict[tuple[int, str, int, int], Spool] = {}  # (epoch, host, segment, round) -> fetched
+        self._seconds: dict[str, float] = {}  # host -> seconds its last fetch took per challenge (inf: failed)
+        self._why: dict[str, str] = {}  # host -> why its last fetch did not deliver
+        self._assigned = 0  # challenges of the current round, for the request deadlines
+        self._leaf_bytes: int | None = None
 
     def tick(self) -> bool:
         status = self.status()
@@ -134,26 +198,158 @@ class ValidatorNode(Participant):
             return self._commit_verdicts(status)
         if status.phase in VERDICT_REVEAL_PHASES and status.to_reveal:
             return self._open_verdicts(status)
+        if status.phase == "objection" and status.ready_due:
+            return self._send_ready(status)
         return False
 
     def _mine(self, status: ParticipantStatus, committed: bool) -> list[Challenge]:
-        """The undecided challenges of the current round this validator sits on, committed to or not."""
+        """The challenges the current phase waits for this validator on (the contract's ``due``:
+        its commitment in ``verify``/``dispute``, its opening in ``verdict_reveal``/
+        ``dispute_reveal``), committed to or not."""
         return [c for c in self.ledger.challenges(status.epoch, self.address)
-                if c.round == status.round and c.outcome == "pending" and c.committed == committed]
+                if c.due and c.committed == committed]
+
+    def _send_ready(self, status: ParticipantStatus) -> bool:
+        """``objection``: one ``ready`` naming the round-0 seats it committed to whose kept verdict is
+        not ``pass`` (a seat whose opening is lost objects too: it cannot open a ``pass``)."""
+        objections = []
+        for c in self.ledger.challenges(status.epoch, self.address):
+            if c.round != 0 or not c.committed:
+                continue
+            kept = self.opening(status.epoch, c.host, c.segment)
+            if kept is None or kept.outcome != "pass":
+                objections.append(Objection(host=c.host, segment=c.segment))
+        msg = Ready(epoch=status.epoch, objections=sorted(objections, key=lambda o: (o.host, o.segment)))
+        return self.attempt(status.epoch, EventKind.READY, partial(self.ledger.ready, self.key, msg),
+                            f"{len(objections)} objection(s)")
 
     # -- commit: replay → decide → post --------------------------------------------------------
 
     def _commit_verdicts(self, status: ParticipantStatus) -> bool:
-        acted = False
-        for challenge in self._mine(status, committed=False):
+        """Commit a verdict on every challenge of the round that is ready: one kept on disk (a
+        restart after deciding), or one whose replay can run now — at once without patience, else
+        once its host's artifacts are fetched (:meth:`_fetch_ahead`). A stopping validator only
+        commits what it kept (no replay starts)."""
+        mine = self._mine(status, committed=False)
+        self._assigned = len(mine)
+        self._forget(status, mine)
+        acted, waiting = self._commit_ready(status, mine)
+        if waiting and not self.stopping.is_set():
+            self._fetch_ahead(status, waiting)
+            if not acted and self._fetching:
+                # Nothing to post yet: wait a little for a fetch to land instead of spinning.
+                wait(list(self._fetching.values()), timeout=self._tick_wait, return_when=FIRST_COMPLETED)
+                acted, _ = self._commit_ready(status, waiting)
+        return acted
+
+    def _commit_ready(self, status: ParticipantStatus, challenges: list[Challenge]) -> tuple[bool, list[Challenge]]:
+        """Commit what can be committed now; the challenges still waiting for their host's artifacts."""
+        acted, waiting = False, []
+        self._harvest()
+        for challenge in challenges:
+            if self.stopping.is_set() and self.opening(status.epoch, challenge.host, challenge.segment) is None:
+                continue  # replays are left to the restart; kept verdicts are still committed
             try:
                 acted |= self.commit_verdict(status, challenge)
+            except _NotFetched:
+                waiting.append(challenge)
             except GlobalStateUnavailable as exc:
                 self.event(status.epoch, EventKind.WAITING_FOR_THETA, str(exc))
                 break
             except ReplayFault as exc:  # our own fault: no verdict; tried again next tick
                 self.event(status.epoch, EventKind.REPLAY_FAULT, str(exc))
-        return acted
+        return acted, waiting
+
+    # -- fetching ahead ------------------------------------------------------------------------
+
+    def _fetch_ahead(self, status: ParticipantStatus, waiting: list[Challenge]) -> None:
+        """Start a fetch job for every host with challenges waiting and none under way: hosts that
+        delivered fast first, hosts not heard from next, hosts that did not deliver last (they
+        matter only when more hosts wait than there are threads)."""
+        hosts: dict[str, list[Challenge]] = {}
+        for challenge in waiting:
+            hosts.setdefault(challenge.host, []).append(challenge)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix=f"fetch-{self.name}")
+        budget = self.fetch_budget_s(status, len(hosts))
+        order = sorted(hosts, key=lambda h: (self._seconds.get(h, 1e6), h))
+        for host in order:
+            if host in self._fetching:
+                continue
+            deadline = None if budget is None else time.monotonic() + budget
+            self._fetching[host] = self._pool.submit(self._fetch_host, hosts[host], deadline)
+
+    def fetch_budget_s(self, status: ParticipantStatus, hosts: int) -> float | None:
+        """Seconds one host's fetch job may take now: the time left before this validator gives up
+        on a host (:class:`Patience`), shared by the ``hosts`` waiting over the fetch threads, so
+        each gets its turn before then (``ceil(hosts / threads)`` turns); at least one request's
+        fixed deadline. None while the block time is not known (the client's deadlines bound it)."""
+        if self.patience is None:
+            return None
+        window = self.spec.phases.verify_blocks
+        left = status.phase_deadline - self.clock_height() - self.patience.margin(window, status.to_commit)
+        seconds = self.clock.seconds(left)
+        if seconds is None:
+            return None
+        turns = max(1, math.ceil(hosts / max(1, self._threads)))
+        return max(self.client_limits().deadline_s, seconds / turns)
+
+    def clock_height(self) -> int:
+        height = self.ledger.height()
+        self.clock.observe(height)
+        return height
+
+    def client_limits(self) -> ClientLimits:
+        """The bounds of this validator's requests now: :attr:`base_limits` with the fixed part of
+        each deadline from :meth:`Patience.request_deadline_s` (the verify window, the challenges
+        of the round, the observed block time)."""
+        if self.patience is None:
+            return self.base_limits
+        fixed = self.patience.request_deadline_s(self.spec.phases.verify_blocks, self._assigned,
+                                                 self.clock.seconds_per_block(), self.base_limits)
+        if fixed == self.base_limits.deadline_s:
+            return self.base_limits
+        base = self.base_limits
+        return replace(base, connect_s=min(base.connect_s, fixed), read_s=min(base.read_s, fixed), deadline_s=fixed)
+
+    def _fetch_host(self, challenges: list[Challenge], deadline: float | None) -> list[Spool]:
+        """One host's challenges, fetched in turn into spools (a fetch thread's job)."""
+        spools = []
+        for challenge in challenges:
+            directory = self._spool_root / f"{challenge.epoch}-{challenge.host}-{challenge.segment}-r{challenge.round}"
+            spools.append(fetch_challenge(self._peer(challenge), challenge, directory, deadline,
+                                          self.stopping.is_set))
+        return spools
+
+    def _harvest(self) -> None:
+        """Take in the fetch jobs that ended: their spools, and how fast (or not) each host delivered."""
+        for host, job in list(self._fetching.items()):
+            if not job.done():
+                continue
+            del self._fetching[host]
+            try:
+                spools = job.result()
+            except Exception as exc:  # a bug in a fetch thread: tried again next tick
+                log.exception("%s fetch from %s broke", self.name, host)
+                self._why[host] = f"fetch broke: {type(exc).__name__}: {exc}"
+                continue
+            failed = next((s.failure for s in spools if s.failure is not None), None)
+            per = sum(s.seconds for s in spools) / max(1, len(spools))
+            self._seconds[host] = math.inf if failed else per
+            if failed:
+                self._why[host] = failed
+            for spool in spools:
+                c = spool.challenge
+                old = self._spools.pop((c.epoch, c.host, c.segment, c.round), None)
+                if old is not None:
+                    old.discard()
+                self._spools[c.epoch, c.host, c.segment, c.round] = spool
+
+    def _forget(self, status: ParticipantStatus, mine: list[Challenge]) -> None:
+        """Drop spools of challenges no longer waiting (committed, decided, another round)."""
+        live = {(c.epoch, c.host, c.segment, c.round) for c in mine}
+        for k in [k for k in self._spools if k not in live]:
+            self._spools.pop(k).discard()
 
     def commit_verdict(self, status: ParticipantStatus, challenge: Challenge) -> bool:
         """Commit to a verdict on ``challenge``: the one kept on disk (a restart after the
@@ -201,27 +397,88 @@ class ValidatorNode(Participant):
         theta = self.globals.get(status.model_hash, status.epoch)
         if self._stepper is None:
             self._stepper = Stepper(self.spec, device=self.device)
-        with intake(held_delta_path(self.root, self.run_id, challenge.delta_hash)) as delta:
-            report = check_challenge(self.spec, self.dataset, challenge, _DeltaTee(self._source(challenge), delta),
-                                     theta, bytes.fromhex(status.prev_seed), stepper=self._stepper)
-            if report.verdict.outcome == "pass":
-                delta.keep()
+        source = self._source(challenge, status)
+        try:
+            with intake(held_delta_path(self.root, self.run_id, challenge.delta_hash)) as delta:
+                report = check_challenge(self.spec, self.dataset, challenge, _DeltaTee(source, delta),
+                                         theta, bytes.fromhex(status.prev_seed), stepper=self._stepper)
+                if report.verdict.outcome == "pass":
+                    delta.keep()
+        finally:
+            if isinstance(source, Spool):
+                source.discard()
         if report.verdict.outcome == "unavailable" and not self._give_up(status):
             self.event(status.epoch, EventKind.HOST_RETRIED, f"{_about(challenge)}: {report.reason}")
             return None, report.reason
         return report.verdict, report.reason
 
-    def _source(self, challenge: Challenge) -> ArtifactSource:
+    def _source(self, challenge: Challenge, status: ParticipantStatus) -> ArtifactSource:
+        """What the replay of ``challenge`` reads: its fetched spool; without fetch threads the host
+        itself, under :data:`INLINE_BUDGET_S`; a host still not delivered when this validator
+        gives up: :class:`~node.prefetch.Unreachable` with why.
+
+        Raises:
+            _NotFetched: the host's artifacts are not in yet (a fetch job is started or under way).
+        """
+        spool = self._spools.pop((challenge.epoch, challenge.host, challenge.segment, challenge.round), None)
+        if spool is not None:
+            return spool
+        if self._threads == 0:
+            return _Budgeted(self._peer(challenge), self._inline_budget_s())
+        if self._give_up(status):
+            why = self._why.get(challenge.host, "its artifacts did not arrive")
+            under_way = " (a fetch still under way)" if challenge.host in self._fetching else ""
+            return Unreachable(f"not delivered before the give-up height: {why}{under_way}")
+        raise _NotFetched
+
+    def _peer(self, challenge: Challenge) -> ArtifactSource:
         try:
             return self.peers(challenge.endpoint)
         except ArtifactUnavailable as exc:
-            return _Unreachable(str(exc))
+            return Unreachable(str(exc))
+
+    def _inline_budget_s(self) -> float:
+        # Two leaves of parameters and both AdamW moments (fp32), at the rate an honest host sustains.
+        if self._leaf_bytes is None:
+            self._leaf_bytes = 12 * sum(math.prod(shape) for shape in parameter_shapes(self.spec).values())
+        return INLINE_BUDGET_S + 2 * self._leaf_bytes / self.base_limits.min_rate
 
     def _give_up(self, info: ParticipantStatus) -> bool:
         if self.patience is None:
             return True
-        return self.patience.give_up(self.ledger.height(), info.phase_deadline, self.spec.phases.verify_blocks,
+        return self.patience.give_up(self.clock_height(), info.phase_deadline, self.spec.phases.verify_blocks,
                                      info.to_commit)
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def due_now(self, status: ParticipantStatus) -> str | None:
+        """:meth:`Participant.due_now`, and the verdicts of the round: openings (one transaction
+        each, from disk; a validator that does not open is slashed ``silent``) and the commitments
+        of verdicts already decided and kept. Replays not yet done are left to the restart."""
+        if status.phase in VERDICT_REVEAL_PHASES and status.to_reveal:
+            return f"{status.to_reveal} verdict opening(s)"
+        if status.phase == "objection" and status.ready_due:
+            return "its ready (objections from the verdicts it kept)"
+        if status.phase in VERDICT_COMMIT_PHASES and status.to_commit:
+            kept = sum(1 for c in self._mine(status, committed=False)
+                       if self.opening(status.epoch, c.host, c.segment) is not None)
+            if kept:
+                return f"{kept} commitment(s) of verdicts already reached"
+        return super().due_now(status)
+
+    def close(self) -> None:
+        """Stop the fetch threads without waiting for them (a fetch under way ends at its next
+        chunk, or, retrying a host that does not answer, within the client's retry budget; the
+        daemon's process does not wait for it: ``veriloco.commands.member.leave_without_threads``)
+        and drop what they fetched."""
+        self.stopping.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._fetching.clear()
+        for spool in self._spools.values():
+            spool.discard()
+        self._spools.clear()
 
     def _post(self, status: ParticipantStatus, challenge: Challenge, kind: EventKind, send: Callable[[], object],
               outcome: str | None = None) -> bool:
@@ -281,13 +538,61 @@ class _DeltaTee(ArtifactSource):
         return self._inner.global_state(model_hash)
 
 
-class _Unreachable(ArtifactSource):
-    """A host whose endpoint cannot even be resolved: every artifact is unavailable."""
+class _Budgeted(ArtifactSource):
+    """A host's artifacts with a time budget per challenge, counted from the first read: a stream
+    that is still arriving when it is spent is cut between two chunks (unavailable). For readers
+    without fetch threads (``simulate``), so a host that drips costs each of them the budget."""
 
-    def __init__(self, reason: str) -> None:
-        self._reason = reason
+    def __init__(self, inner: ArtifactSource, budget_s: float) -> None:
+        self._inner, self._budget = inner, budget_s
+        self._end: float | None = None
 
-    def _refuse(self, *_: object) -> NoReturn:
-        raise ArtifactUnavailable(self._reason)
+    def _check(self, what: str, got: int = 0) -> None:
+        now = time.monotonic()
+        if self._end is None:
+            self._end = now + self._budget
+        elif now > self._end:
+            raise ArtifactUnavailable(f"{what}: the reader's budget of {self._budget:.1f} s was spent"
+                                      f"{f' after {got} bytes' if got else ''}")
 
-    checkpoint = proof = delta = losses = global_state = _refuse  # type: ignore[assignment]
+    def _cut(self, chunks: Iterable[bytes | object], what: str) -> Iterable[bytes | object]:
+        it = iter(chunks)
+        got = 0
+        try:
+            while True:
+                self._check(what, got)
+                try:
+                    piece = next(it)
+                except StopIteration:
+                    return
+                got += len(piece) if isinstance(piece, (bytes, bytearray, memoryview)) else 0
+                yield piece
+        finally:
+            close = getattr(it, "close", None)
+            if callable(close):
+                close()
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        self._check(f"leaf {leaf}")
+        return self._inner.checkpoint(epoch, leaf)
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
+        return self._cut(self._inner.checkpoint_chunks(epoch, leaf), f"leaf {leaf}")
+
+    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
+        self._check(f"proof of leaf {leaf}")
+        return self._inner.proof(epoch, leaf)
+
+    def delta(self, epoch: int) -> bytes:
+        self._check("Δ")
+        return self._inner.delta(epoch)
+
+    def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
+        return self._cut(self._inner.delta_chunks(epoch), "Δ")
+
+    def losses(self, epoch: int) -> list[int] | UntrustedJson:
+        self._check("losses")
+        return self._inner.losses(epoch)
+
+    def global_state(self, model_hash: str) -> bytes:
+        return self._inner.global_state(model_hash)

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from protocol.errors import VerilocoError
 from protocol.messages import Commitment
 from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
@@ -30,7 +31,15 @@ from trainer.snapshot import LeafWriter, SnapshotStats
 from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
 
 StepCallback = Callable[[int, float], None]
-"""Called after every inner step with (steps done in the epoch, loss)."""
+"""Called after every inner step with (steps done in the epoch, loss). It may raise
+:class:`Interrupted` to stop the epoch at that step boundary."""
+
+
+class Interrupted(VerilocoError):
+    """Raised by an ``on_step`` callback to stop training at a step boundary (a daemon asked to
+    stop). :func:`run_epoch` lets it through after the leaf writer has recorded every leaf already
+    finished; a later :func:`run_epoch` of the same epoch resumes from the last stored leaf and
+    ends with the same commitment."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +190,10 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
 
     Returns:
         The :class:`EpochResult` on rank 0; ``None`` on the other ranks of an island.
+
+    Raises:
+        Interrupted: ``on_step`` asked to stop; the leaves finished before it are recorded (the
+            writer is joined first), and a later call resumes from the last stored one.
     """
     stepper = stepper if stepper is not None else Stepper(spec)
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)

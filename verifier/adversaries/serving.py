@@ -1,4 +1,5 @@
-"""Serving attacks: a host that commits work and then does not serve it, or serves it to one reader only.
+"""Serving attacks: a host that commits work and then does not serve it, serves it to one reader only,
+or serves it too slowly to be read in time (``slow_drip``).
 
 A validator that cannot fetch what a challenge needs votes ``unavailable``. That vote never
 slashes anyone by itself: it sends the challenge to a dispute committee, and a host unavailable
@@ -9,9 +10,10 @@ does not turn a failed replay into a tie.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, TypeVar, get_args
 
 import torch
 
@@ -22,6 +24,8 @@ from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback
 from verifier.adversaries.base import Adversary
 from verifier.adversaries.work import Lazy
+
+T = TypeVar("T")
 
 Withheld = Literal["all", "checkpoints", "proofs", "delta", "losses"]
 """What a withholding host refuses to serve."""
@@ -145,3 +149,74 @@ class SelectiveServe(Lazy):
 
     def serve_to(self, source: ArtifactSource, requester: str) -> ArtifactSource:
         return FirstReaderSource(source, requester, self._served)
+
+
+class DripSource(ArtifactSource):
+    """Serves what ``inner`` serves, ``chunk_bytes`` at a time, ``every_s`` seconds per chunk (a JSON
+    answer costs one chunk): a slow-drip host, whose each answer arrives in the end but slower
+    than any reader can wait for. Over HTTP the same host answers ``200, Content-Length N`` and then
+    one byte every few seconds; without HTTP (``simulate``) the time is spent per chunk here, and
+    the reader's budget cuts it as the HTTP client's deadline would."""
+
+    def __init__(self, inner: ArtifactSource, every_s: float, chunk_bytes: int = 4096) -> None:
+        self.inner, self.every, self.chunk = inner, every_s, chunk_bytes
+
+    def _drip(self, chunks: Iterable[bytes | object]) -> Iterator[bytes | object]:
+        for piece in chunks:
+            if not isinstance(piece, (bytes, bytearray, memoryview)):
+                yield piece
+                continue
+            for i in range(0, len(piece), self.chunk):
+                time.sleep(self.every)
+                yield bytes(piece[i:i + self.chunk])
+
+    def _one(self, value: T) -> T:
+        time.sleep(self.every)
+        return value
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        return b"".join(bytes(p) for p in self._drip(self.inner.checkpoint_chunks(epoch, leaf)))  # type: ignore[arg-type]
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
+        return self._drip(self.inner.checkpoint_chunks(epoch, leaf))
+
+    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
+        return self._one(self.inner.proof(epoch, leaf))
+
+    def delta(self, epoch: int) -> bytes:
+        return b"".join(bytes(p) for p in self._drip(self.inner.delta_chunks(epoch)))  # type: ignore[arg-type]
+
+    def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
+        return self._drip(self.inner.delta_chunks(epoch))
+
+    def losses(self, epoch: int) -> list[int] | UntrustedJson:
+        return self._one(self.inner.losses(epoch))
+
+    def global_state(self, model_hash: str) -> bytes:
+        return self.inner.global_state(model_hash)
+
+
+class SlowDrip(Adversary):
+    """Trains honestly and commits, then serves its epochs one 4 KiB chunk every ``every`` seconds
+    (:class:`DripSource`): it hopes to hold its validators until their window ends. Each reader
+    gives a host a time budget and fetches hosts in parallel (``node.validator``), so the drip is
+    cut, judged ``unavailable`` by the first round and the dispute committee, and slashed."""
+
+    name = "slow_drip"
+    PARAMS = ("every",)
+
+    def __init__(self, every: float = 0.05, seed: int = 0) -> None:
+        super().__init__(seed)
+        if not every > 0:
+            raise ValueError("every must be positive (seconds per chunk)")
+        self.every = float(every)
+
+    def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
+                    start_params: Mapping[str, torch.Tensor], root: Path,
+                    on_step: StepCallback | None = None) -> EpochResult:
+        result = super().train_epoch(spec, dataset, ctx, start_params, root, on_step)
+        self.faked[ctx.epoch] = list(range(spec.train.segments))  # nothing served in time
+        return result
+
+    def serve(self, source: ArtifactSource) -> ArtifactSource:
+        return DripSource(source, self.every)

@@ -252,34 +252,62 @@ def make_app(role: Role) -> typer.Typer:
         err_console.print(f"{role} {key}: loading (torch, the run's dataset)…", highlight=False)
         from node.daemon import Daemon, holder_server, host_daemon  # noqa: PLC0415 (torch and FastAPI load only for a daemon)
         from node.participant import Participant  # noqa: PLC0415 (as above)
+        from node.server import ServerThread  # noqa: PLC0415 (as above)
         from trainer.determinism import configure  # noqa: PLC0415 (as above)
         from veriloco.behaviours import host_behaviour, validator_node  # noqa: PLC0415 (as above)
 
         check_device(device)
         configure(threads, device)
-        with open_ledger(net) as ledger:
-            report_profile(ledger.spec(), device, f"{role} {key}")
-            be_patient(ledger)  # from here on, a node restart is waited out
-            node: Participant
-            private = (net.chain.private_endpoints_allowed() if allow_private_endpoints is None
-                       else allow_private_endpoints)
-            if role == "host":
-                assert listen is not None
-                node, server = host_daemon(ledger, participant, root, listen, behaviour=host_behaviour(adversary),
-                                           name=key, device=device, full_leaf_every=full_leaf_every,
-                                           keep_epochs=keep_epochs, allow_private=private)
-                err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
-            else:
-                node = validator_node(ledger, participant, root, adversary, name=key, device=device,
-                                      allow_private=private, keep_epochs=keep_epochs)
-                err_console.print(f"validator {key} {node.address} following the run", highlight=False)
-                if listen is not None:
-                    holder = holder_server(ledger, node.address, root, listen)
-                    err_console.print(f"validator {key} serving the Δs and states it holds on {holder.url}",
-                                      highlight=False)
-            Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
+        servers: list[ServerThread] = []
+        try:
+            with open_ledger(net) as ledger:
+                report_profile(ledger.spec(), device, f"{role} {key}")
+                be_patient(ledger)  # from here on, a node restart is waited out
+                node: Participant
+                private = (net.chain.private_endpoints_allowed() if allow_private_endpoints is None
+                           else allow_private_endpoints)
+                if role == "host":
+                    assert listen is not None
+                    node, server = host_daemon(ledger, participant, root, listen,
+                                               behaviour=host_behaviour(adversary), name=key, device=device,
+                                               full_leaf_every=full_leaf_every, keep_epochs=keep_epochs,
+                                               allow_private=private)
+                    servers.append(server)
+                    err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
+                else:
+                    node = validator_node(ledger, participant, root, adversary, name=key, device=device,
+                                          allow_private=private, keep_epochs=keep_epochs)
+                    err_console.print(f"validator {key} {node.address} following the run", highlight=False)
+                    if listen is not None:
+                        holder = holder_server(ledger, node.address, root, listen)
+                        servers.append(holder)
+                        err_console.print(f"validator {key} serving the Δs and states it holds on {holder.url}",
+                                          highlight=False)
+                Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
+        finally:
+            for running in servers:  # after the drain: a host serves until it stops
+                running.stop()
+        leave_without_threads()
 
     return app
+
+
+def leave_without_threads(grace_s: float = 5.0) -> None:
+    """End a daemon's process once its own threads are done: wait up to ``grace_s`` for any still
+    running (an HTTP request ending at its deadline), then leave at once (``node.daemon.exit_now``)
+    if one still is — Python's shutdown with a thread inside torch's C++ ends in ``terminate
+    called without an active exception``."""
+    import threading  # noqa: PLC0415 (only a daemon's exit needs it)
+    import time  # noqa: PLC0415 (as above)
+
+    end = time.monotonic() + grace_s
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and thread.is_alive():
+            thread.join(max(0.0, end - time.monotonic()))
+    if any(t.is_alive() for t in threading.enumerate() if t is not threading.current_thread()):
+        from node.daemon import exit_now  # noqa: PLC0415 (loaded with the daemon)
+
+        exit_now(0)
 
 
 def report_profile(spec: RunSpec, device: str, who: str) -> None:

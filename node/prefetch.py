@@ -1,0 +1,255 @@
+"""A validator's challenge artifacts fetched ahead, one host per thread, under a time budget.
+
+A validator replays on one thread (one stepper, the CPU), but what it replays comes from hosts,
+and a host can be slow on purpose: answering ``200, Content-Length 60000`` and then a byte every
+5 s holds each request until the client's deadline. Fetched inline, in challenge order, one such
+host spent the whole verify window of every validator that sat on it (issue 29). So a patient
+validator (``node.validator``) fetches each host's challenged artifacts in a bounded pool of
+threads, one job per host (so a host serves it one request at a time), each under a budget,
+into a :class:`Spool` — files on disk for leaves and Δ (a large model's leaf is never held in
+memory), the small JSON answers in memory — and replays a challenge only once its spool is
+complete. A slow host then holds one fetch thread, never the replay thread or another host.
+
+A :class:`Spool` is an :class:`~trainer.artifacts.ArtifactSource`: the replay
+(``verifier.replay.check_challenge``) reads it exactly as it would read the host, in the same
+order, with every failure kept where it happened (a body that broke after N bytes hands over
+those N bytes and then raises), so its verdicts are the ones an inline read would reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+from protocol.rules.merkle import MerkleProof
+from protocol.views import Challenge
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
+
+CHUNK = 1 << 20
+
+
+class BudgetSpent(ArtifactUnavailable):
+    """A host did not deliver within the time the validator gave it (it is tried again later)."""
+
+
+@dataclass
+class _Item:
+    """One answer of a host as it was fetched: bytes in ``path`` (streams) or ``value`` (JSON),
+    then ``odd`` (a piece that was not bytes, handed on as served) and ``error`` (raised last)."""
+
+    path: Path | None = None
+    value: object = None
+    odd: object | None = None
+    error: Exception | None = None
+
+
+@dataclass
+class Spool(ArtifactSource):
+    """One challenge's artifacts as a host served them (see the module docstring).
+
+    Attributes:
+        challenge: the challenge.
+        directory: where its streamed answers are (removed by :meth:`discard`).
+        seconds: how long fetching took.
+        nbytes: bytes fetched.
+    """
+
+    challenge: Challenge
+    directory: Path
+    items: dict[tuple[str, int], _Item] = field(default_factory=dict)
+    seconds: float = 0.0
+    nbytes: int = 0
+    fallback: ArtifactSource | None = None
+    """Where an answer not fetched ahead is read from (the host itself): a replay that asks for
+    something the plan did not foresee (leaf 0, read only when its proof does not check) still
+    gets it, as it would inline."""
+
+    @property
+    def failure(self) -> str | None:
+        """Why a host's answer is missing or broke, if one is (the first such)."""
+        for item in self.items.values():
+            if item.error is not None:
+                return str(item.error)
+        return None
+
+    @property
+    def spent(self) -> bool:
+        """Whether the fetch was cut by its budget."""
+        return any(isinstance(item.error, BudgetSpent) for item in self.items.values())
+
+    def discard(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _item(self, kind: str, index: int) -> _Item | None:
+        item = self.items.get((kind, index))
+        if item is None and self.fallback is None:
+            raise ArtifactUnavailable(f"{kind} {index} was not fetched")
+        return item
+
+    def _live(self, kind: str, index: int) -> object:
+        assert self.fallback is not None
+        e = self.challenge.epoch
+        calls: dict[str, Callable[[], object]] = {
+            "checkpoint": lambda: self.fallback.checkpoint_chunks(e, index),  # type: ignore[union-attr]
+            "proof": lambda: self.fallback.proof(e, index),  # type: ignore[union-attr]
+            "losses": lambda: self.fallback.losses(e),  # type: ignore[union-attr]
+            "delta": lambda: self.fallback.delta_chunks(e),  # type: ignore[union-attr]
+        }
+        return calls[kind]()
+
+    def _stream(self, kind: str, index: int) -> Iterator[bytes | object]:
+        item = self._item(kind, index)
+        if item is None:
+            yield from self._live(kind, index)  # type: ignore[misc]
+            return
+        if item.path is not None and item.path.exists():
+            with item.path.open("rb") as f:
+                while chunk := f.read(CHUNK):
+                    yield chunk
+        if item.odd is not None:
+            yield item.odd
+        if item.error is not None:
+            raise item.error
+
+    def _value(self, kind: str, index: int) -> object:
+        item = self._item(kind, index)
+        if item is None:
+            return self._live(kind, index)
+        if item.error is not None:
+            raise item.error
+        return item.value
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        return b"".join(_bytes(self._stream("checkpoint", leaf)))
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
+        return self._stream("checkpoint", leaf)
+
+    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
+        return self._value("proof", leaf)  # type: ignore[return-value]
+
+    def delta(self, epoch: int) -> bytes:
+        return b"".join(_bytes(self._stream("delta", 0)))
+
+    def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
+        return self._stream("delta", 0)
+
+    def losses(self, epoch: int) -> list[int] | UntrustedJson:
+        return self._value("losses", 0)  # type: ignore[return-value]
+
+    def global_state(self, model_hash: str) -> bytes:
+        raise ArtifactUnavailable("a challenge's spool holds no global state")
+
+
+def _bytes(pieces: Iterable[object]) -> Iterator[bytes]:
+    for piece in pieces:
+        if not isinstance(piece, (bytes, bytearray, memoryview)):
+            raise ArtifactUnavailable(f"served a {type(piece).__name__}, not bytes")
+        yield bytes(piece)
+
+
+def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Path, deadline: float | None,
+                    stop: Callable[[], bool] = lambda: False) -> Spool:
+    """Fetch what replaying ``challenge`` reads, in the order it reads it, into a :class:`Spool`.
+
+    Args:
+        source: the host's artifacts.
+        challenge: the challenge.
+        directory: where to write the streamed answers (created; emptied first).
+        deadline: ``time.monotonic()`` by which the host must have delivered (None: the client's
+            own deadlines only). Checked between chunks, so a drip is cut within one read of it;
+            once it passed, what is left is not asked for (:class:`BudgetSpent`).
+        stop: returns True to abandon the fetch (the daemon is stopping).
+    """
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    spool = Spool(challenge, directory, fallback=source)
+    e, g = challenge.epoch, challenge.segment
+    last = g == challenge.segments - 1
+    plan: list[tuple[str, int, Callable[[], object]]] = [
+        ("checkpoint", g, lambda: source.checkpoint_chunks(e, g)),
+        ("proof", g, lambda: source.proof(e, g)),
+        ("checkpoint", g + 1, lambda: source.checkpoint_chunks(e, g + 1)),
+        ("proof", g + 1, lambda: source.proof(e, g + 1)),
+        ("losses", 0, lambda: source.losses(e)),
+        *([("delta", 0, lambda: source.delta_chunks(e))] if last else []),
+        *([("proof", 0, lambda: source.proof(e, 0))] if last and g else []),
+    ]
+    t0 = time.monotonic()
+
+    def out_of_time() -> str | None:
+        if stop():
+            return "the validator is stopping"
+        if deadline is not None and time.monotonic() >= deadline:
+            return f"its budget of {deadline - t0:.1f} s was spent after {spool.nbytes} bytes"
+        return None
+
+    for kind, index, call in plan:
+        item = spool.items[kind, index] = _Item()
+        why = out_of_time()
+        if why is not None:
+            item.error = BudgetSpent(f"{kind} {index} not fetched: {why}")
+            continue
+        try:
+            answer = call()
+        except Exception as exc:  # noqa: BLE001 - kept, raised where the replay asks for it
+            item.error = exc
+            continue
+        if kind in ("proof", "losses"):
+            item.value = answer
+            continue
+        item.path = directory / f"{kind}-{index}"
+        _drain(answer, item, spool, out_of_time)
+    spool.seconds = time.monotonic() - t0
+    return spool
+
+
+def _drain(answer: object, item: _Item, spool: Spool, out_of_time: Callable[[], str | None]) -> None:
+    """Write a streamed answer to ``item.path`` chunk by chunk, checking the budget between chunks."""
+    assert item.path is not None
+    if not isinstance(answer, Iterable) or isinstance(answer, (bytes, bytearray, memoryview)):
+        item.odd = answer
+        return
+    it = iter(answer)
+    try:
+        with item.path.open("wb") as f:
+            while True:
+                why = out_of_time()
+                if why is not None:
+                    item.error = BudgetSpent(why)
+                    return
+                try:
+                    piece = next(it)
+                except StopIteration:
+                    return
+                except Exception as exc:  # noqa: BLE001 - kept, raised after the bytes before it
+                    item.error = exc
+                    return
+                if not isinstance(piece, (bytes, bytearray, memoryview)):
+                    item.odd = piece
+                    return
+                f.write(piece)
+                spool.nbytes += len(piece)
+    finally:
+        close = getattr(it, "close", None)
+        if callable(close):  # a remote body cut part-way: its connection closes now
+            with contextlib.suppress(Exception):
+                close()
+
+
+class Unreachable(ArtifactSource):
+    """A host whose artifacts cannot be had (its endpoint is refused, or it did not deliver in time):
+    every artifact is unavailable, with ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        self._reason = reason
+
+    def _refuse(self, *_: object) -> NoReturn:
+        raise ArtifactUnavailable(self._reason)
+
+    checkpoint = proof = delta = losses = global_state = _refuse  # type: ignore[assignment]
