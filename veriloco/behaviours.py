@@ -12,6 +12,7 @@ from pathlib import Path
 from chain.ledger import Ledger
 from node.adversaries import validator_node as node_for
 from node.daemon import http_peers
+from node.http import ClientLimits
 from node.validator import Patience, ValidatorNode
 from protocol.keys import PrivateKey
 from trainer.behaviour import HostBehaviour
@@ -49,7 +50,13 @@ def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str |
         keep_epochs: delete the global states no open epoch needs (``GlobalStore.prune``).
     """
     spec = ledger.spec()
-    return node_for(ledger, key, spec, Dataset.load(spec.data), root,
-                         http_peers(key, spec, ledger.prefix, allow_private),
-                         behaviour=validator_behaviour(behaviour), name=name, device=device, patience=Patience(),
-                         keep_epochs=keep_epochs)
+    made: list[ValidatorNode] = []
+    # Its requests' deadlines follow its window, its challenges and the block time it observes
+    # (ValidatorNode.client_limits), so a request never outlasts the margin it gives up at.
+    peers = http_peers(key, spec, ledger.prefix, allow_private,
+                       limits=lambda: made[0].client_limits() if made else ClientLimits())
+    node = node_for(ledger, key, spec, Dataset.load(spec.data), root, peers,
+                    behaviour=validator_behaviour(behaviour), name=name, device=device, patience=Patience(),
+                    keep_epochs=keep_epochs)
+    made.append(node)
+    return node

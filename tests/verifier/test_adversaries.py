@@ -196,7 +196,8 @@ def test_validator_behaviours(honest) -> None:
         forced = make_validator_behaviour(name).decide(challenge, no_replay)
         assert (forced.outcome, forced.host, forced.segment, forced.epoch) == (outcome, challenge.host, 2, 0)
     assert make_validator_behaviour("silent").decide(challenge, no_replay) is None
-    assert set(VALIDATORS) == {"honest", "always_pass", "always_fail", "silent", "copycat"}
+    assert set(VALIDATORS) == {"honest", "always_pass", "always_fail", "silent", "copycat", "colluder", "sybil",
+                               "withholder", "trap_reader", "dispute_copier", "unavailable"}
     # A copycat decides nothing itself: it takes the first commitment of its round it can see, then
     # that validator's opening (which the contract refuses: a commitment binds its committer).
     copycat = make_validator_behaviour("copycat")

@@ -23,10 +23,11 @@ Modules, by attack family:
                     ``sign_flip``, ``stale``, ``copycat``, ``fake_losses``
 ``pol``             published Proof-of-Learning attacks: ``crafted``, ``blindfold``, ``interpolate``
 ``aggregation``     steered aggregation attacks: ``alie``, ``ipm``
-``serving``         ``withhold``, ``selective_serve``
+``serving``         ``withhold``, ``selective_serve``, ``slow_drip``
 ``game``            hosts that play the settlement game: ``selective_reveal``, ``auditor``
 ``forgery``         forgeries within the tolerance, which pass every replay: ``poison``, ``moments``;
                     and ``low_precision``, ``fake_train_loss``
+``unseen``          what no replay sees: ``shifted_start``, ``jump``
 ``validators``      validator behaviours: ``honest``, ``always_pass``, ``always_fail``, ``silent``,
                     ``copycat``
 ``registry``        names -> classes (``ADVERSARIES``, ``VALIDATORS``) and the text parser
@@ -54,6 +55,8 @@ Host adversaries (``ADVERSARIES``, parameters in the order ``name:a,b`` gives th
                     ``checkpoints`` / ``proofs`` / ``delta`` / ``losses``
 ``selective_serve:f``  fakes a fraction ``f`` of its segments (all by default) and serves each
                     epoch to one validator only (the first that asks)
+``slow_drip:every`` trains honestly, commits, then serves one 4 KiB chunk every ``every``
+                    seconds (0.05): too slow to be read within any reader's budget
 ``selective_reveal:n``  fakes ``n`` segments before the last and reveals its beacon secret last,
                     withholding it when its challenges would hit a faked segment
 ``auditor:n``       an honest host with ``n`` trap segments (their end leaf corrupted, far above
@@ -78,6 +81,11 @@ Host adversaries (``ADVERSARIES``, parameters in the order ``name:a,b`` gives th
                     ``m_against``, ``m_untouched``)
 ``low_precision:dtype,steps,where``  ``steps`` of every segment in ``bfloat16``/``float16``
 ``fake_train_loss:factor``  trains honestly, reports ``factor`` × its train loss
+``shifted_start:scale``  trains honestly from θ_e + a shift (``scale`` × lr per coordinate),
+                    commits its Δ against θ_e: only leaf 0 is wrong
+``jump:segments,ratio,direction``  fakes ``segments`` segments before the last by displacing their
+                    end along ``direction`` so that the committed Δ is ``ratio`` × honest (0: the
+                    edge of the per-coordinate bound); every other segment and the Δ pass
 ==================  ==========================================================================
 
 Validator behaviours (``VALIDATORS``): ``honest``, ``always_pass``, ``always_fail``, ``silent`` —
@@ -123,6 +131,7 @@ from verifier.adversaries.registry import (
                                        parse_adversary,
 )
 from verifier.adversaries.serving import FirstReaderSource, SelectiveServe, WithheldSource, Withhold
+from verifier.adversaries.unseen import Jump, ShiftedStart
 from verifier.adversaries.validators import AlwaysFail, AlwaysPass, CopycatValidator, Silent, ValidatorBehaviour
 from verifier.adversaries.work import Infinitesimal, Lazy, WrongData, WrongLR
 
@@ -147,6 +156,7 @@ __all__ = [
                                        "HonestThenRecommit",
                                        "Infinitesimal",
                                        "Interpolate",
+                                       "Jump",
                                        "Lazy",
                                        "LowPrecision",
                                        "Moments",
@@ -156,6 +166,7 @@ __all__ = [
                                        "SegmentFaker",
                                        "SelectiveReveal",
                                        "SelectiveServe",
+                                       "ShiftedStart",
                                        "SignFlipDelta",
                                        "Silent",
                                        "StaleDelta",

@@ -7,12 +7,16 @@ segment would be checked. Withholding costs the no-reveal slash, at least the in
 by rule, and excludes the Δ, so choosing the seed loses money for one identity
 (``docs/contract.md``, "Withholding a reveal").
 
-``auditor`` is an honest host run to catch lazy validators: it deliberately corrupts the end leaf of
-``n`` segments (its traps; the segment's update doubled, a replay distance of 0.5, far above any
-τ), commits to the trap set with its work, and opens it after the verdicts are committed. A
-validator cannot tell a trap from any other challenge; a ``pass`` on one is provably wrong and
-forces a dispute, the passer pays, and the auditor takes the catcher share. An auditor is never
-accepted (its Δ is excluded), so claiming traps never helps a cheater.
+``auditor`` is an honest host that sets traps to catch lazy validators (issue 27): with probability
+``p`` per epoch it perturbs the end leaf of ``n`` segments by a tiny amount (its traps: one
+parameter tensor moved by ``sqrt(tau × trap_max_distance)`` of its update, so the honest replay's
+distance lies inside the trap window ``[tau, trap_max_distance]``), trains on from the perturbed
+leaf, commits to the trap set with its work, and opens it in ``objection``, after every round-0
+verdict was committed. A trap is disputed and decided by the stake of every validator, a lazy
+``pass`` on it is ``wrong``, and a valid trap leaves the host ``accepted`` (its Δ, trained on from a
+perturbation below the model's noise, is aggregated): nobody is marked ``audit``, so a host that
+traps looks like one that does not. Since honest hosts trap now and then, a past trap says nothing
+about this epoch's (what ``trap_reader`` bets on).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import math
 import random
 from typing import Literal
+
+import torch
 
 from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
@@ -67,30 +73,53 @@ class SelectiveReveal(Lazy):
 
 
 class Auditor(SegmentFaker):
-    """Trains honestly except ``n`` trap segments (drawn among all ``S``), whose end leaf carries the
-    segment's update doubled; declares them as its traps."""
+    """An honest host that, with probability ``p`` per epoch, sets ``n`` trap segments (drawn among
+    all ``S``): each trap's end leaf is the honest one with its largest parameter tensor moved by
+    ``sqrt(tau × trap_max_distance)`` times that tensor's distance denominator (its update's norm,
+    at least the verifier's floor), so an honest replay measures a distance in the middle (on a log
+    scale) of the trap window; the next segment trains on from the perturbed leaf. Declares them
+    as its traps."""
 
     name = "auditor"
-    PARAMS = ("n",)
+    PARAMS = ("n", "p")
 
-    def __init__(self, n: int = 1, seed: int = 0) -> None:
+    def __init__(self, n: int = 1, p: float = 1.0, seed: int = 0) -> None:
         super().__init__(seed)
         if n < 1:
             raise ValueError("n must be at least 1")
-        self.n = int(n)
+        if not 0 <= p <= 1:
+            raise ValueError("p must be in [0, 1]")
+        self.n, self.p = int(n), float(p)
 
     def fakes(self, spec: RunSpec, ctx: EpochContext, rng: random.Random) -> list[int]:
+        if rng.random() >= self.p:
+            return []
         return sorted(rng.sample(range(spec.train.segments), min(self.n, spec.train.segments)))
 
     def segment_fake_probability(self, spec: RunSpec) -> float:
-        return min(self.n, spec.train.segments) / spec.train.segments
+        return self.p * min(self.n, spec.train.segments) / spec.train.segments
+
+    @staticmethod
+    def trap_size(spec: RunSpec) -> float:
+        """The relative size of a trap's perturbation: the geometric middle of the trap window."""
+        ver = spec.verification
+        return math.sqrt(float(ver.tau) * float(ver.trap_max_distance))
 
     def fake_segment(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext, stepper: Stepper,
                      leaves: list[Checkpoint], rng: random.Random) -> Checkpoint:
+        from verifier.measure import EPSILON, param_floor  # noqa: PLC0415 (the verifier's own denominator)
+
         start = leaves[-1].state
         stepper.load(start)
         honest = run_segment(stepper, dataset, spec, ctx, 1)
-        params = {n: 2 * t - start.params[n] for n, t in honest.state.params.items()}
+        params = {n: t.clone() for n, t in honest.state.params.items()}
+        name = max(params, key=lambda n: params[n].numel())
+        update = float((params[name].double() - start.params[name].double()).norm())
+        scale = max(update, param_floor(spec.train, honest.state.step - start.step), EPSILON)
+        direction = torch.randn(params[name].shape, generator=torch.Generator().manual_seed(rng.getrandbits(63)),
+                                dtype=torch.float64)
+        step = direction / direction.norm() * scale * self.trap_size(spec)
+        params[name] = (params[name].double() + step).to(params[name].dtype)
         return Checkpoint(clone_state(honest.state, params=params), honest.losses.clone(), honest.micro_batches)
 
     def traps(self, epoch: int) -> list[int]:

@@ -22,18 +22,32 @@ from verifier.adversaries.forged import Copycat, FakeLosses, NoiseDelta, ScaledD
 from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, Poison
 from verifier.adversaries.game import Auditor, SelectiveReveal
 from verifier.adversaries.pol import Blindfold, Crafted, Interpolate
-from verifier.adversaries.serving import SelectiveServe, Withhold
-from verifier.adversaries.validators import AlwaysFail, AlwaysPass, CopycatValidator, Silent, ValidatorBehaviour
+from verifier.adversaries.serving import SelectiveServe, SlowDrip, Withhold
+from verifier.adversaries.unseen import Jump, ShiftedStart
+from verifier.adversaries.validators import (
+    AlwaysFail,
+    AlwaysPass,
+    Colluder,
+    CopycatValidator,
+    DisputeCopier,
+    Silent,
+    SybilSeatGrabber,
+    SybilWithholder,
+    TrapReader,
+    UnavailableSpammer,
+    ValidatorBehaviour,
+)
 from verifier.adversaries.work import Infinitesimal, Lazy, WrongData, WrongLR
 
 ADVERSARIES: dict[str, type[Adversary]] = {cls.name: cls for cls in (
     Honest, Lazy, NoiseDelta, ScaledDelta, SignFlipDelta, StaleDelta, Copycat, WrongData, WrongLR,
-    FakeLosses, Withhold, SelectiveServe, SelectiveReveal, Auditor, Crafted, Blindfold, Interpolate, Infinitesimal,
-    ALIE, IPM, Poison, Moments, LowPrecision, FakeTrainLoss)}
+    FakeLosses, Withhold, SelectiveServe, SlowDrip, SelectiveReveal, Auditor, Crafted, Blindfold, Interpolate,
+    Infinitesimal, ALIE, IPM, Poison, Moments, LowPrecision, FakeTrainLoss, ShiftedStart, Jump)}
 """Host behaviour name -> class; construct with keyword parameters, or from ``name:a,b`` with :func:`make_adversary`."""
 
 VALIDATORS: dict[str, type[ValidatorBehaviour]] = {cls.name: cls for cls in (
-    ValidatorBehaviour, AlwaysPass, AlwaysFail, Silent, CopycatValidator)}
+    ValidatorBehaviour, AlwaysPass, AlwaysFail, Silent, CopycatValidator, Colluder, SybilSeatGrabber, SybilWithholder,
+    TrapReader, DisputeCopier, UnavailableSpammer)}
 """Validator behaviour name -> class."""
 
 
@@ -116,7 +130,8 @@ def make_adversary(text: str, *, seed: int = 0, victim: ArtifactSource | None = 
 
 def make_validator_behaviour(name: str) -> ValidatorBehaviour:
     """The validator behaviour called ``name`` (``honest``, ``always_pass``, ``always_fail``, ``silent``,
-    ``copycat``)."""
+    ``copycat``, and issue 27's ``colluder``, ``sybil``, ``withholder``, ``trap_reader``,
+    ``dispute_copier``, ``unavailable``)."""
     if name not in VALIDATORS:
         raise ValueError(f"unknown validator behaviour {name!r} (known: {', '.join(sorted(VALIDATORS))})")
     return VALIDATORS[name]()

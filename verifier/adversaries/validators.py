@@ -7,6 +7,14 @@ copying validator (:class:`CopycatValidator`) decides nothing: what it would pos
 public votes (:meth:`~CopycatValidator.copy_commitment`, :meth:`~CopycatValidator.copy_opening`),
 is posted by the node's wrapper in ``node.adversaries``. The contract's commit-reveal, disputes,
 traps and slashing are what make each of them cost it.
+
+Issue 27's coalitions and sybils (``docs/contract.md``, "Trust assumption"): :class:`Colluder`,
+:class:`SybilSeatGrabber`, :class:`SybilWithholder` (its node withholds reveals:
+``node.adversaries.WithholderValidatorNode``), :class:`TrapReader` (its node feeds it the opened
+trap sets: ``node.adversaries.TrapReaderNode``), :class:`DisputeCopier` and
+:class:`UnavailableSpammer`. ``simulate`` arms a coalition with its cheating hosts
+(``veriloco.commands.simulate.arm_coalition``); ``bench/settlement_game.py`` plays each at
+coalition stake 10 %, 20 % and 33 % − ε.
 """
 
 from __future__ import annotations
@@ -92,3 +100,128 @@ class CopycatValidator(ValidatorBehaviour):
                                       outcome=v.outcome, distance=v.distance or Decimal(0), evidence=v.evidence,
                                       salt=v.salt)
         return None
+
+
+# -- issue 27: coalitions and sybils (docs/contract.md, "Trust assumption") -------------------------
+
+
+class Colluder(ValidatorBehaviour):
+    """A validator of a coalition: fails every challenge it sits on of a host outside the coalition
+    (in round 0 that is an objection, in the final round a ``fail``) and passes the coalition's own
+    hosts, all without replaying. ``coalition`` holds the coalition's host addresses (``simulate``
+    puts its cheaters there). Its stake share is the coalition's identities' stakes over the
+    epoch's validator stake: below 1/3 the honest stake always decides the final vote, so every
+    fail it posts on an honest host is ``wrong`` and every pass it opens on a failed segment too."""
+
+    name = "colluder"
+
+    def __init__(self, coalition: set[str] | None = None) -> None:
+        self.coalition: set[str] = set(coalition or ())
+
+    def decide(self, challenge: Challenge, replay: Replay) -> Verdict | None:
+        return forced_verdict(challenge, "pass" if challenge.host in self.coalition else "fail", self.name)
+
+
+class SybilSeatGrabber(Colluder):
+    """A colluder on one of many minimum-stake identities that join first (``simulate`` bonds it only
+    the minimum validator stake and caps the seats). Seats go by stake at join, not by arrival: a
+    larger validator always takes the smallest seat, so the sybils only hold what is left."""
+
+    name = "sybil"
+    minimum_stake = True
+    """It bonds the spec's minimum validator stake (``simulate``)."""
+
+
+class SybilWithholder(Colluder):
+    """An identity of a cheating host's coalition that withholds its beacon reveal whenever its own
+    picks on a coalition host would hit a segment that host faked (its node computes them:
+    ``node.adversaries.WithholderValidatorNode``); otherwise it passes the coalition and replays the
+    rest honestly. A picker's picks come from its own secret only, so withholding removes nothing
+    but its own picks and seats: every honest picker still picks what it picked, and the
+    withholder pays the no-reveal slash (``docs/contract.md``, "Withholding")."""
+
+    name = "withholder"
+
+    def __init__(self, coalition: set[str] | None = None) -> None:
+        super().__init__(coalition)
+        self.fakers: dict[str, object] = {}
+        """Coalition host address -> its behaviour (whose ``faked[epoch]`` it reads)."""
+
+    def decide(self, challenge: Challenge, replay: Replay) -> Verdict | None:
+        if challenge.host in self.coalition:
+            return forced_verdict(challenge, "pass", self.name)
+        return replay()
+
+    def faked(self, host: str, epoch: int) -> set[int]:
+        """The segments coalition host ``host`` faked in ``epoch`` (empty if it is no faker)."""
+        behaviour = self.fakers.get(host)
+        return set(getattr(behaviour, "faked", {}).get(epoch, [])) if behaviour is not None else set()
+
+    def reveal_choice(self, epoch: int, own_picks: dict[str, list[int]]) -> str:
+        """``withhold`` if its own picks (coalition host -> segments its secret picks there, for the
+        hosts it is a picker of) hit a faked segment, else ``reveal``."""
+        hit = any(set(segments) & self.faked(host, epoch) for host, segments in own_picks.items())
+        return "withhold" if hit else "reveal"
+
+
+class TrapReader(ValidatorBehaviour):
+    """A lazy validator that reads traps off the chain: it replays only hosts that opened a trap in
+    the last ``memory`` epochs (and, in the final round, a segment opened as a trap this epoch) and
+    passes everything else blind. Honest hosts trap now and then (``auditor``), so a past trap says
+    nothing about this epoch's, and a blind pass carries no replay evidence: it is ``wrong`` on any
+    challenge that ends in the final vote. Its node feeds it the opened trap sets
+    (:meth:`observe`)."""
+
+    name = "trap_reader"
+
+    def __init__(self, memory: int = 1) -> None:
+        self.memory = int(memory)
+        self.trapped: dict[str, int] = {}
+        """Host address -> the last epoch it opened a trap set."""
+        self.opened: dict[tuple[int, str], set[int]] = {}
+        """(epoch, host) -> the trap segments it opened."""
+        self.replayed = 0
+        self.blind = 0
+
+    def observe(self, epoch: int, host: str, traps: list[int] | None) -> None:
+        """Host ``host`` opened ``traps`` in ``epoch`` (None or empty: no trap)."""
+        if traps:
+            self.trapped[host] = max(epoch, self.trapped.get(host, epoch))
+            self.opened[epoch, host] = set(traps)
+
+    def replays(self, challenge: Challenge) -> bool:
+        recent = challenge.epoch - self.trapped.get(challenge.host, -10**9) <= self.memory
+        opened = challenge.round > 0 and challenge.segment in self.opened.get((challenge.epoch, challenge.host), ())
+        return recent or opened
+
+    def decide(self, challenge: Challenge, replay: Replay) -> Verdict | None:
+        if self.replays(challenge):
+            self.replayed += 1
+            return replay()
+        self.blind += 1
+        return forced_verdict(challenge, "pass", self.name)
+
+
+class DisputeCopier(ValidatorBehaviour):
+    """Replays its round-0 seats; in the final round it would copy, but nothing about any vote on a
+    disputed challenge is visible before its own commitment (round-0 verdicts of disputed challenges
+    open only in ``dispute_reveal``; an objection says only that a seat did not pass), so it commits
+    a guess without the replay: ``fail`` (somebody objected), with evidence it cannot know."""
+
+    name = "dispute_copier"
+
+    def decide(self, challenge: Challenge, replay: Replay) -> Verdict | None:
+        if challenge.round == 0:
+            return replay()
+        return forced_verdict(challenge, "fail", self.name)
+
+
+class UnavailableSpammer(ValidatorBehaviour):
+    """Claims every host refused it: commits ``unavailable`` on every seat (so it objects to each,
+    forcing a dispute) and in every final vote, without fetching anything. The hosts served everyone
+    else, so the final vote decides ``pass`` and each of its ``unavailable`` is ``unserved``."""
+
+    name = "unavailable"
+
+    def decide(self, challenge: Challenge, replay: Replay) -> Verdict | None:
+        return forced_verdict(challenge, "unavailable", self.name)

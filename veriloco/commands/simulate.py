@@ -2,9 +2,12 @@
 
 By default: the ``demo`` model, 4 honest hosts, 1 cheating host (``noise``: it commits a random Δ),
 2 honest validators, 3 epochs, on the embedded chain. ``--adversary`` picks what the cheaters do
-(the host catalogue, ``selective_serve`` and ``selective_reveal`` included), ``--liars`` and
-``--liar`` add lying validators (``always_pass``, ``always_fail``, ``silent``, ``copycat``), and
-``--auditors`` adds auditor hosts, whose traps catch validators that pass without replaying. Each
+(the host catalogue, ``selective_serve``, ``selective_reveal`` and ``slow_drip`` included), ``--liars`` and
+``--liar`` add lying validators (``always_pass``, ``always_fail``, ``silent``, ``copycat``, and issue 27's
+coalitions: ``colluder``, ``sybil``, ``withholder``, ``trap_reader``, ``dispute_copier``,
+``unavailable``; colluders, sybils and withholders shield the cheating hosts, their coalition), and
+``--auditors`` adds auditor hosts: honest hosts that set a trap in half their epochs, which
+catches validators that pass without replaying. Each
 epoch prints as it happens; the run ends with the last epoch's report, the validation loss per
 epoch, who was slashed, and the funds audit.
 The chain state and a network file are left in the work directory, so
@@ -43,13 +46,18 @@ def simulate(
     hosts: Annotated[int, typer.Option(help="honest hosts")] = 4,
     cheaters: Annotated[int, typer.Option(help="cheating hosts")] = 1,
     adversary: Annotated[str, typer.Option(help="what the cheaters do, e.g. noise, lazy:0.5, withhold, "
-                                                "sign_flip, selective_serve, selective_reveal")] = "noise",
-    auditors: Annotated[int, typer.Option(help="auditor hosts: honest hosts with trap segments that catch "
-                                               "validators passing without replaying")] = 0,
+                                                "sign_flip, selective_serve, selective_reveal, slow_drip")] = "noise",
+    auditors: Annotated[int, typer.Option(help="auditor hosts: honest hosts that set a trap segment in half "
+                                               "their epochs, catching validators passing without replaying")] = 0,
     validators: Annotated[int, typer.Option(help="honest validators")] = 2,
     liars: Annotated[int, typer.Option(help="validators that lie")] = 0,
-    liar: Annotated[str, typer.Option(help="what lying validators do: always_pass, always_fail, "
-                                           "silent, copycat")] = "always_fail",
+    liar: Annotated[str, typer.Option(help="what lying validators do: always_pass, always_fail, silent, copycat; "
+                                           "a coalition with the cheaters: colluder (fails everyone else, passes "
+                                           "the cheaters), sybil (colluders of minimum stake that join first), "
+                                           "withholder (withholds its reveal when its picks hit the cheaters' "
+                                           "fakes); trap_reader (replays only recent trappers), dispute_copier "
+                                           "(guesses in the final round), unavailable (objects unavailable on "
+                                           "every seat)")] = "always_fail",
     epochs: Annotated[int, typer.Option(help="epochs to run")] = 3,
     preset_name: Annotated[str, typer.Option("--preset",
                                              help=f"model and run parameters: {', '.join(PRESETS)}")] = "demo",
@@ -94,10 +102,12 @@ def simulate(
             raise CommandError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
         spec = spec.with_changes(aggregation={"rule": rule})
     spec = simulation_spec(spec, validators=validators + liars, hosts=hosts + cheaters + auditors)
+    if liar == "sybil" and liars:  # the sybils outnumber the seats the honest validators leave
+        spec = spec.with_changes(phases={"max_validators": validators + max(1, liars // 2)})
     honest_validators = [validator_behaviour("honest") for _ in range(validators)]
     roster = Roster(hosts=[host_behaviour(None) for _ in range(hosts)] +
                     [host_behaviour(adversary) for _ in range(cheaters)] +
-                    [host_behaviour("auditor") for _ in range(auditors)],
+                    [host_behaviour("auditor:1,0.5") for _ in range(auditors)],
                     validators=honest_validators + [validator_behaviour(liar) for _ in range(liars)])
     root = workdir or Path(tempfile.mkdtemp(prefix="veriloco-sim-"))
     if workdir and workdir.exists() and any(workdir.iterdir()):
@@ -134,6 +144,7 @@ def simulate(
         net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, chain=factory, device=device,
                            full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
         names.update(net.names)
+        arm_coalition(net, cheaters)
         reports = []
         with progress:
             task = progress.add_task("epochs", total=epochs)
@@ -173,6 +184,29 @@ def simulate(
                   f"--network {root / 'network.json'}", highlight=False)
     if not conserved:
         raise CommandError("funds were not conserved: this is a bug, please report it")
+
+
+def arm_coalition(net: LocalNetwork, cheaters: int) -> None:
+    """Issue 27's coalitions: every ``colluder``/``sybil``/``withholder`` validator knows the cheating
+    hosts (the roster's hosts after the honest ones, before the auditors: ``cheaters`` of them
+    counted from the first non-honest host) as its coalition, a withholder also their behaviours
+    (whose faked segments it reads); a ``sybil`` keeps only the spec's minimum validator stake
+    bonded (the rest unbonds), so that the sybils are the smallest seats."""
+    from verifier.adversaries.validators import Colluder, SybilSeatGrabber, SybilWithholder  # noqa: PLC0415
+
+    bad = [n for n in net.hosts if n.behaviour.name not in ("honest", "auditor")][:cheaters]
+    coalition = {n.address for n in bad}
+    minimum = int(net.spec.economics.min_validator_stake)
+    for node in net.validators:
+        behaviour = getattr(node, "behaviour", None)
+        if isinstance(behaviour, Colluder):
+            behaviour.coalition = set(coalition)
+        if isinstance(behaviour, SybilWithholder):
+            behaviour.fakers = {n.address: n.behaviour for n in bad}
+        if isinstance(behaviour, SybilSeatGrabber):
+            member = net.ledger.member(node.address)
+            if member is not None and int(member.bonded) > minimum:
+                net.ledger.unbond(node.key, int(member.bonded) - minimum)
 
 
 def simulation_spec(spec: RunSpec, *, validators: int, hosts: int = 1, block_txs: int | None = None) -> RunSpec:
