@@ -73,19 +73,26 @@ def outcomes(net: LocalNetwork, report: EpochReport) -> dict[str, str]:
 
 
 def test_a_validator_that_always_fails_is_outvoted_in_disputes_and_training_goes_on(tmp_path, load_dataset) -> None:
-    # `veriloco simulate --epochs 3 --hosts 3 --cheaters 0 --validators 3 --liars 1 --liar always_fail`,
-    # with every validator but one on each challenge so that the liar sits on some in every epoch.
+    # `veriloco simulate --epochs 4 --hosts 3 --cheaters 0 --validators 3 --liars 1 --liar always_fail`.
+    # Each host's pickers are 2 of the 4 equal validators, so the liar sits on none of an epoch's
+    # challenges with probability (1/2)^3; over 4 epochs it sits on some in all but 2e-4 of runs.
     hosts = [None, None, None]
     validators = ["honest", "honest", "honest", "always_fail"]
-    net, reports = play(tmp_path, load_dataset, hosts, validators, 2, validators_r=3)
+    net, reports = play(tmp_path, load_dataset, hosts, validators, 4)
     honest_never_slashed(net, reports, hosts, validators)
     liar = net.validators[3].address
+    seated = 0
     for report in reports:
         assert report.agreed
         assert {h.outcome for h in report.hosts} == {"accepted"}
-        assert any(c.rounds >= 1 for c in report.challenges)  # its fails went to disputes
         (lie,) = [v for v in report.validators if v.address == liar]
-        assert lie.outcome == "wrong" and int(lie.slashed) > 0
+        if lie.assigned:  # it sat on challenges: its fails went to the final vote, and it lost
+            seated += 1
+            assert any(c.rounds >= 1 for c in report.challenges)
+            assert lie.outcome == "wrong" and int(lie.slashed) > 0
+        else:
+            assert int(lie.slashed) == 0
+    assert seated
 
 
 def test_a_lazy_host_shielded_by_a_validator_that_always_passes_are_both_slashed(tmp_path, load_dataset) -> None:
