@@ -286,6 +286,7 @@ class HostNode(Participant):
                 return False
             self.event(info.epoch, EventKind.DELTA_EXCLUDED, f"no holder served it by height {cutoff}: {why}")
         self._checked.clear()  # aggregated now (a retry reads the kept files again)
+        deltas = self._within_peer_bound(info.epoch, deltas)
         if not deltas:
             return self._give_up(info.epoch, EventKind.PROPOSAL_WITHHELD, "no accepted Δ is within the update bound")
         new = outer_step(theta, aggregate(self.spec.aggregation, deltas), self.spec.outer)
@@ -303,8 +304,7 @@ class HostNode(Participant):
     def _accepted_deltas(self, epoch: int, theta: GlobalState) -> tuple[dict[str, dict[str, torch.Tensor]],
                                                                          dict[str, str]]:
         """Every accepted host's dequantized Δ within the update bound (one paged query for all of
-        them: address, endpoint, Δ hash), each verified once in the epoch (:meth:`_checked_delta`),
-        and within :data:`~verifier.measure.DELTA_PEER_FACTOR` × the median of the others per tensor.
+        them: address, endpoint, Δ hash), each verified once in the epoch (:meth:`_checked_delta`).
 
         Returns the Δs by host, and the hosts whose Δ no holder served now, with why."""
         inputs = self.ledger.aggregation_inputs(epoch)
@@ -322,15 +322,22 @@ class HostNode(Participant):
                     continue
             if (delta := self._checked[key]) is not None:
                 deltas[accepted.address] = delta
-        # What no replay saw is bounded by what the peers' training moved: the same pure function of
-        # the same bytes at every honest proposer (verifier.measure.peer_excess).
+        return deltas, unserved
+
+    def _within_peer_bound(self, epoch: int, deltas: dict[str, dict[str, torch.Tensor]]
+                           ) -> dict[str, dict[str, torch.Tensor]]:
+        """``deltas`` without those beyond :data:`~verifier.measure.DELTA_PEER_FACTOR` × the median
+        of the others per tensor: what no replay saw is bounded by what the peers' training moved.
+        Applied once, to the set that is aggregated (the same pure function of the same bytes at
+        every honest proposer: ``verifier.measure.peer_excess``), not on every tick of the wait."""
+        kept = dict(deltas)
         for address, (excess, where) in peer_excess(deltas).items():
             if not excess <= 1:
                 self.event(epoch, EventKind.DELTA_LEFT_OUT,
                            f"{address}: its Δ of {where} is {excess * DELTA_PEER_FACTOR:.3g}× the median norm "
                            f"of the {len(deltas)} accepted Δs (at most {DELTA_PEER_FACTOR:g}×)")
-                del deltas[address]
-        return deltas, unserved
+                del kept[address]
+        return kept
 
     def _checked_delta(self, epoch: int, theta: GlobalState, accepted: AggregationInput,
                        inputs: list[AggregationInput]) -> dict[str, torch.Tensor] | None:
