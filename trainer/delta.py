@@ -12,6 +12,7 @@ scheme     L     payload tensors for parameter ``p``
 ``int4``   7     ``q/<p>`` U8 ``[ceil(blocks · block_size / 2)]``: ``q + 8`` as nibbles, element
                  ``2i`` in the low nibble of byte ``i``, ``2i + 1`` in the high one (a missing
                  last element is 8, i.e. zero); ``scale/<p>`` F32 ``[blocks]``
+``topk2``  —     the largest 1/64 of every block at 2 bits, with error feedback: :mod:`trainer.compress`
 =========  ====  ===========================================================================
 
 Dequantization is ``q · s`` (then the padding is dropped). The Δ hash is
@@ -30,6 +31,7 @@ import torch
 from protocol.rules.hashing import Tag
 from protocol.rules.spec import QuantizationSpec, RunSpec
 from protocol.tensors.digest import tensors_digest
+from trainer import compress
 from trainer.model import parameter_shapes
 from trainer.tensorfile import (
     Layout,
@@ -57,8 +59,38 @@ def _blocks(numel: int, block_size: int) -> int:
     return -(-numel // block_size)
 
 
+def carries_residual(quant: QuantizationSpec) -> bool:
+    """Whether the scheme keeps an error-feedback residual across epochs (``topk2``)."""
+    return quant.scheme == compress.SCHEME
+
+
+def encode_pseudo_gradient(delta: Mapping[str, torch.Tensor], quant: QuantizationSpec,
+                           residual: Mapping[str, torch.Tensor] | None = None,
+                           ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+    """The wire payload of an epoch's Δ, and the residual it leaves (error-feedback schemes only).
+
+    Args:
+        delta: θ_e − θ_H.
+        quant: the run's scheme.
+        residual: the residual carried into the epoch; ``None`` for a scheme without one (zeros
+            are assumed for ``topk2`` when it is omitted).
+
+    Returns:
+        ``(payload, next residual)``; the residual is ``None`` for ``none``/``int8``/``int4``.
+    """
+    if carries_residual(quant):
+        carried = residual if residual is not None else compress.zero_residual({n: t.shape for n, t in delta.items()})
+        return compress.compress(delta, carried, quant.block_size)
+    if residual is not None:
+        raise ValueError(f"scheme {quant.scheme} carries no residual")
+    return quantize(delta, quant), None
+
+
 def quantize(delta: Mapping[str, torch.Tensor], quant: QuantizationSpec) -> dict[str, torch.Tensor]:
-    """The wire payload of ``delta`` under ``quant`` (see the module docstring for the format)."""
+    """The wire payload of ``delta`` under ``quant`` (see the module docstring for the format);
+    for ``topk2`` with a zero residual (:func:`encode_pseudo_gradient` carries one)."""
+    if carries_residual(quant):
+        return encode_pseudo_gradient(delta, quant)[0]
     if quant.scheme == "none":
         return {f"delta/{n}": t.detach().to(torch.float32).clone() for n, t in delta.items()}
     levels, bs = _LEVELS[quant.scheme], quant.block_size
@@ -84,6 +116,8 @@ def quantize(delta: Mapping[str, torch.Tensor], quant: QuantizationSpec) -> dict
 def dequantize(payload: Mapping[str, torch.Tensor], shapes: Mapping[str, torch.Size],
                quant: QuantizationSpec) -> dict[str, torch.Tensor]:
     """Float32 Δ from a payload whose layout was checked (:func:`payload_layout`)."""
+    if carries_residual(quant):
+        return compress.decompress(payload, shapes, quant.block_size)
     if quant.scheme == "none":
         return {name: payload[f"delta/{name}"].clone() for name in sorted(shapes)}
     bs = quant.block_size
@@ -100,6 +134,8 @@ def dequantize(payload: Mapping[str, torch.Tensor], shapes: Mapping[str, torch.S
 
 def payload_layout(shapes: Mapping[str, torch.Size], quant: QuantizationSpec) -> Layout:
     """Names, dtypes and shapes of the payload for parameters of ``shapes``."""
+    if carries_residual(quant):
+        return compress.sparse_layout(shapes, quant.block_size)
     layout: dict[str, tuple[torch.dtype, tuple[int, ...]]] = {}
     for name, shape in shapes.items():
         numel = torch.Size(shape).numel()
@@ -141,7 +177,11 @@ def save_delta(path: Path, payload: Mapping[str, torch.Tensor], quant: Quantizat
     save_tensors(path, payload, _metadata(quant))
 
 
-def _check_scales(payload: dict[str, torch.Tensor], what: str) -> dict[str, torch.Tensor]:
+def _check_scales(payload: dict[str, torch.Tensor], what: str,
+                  quant: QuantizationSpec | None = None) -> dict[str, torch.Tensor]:
+    if quant is not None and carries_residual(quant):
+        compress.check_payload(payload, quant.block_size, what)
+        return payload
     for name, t in payload.items():
         if name.startswith("scale/") and bool((t < 0).any()):
             raise TensorFileError(f"{what}: {name} has a negative scale")
@@ -151,7 +191,7 @@ def _check_scales(payload: dict[str, torch.Tensor], what: str) -> dict[str, torc
 def decode_delta(data: bytes, spec: RunSpec, what: str = "delta") -> dict[str, torch.Tensor]:
     """Validate and parse a payload received from elsewhere against the run's model and scheme."""
     layout = payload_layout(parameter_shapes(spec), spec.quantization)
-    return _check_scales(decode_tensors(data, layout, what, _metadata(spec.quantization)), what)
+    return _check_scales(decode_tensors(data, layout, what, _metadata(spec.quantization)), what, spec.quantization)
 
 
 def stream_delta(chunks: Iterable[object], spec: RunSpec, what: str = "delta") -> tuple[dict[str, torch.Tensor], bytes]:
@@ -162,7 +202,7 @@ def stream_delta(chunks: Iterable[object], spec: RunSpec, what: str = "delta") -
     """
     layout = payload_layout(parameter_shapes(spec), spec.quantization)
     stream = TensorStream(chunks, layout, Tag.DELTA, what, _metadata(spec.quantization))
-    payload = _check_scales(stream.read_all(), what)
+    payload = _check_scales(stream.read_all(), what, spec.quantization)
     assert stream.digest is not None  # set by the finished iteration
     return payload, stream.digest
 
@@ -170,7 +210,7 @@ def stream_delta(chunks: Iterable[object], spec: RunSpec, what: str = "delta") -
 def load_delta(path: Path, spec: RunSpec) -> dict[str, torch.Tensor]:
     """:func:`decode_delta` for a file."""
     layout = payload_layout(parameter_shapes(spec), spec.quantization)
-    return _check_scales(load_tensors(path, layout, _metadata(spec.quantization)), str(path))
+    return _check_scales(load_tensors(path, layout, _metadata(spec.quantization)), str(path), spec.quantization)
 
 
 def relative_error(delta: Mapping[str, torch.Tensor], approx: Mapping[str, torch.Tensor]) -> float:

@@ -30,6 +30,7 @@ class Tag:
     CHECKPOINT = "checkpoint"
     MODEL = "model"
     DELTA = "delta"
+    RESIDUAL = "residual"
     DATASET = "dataset"
     LOSSES = "losses"
     BEACON_COMMIT = "beacon/commit"

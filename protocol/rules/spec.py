@@ -34,7 +34,11 @@ _DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}$")
 
 AggregationRule = Literal["mean", "median", "trimmed_mean", "centered_clip", "krum", "multi_krum",
                           "geometric_median"]
-QuantScheme = Literal["none", "int8", "int4"]
+QuantScheme = Literal["none", "int8", "int4", "topk2"]
+TOPK_KEEP_DIVISOR = 64
+"""A ``topk2`` block keeps ``block_size / TOPK_KEEP_DIVISOR`` values (``trainer.compress``)."""
+TOPK_MAX_BLOCK = 32_768
+"""A ``topk2`` block's offsets are int16."""
 
 
 class ModelSpec(Boundary):
@@ -150,10 +154,20 @@ class AggregationSpec(Boundary):
 
 
 class QuantizationSpec(Boundary):
-    """How pseudo-gradients travel: blockwise int8/int4 with one scale per block, or unquantized."""
+    """How pseudo-gradients travel: blockwise int8/int4 with one scale per block, unquantized, or
+    ``topk2``: the largest 1/64 of every block at 2 bits with error feedback (``trainer.compress``;
+    its block is a multiple of 256 and at most 32,768)."""
 
     scheme: QuantScheme = "int8"
     block_size: int = Field(default=64, ge=8, le=65_536, strict=True)
+
+    @model_validator(mode="after")
+    def _sparse_block(self) -> QuantizationSpec:
+        # k = block_size / 64 kept values per block, packed four 2-bit codes to a byte.
+        if self.scheme == "topk2" and (self.block_size % (4 * TOPK_KEEP_DIVISOR) or self.block_size > TOPK_MAX_BLOCK):
+            raise ValueError(f"topk2 needs a block_size that is a multiple of {4 * TOPK_KEEP_DIVISOR} and at "
+                             f"most {TOPK_MAX_BLOCK} (got {self.block_size})")
+        return self
 
 
 class VerificationSpec(Boundary):
