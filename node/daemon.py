@@ -343,6 +343,8 @@ class Daemon:
         poll: seconds between ticks when nothing happened.
         max_epochs: stop once the chain's current epoch reaches this number (None: run forever).
         drain_s: the longest :meth:`drain` takes.
+        on_status: called with the status each tick reads (after the node's work), e.g. to write
+            the metrics of an epoch once the run is past it; it must not raise.
 
     A tick reads the chain once for the loop (the node's ``Ledger.participant`` status, which the
     phase log and the node's work share); what the node's duties in the phase read comes on top.
@@ -359,8 +361,9 @@ class Daemon:
     """
 
     def __init__(self, node: Participant, ledger: Ledger, poll: float = 0.5, max_epochs: int | None = None,
-                 drain_s: float = DRAIN_S) -> None:
+                 drain_s: float = DRAIN_S, on_status: Callable[[ParticipantStatus], object] | None = None) -> None:
         self.node = node
+        self.on_status = on_status
         self.ledger = ledger
         self.poll = poll
         self.max_epochs = max_epochs
@@ -465,7 +468,10 @@ class Daemon:
                 self.stop()
                 return False
             self.watch.observe(status, epoch=self.ledger.epoch, height=self.ledger.height, members=self.ledger.members)
-            return self.node.act_on(status)
+            acted = self.node.act_on(status)
+            if self.on_status is not None:
+                self.on_status(status)
+            return acted
 
         return self._guarded(tick)
 

@@ -30,6 +30,9 @@ FullLeafEvery = Annotated[int, typer.Option(
 KeepEpochs = Annotated[int | None, typer.Option(
     "--keep-epochs", min=0, help="hosts delete epochs older than N once the chain has closed them, and "
                                  "hosts and validators the global states no open epoch needs (default: keep all)")]
+LiveMetrics = Annotated[Path | None, typer.Option(
+    "--metrics", help="write each epoch's metrics as it closes to this folder: epochs.csv, members.csv and "
+                      "TensorBoard events in tensorboard/ (default: WORKDIR/metrics)")]
 AMOUNT_HELP = "a coin: 20INJ (whole INJ) or 20000000000000000000inj (base units)"
 
 

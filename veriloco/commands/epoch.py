@@ -3,9 +3,8 @@ happened, from the contract, and closing a phase whose deadline has passed."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -13,15 +12,12 @@ from chain.ledger import ContractError
 from veriloco.commands.common import Home, Json, KeyName, Network, key_names, open_key
 from veriloco.connect import load_network, open_ledger
 from veriloco.errors import CommandError
+from veriloco.metrics_files import EPOCHS_CSV, MEMBERS_CSV, MetricsWriter
 from veriloco.output import console, err_console, print_json, table, tx_json
 from veriloco.report import (
-    EPOCH_COLUMNS,
-    MEMBER_COLUMNS,
     agreement,
     best_val_loss,
-    epoch_rows,
     label,
-    member_rows,
     plot_reports,
     report_tables,
     unchanged_reason,
@@ -71,25 +67,41 @@ def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the c
 
 
 @app.command("advance")
-def advance(key: KeyName = "operator", network: Network = None, home: Home = None, json: Json = False) -> None:
+def advance(key: KeyName = "operator",
+            until: Annotated[int | None, typer.Option(
+                "--until", min=0, help="keep advancing, waiting for each deadline, until the run is in epoch "
+                                       "UNTIL (e.g. the epoch an unbonding is released)")] = None,
+            wait: Annotated[float, typer.Option(
+                "--wait", min=1, help="with --until: seconds to wait for the chain to reach one deadline")] = 600,
+            network: Network = None, home: Home = None, json: Json = False) -> None:
     """Close the current phase if its deadline has passed (any account may; nodes do it too); a
-    close that runs page by page (closing reveal, a verdict round, finalize) is run to its end."""
+    close that runs page by page (closing reveal, a verdict round, finalize) is run to its end.
+    With --until N: close phase after phase, waiting for their deadlines, until epoch N."""
     signer = open_key(key, home)
     with open_ledger(load_network(network, home), save=True) as ledger:
         before = ledger.epoch()
-        try:
-            result = ledger.advance(signer)
-            pages = ledger.settle(signer)
-        except ContractError as exc:
-            raise CommandError(str(exc)) from None
+        if until is not None:
+            from veriloco.advance_until import advance_until  # noqa: PLC0415 (only --until needs it)
+
+            drive = advance_until(ledger, signer, until, wait_timeout=wait,
+                                  progress=lambda text: err_console.print(f"advance: {text}", highlight=False))
+            txs = drive.txs
+        else:
+            try:
+                txs = [ledger.advance(signer)]
+                txs += ledger.settle(signer)
+            except ContractError as exc:
+                raise CommandError(str(exc)) from None
         after = ledger.epoch()
     if json:
-        print_json({"tx": tx_json(result), "pages": [tx_json(p) for p in pages], "before": before, "after": after,
-                    "key": key})
+        print_json({"tx": tx_json(txs[0]) if txs else None, "pages": [tx_json(p) for p in txs[1:]],
+                    "before": before, "after": after, "key": key})
         return
-    last = pages[-1] if pages else result
-    more = f" and {len(pages)} more page(s) of the close" if pages else ""
-    console.print(f"advanced at height {result.height}{more} (last at {last.height}): epoch {before.epoch} "
+    if not txs:
+        console.print(f"nothing to do: the run is in epoch {after.epoch} ({after.phase})")
+        return
+    more = f" and {len(txs) - 1} more transaction(s)" if len(txs) > 1 else ""
+    console.print(f"advanced at height {txs[0].height}{more} (last at {txs[-1].height}): epoch {before.epoch} "
                   f"{before.phase} → epoch {after.epoch} {after.phase} (deadline height {after.phase_deadline})")
 
 
@@ -128,50 +140,19 @@ def metrics(
 ) -> None:
     """Export every epoch's metrics: CSV (one row per epoch, one per member and epoch), optionally TensorBoard.
 
-    Amounts are in base units; val_loss_next of epoch e is the validation loss of θ_{e+1}.
+    Amounts are in base units; val_loss_next of epoch e is the validation loss of θ_{e+1}. The CSV
+    files are written afresh; daemons and simulate write the same files live (--metrics).
     """
     with open_ledger(load_network(network, home)) as ledger:
         reports = [ledger.report(e.epoch) for e in ledger.epochs()]
         denom = ledger.denom
-    names = key_names(home)
-    out.mkdir(parents=True, exist_ok=True)
-    epochs, members = epoch_rows(reports, denom), member_rows(reports, denom, names)
-    files = [_write_csv(out / "epochs.csv", EPOCH_COLUMNS, epochs), _write_csv(out / "members.csv", MEMBER_COLUMNS,
-                                                                               members)]
-    if tensorboard:
-        files.append(_write_tensorboard(out / "tensorboard", epochs, members))
+    for name in (EPOCHS_CSV, MEMBERS_CSV):
+        (out / name).unlink(missing_ok=True)
+    writer = MetricsWriter(out, denom, key_names(home), tensorboard=tensorboard)
+    epochs, members = writer.write(reports)
+    files = writer.files
     if json:
         print_json({"files": [str(f) for f in files], "epochs": len(epochs), "rows": len(members)})
     else:
         console.print(f"{len(epochs)} epochs, {len(members)} member rows → " + ", ".join(str(f) for f in files),
                       highlight=False)
-
-
-def _write_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def _write_tensorboard(folder: Path, epochs: list[dict[str, Any]], members: list[dict[str, Any]]) -> Path:
-    """Scalars per epoch: losses, counts, money (whole tokens of the base denom as floats)."""
-    from tensorboardX import SummaryWriter  # noqa: PLC0415 (loads only when TensorBoard files are asked for)
-
-    with SummaryWriter(str(folder)) as writer:
-        for row in epochs:
-            e = row["epoch"]
-            if row["val_loss_next"] != "":
-                writer.add_scalar("loss/validation_of_next_model", row["val_loss_next"], e + 1)
-            if row["train_loss_accepted"] != "":
-                writer.add_scalar("loss/train_accepted_hosts", row["train_loss_accepted"], e)
-            for key in ("hosts", "accepted", "validators"):
-                writer.add_scalar(f"members/{key}", row[key], e)
-            for key in ("slashed_total", "rewards_total"):
-                writer.add_scalar(f"funds/{key}_base_units", float(row[key]), e)
-        for row in members:
-            who = row["name"] or row["address"]
-            if row["train_loss"] != "":
-                writer.add_scalar(f"train_loss/{who}", row["train_loss"], row["epoch"])
-    return folder

@@ -28,6 +28,7 @@ from veriloco.commands.common import (
     Json,
     KeepEpochs,
     KeyName,
+    LiveMetrics,
     Network,
     check_device,
     key_names,
@@ -217,6 +218,7 @@ def make_app(role: Role) -> typer.Typer:
             device: Device = "cpu",
             full_leaf_every: FullLeafEvery = 4,
             keep_epochs: KeepEpochs = None,
+            metrics: LiveMetrics = None,
             verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs (every HTTP request)")]
             = False,
             adversary: Adversary = None,
@@ -283,7 +285,11 @@ def make_app(role: Role) -> typer.Typer:
                         servers.append(holder)
                         err_console.print(f"validator {key} serving the Δs and states it holds on {holder.url}",
                                           highlight=False)
-                Daemon(node, ledger, poll=poll, max_epochs=epochs).run()
+                from veriloco.metrics_files import MetricsFollower  # noqa: PLC0415 (as above)
+
+                follower = MetricsFollower.to(metrics or root / "metrics", ledger.denom, key_names(home), key)
+                Daemon(node, ledger, poll=poll, max_epochs=epochs,
+                       on_status=lambda status: follower.observe(ledger, status.epoch)).run()
         finally:
             for running in servers:  # after the drain: a host serves until it stops
                 running.stop()
