@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -113,15 +114,23 @@ def test_fingerprint_names_this_machines_profile_and_checks_a_pinned_one(tmp_pat
 
 @pytest.mark.slow
 def test_simulate_json_is_one_document_on_stdout(tmp_path) -> None:
-    """Progress on stderr, exactly one JSON object on stdout: `simulate --json | jq` parses."""
+    """Progress on stderr, exactly one JSON object on stdout: `simulate --json | jq` parses. Quiet by
+    default (one summary line per epoch, no event lines); its temporary work folder is gone at the
+    end, the live metrics written where --metrics said."""
     done = cli("simulate", "--preset", "tiny", "--epochs", "1", "--hosts", "1", "--cheaters", "1", "--validators", "2",
-               "--workdir", str(tmp_path / "sim"), "--json", home=tmp_path / "home")
+               "--metrics", str(tmp_path / "live"), "--json", home=tmp_path / "home")
     result = json.loads(done.stdout)
     assert result["schema_version"] == 1 and result["funds_conserved"] is True
     assert [r["epoch"] for r in result["reports"]] == [0] and result["val_loss_next"][0] is not None
     outcomes = {result["names"][h["address"]]: h["outcome"] for h in result["reports"][0]["hosts"]}
     assert outcomes == {"host-0": "accepted", "host-1 (noise)": "invalid"}
     assert "epoch 0:" in done.stderr and "veriloco simulate" in done.stderr
+    assert not [line for line in done.stderr.splitlines() if line.startswith("  epoch ")]  # no event lines
+    workdir = Path(done.stderr.split("work in ", 1)[1].split()[0])
+    assert result["network_file"] is None and not workdir.exists()
+    rows = list(csv.DictReader((tmp_path / "live" / "epochs.csv").open()))
+    assert [r["epoch"] for r in rows] == ["0"] and float(rows[0]["val_loss_next"]) == pytest.approx(
+        result["val_loss_next"][0], abs=1e-6)
 
 
 def test_every_command_takes_json() -> None:
@@ -161,3 +170,22 @@ def test_the_plot_draws_each_model_at_its_own_epoch_in_its_own_colour(saved_run)
     val, train = loss_points(reports)
     assert val == [(1, best_val_loss(reports[0])), (2, best_val_loss(reports[1]))]  # θ_{e+1} at e+1
     assert train == [(0, mean_train_loss(reports[0])), (1, mean_train_loss(reports[1]))]
+
+
+@pytest.mark.slow
+def test_advance_until_drives_an_idle_run_to_a_later_epoch(saved_run, tmp_path) -> None:
+    """Nobody joins epoch 2: `epoch advance --until 4` closes phase after phase, producing the
+    embedded chain's blocks up to each deadline, in one command."""
+    home = tmp_path / "home"
+    Keystore.in_home(home).add("alice", sim_key("host-0"), "pw", scrypt_n=2**10)
+    shutil.copy(saved_run.parent / "chain.json", tmp_path / "chain.json")
+    network = NetworkFile.model_validate_json(saved_run.read_text())
+    network.chain.state = str(tmp_path / "chain.json")
+    copy = network.save(tmp_path / "network.json")
+    done = json.loads(cli("epoch", "advance", "--until", "4", "--key", "alice", "--json", "--network", str(copy),
+                          home=home).stdout)
+    assert (done["before"]["epoch"], done["after"]["epoch"]) == (2, 4) and done["after"]["phase"] == "join"
+    assert len(done["pages"]) >= 1 and done["tx"]["hash"]
+    again = cli("epoch", "advance", "--until", "3", "--key", "alice", "--network", str(copy), home=home)
+    assert "nothing to do: the run is in epoch 4" in again.stdout
+    assert (tmp_path / "chain.json").read_bytes() != (saved_run.parent / "chain.json").read_bytes()

@@ -10,8 +10,11 @@ coalitions: ``colluder``, ``sybil``, ``withholder``, ``trap_reader``, ``dispute_
 catches validators that pass without replaying. Each
 epoch prints as it happens; the run ends with the last epoch's report, the validation loss per
 epoch, who was slashed, and the funds audit.
-The chain state and a network file are left in the work directory, so
-``veriloco report EPOCH --network WORKDIR/network.json`` works afterwards.
+Each epoch is one summary line (``-v``: also what stands out; ``-vv``: every event), and its
+metrics are appended as it closes (CSV and TensorBoard, ``--metrics``). The work folder (a
+temporary one unless ``--workdir``) is removed at the end unless ``--keep``; a kept one holds the
+chain state and a network file, so ``veriloco report EPOCH --network WORKDIR/network.json`` works
+afterwards.
 
 Progress (each epoch's line, failed verdicts, the bar) goes to stderr; the result (the last
 report, the losses, the slashes, the funds audit) to stdout, or with ``--json`` one JSON object.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -64,7 +68,11 @@ def simulate(
     rule: Annotated[str | None, typer.Option(help="aggregation rule (default: the preset's)")] = None,
     chain: Annotated[str, typer.Option(help="embedded (in-process wasmtime) or devnet (a real injectived "
                                             "node)")] = "embedded",
-    workdir: Annotated[Path | None, typer.Option(help="keep everything here (default: a temporary directory)")] = None,
+    workdir: Annotated[Path | None, typer.Option(help="work here and keep it (default: a temporary folder, "
+                                                      "removed at the end unless --keep)")] = None,
+    keep: Annotated[bool, typer.Option("--keep", help="keep the temporary work folder (chain state, network "
+                                                      "file, metrics, every node's files) for report, metrics, "
+                                                      "model export")] = False,
     plot: Annotated[Path | None, typer.Option(help="draw the loss curve and host outcomes to this PNG")] = None,
     device: Device = "cpu",
     full_leaf_every: FullLeafEvery = 4,
@@ -72,7 +80,12 @@ def simulate(
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads (default: torch's choice)")] = None,
     json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object (progress stays on "
                                                       "stderr)")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="print every event")] = False,
+    metrics: Annotated[Path | None, typer.Option(
+        help="write each epoch's metrics as it closes here: CSV and TensorBoard events (default: "
+             "WORKDIR/metrics)")] = None,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True,
+                                         help="-v: what stands out (refusals, failed verdicts, waits, what "
+                                              "adversaries do); -vv: every event")] = 0,
 ) -> None:
     """Run a whole veriloco network on this machine: stake, train, verify, slash, aggregate, agree."""
     from trainer.data import Dataset  # noqa: PLC0415 (torch loads only when a simulation runs)
@@ -109,10 +122,12 @@ def simulate(
                     [host_behaviour(adversary) for _ in range(cheaters)] +
                     [host_behaviour("auditor:1,0.5") for _ in range(auditors)],
                     validators=honest_validators + [validator_behaviour(liar) for _ in range(liars)])
-    root = workdir or Path(tempfile.mkdtemp(prefix="veriloco-sim-"))
     if workdir and workdir.exists() and any(workdir.iterdir()):
         raise CommandError(f"{workdir} is not empty; simulations start from scratch")
+    root = workdir or Path(tempfile.mkdtemp(prefix="veriloco-sim-"))
     root.mkdir(parents=True, exist_ok=True)
+    kept = keep or workdir is not None
+    metrics_dir = metrics or root / "metrics"
 
     factory = EmbeddedChainFactory() if chain == "embedded" else DevnetChainFactory(root / "devnet")
     counts: dict[tuple[int, str], int] = {}  # (epoch, action) -> events; a node may act on e+1 before e is reported
@@ -122,7 +137,7 @@ def simulate(
     names: dict[str, str] = {}  # address -> participant name, once the network exists
 
     def on_event(event: NodeEvent) -> None:
-        if verbose or event.notable:  # the routine (joins, reveals, passing verdicts) is counted
+        if verbose >= 2 or (verbose and event.notable):  # otherwise counted, in the epoch's summary line
             detail = event.detail
             for address, name in names.items():  # events shorten addresses to 12 characters and "…"
                 detail = detail.replace(f"{address[:12]}…", name)
@@ -137,13 +152,18 @@ def simulate(
                       f"{f' + {auditors} auditors' if auditors else ''}, {validators} "
                       f"validators{f' + {liars} {liar}' if liars else ''}, {epochs} epochs of {spec.name} "
                       f"(H={spec.train.inner_steps}, S={spec.train.segments}, rule {spec.aggregation.rule}) "
-                      f"on the {chain} chain; work in {root}")
+                      f"on the {chain} chain; work in {root}{'' if kept else ' (removed at the end; --keep keeps it)'}")
+    err_console.print(f"live metrics: {metrics_dir} (tensorboard --logdir {metrics_dir / 'tensorboard'})",
+                      highlight=False)
     started = time.monotonic()
     dataset = Dataset.load(spec.data)
     try:
+        from veriloco.metrics_files import MetricsWriter  # noqa: PLC0415 (loaded by simulate)
+
         net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, chain=factory, device=device,
                            full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
         names.update(net.names)
+        live = MetricsWriter(metrics_dir, spec.economics.denom, net.names)
         arm_coalition(net, cheaters)
         reports = []
         with progress:
@@ -151,6 +171,7 @@ def simulate(
             for _ in range(epochs):
                 report = net.run_epoch()
                 reports.append(report)
+                live.write([report])
                 progress.advance(task)
                 quiet = sorted((k, v) for (e, k), v in counts.items() if e == report.epoch)
                 progress.console.print(f"[bold]{summary_line(report, net.names)}[/]  "
@@ -160,6 +181,8 @@ def simulate(
     finally:
         if isinstance(factory, DevnetChainFactory):
             factory.stop()
+        if not kept:
+            shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - started
     losses = [best_val_loss(r) for r in reports]
     if plot:
@@ -168,7 +191,9 @@ def simulate(
     if json:
         print_json({"reports": reports, "names": net.names, "denom": spec.economics.denom,
                     "val_loss_next": losses, "funds_conserved": conserved,
-                    "funds": str(net.initial_funds), "network_file": str(root / "network.json"),
+                    "funds": str(net.initial_funds),
+                    "network_file": str(root / "network.json") if kept else None,
+                    "metrics": str(metrics_dir) if kept or metrics else None,
                     "elapsed_s": round(elapsed, 1)})
         if not conserved:
             raise CommandError("funds were not conserved: this is a bug, please report it")
@@ -180,8 +205,12 @@ def simulate(
     denom = spec.economics.denom
     console.print(f"funds conserved: {'yes' if conserved else '[red]NO[/]'} ({display(net.initial_funds, denom)} = "
                   f"{net.initial_funds}{denom} before and after, fees included)", highlight=False)
-    console.print(f"finished in {elapsed:.0f} s; inspect with: veriloco report {len(reports) - 1} "
-                  f"--network {root / 'network.json'}", highlight=False)
+    if kept:
+        console.print(f"finished in {elapsed:.0f} s; inspect with: veriloco report {len(reports) - 1} "
+                      f"--network {root / 'network.json'}", highlight=False)
+    else:
+        console.print(f"finished in {elapsed:.0f} s (work folder removed; --keep keeps it for report, metrics "
+                      "and model export)", highlight=False)
     if not conserved:
         raise CommandError("funds were not conserved: this is a bug, please report it")
 
