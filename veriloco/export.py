@@ -14,6 +14,11 @@ PyTorch names (``model.state_dict()`` keys, no prefix), in a plain safetensors f
 * ``sample.bin`` — ``sample_windows`` validation windows of ``seq_len + 1`` bytes each.
 
 ``docs/operators.md`` shows the few lines of PyTorch that load and evaluate it; a test runs them.
+
+With ``fmt="hf"`` the same folder is in Hugging Face's GPT-2 layout instead (``veriloco.hf_layout``):
+``model.safetensors`` under GPT2LMHeadModel's names, a ``transformers`` ``config.json`` (``model_type``
+``gpt2``) whose ``veriloco`` section holds the fields above, ``sample.bin``, and a README on the
+byte-level vocabulary; ``AutoModelForCausalLM.from_pretrained(folder)`` loads it.
 """
 
 from __future__ import annotations
@@ -21,11 +26,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from safetensors.torch import save_file
 
+from protocol.rules.models import check_model
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import global_path
 from trainer.data import VOCAB_SIZE, Dataset
@@ -33,6 +39,9 @@ from trainer.evaluate import validation_loss, validation_starts
 from trainer.model import build_model
 from trainer.outer import GlobalState, load_global
 from veriloco.errors import CommandError
+from veriloco.hf_layout import HF_README, gpt2_config, gpt2_state_dict
+
+ExportFormat = Literal["plain", "hf"]
 
 SAMPLE_WINDOWS = 64
 EXPORT_FORMAT = "veriloco/export-1"
@@ -69,17 +78,23 @@ def find_state(spec: RunSpec, model_hash: str, places: Sequence[Path]) -> Global
 
 
 def export_model(state: GlobalState, spec: RunSpec, dataset: Dataset, out: Path, *, model_hash: str,
-                 epoch: int) -> dict[str, Any]:
-    """Write ``state``'s parameters, config and validation sample to ``out``; return the config.
+                 epoch: int, fmt: ExportFormat = "plain") -> dict[str, Any]:
+    """Write ``state``'s parameters, config and validation sample to ``out``; return veriloco's
+    config (for ``hf``, the ``veriloco`` section of the written ``config.json``).
 
     Raises:
-        CommandError: ``out`` exists and is not an empty folder.
+        CommandError: ``out`` exists and is not an empty folder, or ``hf`` asked for an
+            architecture without a Hugging Face layout.
     """
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CommandError(f"{out} exists and is not an empty folder")
-    out.mkdir(parents=True, exist_ok=True)
+    if fmt == "hf" and spec.model.architecture != "gpt":
+        raise CommandError(f"no Hugging Face layout for architecture {spec.model.architecture!r}")
     params = {name: t.detach().to(torch.float32).contiguous() for name, t in sorted(state.params.items())}
-    save_file(params, str(out / "model.safetensors"),
+    model_params = check_model(spec.model.architecture, dict(spec.model.params)).model_dump()  # defaults filled in
+    written = gpt2_state_dict(params, int(model_params["n_layer"])) if fmt == "hf" else params
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(written, str(out / "model.safetensors"),
               metadata={"format": "pt", "veriloco.run_id": spec.run_id().hex(), "veriloco.model_hash": model_hash,
                         "veriloco.epoch": str(epoch)})
     starts = validation_starts(dataset, SAMPLE_WINDOWS)
@@ -105,5 +120,11 @@ def export_model(state: GlobalState, spec: RunSpec, dataset: Dataset, out: Path,
         "sample_windows": len(starts),
         "sample_loss": round(loss, 6),
     }
-    (out / "config.json").write_text(json.dumps(config, indent=1, sort_keys=True) + "\n")
+    document = config
+    if fmt == "hf":
+        document = {**gpt2_config(model_params, VOCAB_SIZE), "veriloco": config}
+        (out / "README.md").write_text(HF_README.format(
+            folder=out, epoch=epoch, run=spec.name, run_id=config["run_id"], model_hash=model_hash,
+            windows=len(starts), window=spec.data.seq_len + 1))
+    (out / "config.json").write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     return config

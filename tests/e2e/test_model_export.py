@@ -86,3 +86,45 @@ def test_theta_0_needs_no_files_and_nothing_is_overwritten(one_epoch, tmp_path) 
     missing = runner.invoke(app, ["model", "export", str(tmp_path / "x"), "--from", str(nowhere), "--network",
                                   str(network)])
     assert missing.exit_code == 1 and "no local copy of model" in missing.stderr
+
+
+def test_the_hf_export_loads_in_transformers_and_gives_the_projects_logits(one_epoch, tmp_path) -> None:
+    """`--format hf`: AutoModelForCausalLM loads the folder and computes the project's own logits and
+    loss on the same bytes; the folder's README, run as written, loads it too."""
+    transformers = pytest.importorskip("transformers")
+    from trainer.model import build_model
+
+    network, root = one_epoch
+    folder = tmp_path / "hf"
+    done = export(str(folder), "--format", "hf", "--network", str(network), home=tmp_path / "home")
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "gpt2" and config["veriloco"]["model_hash"] == done["config"]["model_hash"]
+    theta1 = load_global(next(root.glob(f"host-*/*/global/{done['config']['model_hash']}.safetensors")), SPEC)
+    ours = build_model(SPEC).eval()
+    ours.load_state_dict(theta1.params)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(str(folder)).eval()
+    sample = torch.frombuffer(bytearray((folder / "sample.bin").read_bytes()), dtype=torch.uint8)
+    windows = sample.view(done["config"]["sample_windows"], -1).long()
+    x, y = windows[:, :-1], windows[:, 1:]
+    with torch.no_grad():
+        expected, got = ours(x), theirs(x).logits
+    assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
+    loss = torch.nn.functional.cross_entropy(got.reshape(-1, got.size(-1)), y.reshape(-1)).item()
+    assert loss == pytest.approx(done["config"]["sample_loss"], abs=1e-4)
+    readme = (folder / "README.md").read_text()
+    [program] = [block.split("\n", 1)[1] for block in readme.split("```")[1::2] if block.startswith("python")]
+    ran = subprocess.run([sys.executable, "-c", program + "print(tuple(logits.shape))"], capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().splitlines()[-1] == "(1, 19, 256)"
+
+
+def test_the_hf_layout_refuses_parameters_of_another_model() -> None:
+    from veriloco.hf_layout import gpt2_state_dict
+
+    params = {"tok.weight": torch.zeros(256, 8), "pos.weight": torch.zeros(16, 8)}
+    with pytest.raises(ValueError, match="missing: not the gpt architecture"):
+        gpt2_state_dict(params, n_layer=1)
+    with pytest.raises(ValueError, match="left over"):
+        gpt2_state_dict({**params, "ln_f.weight": torch.ones(8), "ln_f.bias": torch.zeros(8),
+                         "head.weight": torch.zeros(256, 8), "extra": torch.zeros(1)}, n_layer=0)

@@ -19,6 +19,9 @@ app = typer.Typer(help="The trained model: export it for plain PyTorch.", no_arg
 @app.command("export")
 def export(
     out: Annotated[Path, typer.Argument(help="folder to create (model.safetensors, config.json, sample.bin)")],
+    fmt: Annotated[str, typer.Option(
+        "--format", help="plain: PyTorch names and veriloco's config; hf: Hugging Face's GPT-2 layout, which "
+                         "transformers.AutoModelForCausalLM.from_pretrained loads")] = "plain",
     epoch: Annotated[int | None, typer.Option(
         help="export θ_EPOCH, the model epoch EPOCH starts from (default: the newest agreed model)")] = None,
     from_: Annotated[list[Path] | None, typer.Option(
@@ -26,11 +29,14 @@ def export(
                        "network file's folder and the veriloco home, and their subfolders)")] = None,
     network: Network = None, home: Home = None, json: Json = False,
 ) -> None:
-    """Write a run's model as plain safetensors (PyTorch parameter names) with a config and a sample.
+    """Write a run's model as safetensors with a config and a sample: plain PyTorch names, or
+    with --format hf a folder Hugging Face transformers loads (AutoModelForCausalLM).
 
     The model is found by its on-chain hash in local work directories (a host's or validator's,
     or a simulation's) and checked against that hash before it is written.
     """
+    if fmt not in ("plain", "hf"):
+        raise CommandError(f"--format must be plain or hf, not {fmt!r}")
     net = load_network(network, home)
     with open_ledger(net) as ledger:
         current = ledger.epoch()
@@ -46,9 +52,11 @@ def export(
     from veriloco.export import export_model, find_state  # noqa: PLC0415 (as above)
 
     state = find_state(spec, model_hash, places)
-    config = export_model(state, spec, Dataset.load(spec.data), out, model_hash=model_hash, epoch=target)
+    config = export_model(state, spec, Dataset.load(spec.data), out, model_hash=model_hash, epoch=target,
+                          fmt="hf" if fmt == "hf" else "plain")
     if json:
-        print_json({"folder": str(out), "config": config})
+        print_json({"folder": str(out), "format": fmt, "config": config})
         return
-    console.print(f"wrote θ_{target} ({config['parameters']} parameters) to {out}/: model.safetensors, config.json, "
-                  f"sample.bin (its loss {config['sample_loss']:.4f} nats/byte)", highlight=False)
+    layout = " in Hugging Face's GPT-2 layout (README.md says how to load it)" if fmt == "hf" else ""
+    console.print(f"wrote θ_{target} ({config['parameters']} parameters) to {out}/{layout}: model.safetensors, "
+                  f"config.json, sample.bin (its loss {config['sample_loss']:.4f} nats/byte)", highlight=False)
