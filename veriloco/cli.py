@@ -122,7 +122,7 @@ app = typer.Typer(
     cls=VerilocoGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
 )
 
 
@@ -167,8 +167,9 @@ def version(json: Annotated[bool, typer.Option("--json", help="print one JSON ob
 
 
 def main() -> None:
-    """Console entry point (``veriloco``); exits with the command's status."""
-    app()
+    """Console entry point (``veriloco``); exits with the command's status. The name is fixed, so
+    shell completion (``_VERILOCO_COMPLETE``) works however the program was started."""
+    app(prog_name="veriloco")
 
 
 if __name__ == "__main__":

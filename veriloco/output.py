@@ -60,8 +60,9 @@ def tx_json(result: TxResult) -> dict[str, Any]:
 
 
 def tx_line(result: TxResult) -> str:
-    """A transaction for people: ``tx 1A2B3C… at height 133``."""
-    return f"tx {result.tx_hash[:16]}{'…' if len(result.tx_hash) > 16 else ''} at height {result.height}"
+    """A transaction for people, its whole hash (to paste into an explorer or ``injectived q tx``):
+    ``tx 1A2B…(64 hex digits) at height 133``."""
+    return f"tx {result.tx_hash} at height {result.height}"
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:

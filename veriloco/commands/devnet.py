@@ -136,19 +136,26 @@ def down(
 
 @app.command("status")
 def status(home: Home = None, node_home: NodeHome = None, json: Json = False) -> None:
-    """Whether the node runs; its height, chain id, pid and endpoints."""
+    """Whether the node runs; its height, chain id, pid and endpoints. Exit status 0 when it runs,
+    3 when it does not (as `systemctl status`), so scripts can wait on it."""
     with _errors():
         st = Devnet.open(_node_home(home, node_home)).status()
     if json:
         print_json({"devnet": st.to_json()})
-        return
-    if not st.running:
+    elif not st.running:
         console.print(f"devnet {st.chain_id} is not running (home {st.home})")
+    if not st.running:
+        raise typer.Exit(EXIT_NOT_RUNNING)
+    if json:
         return
     console.print(f"devnet [bold]{st.chain_id}[/] running: pid {st.pid}, height {st.height}, "
                   f"block time {st.block_time}, home {st.home}")
     for name, url in st.endpoints.items():
         console.print(f"  {name:5} {url}")
+
+
+EXIT_NOT_RUNNING = 3
+"""``devnet status``'s exit status when the node is down (as ``systemctl status``)."""
 
 
 @app.command("accounts")

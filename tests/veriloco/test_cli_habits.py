@@ -1,0 +1,48 @@
+"""What Cosmos operators expect of a CLI: exit codes scripts can test, whole transaction hashes,
+shell completion (issue 33)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from chain.devnet import STATE_FILE, DevnetPorts
+from chain.types import TxResult
+from veriloco.output import tx_line
+
+VERILOCO = [sys.executable, "-m", "veriloco.cli"]
+
+
+def run(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*VERILOCO, *args], env={"VERILOCO_HOME": str(home), "PATH": os.environ["PATH"], **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_devnet_status_exits_non_zero_when_the_devnet_is_down(tmp_path) -> None:
+    node = tmp_path / "home" / "devnet"
+    node.mkdir(parents=True)
+    state = {"chain_id": "veriloco-devnet-1", "ports": asdict(DevnetPorts.free()), "block_time": "200ms",
+             "accounts": []}  # what `devnet up` leaves, with nothing running
+    (node / STATE_FILE).write_text(json.dumps(state))
+    done = run("devnet", "status", home=tmp_path / "home")
+    assert done.returncode == 3 and "is not running" in done.stdout
+    as_json = run("devnet", "status", "--json", home=tmp_path / "home")
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["devnet"]["running"] is False
+    nothing = run("devnet", "status", home=tmp_path / "elsewhere")
+    assert nothing.returncode == 1 and nothing.stderr.startswith("error: no devnet in")
+
+
+def test_text_output_shows_whole_transaction_hashes() -> None:
+    tx = TxResult(tx_hash="AB" * 32, height=133, gas_used=1, fee=2, events=[])
+    assert tx_line(tx) == f"tx {'AB' * 32} at height 133"
+
+
+def test_shell_completion_completes_commands_and_subcommands(tmp_path) -> None:
+    script = run("--show-completion", "bash", home=tmp_path)
+    assert script.returncode == 0 and "_veriloco_completion" in script.stdout
+    done = run(home=tmp_path, _VERILOCO_COMPLETE="complete_bash", COMP_WORDS="veriloco epoch adv", COMP_CWORD="2")
+    assert done.returncode == 0 and done.stdout.split() == ["advance"]
