@@ -56,6 +56,7 @@ from cosmpy.protos.cosmos.tx.v1beta1.service_pb2 import (
 from cosmpy.protos.cosmos.tx.v1beta1.tx_pb2 import AuthInfo, Fee, ModeInfo, SignDoc, SignerInfo, TxBody, TxRaw
 from cosmpy.protos.cosmwasm.wasm.v1.query_pb2 import (
     QueryCodesRequest,
+    QueryContractInfoRequest,
     QueryRawContractStateRequest,
     QuerySmartContractStateRequest,
 )
@@ -544,6 +545,34 @@ class CosmosChain:
         return self.broadcast(key, [msg], gas_limit=gas_limit)
 
     # -- wasm ---------------------------------------------------------------------------------
+
+    def node_chain_id(self) -> str:
+        """The chain id the node's latest block carries (what a joining member signs for)."""
+        resp = self._call(lambda t: self.client.tendermint.GetLatestBlock(GetLatestBlockRequest(), timeout=t))
+        return str(resp.block.header.chain_id)
+
+    def contract_checksum(self, contract: str) -> bytes:
+        """The sha256 of the wasm code ``contract`` runs (its code's checksum on chain).
+
+        Raises:
+            LedgerError: no such contract, or its code is not listed.
+        """
+        try:
+            info = self._call(lambda t: self.client.wasm.ContractInfo(QueryContractInfoRequest(address=contract),
+                                                                      timeout=t))
+        except grpc.RpcError as exc:
+            raise LedgerError(f"contract {contract}: {_details(exc)}") from None
+        code_id = int(info.contract_info.code_id)
+        key = b""
+        while True:
+            req = QueryCodesRequest(pagination=PageRequest(key=key, limit=100))
+            resp = self._call(lambda t, req=req: self.client.wasm.Codes(req, timeout=t))
+            for code in resp.code_infos:
+                if int(code.code_id) == code_id:
+                    return bytes(code.data_hash)
+            key = bytes(resp.pagination.next_key)
+            if not key:
+                raise LedgerError(f"code {code_id} of contract {contract} is not listed by the node")
 
     def find_code(self, checksum: bytes) -> int | None:
         """The newest code id whose checksum (sha256 of the wasm) is ``checksum``, if any."""
