@@ -67,11 +67,11 @@ from protocol.views import AggregationInput, ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts, held_delta_path
 from trainer.behaviour import HostBehaviour, HostEpoch
 from trainer.data import Dataset
-from trainer.delta import dequantize, stream_delta
+from trainer.delta import carries_residual, dequantize, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
-from trainer.inner import Interrupted, StepCallback
+from trainer.inner import Interrupted, ResidualUnavailable, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
@@ -205,13 +205,16 @@ class HostNode(Participant):
             self.event(info.epoch, EventKind.WAITING_FOR_THETA, str(exc))
             return False
         ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
-                        device=self.device, full_leaf_every=self.full_leaf_every)
+                        device=self.device, full_leaf_every=self.full_leaf_every,
+                        carry_residual=self._accepted_before(info.epoch))
         try:
             result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
                                                 on_step=self._progress(info.epoch))
         except Interrupted as exc:  # asked to stop: the restart resumes from the last stored leaf
             log.info("%s epoch %d training stopped: %s", self.name, info.epoch, exc)
             return False
+        except ResidualUnavailable as exc:  # its validators would expect that residual: it sits out
+            return self._give_up(info.epoch, EventKind.NOT_TRAINING, str(exc))
         except ValueError as exc:  # a non-finite loss: θ_e cannot be trained from
             return self._give_up(info.epoch, EventKind.NOT_TRAINING, f"θ {info.model_hash[:12]}…: {exc}")
         traps = self.trap_opening(info.epoch, self.behaviour.traps(info.epoch))
@@ -219,6 +222,13 @@ class HostNode(Participant):
         return self.attempt(info.epoch, EventKind.COMMITTED,
                             lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
+
+    def _accepted_before(self, epoch: int) -> bool:
+        """``topk2`` runs: whether this host was accepted in ``epoch − 1``, so that its error-feedback
+        residual carries over (the rule its validators apply: ``verifier.replay``, the Δ check)."""
+        if not carries_residual(self.spec.quantization) or epoch == 0:
+            return False
+        return any(a.address == self.address for a in self.ledger.aggregation_inputs(epoch - 1))
 
     def _progress(self, epoch: int) -> StepCallback:
         """The step callback: a log line at every segment boundary (steps done, the segment's mean
@@ -351,6 +361,10 @@ class HostNode(Participant):
                         self._delta_answers(epoch, accepted, inputs), partial(self._verify_delta, accepted),
                         f"the Δ of {accepted.address}")
         delta = dequantize(payload, self._shapes, self.spec.quantization)
+        if carries_residual(self.spec.quantization):
+            # An error-feedback Δ also sends what earlier epochs left out, so no per-epoch bound on
+            # H steps holds for it; its validators checked it byte for byte (docs/verification.md).
+            return delta
         excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train,
                                      self.spec.quantization)
         if not excess <= 1:

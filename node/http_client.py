@@ -48,7 +48,8 @@ def artifact_limits(spec: RunSpec) -> dict[str, int]:
     """The most bytes each kind of answer may have under ``spec`` (exact tensor bytes plus a header)."""
     shapes = parameter_shapes(spec)
     return {
-        "checkpoint": max(expected_size(checkpoint_layout(spec, leaf)) for leaf in (0, 1)) + HEADER_ALLOWANCE,
+        "checkpoint": max(expected_size(checkpoint_layout(spec, leaf)) for leaf in (0, 1, spec.train.segments))
+        + HEADER_ALLOWANCE,
         "delta": expected_size(payload_layout(shapes, spec.quantization)) + HEADER_ALLOWANCE,
         "model": expected_size(global_layout(spec)) + HEADER_ALLOWANCE,
         "json": max(MIN_JSON_BYTES, spec.train.inner_steps * 24 + 1024),

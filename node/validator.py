@@ -64,6 +64,7 @@ from protocol.rules.spec import RunSpec
 from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, held_delta_path
 from trainer.data import Dataset
+from trainer.delta import carries_residual
 from trainer.fingerprint import check_fingerprint
 from trainer.model import parameter_shapes
 from trainer.step import Stepper
@@ -401,7 +402,8 @@ class ValidatorNode(Participant):
         try:
             with intake(held_delta_path(self.root, self.run_id, challenge.delta_hash)) as delta:
                 report = check_challenge(self.spec, self.dataset, challenge, _DeltaTee(source, delta),
-                                         theta, bytes.fromhex(status.prev_seed), stepper=self._stepper)
+                                         theta, bytes.fromhex(status.prev_seed), stepper=self._stepper,
+                                         previous_delta=self._previous_delta(challenge))
                 if report.verdict.outcome == "pass":
                     delta.keep()
         finally:
@@ -411,6 +413,16 @@ class ValidatorNode(Participant):
             self.event(status.epoch, EventKind.HOST_RETRIED, f"{_about(challenge)}: {report.reason}")
             return None, report.reason
         return report.verdict, report.reason
+
+    def _previous_delta(self, challenge: Challenge) -> str | None:
+        """``topk2`` runs, a last segment: the Δ hash the challenged host committed in the epoch before
+        if it was accepted then (its error-feedback residual chains from that Δ), else None."""
+        if not carries_residual(self.spec.quantization) or challenge.epoch == 0:
+            return None
+        if challenge.segment != challenge.segments - 1:
+            return None
+        before = self.ledger.aggregation_inputs(challenge.epoch - 1)
+        return next((a.delta_hash for a in before if a.address == challenge.host), None)
 
     def _source(self, challenge: Challenge, status: ParticipantStatus) -> ArtifactSource:
         """What the replay of ``challenge`` reads: its fetched spool; without fetch threads the host

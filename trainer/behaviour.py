@@ -39,10 +39,13 @@ class HostEpoch(EpochContext):
         full_leaf_every: ``K``: the honest training stores leaf 0, every ``K``-th leaf and the last
             in full, the others are recomputed when challenged (``trainer.recompute``), where the
             behaviour's :attr:`HostBehaviour.sparse_leaves` allows.
+        carry_residual: ``topk2`` runs: the host's previous epoch was accepted, so it carries that
+            epoch's error-feedback residual (:func:`trainer.inner.run_epoch`).
     """
 
     device: str = "cpu"
     full_leaf_every: int = 1
+    carry_residual: bool = False
 
 
 class HostBehaviour:
@@ -72,7 +75,8 @@ class HostBehaviour:
         self.snapshot = SnapshotStats()
         result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step,
                            stepper=Stepper(spec, device=setup.device),
-                           full_leaf_every=setup.full_leaf_every if self.sparse_leaves else 1, stats=self.snapshot)
+                           full_leaf_every=setup.full_leaf_every if self.sparse_leaves else 1, stats=self.snapshot,
+                           carry_residual=setup.carry_residual)
         assert result is not None  # one process: always rank 0
         return result
 

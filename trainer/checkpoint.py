@@ -14,6 +14,9 @@ name                  dtype  meaning
 ``rng_key``           I64    the epoch's RNG key (:func:`trainer.step.micro_seed`)
 ``micro_batches``     I64    ``M``: micro-batches per step (the island's split of each batch)
 ``losses``            F32    the ``c`` per-step losses since leaf ``i − 1`` (empty for leaf 0)
+``ef/<p>``            F32    leaf ``S`` of a ``topk2`` run only: the error-feedback residual the
+                             epoch started from (:mod:`trainer.compress`), which its Δ is computed
+                             with; the last segment's validators check it and the Δ from this leaf
 ====================  =====  ==========================================================
 
 The leaf hash is ``tensors_digest("checkpoint", tensors)``. The file's only metadata is
@@ -31,6 +34,7 @@ import torch
 from protocol.rules.hashing import Tag
 from protocol.rules.spec import RunSpec
 from protocol.tensors.digest import tensors_digest
+from trainer.delta import carries_residual
 from trainer.model import parameter_shapes
 from trainer.step import TrainState
 from trainer.tensorfile import Layout, TensorFileError, decode_tensors, encode_tensors, load_tensors, save_tensors
@@ -50,11 +54,13 @@ class Checkpoint:
     state: TrainState
     losses: torch.Tensor  # float32 [c], or [0] for leaf 0
     micro_batches: int
+    residual: dict[str, torch.Tensor] | None = None  # leaf S of a topk2 run: the residual carried in
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """All named tensors of the checkpoint: what is saved and what the leaf hash covers."""
+        carried = {f"ef/{n}": t for n, t in (self.residual or {}).items()}
         return {**self.state.tensors(), "losses": self.losses.to(torch.float32),
-                "micro_batches": torch.tensor(self.micro_batches, dtype=torch.int64)}
+                "micro_batches": torch.tensor(self.micro_batches, dtype=torch.int64), **carried}
 
     def leaf_hash(self, threads: int = 1) -> bytes:
         """``tensors_digest("checkpoint", ...)``: the Merkle leaf of this checkpoint, hashed on ``threads``."""
@@ -80,6 +86,9 @@ def checkpoint_layout(spec: RunSpec, leaf: int) -> Layout:
     layout["rng_key"] = (torch.int64, ())
     layout["micro_batches"] = (torch.int64, ())
     layout["losses"] = (torch.float32, (spec.train.segment_steps if leaf > 0 else 0,))
+    if carries_residual(spec.quantization) and leaf == spec.train.segments:
+        for name, shape in parameter_shapes(spec).items():
+            layout[f"ef/{name}"] = (torch.float32, tuple(shape))
     return layout
 
 
@@ -92,8 +101,10 @@ def _from_tensors(tensors: dict[str, torch.Tensor], spec: RunSpec, leaf: int, wh
         raise CheckpointError(f"{what}: rng_key must be non-negative")
     if micro < 1 or spec.train.batch_size % micro:
         raise CheckpointError(f"{what}: micro_batches {micro} does not divide batch_size {spec.train.batch_size}")
-    state = TrainState.from_tensors({k: v for k, v in tensors.items() if k not in ("losses", "micro_batches")})
-    return Checkpoint(state, tensors["losses"], micro)
+    state = TrainState.from_tensors({k: v for k, v in tensors.items()
+                                     if k not in ("losses", "micro_batches") and not k.startswith("ef/")})
+    residual = {k[3:]: v for k, v in tensors.items() if k.startswith("ef/")}
+    return Checkpoint(state, tensors["losses"], micro, residual or None)
 
 
 def _check_leaf(spec: RunSpec, leaf: int) -> None:

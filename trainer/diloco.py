@@ -8,7 +8,8 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
             worker's AdamW moments and step count across rounds instead, as in the DiLoCo
             paper), then the Δs are quantized
             (``spec.quantization``), dequantized, averaged with ``spec.aggregation`` and applied
-            with the outer Nesterov step (``spec.outer``). ``T / H`` rounds.
+            with the outer Nesterov step (``spec.outer``). ``T / H`` rounds. With ``topk2`` each
+            worker carries its error-feedback residual from round to round, as a host does.
 ``ddp``     synchronous data parallelism: ``T`` steps on the K workers' batches together, the
             gradients averaged every step (the step's ``K`` micro-batches).
 ``single``  one worker, ``K · T`` steps of one worker-batch each.
@@ -35,7 +36,7 @@ from protocol.rules.beacon import epoch_seed, genesis_seed
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
 from trainer.data import Dataset
-from trainer.delta import dequantize, payload_bytes, pseudo_gradient, quantize, relative_error
+from trainer.delta import dequantize, encode_pseudo_gradient, payload_bytes, pseudo_gradient, relative_error
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState, outer_step
@@ -137,6 +138,7 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
     if mode == "diloco":
         state = GlobalState.initial(spec)
         kept: dict[int, TrainState] = {}
+        residuals: dict[int, dict[str, torch.Tensor] | None] = {}
         for e in range(steps // h):
             since, deltas = done, {}
             for k in range(workers):
@@ -149,7 +151,7 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
                 end = stepper.export()
                 kept[k] = end
                 delta = pseudo_gradient(state.params, end.params)
-                payload = quantize(delta, spec.quantization)
+                payload, residuals[k] = encode_pseudo_gradient(delta, spec.quantization, residuals.get(k))
                 bytes_sent += payload_bytes(payload)
                 deltas[ctx.host] = dequantize(payload, shapes, spec.quantization)
                 errors.append(relative_error(delta, deltas[ctx.host]))

@@ -11,6 +11,9 @@ Layout under a host's work root (``<root>/<run id hex>/epoch-<e:06d>/<host>/``):
 * ``leaf-0000.safetensors`` … ``leaf-<S>.safetensors`` — the checkpoint leaves
   (:mod:`trainer.checkpoint`; leaf 0 is the start state θ_e);
 * ``delta.safetensors`` — the quantized Δ exactly as served (:mod:`trainer.delta`);
+* ``residual.safetensors`` — ``topk2`` runs only: the error-feedback residual the epoch's Δ leaves
+  (:mod:`trainer.compress`), which the host carries into its next epoch if this one is accepted;
+  its digest is the Δ payload's ``ef/next``, checked when it is read;
 * ``commitment.json`` — the :class:`~protocol.messages.Commitment`, the ``S + 1`` leaf hashes
   and the ``H`` per-step losses in micro-nats (:class:`EpochRecord`);
 * ``leaves.jsonl`` — the training progress: a header (``full_leaf_every``, ``micro_batches``,
@@ -49,8 +52,12 @@ from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
 from protocol.rules.merkle import merkle_root
 from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from trainer.compress import NEXT, residual_digest
 from trainer.delta import delta_hash, load_delta, save_delta
-from trainer.tensorfile import remove_partial_writes, write_atomic
+from trainer.model import parameter_shapes
+from trainer.tensorfile import load_tensors, remove_partial_writes, save_tensors, write_atomic
+
+RESIDUAL_FORMAT = {"format": "veriloco/residual-1"}
 
 MAX_RECORD_BYTES = 64 * 1024**2
 """Bound on ``commitment.json`` (a million losses and 1025 leaf hashes take about 15 MB)."""
@@ -166,6 +173,10 @@ class EpochStore:
     def delta_path(self, epoch: int) -> Path:
         """The file of the quantized Δ of ``epoch``, exactly as served."""
         return self.directory(epoch) / "delta.safetensors"
+
+    def residual_path(self, epoch: int) -> Path:
+        """The file of the error-feedback residual ``epoch``'s Δ leaves (``topk2`` runs)."""
+        return self.directory(epoch) / "residual.safetensors"
 
     def record_path(self, epoch: int) -> Path:
         """The file of the :class:`EpochRecord` of ``epoch``; it exists once the epoch is committed."""
@@ -388,8 +399,25 @@ class EpochStore:
         return EpochRecord(parsed.commitment, [bytes.fromhex(h) for h in parsed.leaf_hashes],
                            list(parsed.losses_micro))
 
+    def read_residual(self, spec: RunSpec, epoch: int) -> dict[str, torch.Tensor]:
+        """The residual committed ``epoch``'s Δ left (``topk2``), checked against the payload's ``ef/next``.
+
+        Raises:
+            FileNotFoundError: the epoch has no residual (not committed, or not a ``topk2`` epoch).
+            TensorFileError / ValueError: malformed, or not the residual the Δ committed to.
+        """
+        layout = {f"ef/{n}": (torch.float32, tuple(s)) for n, s in parameter_shapes(spec).items()}
+        path = self.residual_path(epoch)
+        if not path.exists():
+            raise FileNotFoundError(f"{path} does not exist")
+        residual = {k[3:]: v for k, v in load_tensors(path, layout, RESIDUAL_FORMAT).items()}
+        if residual_digest(residual) != bytes(self.read_delta(spec, epoch)[NEXT].tolist()):
+            raise ValueError(f"{path.name} of epoch {epoch} is not the residual its Δ committed to")
+        return residual
+
     def commit(self, spec: RunSpec, epoch: int, leaf_hashes: Sequence[bytes], losses: Sequence[float],
-               payload: Mapping[str, torch.Tensor]) -> EpochRecord:
+               payload: Mapping[str, torch.Tensor],
+               residual: Mapping[str, torch.Tensor] | None = None) -> EpochRecord:
         """Write the Δ ``payload`` and the record that commits to the leaves, the losses and it.
 
         Args:
@@ -398,6 +426,7 @@ class EpochStore:
             leaf_hashes: the ``S + 1`` leaf hashes (of leaves already written).
             losses: the ``H`` per-step losses.
             payload: the quantized Δ to serve and commit to.
+            residual: the residual the Δ leaves (``topk2``), written before the record.
 
         Returns:
             What was committed.
@@ -407,6 +436,9 @@ class EpochStore:
         if len(losses) != spec.train.inner_steps:
             raise ValueError(f"an epoch has {spec.train.inner_steps} losses, got {len(losses)}")
         self._write_delta(spec, epoch, payload)
+        if residual is not None:
+            save_tensors(self.residual_path(epoch), {f"ef/{n}": t for n, t in sorted(residual.items())},
+                         RESIDUAL_FORMAT)
         micro = [loss_micro(x) for x in losses]
         return self._write_record(spec, epoch, list(leaf_hashes), micro,
                                   train_loss_micro(micro, spec.train.segment_steps), delta_hash(payload).hex())

@@ -14,7 +14,7 @@ uninterrupted run (at any thread count: the step is thread-invariant).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -24,15 +24,22 @@ from protocol.errors import VerilocoError
 from protocol.messages import Commitment
 from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
+from trainer.compress import zero_residual
 from trainer.data import Dataset
-from trainer.delta import pseudo_gradient, quantize
+from trainer.delta import carries_residual, encode_pseudo_gradient, pseudo_gradient
 from trainer.epoch_store import EpochStore, Progress
+from trainer.model import parameter_shapes
 from trainer.snapshot import LeafWriter, SnapshotStats
 from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
 
 StepCallback = Callable[[int, float], None]
 """Called after every inner step with (steps done in the epoch, loss). It may raise
 :class:`Interrupted` to stop the epoch at that step boundary."""
+
+
+class ResidualUnavailable(VerilocoError):
+    """A ``topk2`` host whose previous epoch was accepted does not have (or has a damaged copy of)
+    the residual that epoch committed to: it cannot compute its next Δ honestly."""
 
 
 class Interrupted(VerilocoError):
@@ -167,7 +174,7 @@ def _broadcast_state(state: TrainState, group: dist.ProcessGroup | None) -> Trai
 def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: Mapping[str, torch.Tensor],
               root: Path, micro_batches: int = 1, stepper: Stepper | None = None,
               on_step: StepCallback | None = None, full_leaf_every: int = 1,
-              stats: SnapshotStats | None = None) -> EpochResult | None:
+              stats: SnapshotStats | None = None, carry_residual: bool = False) -> EpochResult | None:
     """Train an epoch (or finish an interrupted one) and produce the host's commitment.
 
     Each segment's leaf is copied on this thread and hashed and written behind it
@@ -187,6 +194,9 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         on_step: progress callback.
         full_leaf_every: ``K``: store leaf 0, every ``K``-th leaf and the last in full (1: all).
         stats: filled with what the background writer did (hash and write seconds, bytes).
+        carry_residual: ``topk2`` runs: the host's previous epoch was accepted, so this epoch starts
+            from the residual that epoch committed to (in this store); otherwise from zeros. Leaf
+            ``S`` carries it and the Δ is computed with it.
 
     Returns:
         The :class:`EpochResult` on rank 0; ``None`` on the other ranks of an island.
@@ -194,10 +204,14 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     Raises:
         Interrupted: ``on_step`` asked to stop; the leaves finished before it are recorded (the
             writer is joined first), and a later call resumes from the last stored one.
+        ResidualUnavailable: ``carry_residual`` but the previous epoch's residual is missing or damaged.
     """
     stepper = stepper if stepper is not None else Stepper(spec)
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
     store = EpochStore(root, ctx.run_id, ctx.host)
+    residual = carried_residual(spec, store, ctx.epoch, carry_residual)
+    if residual is not None and stepper.world > 1:
+        raise ValueError("topk2 epochs train in one process (islands are not supported with it yet)")
     if stepper.rank == 0:
         progress = store.resume(spec, ctx.epoch, start, ctx.prev_epoch_seed, full_leaf_every)
     else:  # the other ranks of an island receive rank 0's resume point below; they hash nothing
@@ -214,6 +228,8 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         while stepper.step_count < spec.train.inner_steps:
             last, ready = train_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
             index += 1
+            if index == spec.train.segments and residual is not None:
+                last = replace(last, residual=residual)  # leaf S carries what its Δ starts from
             if writer is None:
                 ready()
                 continue
@@ -229,11 +245,36 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
                 stats.__dict__.update(writer.stats.__dict__)
     if stepper.rank != 0:
         return None
-    payload = epoch_delta(spec, start.state, last.state)
-    record = store.commit(spec, ctx.epoch, hashes, losses, payload)
+    # A resumed epoch's leaf S was read back from disk, its residual with it.
+    payload, left = epoch_payload(spec, start.state, last.state, last.residual)
+    record = store.commit(spec, ctx.epoch, hashes, losses, payload, left)
     return EpochResult(record.commitment, hashes, losses, payload, last.state)
 
 
+def carried_residual(spec: RunSpec, store: EpochStore, epoch: int, carry: bool) -> dict[str, torch.Tensor] | None:
+    """The residual a ``topk2`` epoch starts from: what the previous epoch's Δ left when ``carry``
+    (that epoch was accepted), zeros otherwise; ``None`` for a scheme without one.
+
+    Raises:
+        ResidualUnavailable: ``carry`` but the previous epoch's residual is missing or damaged.
+    """
+    if not carries_residual(spec.quantization):
+        return None
+    if not carry or epoch == 0:
+        return zero_residual(parameter_shapes(spec))
+    try:
+        return store.read_residual(spec, epoch - 1)
+    except (OSError, ValueError) as exc:
+        raise ResidualUnavailable(f"epoch {epoch - 1} was accepted but its residual cannot be read: {exc}") from None
+
+
+def epoch_payload(spec: RunSpec, start: TrainState, end: TrainState, residual: dict[str, torch.Tensor] | None
+                  ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+    """The Δ payload an epoch from ``start`` to ``end`` commits to, and the residual it leaves:
+    ``encode_pseudo_gradient(θ_0 − θ_S, residual)`` (a residual only for ``topk2``)."""
+    return encode_pseudo_gradient(pseudo_gradient(start.params, end.params), spec.quantization, residual)
+
+
 def epoch_delta(spec: RunSpec, start: TrainState, end: TrainState) -> dict[str, torch.Tensor]:
-    """The quantized Δ an epoch from ``start`` to ``end`` commits to: quantize(θ_0 − θ_S)."""
-    return quantize(pseudo_gradient(start.params, end.params), spec.quantization)
+    """The quantized Δ an epoch from ``start`` to ``end`` commits to, from a zero residual."""
+    return epoch_payload(spec, start, end, None)[0]

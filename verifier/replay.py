@@ -21,7 +21,10 @@ measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challeng
 4. **Bounds.** Every coordinate of the segment's committed update (and, for the last segment, of
    ``θ_S − θ_e``) within what that many AdamW steps can move it (:func:`verifier.measure.update_excess`).
 5. **Δ** (last segment only). The served Δ must hash to ``challenge.delta_hash`` exactly and, once
-   dequantized, equal ``θ_e − θ_S`` of the committed leaf ``S`` within the quantization bound.
+   dequantized, equal ``θ_e − θ_S`` of the committed leaf ``S`` within the quantization bound. For
+   ``topk2`` (error feedback) it must be, byte for byte, the compression of ``θ_e − θ_S + r`` where
+   ``r`` is the residual leaf ``S`` carries, and ``r`` must be the one the host's accepted Δ of
+   epoch ``e − 1`` committed to (its ``ef/next``; zeros if the host was not accepted then).
 6. **Replay.** ``c`` steps from leaf ``g`` on the protocol's batches with the trainer's one step
    function (:func:`trainer.inner.replay_segment`), then (:func:`verifier.measure.compare`): the
    relative distance of every tensor of the parameters and of both AdamW moments ``≤ tau``, every
@@ -55,10 +58,11 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, TypeVar
 
+import torch
 from pydantic import ValidationError
 
 from protocol.errors import VerilocoError
@@ -72,8 +76,9 @@ from protocol.tensors.digest import tensors_digest
 from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import Checkpoint, stream_checkpoint
+from trainer.compress import NEXT, compress, residual_digest, zero_residual
 from trainer.data import Dataset
-from trainer.delta import dequantize, pseudo_gradient, stream_delta
+from trainer.delta import carries_residual, delta_hash, dequantize, pseudo_gradient, stream_delta
 from trainer.inner import EpochContext, run_segment, start_checkpoint
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
@@ -112,7 +117,7 @@ class VerdictReport:
         reason: one human-readable line (``"pass: distance 1.8e-04 ≤ τ 0.01, …"``).
         check: the check that decided: ``ok`` for a pass; ``fetch`` (unavailable); ``leaf``
             (decode, proof, consistency or moment bounds of a leaf), ``losses``, ``train_loss``,
-            ``start``, ``bound``, ``delta``, ``replay``, ``distance``, ``moments``, ``loss``,
+            ``start``, ``bound``, ``delta``, ``residual``, ``replay``, ``distance``, ``moments``, ``loss``,
             ``update`` or ``error`` for a fail.
         measurements: every figure measured on the way (distances, loss difference, update
             ratio, moment norms, Δ error, leaf hashes, seconds); what was not reached is absent.
@@ -204,8 +209,11 @@ class _Run:
     """The checks of one challenge, accumulating measurements."""
 
     def __init__(self, spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
-                 theta: GlobalState, prev_epoch_seed: bytes, stepper: Stepper | None) -> None:
+                 theta: GlobalState, prev_epoch_seed: bytes, stepper: Stepper | None,
+                 previous_delta: str | None = None) -> None:
         self.spec, self.dataset, self.challenge, self.source = spec, dataset, challenge, source
+        self.previous_delta = previous_delta
+        self.previous_raw: Iterable[object] | None = None
         self.theta, self.prev_epoch_seed, self.stepper = theta, prev_epoch_seed, stepper
         self.m: dict[str, Measurement] = {}
         self.distance = 0.0
@@ -230,6 +238,8 @@ class _Run:
         losses = _fetch("losses", lambda: self.source.losses(e))
         delta = _fetch("Δ", lambda: self.source.delta_chunks(e)) if self.last else None
         self.proof0 = _fetch("proof of leaf 0", lambda: self.source.proof(e, 0)) if self.last and g else None
+        if self.last and self.previous_delta is not None and carries_residual(self.spec.quantization):
+            self.previous_raw = _fetch(f"Δ of epoch {e - 1}", lambda: self.source.delta_chunks(e - 1))
         return raw_start, proof_start, raw_end, proof_end, losses, delta
 
     def chunks(self, raw: Iterable[object] | None, what: str, counter: str) -> Iterator[bytes]:
@@ -364,6 +374,9 @@ class _Run:
         if served_hash != self.challenge.delta_hash:
             raise _unserved("delta", f"the served Δ hashes to {served_hash[:16]}…, the committed Δ hash is "
                                  f"{self.challenge.delta_hash[:16]}…")
+        if carries_residual(self.spec.quantization):
+            self.sparse_delta(payload, end)
+            return
         truth = pseudo_gradient(self.theta.params, end.state.params)
         dq = dequantize(payload, _parameter_shapes(self.spec), self.spec.quantization)
         found = delta_check(dq, payload, truth, self.spec.quantization)
@@ -372,6 +385,44 @@ class _Run:
             raise _fail("delta", f"Δ is not θ_e − θ_S of the committed last leaf: {int(found['violations'])} "
                                  "values or scales outside the quantization bound "
                                  f"(worst ×{found['worst_excess']:.3g}, relative error {found['relative_error']:.3g})")
+
+    def carried_digest(self) -> bytes:
+        """The digest of the residual the host must start epoch e from: ``ef/next`` of its accepted Δ
+        of epoch e − 1 (read from the host and checked against that epoch's committed hash), or of
+        zeros when it was not accepted then."""
+        if self.previous_delta is None:
+            return residual_digest(zero_residual(_parameter_shapes(self.spec)))
+        what = f"Δ of epoch {self.epoch - 1}"
+        try:
+            previous, digest = stream_delta(self.chunks(self.previous_raw, what, "previous_delta_bytes"), self.spec,
+                                            what=f"{self.host} epoch {self.epoch - 1} Δ")
+        except (TensorFileError, ValueError) as exc:
+            raise _unserved("delta", f"{what} is malformed: {exc}") from None
+        if digest.hex() != self.previous_delta:
+            raise _unserved("delta", f"the served {what} hashes to {digest.hex()[:16]}…, the committed hash is "
+                                     f"{self.previous_delta[:16]}…")
+        return bytes(previous[NEXT].tolist())
+
+    def sparse_delta(self, payload: dict[str, Any], end: Checkpoint) -> None:
+        """``topk2``: the residual leaf S carries is the chained one, and the payload is exactly the
+        compression of θ_e − θ_S plus it (the coordinates, codes, scales and next residual)."""
+        if end.residual is None:  # the leaf layout of a topk2 run has it: not reached
+            raise _fail("delta", f"leaf {self.g + 1} carries no residual")
+        carried, expected = residual_digest(end.residual), self.carried_digest()
+        self.m["residual_hash"], self.m["expected_residual_hash"] = carried.hex(), expected.hex()
+        if carried != expected:
+            source = (f"the one its accepted Δ of epoch {self.epoch - 1} committed to"
+                      if self.previous_delta is not None else "zero (it was not accepted in the previous epoch)")
+            raise _fail("residual", f"leaf {self.g + 1} computes its Δ from an error-feedback residual that is not "
+                                    f"{source}")
+        recomputed, _ = compress(pseudo_gradient(self.theta.params, end.state.params), end.residual,
+                                 self.spec.quantization.block_size)
+        self.m["recomputed_delta_hash"] = delta_hash(recomputed).hex()
+        if self.m["recomputed_delta_hash"] != self.challenge.delta_hash:
+            differ = sorted(n for n in recomputed if not torch.equal(recomputed[n], payload[n]))
+            raise _fail("delta", f"Δ is not the compression of θ_e − θ_S plus the carried residual: "
+                                 f"{len(differ)} tensors differ ({', '.join(differ[:3])}…)")
+        self.m["delta_relative_error"] = 0.0
 
     # -- replay ---------------------------------------------------------------------------------
 
@@ -384,6 +435,8 @@ class _Run:
         except ValueError as exc:  # a non-finite loss: leaf g diverges under honest training
             raise _fail("replay", f"replaying segment {self.g} failed: {exc}") from None
         self.m["seconds_replay"] = round(time.perf_counter() - t0, 4)
+        if end.residual is not None:  # carried unchanged through the epoch: no step touches it
+            replayed = replace(replayed, residual=end.residual)
         self.m["replayed_hash"] = replayed.leaf_hash().hex()
         self.m["bitwise"] = self.m["replayed_hash"] == self.m[f"leaf{self.g + 1}_hash"]
 
@@ -516,7 +569,7 @@ def _evidence(challenge: Challenge, outcome: str, check: str, measurements: dict
 
 def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
                     theta: GlobalState, prev_epoch_seed: bytes, *,
-                    stepper: Stepper | None = None) -> VerdictReport:
+                    stepper: Stepper | None = None, previous_delta: str | None = None) -> VerdictReport:
     """Check one challenge and explain the verdict (see the module docstring for the checks).
 
     Args:
@@ -528,6 +581,9 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
         theta: the agreed global state θ_e of the challenge's epoch.
         prev_epoch_seed: the seed of epoch ``e − 1`` (the genesis seed for ``e = 0``).
         stepper: a single-process :class:`~trainer.step.Stepper` to reuse across challenges.
+        previous_delta: ``topk2`` runs: the Δ hash the host committed in epoch ``e − 1`` if it was
+            accepted then (``Ledger.aggregation_inputs``), else None: its error-feedback residual
+            chains from that Δ or starts from zero.
 
     Returns:
         The verdict with its reason, deciding check and measurements.
@@ -537,7 +593,7 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
     """
     _check_inputs(spec, dataset, challenge, theta, prev_epoch_seed, stepper)
     t0 = time.perf_counter()
-    run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper)
+    run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper, previous_delta)
     outcome: Outcome
     try:
         reason = run.run()
@@ -566,9 +622,10 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
 
 def verify_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
                      theta: GlobalState, prev_epoch_seed: bytes, *,
-                     stepper: Stepper | None = None) -> Verdict:
+                     stepper: Stepper | None = None, previous_delta: str | None = None) -> Verdict:
     """The verdict on one challenge: :func:`check_challenge` without the explanation.
 
     The reason is logged (logger ``veriloco.verifier``); call :func:`check_challenge` to get it.
     """
-    return check_challenge(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper=stepper).verdict
+    return check_challenge(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper=stepper,
+                           previous_delta=previous_delta).verdict

@@ -1,0 +1,132 @@
+"""topk2 with error feedback, verified: the last segment's validators recompute the compressed Δ and
+check the residual it starts from, so a host can neither choose its coordinates nor hide poison in
+its residual."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from suite_env import HOST
+from verifier_env import Served, Tampered, commit_leaves, leaves_of
+
+from protocol.rules.beacon import genesis_seed
+from protocol.rules.spec import RunSpec
+from trainer.artifacts import ArtifactUnavailable, LocalArtifacts
+from trainer.compress import NEXT, compress, residual_digest
+from trainer.data import Dataset
+from trainer.delta import dequantize, pseudo_gradient
+from trainer.epoch_store import EpochStore
+from trainer.inner import EpochContext, ResidualUnavailable, run_epoch
+from trainer.model import parameter_shapes
+from trainer.outer import GlobalState, outer_step
+from verifier.adversaries import Honest
+from verifier.replay import check_challenge
+
+
+@pytest.fixture(scope="module")
+def sparse(spec: RunSpec) -> RunSpec:
+    return spec.with_changes(quantization={"scheme": "topk2", "block_size": 1024})
+
+
+def _epoch(spec: RunSpec, dataset: Dataset, root: Path, epoch: int, theta: GlobalState, carry: bool) -> Served:
+    run_id = spec.run_id()
+    ctx = EpochContext(run_id, epoch, HOST, genesis_seed(run_id))
+    result = run_epoch(spec, dataset, ctx, theta.params, root, carry_residual=carry)
+    assert result is not None
+    return Served(spec, ctx, theta, result, LocalArtifacts(root, run_id, HOST), Honest())
+
+
+@pytest.fixture(scope="module")
+def two_epochs(sparse: RunSpec, dataset: Dataset, tmp_path_factory: pytest.TempPathFactory) -> tuple[Served, Served]:
+    """An honest topk2 host's epoch 0, then epoch 1 (accepted before, so it carries its residual)."""
+    root = tmp_path_factory.mktemp("topk2")
+    first = _epoch(sparse, dataset, root, 0, GlobalState.initial(sparse), carry=False)
+    shapes = parameter_shapes(sparse)
+    theta1 = outer_step(first.theta, dequantize(first.result.payload, shapes, sparse.quantization), sparse.outer)
+    return first, _epoch(sparse, dataset, root, 1, theta1, carry=True)
+
+
+def _check(served: Served, dataset: Dataset, previous: str | None, source=None):
+    last = served.spec.train.segments - 1
+    return check_challenge(served.spec, dataset, served.challenge(last), source or served.source, served.theta,
+                           served.ctx.prev_epoch_seed, previous_delta=previous)
+
+
+def test_honest_epochs_pass_and_the_residual_chains(two_epochs, dataset) -> None:
+    first, second = two_epochs
+    report = _check(first, dataset, None)
+    assert report.outcome == "pass", report.reason
+    carried = leaves_of(second)[-1].residual
+    assert carried is not None and any(bool(t.abs().sum() > 0) for t in carried.values())
+    # what epoch 1 starts from is what epoch 0's committed Δ said it left
+    assert residual_digest(carried) == bytes(first.result.payload[NEXT].tolist())
+    report = _check(second, dataset, first.result.commitment.delta_hash)
+    assert report.outcome == "pass", report.reason
+    assert report.measurements["residual_hash"] == report.measurements["expected_residual_hash"]
+    assert report.measurements["bitwise"] is True
+
+
+def test_a_residual_the_chain_does_not_back_fails(two_epochs, dataset) -> None:
+    # Validators who see the host was not accepted in epoch 0 expect a zero residual.
+    _, second = two_epochs
+    report = _check(second, dataset, None)
+    assert (report.outcome, report.check) == ("fail", "residual")
+
+
+def test_poison_hidden_in_the_residual_fails(two_epochs, dataset, tmp_path) -> None:
+    first, second = two_epochs
+    leaves = leaves_of(second)
+    end = leaves[-1]
+    assert end.residual is not None
+    poison = {n: t + 0.05 * torch.sign(torch.randn_like(t)) for n, t in end.residual.items()}
+    payload, _ = compress(pseudo_gradient(second.theta.params, end.state.params), poison,
+                          second.spec.quantization.block_size)
+    leaves[-1] = replace(end, residual=poison)
+    run_id = second.spec.run_id()
+    shutil.copytree(EpochStore(first.source.root, run_id, HOST).directory(0),  # type: ignore[attr-defined]
+                    EpochStore(tmp_path, run_id, HOST).directory(0))  # the cheater's own epoch 0
+    forged = commit_leaves(second, leaves, tmp_path, payload)  # a consistent Δ for the forged residual
+    report = _check(replace(forged, theta=second.theta), dataset, first.result.commitment.delta_hash)
+    assert (report.outcome, report.check) == ("fail", "residual"), report.reason
+
+
+def test_a_host_that_sends_other_coordinates_fails(two_epochs, dataset, tmp_path) -> None:
+    first, _ = two_epochs
+    payload = {n: t.clone() for n, t in first.result.payload.items()}
+    name = next(n for n in sorted(payload) if n.startswith("idx/") and payload[n].shape[1] > 2)
+    row = payload[name][0]
+    kept = set(row.tolist())
+    other = next(i for i in range(int(row[-2]) + 1, int(row[-1])) if i not in kept) if int(row[-1]) - int(row[-2]) > 1 \
+        else None
+    if other is None:  # swap in the first offset not kept, keeping the row sorted
+        other = next(i for i in range(1024) if i not in kept)
+        payload[name][0] = torch.tensor(sorted((kept - {int(row[-1])}) | {other}), dtype=torch.int16)
+    else:
+        payload[name][0, -2] = other
+    forged = commit_leaves(first, leaves_of(first), tmp_path, payload)
+    report = _check(replace(forged, theta=first.theta), dataset, None)
+    assert (report.outcome, report.check) == ("fail", "delta"), report.reason
+
+
+def test_a_host_that_withholds_its_previous_delta_is_unavailable(two_epochs, dataset) -> None:
+    first, second = two_epochs
+
+    def refuse(epoch, _leaf, value):
+        if epoch == 0:
+            raise ArtifactUnavailable("not serving epoch 0")
+        return value
+
+    report = _check(second, dataset, first.result.commitment.delta_hash, Tampered(second.source, delta=refuse))
+    assert report.outcome == "unavailable", report.reason
+
+
+def test_a_host_without_the_residual_it_committed_to_cannot_train(sparse, dataset, two_epochs, tmp_path) -> None:
+    first, _ = two_epochs
+    store = EpochStore(tmp_path, sparse.run_id(), HOST)
+    with pytest.raises(ResidualUnavailable):  # a fresh work root: epoch 0's residual is not there
+        _epoch(sparse, dataset, tmp_path, 1, first.theta, carry=True)
+    assert not store.residual_path(0).exists()
