@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: simulate test install install-dev toolchain clean
+.PHONY: simulate test install install-dev toolchain browser clean
 
 # A stamp per extras set, so `make test` after `make simulate` still installs the dev extras.
 $(VENV)/.installed-base: pyproject.toml
@@ -35,6 +35,16 @@ toolchain:
 	    $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# Debian's Chromium: the dashboard's tests drive it headless (tests/veriloco/headless_chromium.py).
+BROWSER_PKGS = chromium
+browser:
+	@missing=$$(for p in $(BROWSER_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
+	    | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    sudo=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
 simulate: install
 	$(BIN)/veriloco simulate
 
@@ -44,8 +54,8 @@ simulate: install
 # Two pytest-xdist workers on two cores (`-n auto`): the devnet tests go to one worker, which
 # mostly waits for blocks, every other module to whichever worker is free (tests/conftest.py);
 # the 20 slowest tests are listed at the end so the suite's length stays visible in CI.
-test: install-dev toolchain
-	OMP_WAIT_POLICY=PASSIVE VERILOCO_REQUIRE_DEVNET=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest --hypothesis-profile=ci -n auto --dist loadgroup --durations=20
+test: install-dev toolchain browser
+	OMP_WAIT_POLICY=PASSIVE VERILOCO_REQUIRE_DEVNET=1 VERILOCO_REQUIRE_BROWSER=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest --hypothesis-profile=ci -n auto --dist loadgroup --durations=20
 
 # Static checks of the Python code, configured in pyproject.toml: ruff (lint rules and import
 # order) over every package, the benchmarks and the tests, and mypy over every package. `make test`

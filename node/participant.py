@@ -22,13 +22,12 @@ import json
 import logging
 import os
 import threading
-import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from chain.block_clock import BlockClock as BlockClock  # re-exported: nodes import it from here
 from chain.ledger import ContractError, Ledger
 from node.events import EventKind, EventSink, NodeEvent
 from protocol.keys import PrivateKey
@@ -40,34 +39,6 @@ from protocol.views import ParticipantStatus
 from trainer.tensorfile import write_atomic
 
 log = logging.getLogger("veriloco.node")
-
-
-class BlockClock:
-    """Seconds per block as a node sees them: from the oldest and the newest (time, height) it
-    observed within the last ``window_s`` seconds (a chain's block time, which no spec states)."""
-
-    def __init__(self, window_s: float = 300.0) -> None:
-        self._window = window_s
-        self._seen: deque[tuple[float, int]] = deque()
-
-    def observe(self, height: int, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        if self._seen and self._seen[-1][1] == height:
-            return
-        self._seen.append((now, height))
-        while len(self._seen) > 2 and now - self._seen[1][0] > self._window:
-            self._seen.popleft()
-
-    def seconds_per_block(self) -> float | None:
-        """The observed block time; None until two heights were seen."""
-        if len(self._seen) < 2:
-            return None
-        (t0, h0), (t1, h1) = self._seen[0], self._seen[-1]
-        return (t1 - t0) / (h1 - h0) if h1 > h0 else None
-
-    def seconds(self, blocks: int) -> float | None:
-        per = self.seconds_per_block()
-        return None if per is None else max(0, blocks) * per
 
 
 class Participant:

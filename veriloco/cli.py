@@ -31,7 +31,7 @@ from chain.errors import LedgerError, NodeUnreachable
 from protocol.coins import KNOWN, annotate
 from protocol.errors import VerilocoError
 from veriloco import __version__
-from veriloco.commands import devnet, epoch, join, keys, member, model, run, simulate, train
+from veriloco.commands import dashboard, devnet, epoch, join, keys, member, model, run, simulate, train
 from veriloco.connect import TIMEOUTS
 from veriloco.output import err_console, print_json
 
@@ -156,6 +156,7 @@ app.add_typer(member.host_app, name="host")
 app.add_typer(member.validator_app, name="validator")
 app.add_typer(model.app, name="model")
 app.command("metrics")(epoch.metrics)
+app.command("dashboard")(dashboard.dashboard)
 
 
 @app.command("version")

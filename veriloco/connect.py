@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chain.ledger import Ledger
 from protocol.rules.spec import RunSpec
@@ -76,6 +76,8 @@ class NetworkFile(BaseModel):
     chain: ChainSettings
     contract: Address
     run_id: str
+    names: dict[str, str] = Field(default_factory=dict, max_length=4096)
+    """Labels for addresses (``simulate`` names its participants), shown where a keyring has none."""
 
     def save(self, path: Path) -> Path:
         path = Path(path)
@@ -109,6 +111,30 @@ def cosmos_chain(settings: ChainSettings):  # -> chain.cosmos.CosmosChain (cosmp
     config = (injective if settings.flavour == "injective" else wasmd)(settings.chain_id)
     return CosmosChain(settings.grpc, config, rpc_url=settings.rpc, tx_timeout=TIMEOUTS.tx,
                        reconnect_timeout=TIMEOUTS.node, call_timeout=TIMEOUTS.node)
+
+
+def network_from_node(node: str, contract: str, *, rpc: str | None = None, chain_id: str | None = None) -> NetworkFile:
+    """The network file of the run at ``contract`` reached through the node at ``node`` (gRPC): the
+    chain id comes from the node (refused if ``chain_id`` names another), the run id from the
+    contract (unchecked here: ``veriloco run join`` checks it). The flavour follows the address
+    prefix (``inj1…``: Injective; anything else: wasmd).
+
+    Raises:
+        CommandError: the node serves another chain than ``chain_id``.
+    """
+    from chain.cosmos import CosmosBackend  # noqa: PLC0415 (cosmpy loads only for a cosmos network)
+
+    settings = ChainSettings(backend="cosmos", grpc=node, rpc=rpc, chain_id=chain_id or "unknown",
+                             flavour="injective" if contract.startswith("inj1") else "wasmd")
+    chain = cosmos_chain(settings)
+    try:
+        found = chain.node_chain_id()
+        if chain_id is not None and chain_id != found:
+            raise CommandError(f"the node at {node} serves chain {found!r}, not {chain_id!r}")
+        run_id = Ledger(CosmosBackend(chain, contract)).config().run_id
+    finally:
+        chain.close()
+    return NetworkFile(chain=settings.model_copy(update={"chain_id": found}), contract=contract, run_id=run_id)
 
 
 def be_patient(ledger: Ledger) -> None:

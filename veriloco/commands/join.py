@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from veriloco.commands.common import Home, Json, Network
-from veriloco.connect import ChainSettings, NetworkFile, cosmos_chain, network_path
-from veriloco.errors import CommandError
+from veriloco.connect import network_from_node, network_path, open_ledger
 from veriloco.output import console, err_console, print_json
 
 
@@ -28,37 +27,26 @@ def join(
     """Join a run deployed by someone else: read its spec from the contract, check it (its hash is
     the run id; θ_0 is the spec's model; the contract runs this veriloco's code), write the network
     file. Then bond and run a daemon as docs/operators.md shows."""
-    from chain.ledger import Ledger  # noqa: PLC0415 (cosmpy loads only for a cosmos network)
-    from chain.wasm_artifact import load_contract_wasm  # noqa: PLC0415 (as above)
+    from chain.wasm_artifact import load_contract_wasm  # noqa: PLC0415 (read only to check the contract's code)
     from veriloco.join import check_run, wasm_checksum  # noqa: PLC0415 (as above)
 
-    probe = ChainSettings(backend="cosmos", grpc=node, rpc=rpc, chain_id=chain_id or "unknown",
-                          flavour="injective" if contract.startswith("inj1") else "wasmd")
-    chain = cosmos_chain(probe)
+    net = network_from_node(node, contract, rpc=rpc, chain_id=chain_id)
+    found_id = net.chain.chain_id
+    err_console.print(f"join: reading run {contract} on {found_id} via {node}…", highlight=False)
+    with open_ledger(net) as ledger:
+        config = ledger.config()
+        checksum = ledger.backend.chain.contract_checksum(contract)  # type: ignore[attr-defined]
+    err_console.print("join: building θ_0 of the run's spec to check its hash (loads torch)…", highlight=False)
+    from protocol.rules.spec import RunSpec  # noqa: PLC0415 (light)
+    from trainer.outer import GlobalState  # noqa: PLC0415 (torch loads only to check θ_0)
+
     try:
-        found_id = chain.node_chain_id()
-        if chain_id is not None and chain_id != found_id:
-            raise CommandError(f"the node at {node} serves chain {found_id!r}, not {chain_id!r}")
-        settings = probe.model_copy(update={"chain_id": found_id})
-        err_console.print(f"join: reading run {contract} on {found_id} via {node}…", highlight=False)
-        from chain.cosmos import CosmosBackend  # noqa: PLC0415 (as above)
-
-        config = Ledger(CosmosBackend(chain, contract)).config()
-        checksum = chain.contract_checksum(contract)
-    finally:
-        chain.close()
-    from protocol.rules.spec import RunSpec  # noqa: PLC0415 (light; the model below loads torch)
-
-    spec = RunSpec.from_canonical(config.spec_json) if config.spec_json else None
-    theta0 = None
-    if spec is not None:
-        err_console.print(f"join: building θ_0 of {spec.name} to check its hash (loads torch)…", highlight=False)
-        from trainer.outer import GlobalState  # noqa: PLC0415 (torch loads only to check θ_0)
-
-        theta0 = GlobalState.initial(spec).hash().hex()
+        theta0: str | None = GlobalState.initial(RunSpec.from_canonical(config.spec_json)).hash().hex()
+    except ValueError:  # a spec that does not parse: check_run says so
+        theta0 = None
     checked = check_run(config, theta0_hash=theta0, code_checksum=checksum,
                         our_checksum=wasm_checksum(load_contract_wasm()), expected_run_id=run_id, any_code=any_code)
-    path = NetworkFile(chain=settings, contract=contract, run_id=checked.run_id).save(network_path(network, home))
+    path = net.model_copy(update={"run_id": checked.run_id}).save(network_path(network, home))
     if json:
         print_json({"network_file": str(path), "contract": contract, "chain_id": found_id, "run_id": checked.run_id,
                     "spec": checked.spec, "initial_model_hash": checked.initial_model_hash,

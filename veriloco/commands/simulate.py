@@ -165,6 +165,7 @@ def simulate(
         names.update(net.names)
         live = MetricsWriter(metrics_dir, spec.economics.denom, net.names)
         arm_coalition(net, cheaters)
+        _save(net, factory, root, spec)  # `veriloco dashboard --network ROOT/network.json` follows the run
         reports = []
         with progress:
             task = progress.add_task("epochs", total=epochs)
@@ -172,12 +173,12 @@ def simulate(
                 report = net.run_epoch()
                 reports.append(report)
                 live.write([report])
+                _save(net, factory, root, spec)
                 progress.advance(task)
                 quiet = sorted((k, v) for (e, k), v in counts.items() if e == report.epoch)
                 progress.console.print(f"[bold]{summary_line(report, net.names)}[/]  "
                                        f"[dim]({', '.join(f'{v} {k}' for k, v in quiet)})[/]", highlight=False)
         conserved = net.total_funds() == net.initial_funds
-        _save(net, factory, root, spec)
     finally:
         if isinstance(factory, DevnetChainFactory):
             factory.stop()
@@ -281,7 +282,8 @@ def simulation_spec(spec: RunSpec, *, validators: int, hosts: int = 1, block_txs
 
 
 def _save(net: LocalNetwork, factory: object, root: Path, spec: RunSpec) -> None:
-    """Leave the chain state and a network file so the report commands can read the run later."""
+    """Write the chain state and a network file (atomically), at the start and after every epoch, so
+    the dashboard follows the run and the report commands read it afterwards."""
     from veriloco.network import DevnetChainFactory, EmbeddedChainFactory  # noqa: PLC0415 (loaded by simulate)
 
     if isinstance(factory, EmbeddedChainFactory) and factory.chain is not None:
@@ -294,5 +296,5 @@ def _save(net: LocalNetwork, factory: object, root: Path, spec: RunSpec) -> None
         settings = ChainSettings(backend="cosmos", grpc=node.grpc_url, rpc=node.rpc_url, chain_id=node.chain_id)
     else:
         return
-    NetworkFile(chain=settings, contract=net.ledger.contract_address, run_id=spec.run_id().hex()).save(
-        root / "network.json")
+    NetworkFile(chain=settings, contract=net.ledger.contract_address, run_id=spec.run_id().hex(),
+                names=net.names).save(root / "network.json")
