@@ -28,6 +28,7 @@ from trainer.compress import zero_residual
 from trainer.data import Dataset
 from trainer.delta import carries_residual, encode_pseudo_gradient, pseudo_gradient
 from trainer.epoch_store import EpochStore, Progress
+from trainer.island_leaf import ShardedLeafWriter, gather_whole, side_group
 from trainer.model import parameter_shapes
 from trainer.snapshot import LeafWriter, SnapshotStats
 from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
@@ -75,7 +76,8 @@ class EpochResult:
         leaf_hashes: the ``S + 1`` checkpoint leaf hashes (leaf 0 is the start state).
         losses: the ``H`` per-step losses.
         payload: the quantized Δ exactly as served (its hash is ``commitment.delta_hash``).
-        end: the state after ``H`` steps.
+        end: the state after ``H`` steps (after an island's epoch: its parameters only, whole; the
+            moments stay sharded).
     """
 
     commitment: Commitment
@@ -124,7 +126,9 @@ def train_segment(stepper: Stepper, dataset: Dataset, spec: RunSpec, ctx: EpochC
                   micro_batches: int, on_step: StepCallback | None = None) -> tuple[Checkpoint, Callable[[], None]]:
     """:func:`run_segment` without waiting for the checkpoint's copy to reach host memory.
 
-    On CUDA the copy overlaps the next segment's steps (:meth:`Stepper.export_async`).
+    On CUDA the copy overlaps the next segment's steps (:meth:`Stepper.export_async`). A rank of an
+    island copies only the chunks it holds (:meth:`Stepper.export_local`; the checkpoint then
+    holds chunks, for :class:`trainer.island_leaf.ShardedLeafWriter`).
 
     Returns:
         The checkpoint and the function to call before reading its tensors.
@@ -132,6 +136,8 @@ def train_segment(stepper: Stepper, dataset: Dataset, spec: RunSpec, ctx: EpochC
     first = stepper.step_count
     losses = train_steps(stepper, dataset, spec, ctx, range(first, first + spec.train.segment_steps),
                          micro_batches, on_step)
+    if stepper.world > 1:
+        return Checkpoint(stepper.export_local(), torch.tensor(losses, dtype=torch.float32), micro_batches), _copied
     state, ready = stepper.export_async()
     return Checkpoint(state, torch.tensor(losses, dtype=torch.float32), micro_batches), ready
 
@@ -162,13 +168,20 @@ def replay_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Ch
     return run_segment(stepper, dataset, spec, ctx, start.micro_batches)
 
 
-def _broadcast_state(state: TrainState, group: dist.ProcessGroup | None) -> TrainState:
-    # Rank 0 read the disk; the other ranks receive its state (tensors filled in place), so an
-    # island spread over machines without a shared file system resumes in step.
+def _copied() -> None:
+    """What :func:`train_segment` returns to wait on when its copy is already made."""
+
+
+def _broadcast_resume(state: TrainState, index: int, group: dist.ProcessGroup) -> tuple[TrainState, int]:
+    # Rank 0 read the disk; the other ranks receive its state (tensors filled in place) and leaf
+    # index, so an island spread over machines without a shared file system resumes in step.
+    # Over the island's gloo side group: the tensors are on the CPU whatever the device.
     tensors = state.tensors()
     for name in sorted(tensors):
-        dist.broadcast(tensors[name], src=0, group=group)
-    return TrainState.from_tensors(tensors)
+        dist.broadcast(tensors[name], src=dist.get_global_rank(group, 0), group=group)
+    where = torch.tensor(index, dtype=torch.int64)
+    dist.broadcast(where, src=dist.get_global_rank(group, 0), group=group)
+    return TrainState.from_tensors(tensors), int(where)
 
 
 def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: Mapping[str, torch.Tensor],
@@ -198,6 +211,9 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
             from the residual that epoch committed to (in this store); otherwise from zeros. Leaf
             ``S`` carries it and the Δ is computed with it.
 
+    An island (a stepper with a process group) writes its leaves from the sharded state
+    (:class:`trainer.island_leaf.ShardedLeafWriter`): the same files and hashes as one process.
+
     Returns:
         The :class:`EpochResult` on rank 0; ``None`` on the other ranks of an island.
 
@@ -216,39 +232,45 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         progress = store.resume(spec, ctx.epoch, start, ctx.prev_epoch_seed, full_leaf_every)
     else:  # the other ranks of an island receive rank 0's resume point below; they hash nothing
         progress = Progress(start, 0, [], [], full_leaf_every)
-    state = progress.last.state
+    state, index = progress.last.state, progress.index
+    side = None
+    writer: LeafWriter
     if stepper.world > 1:
-        state = _broadcast_state(state, stepper.group)
+        assert stepper.group is not None
+        side = side_group(tuple(dist.get_process_group_ranks(stepper.group)))
+        state, index = _broadcast_resume(state, index, side)
+        writer = ShardedLeafWriter(store, spec, ctx.epoch, progress.full_leaf_every, side)
+    else:
+        writer = LeafWriter(store, spec, ctx.epoch, progress.full_leaf_every)
     stepper.load(state)
     losses = list(progress.losses)
     last = progress.last
-    writer = LeafWriter(store, spec, ctx.epoch, progress.full_leaf_every) if stepper.rank == 0 else None
     try:
-        index = progress.index
         while stepper.step_count < spec.train.inner_steps:
             last, ready = train_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
             index += 1
             if index == spec.train.segments and residual is not None:
                 last = replace(last, residual=residual)  # leaf S carries what its Δ starts from
-            if writer is None:
-                ready()
-                continue
             # The writer waits for the copy (on CUDA still in flight) before it hashes the leaf;
             # finish() below has waited for every one, the last included, before `last` is read.
             writer.submit(index, last, ready)
             losses.extend(last.losses.tolist())
-        hashes = progress.hashes + (writer.finish() if writer is not None else [])
+        hashes = progress.hashes + writer.finish()
     finally:
-        if writer is not None:
-            writer.close()
-            if stats is not None:
-                stats.__dict__.update(writer.stats.__dict__)
+        writer.close()
+        if stats is not None:
+            stats.__dict__.update(writer.stats.__dict__)
+    end = last.state
+    if side is not None and last is not progress.last:  # θ_H whole on rank 0, a parameter at a time, for Δ
+        shapes = {n: tuple(t.shape) for n, t in start.state.params.items()}
+        whole = {n: gather_whole(end.params[n], shapes[n], side) for n in sorted(end.params)}
+        end = TrainState({n: t for n, t in whole.items() if t is not None}, {}, {}, end.step, end.rng_key)
     if stepper.rank != 0:
         return None
     # A resumed epoch's leaf S was read back from disk, its residual with it.
-    payload, left = epoch_payload(spec, start.state, last.state, last.residual)
+    payload, left = epoch_payload(spec, start.state, end, last.residual)
     record = store.commit(spec, ctx.epoch, hashes, losses, payload, left)
-    return EpochResult(record.commitment, hashes, losses, payload, last.state)
+    return EpochResult(record.commitment, hashes, losses, payload, end)
 
 
 def carried_residual(spec: RunSpec, store: EpochStore, epoch: int, carry: bool) -> dict[str, torch.Tensor] | None:

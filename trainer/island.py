@@ -1,49 +1,95 @@
-"""Islands: one host made of several processes that train one model together (gloo on CPU).
+"""Islands: one host made of several processes that train one model together, on PyTorch's engine.
 
-Inside an island every rank holds the same model and takes its rows of each step's batch
-(:func:`trainer.step.rank_rows`); the step all-reduces the gradients, so the ranks stay identical
-and the island commits one set of checkpoints, written by rank 0. A validator replays a segment in
-one process with gradient accumulation over the same ``M`` micro-batches (the island records ``M``
-in every checkpoint), through the same :meth:`trainer.step.Stepper.step`.
+An island is a ``torchrun`` group (``veriloco host run --nproc-per-node N`` launches one; gloo on
+CPU, NCCL on CUDA, one GPU per rank). Its model is sharded by FSDP2 (:mod:`trainer.sharding`):
+each rank holds dim-0 chunks of the parameters and AdamW moments and takes one micro-batch, its
+rows of each step's batch (:func:`trainer.step.rank_rows`), so ``M = W``. The gradients are
+reduce-scattered in the protocol's fixed order, and the leaves are hashed and written from the
+chunks (:mod:`trainer.island_leaf`), so the island commits exactly the leaves, hashes and Δ that
+one process training the same ``M`` micro-batches would: a validator replays a segment in one
+process with gradient accumulation over the ``M`` recorded in the leaf (measured bitwise at
+W = 1, 2, 4: ``tests/trainer/test_island.py``, ``bench/island.py``).
 
-Two ways in:
+Three ways in:
 
-* under ``torchrun`` (any launcher that sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
-  ``MASTER_PORT``): call :func:`join_island`, build ``Stepper(spec, group=...)`` and call
+* a host daemon under ``torchrun``: rank 0 runs the node (chain, artifact server) with an
+  :class:`IslandBehaviour`, which sends each epoch's order (:class:`IslandOrder`) to the other
+  ranks before they all train it; the other ranks run :func:`follow_island` until rank 0 says stop;
+* any code under ``torchrun`` (a launcher that sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+  ``MASTER_PORT``, ``LOCAL_RANK``): :func:`join_island`, ``Stepper(spec, group=..., device=...)``,
   :func:`trainer.inner.run_epoch` on every rank;
-* from Python: :func:`spawn_island` starts ``W`` local processes and returns the epoch's record.
+* from Python: :func:`spawn_island` starts ``W`` local CPU processes and returns the epoch's record.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from pydantic import Field, ValidationError
 
 from protocol.rules.spec import RunSpec
+from protocol.types import Boundary
+from trainer.behaviour import HostBehaviour, HostEpoch
 from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.epoch_store import EpochRecord, EpochStore
-from trainer.inner import EpochContext, run_epoch
+from trainer.inner import EpochContext, EpochResult, Interrupted, StepCallback, run_epoch
+from trainer.island_leaf import side_group
 from trainer.outer import GlobalState, load_global
-from trainer.step import Stepper
+from trainer.snapshot import SnapshotStats
+from trainer.step import Stepper, resolve_device
+
+log = logging.getLogger(__name__)
+
+_ORDER_BYTES = 4096  # an order is a few hundred bytes of JSON
 
 
-def join_island(threads: int | None = None) -> dist.ProcessGroup:
-    """Join the island this process was launched into (``torchrun``'s environment), over gloo.
+def island_device(device: str) -> torch.device:
+    """The device this rank computes on: on CUDA the local rank's GPU (``LOCAL_RANK`` from the
+    launcher; ``cuda:N`` given explicitly is refused in an island, each rank takes its own).
+
+    Raises:
+        ValueError: an explicit GPU index in an island, or a device this machine lacks.
+    """
+    resolved = resolve_device(device)
+    if resolved.type != "cuda":
+        return resolved
+    if resolved.index is not None:
+        raise ValueError(f"device {device!r}: in an island each rank takes the GPU of its local rank; say 'cuda'")
+    return resolve_device(f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
+
+
+def join_island(device: str = "cpu", threads: int | None = None) -> tuple[dist.ProcessGroup, torch.device]:
+    """Join the island this process was launched into (``torchrun``'s environment): NCCL when the
+    island computes on CUDA, gloo on the CPU.
 
     Args:
+        device: ``cpu`` or ``cuda`` (each rank then takes the GPU of its ``LOCAL_RANK``).
         threads: torch intra-op threads for this rank (see :mod:`trainer.determinism`).
+
+    Returns:
+        The island's process group and this rank's device.
     """
-    dist.init_process_group("gloo")
-    configure(threads)
+    where = island_device(device)
+    configure(threads, str(where))  # before CUDA starts: cuBLAS reads its workspace setting once
+    if where.type == "cuda":
+        torch.cuda.set_device(where)
+        dist.init_process_group("nccl", device_id=where)
+    else:
+        dist.init_process_group("gloo")
     group = dist.group.WORLD
     if group is None:  # init_process_group sets it; None would mean torch.distributed is broken
         raise RuntimeError("torch.distributed has no world group after init_process_group")
-    return group
+    return group, where
 
 
 @dataclass(frozen=True)
@@ -54,11 +100,11 @@ class _Job:
     ctx: EpochContext
     global_path: Path
     root: Path
-    micro_batches: int
     threads: int
     cache_dir: Path | None
     init_file: Path
     world: int
+    full_leaf_every: int
 
 
 def _rank_main(rank: int, job: _Job) -> None:
@@ -69,25 +115,25 @@ def _rank_main(rank: int, job: _Job) -> None:
         start = load_global(job.global_path, spec)
         dataset = Dataset.load(spec.data, job.cache_dir)
         stepper = Stepper(spec, group=dist.group.WORLD)
-        run_epoch(spec, dataset, job.ctx, start.params, job.root, job.micro_batches, stepper)
+        run_epoch(spec, dataset, job.ctx, start.params, job.root, job.world, stepper,
+                  full_leaf_every=job.full_leaf_every)
     finally:
         dist.destroy_process_group()
 
 
 def spawn_island(world: int, spec: RunSpec, ctx: EpochContext, start: GlobalState, root: Path,
-                 micro_batches: int | None = None, threads: int = 1,
-                 cache_dir: Path | None = None) -> EpochRecord:
-    """Train one epoch as an island of ``world`` local processes.
+                 threads: int = 1, cache_dir: Path | None = None, full_leaf_every: int = 1) -> EpochRecord:
+    """Train one epoch as an island of ``world`` local CPU processes (gloo).
 
     Args:
-        world: ranks W.
+        world: ranks W (``M = W`` micro-batches a step).
         spec: the run spec (``batch_size`` must be divisible by W).
         ctx: run id, epoch, host, previous epoch seed.
         start: the global state θ_e.
         root: the host's work root; rank 0 writes the epoch in its :class:`~trainer.epoch_store.EpochStore`.
-        micro_batches: M, a multiple of W (default W: one micro-batch per rank).
         threads: torch threads per rank.
         cache_dir: dataset cache directory.
+        full_leaf_every: ``K`` (1: every leaf stored).
 
     Returns:
         The epoch's commitment, leaf hashes and losses, as rank 0 recorded them.
@@ -95,7 +141,156 @@ def spawn_island(world: int, spec: RunSpec, ctx: EpochContext, start: GlobalStat
     with tempfile.TemporaryDirectory(prefix="veriloco-island-") as tmp:
         global_path = Path(tmp) / "global.safetensors"
         start.save(global_path)
-        job = _Job(spec.canonical(), ctx, global_path, Path(root), micro_batches or world, threads,
-                   cache_dir, Path(tmp) / "rendezvous", world)
+        job = _Job(spec.canonical(), ctx, global_path, Path(root), threads, cache_dir,
+                   Path(tmp) / "rendezvous", world, full_leaf_every)
         mp.spawn(_rank_main, args=(job,), nprocs=world, join=True)
     return EpochStore(root, ctx.run_id, ctx.host).read_record(ctx.epoch)
+
+
+class IslandOrder(Boundary):
+    """What rank 0 of a host's island tells the other ranks to do next.
+
+    Attributes:
+        kind: ``epoch`` (train the epoch below together) or ``stop`` (leave).
+        run_id: the run id, hex (an epoch order).
+        epoch: the epoch.
+        host: the host's address.
+        prev_epoch_seed: the seed of epoch ``e − 1``, hex.
+        full_leaf_every: ``K`` of the host.
+    """
+
+    kind: Literal["epoch", "stop"]
+    run_id: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+    epoch: int = Field(default=0, ge=0)
+    host: str = Field(default="", max_length=128)
+    prev_epoch_seed: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
+    full_leaf_every: int = Field(default=1, ge=1)
+
+    def context(self) -> EpochContext:
+        """The epoch's context."""
+        return EpochContext(bytes.fromhex(self.run_id), self.epoch, self.host, bytes.fromhex(self.prev_epoch_seed))
+
+
+def broadcast_bytes(data: bytes | None, group: dist.ProcessGroup, cap: int) -> bytes:
+    """Send ``data`` from the group's first rank (which passes it) to the others (which pass
+    ``None``); every rank returns the bytes. At most ``cap`` bytes travel (a fixed-size buffer).
+
+    Raises:
+        ValueError: more than ``cap`` bytes to send, or a received length above ``cap``.
+    """
+    buf = torch.zeros(cap + 8, dtype=torch.uint8)
+    if data is not None:
+        if len(data) > cap:
+            raise ValueError(f"{len(data)} bytes exceed the {cap} an island message may carry")
+        buf[:8] = torch.tensor(list(len(data).to_bytes(8, "little")), dtype=torch.uint8)
+        if data:
+            buf[8:8 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    dist.broadcast(buf, src=dist.get_global_rank(group, 0), group=group)
+    raw = buf.numpy().tobytes()
+    n = int.from_bytes(raw[:8], "little")
+    if n > cap:
+        raise ValueError(f"an island message claims {n} bytes (at most {cap})")
+    return raw[8:8 + n]
+
+
+def send_order(order: IslandOrder, group: dist.ProcessGroup) -> None:
+    """Broadcast ``order`` from the group's first rank (the others call :func:`receive_order`)."""
+    broadcast_bytes(order.model_dump_json().encode(), group, _ORDER_BYTES)
+
+
+def receive_order(group: dist.ProcessGroup) -> IslandOrder:
+    """The next order from the group's first rank (blocks until it is sent).
+
+    Raises:
+        ValueError: a malformed order (too long, or JSON that is not an :class:`IslandOrder`).
+    """
+    raw = broadcast_bytes(None, group, _ORDER_BYTES)
+    try:
+        return IslandOrder.model_validate_json(raw)
+    except ValidationError as exc:
+        raise ValueError(f"a malformed island order: {exc}") from None
+
+
+def _agreed(on_step: StepCallback | None, rank: int, group: dist.ProcessGroup,
+            device: torch.device) -> StepCallback:
+    # Every rank stops at the same step boundary: rank 0's callback decides (a daemon asked to
+    # stop raises Interrupted there) and broadcasts its decision, one byte a step.
+    def agreed(done: int, loss: float) -> None:
+        reason = ""
+        if rank == 0 and on_step is not None:
+            try:
+                on_step(done, loss)
+            except Interrupted as exc:
+                reason = str(exc)
+        flag = torch.tensor([1 if reason else 0], dtype=torch.uint8, device=device)
+        dist.broadcast(flag, src=dist.get_global_rank(group, 0), group=group)
+        if int(flag.item()):
+            raise Interrupted(reason or f"rank 0 of the island stopped at step {done}")
+
+    return agreed
+
+
+class IslandBehaviour(HostBehaviour):
+    """The honest host whose epochs an island trains (on rank 0 of a ``torchrun`` group).
+
+    It builds the sharded stepper once; each :meth:`train_epoch` first sends the epoch's order to
+    the other ranks (:func:`follow_island`), then trains it with them.
+
+    Args:
+        spec: the run spec.
+        group: the island (from :func:`join_island`).
+        device: this rank's device.
+    """
+
+    name = "honest"
+
+    def __init__(self, spec: RunSpec, group: dist.ProcessGroup, device: torch.device) -> None:
+        self.group, self.device = group, device
+        self.world = dist.get_world_size(group)
+        self.orders = side_group(tuple(dist.get_process_group_ranks(group)))
+        self.stepper = Stepper(spec, group=group, device=device)
+
+    def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
+                    start_params: Mapping[str, torch.Tensor], root: Path,
+                    on_step: StepCallback | None = None) -> EpochResult:
+        keep = ctx.full_leaf_every if isinstance(ctx, HostEpoch) else 1
+        send_order(IslandOrder(kind="epoch", run_id=ctx.run_id.hex(), epoch=ctx.epoch, host=ctx.host,
+                               prev_epoch_seed=ctx.prev_epoch_seed.hex(), full_leaf_every=keep), self.orders)
+        self.snapshot = SnapshotStats()
+        result = run_epoch(spec, dataset, ctx, start_params, root, self.world, self.stepper,
+                           on_step=_agreed(on_step, 0, self.group, self.device), full_leaf_every=keep,
+                           stats=self.snapshot)
+        assert result is not None  # rank 0
+        return result
+
+    def stop(self) -> None:
+        """Tell the other ranks to leave (call once, when the daemon ends)."""
+        send_order(IslandOrder(kind="stop"), self.orders)
+
+
+def follow_island(spec: RunSpec, dataset: Dataset, root: Path, group: dist.ProcessGroup,
+                  device: torch.device) -> int:
+    """A rank other than 0 of a host's island: train each epoch rank 0 orders, until it says stop.
+
+    Returns:
+        The epochs trained to the end.
+    """
+    rank = dist.get_rank(group)
+    orders = side_group(tuple(dist.get_process_group_ranks(group)))
+    stepper = Stepper(spec, group=group, device=device)
+    # θ_e travels in the resume broadcast of run_epoch; here it only gives the shapes.
+    shapes = {n: torch.zeros(p.shape) for n, p in stepper.named.items()}
+    done = 0
+    while True:
+        order = receive_order(orders)
+        if order.kind == "stop":
+            return done
+        ctx = order.context()
+        try:
+            run_epoch(spec, dataset, ctx, shapes, root, stepper.world, stepper,
+                      on_step=_agreed(None, rank, group, device), full_leaf_every=order.full_leaf_every)
+            done += 1
+        except Interrupted as exc:
+            log.info("island rank %d: epoch %d stopped: %s", rank, ctx.epoch, exc)
+        except ValueError as exc:  # a non-finite loss: every rank raises it at the same step
+            log.warning("island rank %d: epoch %d not trained: %s", rank, ctx.epoch, exc)

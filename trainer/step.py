@@ -14,15 +14,18 @@ One step, for the island-wide batch of ``B`` rows split into ``M`` micro-batches
 
 1. for each micro-batch ``j`` (global index), with the RNG seeded by :func:`micro_seed`
    ``(rng_key, step, j)``: forward, mean cross-entropy ``ℓ_j`` over its tokens, backward of ``ℓ_j / M``;
-2. across ranks, one all-reduce (sum) of the gradients and of ``Σ ℓ_j``;
+2. the gradients and the ``ℓ_j`` summed over the micro-batches in the tree order (across ranks:
+   FSDP2's reduce-scatter with an ordered sum);
 3. clip the global gradient norm to ``grad_clip`` (0 turns clipping off);
 4. AdamW (``lr``, ``beta1``, ``beta2``, ``eps``; ``weight_decay`` on matrices only);
 5. the step's loss is ``(Σ_j ℓ_j) / M`` in float32.
 
-With ``W = 2`` a one-process replay with ``M = 2`` adds the same two gradients as the island's
-all-reduce, so it reproduces the island bit for bit, and since no operation of the step depends
-on the thread count (``trainer.model.LayerNorm``, and MKL in its strict mode: ``trainer.MKL_CBWR``),
-at any thread count (measured: docs/training.md#determinism-measured).
+The ``M`` micro-batch gradients (and losses) are summed in one fixed order, a pairwise tree over
+the micro-batch indices (:mod:`trainer.reduction`), by one process accumulating them and by an
+island (FSDP2-sharded, :mod:`trainer.sharding`) alike, so a one-process replay reproduces an
+island of any size bit for bit, and since no operation of the step depends on the thread count
+(``trainer.model.LayerNorm``, and MKL in its strict mode: ``trainer.MKL_CBWR``), at any thread
+count (measured: docs/training.md#determinism-measured).
 
 RNG state: a 63-bit key fixed for the epoch plus the step counter. A counter-based scheme (rather
 than a stateful generator advanced by every draw) gives each micro-batch its own stream, so an
@@ -44,6 +47,8 @@ from torch import nn
 from protocol.rules.spec import RunSpec
 from trainer.determinism import ADAMW_IMPL
 from trainer.model import build_model
+from trainer.reduction import TreeSum, tree_sum
+from trainer.sharding import chunk_of, clip_gradients, local, shard_model, whole
 
 _MASK64 = (1 << 64) - 1
 
@@ -184,21 +189,21 @@ class Stepper:
     Args:
         spec: the run spec (model and ``train`` hyperparameters).
         model: a model built by :func:`trainer.model.build_model` for ``spec`` (built when omitted).
-        group: the island's process group when this process is one rank of several; ``None`` for
-            a single process.
-        device: where the step computes (``"cpu"``, ``"cuda"``, ``"cuda:1"`` …); islands (gloo)
-            run on CPU only.
+        group: the island's process group when this process is one rank of several (gloo on
+            CPU, NCCL on CUDA); the model is then sharded across it (:func:`trainer.sharding.
+            shard_model`). ``None`` for a single process.
+        device: where the step computes (``"cpu"``, ``"cuda"``, ``"cuda:1"`` …).
     """
 
     def __init__(self, spec: RunSpec, model: nn.Module | None = None,
                  group: dist.ProcessGroup | None = None, device: str | torch.device = "cpu") -> None:
         self.device = resolve_device(device)
-        if group is not None and self.device.type != "cpu":
-            raise ValueError("islands all-reduce over gloo and run on CPU only")
         self.model = (model if model is not None else build_model(spec)).to(self.device)
         self.group = group
         self.rank = dist.get_rank(group) if group is not None else 0
         self.world = dist.get_world_size(group) if group is not None else 1
+        if group is not None and self.world > 1:
+            shard_model(self.model, group, self.device)
         self.named = dict(self.model.named_parameters())
         t = spec.train
         # Decimals become floats here, at the boundary to torch, and nowhere earlier.
@@ -222,15 +227,25 @@ class Stepper:
         self.optimizer.state.clear()
         with torch.no_grad():
             for name, p in self.named.items():
-                p.copy_(state.params[name])
+                local(p).copy_(self._mine(state.params[name]))
                 self.optimizer.state[p] = {
                     # AdamW's non-capturable kernel keeps its step count on the CPU.
                     "step": torch.tensor(float(state.step), dtype=torch.float32),
-                    "exp_avg": state.exp_avg[name].to(self.device, copy=True),
-                    "exp_avg_sq": state.exp_avg_sq[name].to(self.device, copy=True),
+                    "exp_avg": self._placed_like(p, state.exp_avg[name]),
+                    "exp_avg_sq": self._placed_like(p, state.exp_avg_sq[name]),
                 }
         self.step_count = state.step
         self.rng_key = state.rng_key
+
+    def _mine(self, full: torch.Tensor) -> torch.Tensor:
+        # The part of a whole (CPU) tensor this rank holds: all of it in one process.
+        return chunk_of(full, self.rank, self.world) if self.world > 1 else full
+
+    def _placed_like(self, p: torch.Tensor, full: torch.Tensor) -> torch.Tensor:
+        # A copy of `full` laid out as parameter `p` is (sharded or not, on the stepper's device).
+        out = torch.empty_like(p)
+        local(out).copy_(self._mine(full))
+        return out
 
     def _live(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """The current parameters and AdamW moments where they live (not copies; zero moments before
@@ -244,9 +259,17 @@ class Stepper:
         return params, m, v
 
     def export(self) -> TrainState:
-        """A copy of the current state."""
+        """A copy of the current state, whole (in an island every rank must call it: sharded
+        tensors are all-gathered one at a time)."""
         cpu = torch.device("cpu")
-        params, m, v = ({n: t.to(cpu, copy=True) for n, t in group.items()} for group in self._live())
+        params, m, v = ({n: whole(t).to(cpu, copy=True) for n, t in group.items()} for group in self._live())
+        return TrainState(params, m, v, self.step_count, self.rng_key)
+
+    def export_local(self) -> TrainState:
+        """A CPU copy of the tensors this rank holds: its dim-0 chunks of every parameter and
+        moment in an island (:func:`trainer.sharding.chunk_of`), the whole state in one process."""
+        cpu = torch.device("cpu")
+        params, m, v = ({n: local(t).to(cpu, copy=True) for n, t in group.items()} for group in self._live())
         return TrainState(params, m, v, self.step_count, self.rng_key)
 
     def export_async(self) -> tuple[TrainState, Callable[[], None]]:
@@ -262,7 +285,7 @@ class Stepper:
             The state and a function that blocks until its tensors hold the copy: call it before
             reading them (:class:`trainer.snapshot.LeafWriter` does, on its own thread).
         """
-        if self.device.type != "cuda":
+        if self.device.type != "cuda" or self.world > 1:
             return self.export(), _ready
         training = torch.cuda.current_stream(self.device)
         if self._copy_stream is None:
@@ -304,39 +327,50 @@ class Stepper:
         if micro_batches < 1 or micro_batches % self.world:
             raise ValueError(f"micro_batches {micro_batches} must be a positive multiple of the "
                              f"island's {self.world} ranks")
-        local = micro_batches // self.world
-        if len(x) % local or len(x) != len(y):
-            raise ValueError(f"{len(x)} rows do not split into {local} equal micro-batches")
-        rows = len(x) // local
+        mine = micro_batches // self.world
+        if self.world > 1 and mine != 1:
+            raise ValueError(f"an island of {self.world} ranks takes one micro-batch per rank "
+                             f"(micro_batches {self.world}), not {micro_batches}")
+        if len(x) % mine or len(x) != len(y):
+            raise ValueError(f"{len(x)} rows do not split into {mine} equal micro-batches")
+        rows = len(x) // mine
         x, y = x.to(self.device), y.to(self.device)
         self.model.train()
-        loss_sum = torch.zeros((), dtype=torch.float32, device=self.device)
-        for j in range(local):
+        params = list(self.named.values())
+        grads = TreeSum() if mine > 1 else None
+        losses: list[torch.Tensor] = []
+        for j in range(mine):
             xs, ys = x[j * rows:(j + 1) * rows], y[j * rows:(j + 1) * rows]
-            with _seeded(micro_seed(self.rng_key, self.step_count, self.rank * local + j), self.device):
+            with _seeded(micro_seed(self.rng_key, self.step_count, self.rank * mine + j), self.device):
                 logits = self.model(xs)
                 loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ys.reshape(-1))
-                (loss / micro_batches).backward()
-            loss_sum += loss.detach()
-        params = [p for p in self.named.values() if p.grad is not None]
-        if self.world > 1:
-            self._all_reduce([p.grad for p in params if p.grad is not None], loss_sum)
+                (loss / micro_batches).backward()  # in an island: FSDP2 reduce-scatters in tree order
+            losses.append(loss.detach())
+            if grads is not None:  # one process, several micro-batches: each gradient kept apart
+                part = [p.grad for p in params]
+                if any(g is None for g in part):
+                    raise ValueError("a parameter got no gradient; accumulation needs every one")
+                grads.add([g for g in part if g is not None])
+                for p in params:
+                    p.grad = None
+        if grads is not None:
+            for p, g in zip(params, grads.result(), strict=True):
+                p.grad = g
+        loss_sum = tree_sum(self._island_losses(losses))
         if not math.isfinite(loss_sum.item()):
             raise ValueError(f"loss is not finite at inner step {self.step_count}")
         if self.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, self.grad_clip, foreach=False)
+            clip_gradients([p.grad for p in params if p.grad is not None], self.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step_count += 1
         return (loss_sum / micro_batches).item()
 
-    def _all_reduce(self, grads: list[torch.Tensor], loss_sum: torch.Tensor) -> None:
-        # One flat buffer, one collective: the gradients (in parameter order) and the loss sum.
-        flat = torch.cat([g.reshape(-1) for g in grads] + [loss_sum.reshape(1)])
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)
-        offset = 0
-        for g in grads:
-            n = g.numel()
-            g.copy_(flat[offset:offset + n].view_as(g))
-            offset += n
-        loss_sum.copy_(flat[offset])
+    def _island_losses(self, losses: list[torch.Tensor]) -> list[torch.Tensor]:
+        # Every micro-batch's loss, in micro-batch order: in an island, each rank's one loss
+        # all-gathered (a few bytes), so every rank sums them in the same tree order.
+        if self.world == 1:
+            return losses
+        gathered = [torch.empty_like(losses[0]) for _ in range(self.world)]
+        dist.all_gather(gathered, losses[0], group=self.group)
+        return gathered
