@@ -31,7 +31,7 @@ from chain.errors import LedgerError, NodeUnreachable
 from protocol.coins import KNOWN, annotate
 from protocol.errors import VerilocoError
 from veriloco import __version__
-from veriloco.commands import dashboard, devnet, epoch, join, keys, member, model, run, simulate, train
+from veriloco.commands import dashboard, devnet, epoch, join, keys, member, model, run, simulate, train, watch
 from veriloco.connect import TIMEOUTS
 from veriloco.output import err_console, print_json
 
@@ -149,6 +149,7 @@ app.add_typer(devnet.app, name="devnet")
 app.add_typer(train.app, name="train")
 run.app.command("join")(join.join)
 app.add_typer(run.app, name="run")
+epoch.app.command("watch")(watch.watch)
 app.add_typer(epoch.app, name="epoch")
 app.command("report")(epoch.report)
 app.command("simulate")(simulate.simulate)

@@ -189,3 +189,12 @@ def test_advance_until_drives_an_idle_run_to_a_later_epoch(saved_run, tmp_path) 
     again = cli("epoch", "advance", "--until", "3", "--key", "alice", "--network", str(copy), home=home)
     assert "nothing to do: the run is in epoch 4" in again.stdout
     assert (tmp_path / "chain.json").read_bytes() != (saved_run.parent / "chain.json").read_bytes()
+
+
+def test_epoch_watch_draws_the_phases_and_stops_at_the_epoch_asked(saved_run, tmp_path) -> None:
+    done = cli("epoch", "watch", "--until", "2", "--interval", "0.2", "--network", str(saved_run), home=tmp_path)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("run cli · epoch 2 · join")
+    assert all(phase in lines[1] for phase in ("join", "train", "reveal", "verify", "propose"))
+    assert "blocks to height" in done.stdout
+    assert "epoch 1:" in done.stdout and "epoch 0:" in done.stdout and "θ agreed" in done.stdout
