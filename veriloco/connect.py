@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chain.ledger import Ledger
+from protocol.coins import parse_amount
 from protocol.rules.spec import RunSpec
 from protocol.types import Address
 from veriloco.errors import CommandError
@@ -43,6 +45,42 @@ class Timeouts:
 
 TIMEOUTS = Timeouts()
 """The process's timeouts; the root command sets them from its options."""
+
+
+@dataclass
+class TxOptions:
+    """How transactions are sent and which node is asked, as Cosmos CLIs write it (set from
+    ``veriloco --node/--gas/--gas-adjustment/--gas-prices/--fees``; they apply to cosmos networks).
+
+    Attributes:
+        node: a gRPC URL that replaces the network file's node (same chain, another node).
+        gas: ``auto`` (simulate, then × ``gas_adjustment`` plus the chain's offset) or a fixed limit.
+        gas_adjustment: the factor on the simulated gas (None: the chain's default, 1.3 on Injective).
+        gas_prices: the fee per unit of gas, a coin of the fee denom (None: the chain's minimum).
+        fees: a fixed fee for every transaction, a coin of the fee denom (instead of gas × price).
+    """
+
+    node: str | None = None
+    gas: str = "auto"
+    gas_adjustment: float | None = None
+    gas_prices: str | None = None
+    fees: str | None = None
+
+    def gas_limit(self) -> int | None:
+        """The fixed gas limit of ``--gas N``; None for ``auto``.
+
+        Raises:
+            CommandError: neither ``auto`` nor a positive whole number.
+        """
+        if self.gas == "auto":
+            return None
+        if not self.gas.isdigit() or int(self.gas) <= 0:
+            raise CommandError(f"--gas {self.gas!r}: expected auto or a positive number of gas units")
+        return int(self.gas)
+
+
+TX = TxOptions()
+"""The process's transaction options; the root command sets them from its options."""
 
 
 class ChainSettings(BaseModel):
@@ -103,14 +141,32 @@ def load_network(network: str | Path | None, home: str | Path | None = None) -> 
 
 
 def cosmos_chain(settings: ChainSettings):  # -> chain.cosmos.CosmosChain (cosmpy imported lazily)
-    """A client for a cosmos network, with the process's :data:`TIMEOUTS`."""
+    """A client for a cosmos network, with the process's :data:`TIMEOUTS` and :data:`TX` options."""
     from chain.cosmos import CosmosChain, injective, wasmd  # noqa: PLC0415 (cosmpy loads only for a cosmos network)
 
-    if not settings.grpc or not settings.chain_id:
+    grpc = TX.node or settings.grpc
+    if not grpc or not settings.chain_id:
         raise CommandError("a cosmos network needs grpc and chain_id")
     config = (injective if settings.flavour == "injective" else wasmd)(settings.chain_id)
-    return CosmosChain(settings.grpc, config, rpc_url=settings.rpc, tx_timeout=TIMEOUTS.tx,
-                       reconnect_timeout=TIMEOUTS.node, call_timeout=TIMEOUTS.node)
+    changes: dict[str, object] = {}
+    if TX.gas_adjustment is not None:
+        if TX.gas_adjustment < 1:
+            raise CommandError(f"--gas-adjustment {TX.gas_adjustment}: must be at least 1")
+        changes["gas_multiplier"] = Decimal(str(TX.gas_adjustment))
+    if TX.gas_prices is not None:  # a price per gas unit may be a fraction of a base unit: 160000000inj, 0.025stake
+        number = TX.gas_prices.removesuffix(config.fee_denom)
+        try:
+            price = Decimal(number)
+        except ArithmeticError:
+            price = Decimal(-1)
+        if number == TX.gas_prices or not price.is_finite() or price < 0:
+            raise CommandError(f"--gas-prices {TX.gas_prices!r}: expected a price in {config.fee_denom}, "
+                               f"e.g. 160000000{config.fee_denom}")
+        changes["gas_price"] = price
+    if TX.fees is not None:
+        changes["fixed_fee"] = parse_amount(TX.fees, config.fee_denom)
+    return CosmosChain(grpc, config.with_(**changes) if changes else config, rpc_url=settings.rpc,
+                       tx_timeout=TIMEOUTS.tx, reconnect_timeout=TIMEOUTS.node, call_timeout=TIMEOUTS.node)
 
 
 def network_from_node(node: str, contract: str, *, rpc: str | None = None, chain_id: str | None = None) -> NetworkFile:
@@ -158,7 +214,7 @@ def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
 
         chain = cosmos_chain(net.chain)
         try:
-            yield Ledger(CosmosBackend(chain, net.contract))
+            yield Ledger(CosmosBackend(chain, net.contract, gas_limit=TX.gas_limit()))
         finally:
             chain.close()
         return

@@ -98,6 +98,8 @@ class ChainConfig:
         gas_multiplier, gas_offset: gas limit = ``ceil(simulated × multiplier) + offset``.
             Injective's simulation under-reports by ~30k constantly, so an offset is needed.
         max_gas_per_tx: a cap on the computed limit (the block gas limit), or None.
+        fixed_fee: pay exactly this fee (``fee_denom`` base units) whatever the gas limit, as
+            ``--fees`` does in Cosmos CLIs; None: ``gas_limit × gas_price``.
         account_decoders: account ``Any`` type URL -> decoder to its BaseAccount.
         pubkey_types: key type (``secp256k1``, ``eth_secp256k1``) -> the type URL of such a
             signer's public key on this chain; a key of a type not listed cannot sign here.
@@ -111,6 +113,7 @@ class ChainConfig:
     gas_multiplier: Decimal = Decimal("1.3")
     gas_offset: int = 50_000
     max_gas_per_tx: int | None = None
+    fixed_fee: int | None = None
     account_decoders: Mapping[str, AccountDecoder] = field(
         default_factory=lambda: MappingProxyType({BASE_ACCOUNT_TYPE: _base_account}))
     pubkey_types: Mapping[str, str] = field(
@@ -121,6 +124,8 @@ class ChainConfig:
         object.__setattr__(self, "gas_multiplier", Decimal(str(self.gas_multiplier)))
         if self.gas_price < 0 or self.gas_multiplier < 1 or self.gas_offset < 0:
             raise ValueError("gas price must be >= 0, multiplier >= 1, offset >= 0")
+        if self.fixed_fee is not None and self.fixed_fee < 0:
+            raise ValueError("a fixed fee must be >= 0")
 
     def gas_limit(self, simulated: int) -> int:
         """The limit to sign for a transaction whose simulation used ``simulated`` gas."""
@@ -128,7 +133,9 @@ class ChainConfig:
         return min(limit, self.max_gas_per_tx) if self.max_gas_per_tx else limit
 
     def fee(self, gas_limit: int) -> int:
-        """The fee for ``gas_limit``, in ``fee_denom`` base units (rounded up)."""
+        """The fee for ``gas_limit``, in ``fee_denom`` base units (rounded up), or :attr:`fixed_fee`."""
+        if self.fixed_fee is not None:
+            return self.fixed_fee
         return math.ceil(Decimal(gas_limit) * self.gas_price)
 
     def decode_account(self, type_url: str, value: bytes) -> BaseAccount:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,11 +12,13 @@ from ledger_env import INITIAL_MODEL_HASH
 from typer.testing import CliRunner, Result
 
 from chain.ledger import instantiate_msg
-from protocol.injective import DENOM
+from protocol.injective import DENOM, ONE_INJ
+from protocol.keys import PrivateKey
 from trainer.outer import GlobalState
 from trainer.presets import tiny
 from veriloco.cli import app
-from veriloco.connect import NetworkFile, open_ledger
+from veriloco.connect import ChainSettings, NetworkFile, open_ledger
+from veriloco.keystore import Keystore
 
 pytest_plugins = ["devnet_backend"]
 pytestmark = pytest.mark.devnet
@@ -58,3 +61,32 @@ def test_join_reads_and_checks_the_run_and_writes_the_network_file(devnet, devne
     wrong_chain = invoke("run", "join", "--node", devnet.grpc_url, "--contract", contract, "--chain-id", "other-1",
                          "--network", str(tmp_path / "x.json"), home=home)
     assert wrong_chain.exit_code == 1 and "not 'other-1'" in wrong_chain.stderr
+
+
+def test_cosmos_transaction_flags_set_the_gas_the_fee_and_the_node(devnet, devnet_chain, devnet_code_id,
+                                                                   tmp_path) -> None:
+    """`veriloco --gas N --fees COIN …` signs with that gas limit and pays exactly that fee; --gas auto
+    with --gas-adjustment pays more than the default for the same message; --node replaces the
+    network file's node (a dead one is one line)."""
+    spec = tiny("flags")
+    host = PrivateKey(hashlib.sha256(b"cli-devnet-flags-host").digest())
+    contract = fund_and_instantiate(devnet_chain, devnet_code_id, [host.address()], {DENOM: 100 * ONE_INJ},
+                                    instantiate_msg(spec, INITIAL_MODEL_HASH, faucet_key().address()))
+    home = tmp_path / "home"
+    Keystore.in_home(home).add("host", host, "pw", scrypt_n=2**10)
+    NetworkFile(chain=ChainSettings(backend="cosmos", grpc=devnet.grpc_url, chain_id=devnet.chain_id),
+                contract=contract, run_id=spec.run_id().hex()).save(home / "network.json")
+    runner = CliRunner(env={"VERILOCO_HOME": str(home), "VERILOCO_PASSPHRASE": "pw", "VERILOCO_DEBUG": None})
+
+    def bond(*flags: str) -> dict:
+        done = runner.invoke(app, [*flags, "host", "bond", "10INJ", "--key", "host", "--endpoint",
+                                   "http://127.0.0.1:8101", "--below-minimum", "--json"])
+        assert done.exit_code == 0, done.output
+        return json.loads(done.stdout)["tx"]
+
+    fixed = bond("--gas", "900000", "--fees", "0.001INJ")
+    assert fixed["fee"] == str(ONE_INJ // 1000)
+    default, adjusted = bond(), bond("--gas-adjustment", "2.5")
+    assert int(adjusted["fee"]) > int(default["fee"]) > 0
+    dead = runner.invoke(app, ["--node", "grpc+http://127.0.0.1:9", "--timeout", "1", "run", "show"])
+    assert dead.exit_code == 1 and "127.0.0.1:9" in dead.stderr and len(dead.stderr.strip().splitlines()) == 1

@@ -10,6 +10,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
+
 from chain.devnet import STATE_FILE, DevnetPorts
 from chain.types import TxResult
 from veriloco.output import tx_line
@@ -46,3 +48,28 @@ def test_shell_completion_completes_commands_and_subcommands(tmp_path) -> None:
     assert script.returncode == 0 and "_veriloco_completion" in script.stdout
     done = run(home=tmp_path, _VERILOCO_COMPLETE="complete_bash", COMP_WORDS="veriloco epoch adv", COMP_CWORD="2")
     assert done.returncode == 0 and done.stdout.split() == ["advance"]
+
+
+def test_transaction_options_reach_the_chain_client(monkeypatch) -> None:
+    """--node, --gas-adjustment, --gas-prices and --fees as the chain client gets them (the devnet
+    test shows the node charging them: tests/chain/test_cli_devnet.py)."""
+    from decimal import Decimal
+
+    from veriloco.connect import TX, ChainSettings, cosmos_chain
+    from veriloco.errors import CommandError
+
+    settings = ChainSettings(backend="cosmos", grpc="grpc+http://127.0.0.1:9", chain_id="veriloco-devnet-1")
+    monkeypatch.setattr(TX, "node", "grpc+http://127.0.0.1:19")
+    monkeypatch.setattr(TX, "gas_adjustment", 2.0)
+    monkeypatch.setattr(TX, "gas_prices", "500000000inj")
+    monkeypatch.setattr(TX, "fees", "0.001INJ")
+    with cosmos_chain(settings) as chain:  # nothing is dialed until a request
+        assert chain.url.endswith("127.0.0.1:19")
+        assert (chain.config.gas_multiplier, chain.config.gas_price) == (Decimal(2), Decimal(500000000))
+        assert chain.config.fee(123) == 10**15
+    monkeypatch.setattr(TX, "gas_prices", "cheap")
+    with pytest.raises(CommandError, match="expected a price in inj"):
+        cosmos_chain(settings)
+    monkeypatch.setattr(TX, "gas", "-5")
+    with pytest.raises(CommandError, match="expected auto or a positive number"):
+        TX.gas_limit()
