@@ -31,7 +31,20 @@ from chain.errors import LedgerError, NodeUnreachable
 from protocol.coins import KNOWN, annotate
 from protocol.errors import VerilocoError
 from veriloco import __version__
-from veriloco.commands import dashboard, devnet, epoch, join, keys, member, model, run, simulate, train, watch
+from veriloco.commands import (
+    dashboard,
+    devnet,
+    epoch,
+    join,
+    keys,
+    keys_import,
+    member,
+    model,
+    run,
+    simulate,
+    train,
+    watch,
+)
 from veriloco.connect import TIMEOUTS, TX
 from veriloco.output import err_console, print_json
 
@@ -157,6 +170,7 @@ def _root(
     TX.gas_limit()  # a bad --gas is a usage mistake: said before anything runs
 
 
+keys.app.command("import-injectived")(keys_import.import_injectived)
 app.add_typer(keys.app, name="keys")
 app.add_typer(devnet.app, name="devnet")
 app.add_typer(train.app, name="train")

@@ -104,3 +104,32 @@ def test_a_key_imported_through_the_cli_transacts_on_the_devnet(tmp_path, devnet
     env.ledger.bond(key, "host", "http://127.0.0.1:8700", 5_000)
     member = env.ledger.member(key.address())
     assert member is not None and member.role == "host" and int(member.bonded) == 5_000
+
+
+@pytest.mark.parametrize("key_type", ["eth_secp256k1", "secp256k1"])
+def test_a_key_from_an_injectived_file_keyring_imports_with_its_address(tmp_path, key_type) -> None:
+    """`veriloco keys import-injectived` reads a key from injectived's file-backend keyring (its
+    passphrase on stdin) and seals the same account; a wrong keyring passphrase is one line."""
+    _require_extra()
+    binary = injectived_binary()
+    keyring = tmp_path / "injectived"
+    made = subprocess.run([str(binary), "keys", "add", "carol", "--keyring-backend", "file", "--keyring-dir",
+                           str(keyring), "--key-type", key_type, "--output", "json"],
+                          input=b"keyring-pw\nkeyring-pw\n", capture_output=True, env=_node_env(binary), timeout=60,
+                          check=False)
+    assert made.returncode == 0, made.stderr.decode()
+    shown = json.loads(made.stdout.decode()[made.stdout.decode().index("{"):])
+    home = tmp_path / "home"
+    runner = CliRunner(env={"VERILOCO_HOME": str(home), "VERILOCO_PASSPHRASE": "ours"})
+    from veriloco.cli import app
+
+    done = runner.invoke(app, ["keys", "import-injectived", "carol", "--keyring-dir", str(keyring), "--json"],
+                         input="keyring-pw\n")
+    assert done.exit_code == 0, done.output
+    imported = json.loads(done.stdout)
+    assert (imported["address"], imported["key_type"]) == (shown["address"], key_type)
+    assert Keystore.in_home(home).open("carol", "ours").address() == shown["address"]
+    wrong = runner.invoke(app, ["keys", "import-injectived", "carol2", "--from", "carol", "--keyring-dir",
+                                str(keyring)], input="not-the-passphrase\n")
+    assert wrong.exit_code == 1 and wrong.stderr.startswith("error: injectived keys")
+    assert "carol2" not in {k.name for k in Keystore.in_home(home).load().keys}

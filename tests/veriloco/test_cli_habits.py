@@ -73,3 +73,20 @@ def test_transaction_options_reach_the_chain_client(monkeypatch) -> None:
     monkeypatch.setattr(TX, "gas", "-5")
     with pytest.raises(CommandError, match="expected auto or a positive number"):
         TX.gas_limit()
+
+
+def test_a_key_exported_by_injectived_must_derive_the_address_it_showed() -> None:
+    from protocol.keys import KeyType, PrivateKey
+    from veriloco.injectived_keyring import KeyringError, key_from_export
+
+    key = PrivateKey.from_hex("11" * 32, KeyType.ETH_SECP256K1)
+    pubkey = json.dumps({"@type": "/injective.crypto.v1beta1.ethsecp256k1.PubKey", "key": "x"})
+    shown = {"address": key.address("inj"), "pubkey": pubkey}
+    assert key_from_export(shown, "11" * 32 + "\n").address("inj") == key.address("inj")
+    other = {**shown, "address": PrivateKey.from_hex("22" * 32, KeyType.ETH_SECP256K1).address("inj")}
+    with pytest.raises(KeyringError, match="derives"):
+        key_from_export(other, "11" * 32)
+    with pytest.raises(KeyringError, match="no private key"):
+        key_from_export(shown, "Error: invalid passphrase")
+    with pytest.raises(KeyringError, match="cannot be imported"):
+        key_from_export({**shown, "pubkey": json.dumps({"@type": "/cosmos.crypto.multisig.LegacyAminoPubKey"})}, "")
