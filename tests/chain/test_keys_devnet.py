@@ -106,6 +106,7 @@ def test_a_key_imported_through_the_cli_transacts_on_the_devnet(tmp_path, devnet
     assert member is not None and member.role == "host" and int(member.bonded) == 5_000
 
 
+@pytest.mark.devnet
 @pytest.mark.parametrize("key_type", ["eth_secp256k1", "secp256k1"])
 def test_a_key_from_an_injectived_file_keyring_imports_with_its_address(tmp_path, key_type) -> None:
     """`veriloco keys import-injectived` reads a key from injectived's file-backend keyring (its

@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Group, RenderableType
-from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
@@ -62,6 +61,8 @@ def watch(
 ) -> None:
     """Follow the run live: the current epoch's phases, the current one's progress and countdown,
     the last epochs' outcomes. Ctrl-C (or --until EPOCH) stops. Read-only."""
+    from rich.live import Live  # noqa: PLC0415 (0.1 s of imports only this command needs)
+
     net = load_network(network, home)
     names = {**net.names, **key_names(home)}
     clock = BlockClock()
