@@ -7,20 +7,39 @@ BIN     = $(VENV)/bin
 
 .PHONY: simulate test install install-dev toolchain browser clean
 
-# A stamp per extras set, so `make test` after `make simulate` still installs the dev extras.
-$(VENV)/.installed-base: pyproject.toml
+# torch: the pinned release in the build TORCH names, installed first from PyTorch's index for that
+# build: `cpu` (the default) or a CUDA build on a GPU host (`make simulate TORCH=cu128`; cu126,
+# cu128, cu130 … as PyTorch publishes them for this release). The requirement names the build
+# (`torch==2.13.0+cu128`), so a CUDA install never settles for the CPU wheel and a CPU install never
+# pulls CUDA (tests/test_torch_install.py resolves both with `pip install --dry-run --report`).
+# TORCH_INDEX may point at a mirror; pip's own configuration (find-links, extra indexes) also applies.
+TORCH_VERSION = 2.13.0
+TORCH        ?= cpu
+TORCH_INDEX  ?= https://download.pytorch.org/whl/$(TORCH)
+TORCH_REQ     = torch==$(TORCH_VERSION)+$(TORCH)
+STAMP         = $(if $(filter cpu,$(TORCH)),,-$(TORCH))
+
+# A stamp per extras set and torch build, so `make test` after `make simulate` still installs the
+# dev extras and `make … TORCH=cu128` after a CPU install replaces torch.
+$(VENV)/.installed-base$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch is pinned to the CPU wheel on this machine's disk; nothing else may pull another torch.
+	$(BIN)/pip install --quiet --no-deps --retries 1 --extra-index-url $(TORCH_INDEX) '$(TORCH_REQ)'
+	# `torch==2.13.0` in pyproject.toml is met by the build above; nothing else may pull another torch.
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-base
+$(VENV)/.installed-dev$(STAMP): pyproject.toml $(VENV)/.installed-base$(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,devnet]'
 	touch $@
 
-install: $(VENV)/.installed-base
-install-dev: $(VENV)/.installed-dev
+install: $(VENV)/.installed-base$(STAMP)
+install-dev: $(VENV)/.installed-dev$(STAMP)
+
+# The torch requirement and index `install` uses (for scripts and tests): `make -s torch-requirement`.
+.PHONY: torch-requirement
+torch-requirement:
+	@echo '$(TORCH_REQ) $(TORCH_INDEX)'
 
 # Debian's Rust toolchain for rebuilding the contract (the reproducibility test needs it). lld-14 is
 # the wasm linker (/usr/bin/rust-lld), which libstd-rust-dev-wasm32 only recommends; rustfmt and
