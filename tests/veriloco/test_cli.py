@@ -152,7 +152,8 @@ def test_every_command_takes_json() -> None:
     commands = leaves(typer.main.get_command(app), "")
     assert len(commands) > 25
     missing = [name for name, command in commands
-               if name not in ("host run", "validator run", "dashboard", "epoch watch") and not any("--json" in p.opts for p in command.params)]
+               if name not in ("host run", "validator run", "dashboard", "epoch watch")
+               and not any("--json" in p.opts for p in command.params)]
     assert missing == []
 
 
