@@ -247,6 +247,7 @@ class IslandBehaviour(HostBehaviour):
     def __init__(self, spec: RunSpec, group: dist.ProcessGroup, device: torch.device) -> None:
         self.group, self.device = group, device
         self.world = dist.get_world_size(group)
+        self.backend = str(dist.get_backend(group))
         self.orders = side_group(tuple(dist.get_process_group_ranks(group)))
         self.stepper = Stepper(spec, group=group, device=device)
 

@@ -94,3 +94,45 @@ def test_host_island_commits_what_one_process_commits(spec, dataset, ctx, cache_
         for i in (0, 2, 3):
             replayed = replay_segment(spec, dataset, ctx, island.read_leaf(spec, 0, i))
             assert replayed.leaf_hash() == record.leaf_hashes[i + 1], (n, i)
+
+
+def _nccl_rank(rank: int, port: int, spec_json: bytes, cache_dir: Path, out: Path) -> None:
+    # One GPU a rank, NCCL: three steps of the sharded model, the state gathered whole on rank 0.
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
+                      LOCAL_RANK=str(rank))
+    group, where = join_island("cuda", threads=1)
+    try:
+        spec = RunSpec.from_canonical(spec_json)
+        out.with_name(f"{out.name}.losses-{rank}").write_text(repr(_three_steps(spec, cache_dir, where, group)))
+    finally:
+        dist.destroy_process_group()
+
+
+def _three_steps(spec: RunSpec, cache_dir: Path, device: torch.device,
+                 group: dist.ProcessGroup | None) -> tuple[list[float], str]:
+    from trainer.checkpoint import Checkpoint
+    from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
+
+    dataset = Dataset.load(spec.data, cache_dir)
+    run_id = spec.run_id()
+    stepper = Stepper(spec, group=group, device=device)
+    stepper.load(TrainState.fresh(GlobalState.initial(spec).params, epoch_rng_key(spec.train.seed, 0)))
+    rows = rank_rows(spec.train.batch_size, stepper.rank, stepper.world)
+    losses = []
+    for t in range(3):
+        x, y = dataset.batch(run_id, genesis_seed(run_id), HOST, t, spec.train.batch_size)
+        losses.append(stepper.step(x[rows], y[rows], 2))
+    state = stepper.export()
+    return losses, Checkpoint(state, torch.tensor(losses), 2).leaf_hash().hex()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="an NCCL island needs 2 GPUs; this machine has fewer")
+def test_nccl_island_replays_in_one_gpu_process(spec, cache_dir, tmp_path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "nccl"
+    mp.spawn(_nccl_rank, args=(port, spec.canonical(), cache_dir, out), nprocs=2, join=True)
+    island = [out.with_name(f"nccl.losses-{r}").read_text() for r in (0, 1)]
+    assert island[0] == island[1]  # every rank reports the same losses and the same gathered state
+    assert island[0] == repr(_three_steps(spec, cache_dir, torch.device("cuda:0"), None))

@@ -118,6 +118,8 @@ def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> 
     (["simulate", "--rule", "mode"], "unknown rule 'mode'"),
     (["simulate", "--device", "meta"], "device 'meta': only cpu and cuda are supported"),
     (["run", "template", "--set", "phases.min_hosts=0"], "--set: phases.min_hosts: Input should be greater than"),
+    (["validator", "run", "--key", "v", "--nproc-per-node", "2"], "--nproc-per-node is for hosts"),
+    (["host", "run", "--key", "h", "--nproc-per-node", "2", "--adversary", "lazy"], "adversaries train in one process"),
 ])
 def test_errors_without_a_run_are_one_line(args, message, tmp_path) -> None:
     assert_one_line(invoke(*args, home=tmp_path), message)

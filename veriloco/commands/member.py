@@ -216,6 +216,10 @@ def make_app(role: Role) -> typer.Typer:
             epochs: Annotated[int | None, typer.Option(help="stop when the run reaches this epoch")] = None,
             threads: Annotated[int | None, typer.Option(help="torch threads (default: torch's choice)")] = None,
             device: Device = "cpu",
+            nproc_per_node: Annotated[int, typer.Option(
+                "--nproc-per-node", min=1, hidden=role != "host",
+                help="hosts: train as an island of N processes on this machine (torchrun; FSDP2 over "
+                     "gloo on cpu, NCCL with one GPU per process on cuda); rank 0 talks to the chain")] = 1,
             full_leaf_every: FullLeafEvery = 4,
             keep_epochs: KeepEpochs = None,
             metrics: LiveMetrics = None,
@@ -228,6 +232,17 @@ def make_app(role: Role) -> typer.Typer:
             network: Network = None, home: Home = None) -> None:
         """Run the daemon: follow the chain's phases epoch after epoch (restart-safe). Logs go to stderr."""
         configure_logging(verbose)
+        if nproc_per_node > 1:
+            if role != "host":
+                raise CommandError("--nproc-per-node is for hosts; a validator replays in one process")
+            from veriloco import island_launch  # noqa: PLC0415 (only an island needs it)
+
+            island_launch.check_island(nproc_per_node, adversary)
+            if island_launch.island_world() is None:  # not under torchrun yet: start the island
+                raise typer.Exit(island_launch.relaunch(nproc_per_node))
+            if island_launch.island_rank() > 0:  # neither the chain nor the network: rank 0's orders
+                island_launch.follow(workdir or home_dir(home) / f"{role}-{key}", device, threads)
+                return
         net = load_network(network, home)
         if net.chain.backend != "cosmos":
             raise CommandError("daemons need a real chain (a cosmos network); "
@@ -261,6 +276,7 @@ def make_app(role: Role) -> typer.Typer:
         check_device(device)
         configure(threads, device)
         servers: list[ServerThread] = []
+        island = None  # rank 0's island behaviour: the other ranks leave when it stops
         try:
             with open_ledger(net) as ledger:
                 report_profile(ledger.spec(), device, f"{role} {key}")
@@ -270,8 +286,16 @@ def make_app(role: Role) -> typer.Typer:
                            else allow_private_endpoints)
                 if role == "host":
                     assert listen is not None
+                    behaviour = host_behaviour(adversary)
+                    if nproc_per_node > 1:  # rank 0 of the island
+                        from veriloco import island_launch  # noqa: PLC0415 (as above)
+
+                        island = island_launch.lead(ledger.spec().canonical(), device, threads)
+                        behaviour = island
+                        err_console.print(f"host {key}: an island of {nproc_per_node} processes, FSDP2 over "
+                                          f"{island.backend}; this is rank 0", highlight=False)
                     node, server = host_daemon(ledger, participant, root, listen,
-                                               behaviour=host_behaviour(adversary), name=key, device=device,
+                                               behaviour=behaviour, name=key, device=device,
                                                full_leaf_every=full_leaf_every, keep_epochs=keep_epochs,
                                                allow_private=private)
                     servers.append(server)
@@ -293,6 +317,8 @@ def make_app(role: Role) -> typer.Typer:
         finally:
             for running in servers:  # after the drain: a host serves until it stops
                 running.stop()
+            if island is not None:
+                island.stop()
         leave_without_threads()
 
     return app
