@@ -38,7 +38,9 @@ def train(
     inner_steps: Annotated[int | None, typer.Option("--inner-steps", "-H", min=1,
                                                        help="H inner steps per round (default: the preset's)")] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="T steps per worker, a multiple of H (default 10·H)")] = None,
-    quant: Annotated[str | None, typer.Option(help="Δ quantization: none, int8, int4 (default: the preset's)")] = None,
+    quant: Annotated[str | None, typer.Option(help="Δ quantization: none, int8, int4, topk2 (the largest 1/64 of "
+                                                   "every 1024 values at 2 bits, with error feedback) "
+                                                   "(default: the preset's)")] = None,
     outer_lr: Annotated[str | None, typer.Option(help="outer learning rate (default: the preset's, 0.7)")] = None,
     inner_state: Annotated[str, typer.Option(help="DiLoCo inner AdamW state per round: fresh (the protocol) "
                                                   "or kept (the DiLoCo paper)")] = "fresh",
@@ -68,7 +70,7 @@ def train(
     h = inner_steps or spec.train.inner_steps
     changes: dict = {"train": {"inner_steps": h, "segment_steps": h}}
     if quant is not None:
-        changes["quantization"] = {"scheme": quant}
+        changes["quantization"] = {"scheme": quant} | ({"block_size": 1024} if quant == "topk2" else {})
     if outer_lr is not None:
         changes["outer"] = {"lr": outer_lr}
     spec = spec.with_changes(**changes)
