@@ -27,7 +27,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter  # the hook's interface (public since 2.8)
+from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter  # the hook's interface (not re-exported)
 from torch.distributed.tensor import DTensor
 
 from trainer.reduction import tree_sum

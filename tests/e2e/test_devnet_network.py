@@ -1,7 +1,7 @@
 """The whole protocol as separate processes on a real injectived devnet, over real HTTP.
 
-Three honest hosts, one cheater and two validators, each its own `veriloco … run` process with its
-own key, run three epochs on a devnet the test starts and stops. The cheater must be slashed, the
+Three honest hosts (one of them an island of two processes), one cheater and two validators, each
+its own `veriloco … run` process with its own key, run three epochs on a devnet the test starts and stops. The cheater must be slashed, the
 honest hosts must agree on every model hash, and the validation loss must fall.
 """
 
@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.devnet]
 VERILOCO = [sys.executable, "-m", "veriloco.cli"]
 HOSTS = ["h0", "h1", "h2", "cheat"]
 VALIDATORS = ["v0", "v1"]
+ISLAND = "h2"  # an island of two processes (torchrun, FSDP2 over gloo); the validators replay it in one
 EPOCHS = 3
 
 
@@ -87,7 +88,8 @@ def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
     procs = []
     for name in HOSTS:
         args = ["host", "run", "--key", name, "--listen", f"127.0.0.1:{ports[name]}", "--epochs", str(EPOCHS),
-                "--threads", "1", "--poll", "0.2", *(["--adversary", "noise"] if name == "cheat" else [])]
+                "--threads", "1", "--poll", "0.2", *(["--adversary", "noise"] if name == "cheat" else []),
+                *(["--nproc-per-node", "2"] if name == ISLAND else [])]
         procs.append((name, subprocess.Popen([*VERILOCO, *args], env=env, stdout=open(logs / f"{name}.log", "w"),  # noqa: SIM115 (the child writes it)
                                              stderr=subprocess.STDOUT)))
     for name in VALIDATORS:
@@ -105,6 +107,7 @@ def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
     for name in VALIDATORS:  # with no --listen, a validator serves what it holds at its bonded endpoint
         log = (logs / f"{name}.log").read_text()
         assert f"serving the Δs and states it holds on http://127.0.0.1:{ports[name]}" in log
+    assert "an island of 2 processes, FSDP2 over gloo" in (logs / f"{ISLAND}.log").read_text()
     addresses = {name: json.loads(cli(env, "keys", "show", name, "--json"))["address"] for name in HOSTS}
     reports = [json.loads(cli(env, "report", str(e), "--json"))["report"] for e in range(EPOCHS)]
     cheater = addresses["cheat"]
