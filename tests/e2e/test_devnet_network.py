@@ -1,8 +1,9 @@
 """The whole protocol as separate processes on a real injectived devnet, over real HTTP.
 
 Three honest hosts (one of them an island of two processes), one cheater and two validators, each
-its own `veriloco … run` process with its own key, run three epochs on a devnet the test starts and stops. The cheater must be slashed, the
-honest hosts must agree on every model hash, and the validation loss must fall.
+its own `veriloco … run` process with its own key, run three epochs on a devnet the test starts and
+stops. The cheater must be slashed, the honest hosts must agree on every model hash, and the
+validation loss must fall.
 """
 
 from __future__ import annotations
