@@ -403,7 +403,8 @@ class ValidatorNode(Participant):
             with intake(held_delta_path(self.root, self.run_id, challenge.delta_hash)) as delta:
                 report = check_challenge(self.spec, self.dataset, challenge, _DeltaTee(source, delta),
                                          theta, bytes.fromhex(status.prev_seed), stepper=self._stepper,
-                                         previous_delta=self._previous_delta(challenge))
+                                         previous_delta=self._previous_delta(challenge),
+                                         previous_source=self._peer(challenge))
                 if report.verdict.outcome == "pass":
                     delta.keep()
         finally:

@@ -210,9 +210,10 @@ class _Run:
 
     def __init__(self, spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
                  theta: GlobalState, prev_epoch_seed: bytes, stepper: Stepper | None,
-                 previous_delta: str | None = None) -> None:
+                 previous_delta: str | None = None, previous_source: ArtifactSource | None = None) -> None:
         self.spec, self.dataset, self.challenge, self.source = spec, dataset, challenge, source
         self.previous_delta = previous_delta
+        self.previous_source = previous_source if previous_source is not None else source
         self.previous_raw: Iterable[object] | None = None
         self.theta, self.prev_epoch_seed, self.stepper = theta, prev_epoch_seed, stepper
         self.m: dict[str, Measurement] = {}
@@ -239,7 +240,7 @@ class _Run:
         delta = _fetch("Δ", lambda: self.source.delta_chunks(e)) if self.last else None
         self.proof0 = _fetch("proof of leaf 0", lambda: self.source.proof(e, 0)) if self.last and g else None
         if self.last and self.previous_delta is not None and carries_residual(self.spec.quantization):
-            self.previous_raw = _fetch(f"Δ of epoch {e - 1}", lambda: self.source.delta_chunks(e - 1))
+            self.previous_raw = _fetch(f"Δ of epoch {e - 1}", lambda: self.previous_source.delta_chunks(e - 1))
         return raw_start, proof_start, raw_end, proof_end, losses, delta
 
     def chunks(self, raw: Iterable[object] | None, what: str, counter: str) -> Iterator[bytes]:
@@ -569,7 +570,8 @@ def _evidence(challenge: Challenge, outcome: str, check: str, measurements: dict
 
 def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
                     theta: GlobalState, prev_epoch_seed: bytes, *,
-                    stepper: Stepper | None = None, previous_delta: str | None = None) -> VerdictReport:
+                    stepper: Stepper | None = None, previous_delta: str | None = None,
+                    previous_source: ArtifactSource | None = None) -> VerdictReport:
     """Check one challenge and explain the verdict (see the module docstring for the checks).
 
     Args:
@@ -584,6 +586,9 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
         previous_delta: ``topk2`` runs: the Δ hash the host committed in epoch ``e − 1`` if it was
             accepted then (``Ledger.aggregation_inputs``), else None: its error-feedback residual
             chains from that Δ or starts from zero.
+        previous_source: where that Δ is read from (``delta(e − 1)``; untrusted, checked against
+            ``previous_delta``): the host itself when ``source`` is a view of one challenge only
+            (a validator's spool or tee); ``source`` when omitted.
 
     Returns:
         The verdict with its reason, deciding check and measurements.
@@ -593,7 +598,7 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
     """
     _check_inputs(spec, dataset, challenge, theta, prev_epoch_seed, stepper)
     t0 = time.perf_counter()
-    run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper, previous_delta)
+    run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper, previous_delta, previous_source)
     outcome: Outcome
     try:
         reason = run.run()
@@ -622,10 +627,11 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
 
 def verify_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
                      theta: GlobalState, prev_epoch_seed: bytes, *,
-                     stepper: Stepper | None = None, previous_delta: str | None = None) -> Verdict:
+                     stepper: Stepper | None = None, previous_delta: str | None = None,
+                     previous_source: ArtifactSource | None = None) -> Verdict:
     """The verdict on one challenge: :func:`check_challenge` without the explanation.
 
     The reason is logged (logger ``veriloco.verifier``); call :func:`check_challenge` to get it.
     """
     return check_challenge(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper=stepper,
-                           previous_delta=previous_delta).verdict
+                           previous_delta=previous_delta, previous_source=previous_source).verdict

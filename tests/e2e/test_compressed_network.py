@@ -9,6 +9,7 @@ import torch
 from node.validator import ValidatorNode
 from trainer.checkpoint import load_checkpoint
 from trainer.compress import NEXT, residual_digest
+from trainer.delta import delta_hash, load_delta
 from trainer.epoch_store import EpochStore
 from trainer.presets import tiny
 from veriloco.behaviours import host_behaviour, validator_behaviour
@@ -39,4 +40,9 @@ def test_topk2_epochs_chain_their_residuals_and_agree(tmp_path, load_dataset) ->
         assert residual_digest(carried) == bytes(first[NEXT].tolist())
         assert residual_digest(store.read_residual(spec, 1)) == bytes(second[NEXT].tolist())
         assert not torch.equal(first[NEXT], second[NEXT])
+    # what the validators keep by hash (and serve to peers) is the Δ of that hash, not another epoch's
+    kept = [path for v in net.validators for path in (v.root / spec.run_id().hex() / "deltas").glob("*.safetensors")]
+    assert kept
+    for path in kept:
+        assert delta_hash(load_delta(path, spec)).hex() == path.stem
     assert net.total_funds() == net.initial_funds
