@@ -176,7 +176,9 @@ class HostNode(Participant):
             log.info("%s pruned %d global states no epoch can need any more", self.name, len(states))
         if current <= self._pruned_before:
             return
-        deleted = self.epochs.prune(self.keep_epochs, current, self._windows_closed)
+        # topk2: epoch e − 1's residual starts epoch e, and its Δ is what e's validators chain from.
+        keep = max(self.keep_epochs, 1) if carries_residual(self.spec.quantization) else self.keep_epochs
+        deleted = self.epochs.prune(keep, current, self._windows_closed)
         self._pruned_before = current
         if deleted:
             log.info("%s pruned epochs %s (keeping %d before %d)", self.name, deleted, self.keep_epochs, current)

@@ -19,17 +19,22 @@ from veriloco.network import LocalNetwork, Roster
 pytestmark = pytest.mark.slow
 
 
-def test_topk2_epochs_chain_their_residuals_and_agree(tmp_path, load_dataset) -> None:
+@pytest.mark.parametrize("keep_epochs", [None, 0])
+def test_topk2_epochs_chain_their_residuals_and_agree(tmp_path, load_dataset, keep_epochs) -> None:
+    # keep_epochs 0: a topk2 host still keeps the epoch before (its residual and Δ are needed)
     spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4},
                                                quantization={"scheme": "topk2", "block_size": 1024}),
                            validators=2)
     dataset = load_dataset(spec.data)
     roster = Roster(hosts=[host_behaviour(None), host_behaviour(None)],
                     validators=[validator_behaviour("honest"), validator_behaviour("honest")])
-    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode)
+    net = LocalNetwork(spec, tmp_path / "net", roster, dataset, validator_factory=ValidatorNode,
+                       keep_epochs=keep_epochs)
     reports = [net.run_epoch(max_rounds=200) for _ in range(2)]
     for report in reports:
         assert {h.outcome for h in report.hosts} == {"accepted"} and report.agreed
+    if keep_epochs is not None:
+        return
     s = spec.train.segments
     for host in net.hosts:
         store = EpochStore(host.root, spec.run_id(), host.address)
