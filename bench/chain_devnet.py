@@ -237,8 +237,9 @@ def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
 
     def ready_all(L: Ledger, chosen: list) -> None:
         for v in sorted({v for v, _ in chosen}):
-            mine = sorted((c.host, c.segment) for w, c in chosen if w == v and decide(v, c) != "pass")
-            L.ready(key(v), Ready(epoch=e, objections=[Objection(host=h, segment=g) for h, g in mine]))
+            mine = [Objection(host=c.host, segment=c.segment) for w, c in chosen if w == v and decide(v, c) != "pass"]
+            for msg in Ready.pages(e, mine):
+                L.ready(key(v), msg)
 
     votes = due_votes()
     phase("commit_verdict", lambda L: commit_all(L, votes), "objection")

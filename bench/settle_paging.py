@@ -117,12 +117,17 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
     send(lambda L: [L.reveal_traps(key(n), trap_opening(n, e)) for n in hosts])
     seated = sorted({v for v, _ in votes})
 
-    def ready(v: str) -> Ready:
+    def ready(v: str) -> list[Ready]:
         mine = sorted((c.host, c.segment) for w, c in votes if w == v) if disputed else []
-        return Ready(epoch=e, objections=[Objection(host=h, segment=g) for h, g in mine])
+        return Ready.pages(e, [Objection(host=h, segment=g) for h, g in mine])
 
-    send(lambda L: [L.ready(key(v), ready(v)) for v in seated[:-1]])
-    out["objection_close"] = measure(lambda: ledger.ready(key(seated[-1]), ready(seated[-1])))
+    send(lambda L: [L.ready(key(v), msg) for v in seated[:-1] for msg in ready(v)])
+    *full, last_page = ready(seated[-1])
+    # A full page (MAX_OBJECTIONS_PER_READY objections) is the largest `ready`; the last page,
+    # with fewer, completes the phase.
+    out["ready_full"] = [measure(lambda msg=msg: ledger.ready(key(seated[-1]), msg)) for msg in full[:1]]
+    send(lambda L: [L.ready(key(seated[-1]), msg) for msg in full[1:]])
+    out["objection_close"] = measure(lambda: ledger.ready(key(seated[-1]), last_page))
     out["objection_pages"] = pages(ledger, measure)
     if disputed:
         assert ledger.epoch(e).phase == "dispute", ledger.epoch(e)
@@ -188,9 +193,10 @@ def summary(run: dict[str, Any], gas_key: str) -> dict[str, Any]:
     for p in [*run["reveal_pages"], *run["objection_pages"], *run["finalize_pages"]]:
         by_stage[p["stage"]] = max(by_stage.get(p["stage"], 0), int(p[gas_key]))
     every = [run["reveal_close"], run["objection_close"], run["round_close"], *run["reveal_pages"],
-             *run["objection_pages"], *run["finalize_pages"]]
+             *run["objection_pages"], *run["finalize_pages"], *run.get("ready_full", [])]
     return {"reveal_close": int(run["reveal_close"][gas_key]), "reveal_pages": len(run["reveal_pages"]),
             "objection_close": int(run["objection_close"][gas_key]), "objection_pages": len(run["objection_pages"]),
+            "ready_full": top(run.get("ready_full", [])),
             "round_close": int(run["round_close"][gas_key]), "finalize_pages": len(run["finalize_pages"]),
             "max_page_by_stage": by_stage, "max_message": top(every)}
 

@@ -211,8 +211,10 @@ class ValidatorNode(Participant):
                 if c.due and c.committed == committed]
 
     def _send_ready(self, status: ParticipantStatus) -> bool:
-        """``objection``: one ``ready`` naming the round-0 seats it committed to whose kept verdict is
-        not ``pass`` (a seat whose opening is lost objects too: it cannot open a ``pass``)."""
+        """``objection``: its ``ready`` naming the round-0 seats it committed to whose kept verdict is
+        not ``pass`` (a seat whose opening is lost objects too: it cannot open a ``pass``), in
+        pages of at most ``MAX_OBJECTIONS_PER_READY`` (``Ready.pages``). A page refused stops the
+        tick; the next sends them all again (the contract skips objections it already has)."""
         objections = []
         for c in self.ledger.challenges(status.epoch, self.address):
             if c.round != 0 or not c.committed:
@@ -220,9 +222,13 @@ class ValidatorNode(Participant):
             kept = self.opening(status.epoch, c.host, c.segment)
             if kept is None or kept.outcome != "pass":
                 objections.append(Objection(host=c.host, segment=c.segment))
-        msg = Ready(epoch=status.epoch, objections=sorted(objections, key=lambda o: (o.host, o.segment)))
-        return self.attempt(status.epoch, EventKind.READY, partial(self.ledger.ready, self.key, msg),
-                            f"{len(objections)} objection(s)")
+        pages = Ready.pages(status.epoch, objections)
+        for i, msg in enumerate(pages):
+            part = f" (ready {i + 1} of {len(pages)})" if len(pages) > 1 else ""
+            if not self.attempt(status.epoch, EventKind.READY, partial(self.ledger.ready, self.key, msg),
+                                f"{len(msg.objections)} objection(s){part}"):
+                return False
+        return True
 
     # -- commit: replay → decide → post --------------------------------------------------------
 

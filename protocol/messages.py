@@ -6,6 +6,7 @@ Losses travel as fixed-point integers (micro-nats) so that no float is ever hash
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
 from itertools import pairwise
 from typing import Annotated, Literal
@@ -15,7 +16,7 @@ from pydantic import Field, field_validator
 from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
-from protocol.rules.limits import MAX_LOSS_MICRO, MAX_PARTICIPANTS, MAX_SEGMENTS
+from protocol.rules.limits import MAX_LOSS_MICRO, MAX_OBJECTIONS_PER_READY, MAX_PARTICIPANTS, MAX_SEGMENTS
 from protocol.types import Address, Boundary, Count, Dec
 
 Role = Literal["host", "validator"]
@@ -128,10 +129,21 @@ class Objection(Boundary):
 class Ready(Boundary):
     """A validator with round-0 seats is done with them (phase ``objection``): the challenges it
     objects to, strictly ascending by (host, segment). An objection disputes the challenge: the
-    whole validator set decides it by stake."""
+    whole validator set decides it by stake. One message carries at most
+    :data:`~protocol.rules.limits.MAX_OBJECTIONS_PER_READY`; a validator with more sends
+    :meth:`pages`, and the first with fewer is its last."""
 
     epoch: Count
-    objections: list[Objection] = Field(default_factory=list, max_length=MAX_PARTICIPANTS * MAX_SEGMENTS)
+    objections: list[Objection] = Field(default_factory=list, max_length=MAX_OBJECTIONS_PER_READY)
+
+    @classmethod
+    def pages(cls, epoch: int, objections: Iterable[Objection]) -> list[Ready]:
+        """Every ``ready`` a validator sends for these objections, in order: full pages of
+        :data:`~protocol.rules.limits.MAX_OBJECTIONS_PER_READY`, then one with fewer (empty when
+        the count is a multiple of it, which is what tells the contract it is the last)."""
+        ordered = sorted(objections, key=lambda o: (o.host, o.segment))
+        size = MAX_OBJECTIONS_PER_READY
+        return [cls(epoch=epoch, objections=ordered[i:i + size]) for i in range(0, len(ordered) + 1, size)]
 
     @field_validator("objections")
     @classmethod

@@ -86,6 +86,11 @@ all-Byzantine committee less likely than 10^-9 at a third of the stake)."""
 MAX_JOIN_EXTENSIONS = 1000
 """Most join extensions a run may allow (``phases.max_join_extensions``)."""
 
+MAX_OBJECTIONS_PER_READY = 64
+"""Most objections one ``ready`` carries. A validator with more sends several; a ``ready`` with
+fewer than this many is its sender's last (one with exactly this many says more follow, so a
+validator whose objections are a multiple of it ends with an empty ``ready``)."""
+
 
 def all_limits() -> dict[str, int]:
     """Every limit of this module by name (what ``tests/vectors/limits.json`` holds)."""

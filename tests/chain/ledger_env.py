@@ -107,6 +107,11 @@ def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[
     return RunSpec.model_validate(base)
 
 
+Vote = str | tuple[str, str]
+"""What a validator's ``vote`` callback returns: an outcome (``pass``/``fail``/``unavailable``), or
+(outcome, distance) for one not reached by the honest replay (another distance, so another group)."""
+
+
 def digest(label: str) -> str:
     return hashlib.sha256(label.encode()).hexdigest()
 
@@ -419,7 +424,7 @@ class LedgerEnv:
         *,
         commit: Iterable[str] | None = None,
         reveal: Iterable[str] | None = None,
-        vote: Callable[[str, Challenge], str | None] | None = None,
+        vote: Callable[[str, Challenge], Vote | None] | None = None,
         open_verdict: Callable[[str, Challenge], bool] | None = None,
         open_traps: Iterable[str] | None = None,
         propose: Callable[[str], str | None] | None = None,
@@ -490,7 +495,7 @@ class LedgerEnv:
         """``name``'s challenges the current phase waits for it on (``Challenge.due``)."""
         return [c for c in self.challenges(name, epoch) if c.due]
 
-    def commit_round(self, validators: Sequence[str], vote: Callable[[str, Challenge], str | None] | None,
+    def commit_round(self, validators: Sequence[str], vote: Callable[[str, Challenge], Vote | None] | None,
                      epoch: int) -> TxResult | None:
         """Every validator commits to its verdicts due now (``vote`` decides); returns the last
         transaction. The phase is checked once per validator (a query costs about as much as a
@@ -502,15 +507,21 @@ class LedgerEnv:
             for challenge in self.round_challenges(name, epoch):
                 if challenge.committed:
                     continue
-                outcome = "pass" if vote is None else vote(name, challenge)
-                if outcome is not None:
-                    last = self.commit_verdict(name, challenge.host, challenge.segment, outcome, epoch=epoch)
+                decided = "pass" if vote is None else vote(name, challenge)
+                if decided is None:
+                    continue
+                # A vote is an outcome, or (outcome, distance) for one reached another way than
+                # the honest replay (its distance, so its evidence, differ from the honest group's).
+                outcome, distance = decided if isinstance(decided, tuple) else (decided, "0.001")
+                last = self.commit_verdict(name, challenge.host, challenge.segment, outcome, distance=distance,
+                                           epoch=epoch)
         return last
 
     def ready(self, name: str, epoch: int | None = None, objections: Sequence[tuple[str, int]] | None = None
               ) -> TxResult:
         """``name``'s ``ready``: by default its committed round-0 seats whose kept verdict is not
-        ``pass`` (``objections`` as (host name or address, segment) to send others)."""
+        ``pass`` (``objections`` as (host name or address, segment) to send others), in as many
+        messages as ``Ready.pages`` makes; the last one's result."""
         epoch = self.current() if epoch is None else epoch
         if objections is None:
             pairs = []
@@ -520,8 +531,10 @@ class LedgerEnv:
                     pairs.append((c.host, c.segment))
         else:
             pairs = [(self.addr(h) if h in self.keys else h, g) for h, g in objections]
-        msg = Ready(epoch=epoch, objections=[Objection(host=h, segment=g) for h, g in sorted(pairs)])
-        return self.ledger.ready(self.key(name), msg)
+        pages = Ready.pages(epoch, [Objection(host=h, segment=g) for h, g in pairs])
+        for msg in pages[:-1]:  # more than MAX_OBJECTIONS_PER_READY: full pages first
+            self.ledger.ready(self.key(name), msg)
+        return self.ledger.ready(self.key(name), pages[-1])
 
     def objection_round(self, validators: Sequence[str], openers: Sequence[str], epoch: int,
                         ready: Callable[[str], bool] | None = None) -> TxResult | None:
@@ -562,7 +575,7 @@ class LedgerEnv:
         return last
 
     def play_rounds(self, hosts: Sequence[str], validators: Sequence[str], *,
-                    vote: Callable[[str, Challenge], str | None] | None = None) -> TxResult | None:
+                    vote: Callable[[str, Challenge], Vote | None] | None = None) -> TxResult | None:
         """Play every verdict round of the current epoch; returns the transaction that closed the
         last one (the one that finalized the epoch)."""
         e = self.current()

@@ -23,6 +23,8 @@ import pytest
 from ledger_env import HOST_STAKE, VALIDATOR_STAKE, LedgerEnv, make_spec
 
 from chain.ledger import ContractError
+from protocol.messages import Objection, Ready
+from protocol.rules.limits import MAX_OBJECTIONS_PER_READY
 from protocol.views import ChallengeReport, EpochReport
 
 HOSTS = ["host1", "host2"]
@@ -218,6 +220,77 @@ def test_an_unavailable_objector_against_a_pass_pays_the_unserved_slash(make_led
     assert all(x.slashed == "0" for n, x in validators.items() if n != spammer)
     assert gained(env, before)["treasury"] == VALIDATOR_STAKE * bps // 10_000
     check_conserved(env, total)
+
+
+def test_a_sole_seat_the_host_refused_is_excused_from_the_unserved_slash_but_not_paid(make_ledger_env) -> None:
+    # A validator holding more than 1/3 of V's stake is a host's only picker when drawn first, so it
+    # is the only round-0 seat of both segments: when the host refuses it, no other validator has
+    # read the leaves yet (node.leaf_holding), so its `unavailable` is excused from the unserved
+    # slash — but it earns nothing (an `unavailable` spammer cannot force disputes for free). A
+    # validator that says `unavailable` where another seat read and held the leaves still pays.
+    env = make_ledger_env()
+    stakes = {"validator1": 4_000_000, "validator2": 3_000_000, "validator3": 3_000_000}
+    hosts = ["host1", "host2", "host3", "host4"]
+    env.bond_all(hosts)
+    for name, stake in stakes.items():
+        env.bond(name, stake, role="validator")
+    total = env.total_funds()
+    env.play_epoch(hosts, list(stakes), stop_after="reveal")
+    report = env.report(0)
+    sole = [c for c in report.challenges if members(env, c, 0) == ["validator1"]]
+    assert sole, "validator1 (over 1/3 of the stake) is some host's only picker"
+    refused = {c.host for c in sole}
+    env.play_epoch(hosts, list(stakes),
+                   vote=lambda v, c: "unavailable" if v == "validator1" and c.host in refused and c.round == 0
+                   else "pass")
+    report = env.report(0)
+    for c in report.challenges:
+        if c.host in refused:  # the others (6 of 10 units of stake) decided pass in the final vote
+            assert (c.rounds, c.outcome) == (1, "pass")
+    v = by_name(env, report.validators)["validator1"]
+    assert (v.outcome, v.unserved, v.slashed, v.reward) == ("unserved", 0, "0", "0")
+    assert v.unavailable == len(sole)
+    assert {h.outcome for h in report.hosts} == {"accepted"}
+    assert all(x.slashed == "0" for x in report.validators)
+    check_conserved(env, total)
+
+
+def test_a_validator_with_more_objections_than_one_ready_carries_sends_several(make_ledger_env) -> None:
+    # One validator, so it is the only picker of every host; S = 16 and k = 15, so it sits on all 16
+    # segments of each of 4 hosts: 64 seats, exactly MAX_OBJECTIONS_PER_READY.
+    spec = make_spec(train={"inner_steps": 32, "segment_steps": 2}, verification={"challenges_k": 15},
+                     phases={"verify_blocks": 100, "verdict_reveal_blocks": 100})
+    env = make_ledger_env(spec=spec)
+    hosts = ["host1", "host2", "host3", "host4"]
+    setup(env, hosts=hosts, validators=["validator1"])
+    env.play_epoch(hosts, ["validator1"], stop_after="reveal")
+    for c in env.challenges("validator1", 0):
+        env.commit_verdict("validator1", c.host, c.segment, "fail")
+    assert env.epoch(0).phase == "objection"
+    for host in hosts:
+        env.open_traps(host, 0)
+    seats = sorted((c.host, c.segment) for c in env.challenges("validator1", 0))
+    assert len(seats) == MAX_OBJECTIONS_PER_READY
+    objections = [Objection(host=h, segment=g) for h, g in seats]
+    with pytest.raises(ValueError):  # the message model refuses more than a page
+        Ready(epoch=0, objections=[*objections, Objection(host=seats[0][0], segment=17)])
+    too_many = {"ready": {"epoch": 0, "objections": [{"host": h, "segment": g} for h, g in seats]
+                          + [{"host": "inj1zzzz", "segment": 0}]}}
+    with pytest.raises(ContractError, match="at most 64 objections"):
+        env.ledger.backend.execute(env.key("validator1"), too_many)
+    full, last = Ready.pages(0, objections)
+    assert (len(full.objections), len(last.objections)) == (64, 0)  # a multiple: an empty last page
+    env.ledger.ready(env.key("validator1"), full)
+    status = env.ledger.participant(env.addr("validator1"), 0)
+    assert status.phase == "objection" and status.ready_due  # more may follow: not ready yet
+    env.ledger.ready(env.key("validator1"), full)  # sent again (a restart): nothing new, still due
+    assert env.ledger.participant(env.addr("validator1"), 0).ready_due
+    with pytest.raises(ContractError, match="comes before"):
+        env.ledger.ready(env.key("validator1"), Ready(epoch=0, objections=[Objection(host=seats[0][0], segment=99)]))
+    env.ledger.ready(env.key("validator1"), last)
+    assert env.epoch(0).phase != "objection"  # its last ready completed the phase
+    assert all(members(env, c, 0) == ["validator1"] and env.name_of(c.objectors[0]) == "validator1"
+               for c in env.report(0).challenges)
 
 
 def test_colluding_pickers_cannot_shield_a_cheater_from_an_honest_picker(make_ledger_env) -> None:

@@ -37,6 +37,9 @@ pub const MAX_LOSS_MICRO: u64 = 2_147_483_647;
 pub const MAX_SEATS_CAP: u32 = 64;
 /// Most join extensions a run may allow (`MAX_JOIN_EXTENSIONS`).
 pub const MAX_JOIN_EXTENSIONS: u32 = 1000;
+/// Most objections one `ready` carries (`MAX_OBJECTIONS_PER_READY`); a `ready` with fewer is its
+/// sender's last.
+pub const MAX_OBJECTIONS_PER_READY: usize = 64;
 
 /// Fewest epochs of `unbonding_epochs` (`MIN_UNBONDING_EPOCHS`): stake unbonded in an epoch is
 /// released only once that epoch is settled.

@@ -18,7 +18,8 @@
 //! | `vw/` e | the stake at join of each member of V (same order) | reveal close |
 //! | `st/` e | the members of V with a round-0 seat (indices into V, ascending) | reveal close |
 //! | `cs/` e host | [`Assignment`]s: challenged segments of a host, their round-0 seats and objectors as indices into V, whether disputed, and the decision | reveal close, ready, objection close, final decision |
-//! | `rd/` e validator | the objections of a validator's `ready` | ready |
+//! | `rd/` e validator | the objections of a validator's `ready`s, once its last was sent | ready |
+//! | `rq/` e validator | the objections of its `ready`s so far, while more follow | ready |
 //! | `vc/` e host 0x00 u32be(segment) validator | a verdict commitment (64 hex) | commit_verdict |
 //! | `vo/` e host 0x00 u32be(segment) validator | [`Vote`]: the opened verdict | reveal_verdict |
 //! | `tr/` e host | the host's opened trap segments | reveal_traps |
@@ -62,8 +63,12 @@ pub const JOINED_VALIDATORS: Map<u64, Vec<(String, Uint128)>> = Map::new(b"vj/")
 pub const SEATS: Map<(u64, &str, &str), u8> = Map::new(b"js/");
 /// The members of V that hold a round-0 seat (indices into V, ascending): who owes a `ready`.
 pub const SEATED: Map<u64, Vec<u16>> = Map::new(b"st/");
-/// A validator's `ready`: the challenges (host, segment) it objected to.
+/// A validator's `ready`: the challenges (host, segment) it objected to (written by its last
+/// `ready`, the one with fewer than `MAX_OBJECTIONS_PER_READY` objections).
 pub const READY: Map<(u64, &str), Vec<(String, u32)>> = Map::new(b"rd/");
+/// The objections of a validator's `ready`s so far while more follow (each of those carried
+/// exactly `MAX_OBJECTIONS_PER_READY`); moved to `READY` by its last.
+pub const READY_SO_FAR: Map<(u64, &str), Vec<(String, u32)>> = Map::new(b"rq/");
 /// The challenged segments of each committed, revealed host.
 pub const ASSIGNMENTS: Map<(u64, &str), Vec<Assignment>> = Map::new(b"cs/");
 /// Verdict commitments, keyed by (epoch, host, segment, validator).
@@ -404,9 +409,12 @@ pub struct Standing {
     pub against: u32,
     #[serde(rename = "u", default, skip_serializing_if = "is_zero_u32")]
     pub unavailable: u32,
-    /// `unavailable` votes against a pass/fail decision.
+    /// `unavailable` votes against a pass/fail decision that a holder contradicts.
     #[serde(rename = "w", default, skip_serializing_if = "is_zero_u32")]
     pub unserved: u32,
+    /// `unavailable` votes against a pass/fail decision with no holder yet (not slashed).
+    #[serde(rename = "x", default, skip_serializing_if = "is_zero_u32")]
+    pub excused: u32,
     /// Ascending, without repeats (no longer written: auditors earn no share of a slash).
     #[serde(rename = "t", default, skip_serializing_if = "Vec::is_empty")]
     pub victims: Vec<String>,

@@ -381,19 +381,20 @@ pub fn slashes_page(
         (Uint128::zero(), Uint128::zero(), Uint128::zero());
     let mut diligent = 0u32;
     let (processed, spent, done) = walk(&page, last, limit as u32, |address, p| {
-        let (outcome, validator) = settle_outcome(storage, &mut books.payouts, e, address, p.role)?;
+        let (outcome, validator, excused) =
+            settle_outcome(storage, &mut books.payouts, e, address, p.role)?;
         if validator && outcome == Outcome::Diligent {
             diligent += 1;
         }
-        // Only an absent host's slash depends on whether it revealed.
+        // Only an absent host's slash depends on whether it revealed; an `unserved` validator
+        // whose every contradicted `unavailable` had no holder to read from is not slashed.
         let revealed = outcome == Outcome::Absent && REVEALS.has(storage, (e, address));
-        let amount = books.slash(
-            storage,
-            config,
-            e,
-            address,
-            slash_bps(config, outcome, revealed),
-        )?;
+        let bps = if excused {
+            0
+        } else {
+            slash_bps(config, outcome, revealed)
+        };
+        let amount = books.slash(storage, config, e, address, bps)?;
         if amount.is_zero() {
             return Ok(1);
         }
@@ -431,24 +432,26 @@ pub fn slashes_page(
 }
 
 /// A participant's outcome at stage `slashes`: a validator's is decided now from its standing
-/// (then dropped; true: it was a validator's); a host's is known.
+/// (then dropped; true: it was a validator's; and whether it is an `unserved` that is excused
+/// from its slash); a host's is known.
 fn settle_outcome(
     storage: &mut dyn Storage,
     payouts: &mut PayoutCache,
     e: u64,
     address: &str,
     role: Role,
-) -> Result<(Outcome, bool), ContractError> {
+) -> Result<(Outcome, bool, bool), ContractError> {
     let pay = payouts.get(storage, e, address)?;
     if role != Role::Validator || pay.outcome != Outcome::Pending {
-        return Ok((pay.outcome, false));
+        return Ok((pay.outcome, false, false));
     }
     let standing = STANDINGS
         .may_load(storage, (e, address))?
         .unwrap_or_default();
     pay.outcome = validator_outcome(ValidatorStats::of_standing(&standing));
     STANDINGS.remove(storage, (e, address));
-    Ok((pay.outcome, true))
+    let excused = pay.outcome == Outcome::Unserved && standing.unserved == 0;
+    Ok((pay.outcome, true, excused))
 }
 
 /// Who caught a slashed participant and is paid for it: the voters of the deciding group of an

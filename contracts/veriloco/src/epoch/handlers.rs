@@ -10,11 +10,11 @@ use crate::deps::DepsMut;
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
 use crate::hashing::{digest_from_hex, hex, parse_digest, stored_digest};
-use crate::limits::{MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_LOSS_MICRO};
+use crate::limits::{MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_LOSS_MICRO, MAX_OBJECTIONS_PER_READY};
 use crate::records::{
     self, Assignment, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome,
     ASSIGNMENTS, BACKING, COMMITMENTS, EXCLUSIONS, JOINED_VALIDATORS, PARTICIPANTS, PROPOSALS,
-    READY, REVEALS, SEATED, SEATS, TRAPS, VERDICT_COMMITS, VOTES,
+    READY, READY_SO_FAR, REVEALS, SEATED, SEATS, TRAPS, VERDICT_COMMITS, VOTES,
 };
 use crate::sampling::seat_rank;
 use crate::state::{self, Config, Role};
@@ -608,7 +608,10 @@ pub fn reveal_verdict(
 
 /// `ready {epoch, objections}`: a validator with round-0 seats says it is done with them, naming
 /// the challenges it objects to (its committed verdict is not `pass`): strictly ascending by
-/// (host, segment), each one it sits on in round 0 and committed to. Once per validator.
+/// (host, segment), each one it sits on in round 0 and committed to. At most
+/// `MAX_OBJECTIONS_PER_READY` per message: a validator with more sends several, each after the
+/// last objection of the one before (repeats of recorded ones are skipped); the first with fewer
+/// than that many is its last, and only then is it ready.
 pub fn ready(
     deps: DepsMut,
     ep: &mut Epoch,
@@ -629,15 +632,43 @@ pub fn ready(
     if READY.has(deps.storage, (epoch, sender)) {
         refuse!(ACTION, "{sender} already sent ready for epoch {epoch}");
     }
+    if objections.len() > MAX_OBJECTIONS_PER_READY {
+        refuse!(
+            ACTION,
+            "a ready carries at most {MAX_OBJECTIONS_PER_READY} objections ({} given); send the rest in further ready messages",
+            objections.len()
+        );
+    }
     if objections.windows(2).any(|w| w[0] >= w[1]) {
         refuse!(
             ACTION,
             "objections must be distinct and in ascending order of (host, segment)"
         );
     }
+    // Further `ready`s continue after the objections already recorded; one sent again (a node
+    // resuming after a crash) repeats objections already recorded, which are skipped.
+    let mut so_far = READY_SO_FAR
+        .may_load(deps.storage, (epoch, sender))?
+        .unwrap_or_default();
+    let last_page = objections.len() < MAX_OBJECTIONS_PER_READY;
+    let mut fresh = Vec::with_capacity(objections.len());
+    for o in objections {
+        if so_far.binary_search(&o).is_ok() {
+            continue;
+        }
+        if so_far.last().map_or(false, |last| &o < last) {
+            refuse!(
+                ACTION,
+                "objection on host {} segment {} comes before those of {sender}'s earlier ready messages",
+                o.0,
+                o.1
+            );
+        }
+        fresh.push(o);
+    }
     let mut i = 0;
-    while i < objections.len() {
-        let host = objections[i].0.clone();
+    while i < fresh.len() {
+        let host = fresh[i].0.clone();
         if host.len() > MAX_ADDRESS_LEN {
             refuse!(
                 ACTION,
@@ -647,8 +678,8 @@ pub fn ready(
         let mut list = ASSIGNMENTS
             .may_load(deps.storage, (epoch, host.as_str()))?
             .unwrap_or_default();
-        while i < objections.len() && objections[i].0 == host {
-            let segment = objections[i].1;
+        while i < fresh.len() && fresh[i].0 == host {
+            let segment = fresh[i].1;
             let committed = VERDICT_COMMITS.has(deps.storage, (epoch, &host, segment, sender));
             match list.iter_mut().find(|a| a.segment == segment) {
                 Some(a) if a.validators.contains(&index) && committed => {
@@ -665,14 +696,21 @@ pub fn ready(
         }
         ASSIGNMENTS.save(deps.storage, (epoch, host.as_str()), &list);
     }
-    let count = objections.len();
-    READY.save(deps.storage, (epoch, sender), &objections);
-    ep.counts_mut().ready += 1;
+    let count = fresh.len();
+    so_far.extend(fresh);
+    if last_page {
+        READY_SO_FAR.remove(deps.storage, (epoch, sender));
+        READY.save(deps.storage, (epoch, sender), &so_far);
+        ep.counts_mut().ready += 1;
+    } else {
+        READY_SO_FAR.save(deps.storage, (epoch, sender), &so_far);
+    }
     Ok(Response::new()
         .add_attribute("action", ACTION)
         .add_attribute("epoch", epoch)
         .add_attribute("validator", sender)
-        .add_attribute("objections", count))
+        .add_attribute("objections", count)
+        .add_attribute("last", last_page))
 }
 
 pub fn reveal_traps(

@@ -27,8 +27,12 @@ pub struct ValidatorStats {
     pub against: u32,
     /// `unavailable` votes.
     pub unavailable: u32,
-    /// `unavailable` votes against a `pass`/`fail` decision (the host served the others).
+    /// `unavailable` votes against a `pass`/`fail` decision where a holder had the leaves when
+    /// it voted (the host served another voter it could read them from): slashed.
     pub unserved: u32,
+    /// `unavailable` votes against a `pass`/`fail` decision where no holder had them yet (a
+    /// round-0 seat that no other round-0 seat could serve): not slashed, not paid.
+    pub excused: u32,
 }
 
 impl ValidatorStats {
@@ -40,6 +44,7 @@ impl ValidatorStats {
         standing.against += self.against;
         standing.unavailable += self.unavailable;
         standing.unserved += self.unserved;
+        standing.excused += self.excused;
     }
 
     /// The counts of a stored standing.
@@ -51,6 +56,7 @@ impl ValidatorStats {
             against: standing.against,
             unavailable: standing.unavailable,
             unserved: standing.unserved,
+            excused: standing.excused,
         }
     }
 
@@ -62,6 +68,7 @@ impl ValidatorStats {
         self.against += other.against;
         self.unavailable += other.unavailable;
         self.unserved += other.unserved;
+        self.excused += other.excused;
     }
 }
 
@@ -86,6 +93,16 @@ pub struct ChallengeTally {
 }
 
 impl ChallengeTally {
+    /// Whether a voter other than `voter`, sitting in `round` (a round-0 seat: round 0 only; a
+    /// final voter: any round), opened a vote in the deciding group of a pass/fail decision: a
+    /// validator that read the challenge's artifacts and kept them, from whom `voter` could have
+    /// read them when the host refused it (`node.leaf_holding`).
+    fn held_by_another(&self, voter: &str, round: u32) -> bool {
+        self.members.iter().any(|(r, w)| {
+            w != voter && *r <= round && self.votes.get(w).map_or(false, |x| self.with_decision(x))
+        })
+    }
+
     /// Whether `vote` is in the deciding group of a pass/fail decision.
     fn with_decision(&self, vote: &Vote) -> bool {
         let decided = match self.outcome.decided_vote() {
@@ -178,7 +195,7 @@ impl Tally {
         let mut validators: BTreeMap<String, ValidatorStats> = BTreeMap::new();
         for c in challenges.values() {
             let pass_fail = c.outcome.decided_vote().is_some();
-            for (_, v) in c.members.iter() {
+            for (round, v) in c.members.iter() {
                 let mut stats = ValidatorStats {
                     assigned: 1,
                     ..ValidatorStats::default()
@@ -190,8 +207,10 @@ impl Tally {
                     stats.voted = 1;
                     if vote.outcome == VoteOutcome::Unavailable {
                         stats.unavailable = 1;
-                        if pass_fail {
+                        if pass_fail && c.held_by_another(v, *round) {
                             stats.unserved = 1;
+                        } else if pass_fail {
+                            stats.excused = 1;
                         }
                     } else if (pass_fail && !c.with_decision(vote))
                         || (vote.outcome == VoteOutcome::Pass && c.objectors.contains(v))
@@ -317,13 +336,14 @@ fn host_challenges(
 
 /// A validator's outcome: lied (see [`ValidatorStats::against`]) → wrong; else missed a vote it
 /// owed (no commitment, or no valid opening) → silent; else said `unavailable` against a
-/// pass/fail decision → unserved; else it sat on something → diligent; else idle.
+/// pass/fail decision → unserved (slashed only where a holder had the leaves: see
+/// [`ValidatorStats::unserved`]); else it sat on something → diligent; else idle.
 pub fn validator_outcome(stats: ValidatorStats) -> Outcome {
     if stats.against > 0 {
         Outcome::Wrong
     } else if stats.voted < stats.assigned {
         Outcome::Silent
-    } else if stats.unserved > 0 {
+    } else if stats.unserved > 0 || stats.excused > 0 {
         Outcome::Unserved
     } else if stats.assigned > 0 {
         Outcome::Diligent
@@ -355,6 +375,7 @@ mod tests {
             against,
             unavailable: unserved,
             unserved,
+            excused: 0,
         };
         assert_eq!(validator_outcome(s(2, 2, 1, 0)), Outcome::Wrong);
         assert_eq!(validator_outcome(s(2, 1, 1, 0)), Outcome::Wrong);
@@ -363,6 +384,72 @@ mod tests {
         assert_eq!(validator_outcome(s(2, 1, 0, 1)), Outcome::Silent);
         assert_eq!(validator_outcome(s(2, 2, 0, 0)), Outcome::Diligent);
         assert_eq!(validator_outcome(s(0, 0, 0, 0)), Outcome::Idle);
+        let excused = ValidatorStats {
+            excused: 1,
+            unavailable: 1,
+            ..s(2, 2, 0, 0)
+        };
+        assert_eq!(validator_outcome(excused), Outcome::Unserved);
+    }
+
+    /// An `unavailable` is slashed (`unserved`) only where another voter that could serve the
+    /// leaves voted with the decision: for a round-0 seat, another round-0 seat; for a final
+    /// voter, anyone. A sole round-0 seat refused by its host is excused.
+    #[test]
+    fn an_unavailable_without_a_holder_is_excused() {
+        use ChallengeOutcome as C;
+        use VoteOutcome::*;
+        let tally = |members: Vec<(u32, &str, Vote)>| {
+            let mut c = challenge(&[], C::Pass, Some(("0", "p")), false);
+            for (round, v, o) in members {
+                c.members.push((round, v.to_string()));
+                c.committed.insert(v.to_string(), "0".repeat(64));
+                c.votes.insert(v.to_string(), o);
+            }
+            let mut challenges = BTreeMap::new();
+            challenges.insert(("h".to_string(), 1), c);
+            Tally::of_challenges(challenges, BTreeMap::new())
+        };
+        // Sole round-0 seat refused; the final voters read it (the host served them later).
+        let t = tally(vec![
+            (0, "r", vote(Unavailable, "0", "x")),
+            (1, "a", vote(Pass, "0", "p")),
+            (1, "b", vote(Pass, "0", "p")),
+        ]);
+        assert_eq!(
+            (t.validators["r"].unserved, t.validators["r"].excused),
+            (0, 1)
+        );
+        // A co-seat of round 0 held it: the round-0 `unavailable` is contradicted.
+        let t = tally(vec![
+            (0, "r", vote(Unavailable, "0", "x")),
+            (0, "s", vote(Pass, "0", "p")),
+            (1, "a", vote(Pass, "0", "p")),
+        ]);
+        assert_eq!(
+            (t.validators["r"].unserved, t.validators["r"].excused),
+            (1, 0)
+        );
+        // A final voter could read it from any other voter with the decision.
+        let t = tally(vec![
+            (0, "s", vote(Unavailable, "0", "x")),
+            (1, "a", vote(Pass, "0", "p")),
+            (1, "u", vote(Unavailable, "0", "x")),
+        ]);
+        assert_eq!(
+            (t.validators["u"].unserved, t.validators["u"].excused),
+            (1, 0)
+        );
+        assert_eq!(
+            (t.validators["s"].unserved, t.validators["s"].excused),
+            (0, 1)
+        );
+        // With no voter in the deciding group besides itself, nobody held it for it.
+        let t = tally(vec![
+            (0, "s", vote(Pass, "0", "p")),
+            (1, "u", vote(Unavailable, "0", "x")),
+        ]);
+        assert_eq!(t.validators["u"].unserved, 1); // the round-0 seat "s" held it
     }
 
     fn vote(outcome: VoteOutcome, distance: &str, evidence: &str) -> Vote {

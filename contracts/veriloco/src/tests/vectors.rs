@@ -609,6 +609,10 @@ fn limits_equal_the_python_definitions() {
         ("MAX_LOSS_MICRO", limits::MAX_LOSS_MICRO),
         ("MAX_SEATS_CAP", u64::from(limits::MAX_SEATS_CAP)),
         (
+            "MAX_OBJECTIONS_PER_READY",
+            limits::MAX_OBJECTIONS_PER_READY as u64,
+        ),
+        (
             "MAX_JOIN_EXTENSIONS",
             u64::from(limits::MAX_JOIN_EXTENSIONS),
         ),
