@@ -512,9 +512,12 @@ class LedgerEnv:
                     continue
                 # A vote is an outcome, or (outcome, distance) for one reached another way than
                 # the honest replay (its distance, so its evidence, differ from the honest group's).
-                outcome, distance = decided if isinstance(decided, tuple) else (decided, "0.001")
-                last = self.commit_verdict(name, challenge.host, challenge.segment, outcome, distance=distance,
-                                           epoch=epoch)
+                if isinstance(decided, tuple):
+                    outcome, distance = decided
+                    last = self.commit_verdict(name, challenge.host, challenge.segment, outcome,
+                                               distance=distance, epoch=epoch)
+                else:
+                    last = self.commit_verdict(name, challenge.host, challenge.segment, decided, epoch=epoch)
         return last
 
     def ready(self, name: str, epoch: int | None = None, objections: Sequence[tuple[str, int]] | None = None
