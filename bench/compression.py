@@ -10,7 +10,8 @@ data parallelism's, and data parallelism's bytes ÷ the run's (float32 gradients
 the Δ payloads every round).
 
 Run: ``.venv/bin/python bench/compression.py --json /tmp/compression.json`` (defaults: K = 4,
-T = 2000, batch 4; DiLoCo int8 at H = 50; topk2 with block 1024 at H ∈ {10, 20, 50}).
+T = 2000, batch 4; DiLoCo int8 at H = 50; topk2 with block 1024 at H ∈ {10, 20, 50}; ``--inner
+adamw,muon`` repeats every DiLoCo run with each inner optimizer).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def main() -> None:
     parser.add_argument("--topk-outer", default=None,
                         help="outer 'lr,momentum' of the topk2 runs (default: the preset's 0.7, 0.9 Nesterov; "
                              "SparseLoCo's error feedback replaces the outer momentum: '1,0')")
+    parser.add_argument("--inner", default="adamw", help="inner optimizers of the DiLoCo runs: adamw, muon or both")
+    parser.add_argument("--baseline-inner", default="adamw",
+                        help="inner optimizer of the data-parallel and one-worker runs (the reference row)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -49,23 +53,28 @@ def main() -> None:
     base = preset("demo").with_changes(train=train)
     wanted = args.runs.split(",")
     dataset = Dataset.load(base.data)
-    runs: list[tuple[str, int, str]] = [(m, 50, "int8") for m in ("ddp", "single") if m in wanted]
-    runs += [("diloco", args.int8_h, "int8")] if "int8" in wanted else []
-    runs += [("diloco", int(h), "topk2") for h in args.topk_h.split(",")] if "topk2" in wanted else []
+    inners = args.inner.split(",")
+    runs: list[tuple[str, int, str, str]] = [(m, 50, "int8", args.baseline_inner) for m in ("ddp", "single")
+                                              if m in wanted]
+    runs += [("diloco", args.int8_h, "int8", i) for i in inners] if "int8" in wanted else []
+    if "topk2" in wanted:
+        runs += [("diloco", int(h), "topk2", i) for h in args.topk_h.split(",") for i in inners]
     results: list[dict[str, object]] = []
     started = time.perf_counter()
-    for mode, h, scheme in runs:
+    for mode, h, scheme, inner in runs:
         quant = {"scheme": scheme, "block_size": args.block if scheme == "topk2" else 64}
         outer = {}
         if scheme == "topk2" and args.topk_outer:
             lr, momentum = args.topk_outer.split(",")
             outer = {"lr": lr, "momentum": momentum}
-        spec = base.with_changes(train={"inner_steps": h, "segment_steps": h}, quantization=quant,
+        spec = base.with_changes(train={"inner_steps": h, "segment_steps": h, "inner_optimizer": inner},
+                                 quantization=quant,
                                  **({"outer": outer} if outer else {}))
         run = simulate(spec, dataset, mode, args.workers, args.steps)  # type: ignore[arg-type]
         row: dict[str, object] = {"mode": mode, "H": h if mode == "diloco" else None,
                                   "outer": f"{spec.outer.lr},{spec.outer.momentum}" if mode == "diloco" else None,
-                                  "quant": scheme if mode == "diloco" else None, "val_loss": run.val_loss,
+                                  "quant": scheme if mode == "diloco" else None, "inner": inner,
+                                  "val_loss": run.val_loss,
                                   "bytes_sent": run.bytes_sent, "quant_error": run.quant_error,
                                   "wall_s": run.wall_s, "curve": run.curve}
         results.append(row)
@@ -77,9 +86,11 @@ def main() -> None:
     print(f"\n{time.perf_counter() - started:.0f} s; torch threads {torch.get_num_threads()}")
     print("| run | final val loss | × data-parallel | bytes sent | data-parallel bytes ÷ run's |")
     print("| --- | --- | --- | --- | --- |")
-    names = {"ddp": "data-parallel (every step)", "single": f"one worker, {args.workers * args.steps} steps"}
+    names = {"ddp": f"data-parallel (every step), {args.baseline_inner}",
+             "single": f"one worker, {args.workers * args.steps} steps, {args.baseline_inner}"}
     for row in results:
-        name = names.get(str(row["mode"]), f"DiLoCo H = {row['H']}, {row['quant']}, outer {row['outer']}")
+        name = names.get(str(row["mode"]),
+                         f"DiLoCo H = {row['H']}, {row['quant']}, inner {row['inner']}, outer {row['outer']}")
         sent, loss = int(str(row["bytes_sent"])), float(str(row["val_loss"]))
         ratio = f"{int(str(ddp['bytes_sent'])) / sent:,.0f}×" if sent else "—"
         print(f"| {name} | {loss:.4f} | {loss / float(str(ddp['val_loss'])):.3f} | {sent / 1e6:,.2f} MB | {ratio} |")
