@@ -217,15 +217,15 @@ class Stepper:
         self.group = group
         self.rank = dist.get_rank(group) if group is not None else 0
         self.world = dist.get_world_size(group) if group is not None else 1
-        if group is not None and self.world > 1:
-            shard_model(self.model, group, self.device)
-        self.named = dict(self.model.named_parameters())
         t = spec.train
-        # Decimals become floats here, at the boundary to torch, and nowhere earlier.
-        self.muon_names = {n for n, p in self.named.items() if uses_muon(n, p, t)}
+        self.muon_names = {n for n, p in self.model.named_parameters() if uses_muon(n, p, t)}
         if self.muon_names and self.world > 1:
             raise ValueError("inner_optimizer muon is not supported in a sharded island yet: Muon's "
                              "Newton–Schulz step needs whole matrices")
+        if group is not None and self.world > 1:
+            shard_model(self.model, group, self.device)
+        self.named = dict(self.model.named_parameters())
+        # Decimals become floats here, at the boundary to torch, and nowhere earlier.
         adam_params = [p for n, p in self.named.items() if n not in self.muon_names]
         decay = [p for p in adam_params if decays(p)]
         no_decay = [p for p in adam_params if not decays(p)]
