@@ -55,6 +55,7 @@ from chain.ledger import Ledger
 from node.content import Read, WrongContent, fetch, holders
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
+from node.partial_epoch import another_segment_fits
 from node.participant import Participant
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
@@ -71,7 +72,7 @@ from trainer.delta import dequantize, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
-from trainer.inner import Interrupted, StepCallback
+from trainer.inner import Interrupted, SegmentsDone, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
@@ -205,7 +206,8 @@ class HostNode(Participant):
             self.event(info.epoch, EventKind.WAITING_FOR_THETA, str(exc))
             return False
         ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
-                        device=self.device, full_leaf_every=self.full_leaf_every)
+                        device=self.device, full_leaf_every=self.full_leaf_every,
+                        stop=self._deadline_stop(info.phase_deadline))
         try:
             result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
                                                 on_step=self._progress(info.epoch))
@@ -219,6 +221,21 @@ class HostNode(Participant):
         return self.attempt(info.epoch, EventKind.COMMITTED,
                             lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
+
+    def _deadline_stop(self, deadline: int) -> SegmentsDone:
+        """Ends the epoch after the segment past which another would miss the commit deadline (a
+        partial epoch, :mod:`node.partial_epoch`)."""
+        started = self.ledger.height()
+
+        def stop(done: int) -> bool:
+            now = self.ledger.height()
+            if another_segment_fits(done, started, now, deadline):
+                return False
+            log.info("%s ends its epoch after %d of %d segments: another would end after the commit "
+                     "deadline (height %d, deadline %d)", self.name, done, self.spec.train.segments, now, deadline)
+            return True
+
+        return stop
 
     def _progress(self, epoch: int) -> StepCallback:
         """The step callback: a log line at every segment boundary (steps done, the segment's mean
@@ -270,7 +287,7 @@ class HostNode(Participant):
             return False
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
-            deltas, unserved = self._accepted_deltas(info.epoch, theta)
+            deltas, unserved, segments = self._accepted_deltas(info.epoch, theta)
         except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
             self.event(info.epoch, EventKind.WAITING_TO_AGGREGATE, str(exc))
             return False
@@ -289,7 +306,9 @@ class HostNode(Participant):
         deltas = self._within_peer_bound(info.epoch, deltas)
         if not deltas:
             return self._give_up(info.epoch, EventKind.PROPOSAL_WITHHELD, "no accepted Δ is within the update bound")
-        new = outer_step(theta, aggregate(self.spec.aggregation, deltas), self.spec.outer)
+        # Each Δ weighs the segments it covers: a partial epoch counts by the steps it did.
+        weights = {address: segments[address] for address in deltas}
+        new = outer_step(theta, aggregate(self.spec.aggregation, deltas, weights), self.spec.outer)
         model_hash = self.globals.put(new)
         val = self._validation_loss(new)
         problem = proposal_problem(val)
@@ -302,11 +321,12 @@ class HostNode(Participant):
                             f"θ {model_hash[:12]}… from {len(deltas)} Δ{excluded}, val loss {val:.4f}")
 
     def _accepted_deltas(self, epoch: int, theta: GlobalState) -> tuple[dict[str, dict[str, torch.Tensor]],
-                                                                         dict[str, str]]:
+                                                                         dict[str, str], dict[str, int]]:
         """Every accepted host's dequantized Δ within the update bound (one paged query for all of
-        them: address, endpoint, Δ hash), each verified once in the epoch (:meth:`_checked_delta`).
+        them: address, endpoint, Δ hash, segments), each verified once in the epoch (:meth:`_checked_delta`).
 
-        Returns the Δs by host, and the hosts whose Δ no holder served now, with why."""
+        Returns the Δs by host, the hosts whose Δ no holder served now, with why, and the segments
+        each accepted host's Δ covers."""
         inputs = self.ledger.aggregation_inputs(epoch)
         self._checked = {k: v for k, v in self._checked.items() if k[0] == epoch}
         deltas, unserved = {}, {}
@@ -322,7 +342,7 @@ class HostNode(Participant):
                     continue
             if (delta := self._checked[key]) is not None:
                 deltas[accepted.address] = delta
-        return deltas, unserved
+        return deltas, unserved, {i.address: i.segments for i in inputs}
 
     def _within_peer_bound(self, epoch: int, deltas: dict[str, dict[str, torch.Tensor]]
                            ) -> dict[str, dict[str, torch.Tensor]]:
@@ -351,11 +371,12 @@ class HostNode(Participant):
                         self._delta_answers(epoch, accepted, inputs), partial(self._verify_delta, accepted),
                         f"the Δ of {accepted.address}")
         delta = dequantize(payload, self._shapes, self.spec.quantization)
+        steps = accepted.segments * self.spec.train.segment_steps  # H, or fewer for a partial epoch
         excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train,
-                                     self.spec.quantization)
+                                     self.spec.quantization, steps)
         if not excess <= 1:
             self.event(epoch, EventKind.DELTA_LEFT_OUT, f"{accepted.address}: moves a coordinate of {where} "
-                       f"{excess:.3g}× as far as {self.spec.train.inner_steps} AdamW steps can")
+                       f"{excess:.3g}× as far as {steps} AdamW steps can")
             return None
         return delta
 

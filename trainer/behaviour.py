@@ -24,7 +24,7 @@ import torch
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.data import Dataset
-from trainer.inner import EpochContext, EpochResult, StepCallback, run_epoch
+from trainer.inner import EpochContext, EpochResult, SegmentsDone, StepCallback, run_epoch
 from trainer.snapshot import SnapshotStats
 from trainer.step import Stepper
 
@@ -39,10 +39,14 @@ class HostEpoch(EpochContext):
         full_leaf_every: ``K``: the honest training stores leaf 0, every ``K``-th leaf and the last
             in full, the others are recomputed when challenged (``trainer.recompute``), where the
             behaviour's :attr:`HostBehaviour.sparse_leaves` allows.
+        stop: asked after each segment; True ends the epoch there, a partial epoch (the honest
+            training only; see :func:`~trainer.inner.run_epoch`). It changes what is committed:
+            fewer segments, never other bits.
     """
 
     device: str = "cpu"
     full_leaf_every: int = 1
+    stop: SegmentsDone | None = None
 
 
 class HostBehaviour:
@@ -72,7 +76,8 @@ class HostBehaviour:
         self.snapshot = SnapshotStats()
         result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step,
                            stepper=Stepper(spec, device=setup.device),
-                           full_leaf_every=setup.full_leaf_every if self.sparse_leaves else 1, stats=self.snapshot)
+                           full_leaf_every=setup.full_leaf_every if self.sparse_leaves else 1, stats=self.snapshot,
+                           stop=setup.stop)
         assert result is not None  # one process: always rank 0
         return result
 

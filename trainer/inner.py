@@ -31,6 +31,8 @@ from trainer.snapshot import LeafWriter, SnapshotStats
 from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
 
 StepCallback = Callable[[int, float], None]
+SegmentsDone = Callable[[int], bool]
+"""Asked after each segment with the segments done: whether to end the epoch there (partial)."""
 """Called after every inner step with (steps done in the epoch, loss). It may raise
 :class:`Interrupted` to stop the epoch at that step boundary."""
 
@@ -167,7 +169,7 @@ def _broadcast_state(state: TrainState, group: dist.ProcessGroup | None) -> Trai
 def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: Mapping[str, torch.Tensor],
               root: Path, micro_batches: int = 1, stepper: Stepper | None = None,
               on_step: StepCallback | None = None, full_leaf_every: int = 1,
-              stats: SnapshotStats | None = None) -> EpochResult | None:
+              stats: SnapshotStats | None = None, stop: SegmentsDone | None = None) -> EpochResult | None:
     """Train an epoch (or finish an interrupted one) and produce the host's commitment.
 
     Each segment's leaf is copied on this thread and hashed and written behind it
@@ -187,6 +189,9 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         on_step: progress callback.
         full_leaf_every: ``K``: store leaf 0, every ``K``-th leaf and the last in full (1: all).
         stats: filled with what the background writer did (hash and write seconds, bytes).
+        stop: asked after each segment with the segments done; True ends the epoch there, a
+            partial epoch of ``s < S`` segments (its last leaf is stored in full). One process
+            only: an island's ranks would have to agree on it.
 
     Returns:
         The :class:`EpochResult` on rank 0; ``None`` on the other ranks of an island.
@@ -196,6 +201,8 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
             writer is joined first), and a later call resumes from the last stored one.
     """
     stepper = stepper if stepper is not None else Stepper(spec)
+    if stop is not None and stepper.world > 1:
+        raise ValueError("a partial epoch (stop) is for a one-process host, not an island")
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
     store = EpochStore(root, ctx.run_id, ctx.host)
     if stepper.rank == 0:
@@ -221,7 +228,11 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
             # finish() below has waited for every one, the last included, before `last` is read.
             writer.submit(index, last, ready)
             losses.extend(last.losses.tolist())
+            if stop is not None and stepper.step_count < spec.train.inner_steps and stop(index):
+                break
         hashes = progress.hashes + (writer.finish() if writer is not None else [])
+        if writer is not None and not EpochStore.stored(spec, index, progress.full_leaf_every):
+            store.write_leaf(ctx.epoch, index, last)  # a partial epoch's last leaf, challenged every epoch
     finally:
         if writer is not None:
             writer.close()
