@@ -8,7 +8,11 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
             worker's AdamW moments and step count across rounds instead, as in the DiLoCo
             paper), then the Δs are quantized
             (``spec.quantization``), dequantized, averaged with ``spec.aggregation`` and applied
-            with the outer Nesterov step (``spec.outer``). ``T / H`` rounds.
+            with the outer Nesterov step (``spec.outer``). ``T / H`` rounds. With
+            ``outer_delay=1`` (pipelined epochs, docs/training.md) round ``e``'s aggregate enters
+            the model round ``e + 2`` trains from: round ``e + 1`` has already started from the
+            model before it, while ``e`` settles. The Δs still left when training ends are
+            applied then, so both schedules take ``T / H`` outer steps on the same Δ bytes.
 ``ddp``     synchronous data parallelism: ``T`` steps on the K workers' batches together, the
             gradients averaged every step (the step's ``K`` micro-batches).
 ``single``  one worker, ``K · T`` steps of one worker-batch each.
@@ -86,7 +90,8 @@ def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int
 
 def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: int,
              evals: int = 10, eval_windows: int = 512, progress: Progress | None = None,
-             inner_state: Literal["fresh", "kept"] = "fresh", device: str = "cpu") -> SimResult:
+             inner_state: Literal["fresh", "kept"] = "fresh", device: str = "cpu",
+             outer_delay: int = 0) -> SimResult:
     """Train one configuration and measure it.
 
     Args:
@@ -103,6 +108,8 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
             worker's state ``kept`` across rounds.
         device: where the steps and evaluations run (``cpu``, ``cuda``; see
             :class:`~trainer.step.Stepper`).
+        outer_delay: ``diloco`` only: rounds between a round's end and the outer step that
+            applies its aggregate (0: synchronous; 1: pipelined epochs).
     """
     h = spec.train.inner_steps
     if mode not in MODES:
@@ -111,6 +118,8 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
         raise ValueError("workers must be >= 1")
     if inner_state not in ("fresh", "kept"):
         raise ValueError(f"inner_state must be 'fresh' or 'kept', not {inner_state!r}")
+    if outer_delay not in (0, 1):
+        raise ValueError(f"outer_delay must be 0 (synchronous) or 1 (pipelined), not {outer_delay!r}")
     if steps % h or steps < h:
         raise ValueError(f"steps ({steps}) must be a positive multiple of inner_steps ({h})")
     run_id, total = spec.run_id(), workers * steps
@@ -137,6 +146,7 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
     if mode == "diloco":
         state = GlobalState.initial(spec)
         kept: dict[int, TrainState] = {}
+        pending: list[dict[str, torch.Tensor]] = []  # aggregates not applied yet, oldest first
         for e in range(steps // h):
             since, deltas = done, {}
             for k in range(workers):
@@ -153,8 +163,14 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
                 bytes_sent += payload_bytes(payload)
                 deltas[ctx.host] = dequantize(payload, shapes, spec.quantization)
                 errors.append(relative_error(delta, deltas[ctx.host]))
-            state = outer_step(state, aggregate(spec.aggregation, deltas), spec.outer)
+            pending.append(aggregate(spec.aggregation, deltas))
+            if len(pending) > outer_delay:
+                state = outer_step(state, pending.pop(0), spec.outer)
             evaluate(since, params=state.params)
+        if pending:  # the pipeline drains: the last rounds' aggregates, applied in order
+            for update in pending:
+                state = outer_step(state, update, spec.outer)
+            curve[-1] = (done, validation_loss(stepper.model, dataset, eval_windows, params=state.params))
     else:
         stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
         grad_bytes = 4 * sum(p.numel() for p in stepper.named.values())

@@ -53,3 +53,17 @@ def test_bad_arguments(dataset) -> None:
         simulate(small_spec(), dataset, "gossip", workers=2, steps=16)
     with pytest.raises(ValueError, match="inner_state"):
         simulate(small_spec(), dataset, "diloco", workers=2, steps=16, inner_state="shared")
+
+
+def test_the_delayed_outer_update_drains_and_differs_only_with_two_rounds(dataset) -> None:
+    # Pipelined epochs (issue 30): a round's aggregate enters the model two rounds on; the last one
+    # is applied when training ends. With one round that is synchronous DiLoCo exactly.
+    spec = small_spec(train={"inner_steps": 8, "segment_steps": 8})
+    runs = {(delay, t): simulate(spec, dataset, "diloco", workers=2, steps=t, evals=1, eval_windows=64,
+                                 outer_delay=delay)
+            for delay in (0, 1) for t in (8, 16)}
+    assert runs[(1, 8)].val_loss == runs[(0, 8)].val_loss
+    assert runs[(1, 16)].val_loss != runs[(0, 16)].val_loss
+    assert runs[(1, 16)].bytes_sent == runs[(0, 16)].bytes_sent
+    with pytest.raises(ValueError, match="outer_delay"):
+        simulate(spec, dataset, "diloco", workers=2, steps=16, outer_delay=2)
