@@ -6,7 +6,9 @@ does what the current phase asks of it:
 * any phase past its deadline — ``advance`` first;
 * ``join``    — post the beacon commitment (the secret is on disk first);
 * ``train``   — run the epoch's inner loop from θ_e (resumable) and post the commitment with the
-  trap commitment (its trap set and salt on disk first; an honest host's set is empty);
+  trap commitment (its trap set and salt on disk first; an honest host's set is empty); a host
+  that another segment would take past the commit deadline ends the epoch after the segments it
+  finished and commits those (a partial epoch, :mod:`node.partial_epoch`);
 * ``reveal``  — reveal the beacon secret;
 * ``verify``  — nothing to send; validators read the host's artifacts meanwhile;
 * ``objection`` — open the trap commitment (so the phase can close early; declared traps count
@@ -15,7 +17,8 @@ does what the current phase asks of it:
 * ``propose`` — if accepted: fetch every accepted Δ (the chain's aggregation inputs: each accepted
   host's endpoint and committed Δ hash) from any holder, check each against its hash and against what H AdamW
   steps can do (a Δ beyond it is left out of the aggregate, the same way by every honest host),
-  aggregate with the run's robust rule, apply the outer Nesterov step, store θ_{e+1} and propose
+  aggregate with the run's robust rule (each Δ weighted by the segments its host committed),
+  apply the outer Nesterov step, store θ_{e+1} and propose
   its hash with the validation loss. An accepted Δ that no holder serves is waited for until the
   exclusion height (halfway through the phase, ``protocol.rules.exclusion``), then left out and
   its host named in the proposal's ``excluded`` list (the contract slashes it when the agreed
@@ -218,9 +221,11 @@ class HostNode(Participant):
             return self._give_up(info.epoch, EventKind.NOT_TRAINING, f"θ {info.model_hash[:12]}…: {exc}")
         traps = self.trap_opening(info.epoch, self.behaviour.traps(info.epoch))
         loss = result.commitment.train_loss_micro / MICRO
+        done, total = result.commitment.segments, self.spec.train.segments
+        partial = f", a partial epoch of {done} of {total} segments" if done < total else ""
         return self.attempt(info.epoch, EventKind.COMMITTED,
                             lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
-                            f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
+                            f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}{partial}")
 
     def _deadline_stop(self, deadline: int) -> SegmentsDone:
         """Ends the epoch after the segment past which another would miss the commit deadline (a
