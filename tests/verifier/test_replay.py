@@ -93,6 +93,7 @@ def test_a_partial_epoch_is_verified_the_same_way(spec, dataset, tmp_path) -> No
         report = check_challenge(spec, dataset, challenge, source, theta, served.ctx.prev_epoch_seed)
         assert report.outcome == "pass", report.reason
         assert ("delta_relative_error" in report.measurements) == (g == 1)
+        assert report.measurements.get("leaf0_checked", g == 0) is True  # its chain starts at θ_e
     outside = Challenge.of(part.commitment, served.ctx.host, 2, "local", [VALIDATOR])
     with pytest.raises(ValueError, match="outside"):
         check_challenge(spec, dataset, outside, source, theta, served.ctx.prev_epoch_seed)
