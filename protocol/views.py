@@ -13,6 +13,7 @@ from pydantic import Field
 
 from protocol.messages import Commitment, LossMicro, ModelProposal, Outcome, Role
 from protocol.rules.hashing import HexDigest
+from protocol.rules.limits import MAX_SEGMENTS
 from protocol.types import Address, Amount, Boundary, Count, Dec
 
 Phase = Literal["join", "train", "reveal", "verify", "objection", "verdict_reveal", "dispute", "dispute_reveal",
@@ -142,11 +143,13 @@ class ParticipantStatus(Boundary):
 
 
 class AggregationInput(Boundary):
-    """An accepted host of an epoch: where it serves its Δ and the hash the Δ must have."""
+    """An accepted host of an epoch: where it serves its Δ, the hash the Δ must have, and the
+    segments it covers (S, or fewer for a partial epoch: its weight in the aggregate)."""
 
     address: Address
     endpoint: str
     delta_hash: HexDigest
+    segments: int = Field(ge=1, le=MAX_SEGMENTS, strict=True)
 
 
 class Challenge(Boundary):

@@ -411,6 +411,8 @@ pub struct AggregationInput {
     pub address: String,
     pub endpoint: String,
     pub delta_hash: String,
+    /// The segments its Δ covers (S, or fewer in a partial epoch): its aggregation weight.
+    pub segments: u32,
 }
 
 #[derive(Serialize)]

@@ -387,6 +387,7 @@ pub fn aggregation_inputs(
             address,
             endpoint,
             delta_hash: commitment.delta_hash,
+            segments: commitment.segments,
         });
     }
     Ok(out)

@@ -462,6 +462,9 @@ pub struct Counts {
     pub final_expected: u32,
     #[serde(rename = "a", default, skip_serializing_if = "is_zero_u32")]
     pub accepted: u32,
+    /// The segments the accepted hosts committed (S each, fewer for a partial epoch).
+    #[serde(rename = "as", default, skip_serializing_if = "is_zero_u32")]
+    pub accepted_segments: u32,
     #[serde(rename = "p", default, skip_serializing_if = "is_zero_u32")]
     pub proposed: u32,
     /// The stake behind the most backed proposed hash, and that hash.

@@ -229,6 +229,17 @@ fn seed_event(ep: &Epoch, reveals: u32, at: u64) -> Event {
         .add_attribute("at", at)
 }
 
+/// The number of segments `host` committed in epoch `e` (S, or fewer in a partial epoch).
+pub fn committed_segments(storage: &dyn Storage, e: u64, host: &str) -> Result<u32, ContractError> {
+    Ok(COMMITMENTS
+        .load_or(storage, (e, host), || {
+            ContractError::Corrupt(format!(
+                "corrupt state: {host} has no commitment in epoch {e}"
+            ))
+        })?
+        .segments)
+}
+
 /// The challenges of `host`: its pickers (drawn by stake from the previous seed among the
 /// validators that joined), and for each picker that revealed (a member of V) the segments its
 /// secret picks; each picked segment's round-0 seats are the pickers that picked it, and the last
@@ -241,7 +252,8 @@ fn assign(
     ctx: &PickContext,
 ) -> Result<Vec<Assignment>, ContractError> {
     let ver = &config.verification;
-    let segments = config.segments;
+    // Drawn among the segments the host committed (fewer than S in a partial epoch).
+    let segments = committed_segments(storage, e, host)?;
     let mut seats: BTreeMap<u32, BTreeSet<u16>> = BTreeMap::new();
     let mut revealed: BTreeSet<u16> = BTreeSet::new();
     for picker in pickers(&ctx.prev_seed, host, &ctx.joined, ver.seats_cap) {

@@ -351,10 +351,12 @@ pub fn commit(
     hex_field(ACTION, "delta_hash", &commitment.delta_hash)?;
     hex_field(ACTION, "loss_digest", &commitment.loss_digest)?;
     hex_field(ACTION, "trap_commit", &commitment.trap_commit)?;
-    if commitment.segments != config.segments {
+    // A partial epoch (issue 30): a host that finished s < S segments by the deadline commits
+    // those s; its challenges are drawn among them and its reward is its share of the steps.
+    if commitment.segments == 0 || commitment.segments > config.segments {
         refuse!(
             ACTION,
-            "segments is {}, but the run has {} segments per epoch",
+            "segments is {}, but the run has 1 to {} segments per epoch",
             commitment.segments,
             config.segments
         );
