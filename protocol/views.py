@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from protocol.messages import Commitment, LossMicro, ModelProposal, Outcome, Role
+from protocol.rules.classes import CLASS_PATTERN
 from protocol.rules.hashing import HexDigest
 from protocol.types import Address, Amount, Boundary, Count, Dec
 
@@ -96,6 +97,24 @@ class EpochInfo(Boundary):
     round: Count = 0
     abandoned: bool = False
     closing: ClosingStage | None = None
+
+
+class ComputeClassStatus(Boundary):
+    """A compute-profile class in one epoch (the contract's ``compute_class`` query): its validators
+    that joined so far with their stake at join, how many must join for it to be ``served``
+    (``protocol.rules.classes.served``), and its validators in the previous epoch's V. What a host
+    reads before it joins: a host of a class that is not served when ``reveal`` closes is not checked
+    and ends ``excluded`` (``docs/contract.md``, "Compute-profile classes")."""
+
+    epoch: Count
+    phase: Phase
+    class_: str = Field(alias="class", pattern=CLASS_PATTERN)
+    validators: Count
+    stake: Amount
+    needed: Count
+    served: bool
+    previous_validators: Count
+    previous_stake: Amount
 
 
 class ParticipantStatus(Boundary):
