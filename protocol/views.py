@@ -237,6 +237,7 @@ class HostReport(Boundary):
     catcher_reward: Amount = "0"
     traps: list[Count] | None = None
     proposal: ModelProposal | None = None
+    compute_class: str = Field(default="", pattern=CLASS_PATTERN)
 
 
 class ValidatorReport(Boundary):
@@ -253,6 +254,7 @@ class ValidatorReport(Boundary):
     slashed: Amount = "0"
     reward: Amount = "0"
     catcher_reward: Amount = "0"
+    compute_class: str = Field(default="", pattern=CLASS_PATTERN)
 
 
 class EpochReport(Boundary):

@@ -48,6 +48,8 @@ def test_a_mixed_network_fails_no_honest_host_when_each_class_checks_its_own(mak
     assert {env.name_of(h.address): h.outcome for h in report.hosts} == dict.fromkeys(HOSTS, "accepted")
     assert {v.outcome for v in report.validators} <= {"diligent", "idle"}
     assert report.slashed_total == "0"
+    # The report shows the class each member declared.
+    assert all(m.compute_class == env.classes[env.name_of(m.address)] for m in [*report.hosts, *report.validators])
     # Every seat of every challenge is of the host's class, as the Python rules draw them.
     info = env.epoch(e)
     joined = [(v.address, int(v.stake)) for v in sorted(report.validators, key=lambda v: v.address)]

@@ -341,6 +341,8 @@ pub struct HostReport {
     /// The trap segments it opened (None: not opened).
     pub traps: Option<Vec<u32>>,
     pub proposal: Option<ProposalView>,
+    /// The compute-profile class it declared at join (`crate::classes`).
+    pub compute_class: String,
 }
 
 /// `protocol.views.ValidatorReport`.
@@ -360,6 +362,8 @@ pub struct ValidatorReport {
     pub slashed: Uint128,
     pub reward: Uint128,
     pub catcher_reward: Uint128,
+    /// The compute-profile class it declared at join (`crate::classes`).
+    pub compute_class: String,
 }
 
 /// Answer to `report {}` (`protocol.views.EpochReport`).

@@ -471,6 +471,7 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
         let pay = payouts.remove(&address).unwrap_or_default();
         match p.role {
             Role::Host => hosts.push(HostReport {
+                compute_class: p.class.clone(),
                 stake: p.stake,
                 revealed: was_revealed,
                 commitment: commitments.remove(&address).map(|c| CommitmentView {
@@ -499,6 +500,7 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
                 // Counts are live; the outcome is decided (and stored) by finalize.
                 let stats = tally.validators.get(&address).copied().unwrap_or_default();
                 validators.push(ValidatorReport {
+                    compute_class: p.class.clone(),
                     stake: p.stake,
                     revealed: was_revealed,
                     assigned: stats.assigned,
