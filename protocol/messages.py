@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from protocol.rules.classes import CLASS_PATTERN
 from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
@@ -27,10 +28,13 @@ LossMicro = Annotated[int, Field(ge=0, le=MAX_LOSS_MICRO, strict=True)]
 
 
 class BeaconJoin(Boundary):
-    """Joining an epoch: the beacon commitment ``H("beacon/commit", address || 0 || epoch || secret)``."""
+    """Joining an epoch: the beacon commitment ``H("beacon/commit", address || 0 || epoch || secret)``,
+    and the member's compute-profile class (``protocol.rules.classes``: "" or its 64-hex compute
+    fingerprint)."""
 
     epoch: Count
     beacon_commit: HexDigest
+    compute_class: str = Field(default="", pattern=CLASS_PATTERN)
 
 
 class BeaconReveal(Boundary):
