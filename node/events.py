@@ -31,6 +31,8 @@ class EventKind(StrEnum):
     WAITING_FOR_THETA = "waiting for θ"
     WAITING_TO_AGGREGATE = "waiting to aggregate"
     HOST_RETRIED = "host did not deliver; retrying"
+    READ_FROM_HOLDER = "read from a holder"
+    """The host refused a challenge's artifacts; another validator that holds them served them."""
     NOT_TRAINING = "not training"
     PROPOSAL_WITHHELD = "proposal withheld"
     DELTA_EXCLUDED = "Δ excluded"

@@ -174,3 +174,44 @@ class HttpArtifacts(ArtifactSource):
 
     def delta_by_hash(self, delta_hash: str) -> bytes:
         return self._get(f"/v1/deltas/{delta_hash}", "delta")
+
+    def held(self, epoch: int, checkpoint_root: str) -> ArtifactSource:
+        """The challenge artifacts of a host's ``epoch`` this server's validator kept, named by the
+        host's committed root (``node.leaf_holding``; untrusted like any answer)."""
+        if len(checkpoint_root) != 64 or any(c not in "0123456789abcdef" for c in checkpoint_root):
+            raise ArtifactUnavailable("a checkpoint root is 64 lowercase hex characters")
+        return _HeldOver(self, f"/v1/held/{int(epoch)}/{checkpoint_root}", epoch)
+
+
+class _HeldOver(ArtifactSource):
+    """What :meth:`HttpArtifacts.held` reads: one host epoch's kept leaves, proofs and losses on a
+    holder's server, through that holder's client."""
+
+    def __init__(self, client: HttpArtifacts, prefix: str, epoch: int) -> None:
+        self._client, self._prefix, self._epoch = client, prefix, epoch
+
+    def _at(self, epoch: int, rest: str) -> str:
+        if epoch != self._epoch:
+            raise ArtifactUnavailable(f"these held leaves are of epoch {self._epoch}, not {epoch}")
+        return self._prefix + rest
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        return self._client._get(self._at(epoch, f"/checkpoints/{leaf}"), "checkpoint")
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterator[bytes]:
+        return self._client.chunks(self._at(epoch, f"/checkpoints/{leaf}"), "checkpoint")
+
+    def proof(self, epoch: int, leaf: int) -> UntrustedJson:
+        return self._client._json(self._at(epoch, f"/proofs/{leaf}"))
+
+    def losses(self, epoch: int) -> UntrustedJson:
+        answer = self._client._json(self._at(epoch, "/losses"))
+        if isinstance(answer, dict):
+            return cast(UntrustedJson, answer.get("losses_micro", answer))
+        return answer
+
+    def delta(self, epoch: int) -> bytes:
+        raise ArtifactUnavailable("a held Δ is read by its hash (delta_by_hash)")
+
+    def global_state(self, model_hash: str) -> bytes:
+        raise ArtifactUnavailable("held leaves hold no global state")

@@ -28,7 +28,12 @@ Routes (all ``GET``; OpenAPI schema at ``/openapi.json``):
 * ``/v1/epochs/{epoch}/losses`` — ``{"losses_micro": [...]}``;
 * ``/v1/models/{model_hash}`` — a global state (safetensors);
 * ``/v1/deltas/{delta_hash}`` — a pseudo-gradient the server holds by hash (its own or another
-  host's: content-addressed, the reader checks the hash).
+  host's: content-addressed, the reader checks the hash);
+* ``/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}``, ``…/proofs/{leaf}``, ``…/losses`` —
+  the challenge artifacts of a host's epoch that a validator read, checked and kept
+  (``node.leaf_holding``), named by the host's committed Merkle root (the reader checks each leaf
+  against it): only of the server's newest held epoch and the one before, each at most
+  :data:`HELD_READS_PER_MEMBER` times per member.
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ MAX_REQUEST_BYTES = 1024
 MAX_REQUESTS_PER_MEMBER = 8
 """Requests of one signed member a server works on at once (answers still flowing included); more
 are answered 429 at once, so a member cannot hold the server's workers or connections for itself."""
+HELD_READS_PER_MEMBER = 2
+"""How often one member may read each held leaf, proof or loss list of a server (a reader needs
+each once; one retry). A holder's serving is thus bounded per member by what it holds, which is
+two epochs of the challenges it sat on."""
 _SLOT = "veriloco.member"  # the ASGI scope key under which a request holds its member's slot
 
 Epoch = Annotated[int, Path(ge=0, le=COUNT_MAX)]
@@ -91,6 +100,31 @@ class ServerStats:
         self.rejected[reason] += 1
         self.last_rejections = [*self.last_rejections, detail[:300]][-100:]
         self._log.event(reason, detail)
+
+
+class HeldReads:
+    """How often each member read each held artifact (:data:`HELD_READS_PER_MEMBER` at most), for
+    the two newest epochs asked about only (older counts are dropped, and the server holds nothing
+    older)."""
+
+    def __init__(self, limit: int = HELD_READS_PER_MEMBER) -> None:
+        self.limit = limit
+        self._counts: Counter[tuple[str, int, str, str]] = Counter()
+        self._newest = -1
+        self._lock = threading.Lock()
+
+    def take(self, member: str, epoch: int, root: str, what: str) -> bool:
+        """Count one read of ``what`` of (``epoch``, ``root``) by ``member``; False past the limit."""
+        with self._lock:
+            if epoch > self._newest:
+                self._newest = epoch
+                for key in [k for k in self._counts if k[1] < epoch - 1]:
+                    del self._counts[key]
+            key = (member, epoch, root, what)
+            if self._counts[key] >= self.limit:
+                return False
+            self._counts[key] += 1
+            return True
 
 
 class MemberSlots:
@@ -276,6 +310,45 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
              responses={200: {"content": {"application/octet-stream": {}}}})
     def held_delta(delta_hash: ModelHash, _: str = Depends(signer)) -> Response:
         return blob(source, "held_delta", lambda: source.delta_by_hash(delta_hash), delta_hash)
+
+    held_reads = HeldReads()
+
+    def held(reader: str, epoch: int, root: str, what: str) -> ArtifactSource:
+        if not held_reads.take(reader, epoch, root, what):
+            stats.reject("busy", f"held {what} of epoch {epoch}: {reader} read it {held_reads.limit} times")
+            raise HTTPException(429, f"{reader} already read held {what} {held_reads.limit} times")
+        try:
+            return reader_source(reader).held(epoch, root)
+        except ArtifactUnavailable as exc:
+            raise unavailable(f"held {what}", exc) from None
+
+    @app.get("/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}", response_class=Response,
+             responses={200: {"content": {"application/octet-stream": {}}}})
+    def held_checkpoint(epoch: Epoch, checkpoint_root: ModelHash, leaf: Leaf,
+                        reader: str = Depends(signer)) -> Response:
+        src = held(reader, epoch, checkpoint_root, f"leaf {leaf}")
+        return blob(src, "checkpoint", lambda: src.checkpoint(epoch, leaf), epoch, leaf)
+
+    @app.get("/v1/held/{epoch}/{checkpoint_root}/proofs/{leaf}", response_model=MerkleProof)
+    def held_proof(epoch: Epoch, checkpoint_root: ModelHash, leaf: Leaf,
+                   reader: str = Depends(signer)) -> MerkleProof:
+        try:
+            src = held(reader, epoch, checkpoint_root, f"proof {leaf}")
+            answer = MerkleProof.model_validate(src.proof(epoch, leaf))
+        except ArtifactUnavailable as exc:
+            raise unavailable("held proof", exc) from None
+        stats.served["held proof"] += 1
+        return answer
+
+    @app.get("/v1/held/{epoch}/{checkpoint_root}/losses", response_model=LossesAnswer)
+    def held_losses(epoch: Epoch, checkpoint_root: ModelHash, reader: str = Depends(signer)) -> LossesAnswer:
+        try:
+            answer = LossesAnswer.model_validate(
+                {"losses_micro": held(reader, epoch, checkpoint_root, "losses").losses(epoch)})
+        except ArtifactUnavailable as exc:
+            raise unavailable("held losses", exc) from None
+        stats.served["held losses"] += 1
+        return answer
 
     @app.get("/v1/models/{model_hash}", response_class=Response,
              responses={200: {"content": {"application/octet-stream": {}}}})

@@ -19,14 +19,17 @@ its opening) and does what the phase asks:
   The Δ a last segment's replay reads is written to disk as it arrives (``node.content.intake``)
   and kept by hash once the replay passed; it is served by hash (``veriloco validator run``
   serves what it holds), so an accepted host's Δ is always held by the validator that
-  checked it.
+  checked it. The leaves, proofs and losses a replay checked are kept the same way
+  (``node.leaf_holding``), and a validator the host refuses reads them from those holders (the
+  challenge's round-0 seats first, then other validators) before it ever votes ``unavailable``.
 
 A host that does not deliver is not judged ``unavailable`` at the first failure when the validator
 has :class:`Patience` (the daemons do): the challenge stays pending and is tried again on later
-ticks (each fetch itself retried with backoff, ``node.http_client``) until the phase deadline is
-near, so a host restarting or a network hiccup costs nobody anything, and only a host that stays
-silent to the end is reported. Without patience (``simulate``, whose artifacts are local) the first
-answer is final.
+ticks (each fetch itself retried with backoff, ``node.http_client``; the holders asked again each
+time) until the phase deadline is near, so a host restarting, a network hiccup or a holder still
+replaying costs nobody anything, and only a host that nobody serves to the end is reported.
+Without patience (``simulate``, whose artifacts are local) a refused challenge waits one tick (so
+that the seats ticking after it in the same round have read and kept it), then the answer is final.
 
 Commitments and openings already on chain are never posted again (the chain's ``committed`` and
 ``revealed`` flags), so a validator restarted mid-phase only does what is left, and one that
@@ -50,10 +53,10 @@ from functools import partial
 from pathlib import Path
 
 from chain.ledger import Ledger
-from node.content import Intake, intake
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.http import ClientLimits
+from node.leaf_holding import FromHolder, Keeping, holder_addresses, prune_held
 from node.participant import BlockClock, Participant
 from node.prefetch import Spool, Unreachable, fetch_challenge
 from protocol.keys import PrivateKey
@@ -62,14 +65,15 @@ from protocol.rules.commitments import SALT_SIZE
 from protocol.rules.merkle import MerkleProof
 from protocol.rules.spec import RunSpec
 from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, held_delta_path
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.data import Dataset
 from trainer.delta import carries_residual
 from trainer.fingerprint import check_fingerprint
 from trainer.model import parameter_shapes
+from trainer.outer import GlobalState
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
-from verifier.replay import ReplayFault, check_challenge
+from verifier.replay import ReplayFault, VerdictReport, check_challenge
 
 
 @dataclass(frozen=True)
@@ -185,10 +189,13 @@ class ValidatorNode(Participant):
         self._why: dict[str, str] = {}  # host -> why its last fetch did not deliver
         self._assigned = 0  # challenges of the current round, for the request deadlines
         self._leaf_bytes: int | None = None
+        self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
+        self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
 
     def tick(self) -> bool:
         status = self.status()
         self.globals.prune(status.epoch)
+        prune_held(self.root, self.run_id, status.epoch)
         if self.maybe_advance(status):
             return True
         if status.phase == "join":
@@ -240,6 +247,7 @@ class ValidatorNode(Participant):
         mine = self._mine(status, committed=False)
         self._assigned = len(mine)
         self._forget(status, mine)
+        self._deferred = False
         acted, waiting = self._commit_ready(status, mine)
         if waiting and not self.stopping.is_set():
             self._fetch_ahead(status, waiting)
@@ -247,7 +255,7 @@ class ValidatorNode(Participant):
                 # Nothing to post yet: wait a little for a fetch to land instead of spinning.
                 wait(list(self._fetching.values()), timeout=self._tick_wait, return_when=FIRST_COMPLETED)
                 acted, _ = self._commit_ready(status, waiting)
-        return acted
+        return acted or self._deferred
 
     def _commit_ready(self, status: ParticipantStatus, challenges: list[Challenge]) -> tuple[bool, list[Challenge]]:
         """Commit what can be committed now; the challenges still waiting for their host's artifacts."""
@@ -394,9 +402,10 @@ class ValidatorNode(Participant):
         """Replay ``challenge`` (:func:`verifier.replay.check_challenge`): its verdict and why, or
         no verdict while a host that did not deliver is still retried (:class:`Patience`).
 
-        The Δ a last segment's replay reads is written to disk as it arrives and kept by hash once
-        the replay passed (it checked the Δ against the committed hash), so peers can aggregate it
-        whatever its host serves them.
+        What the replay checked is kept (``node.leaf_holding``): the leaves, proofs and losses for
+        validators the host refuses, the Δ by hash once the replay passed, so peers can aggregate
+        it whatever its host serves them. When the host does not deliver, the holders are read
+        instead (:meth:`_from_holders`); only when none serves is the verdict ``unavailable``.
 
         Raises:
             GlobalStateUnavailable: θ_e is not to be had yet.
@@ -406,20 +415,58 @@ class ValidatorNode(Participant):
             self._stepper = Stepper(self.spec, device=self.device)
         source = self._source(challenge, status)
         try:
-            with intake(held_delta_path(self.root, self.run_id, challenge.delta_hash)) as delta:
-                report = check_challenge(self.spec, self.dataset, challenge, _DeltaTee(source, delta),
-                                         theta, bytes.fromhex(status.prev_seed), stepper=self._stepper,
-                                         previous_delta=self._previous_delta(challenge),
-                                         previous_source=self._peer(challenge))
-                if report.verdict.outcome == "pass":
-                    delta.keep()
+            report = self._check(status, challenge, source, theta)
         finally:
             if isinstance(source, Spool):
                 source.discard()
+        if report.verdict.outcome == "unavailable":
+            held = self._from_holders(status, challenge, theta)
+            if held is not None:
+                return held.verdict, held.reason
         if report.verdict.outcome == "unavailable" and not self._give_up(status):
             self.event(status.epoch, EventKind.HOST_RETRIED, f"{_about(challenge)}: {report.reason}")
             return None, report.reason
+        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        if report.verdict.outcome == "unavailable" and self.patience is None and key not in self._waited:
+            self._waited.add(key)  # one tick for the seats after it in this round to read and keep it
+            self._deferred = True
+            self.event(status.epoch, EventKind.HOST_RETRIED, f"{_about(challenge)}: {report.reason}; "
+                                                             "asking its holders again next tick")
+            return None, report.reason
         return report.verdict, report.reason
+
+    def _check(self, status: ParticipantStatus, challenge: Challenge, source: ArtifactSource,
+               theta: GlobalState, previous_source: ArtifactSource | None = None) -> VerdictReport:
+        """One replay of ``challenge`` reading ``source``, what it checked kept (:class:`Keeping`);
+        the Δ of the epoch before (``topk2``) from ``previous_source``, by default the host."""
+        with Keeping(source, challenge, self.root, self.run_id) as keeping:
+            report = check_challenge(self.spec, self.dataset, challenge, keeping, theta,
+                                     bytes.fromhex(status.prev_seed), stepper=self._stepper,
+                                     previous_delta=self._previous_delta(challenge),
+                                     previous_source=previous_source or self._peer(challenge))
+            keeping.settle(report)
+        return report
+
+    def _from_holders(self, status: ParticipantStatus, challenge: Challenge,
+                      theta: GlobalState) -> VerdictReport | None:
+        """The replay of ``challenge`` from the first holder whose kept artifacts decide it (a
+        ``pass`` or ``fail``: they are the host's committed bytes, checked against its root), or
+        None when no holder serves them (``node.leaf_holding.holder_addresses``: the round-0
+        seats, then other validators)."""
+        for address, endpoint in holder_addresses(self.ledger, challenge, self.address):
+            if self.stopping.is_set():
+                return None
+            try:
+                holder = self.peers(endpoint)
+            except ArtifactUnavailable:
+                continue
+            view = FromHolder(holder, challenge, self._previous_delta(challenge))
+            report = self._check(status, challenge, view, theta, previous_source=view)
+            if report.verdict.outcome != "unavailable":
+                self.event(status.epoch, EventKind.READ_FROM_HOLDER,
+                           f"{_about(challenge)}: the host refused; read from {address[:12]}…")
+                return replace(report, reason=f"{report.reason} (the host refused; read from holder {address})")
+        return None
 
     def _previous_delta(self, challenge: Challenge) -> str | None:
         """``topk2`` runs, a last segment: the Δ hash the challenged host committed in the epoch before
@@ -526,35 +573,6 @@ class ValidatorNode(Participant):
 
 def _about(challenge: Challenge) -> str:
     return f"host {challenge.host[:12]}… segment {challenge.segment}"
-
-
-class _DeltaTee(ArtifactSource):
-    """A host's artifacts, the Δ read through it also written to an :class:`~node.content.Intake`
-    as it arrives (to disk, not memory: a large model's Δ is never held whole)."""
-
-    def __init__(self, inner: ArtifactSource, intake: Intake) -> None:
-        self._inner, self._intake = inner, intake
-
-    def checkpoint(self, epoch: int, leaf: int) -> bytes:
-        return self._inner.checkpoint(epoch, leaf)
-
-    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
-        return self._inner.checkpoint_chunks(epoch, leaf)  # the inner source's streaming, kept
-
-    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
-        return self._inner.proof(epoch, leaf)
-
-    def delta(self, epoch: int) -> bytes:
-        return self._inner.delta(epoch)
-
-    def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
-        return self._intake.tee(self._inner.delta_chunks(epoch))
-
-    def losses(self, epoch: int) -> list[int] | UntrustedJson:
-        return self._inner.losses(epoch)
-
-    def global_state(self, model_hash: str) -> bytes:
-        return self._inner.global_state(model_hash)
 
 
 class _Budgeted(ArtifactSource):

@@ -21,6 +21,7 @@ the hash).
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -36,6 +37,9 @@ MAX_ARTIFACT_BYTES = 2 * 1024**3
 
 
 BlobKind = Literal["checkpoint", "delta", "model", "held_delta"]
+
+HELD_EPOCHS = 2
+"""A holder serves leaves of challenges of its newest held epoch and the one before, no older."""
 
 UntrustedJson: TypeAlias = dict[str, object] | list[object] | str | int | float | bool | bytes | None
 """What a remote host served where a JSON document was expected: decoded no further than JSON (what
@@ -100,6 +104,13 @@ class ArtifactSource(ABC):
         """:meth:`delta_by_hash` as an iterable of byte chunks (see :meth:`checkpoint_chunks`)."""
         return _chunks_of(self.delta_by_hash(delta_hash))
 
+    def held(self, epoch: int, checkpoint_root: str) -> ArtifactSource:
+        """The challenge artifacts of one host's ``epoch`` that this participant read, checked and
+        kept (leaves, their proofs, the losses), named by the host's committed ``checkpoint_root``:
+        what a validator the host refused reads instead (its replay checks them against the root
+        exactly as it checks the host's answer). None held by default."""
+        raise ArtifactUnavailable(f"no leaves under root {checkpoint_root[:12]}… held here")
+
     def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
         """The file holding a blob, so that a server can stream it rather than read it whole.
 
@@ -143,6 +154,73 @@ def file_chunks(path: Path) -> Iterator[bytes]:
                 yield piece
 
     return pieces()
+
+
+def held_leaves_dir(root: Path, run_id: bytes, epoch: int, checkpoint_root: str) -> Path:
+    """Where a validator keeps the leaves, proofs and losses it checked of the host epoch whose
+    committed Merkle root is ``checkpoint_root``."""
+    if epoch < 0:
+        raise ValueError("an epoch is not negative")
+    return Path(root) / run_id.hex() / "held" / str(int(epoch)) / _digest(checkpoint_root, "checkpoint root")
+
+
+def held_epochs(root: Path, run_id: bytes) -> list[int]:
+    """The epochs of which ``root`` holds leaves, ascending."""
+    try:
+        return sorted(int(p.name) for p in (Path(root) / run_id.hex() / "held").iterdir() if p.name.isdigit())
+    except FileNotFoundError:
+        return []
+
+
+class HeldLeaves(ArtifactSource):
+    """One host epoch's challenge artifacts as a holder kept them (:func:`held_leaves_dir`): leaf
+    ``i`` in ``leaf-<i>.safetensors``, its proof in ``proof-<i>.json``, the losses in
+    ``losses.json``. Only what the holder checked is there; anything else is unavailable."""
+
+    def __init__(self, directory: Path, epoch: int) -> None:
+        self.directory, self.epoch = Path(directory), epoch
+
+    def _path(self, epoch: int, name: str) -> Path:
+        if epoch != self.epoch:
+            raise ArtifactUnavailable(f"these held leaves are of epoch {self.epoch}, not {epoch}")
+        path = self.directory / name
+        if not path.is_file():
+            raise ArtifactUnavailable(f"{name} of epoch {epoch} is not held here")
+        return path
+
+    def _json(self, epoch: int, name: str) -> UntrustedJson:
+        try:
+            value: UntrustedJson = json.loads(self._path(epoch, name).read_bytes())
+        except (OSError, ValueError):
+            raise ArtifactUnavailable(f"{name} of epoch {epoch} is unreadable here") from None
+        return value
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        return self._path(epoch, f"leaf-{leaf}.safetensors").read_bytes()
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes]:
+        return file_chunks(self._path(epoch, f"leaf-{leaf}.safetensors"))
+
+    def proof(self, epoch: int, leaf: int) -> UntrustedJson:
+        return self._json(epoch, f"proof-{leaf}.json")
+
+    def losses(self, epoch: int) -> UntrustedJson:
+        return self._json(epoch, "losses.json")
+
+    def delta(self, epoch: int) -> bytes:
+        raise ArtifactUnavailable("a held Δ is read by its hash (delta_by_hash)")
+
+    def global_state(self, model_hash: str) -> bytes:
+        raise ArtifactUnavailable("held leaves hold no global state")
+
+    def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
+        if kind != "checkpoint":
+            return None
+        try:
+            path = self._path(int(key), f"leaf-{leaf}.safetensors")
+        except ArtifactUnavailable:
+            return None
+        return path if path.stat().st_size <= MAX_ARTIFACT_BYTES else None
 
 
 def held_delta_path(root: Path, run_id: bytes, delta_hash: str) -> Path:
@@ -250,6 +328,18 @@ class LocalArtifacts(ArtifactSource):
 
     def delta_by_hash(self, delta_hash: str) -> bytes:
         return self._read(self._path("held_delta", delta_hash))
+
+    def held(self, epoch: int, checkpoint_root: str) -> HeldLeaves:
+        """What this participant holds of a host epoch (:class:`HeldLeaves`), only for its newest
+        held epoch and the one before (:data:`HELD_EPOCHS`)."""
+        try:
+            directory = held_leaves_dir(self.root, self.run_id, epoch, checkpoint_root)
+        except ValueError as exc:
+            raise ArtifactUnavailable(str(exc)) from None
+        epochs = held_epochs(self.root, self.run_id)
+        if not epochs or epoch <= epochs[-1] - HELD_EPOCHS or not directory.is_dir():
+            raise ArtifactUnavailable(f"no leaves of epoch {epoch} under root {checkpoint_root[:12]}… held here")
+        return HeldLeaves(directory, epoch)
 
     def delta_by_hash_chunks(self, delta_hash: str) -> Iterable[bytes]:
         return self._stream(self._path("held_delta", delta_hash))

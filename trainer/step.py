@@ -17,7 +17,9 @@ One step, for the island-wide batch of ``B`` rows split into ``M`` micro-batches
 2. the gradients and the ``ℓ_j`` summed over the micro-batches in the tree order (across ranks:
    FSDP2's reduce-scatter with an ordered sum);
 3. clip the global gradient norm to ``grad_clip`` (0 turns clipping off);
-4. AdamW (``lr``, ``beta1``, ``beta2``, ``eps``; ``weight_decay`` on matrices only);
+4. AdamW (``lr``, ``beta1``, ``beta2``, ``eps``; ``weight_decay`` on matrices only); with
+   ``inner_optimizer = "muon"``, Muon (``torch.optim.Muon``: momentum ``beta1``, Nesterov, five
+   Newton–Schulz iterations in bfloat16, lr adjusted to AdamW's RMS) on :func:`uses_muon`'s matrices;
 5. the step's loss is ``(Σ_j ℓ_j) / M`` in float32.
 
 The ``M`` micro-batch gradients (and losses) are summed in one fixed order, a pairwise tree over
@@ -44,7 +46,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from protocol.rules.spec import RunSpec
+from protocol.rules.spec import RunSpec, TrainSpec
 from trainer.determinism import ADAMW_IMPL
 from trainer.model import build_model
 from trainer.reduction import TreeSum, tree_sum
@@ -119,8 +121,20 @@ def _ready() -> None:
 
 
 def decays(param: torch.Tensor) -> bool:
-    """Whether AdamW's weight decay applies to a parameter: matrices (``dim ≥ 2``) only."""
+    """Whether weight decay applies to a parameter: matrices (``dim ≥ 2``) only."""
     return param.dim() >= 2
+
+
+def uses_muon(name: str, param: torch.Tensor, train: TrainSpec) -> bool:
+    """Whether Muon steps a parameter: with ``inner_optimizer = "muon"``, the hidden matrices of the
+    transformer blocks (2-D, under ``blocks.``). Embeddings, the output head, LayerNorm gains and
+    biases stay on AdamW, as in Muon's reference use."""
+    return train.inner_optimizer == "muon" and param.dim() == 2 and name.startswith("blocks.")
+
+
+MUON_ADJUST_LR = "match_rms_adamw"
+"""Muon's lr for an ``A × B`` matrix is ``0.2 · lr · √max(A, B)``: its update's RMS matches AdamW's,
+so the run spec's one ``lr`` (and weight decay) serves both optimizers."""
 
 
 def rank_rows(batch_size: int, rank: int, world: int) -> slice:
@@ -137,8 +151,9 @@ class TrainState:
 
     Attributes:
         params: parameter name -> float32 tensor.
-        exp_avg: AdamW first moments, same names and shapes (zeros at a fresh start).
-        exp_avg_sq: AdamW second moments, same names and shapes.
+        exp_avg: AdamW first moments, same names and shapes (zeros at a fresh start); for a
+            parameter Muon steps (:func:`uses_muon`), Muon's momentum buffer.
+        exp_avg_sq: AdamW second moments, same names and shapes (zeros where Muon steps).
         step: inner steps taken since the optimizer was fresh (AdamW's bias-correction count).
         rng_key: the epoch's RNG key (see :func:`micro_seed`), in ``[0, 2^63)``.
     """
@@ -207,8 +222,16 @@ class Stepper:
         self.named = dict(self.model.named_parameters())
         t = spec.train
         # Decimals become floats here, at the boundary to torch, and nowhere earlier.
-        decay = [p for p in self.named.values() if decays(p)]
-        no_decay = [p for p in self.named.values() if not decays(p)]
+        self.muon_names = {n for n, p in self.named.items() if uses_muon(n, p, t)}
+        if self.muon_names and self.world > 1:
+            raise ValueError("inner_optimizer muon is not supported in a sharded island yet: Muon's "
+                             "Newton–Schulz step needs whole matrices")
+        adam_params = [p for n, p in self.named.items() if n not in self.muon_names]
+        decay = [p for p in adam_params if decays(p)]
+        no_decay = [p for p in adam_params if not decays(p)]
+        self.muon = torch.optim.Muon(
+            [self.named[n] for n in sorted(self.muon_names)], lr=float(t.lr), weight_decay=float(t.weight_decay),
+            momentum=float(t.beta1), nesterov=True, adjust_lr_fn=MUON_ADJUST_LR) if self.muon_names else None
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": float(t.weight_decay)},
              {"params": no_decay, "weight_decay": 0.0}],
@@ -225,9 +248,14 @@ class Stepper:
             extra = sorted(set(state.params) - set(self.named))
             raise ValueError(f"state does not fit the model (missing {missing[:3]}, unexpected {extra[:3]})")
         self.optimizer.state.clear()
+        if self.muon is not None:
+            self.muon.state.clear()
         with torch.no_grad():
             for name, p in self.named.items():
                 local(p).copy_(self._mine(state.params[name]))
+                if self.muon is not None and name in self.muon_names:
+                    self.muon.state[p] = {"momentum_buffer": self._placed_like(p, state.exp_avg[name])}
+                    continue
                 self.optimizer.state[p] = {
                     # AdamW's non-capturable kernel keeps its step count on the CPU.
                     "step": torch.tensor(float(state.step), dtype=torch.float32),
@@ -252,8 +280,13 @@ class Stepper:
         the optimizer's first step)."""
         params, m, v = {}, {}, {}
         for name, p in self.named.items():
-            s = self.optimizer.state.get(p, {})
             params[name] = p.detach()
+            if self.muon is not None and name in self.muon_names:
+                buf = self.muon.state.get(p, {}).get("momentum_buffer")
+                m[name] = buf if buf is not None else torch.zeros_like(p)
+                v[name] = torch.zeros_like(p)
+                continue
+            s = self.optimizer.state.get(p, {})
             m[name] = s["exp_avg"] if s else torch.zeros_like(p)
             v[name] = s["exp_avg_sq"] if s else torch.zeros_like(p)
         return params, m, v
@@ -363,6 +396,9 @@ class Stepper:
             clip_gradients([p.grad for p in params if p.grad is not None], self.grad_clip)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.muon is not None:
+            self.muon.step()
+            self.muon.zero_grad(set_to_none=True)
         self.step_count += 1
         return (loss_sum / micro_batches).item()
 

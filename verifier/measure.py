@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from protocol.rules.spec import QuantizationSpec, TrainSpec
-from trainer.step import TrainState, decays
+from trainer.step import TrainState, decays, uses_muon
 
 EPSILON = 1e-12
 """Floor of a distance's denominator (an update of exactly zero makes any difference infinite)."""
@@ -80,6 +80,12 @@ SCALE_SLACK = 2.0 ** -20
 """Relative slack on a block's scale against ``max|Δ| / L`` (both are one rounded division)."""
 ERROR_SLACK = 1e-3
 """Relative slack on the half-step error bound of a quantized value."""
+
+NS_SPECTRAL_BOUND = 1.5
+"""The largest singular value of Muon's Newton–Schulz output (five quintic iterations from an input
+of Frobenius norm ≤ 1): ``sup p⁵ = 1.2024`` over ``[0, 1]`` in exact arithmetic for
+``p(s) = 3.4445 s − 4.775 s³ + 2.0315 s⁵`` (measured in bfloat16: 1.2035); 1.5 leaves room for the
+bfloat16 rounding. Every coordinate of a matrix is at most its spectral norm."""
 
 GROUPS = ("params", "exp_avg", "exp_avg_sq")
 
@@ -139,17 +145,21 @@ def tensor_distances(replayed: TrainState, committed: TrainState, start: TrainSt
     return out
 
 
-def moment_errors(replayed: TrainState, committed: TrainState, eps: float) -> dict[str, float | str]:
+def moment_errors(replayed: TrainState, committed: TrainState, eps: float,
+                  train: TrainSpec | None = None) -> dict[str, float | str]:
     """Every coordinate of the replayed AdamW moments against the committed ones.
 
     The error of a coordinate is ``|m' − m| / s`` and ``|√v' − √v| / s`` with the scale
     ``s = max(√max(v, v'), MOMENT_FLOOR · RMS_n(√v)) + eps``: AdamW's step is ``m̂ / (√v̂ + eps)``,
-    so these are the relative errors of the step's numerator and denominator.
+    so these are the relative errors of the step's numerator and denominator. For a tensor Muon
+    steps (``train`` given, :func:`trainer.step.uses_muon`), ``m`` is Muon's momentum and ``s`` the
+    tensor's RMS of ``max(|m|, |m'|)``.
 
     Args:
         replayed: the replayed end state.
         committed: the committed end state.
         eps: AdamW's epsilon (the run spec's ``train.eps``).
+        train: the run's training section (which tensors Muon steps); ``None``: all AdamW.
 
     Returns:
         ``exp_avg`` and ``exp_avg_sq``: the largest error of each; ``worst``: the tensor of the
@@ -161,9 +171,16 @@ def moment_errors(replayed: TrainState, committed: TrainState, eps: float) -> di
         v_c, v_r = committed.exp_avg_sq[name].double(), replayed.exp_avg_sq[name].double()
         if not bool(torch.isfinite(v_r).all()) or not bool(torch.isfinite(v_c).all()) or bool((v_r < 0).any()):
             return {"exp_avg": float("inf"), "exp_avg_sq": float("inf"), "worst": f"exp_avg_sq/{name}"}
-        root = torch.maximum(v_c, v_r).sqrt()
-        rms = float(root.pow(2).mean().sqrt()) if root.numel() else 0.0
-        scale = root.clamp(min=MOMENT_FLOOR * rms) + eps
+        if train is not None and uses_muon(name, committed.exp_avg[name], train):
+            # Muon's momentum reaches the update through Newton–Schulz, which normalizes the
+            # tensor: its scale is the tensor's RMS (``v`` is zero here).
+            m_c, m_r = committed.exp_avg[name].double(), replayed.exp_avg[name].double()
+            rms = float(torch.maximum(m_c.abs(), m_r.abs()).pow(2).mean().sqrt()) if m_c.numel() else 0.0
+            scale = torch.full_like(m_c, rms + EPSILON)
+        else:
+            root = torch.maximum(v_c, v_r).sqrt()
+            rms = float(root.pow(2).mean().sqrt()) if root.numel() else 0.0
+            scale = root.clamp(min=MOMENT_FLOOR * rms) + eps
         errors = {"exp_avg": (replayed.exp_avg[name].double() - committed.exp_avg[name].double()).abs() / scale,
                   "exp_avg_sq": (v_r.sqrt() - v_c.sqrt()).abs() / scale}
         for group, err in errors.items():
@@ -210,6 +227,15 @@ def update_limit(train: TrainSpec, first_step: int, steps: int) -> float:
     return lr * sum(adam_step_bound(b1, b2, t) for t in range(first_step + 1, first_step + steps + 1))
 
 
+def muon_update_limit(train: TrainSpec, shape: torch.Size, steps: int) -> float:
+    """The most ``steps`` Muon steps move one coordinate of an ``A × B`` matrix besides weight decay:
+    ``steps · 0.2 · lr · √max(A, B) · NS_SPECTRAL_BOUND`` (the adjusted lr of
+    :data:`trainer.step.MUON_ADJUST_LR` times the update's spectral norm, which bounds every entry),
+    whatever the momentum: Newton–Schulz normalizes it, so a forged momentum steers the direction
+    of a step but cannot make it larger."""
+    return steps * 0.2 * float(train.lr) * math.sqrt(max(shape[0], shape[1])) * NS_SPECTRAL_BOUND
+
+
 def update_excess(start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Tensor], train: TrainSpec,
                   first_step: int, steps: int,
                   slack: Mapping[str, torch.Tensor] | None = None) -> tuple[float, str]:
@@ -217,7 +243,8 @@ def update_excess(start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Ten
 
     AdamW with decoupled weight decay ``λ = lr · wd`` (matrices only, as the trainer's step
     applies it) does ``θ ← (1 − λ) θ − lr · u`` with ``|u| ≤ A(t)``, so after the steps
-    ``|θ_end − (1 − λ)^steps θ_start| ≤ lr · Σ A(t)``. Slack: :data:`MOMENT_SLACK` relative, and
+    ``|θ_end − (1 − λ)^steps θ_start| ≤ lr · Σ A(t)``; for a matrix Muon steps, the limit is
+    :func:`muon_update_limit` (same decay). Slack: :data:`MOMENT_SLACK` relative, and
     float32 rounding of the repeated decay (``steps · 2⁻²³ · |θ_start|``).
 
     Args:
@@ -232,12 +259,14 @@ def update_excess(start: Mapping[str, torch.Tensor], end: Mapping[str, torch.Ten
         The largest ``|θ_end − (1 − λ)^steps θ_start| / allowed`` over all coordinates (≤ 1 for any
         honest segment; ``inf`` when non-finite) and the tensor where it is.
     """
-    limit = update_limit(train, first_step, steps) * (1 + MOMENT_SLACK)
+    adam_limit = update_limit(train, first_step, steps) * (1 + MOMENT_SLACK)
     decay = 1.0 - float(train.lr) * float(train.weight_decay)
     worst, where = 0.0, ""
     for name in sorted(start):
         s, e = start[name].double(), end[name].double()
         factor = decay ** steps if decays(start[name]) else 1.0
+        limit = (muon_update_limit(train, start[name].shape, steps) * (1 + MOMENT_SLACK)
+                 if uses_muon(name, start[name], train) else adam_limit)
         allowed = limit + steps * 2.0 ** -23 * s.abs() + 1e-30
         if slack is not None:
             allowed = allowed + slack[name].double()
@@ -356,7 +385,9 @@ def leaf_moment_check(state: TrainState, train: TrainSpec) -> tuple[dict[str, fl
     Always: ``v ≥ 0`` and ``|m_i| ≤ B(t) √v_i`` for every coordinate (:func:`moment_ratio_bound`;
     slack :data:`MOMENT_SLACK` and :data:`MOMENT_ATOL`). With clipping at ``g_max``:
     ``‖m‖₂ ≤ (1 − β₁ᵗ) g_max`` and ``Σ v ≤ (1 − β₂ᵗ) g_max²`` (by induction over the EMAs, every
-    gradient having ``‖g‖ ≤ g_max``).
+    gradient having ``‖g‖ ≤ g_max``). A tensor Muon steps has ``v = 0`` and Muon's momentum
+    ``m ← β₁ m + (1 − β₁) g`` in ``exp_avg``: the same EMA of the same clipped gradients, so it
+    counts in the ``‖m‖₂`` bound, and the elementwise bound (which needs ``v``) does not apply.
 
     Returns:
         The measurements (``exp_avg_norm``, ``exp_avg_sq_sum``, ``exp_avg_sq_min``,
@@ -367,9 +398,13 @@ def leaf_moment_check(state: TrainState, train: TrainSpec) -> tuple[dict[str, fl
     v_sum = sum(float(state.exp_avg_sq[n].double().sum()) for n in sorted(state.exp_avg_sq))
     v_min = min((float(x.min()) for x in state.exp_avg_sq.values() if x.numel()), default=0.0)
     bound = moment_ratio_bound(b1, b2, t)
-    ratio = 0.0
+    ratio, muon_with_v = 0.0, ""
     for name in sorted(state.exp_avg):
         m, v = state.exp_avg[name].double().abs(), state.exp_avg_sq[name].double().clamp(min=0)
+        if uses_muon(name, state.exp_avg[name], train):
+            if bool((state.exp_avg_sq[name] != 0).any()):
+                muon_with_v = name
+            continue  # Muon's momentum has no v: only the norm bound below applies
         if m.numel():
             excess = (m - MOMENT_ATOL) / (bound * (1 + MOMENT_SLACK) * v.sqrt())
             ratio = max(ratio, float(torch.where(m <= MOMENT_ATOL, torch.zeros_like(m), excess).max()))
@@ -377,6 +412,8 @@ def leaf_moment_check(state: TrainState, train: TrainSpec) -> tuple[dict[str, fl
              "exp_avg_ratio": _safe(ratio) if ratio == ratio else float("inf")}
     if not v_min >= 0:
         return found, f"a second moment is negative ({v_min:.3g})"
+    if muon_with_v:
+        return found, f"a second moment of {muon_with_v} is non-zero, but Muon steps it (it has none)"
     if not found["exp_avg_ratio"] <= 1:
         return found, (f"a first moment is {found['exp_avg_ratio']:.4g}× the most |m| / √v that {t} AdamW "
                        f"steps allow (B = {bound:.4g}): no gradients produce it")
@@ -453,7 +490,7 @@ def compare(replayed: TrainState, committed: TrainState, start: TrainState, trai
     floor = param_floor(train, committed.step - start.step)
     return Comparison(relative_distances(replayed, committed, start),
                       tensor_distances(replayed, committed, start, floor),
-                      moment_errors(replayed, committed, float(train.eps)),
+                      moment_errors(replayed, committed, float(train.eps), train),
                       loss if math.isfinite(loss) else float("inf"))
 
 

@@ -37,7 +37,7 @@ from protocol.injective import GENESIS_BALANCE
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
 from protocol.views import EpochReport
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.outer import GlobalState
@@ -56,6 +56,11 @@ each of the contract's messages takes well under 1 % of a 10M-gas block, ``docs/
 def _source_of(node: HostNode) -> Callable[[str], ArtifactSource]:
     """``node``'s artifacts as one reader sees them, looked up when asked."""
     return lambda requester: node.source_for(requester)
+
+
+def _holdings_of(root: Path, run_id: bytes, address: str) -> Callable[[str], ArtifactSource]:
+    """A validator's holdings (``veriloco validator run`` serves the same over HTTP), for any reader."""
+    return lambda requester: LocalArtifacts(root, run_id, address)
 
 
 def sim_key(name: str) -> PrivateKey:
@@ -191,8 +196,10 @@ class LocalNetwork:
             validator = build_validator(self.ledger, key, spec, dataset, self.root / f"validator-{i}",
                                           self.resolver_for(key.address()), behaviour=conduct, name=name,
                                           on_event=on_event, device=device, keep_epochs=keep_epochs)
-            self.ledger.bond(key, "validator", f"http://validator-{i}.sim",
-                             roster.validator_stake or 2 * int(econ.min_validator_stake))
+            endpoint = f"http://validator-{i}.sim"
+            # What a validator holds (Δs and checked leaves by their hashes) it serves to every reader.
+            self._sources[endpoint] = _holdings_of(self.root / f"validator-{i}", spec.run_id(), key.address())
+            self.ledger.bond(key, "validator", endpoint, roster.validator_stake or 2 * int(econ.min_validator_stake))
             self.validators.append(validator)
             self.names[validator.address] = name
 

@@ -12,9 +12,9 @@ import re
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
-from protocol.rules.encoding import I64_MAX, canonical_json, parse_canonical
+from protocol.rules.encoding import I64_MAX, EncodingError, canonical_json, parse_canonical
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
 from protocol.rules.limits import (
     BPS_DENOMINATOR,
@@ -35,6 +35,7 @@ _DENOM = re.compile(r"^[a-zA-Z][a-zA-Z0-9/:._-]{2,127}$")
 AggregationRule = Literal["mean", "median", "trimmed_mean", "centered_clip", "krum", "multi_krum",
                           "geometric_median"]
 QuantScheme = Literal["none", "int8", "int4", "topk2"]
+InnerOptimizer = Literal["adamw", "muon"]
 TOPK_KEEP_DIVISOR = 64
 """A ``topk2`` block keeps ``block_size / TOPK_KEEP_DIVISOR`` values (``trainer.compress``)."""
 TOPK_MAX_BLOCK = 32_768
@@ -76,7 +77,7 @@ class DataSpec(Boundary):
 
 
 class TrainSpec(Boundary):
-    """The inner loop: H AdamW steps per epoch, a checkpoint every c steps."""
+    """The inner loop: H inner steps per epoch (AdamW, or Muon on hidden matrices), a checkpoint every c steps."""
 
     inner_steps: int = Field(ge=1, le=1_000_000, strict=True)
     segment_steps: int = Field(ge=1, le=1_000_000, strict=True)
@@ -92,6 +93,17 @@ class TrainSpec(Boundary):
     weight_decay: Dec = Decimal("0.1")
     grad_clip: Dec = Decimal("1.0")
     seed: int = Field(default=0, ge=0, le=I64_MAX, strict=True)
+    # ``muon``: Muon (momentum beta1, Nesterov, Newton–Schulz, lr adjusted to AdamW's RMS) on the
+    # hidden matrices of the blocks, AdamW on the rest (``trainer.step.uses_muon``). Omitted from
+    # the canonical JSON at its default, so specs (and run ids) from before the field are unchanged.
+    inner_optimizer: InnerOptimizer = "adamw"
+
+    @model_serializer(mode="wrap")
+    def _omit_default_optimizer(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("inner_optimizer") == "adamw":
+            del data["inner_optimizer"]
+        return data
 
     @model_validator(mode="after")
     def _segments(self) -> TrainSpec:
@@ -390,8 +402,16 @@ class RunSpec(Boundary):
 
     @classmethod
     def from_canonical(cls, data: bytes | str) -> RunSpec:
-        """Parse canonical JSON (non-canonical bytes are refused, so the run id is unambiguous)."""
-        return cls.model_validate(parse_canonical(data))
+        """Parse canonical JSON (non-canonical bytes are refused, so the run id is unambiguous).
+
+        Raises:
+            EncodingError: also when the bytes spell out a field the canonical form omits
+                (``train.inner_optimizer`` at its default).
+        """
+        spec = cls.model_validate(parse_canonical(data))
+        if spec.canonical() != (data.encode() if isinstance(data, str) else data):
+            raise EncodingError("run spec is not in canonical form (a default-omitted field is spelled out)")
+        return spec
 
     def with_changes(self, **sections: Any) -> RunSpec:
         """A copy with whole sections or fields replaced (dicts are merged into sections), re-validated."""

@@ -35,9 +35,14 @@ VALIDATOR_STRATEGIES = ("honest", "always_pass", "always_fail", "silent", "copyc
 """``copycat`` commits a copy of another validator's commitment, which never opens (the contract
 binds a commitment to its committer; the e2e test plays the real copy): it commits and never opens.
 ``false_unavailable`` claims every host refused it. ``colluder``: one identity of a coalition that
-fails every seat it holds, objects to every one of them and fails every final vote it casts (the
-issue-27 attack: two colluders on one challenge used to decide it at once)."""
+fails every seat it holds without replaying (at :data:`BLIND_DISTANCE`), objects to every one of
+them and fails every final vote it casts (the issue-27 attack: two colluders on one challenge used
+to decide it at once)."""
 HONEST = frozenset({"honest", "auditor"})
+BLIND_DISTANCE = "0.5"
+"""The distance a ``colluder`` opens with its fails: reached without the replay, it cannot be the
+honest replay's (``ledger_env`` makes the evidence from the outcome and the distance), so its fail
+is never in the deciding group of an honest fail and earns no catcher share."""
 
 
 def game_spec(segments: int = 8, k: int = 2, r: int = 2, seats_cap: int = 19, **economics) -> RunSpec:
@@ -118,25 +123,35 @@ class Game:
             return {self.rng.randrange(s - 1)}  # one segment before the last (lazy:1 of them)
         return set()
 
-    def truth(self, host: str, segment: int, reader: str) -> str:
-        """What an honest replay by ``reader`` finds on ``host``'s ``segment`` this epoch."""
+    def truth(self, host: str, segment: int, reader: str, challenge: Challenge | None = None) -> str:
+        """What an honest replay by ``reader`` finds on ``host``'s ``segment`` this epoch.
+
+        A ``selective_serve`` host serves the first reader that asks and refuses everyone else; a
+        refused honest reader reads the leaves from a holder (``node.leaf_holding``): the served
+        reader holds them once it read them, which it does for every challenge it sits on — a
+        round-0 seat of ``challenge``, or any challenge in the final round, where every member of
+        V votes. Only where the served reader never read them (a round-0 seat it does not hold) is
+        the refused reader left with ``unavailable``."""
         strategy = self.hosts[host]
         if strategy == "withhold":
             return "unavailable"
         if strategy == "selective_serve":
             served = self._served.setdefault(host, reader)  # the first reader that asks
-            if served != reader:
+            held = challenge is not None and (challenge.round >= 1 or self.env.addr(served) in challenge.validators)
+            if served != reader and not held:
                 return "unavailable"
         bad = segment in self._fakes.get(host, set()) or segment in self.env.traps.get(host, [])
         return "fail" if bad else "pass"
 
-    def vote(self, validator: str, challenge: Challenge) -> str | None:
+    def vote(self, validator: str, challenge: Challenge) -> str | tuple[str, str] | None:
         strategy = self.validators[validator]
         host = self.env.name_of(challenge.host)
         if strategy == "honest":
-            return self.truth(host, challenge.segment, validator)
+            return self.truth(host, challenge.segment, validator, challenge)
+        if strategy == "colluder":  # a fail decided without the replay: not the honest distance
+            return "fail", BLIND_DISTANCE
         return {"always_pass": "pass", "always_fail": "fail", "silent": None, "copycat": "pass",
-                "false_unavailable": "unavailable", "colluder": "fail"}[strategy]
+                "false_unavailable": "unavailable"}[strategy]
 
     def opens(self, validator: str, challenge: Challenge) -> bool:
         return self.validators[validator] != "copycat"

@@ -54,6 +54,16 @@ def test_instantiate_stores_spec_and_run_id(ledger_env) -> None:
     assert env.balance(env.address) == 0
 
 
+def test_a_muon_spec_deploys_with_the_run_id_python_computes(make_ledger_env) -> None:
+    # train.inner_optimizer is a field the contract does not read: it is stored and hashed as sent.
+    spec = make_spec()
+    spec = spec.with_changes(train={"inner_optimizer": "muon"})
+    env = make_ledger_env(spec)
+    config = env.ledger.config()
+    assert '"inner_optimizer":"muon"' in config.spec_json
+    assert config.run_id == spec.run_id().hex() and env.ledger.spec() == spec
+
+
 def _spec_text(spec: RunSpec) -> str:
     return spec.canonical().decode()
 

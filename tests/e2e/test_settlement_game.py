@@ -15,8 +15,12 @@ from typing import Any
 
 import pytest
 
+from protocol.rules.sampling import pickers
 from protocol.views import EpochReport
+from trainer.artifacts import ArtifactSource
+from trainer.behaviour import HostBehaviour
 from trainer.presets import tiny
+from verifier.adversaries import WithheldSource
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import arm_coalition, simulation_spec
 from veriloco.network import LocalNetwork, Roster
@@ -111,20 +115,70 @@ def test_a_lazy_host_shielded_by_a_validator_that_always_passes_are_both_slashed
     assert any(outcomes(net, r)["validator-3 (always_pass)"] == "wrong" for r in reports)
 
 
-def test_a_host_that_serves_one_validator_only_is_slashed_as_unavailable(tmp_path, load_dataset) -> None:
+def test_a_host_that_serves_one_validator_only_is_caught_through_the_leaves_it_served(tmp_path,
+                                                                                     load_dataset) -> None:
+    # Every segment challenged, so both pickers of each host sit on every one of its challenges. The
+    # lazy host serves only the first validator that asks; that one keeps what it checked, and the
+    # validators the host refuses read the same leaves from it (node.leaf_holding) and fail them too.
     hosts = [None, None, "selective_serve"]
     validators = ["honest", "honest", "honest"]
-    net, reports = play(tmp_path, load_dataset, hosts, validators, 1)
+    net, reports = play(tmp_path, load_dataset, hosts, validators, 1, challenges_k=SEGMENTS - 1)
     honest_never_slashed(net, reports, hosts, validators)
     (report,) = reports
     seen = outcomes(net, report)
-    assert seen["host-2 (selective_serve)"] == "unavailable"
+    assert seen["host-2 (selective_serve)"] == "invalid"
     assert int(report.hosts[[h.address for h in report.hosts].index(net.hosts[2].address)].slashed) > 0
     assert seen["host-0"] == seen["host-1"] == "accepted" and report.agreed
-    # The validators it refused voted unavailable, and the final vote decided `unavailable`: a vote on
-    # an unavailable challenge is against nothing, so nobody is `unserved` (that is an `unavailable`
-    # against a pass/fail decision) and every validator is paid.
+    # Nobody voted unavailable: every validator read every leaf, from the host or from a holder.
     assert {v.outcome for v in report.validators} == {"diligent"}
+    cheater = net.hosts[2].address
+    assert {v.outcome for c in report.challenges if c.host == cheater for v in c.votes} == {"fail"}
+    assert int(report.to_catchers) > 0
+
+
+class RefusesOne(HostBehaviour):
+    """An honest host that serves every reader but one."""
+
+    name = "refuses_one"
+
+    def __init__(self, refused: str) -> None:
+        self.refused = refused
+
+    def serve_to(self, source: ArtifactSource, requester: str) -> ArtifactSource:
+        return WithheldSource(source, "all") if requester == self.refused else source
+
+
+def test_a_host_that_refuses_one_honest_validator_alone_costs_that_validator_nothing(tmp_path,
+                                                                                  load_dataset) -> None:
+    # The issue-27 gap: an `unavailable` that the decision contradicts pays the unserved slash, so a
+    # host that refused one honest validator alone used to make it pay. Now the refused validator reads
+    # the leaves from the validators that checked them (its co-seats: every segment is challenged, so
+    # both pickers sit on each challenge) and votes on them like everyone else.
+    validators = ["honest", "honest", "honest"]
+    base = tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4},
+                               verification={"challenges_k": SEGMENTS - 1})
+    spec = simulation_spec(base, validators=len(validators), hosts=3)
+    refusing = RefusesOne("")
+    roster = Roster(hosts=[HostBehaviour(), HostBehaviour(), refusing],
+                    validators=[validator_behaviour(v) for v in validators])
+    net = LocalNetwork(spec, tmp_path / "net", roster, load_dataset(spec.data))
+    host = net.hosts[2].address
+    # Epoch 0's pickers follow from the genesis seed and the (equal) stakes: the host refuses one of them.
+    stakes = {v.address: 2 * int(spec.economics.min_validator_stake) for v in net.validators}
+    chosen = pickers(bytes.fromhex(net.ledger.epoch().prev_seed), host, stakes, spec.verification.seats_cap)
+    assert len(chosen) == 2
+    refusing.refused = chosen[0]
+    report = net.run_epoch(max_rounds=300)
+    assert net.total_funds() == net.initial_funds
+    assert report.agreed
+    assert {h.outcome for h in report.hosts} == {"accepted"}  # the host's outcome: it trained honestly
+    assert all(int(m.slashed) == 0 for m in [*report.hosts, *report.validators]), outcomes(net, report)
+    assert {v.outcome for v in report.validators} == {"diligent"}
+    mine = [c for c in report.challenges if c.host == host]
+    assert len(mine) == SEGMENTS
+    for c in mine:  # nobody objected: nothing was unavailable to anyone
+        assert c.rounds == 0 and c.outcome == "pass"
+        assert {v.validator for v in c.votes} == set(chosen) and {v.outcome for v in c.votes} == {"pass"}
 
 
 def test_a_host_that_would_withhold_its_reveal_pays_at_least_the_invalid_slash(tmp_path, load_dataset) -> None:

@@ -44,6 +44,9 @@ def train(
     outer_lr: Annotated[str | None, typer.Option(help="outer learning rate (default: the preset's, 0.7)")] = None,
     inner_state: Annotated[str, typer.Option(help="DiLoCo inner AdamW state per round: fresh (the protocol) "
                                                   "or kept (the DiLoCo paper)")] = "fresh",
+    inner_optimizer: Annotated[str | None, typer.Option(
+        help="inner optimizer: adamw, or muon (Muon on the hidden matrices, AdamW on the rest) "
+             "(default: the preset's)")] = None,
     evals: Annotated[int, typer.Option(min=1, help="validation measurements per run (the last at the end)")] = 10,
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads")] = None,
     device: Device = "cpu",
@@ -68,12 +71,16 @@ def train(
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     h = inner_steps or spec.train.inner_steps
-    changes: dict = {"train": {"inner_steps": h, "segment_steps": h}}
+    changes: dict = {"train": {"inner_steps": h, "segment_steps": h}
+                     | ({} if inner_optimizer is None else {"inner_optimizer": inner_optimizer})}
     if quant is not None:
         changes["quantization"] = {"scheme": quant} | ({"block_size": 1024} if quant == "topk2" else {})
     if outer_lr is not None:
         changes["outer"] = {"lr": outer_lr}
-    spec = spec.with_changes(**changes)
+    try:
+        spec = spec.with_changes(**changes)
+    except ValueError as exc:
+        raise CommandError(f"invalid run spec: {exc}") from None
     t = steps or 10 * h
     if t % h:
         raise CommandError(f"--steps ({t}) must be a multiple of --inner-steps ({h})")
@@ -98,10 +105,12 @@ def train(
              "wall_s": round(r.wall_s, 1),
              "curve": [{"steps": done, "val_loss": round(v, 4)} for done, v in r.curve]} for r in results]
     if json:
-        print_json({"preset": preset_name, "quantization": spec.quantization.scheme, "runs": rows})
+        print_json({"preset": preset_name, "quantization": spec.quantization.scheme,
+                    "inner_optimizer": spec.train.inner_optimizer, "runs": rows})
         return
     console.print(table(
-        f"{preset_name}: K={workers}, H={h}, T={t} steps per worker, Δ {spec.quantization.scheme}",
+        f"{preset_name}: K={workers}, H={h}, T={t} steps per worker, Δ {spec.quantization.scheme}, "
+        f"inner {spec.train.inner_optimizer}",
         ["mode", "val loss (nats/byte)", "bytes sent", "Δ quant. error", "wall s"],
         [[r["mode"], f"{r['val_loss']:.4f}", _bytes(r["bytes_sent"]),
           "" if r["quant_error"] is None else f"{100 * r['quant_error']:.2f}%", r["wall_s"]] for r in rows]))

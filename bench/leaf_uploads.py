@@ -1,0 +1,147 @@
+"""Bytes a host uploads per epoch, and bytes validators upload as holders of its leaves (issue 27/30).
+
+    PYTHONPATH=. .venv/bin/python bench/leaf_uploads.py [--epochs 1]
+
+One epoch of ``simulate``'s network in one process (tiny preset, H = 8 in 4 segments, every segment
+challenged so both pickers of each host sit on every challenge; 3 honest hosts, 3 validators). Every
+byte a participant's artifact source hands to a reader is counted (leaves, Δs, proofs, losses),
+per serving party. Two runs side by side: every host serves everyone, and host 2 refuses one of
+its pickers (who then reads host 2's leaves from the validator that holds them,
+``node.leaf_holding``). Prints a JSON object and a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
+
+from protocol.rules.merkle import MerkleProof
+from protocol.rules.sampling import pickers
+from trainer.artifacts import ArtifactSource, UntrustedJson
+from trainer.behaviour import HostBehaviour
+from trainer.data import Dataset
+from trainer.presets import tiny
+from verifier.adversaries import ValidatorBehaviour, WithheldSource
+from veriloco.commands.simulate import simulation_spec
+from veriloco.network import LocalNetwork, Roster
+
+SEGMENTS = 4
+T = TypeVar("T")
+
+
+class Counted(ArtifactSource):
+    """``inner``, with every byte it hands over added to ``sent[who]``."""
+
+    def __init__(self, inner: ArtifactSource, who: str, sent: Counter[str]) -> None:
+        self.inner, self.who, self.sent = inner, who, sent
+
+    def _count(self, chunks: Iterable[bytes | object]) -> Iterable[bytes | object]:
+        for piece in chunks:
+            if isinstance(piece, (bytes, bytearray, memoryview)):
+                self.sent[self.who] += len(piece)
+            yield piece
+
+    def _small(self, value: T) -> T:
+        self.sent[self.who] += len(json.dumps(value.model_dump() if isinstance(value, MerkleProof) else value))
+        return value
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        data = self.inner.checkpoint(epoch, leaf)
+        self.sent[self.who] += len(data)
+        return data
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
+        return self._count(self.inner.checkpoint_chunks(epoch, leaf))
+
+    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
+        return self._small(self.inner.proof(epoch, leaf))
+
+    def delta(self, epoch: int) -> bytes:
+        data = self.inner.delta(epoch)
+        self.sent[self.who] += len(data)
+        return data
+
+    def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
+        return self._count(self.inner.delta_chunks(epoch))
+
+    def delta_by_hash_chunks(self, delta_hash: str) -> Iterable[bytes | object]:
+        return self._count(self.inner.delta_by_hash_chunks(delta_hash))
+
+    def losses(self, epoch: int) -> list[int] | UntrustedJson:
+        return self._small(self.inner.losses(epoch))
+
+    def global_state(self, model_hash: str) -> bytes:
+        return self.inner.global_state(model_hash)
+
+    def global_state_chunks(self, model_hash: str) -> Iterable[bytes | object]:
+        return self.inner.global_state_chunks(model_hash)  # θ travels the same in both runs: not counted
+
+    def held(self, epoch: int, checkpoint_root: str) -> ArtifactSource:
+        return Counted(self.inner.held(epoch, checkpoint_root), self.who, self.sent)
+
+
+def counted(serve: Callable[[str], ArtifactSource], who: str, sent: Counter[str]) -> Callable[[str], ArtifactSource]:
+    """``serve`` (a party's source for one reader), its bytes counted as ``who``'s."""
+    return lambda requester: Counted(serve(requester), who, sent)
+
+
+class Refuses(HostBehaviour):
+    """An honest host that refuses one reader (none when ``refused`` is empty)."""
+
+    def __init__(self) -> None:
+        self.refused = ""
+
+    def serve_to(self, source: ArtifactSource, requester: str) -> ArtifactSource:
+        return WithheldSource(source, "all") if requester == self.refused else source
+
+
+def run(root: Path, dataset: Dataset | None, refuse: bool, epochs: int) -> dict[str, object]:
+    base = tiny().with_changes(train={"inner_steps": 2 * SEGMENTS, "segment_steps": 2, "batch_size": 4},
+                               verification={"challenges_k": SEGMENTS - 1})
+    spec = simulation_spec(base, validators=3, hosts=3)
+    dataset = dataset or Dataset.load(spec.data)
+    refusing = Refuses()
+    roster = Roster(hosts=[HostBehaviour(), HostBehaviour(), refusing],
+                    validators=[ValidatorBehaviour() for _ in range(3)])
+    net = LocalNetwork(spec, root, roster, dataset)
+    sent: Counter[str] = Counter()
+    for endpoint, serve in list(net._sources.items()):  # every party's serving, counted
+        net._sources[endpoint] = counted(serve, endpoint.removeprefix("http://").removesuffix(".sim"), sent)
+    if refuse:
+        stakes = {v.address: 1 for v in net.validators}
+        refusing.refused = pickers(bytes.fromhex(net.ledger.epoch().prev_seed), net.hosts[2].address, stakes,
+                                   spec.verification.seats_cap)[0]
+    reports = [net.run_epoch(max_rounds=300) for _ in range(epochs)]
+    slashed = sum(int(h.slashed) for r in reports for h in r.hosts) + sum(
+        int(v.slashed) for r in reports for v in r.validators)
+    return {"refuse": refuse, "epochs": epochs, "sent": dict(sorted(sent.items())), "slashed": slashed,
+            "outcomes": [sorted({h.outcome for h in r.hosts}) for r in reports]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=1)
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for refuse in (False, True):
+            results.append(run(Path(tmp) / f"net-{int(refuse)}", None, refuse, args.epochs))
+    json.dump(results, sys.stdout, indent=1)
+    parties = sorted({w for r in results for w in r["sent"]})  # type: ignore[attr-defined]
+    print("\n\n| run | " + " | ".join(f"bytes sent by {w}" for w in parties) + " | slashed |")
+    print("| --- |" + " --- |" * (len(parties) + 1))
+    for r in results:
+        sent = r["sent"]
+        assert isinstance(sent, dict)
+        name = "host-2 refuses one picker" if r["refuse"] else "every host serves everyone"
+        print(f"| {name} | " + " | ".join(f"{sent.get(w, 0):,}" for w in parties) + f" | {r['slashed']} |")
+
+
+if __name__ == "__main__":
+    main()
