@@ -42,6 +42,7 @@ from protocol.views import (
     Accounting,
     AggregationInput,
     Challenge,
+    ComputeClassStatus,
     Config,
     EpochInfo,
     EpochReport,
@@ -271,6 +272,11 @@ class Ledger:
     def participant(self, address: str, epoch: int | None = None) -> ParticipantStatus:
         """``address``'s part in ``epoch`` (the current one when None) and the epoch's phase."""
         return self._read(ParticipantStatus, {"participant": {"address": address, "epoch": epoch}})
+
+    def compute_class(self, cls: str, epoch: int | None = None) -> ComputeClassStatus:
+        """Compute-profile class ``cls`` in ``epoch`` (the current one when None): its validators that
+        joined so far, whether they serve it, and its validators in the previous epoch's V."""
+        return self._read(ComputeClassStatus, {"compute_class": {"class": cls, "epoch": epoch}})
 
     def aggregation_inputs(self, epoch: int) -> list[AggregationInput]:
         """Every accepted host of ``epoch`` in address order, with its endpoint and committed Δ

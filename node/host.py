@@ -6,7 +6,9 @@ does what the current phase asks of it:
 * any phase past its deadline — ``advance`` first;
 * ``join``    — post the beacon commitment (the secret is on disk first);
 * ``train``   — run the epoch's inner loop from θ_e (resumable) and post the commitment with the
-  trap commitment (its trap set and salt on disk first; an honest host's set is empty);
+  trap commitment (its trap set and salt on disk first; an honest host's set is empty); a host
+  that another segment would take past the commit deadline ends the epoch after the segments it
+  finished and commits those (a partial epoch, :mod:`node.partial_epoch`);
 * ``reveal``  — reveal the beacon secret;
 * ``verify``  — nothing to send; validators read the host's artifacts meanwhile;
 * ``objection`` — open the trap commitment (so the phase can close early; declared traps count
@@ -15,7 +17,8 @@ does what the current phase asks of it:
 * ``propose`` — if accepted: fetch every accepted Δ (the chain's aggregation inputs: each accepted
   host's endpoint and committed Δ hash) from any holder, check each against its hash and against what H AdamW
   steps can do (a Δ beyond it is left out of the aggregate, the same way by every honest host),
-  aggregate with the run's robust rule, apply the outer Nesterov step, store θ_{e+1} and propose
+  aggregate with the run's robust rule (each Δ weighted by the segments its host committed),
+  apply the outer Nesterov step, store θ_{e+1} and propose
   its hash with the validation loss. An accepted Δ that no holder serves is waited for until the
   exclusion height (halfway through the phase, ``protocol.rules.exclusion``), then left out and
   its host named in the proposal's ``excluded`` list (the contract slashes it when the agreed
@@ -51,10 +54,12 @@ from pathlib import Path
 
 import torch
 
+from chain.errors import LedgerError
 from chain.ledger import Ledger
 from node.content import Read, WrongContent, fetch, holders
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
+from node.partial_epoch import another_segment_fits
 from node.participant import Participant
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
@@ -71,7 +76,7 @@ from trainer.delta import carries_residual, dequantize, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
-from trainer.inner import Interrupted, ResidualUnavailable, StepCallback
+from trainer.inner import Interrupted, ResidualUnavailable, SegmentsDone, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
@@ -208,7 +213,10 @@ class HostNode(Participant):
             return False
         ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
                         device=self.device, full_leaf_every=self.full_leaf_every,
-                        carry_residual=self._accepted_before(info.epoch))
+                        carry_residual=self._accepted_before(info.epoch),
+                        # A topk2 residual rides on leaf S: such an epoch is whole or not committed.
+                        stop=None if carries_residual(self.spec.quantization)
+                        else self._deadline_stop(info.phase_deadline))
         try:
             result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
                                                 on_step=self._progress(info.epoch))
@@ -221,9 +229,30 @@ class HostNode(Participant):
             return self._give_up(info.epoch, EventKind.NOT_TRAINING, f"θ {info.model_hash[:12]}…: {exc}")
         traps = self.trap_opening(info.epoch, self.behaviour.traps(info.epoch))
         loss = result.commitment.train_loss_micro / MICRO
+        done, total = result.commitment.segments, self.spec.train.segments
+        partial = f", a partial epoch of {done} of {total} segments" if done < total else ""
         return self.attempt(info.epoch, EventKind.COMMITTED,
                             lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
-                            f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}")
+                            f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}{partial}")
+
+    def _deadline_stop(self, deadline: int) -> SegmentsDone:
+        """Ends the epoch after the segment past which another would miss the commit deadline (a
+        partial epoch, :mod:`node.partial_epoch`)."""
+        started = self.ledger.height()
+
+        def stop(done: int) -> bool:
+            try:
+                now = self.ledger.height()
+            except LedgerError as exc:  # a node that does not answer now must not end the epoch
+                log.warning("%s could not read the height after segment %d (%s); training on", self.name, done, exc)
+                return False
+            if another_segment_fits(done, started, now, deadline):
+                return False
+            log.info("%s ends its epoch after %d of %d segments: another would end after the commit "
+                     "deadline (height %d, deadline %d)", self.name, done, self.spec.train.segments, now, deadline)
+            return True
+
+        return stop
 
     def _accepted_before(self, epoch: int) -> bool:
         """``topk2`` runs: whether this host was accepted in ``epoch − 1``, so that its error-feedback
@@ -282,7 +311,7 @@ class HostNode(Participant):
             return False
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
-            deltas, unserved = self._accepted_deltas(info.epoch, theta)
+            deltas, unserved, segments = self._accepted_deltas(info.epoch, theta)
         except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
             self.event(info.epoch, EventKind.WAITING_TO_AGGREGATE, str(exc))
             return False
@@ -301,7 +330,9 @@ class HostNode(Participant):
         deltas = self._within_peer_bound(info.epoch, deltas)
         if not deltas:
             return self._give_up(info.epoch, EventKind.PROPOSAL_WITHHELD, "no accepted Δ is within the update bound")
-        new = outer_step(theta, aggregate(self.spec.aggregation, deltas), self.spec.outer)
+        # Each Δ weighs the segments it covers: a partial epoch counts by the steps it did.
+        weights = {address: segments[address] for address in deltas}
+        new = outer_step(theta, aggregate(self.spec.aggregation, deltas, weights), self.spec.outer)
         model_hash = self.globals.put(new)
         val = self._validation_loss(new)
         problem = proposal_problem(val)
@@ -314,11 +345,12 @@ class HostNode(Participant):
                             f"θ {model_hash[:12]}… from {len(deltas)} Δ{excluded}, val loss {val:.4f}")
 
     def _accepted_deltas(self, epoch: int, theta: GlobalState) -> tuple[dict[str, dict[str, torch.Tensor]],
-                                                                         dict[str, str]]:
+                                                                         dict[str, str], dict[str, int]]:
         """Every accepted host's dequantized Δ within the update bound (one paged query for all of
-        them: address, endpoint, Δ hash), each verified once in the epoch (:meth:`_checked_delta`).
+        them: address, endpoint, Δ hash, segments), each verified once in the epoch (:meth:`_checked_delta`).
 
-        Returns the Δs by host, and the hosts whose Δ no holder served now, with why."""
+        Returns the Δs by host, the hosts whose Δ no holder served now, with why, and the segments
+        each accepted host's Δ covers."""
         inputs = self.ledger.aggregation_inputs(epoch)
         self._checked = {k: v for k, v in self._checked.items() if k[0] == epoch}
         deltas, unserved = {}, {}
@@ -334,7 +366,7 @@ class HostNode(Participant):
                     continue
             if (delta := self._checked[key]) is not None:
                 deltas[accepted.address] = delta
-        return deltas, unserved
+        return deltas, unserved, {i.address: i.segments for i in inputs}
 
     def _within_peer_bound(self, epoch: int, deltas: dict[str, dict[str, torch.Tensor]]
                            ) -> dict[str, dict[str, torch.Tensor]]:
@@ -367,11 +399,12 @@ class HostNode(Participant):
             # An error-feedback Δ also sends what earlier epochs left out, so no per-epoch bound on
             # H steps holds for it; its validators checked it byte for byte (docs/verification.md).
             return delta
+        steps = accepted.segments * self.spec.train.segment_steps  # H, or fewer for a partial epoch
         excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train,
-                                     self.spec.quantization)
+                                     self.spec.quantization, steps)
         if not excess <= 1:
             self.event(epoch, EventKind.DELTA_LEFT_OUT, f"{accepted.address}: moves a coordinate of {where} "
-                       f"{excess:.3g}× as far as {self.spec.train.inner_steps} AdamW steps can")
+                       f"{excess:.3g}× as far as {steps} AdamW steps can")
             return None
         return delta
 

@@ -67,6 +67,9 @@ class Participant:
         self._on_event = on_event
         self._journal = self.root / self.run_id.hex() / "node" / self.address
         self._handed: ParticipantStatus | None = None  # a status :meth:`act_on` gives the tick
+        self.compute_class = ""
+        """The compute-profile class declared at every join (``protocol.rules.classes``): "" or this
+        machine's compute fingerprint (the daemons set it; ``simulate`` runs in one process, one class)."""
         self.stopping = threading.Event()
         """Set when the node's daemon is asked to stop: long work (training, replays) stops at its
         next boundary and only what :meth:`due_now` names is still done."""
@@ -176,7 +179,7 @@ class Participant:
             return False
         commit = beacon_commit(self.address, status.epoch, self.secret(status.epoch)).hex()
         return self.attempt(status.epoch, EventKind.JOINED, lambda: self.ledger.join(
-            self.key, BeaconJoin(epoch=status.epoch, beacon_commit=commit)))
+            self.key, BeaconJoin(epoch=status.epoch, beacon_commit=commit, compute_class=self.compute_class)))
 
     def maybe_reveal(self, status: ParticipantStatus) -> bool:
         if status.phase != "reveal" or not status.joined or status.revealed:

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from protocol.rules.classes import CLASS_PATTERN
 from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
@@ -27,10 +28,13 @@ LossMicro = Annotated[int, Field(ge=0, le=MAX_LOSS_MICRO, strict=True)]
 
 
 class BeaconJoin(Boundary):
-    """Joining an epoch: the beacon commitment ``H("beacon/commit", address || 0 || epoch || secret)``."""
+    """Joining an epoch: the beacon commitment ``H("beacon/commit", address || 0 || epoch || secret)``,
+    and the member's compute-profile class (``protocol.rules.classes``: "" or its 64-hex compute
+    fingerprint)."""
 
     epoch: Count
     beacon_commit: HexDigest
+    compute_class: str = Field(default="", pattern=CLASS_PATTERN)
 
 
 class BeaconReveal(Boundary):
@@ -44,7 +48,7 @@ class Commitment(Boundary):
     """A host's commitment to its epoch of work, posted before the commit deadline.
 
     ``checkpoint_root`` is the Merkle root over the ``segments + 1`` checkpoint leaf hashes
-    (leaf 0 is the start state θ_e); ``delta_hash`` hashes the quantized pseudo-gradient exactly
+    (leaf 0 is the start state θ_e; ``segments`` is the spec's S, or fewer for a partial epoch); ``delta_hash`` hashes the quantized pseudo-gradient exactly
     as it will be served; ``loss_digest`` commits to all per-step losses; ``train_loss_micro`` is
     :func:`protocol.rules.losses.train_loss_micro` of those losses (the mean of the last segment),
     which validators check against the losses the host serves. On chain the host posts it with its trap

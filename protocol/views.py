@@ -12,7 +12,9 @@ from typing import Literal
 from pydantic import Field
 
 from protocol.messages import Commitment, LossMicro, ModelProposal, Outcome, Role
+from protocol.rules.classes import CLASS_PATTERN
 from protocol.rules.hashing import HexDigest
+from protocol.rules.limits import MAX_SEGMENTS
 from protocol.types import Address, Amount, Boundary, Count, Dec
 
 Phase = Literal["join", "train", "reveal", "verify", "objection", "verdict_reveal", "dispute", "dispute_reveal",
@@ -98,6 +100,24 @@ class EpochInfo(Boundary):
     closing: ClosingStage | None = None
 
 
+class ComputeClassStatus(Boundary):
+    """A compute-profile class in one epoch (the contract's ``compute_class`` query): its validators
+    that joined so far with their stake at join, how many must join for it to be ``served``
+    (``protocol.rules.classes.served``), and its validators in the previous epoch's V. What a host
+    reads before it joins: a host of a class that is not served when ``reveal`` closes is not checked
+    and ends ``excluded`` (``docs/contract.md``, "Compute-profile classes")."""
+
+    epoch: Count
+    phase: Phase
+    class_: str = Field(alias="class", pattern=CLASS_PATTERN)
+    validators: Count
+    stake: Amount
+    needed: Count
+    served: bool
+    previous_validators: Count
+    previous_stake: Amount
+
+
 class ParticipantStatus(Boundary):
     """One participant's part in one epoch, with the epoch's phase: what a node polls each tick to
     know what it has done and what is due (the contract's ``participant`` query, a few reads).
@@ -142,11 +162,13 @@ class ParticipantStatus(Boundary):
 
 
 class AggregationInput(Boundary):
-    """An accepted host of an epoch: where it serves its Δ and the hash the Δ must have."""
+    """An accepted host of an epoch: where it serves its Δ, the hash the Δ must have, and the
+    segments it covers (S, or fewer for a partial epoch: its weight in the aggregate)."""
 
     address: Address
     endpoint: str
     delta_hash: HexDigest
+    segments: int = Field(ge=1, le=MAX_SEGMENTS, strict=True)
 
 
 class Challenge(Boundary):
@@ -218,6 +240,7 @@ class HostReport(Boundary):
     catcher_reward: Amount = "0"
     traps: list[Count] | None = None
     proposal: ModelProposal | None = None
+    compute_class: str = Field(default="", pattern=CLASS_PATTERN)
 
 
 class ValidatorReport(Boundary):
@@ -234,6 +257,7 @@ class ValidatorReport(Boundary):
     slashed: Amount = "0"
     reward: Amount = "0"
     catcher_reward: Amount = "0"
+    compute_class: str = Field(default="", pattern=CLASS_PATTERN)
 
 
 class EpochReport(Boundary):

@@ -24,7 +24,7 @@ import torch
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactSource
 from trainer.data import Dataset
-from trainer.inner import EpochContext, EpochResult, StepCallback, run_epoch
+from trainer.inner import EpochContext, EpochResult, SegmentsDone, StepCallback, run_epoch
 from trainer.snapshot import SnapshotStats
 from trainer.step import Stepper
 
@@ -41,11 +41,15 @@ class HostEpoch(EpochContext):
             behaviour's :attr:`HostBehaviour.sparse_leaves` allows.
         carry_residual: ``topk2`` runs: the host's previous epoch was accepted, so it carries that
             epoch's error-feedback residual (:func:`trainer.inner.run_epoch`).
+        stop: asked after each segment; True ends the epoch there, a partial epoch (the honest
+            training only; see :func:`~trainer.inner.run_epoch`). It changes what is committed:
+            fewer segments, never other bits.
     """
 
     device: str = "cpu"
     full_leaf_every: int = 1
     carry_residual: bool = False
+    stop: SegmentsDone | None = None
 
 
 class HostBehaviour:
@@ -76,7 +80,7 @@ class HostBehaviour:
         result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step,
                            stepper=Stepper(spec, device=setup.device),
                            full_leaf_every=setup.full_leaf_every if self.sparse_leaves else 1, stats=self.snapshot,
-                           carry_residual=setup.carry_residual)
+                           carry_residual=setup.carry_residual, stop=setup.stop)
         assert result is not None  # one process: always rank 0
         return result
 

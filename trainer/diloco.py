@@ -10,6 +10,16 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
             (``spec.quantization``), dequantized, averaged with ``spec.aggregation`` and applied
             with the outer Nesterov step (``spec.outer``). ``T / H`` rounds. With ``topk2`` each
             worker carries its error-feedback residual from round to round, as a host does.
+            ``schedule`` says
+            which model a round trains from (pipelined epochs, docs/training.md):
+            ``synchronous``: the global model after the previous round's outer step.
+            ``delayed``: round ``e``'s aggregate enters the model round ``e + 2`` trains from
+            (``e + 1`` started before ``e`` settled); the aggregates left when training ends are
+            applied then, so every schedule takes ``T / H`` outer steps on the same Δ bytes.
+            ``optimistic``: round ``e + 1`` trains from the outer step of EVERY committed Δ of
+            ``e`` on the settled model, while the settled model (the one measured) takes only
+            the accepted Δs. ``cheaters`` workers (the first ones) commit their Δ sign-flipped,
+            and settlement always rejects them: only an optimistic start ever contains them.
 ``ddp``     synchronous data parallelism: ``T`` steps on the K workers' batches together, the
             gradients averaged every step (the step's ``K`` micro-batches).
 ``single``  one worker, ``K · T`` steps of one worker-batch each.
@@ -44,6 +54,8 @@ from trainer.step import Stepper, TrainState
 
 Mode = Literal["diloco", "ddp", "single"]
 MODES: tuple[Mode, ...] = ("diloco", "ddp", "single")
+Schedule = Literal["synchronous", "delayed", "optimistic"]
+SCHEDULES: tuple[Schedule, ...] = ("synchronous", "delayed", "optimistic")
 
 Progress = Callable[[int, int], None]
 """Called with (micro-steps done, total micro-steps)."""
@@ -87,7 +99,8 @@ def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int
 
 def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: int,
              evals: int = 10, eval_windows: int = 512, progress: Progress | None = None,
-             inner_state: Literal["fresh", "kept"] = "fresh", device: str = "cpu") -> SimResult:
+             inner_state: Literal["fresh", "kept"] = "fresh", device: str = "cpu",
+             schedule: Schedule = "synchronous", cheaters: int = 0) -> SimResult:
     """Train one configuration and measure it.
 
     Args:
@@ -104,6 +117,8 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
             worker's state ``kept`` across rounds.
         device: where the steps and evaluations run (``cpu``, ``cuda``; see
             :class:`~trainer.step.Stepper`).
+        schedule: ``diloco`` only: ``synchronous``, ``delayed`` or ``optimistic`` (above).
+        cheaters: ``diloco`` only: how many workers commit a sign-flipped Δ that settlement rejects.
     """
     h = spec.train.inner_steps
     if mode not in MODES:
@@ -112,6 +127,10 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
         raise ValueError("workers must be >= 1")
     if inner_state not in ("fresh", "kept"):
         raise ValueError(f"inner_state must be 'fresh' or 'kept', not {inner_state!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+    if not 0 <= cheaters < workers:
+        raise ValueError("cheaters must be >= 0 and leave at least one honest worker")
     if steps % h or steps < h:
         raise ValueError(f"steps ({steps}) must be a positive multiple of inner_steps ({h})")
     run_id, total = spec.run_id(), workers * steps
@@ -136,9 +155,11 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
             curve.append((done, validation_loss(stepper.model, dataset, eval_windows, params=params)))
 
     if mode == "diloco":
-        state = GlobalState.initial(spec)
+        settled = GlobalState.initial(spec)  # the agreed model: accepted Δs only
+        state = settled  # what the next round trains from
         kept: dict[int, TrainState] = {}
         residuals: dict[int, dict[str, torch.Tensor] | None] = {}
+        pending: list[dict[str, torch.Tensor]] = []  # delayed: aggregates not applied yet, oldest first
         for e in range(steps // h):
             since, deltas = done, {}
             for k in range(workers):
@@ -151,12 +172,27 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
                 end = stepper.export()
                 kept[k] = end
                 delta = pseudo_gradient(state.params, end.params)
+                if k < cheaters:
+                    delta = {n: -t for n, t in delta.items()}
                 payload, residuals[k] = encode_pseudo_gradient(delta, spec.quantization, residuals.get(k))
                 bytes_sent += payload_bytes(payload)
                 deltas[ctx.host] = dequantize(payload, shapes, spec.quantization)
                 errors.append(relative_error(delta, deltas[ctx.host]))
-            state = outer_step(state, aggregate(spec.aggregation, deltas), spec.outer)
-            evaluate(since, params=state.params)
+            accepted = {host: d for host, d in deltas.items() if int(host.split("-")[1]) >= cheaters}
+            if schedule == "optimistic":  # the next start: every committed Δ, before settlement
+                state = outer_step(settled, aggregate(spec.aggregation, deltas), spec.outer)
+                settled = outer_step(settled, aggregate(spec.aggregation, accepted), spec.outer)
+            elif schedule == "delayed":
+                pending.append(aggregate(spec.aggregation, accepted))
+                if len(pending) > 1:
+                    settled = outer_step(settled, pending.pop(0), spec.outer)
+                state = settled
+            else:
+                settled = state = outer_step(settled, aggregate(spec.aggregation, accepted), spec.outer)
+            evaluate(since, params=settled.params)
+        if pending:  # the pipeline drains: the last round's aggregate
+            settled = outer_step(settled, pending.pop(0), spec.outer)
+            curve[-1] = (done, validation_loss(stepper.model, dataset, eval_windows, params=settled.params))
     else:
         stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
         grad_bytes = 4 * sum(p.numel() for p in stepper.named.values())

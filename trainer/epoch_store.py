@@ -423,18 +423,21 @@ class EpochStore:
         Args:
             spec: the run spec.
             epoch: the epoch.
-            leaf_hashes: the ``S + 1`` leaf hashes (of leaves already written).
-            losses: the ``H`` per-step losses.
+            leaf_hashes: the ``s + 1`` leaf hashes (of leaves already written): ``s = S``, or
+                ``1 ≤ s < S`` for a partial epoch.
+            losses: the ``s · c`` per-step losses.
             payload: the quantized Δ to serve and commit to.
             residual: the residual the Δ leaves (``topk2``), written before the record.
 
         Returns:
             What was committed.
         """
-        if len(leaf_hashes) != spec.train.segments + 1:
-            raise ValueError(f"an epoch has {spec.train.segments + 1} leaves, got {len(leaf_hashes)}")
-        if len(losses) != spec.train.inner_steps:
-            raise ValueError(f"an epoch has {spec.train.inner_steps} losses, got {len(losses)}")
+        segments = len(leaf_hashes) - 1
+        if not 1 <= segments <= spec.train.segments:
+            raise ValueError(f"an epoch has 2 to {spec.train.segments + 1} leaves, got {len(leaf_hashes)}")
+        if len(losses) != segments * spec.train.segment_steps:
+            raise ValueError(f"{segments} segments have {segments * spec.train.segment_steps} losses, "
+                             f"got {len(losses)}")
         self._write_delta(spec, epoch, payload)
         if residual is not None:
             save_tensors(self.residual_path(epoch), {f"ef/{n}": t for n, t in sorted(residual.items())},
@@ -484,8 +487,8 @@ class EpochStore:
             digest = delta_hash(payload).hex()
         micro, train = old.losses_micro, old.commitment.train_loss_micro
         if losses is not None:
-            if len(losses) != spec.train.inner_steps:
-                raise ValueError(f"an epoch has {spec.train.inner_steps} losses, got {len(losses)}")
+            if len(losses) != len(old.losses_micro):
+                raise ValueError(f"the epoch has {len(old.losses_micro)} losses, got {len(losses)}")
             micro = [loss_micro(x) for x in losses]
             train = train_loss_micro(micro, spec.train.segment_steps)
         if reported_loss is not None:
@@ -500,7 +503,7 @@ class EpochStore:
     def _write_record(self, spec: RunSpec, epoch: int, leaf_hashes: list[bytes], losses_micro: list[int],
                       train_loss_micro: int, delta_digest: str) -> EpochRecord:
         commitment = Commitment(epoch=epoch, checkpoint_root=merkle_root(leaf_hashes).hex(), delta_hash=delta_digest,
-                                loss_digest=loss_digest(losses_micro), segments=spec.train.segments,
+                                loss_digest=loss_digest(losses_micro), segments=len(leaf_hashes) - 1,
                                 train_loss_micro=train_loss_micro)
         record = {"commitment": commitment.model_dump(mode="json"), "leaf_hashes": [h.hex() for h in leaf_hashes],
                   "losses_micro": losses_micro}

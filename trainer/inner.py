@@ -34,6 +34,8 @@ from trainer.snapshot import LeafWriter, SnapshotStats
 from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
 
 StepCallback = Callable[[int, float], None]
+SegmentsDone = Callable[[int], bool]
+"""Asked after each segment with the segments done: whether to end the epoch there (partial)."""
 """Called after every inner step with (steps done in the epoch, loss). It may raise
 :class:`Interrupted` to stop the epoch at that step boundary."""
 
@@ -187,7 +189,8 @@ def _broadcast_resume(state: TrainState, index: int, group: dist.ProcessGroup) -
 def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: Mapping[str, torch.Tensor],
               root: Path, micro_batches: int = 1, stepper: Stepper | None = None,
               on_step: StepCallback | None = None, full_leaf_every: int = 1,
-              stats: SnapshotStats | None = None, carry_residual: bool = False) -> EpochResult | None:
+              stats: SnapshotStats | None = None, carry_residual: bool = False,
+              stop: SegmentsDone | None = None) -> EpochResult | None:
     """Train an epoch (or finish an interrupted one) and produce the host's commitment.
 
     Each segment's leaf is copied on this thread and hashed and written behind it
@@ -210,6 +213,10 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         carry_residual: ``topk2`` runs: the host's previous epoch was accepted, so this epoch starts
             from the residual that epoch committed to (in this store); otherwise from zeros. Leaf
             ``S`` carries it and the Δ is computed with it.
+        stop: asked after each segment with the segments done; True ends the epoch there, a
+            partial epoch of ``s < S`` segments (its last leaf is stored in full). One process
+            only: an island's ranks would have to agree on it; and not with ``topk2``, whose
+            residual rides on leaf ``S``.
 
     An island (a stepper with a process group) writes its leaves from the sharded state
     (:class:`trainer.island_leaf.ShardedLeafWriter`): the same files and hashes as one process.
@@ -223,11 +230,15 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         ResidualUnavailable: ``carry_residual`` but the previous epoch's residual is missing or damaged.
     """
     stepper = stepper if stepper is not None else Stepper(spec)
+    if stop is not None and stepper.world > 1:
+        raise ValueError("a partial epoch (stop) is for a one-process host, not an island")
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
     store = EpochStore(root, ctx.run_id, ctx.host)
     residual = carried_residual(spec, store, ctx.epoch, carry_residual)
     if residual is not None and stepper.world > 1:
         raise ValueError("topk2 epochs train in one process (islands are not supported with it yet)")
+    if residual is not None and stop is not None:
+        raise ValueError("a topk2 epoch is never partial: its residual rides on leaf S")
     if stepper.rank == 0:
         progress = store.resume(spec, ctx.epoch, start, ctx.prev_epoch_seed, full_leaf_every)
     else:  # the other ranks of an island receive rank 0's resume point below; they hash nothing
@@ -255,7 +266,11 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
             # finish() below has waited for every one, the last included, before `last` is read.
             writer.submit(index, last, ready)
             losses.extend(last.losses.tolist())
+            if stop is not None and stepper.step_count < spec.train.inner_steps and stop(index):
+                break
         hashes = progress.hashes + writer.finish()
+        if stop is not None and not EpochStore.stored(spec, index, progress.full_leaf_every):
+            store.write_leaf(ctx.epoch, index, last)  # a partial epoch's last leaf, challenged every epoch
     finally:
         writer.close()
         if stats is not None:

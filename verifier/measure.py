@@ -298,12 +298,13 @@ def quantization_slack(payload: Mapping[str, torch.Tensor], shapes: Mapping[str,
 
 def delta_excess(theta: Mapping[str, torch.Tensor], delta: Mapping[str, torch.Tensor],
                  payload: Mapping[str, torch.Tensor], shapes: Mapping[str, torch.Size], spec_train: TrainSpec,
-                 quant: QuantizationSpec) -> tuple[float, str]:
+                 quant: QuantizationSpec, steps: int | None = None) -> tuple[float, str]:
     """:func:`update_excess` of a whole epoch for a dequantized Δ: ``θ_e − Δ̂`` against ``θ_e``
-    over ``H`` steps, allowing each coordinate its quantization error (what a host can check of a
-    peer's Δ before aggregating it, with nothing but the Δ and θ_e)."""
+    over ``steps`` steps (``H``, or the ``s · c`` of a partial epoch), allowing each coordinate its
+    quantization error (what a host can check of a peer's Δ before aggregating it, with nothing
+    but the Δ and θ_e)."""
     end = {n: theta[n] - delta[n] for n in theta}
-    return update_excess(theta, end, spec_train, 0, spec_train.inner_steps,
+    return update_excess(theta, end, spec_train, 0, spec_train.inner_steps if steps is None else steps,
                          slack=quantization_slack(payload, shapes, quant))
 
 

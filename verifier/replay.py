@@ -11,7 +11,8 @@ measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challeng
    chain, never from the proof) at exactly index ``g`` / ``g + 1``. Both must carry the epoch's RNG
    key and the same micro-batch split, and AdamW moments that AdamW with clipped gradients can
    produce (:func:`verifier.measure.leaf_moment_check`).
-2. **Losses.** The ``H`` per-step losses the host serves must hash to ``challenge.loss_digest``,
+2. **Losses.** The ``S · c`` per-step losses the host serves (``S`` fewer than the spec's in a
+   partial epoch: its challenges lie among its own segments) must hash to ``challenge.loss_digest``,
    contain, at the right places, the losses recorded in both leaves, and give the train loss the
    commitment reports (:func:`protocol.rules.losses.train_loss_micro`).
 3. **Start state.** For ``g = 0``, leaf 0 must be ``start_checkpoint(θ_e)`` bit for bit. For the
@@ -294,7 +295,7 @@ class _Run:
         return ckpt
 
     def losses(self, served: list[int] | UntrustedJson, start: Checkpoint, end: Checkpoint) -> None:
-        h = self.spec.train.inner_steps
+        h = self.challenge.segments * self.c  # H, or s · c for a partial epoch
         if not isinstance(served, (list, tuple)):
             raise _unserved("losses", f"the served losses are not {h} 64-bit integers ({type(served).__name__})")
         values = [x for x in served if type(x) is int and -_I64 <= x < _I64]
@@ -359,11 +360,12 @@ class _Run:
             raise _fail("bound", f"the committed update of segment {self.g} moves a coordinate of {where} "
                                  f"{excess:.4g}× as far as {self.c} AdamW steps can")
         if self.last:
-            excess, where = update_excess(self.theta.params, end.state.params, train, 0, train.inner_steps)
+            steps = self.challenge.segments * self.c  # the epoch's steps (fewer when partial)
+            excess, where = update_excess(self.theta.params, end.state.params, train, 0, steps)
             self.m["delta_bound_excess"] = excess
             if not excess <= 1:
                 raise _fail("bound", f"θ_e − θ_S moves a coordinate of {where} {excess:.4g}× as far as "
-                                     f"{train.inner_steps} AdamW steps can")
+                                     f"{steps} AdamW steps can")
 
     def delta(self, raw: Iterable[object] | None, end: Checkpoint) -> None:
         try:
@@ -492,9 +494,9 @@ class _Run:
 
 def _check_inputs(spec: RunSpec, dataset: Dataset, challenge: Challenge, theta: GlobalState,
                   prev_epoch_seed: bytes, stepper: Stepper | None) -> None:
-    if challenge.segments != spec.train.segments:
+    if not 1 <= challenge.segments <= spec.train.segments:  # fewer than S: a partial epoch
         raise ValueError(f"the challenge says {challenge.segments} segments but the run spec has "
-                         f"{spec.train.segments}: this is not the run's spec")
+                         f"{spec.train.segments} per epoch: this is not the run's spec")
     if not 0 <= challenge.segment < challenge.segments:
         raise ValueError(f"segment {challenge.segment} is outside 0..{challenge.segments - 1}")
     if len(prev_epoch_seed) != 32:

@@ -47,6 +47,9 @@ ISAS = ("default", "avx2", "avx512")
 MKL_BRANCHES = ("compatible",)
 """The MKL code branches that can be forced (``MKL_CBWR``; torch's MKL build supports this one)."""
 
+MKL_INSTRUCTIONS = ("avx2",)
+"""The instruction sets MKL can be limited to (``MKL_ENABLE_INSTRUCTIONS``), below AVX-512."""
+
 
 @dataclass(frozen=True)
 class Setup:
@@ -61,6 +64,8 @@ class Setup:
             machine computes as an AVX2-only CPU would); ``None`` for this machine's own.
         mkl: MKL's code branch, one of :data:`MKL_BRANCHES`; ``None`` for the trainer's mode
             (:data:`trainer.MKL_CBWR`: this CPU's own branch, strict).
+        mkl_instructions: the instruction set MKL is limited to, one of :data:`MKL_INSTRUCTIONS`
+            (``MKL_ENABLE_INSTRUCTIONS``; its mode stays strict); ``None`` for all the CPU has.
     """
 
     device: str = "cpu"
@@ -68,6 +73,7 @@ class Setup:
     ranks: int = 1
     isa: str | None = None
     mkl: str | None = None
+    mkl_instructions: str | None = None
 
     def __post_init__(self) -> None:
         resolve_device(self.device)
@@ -79,6 +85,9 @@ class Setup:
             raise ValueError(f"isa must be one of {', '.join(ISAS)}, not {self.isa!r}")
         if self.mkl is not None and self.mkl not in MKL_BRANCHES:
             raise ValueError(f"mkl must be one of {', '.join(MKL_BRANCHES)}, not {self.mkl!r}")
+        if self.mkl_instructions is not None and self.mkl_instructions not in MKL_INSTRUCTIONS:
+            raise ValueError(f"mkl_instructions must be one of {', '.join(MKL_INSTRUCTIONS)}, "
+                             f"not {self.mkl_instructions!r}")
         if not self.native and torch.device(self.device).type != "cpu":
             raise ValueError("isa and mkl select CPU kernels")
         best = torch.backends.cpu.get_cpu_capability().lower()
@@ -87,14 +96,14 @@ class Setup:
             raise ValueError(f"this CPU runs at most {best} kernels, not {self.isa}")
 
     @property
-    def profile(self) -> tuple[str, str | None, str | None]:
+    def profile(self) -> tuple[str, str | None, str | None, str | None]:
         """What decides the bits of a step: the device type and the CPU kernels (not the threads or ranks)."""
-        return torch.device(self.device).type, self.isa, self.mkl
+        return torch.device(self.device).type, self.isa, self.mkl, self.mkl_instructions
 
     @property
     def native(self) -> bool:
         """Whether this setup computes with the kernels this process already uses."""
-        return self.isa is None and self.mkl is None
+        return self.isa is None and self.mkl is None and self.mkl_instructions is None
 
     def environment(self) -> dict[str, str]:
         """The variables that select this setup's kernels in a new process."""
@@ -103,12 +112,15 @@ class Setup:
             env["ATEN_CPU_CAPABILITY"] = self.isa
         if self.mkl is not None:
             env["MKL_CBWR"] = self.mkl.upper()
+        if self.mkl_instructions is not None:
+            env["MKL_ENABLE_INSTRUCTIONS"] = self.mkl_instructions.upper()
         return env
 
     @property
     def label(self) -> str:
         """``cpu/1t``, ``cpu/2t``, ``cpu/island 2×1t``, ``cpu[avx2]/1t``, ``cuda/1t`` …"""
-        kernels = ",".join(k for k in (self.isa, self.mkl and f"mkl {self.mkl}") if k)
+        kernels = ",".join(k for k in (self.isa, self.mkl and f"mkl {self.mkl}",
+                                        self.mkl_instructions and f"mkl isa {self.mkl_instructions}") if k)
         where = f"{self.device}{f'[{kernels}]' if kernels else ''}/"
         return where + (f"island {self.ranks}×{self.threads}t" if self.ranks > 1 else f"{self.threads}t")
 

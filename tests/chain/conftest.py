@@ -96,6 +96,12 @@ def embedded_env(embedded_ledger_driver) -> LedgerEnv:
     return LedgerEnv(embedded_ledger_driver(make_spec(), DEFAULT_NAMES))
 
 
+@pytest.fixture
+def embedded_env_factory(embedded_ledger_driver) -> Callable[[RunSpec], LedgerEnv]:
+    """``embedded_env_factory(spec)`` -> a LedgerEnv with ``spec`` on the embedded chain only."""
+    return lambda spec: LedgerEnv(embedded_ledger_driver(spec, DEFAULT_NAMES))
+
+
 @pytest.fixture(name="make_spec")
 def make_spec_fixture():
     """:func:`ledger_env.make_spec`, for tests that build their own chain."""

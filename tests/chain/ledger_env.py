@@ -53,7 +53,14 @@ from protocol.messages import (
 )
 from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
-from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, EpochInfo, EpochReport
+from protocol.views import (
+    VERDICT_COMMIT_PHASES,
+    VERDICT_REVEAL_PHASES,
+    Challenge,
+    ComputeClassStatus,
+    EpochInfo,
+    EpochReport,
+)
 
 OTHER_DENOM = "uatom"
 INITIAL_BALANCE = GENESIS_BALANCE
@@ -190,6 +197,8 @@ class LedgerEnv:
         self.openings: dict[tuple[str, str, int, int], VerdictOpening] = {}
         # Every advance `settle` sent to run a paged close (their gas is what a page costs).
         self.pages: list[TxResult] = []
+        # The compute-profile class each name declares when it joins ("" unless set).
+        self.classes: dict[str, str] = {}
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -280,7 +289,8 @@ class LedgerEnv:
         epoch = self.current() if epoch is None else epoch
         if beacon is None:
             beacon = beacon_commit(self.addr(name), epoch, self.secret(name, epoch)).hex()
-        return self.ledger.join(self.key(name), BeaconJoin(epoch=epoch, beacon_commit=beacon))
+        return self.ledger.join(self.key(name), BeaconJoin(epoch=epoch, beacon_commit=beacon,
+                                                           compute_class=self.classes.get(name, "")))
 
     def commitment(self, name: str, epoch: int, **fields: Any) -> Commitment:
         values = {"epoch": epoch, "checkpoint_root": digest(f"root:{name}:{epoch}"),
@@ -372,6 +382,10 @@ class LedgerEnv:
 
     def epoch(self, epoch: int | None = None) -> EpochInfo:
         return self.ledger.epoch(epoch)
+
+    def compute_class(self, name: str, epoch: int | None = None) -> ComputeClassStatus:
+        """The standing of the class ``name`` declares (``self.classes``) in ``epoch``."""
+        return self.ledger.compute_class(self.classes.get(name, ""), epoch)
 
     def report(self, epoch: int | None = None) -> EpochReport:
         return self.ledger.report(self.current() if epoch is None else epoch)

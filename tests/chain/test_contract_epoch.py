@@ -306,10 +306,12 @@ def test_commit_refusals(ledger_env) -> None:
         env.commit("validator1")
     with pytest.raises(ContractError, match=f"^commit: {env.addr('outsider')} did not join epoch 0$"):
         env.commit("outsider")
-    with pytest.raises(ContractError, match=r"^commit: segments is 3, but the run has 2 segments per epoch$"):
+    with pytest.raises(ContractError, match=r"^commit: segments is 3, but the run has 1 to 2 segments per epoch$"):
         env.commit("host1", segments=3)
     good = {**env.commitment("host1", 0).model_dump(mode="json"),
             "trap_commit": env.trap_opening("host1", 0).commitment(env.addr("host1"))}
+    with pytest.raises(ContractError, match=r"^commit: segments is 0, but the run has 1 to 2 segments per epoch$"):
+        env.raw("host1", {"commit": {**good, "segments": 0}})
     with pytest.raises(ContractError, match=r'^commit: delta_hash must be 64 lowercase hex characters, got "XY"$'):
         env.raw("host1", {"commit": {**good, "delta_hash": "XY"}})
     with pytest.raises(ContractError, match=r'^commit: trap_commit must be 64 lowercase hex characters, got "XY"$'):
@@ -662,3 +664,27 @@ def test_epochs_are_listed_in_order_with_paging(ledger_env) -> None:
     assert [e.phase for e in env.ledger.epochs()] == ["closed", "closed", "closed", "join"]
     with pytest.raises(ContractError, match=r"^epoch: epoch 9 has not started; the current epoch is 3$"):
         env.epoch(9)
+
+
+def test_a_partial_epoch_is_checked_among_its_segments_accepted_and_paid_by_them(make_ledger_env) -> None:
+    # S = 4; host2 straggles and commits the 2 segments it finished (issue 30): its challenges lie
+    # among those 2 (its own last one always), it is accepted, nobody is slashed, its Δ enters the
+    # aggregation with its segments and the hosts' 80 % of the reward is split 4 : 2.
+    env = make_ledger_env(make_spec(train={"inner_steps": 8, "segment_steps": 2}, reward_per_epoch="6000"))
+    ready(env, hosts=["host1", "host2"])
+    env.fund_rewards(6_000)
+    total = env.total_funds()
+    env.play_epoch(["host1", "host2"], VALIDATORS, stop_after="join")
+    env.commit("host1", segments=4)
+    env.commit("host2", segments=2)
+    env.play_epoch(["host1", "host2"], VALIDATORS, commit=[])
+    report = env.report(0)
+    challenged = {h: sorted(c.segment for c in report.challenges if c.host == env.addr(h)) for h in ("host1", "host2")}
+    assert challenged["host1"][-1] == 3 and challenged["host2"][-1] == 1
+    assert all(g < 2 for g in challenged["host2"])
+    assert {h.outcome for h in report.hosts} == {"accepted"} and all(h.slashed == "0" for h in report.hosts)
+    assert {i.address: i.segments for i in env.ledger.aggregation_inputs(0)} == {
+        env.addr("host1"): 4, env.addr("host2"): 2}
+    assert {h.address: h.reward for h in report.hosts} == {env.addr("host1"): "3200", env.addr("host2"): "1600"}
+    assert env.total_funds() == total
+    assert env.epoch().epoch == 1  # training advances

@@ -102,6 +102,7 @@ def test_aggregation_inputs_are_the_accepted_hosts_with_endpoint_and_delta_hash(
     for i in inputs:
         assert i.endpoint == ENDPOINT
         assert i.delta_hash == committed[i.address].delta_hash
+        assert i.segments == committed[i.address].segments
     with pytest.raises(ContractError, match="aggregation_inputs: epoch 5 has not started"):
         env.ledger.aggregation_inputs(5)
     with pytest.raises(ContractError, match="aggregation_inputs: start_after is longer than an address"):

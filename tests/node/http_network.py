@@ -33,6 +33,7 @@ from protocol.views import EpochReport
 from trainer.artifacts import LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
+from trainer.inner import StepCallback
 from trainer.outer import GlobalState
 
 LIMITS = ClientLimits(connect_s=1.0, read_s=1.0, deadline_s=4.0)
@@ -111,6 +112,7 @@ class HttpNetwork:
         wrap: member index (the hosts first, then the validators) -> a wrapper of its server app
             (an ASGI middleware that misbehaves).
         extra_keys: more funded keys (sybils).
+        on_step: host index -> its inner-loop step callback (a host slowed down).
     """
 
     spec: RunSpec
@@ -121,6 +123,7 @@ class HttpNetwork:
     endpoints: dict[int, str] = field(default_factory=dict)
     wrap: dict[int, Callable[[Any], Any]] = field(default_factory=dict)
     extra_keys: list[PrivateKey] = field(default_factory=list)
+    on_step: dict[int, StepCallback] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -139,7 +142,7 @@ class HttpNetwork:
         run = spec.run_id().hex()
         for i, (k, behaviour) in enumerate(zip(host_keys, self.hosts, strict=True)):
             node = HostNode(self.ledger, k, spec, self.dataset, self.root / f"host-{i}", self._peers(k),
-                            behaviour=behaviour, name=f"host-{i}")
+                            behaviour=behaviour, name=f"host-{i}", on_step=self.on_step.get(i))
             app = create_app(node.source, run, node.address, authorize=MembershipCache(self.ledger))
             server = ServerThread(self.wrap[i](app) if i in self.wrap else app,
                                   limits=ServerLimits(max_connections=128, header_timeout_s=2.0)).start()

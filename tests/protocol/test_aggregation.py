@@ -74,3 +74,48 @@ def test_bad_inputs_rejected() -> None:
         aggregate(spec, {"a": {"w": torch.zeros(2)}, "b": {"v": torch.zeros(2)}})
     with pytest.raises(AggregationError, match="NaN"):
         aggregate(spec, {"a": {"w": torch.zeros(2)}, "b": {"w": torch.tensor([0.0, float("nan")])}})
+
+
+# -- weights: a partial epoch's Δ counts by the segments it covers (issue 30) ------------------------
+
+def run_weighted(rule: str, values: list[list[float]], weights: list[int], **params) -> list[float]:
+    w = {HOSTS[i]: weights[i] for i in range(len(values))}
+    return aggregate(AggregationSpec(rule=rule, **params), deltas_from(values), w)["w"].tolist()
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_equal_weights_are_the_unweighted_rule_bit_for_bit(rule) -> None:
+    g = torch.Generator().manual_seed(1)
+    values = [torch.randn(40, generator=g).tolist() for _ in range(5)]
+    assert run_weighted(rule, values, [8] * 5) == run(rule, values)
+
+
+def test_weighted_hand_examples() -> None:
+    vals = [[0.0, 3.0], [10.0, 6.0], [20.0, 9.0]]
+    assert run_weighted("mean", vals, [2, 1, 1]) == pytest.approx([7.5, 5.25])
+    # Host 0 holds 3 of 5 units of weight: the running sum passes half at its value.
+    assert run_weighted("median", vals, [3, 1, 1]) == [0.0, 3.0]
+    # Exactly half: the mean of the two values around it.
+    assert run_weighted("median", vals, [2, 1, 1]) == [5.0, 4.5]
+    # Trimming 25 % of the weight (1 of 4) at each end drops host 2, and half of host 0.
+    assert run_weighted("trimmed_mean", vals, [2, 1, 1], trim_fraction="0.25") == pytest.approx([5.0, 4.5])
+
+
+@pytest.mark.parametrize("rule", ["mean", "trimmed_mean", "centered_clip", "geometric_median", "multi_krum"])
+def test_a_half_weight_delta_pulls_the_aggregate_less(rule) -> None:
+    # Host 3 did half the steps: the aggregate moves away from its Δ compared with equal weights.
+    vals = [[1.0, 1.0], [1.2, 0.9], [0.9, 1.1], [3.0, 3.0]]
+    equal = torch.tensor(run(rule, vals, krum_f=0))
+    halved = torch.tensor(run_weighted(rule, vals, [4, 4, 4, 2], krum_f=0))
+    straggler = torch.tensor(vals[3])
+    assert torch.dist(halved, straggler) > torch.dist(equal, straggler)
+
+
+def test_bad_weights_rejected() -> None:
+    vals = deltas_from([[1.0], [2.0]])
+    spec = AggregationSpec(rule="mean")
+    with pytest.raises(AggregationError, match="other hosts"):
+        aggregate(spec, vals, {HOSTS[0]: 1})
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(AggregationError, match="positive integer"):
+            aggregate(spec, vals, {HOSTS[0]: 1, HOSTS[1]: bad})

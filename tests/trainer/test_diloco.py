@@ -53,3 +53,29 @@ def test_bad_arguments(dataset) -> None:
         simulate(small_spec(), dataset, "gossip", workers=2, steps=16)
     with pytest.raises(ValueError, match="inner_state"):
         simulate(small_spec(), dataset, "diloco", workers=2, steps=16, inner_state="shared")
+
+
+def test_pipelined_schedules_against_the_synchronous_one(dataset) -> None:
+    # Pipelined epochs (issue 30). Delayed: a round's aggregate enters the model two rounds on, the
+    # last one when training ends (so one round is synchronous DiLoCo exactly). Optimistic: with no
+    # cheater it IS synchronous DiLoCo; with one, its start states differ but the settled model
+    # never takes the rejected Δ. Every schedule sends the same bytes.
+    spec = small_spec(train={"inner_steps": 8, "segment_steps": 8})
+
+    def run(schedule, t, cheaters=0):
+        return simulate(spec, dataset, "diloco", workers=3, steps=t, evals=1, eval_windows=64,
+                        schedule=schedule, cheaters=cheaters)
+
+    sync = {t: run("synchronous", t) for t in (8, 16)}
+    assert run("delayed", 8).val_loss == sync[8].val_loss
+    delayed = run("delayed", 16)
+    assert delayed.val_loss != sync[16].val_loss and delayed.bytes_sent == sync[16].bytes_sent
+    assert run("optimistic", 16).val_loss == sync[16].val_loss
+    excluded = run("synchronous", 16, cheaters=1)
+    optimistic = run("optimistic", 16, cheaters=1)
+    assert optimistic.val_loss != excluded.val_loss  # round 1 started from a model with the flipped Δ
+    assert run("optimistic", 8, cheaters=1).val_loss == run("synchronous", 8, cheaters=1).val_loss
+    with pytest.raises(ValueError, match="schedule"):
+        run("eager", 16)
+    with pytest.raises(ValueError, match="cheaters"):
+        run("synchronous", 16, cheaters=3)

@@ -83,15 +83,22 @@ def test_recommit_with_other_losses_changes_only_the_losses(honest, tmp_path) ->
 def test_counts_that_are_not_an_epoch_are_refused_before_anything_is_written(honest, tmp_path) -> None:
     spec, _, result = honest
     store = EpochStore(tmp_path, spec.run_id(), HOST)
-    with pytest.raises(ValueError, match="leaves"):
-        store.commit(spec, 0, result.leaf_hashes[:-1], result.losses, result.payload)
+    for hashes in (result.leaf_hashes[:1], [*result.leaf_hashes, result.leaf_hashes[-1]]):  # 0 or S + 1 segments
+        with pytest.raises(ValueError, match="leaves"):
+            store.commit(spec, 0, hashes, result.losses, result.payload)
     with pytest.raises(ValueError, match="losses"):
         store.commit(spec, 0, result.leaf_hashes, result.losses[:-1], result.payload)
+    with pytest.raises(ValueError, match="3 segments have 12 losses"):  # a partial epoch's count
+        store.commit(spec, 0, result.leaf_hashes[:-1], result.losses, result.payload)
     with pytest.raises(ValueError, match="leaves"):
         store.write_epoch(spec, 0, [], result.payload)
     assert not store.committed(0) and not store.delta_path(0).exists()
     with pytest.raises(FileNotFoundError):
         store.recommit(spec, 0, losses=result.losses)  # nothing committed to rewrite
+    # A partial epoch (issue 30): the first s + 1 leaves and s · c losses commit to s segments.
+    c = spec.train.segment_steps
+    partial = store.commit(spec, 0, result.leaf_hashes[:3], result.losses[:2 * c], result.payload)
+    assert partial.commitment.segments == 2 and store.read_record(0) == partial
 
 
 def _edit(store: EpochStore, change) -> None:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from protocol.keys import PrivateKey
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
+from protocol.rules.classes import electorate, of_class, served, valid_class
 from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal, canonical_json
 from protocol.rules.endpoints import EndpointError, endpoint_syntax
@@ -125,6 +126,29 @@ def sampling() -> dict:
     return {"batch_indices": batches, "challenged_segments": segments, "uniform128": uniform_cases,
             "stake_seats": seats, "stake_committees": committees, "pickers": picker_cases, "picks": pick_cases,
             "seat_ranks": ranks}
+
+
+def classes() -> dict:
+    """Compute-profile classes: whose validators pick a host of each class (``of_class`` then
+    ``pickers``), whether the class is served, and which members of V decide its disputes."""
+    a, b = "0a" * 32, "b1" * 32
+    pool = [(_address(f"classed{i}"), (i % 5 + 1) * 10**6) for i in range(24)]
+    pool_classes = [[a, b, ""][i % 3] for i in range(24)]
+    cases = []
+    for host, cls, min_validators, cap in [(HOSTS[0], a, 1, 19), (HOSTS[1], b, 8, 19), (HOSTS[2], b, 9, 19),
+                                           (HOSTS[0], "", 4, 3), (HOSTS[1], "c2" * 32, 1, 19)]:
+        mine = of_class(pool, pool_classes, cls)
+        cases.append({"prev_seed": seed("prev").hex(), "host": host, "class": cls, "cap": cap,
+                      "validators": [[v, str(st)] for v, st in pool], "classes": pool_classes,
+                      "min_validators": min_validators, "of_class": [v for v, _ in mine],
+                      "served": served(len(mine), min_validators),
+                      "pickers": pickers(seed("prev"), host, mine, cap)})
+    v_sets = [[a, b, a, ""], [a, a], [], [b, b, b]]
+    electorates = [{"v_classes": vs, "class": cls, "electorate": electorate(vs, cls)}
+                   for vs in v_sets for cls in (a, b, "")]
+    validity = [{"class": c, "valid": valid_class(c)}
+                for c in ["", a, "A" * 64, "0" * 63, "0" * 65, "g" * 64, " " + "0" * 63]]
+    return {"pickers": cases, "electorates": electorates, "validity": validity}
 
 
 def beacon() -> dict:
@@ -380,7 +404,7 @@ def architectures() -> dict:
     return {"names": architecture_names()}
 
 
-VECTORS = {"hashing": hashing, "stream": streams, "sampling": sampling, "beacon": beacon,
+VECTORS = {"hashing": hashing, "stream": streams, "sampling": sampling, "classes": classes, "beacon": beacon,
            "commitments": commitments, "merkle": merkle, "losses": losses, "decimals": decimals, "amounts": amounts,
            "spec": spec, "limits": limits, "architectures": architectures, "endpoints": endpoints}
 """Every vector file by name (``<name>.json``); both test suites must read each of them."""

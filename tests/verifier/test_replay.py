@@ -41,7 +41,7 @@ def test_verify_challenge_is_the_reports_verdict(spec, dataset, honest) -> None:
 
 def test_the_validators_own_inputs_are_checked(spec, dataset, honest) -> None:
     seed, theta = honest.ctx.prev_epoch_seed, honest.theta
-    other = spec.with_changes(train={"inner_steps": 32})
+    other = spec.with_changes(train={"inner_steps": 8})  # S = 2: fewer than the 4 committed
     with pytest.raises(ValueError, match="not the run's spec"):
         check_challenge(other, dataset, honest.challenge(0), honest.source, theta, seed)
     with pytest.raises(ValueError, match="32 bytes"):
@@ -70,3 +70,42 @@ def test_distances_fit_the_verdict(value, text) -> None:
     d = distance_decimal(value)
     assert d == Decimal(text)
     Verdict(epoch=0, host=VALIDATOR, segment=0, outcome="fail", distance=d, evidence="ab" * 32)
+
+
+def test_a_partial_epoch_is_verified_the_same_way(spec, dataset, tmp_path) -> None:
+    # A straggler commits the 2 of S = 4 segments it finished (issue 30): each of them passes, its
+    # last one with the Δ and leaf 0 checks; a Δ of the whole epoch served for it fails.
+    from verifier_env import serve_epoch
+
+    from protocol.views import Challenge
+    from trainer.artifacts import LocalArtifacts
+    from trainer.inner import run_epoch
+    from verifier.adversaries import Honest
+
+    served = serve_epoch(spec, dataset, Honest(), tmp_path / "whole")
+    theta = served.theta
+    part = run_epoch(spec, dataset, served.ctx, theta.params, tmp_path / "part", stop=lambda done: done == 2)
+    assert part is not None and part.commitment.segments == 2
+    assert part.leaf_hashes == served.result.leaf_hashes[:3]  # the same leaves, fewer of them
+    source = LocalArtifacts(tmp_path / "part", spec.run_id(), served.ctx.host)
+    for g in (0, 1):
+        challenge = Challenge.of(part.commitment, served.ctx.host, g, "local", [VALIDATOR])
+        report = check_challenge(spec, dataset, challenge, source, theta, served.ctx.prev_epoch_seed)
+        assert report.outcome == "pass", report.reason
+        assert ("delta_relative_error" in report.measurements) == (g == 1)
+        assert report.measurements.get("leaf0_checked", g == 0) is True  # its chain starts at θ_e
+    outside = Challenge.of(part.commitment, served.ctx.host, 2, "local", [VALIDATOR])
+    with pytest.raises(ValueError, match="outside"):
+        check_challenge(spec, dataset, outside, source, theta, served.ctx.prev_epoch_seed)
+    # The whole epoch's Δ under the partial commitment: not θ_e − θ_2.
+    swapped = part.commitment.model_copy(update={"delta_hash": served.result.commitment.delta_hash})
+    whole_delta = LocalArtifacts(tmp_path / "whole", spec.run_id(), served.ctx.host)
+
+    class PartialLeavesWholeDelta(LocalArtifacts):
+        def delta_chunks(self, epoch):
+            return whole_delta.delta_chunks(epoch)
+
+    report = check_challenge(spec, dataset, Challenge.of(swapped, served.ctx.host, 1, "local", [VALIDATOR]),
+                             PartialLeavesWholeDelta(tmp_path / "part", spec.run_id(), served.ctx.host), theta,
+                             served.ctx.prev_epoch_seed)
+    assert report.outcome == "fail" and report.check == "delta", report.reason

@@ -64,6 +64,12 @@ def test_operator_commands_read_a_saved_run(saved_run, tmp_path) -> None:
     assert report["names"] == {sim_key("host-0").address(): "alice"}
     assert "plot written to" in done.stderr and "plot written" not in done.stdout
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # A class's standing (this run has no validators: nothing serves any class).
+    status = json.loads(cli("run", "class", "--epoch", "1", "--json", "--network", str(saved_run), home=home).stdout)
+    assert status["class"] == {"epoch": 1, "phase": "closed", "class": "", "validators": 0, "stake": "0", "needed": 1,
+                               "served": False, "previous_validators": 0, "previous_stake": "0"}
+    nobody = cli("run", "class", "ab" * 32, "--network", str(saved_run), home=home).stdout
+    assert "0 validators joined" in nobody and "1 needed: NOT served" in nobody
     show = cli("run", "show", "--network", str(saved_run), home=home).stdout
     assert "tiny" not in show.splitlines()[0] and "cli" in show.splitlines()[0]
     current = json.loads(cli("epoch", "show", "--json", "--network", str(saved_run), home=home).stdout)

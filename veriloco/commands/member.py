@@ -279,7 +279,7 @@ def make_app(role: Role) -> typer.Typer:
         island = None  # rank 0's island behaviour: the other ranks leave when it stops
         try:
             with open_ledger(net) as ledger:
-                report_profile(ledger.spec(), device, f"{role} {key}")
+                compute_class = report_profile(ledger.spec(), device, f"{role} {key}")
                 be_patient(ledger)  # from here on, a node restart is waited out
                 node: Participant
                 private = (net.chain.private_endpoints_allowed() if allow_private_endpoints is None
@@ -309,6 +309,7 @@ def make_app(role: Role) -> typer.Typer:
                         servers.append(holder)
                         err_console.print(f"validator {key} serving the Δs and states it holds on {holder.url}",
                                           highlight=False)
+                node.compute_class = compute_class  # declared at every join (docs/contract.md)
                 from veriloco.metrics_files import MetricsFollower  # noqa: PLC0415 (as above)
 
                 follower = MetricsFollower.to(metrics or root / "metrics", ledger.denom, key_names(home), key)
@@ -342,8 +343,10 @@ def leave_without_threads(grace_s: float = 5.0) -> None:
         exit_now(0)
 
 
-def report_profile(spec: RunSpec, device: str, who: str) -> None:
-    """Say which compute profile this node computes in. A run that pins one is checked by the node
+def report_profile(spec: RunSpec, device: str, who: str) -> str:
+    """Say which compute profile this node computes in, and return its compute-profile class: the
+    fingerprint it declares when it joins (its pickers and dispute voters are then of its own profile:
+    ``docs/contract.md``, "Compute-profile classes"). A run that pins one is checked by the node
     itself (``trainer.fingerprint.check_fingerprint``), which refuses another machine. An MKL mode
     that is not strict (the operator's ``MKL_CBWR``; the trainer sets ``AUTO,STRICT`` otherwise) is
     warned about: on some CPUs the thread count then changes the bits, which no fingerprint shows."""
@@ -356,12 +359,15 @@ def report_profile(spec: RunSpec, device: str, who: str) -> None:
     if pinned:
         err_console.print(f"{who}: the run pins compute profile {pinned[:16]}…; checking this machine's",
                           highlight=False)
-        return
+        return pinned
     from trainer.fingerprint import compute_fingerprint  # noqa: PLC0415 (torch loads only for a daemon)
 
-    err_console.print(f"{who}: compute fingerprint {compute_fingerprint(spec, device)[:16]}… on {device}; the "
-                      "run pins none, so a replay on another kind of CPU or device can differ by more than τ "
-                      "(docs/verification.md, 'Compute profiles and calibration')", highlight=False)
+    local = compute_fingerprint(spec, device)
+    err_console.print(f"{who}: compute fingerprint {local[:16]}… on {device}; the run pins none, so this node "
+                      "joins in that compute-profile class: its challenges are picked and disputes decided by "
+                      "validators of the same profile (docs/contract.md, 'Compute-profile classes')",
+                      highlight=False)
+    return local
 
 
 def configure_logging(verbose: bool) -> None:

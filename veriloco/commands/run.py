@@ -1,4 +1,4 @@
-"""``veriloco run template|fingerprint|deploy|show|migrate``: the operator starts a run, inspects it,
+"""``veriloco run template|fingerprint|class|deploy|show|migrate``: the operator starts a run, inspects it,
 and (the chain admin of a run deployed with one) upgrades its contract."""
 
 from __future__ import annotations
@@ -206,6 +206,29 @@ def deploy(
         console.print(f"deployed run [bold]{spec.name}[/] ({net.run_id[:16]}…) at {net.contract}\n"
                       f"θ_0 {theta0[:16]}…; network file {path}\n"
                       + "\n".join(f"{k}: {tx_line(v)}" for k, v in txs.items()), highlight=False)
+
+
+@app.command("class")
+def compute_class(
+    fingerprint: Annotated[str, typer.Argument(help="the class: a compute fingerprint (`veriloco run fingerprint`)"
+                                                    ", or \"\" for nodes that declare none")] = "",
+    epoch: Annotated[int | None, typer.Option(help="epoch (default: the current one)")] = None,
+    network: Network = None, home: Home = None, json: Json = False,
+) -> None:
+    """A compute-profile class's standing: its validators that joined the epoch so far and their stake,
+    whether that serves it (a host of a class that is not served when reveal closes is left unchecked
+    and excluded, not slashed), and its validators in the previous epoch. Read it before a host joins."""
+    net = load_network(network, home)
+    with open_ledger(net) as ledger:
+        status, denom = ledger.compute_class(fingerprint, epoch), ledger.denom
+    if json:
+        print_json({"class": status.model_dump(mode="json", by_alias=True), "denom": denom})
+        return
+    console.print(f"class {fingerprint or '(none declared)'} in epoch {status.epoch} ({status.phase}): "
+                  f"{status.validators} validators joined with {display(status.stake, denom)}; "
+                  f"{status.needed} needed: {'served' if status.served else 'NOT served'}; previous epoch "
+                  f"{status.previous_validators} validators with {display(status.previous_stake, denom)}",
+                  highlight=False)
 
 
 @app.command("show")

@@ -123,7 +123,16 @@ pub fn execute(
         ExecuteMsg::Join {
             epoch,
             beacon_commit,
-        } => handlers::join(d, &config, &mut ep, &info, epoch, beacon_commit)?,
+            compute_class,
+        } => handlers::join(
+            d,
+            &config,
+            &mut ep,
+            &info,
+            epoch,
+            beacon_commit,
+            compute_class,
+        )?,
         ExecuteMsg::Commit {
             epoch,
             checkpoint_root,
@@ -247,6 +256,9 @@ pub fn query(deps: Deps, _env: Env, msg: QueryMsg) -> Result<Binary, ContractErr
         QueryMsg::Report { epoch } => to_json(&queries::report(deps, epoch)?),
         QueryMsg::Participant { address, epoch } => {
             to_json(&queries::participant(deps, &address, epoch)?)
+        }
+        QueryMsg::ComputeClass { class, epoch } => {
+            to_json(&queries::compute_class(deps, &class, epoch)?)
         }
         QueryMsg::AggregationInputs {
             epoch,

@@ -16,6 +16,7 @@
 //! * `contract` — instantiate and the execute/query dispatch;
 //! * `upgrade`  — the `migrate` entry point: cw2's name and version checked, state kept;
 //! * `funds`, `staking`, `rewards` — one concern each;
+//! * `classes`  — compute-profile classes: who picks and decides a host's challenges;
 //! * `hashing`, `beacon`, `commitments`, `sampling` — the byte-for-byte protocol rules
 //!                (`docs/protocol.md`);
 //! * `epoch`    — the phase machine, and in it `handlers` (the epoch messages), `challenges`
@@ -26,6 +27,7 @@
 #[cfg(target_arch = "wasm32")]
 mod abi;
 pub mod beacon;
+pub mod classes;
 pub mod commitments;
 pub mod contract;
 pub mod deps;

@@ -42,8 +42,14 @@ pub enum ExecuteMsg {
     Claim {},
     /// Add the attached funds to the reward pool.
     FundRewards {},
-    /// Join `epoch` (in its join phase) with a beacon commitment.
-    Join { epoch: u64, beacon_commit: String },
+    /// Join `epoch` (in its join phase) with a beacon commitment, declaring the member's
+    /// compute-profile class ("" or its 64-hex compute fingerprint; `crate::classes`).
+    Join {
+        epoch: u64,
+        beacon_commit: String,
+        #[serde(default)]
+        compute_class: String,
+    },
     /// A host's commitment to its epoch of work and to its trap set (train phase).
     Commit {
         epoch: u64,
@@ -154,6 +160,14 @@ pub enum QueryMsg {
     /// polls to know what it has done and what is due.
     Participant {
         address: String,
+        #[serde(default)]
+        epoch: Option<u64>,
+    },
+    /// A compute-profile class in an epoch (the current one when `epoch` is omitted): its
+    /// validators that joined so far and whether that serves the class (`crate::classes`), and
+    /// its validators in the previous epoch's V. What a host reads before it joins.
+    ComputeClass {
+        class: String,
         #[serde(default)]
         epoch: Option<u64>,
     },
@@ -327,6 +341,8 @@ pub struct HostReport {
     /// The trap segments it opened (None: not opened).
     pub traps: Option<Vec<u32>>,
     pub proposal: Option<ProposalView>,
+    /// The compute-profile class it declared at join (`crate::classes`).
+    pub compute_class: String,
 }
 
 /// `protocol.views.ValidatorReport`.
@@ -346,6 +362,8 @@ pub struct ValidatorReport {
     pub slashed: Uint128,
     pub reward: Uint128,
     pub catcher_reward: Uint128,
+    /// The compute-profile class it declared at join (`crate::classes`).
+    pub compute_class: String,
 }
 
 /// Answer to `report {}` (`protocol.views.EpochReport`).
@@ -405,12 +423,31 @@ pub struct ParticipantStatus {
     pub proposed: bool,
 }
 
+/// Answer to `compute_class {...}` (`protocol.views.ComputeClassStatus`).
+#[derive(Serialize)]
+pub struct ComputeClassStatus {
+    pub epoch: u64,
+    pub phase: &'static str,
+    pub class: String,
+    /// Its validators that joined `epoch` so far, and their stake at join.
+    pub validators: u32,
+    pub stake: Uint128,
+    /// How many must join for the class to be served: `max(1, phases.min_validators)`.
+    pub needed: u32,
+    pub served: bool,
+    /// Its validators in the previous epoch's V (joined and revealed), and their stake.
+    pub previous_validators: u32,
+    pub previous_stake: Uint128,
+}
+
 /// An item of `aggregation_inputs {...}` (`protocol.views.AggregationInput`).
 #[derive(Serialize)]
 pub struct AggregationInput {
     pub address: String,
     pub endpoint: String,
     pub delta_hash: String,
+    /// The segments its Δ covers (S, or fewer in a partial epoch): its aggregation weight.
+    pub segments: u32,
 }
 
 #[derive(Serialize)]

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::classes;
 use crate::deps::{Deps, Order, Storage};
 use crate::epoch::tally::Tally;
 use crate::error::{refuse, ContractError};
@@ -18,8 +19,8 @@ use crate::limits::{
 };
 use crate::msg::{
     AccountingResponse, AggregationInput, ChallengeInfo, ChallengeReport, CommitmentView,
-    ConfigResponse, EpochInfo, EpochReport, HostReport, ParticipantStatus, ProposalView,
-    ValidatorReport, VoteView,
+    ComputeClassStatus, ConfigResponse, EpochInfo, EpochReport, HostReport, ParticipantStatus,
+    ProposalView, ValidatorReport, VoteView,
 };
 use crate::records::{
     self, Assignment, Commitment, EpochHeader, Outcome, Phase, Proposal, ASSIGNMENTS, COMMITMENTS,
@@ -27,6 +28,7 @@ use crate::records::{
     VOTES,
 };
 use crate::state::{self, MemberView, Role, CONFIG, SPEC, TOTALS};
+use crate::types::Uint128;
 
 pub fn config(deps: Deps) -> Result<ConfigResponse, ContractError> {
     let config = CONFIG.load(deps.storage)?;
@@ -272,6 +274,57 @@ fn due(phase: Phase, a: &Assignment, round: u32, committed: bool, revealed: bool
 
 /// One participant's part in `epoch` (the current one when None), from point reads (and, for a
 /// validator after the close of reveal, one scan of the epoch's assignments).
+/// `compute_class {class, epoch}`: the class's validators that joined `epoch` so far (a scan of
+/// the epoch's participants, at most `max_hosts + max_validators`), whether they serve it, and
+/// its validators in the previous epoch's V.
+pub fn compute_class(
+    deps: Deps,
+    class: &str,
+    epoch: Option<u64>,
+) -> Result<ComputeClassStatus, ContractError> {
+    const ACTION: &str = "compute_class";
+    let storage = deps.storage;
+    classes::validate(ACTION, class)?;
+    let e = epoch_or_current(storage, epoch)?;
+    let h = header(storage, ACTION, e)?;
+    let config = CONFIG.load(storage)?;
+    let (mut validators, mut stake) = (0u32, 0u128);
+    for record in PARTICIPANTS
+        .prefix(e)
+        .range(storage, None, Order::Ascending)
+    {
+        let (_, p) = record?;
+        if p.role == Role::Validator && p.class == class {
+            validators += 1;
+            stake += p.stake.0;
+        }
+    }
+    let (mut previous_validators, mut previous_stake) = (0u32, 0u128);
+    if e > 0 {
+        let set = records::load_validator_set(storage, e - 1)?;
+        let stakes = records::load_validator_stakes(storage, e - 1)?;
+        for (v, s) in set.iter().zip(stakes.iter()) {
+            let p = PARTICIPANTS.may_load(storage, (e - 1, v.as_str()))?;
+            if p.map_or(false, |p| p.class == class) {
+                previous_validators += 1;
+                previous_stake += s.0;
+            }
+        }
+    }
+    let needed = config.phases.min_validators.max(1);
+    Ok(ComputeClassStatus {
+        epoch: e,
+        phase: h.phase.as_str(),
+        class: class.to_string(),
+        validators,
+        stake: Uint128(stake),
+        needed,
+        served: classes::served(validators as usize, config.phases.min_validators),
+        previous_validators,
+        previous_stake: Uint128(previous_stake),
+    })
+}
+
 pub fn participant(
     deps: Deps,
     address: &str,
@@ -387,6 +440,7 @@ pub fn aggregation_inputs(
             address,
             endpoint,
             delta_hash: commitment.delta_hash,
+            segments: commitment.segments,
         });
     }
     Ok(out)
@@ -418,6 +472,7 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
         let pay = payouts.remove(&address).unwrap_or_default();
         match p.role {
             Role::Host => hosts.push(HostReport {
+                compute_class: p.class.clone(),
                 stake: p.stake,
                 revealed: was_revealed,
                 commitment: commitments.remove(&address).map(|c| CommitmentView {
@@ -446,6 +501,7 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
                 // Counts are live; the outcome is decided (and stored) by finalize.
                 let stats = tally.validators.get(&address).copied().unwrap_or_default();
                 validators.push(ValidatorReport {
+                    compute_class: p.class.clone(),
                     stake: p.stake,
                     revealed: was_revealed,
                     assigned: stats.assigned,

@@ -58,6 +58,9 @@ pub const VALIDATOR_STAKES: Map<u64, Vec<Uint128>> = Map::new(b"vw/");
 /// The validators that joined (V_joined), in address order, with their stake at join: who may
 /// pick challenges (written when the join phase closes).
 pub const JOINED_VALIDATORS: Map<u64, Vec<(String, Uint128)>> = Map::new(b"vj/");
+/// The compute-profile class each of `JOINED_VALIDATORS` declared at join, in the same order
+/// (`crate::classes`; absent in epochs joined before classes existed: all "").
+pub const JOINED_CLASSES: Map<u64, Vec<String>> = Map::new(b"vk/");
 /// The seats of a joined epoch by role (`h`, `v`), keyed so that the smallest stake (then the
 /// smallest seat rank) comes first: who a newcomer of a full epoch evicts.
 pub const SEATS: Map<(u64, &str, &str), u8> = Map::new(b"js/");
@@ -462,6 +465,9 @@ pub struct Counts {
     pub final_expected: u32,
     #[serde(rename = "a", default, skip_serializing_if = "is_zero_u32")]
     pub accepted: u32,
+    /// The segments the accepted hosts committed (S each, fewer for a partial epoch).
+    #[serde(rename = "as", default, skip_serializing_if = "is_zero_u32")]
+    pub accepted_segments: u32,
     #[serde(rename = "p", default, skip_serializing_if = "is_zero_u32")]
     pub proposed: u32,
     /// The stake behind the most backed proposed hash, and that hash.
@@ -482,6 +488,9 @@ pub struct Participant {
     /// `H("beacon/commit", address || 0 || u64be(e) || secret)`, hex.
     #[serde(rename = "b")]
     pub beacon: String,
+    /// The compute-profile class it declared at join ("" if none; `crate::classes`).
+    #[serde(rename = "c", default, skip_serializing_if = "String::is_empty")]
+    pub class: String,
 }
 
 /// How a participant's epoch ended: its outcome and what it was slashed and paid.
@@ -555,6 +564,10 @@ pub struct Assignment {
     /// The deciding group's (distance, evidence) of a disputed challenge decided pass or fail.
     #[serde(rename = "w", default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<(String, String)>,
+    /// Who votes in the final round of a disputed challenge: the indices into V of the members
+    /// of the host's compute-profile class (`crate::classes::electorate`); None: all of V.
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    pub electorate: Option<Vec<u16>>,
 }
 
 pub fn index_addresses(indices: &[u16], set: &[String]) -> Result<Vec<String>, ContractError> {
@@ -579,15 +592,27 @@ impl Assignment {
     pub fn round_of(&self, index: u16) -> Option<u32> {
         if self.validators.contains(&index) {
             Some(0)
-        } else if self.disputed {
+        } else if self.disputed && self.elects(index) {
             Some(1)
         } else {
             None
         }
     }
 
+    /// Whether member `index` of V votes in the final round (its electorate; all of V if None).
+    pub fn elects(&self, index: u16) -> bool {
+        self.electorate
+            .as_ref()
+            .map_or(true, |e| e.binary_search(&index).is_ok())
+    }
+
+    /// How many members of V (of `v_len`) vote in the final round.
+    pub fn electorate_len(&self, v_len: u32) -> u32 {
+        self.electorate.as_ref().map_or(v_len, |e| e.len() as u32)
+    }
+
     /// Every member as (round, address), in V's order (round-0 seats and, when disputed, every
-    /// other member of V).
+    /// other member of its electorate).
     pub fn members(&self, set: &[String]) -> Result<Vec<(u32, String)>, ContractError> {
         let seats = self.addresses(set)?;
         if !self.disputed {
@@ -596,7 +621,7 @@ impl Assignment {
         Ok(set
             .iter()
             .enumerate()
-            .map(|(i, a)| (self.round_of(i as u16).unwrap_or(1), a.clone()))
+            .filter_map(|(i, a)| self.round_of(i as u16).map(|r| (r, a.clone())))
             .collect())
     }
 

@@ -15,9 +15,11 @@ use crate::error::ContractError;
 use crate::hashing::{hex, stored_digest, tag, u64be, StreamHash};
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::classes;
 use crate::records::{
     self, Assignment, Closing, Outcome, Participant, Payout, Stage, ASSIGNMENTS, COMMITMENTS,
-    JOINED_VALIDATORS, PARTICIPANTS, PAYOUTS, REVEALS, SEATED, VALIDATOR_SETS, VALIDATOR_STAKES,
+    JOINED_CLASSES, JOINED_VALIDATORS, PARTICIPANTS, PAYOUTS, REVEALS, SEATED, VALIDATOR_SETS,
+    VALIDATOR_STAKES,
 };
 use crate::sampling::{pickers, picks};
 use crate::state::{Config, Role};
@@ -124,10 +126,25 @@ pub fn assign_page(
             .into_iter()
             .map(|(a, s)| (a, s.0))
             .collect();
+        let joined_classes = JOINED_CLASSES.may_load(storage, e)?.unwrap_or_default();
+        let set = records::load_validator_set(storage, e)?;
+        // V's classes, from the joined validators' (V is a subset of them).
+        let v_classes = set
+            .iter()
+            .map(|v| {
+                joined
+                    .binary_search_by(|(a, _)| a.as_str().cmp(v))
+                    .ok()
+                    .and_then(|i| joined_classes.get(i).cloned())
+                    .unwrap_or_default()
+            })
+            .collect();
         Some(PickContext {
             prev_seed,
             joined,
-            set: records::load_validator_set(storage, e)?,
+            joined_classes,
+            set,
+            v_classes,
         })
     } else {
         None
@@ -172,11 +189,14 @@ pub fn assign_page(
 }
 
 /// What drawing a host's challenges needs: the previous seed, the validators that joined (with
-/// their stake at join, address order) and V (those of them that revealed).
+/// their stake at join, address order) and their classes, V (those of them that revealed) and
+/// V's classes.
 struct PickContext {
     prev_seed: [u8; 32],
     joined: Vec<(String, u128)>,
+    joined_classes: Vec<String>,
     set: Vec<String>,
+    v_classes: Vec<String>,
 }
 
 /// One participant at the close of `reveal`: `absent` (a host without a commitment) or
@@ -201,7 +221,7 @@ fn settle_participant(
             Some(ctx) if participant.role == Role::Host => ctx,
             _ => return Ok(None),
         };
-        let assignments = assign(storage, config, e, address, ctx)?;
+        let assignments = assign(storage, config, e, address, &participant.class, ctx)?;
         let mut expected = 0u32;
         for a in assignments.iter() {
             expected += a.validators.len() as u32;
@@ -229,22 +249,52 @@ fn seed_event(ep: &Epoch, reveals: u32, at: u64) -> Event {
         .add_attribute("at", at)
 }
 
-/// The challenges of `host`: its pickers (drawn by stake from the previous seed among the
-/// validators that joined), and for each picker that revealed (a member of V) the segments its
-/// secret picks; each picked segment's round-0 seats are the pickers that picked it, and the last
-/// segment, always challenged, seats every picker that revealed. Seats are indices into V.
+/// The number of segments `host` committed in epoch `e` (S, or fewer in a partial epoch).
+pub fn committed_segments(storage: &dyn Storage, e: u64, host: &str) -> Result<u32, ContractError> {
+    Ok(COMMITMENTS
+        .load_or(storage, (e, host), || {
+            ContractError::Corrupt(format!(
+                "corrupt state: {host} has no commitment in epoch {e}"
+            ))
+        })?
+        .segments)
+}
+
+/// The challenges of `host` (of compute-profile class `class`): its pickers (drawn by stake from
+/// the previous seed among the validators of its class that joined), and for each picker that
+/// revealed (a member of V) the segments its secret picks; each picked segment's round-0 seats
+/// are the pickers that picked it, and the last segment, always challenged, seats every picker
+/// that revealed. Seats are indices into V; a dispute is decided by V's members of the class
+/// (`electorate`). A class that is not served (`classes::served`) gets the last segment only,
+/// with no seat and nobody to decide it: the host ends `excluded`, unchecked and unpaid.
 fn assign(
     storage: &dyn Storage,
     config: &Config,
     e: u64,
     host: &str,
+    class: &str,
     ctx: &PickContext,
 ) -> Result<Vec<Assignment>, ContractError> {
     let ver = &config.verification;
-    let segments = config.segments;
+    // Drawn among the segments the host committed (fewer than S in a partial epoch).
+    let segments = committed_segments(storage, e, host)?;
     let mut seats: BTreeMap<u32, BTreeSet<u16>> = BTreeMap::new();
     let mut revealed: BTreeSet<u16> = BTreeSet::new();
-    for picker in pickers(&ctx.prev_seed, host, &ctx.joined, ver.seats_cap) {
+    let of_class = classes::of_class(&ctx.joined, &ctx.joined_classes, class);
+    let electorate = if classes::served(of_class.len(), config.phases.min_validators) {
+        classes::electorate(&ctx.v_classes, class)
+    } else {
+        return Ok(vec![Assignment {
+            segment: segments - 1,
+            validators: Vec::new(),
+            objectors: Vec::new(),
+            disputed: false,
+            outcome: Default::default(),
+            decided_by: None,
+            electorate: Some(Vec::new()),
+        }]);
+    };
+    for picker in pickers(&ctx.prev_seed, host, &of_class, ver.seats_cap) {
         let index = match ctx.set.binary_search_by(|v| v.as_str().cmp(picker)) {
             Ok(i) => i as u16,
             Err(_) => continue, // joined but did not reveal: no picks, no seats
@@ -267,6 +317,7 @@ fn assign(
             disputed: false,
             outcome: Default::default(),
             decided_by: None,
+            electorate: electorate.clone(),
         })
         .collect())
 }

@@ -115,7 +115,9 @@ pub fn objections_page(
             if a.disputed {
                 disputed += 1;
                 carried += by.map_or(0, |c| c.len() as u32);
-                final_expected += v_len.saturating_sub(a.validators.len() as u32);
+                final_expected += a
+                    .electorate_len(v_len)
+                    .saturating_sub(a.validators.len() as u32);
             } else {
                 opens += a.validators.len() as u32;
             }
@@ -174,7 +176,8 @@ pub fn decide_page(
                     if !(a.outcome.is_pending() && a.disputed) {
                         continue;
                     }
-                    let (outcome, by) = vote.decide(votes.get(&a.segment));
+                    let (outcome, by) =
+                        vote.decide_among(a.electorate.as_deref(), votes.get(&a.segment));
                     a.outcome = outcome;
                     a.decided_by = by;
                     if outcome == ChallengeOutcome::Unresolved {
@@ -271,12 +274,41 @@ impl FinalVote {
         &self,
         votes: Option<&BTreeMap<String, Vote>>,
     ) -> (ChallengeOutcome, Option<(String, String)>) {
+        self.decide_among(None, votes)
+    }
+
+    /// [`FinalVote::decide`] by the stake of an electorate (indices into V: the members of the
+    /// host's compute-profile class, `crate::classes`); None: all of V. Only its members' votes
+    /// count, and a group decides with MORE than half of the electorate's stake (an empty
+    /// electorate decides nothing: `unresolved`).
+    pub fn decide_among(
+        &self,
+        electorate: Option<&[u16]>,
+        votes: Option<&BTreeMap<String, Vote>>,
+    ) -> (ChallengeOutcome, Option<(String, String)>) {
+        let elects = |validator: &str| match electorate {
+            None => true,
+            Some(e) => self
+                .set
+                .binary_search_by(|v| v.as_str().cmp(validator))
+                .map_or(false, |i| e.binary_search(&(i as u16)).is_ok()),
+        };
+        let total: u128 = match electorate {
+            None => self.total,
+            Some(e) => e
+                .iter()
+                .filter_map(|&i| self.stakes.get(i as usize))
+                .map(|s| s.0)
+                .sum(),
+        };
         let mut groups: BTreeMap<Group, u128> = BTreeMap::new();
         for (validator, vote) in votes.into_iter().flatten() {
-            *groups.entry(FinalVote::group(vote)).or_default() += self.stake_of(validator);
+            if elects(validator) {
+                *groups.entry(FinalVote::group(vote)).or_default() += self.stake_of(validator);
+            }
         }
         for ((outcome, distance, evidence), stake) in groups {
-            if self.total > 0 && stake > self.total / 2 {
+            if total > 0 && stake > total / 2 {
                 return match outcome {
                     VoteOutcome::Pass => (ChallengeOutcome::Pass, Some((distance, evidence))),
                     VoteOutcome::Fail => (ChallengeOutcome::Fail, Some((distance, evidence))),
@@ -332,6 +364,34 @@ mod tests {
         half.insert("c".to_string(), vote(Unavailable, "z"));
         assert_eq!(v.decide(Some(&half)).0, ChallengeOutcome::Unavailable);
         assert_eq!(v.decide(None).0, ChallengeOutcome::Unresolved);
+    }
+
+    #[test]
+    fn an_electorate_decides_by_its_own_stake_alone() {
+        // V = a (class 1, 10), b (class 2, 100), c (class 1, 10); electorate of class 1: a, c.
+        let f = fv(&[("a", 10), ("b", 100), ("c", 10)]);
+        let mut votes = BTreeMap::new();
+        votes.insert("a".to_string(), vote(VoteOutcome::Pass, "e1"));
+        votes.insert("c".to_string(), vote(VoteOutcome::Pass, "e1"));
+        votes.insert("b".to_string(), vote(VoteOutcome::Fail, "e2"));
+        // All of V: b's 100 of 120 decides.
+        assert_eq!(f.decide(Some(&votes)).0, ChallengeOutcome::Fail);
+        // The class's electorate: a and c hold all of its 20; b's vote does not count.
+        assert_eq!(
+            f.decide_among(Some(&[0, 2]), Some(&votes)).0,
+            ChallengeOutcome::Pass
+        );
+        // One of two equal stakes is not more than half.
+        votes.remove("c");
+        assert_eq!(
+            f.decide_among(Some(&[0, 2]), Some(&votes)).0,
+            ChallengeOutcome::Unresolved
+        );
+        // Nobody to decide.
+        assert_eq!(
+            f.decide_among(Some(&[]), Some(&votes)).0,
+            ChallengeOutcome::Unresolved
+        );
     }
 
     #[test]

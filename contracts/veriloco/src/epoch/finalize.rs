@@ -140,7 +140,7 @@ pub fn outcomes_page(
     let (page, last) = next_participants(storage, e, closing.after.as_deref(), limit)?;
     let set = records::load_validator_set(storage, e)?;
     let mut deltas: BTreeMap<String, ValidatorStats> = BTreeMap::new();
-    let (mut accepted, mut accepted_stake) = (0u32, Uint128::zero());
+    let (mut accepted, mut accepted_segments, mut accepted_stake) = (0u32, 0u32, Uint128::zero());
     let (processed, spent, done) = walk(&page, last, limit as u32, |address, p| {
         if p.role != Role::Host {
             return Ok(1);
@@ -165,6 +165,7 @@ pub fn outcomes_page(
         };
         if pay.outcome == Outcome::Accepted {
             accepted += 1;
+            accepted_segments += super::challenges::committed_segments(storage, e, address)?;
             accepted_stake = accepted_stake.checked_add(p.stake)?;
         }
         PAYOUTS.save(storage, (e, address), &pay);
@@ -172,6 +173,7 @@ pub fn outcomes_page(
     })?;
     add_to_standings(storage, e, deltas)?;
     ep.counts_mut().accepted += accepted;
+    ep.counts_mut().accepted_segments += accepted_segments;
     let header = ep.header_mut();
     header.accepted_stake = header.accepted_stake.checked_add(accepted_stake)?;
     let mut page = page;
@@ -512,6 +514,11 @@ pub fn rewards_page(
     let (page, done) = next_participants(storage, e, closing.after.as_deref(), limit)?;
     let host_share = closing.reward.mul_bps(econ.host_reward_share_bps);
     let per_host = host_share.div_floor(u128::from(ep.counts.accepted));
+    // Hosts are paid by the segments they committed once a partial epoch is among them (each
+    // host's share of the accepted segments); with every host whole, equal shares as before.
+    let whole = u64::from(ep.counts.accepted) * u64::from(config.segments);
+    let by_segments =
+        u64::from(ep.counts.accepted_segments) != whole && ep.counts.accepted_segments > 0;
     let per_validator = closing
         .reward
         .checked_sub(host_share)?
@@ -523,6 +530,12 @@ pub fn rewards_page(
     for (address, p) in page.iter() {
         let mut pay = records::load_payout(storage, e, address)?;
         let each = match pay.outcome {
+            Outcome::Accepted if by_segments => {
+                let segments = super::challenges::committed_segments(storage, e, address)?;
+                host_share
+                    .checked_mul(u128::from(segments))?
+                    .div_floor(u128::from(ep.counts.accepted_segments))
+            }
             Outcome::Accepted => per_host,
             Outcome::Diligent => per_validator,
             _ => Uint128::zero(),
@@ -594,11 +607,10 @@ pub fn has_exclusions(
 /// have fetched and checked the Δ, and keep it to serve it.
 fn last_segment_passers(
     storage: &dyn Storage,
-    config: &Config,
     epoch: u64,
     host: &str,
 ) -> Result<Vec<String>, ContractError> {
-    let last = config.segments.saturating_sub(1);
+    let last = super::challenges::committed_segments(storage, epoch, host)?.saturating_sub(1);
     let mut out = Vec::new();
     for record in VOTES
         .prefix2(epoch, host)
@@ -647,7 +659,7 @@ pub fn exclusions_page(
         if books.payouts.get(storage, e, host)?.outcome != Outcome::Accepted {
             continue;
         }
-        let passers = last_segment_passers(storage, config, e, host)?;
+        let passers = last_segment_passers(storage, e, host)?;
         let mut offenders = vec![(host.clone(), Outcome::Unavailable)];
         offenders.extend(passers.iter().map(|v| (v.clone(), Outcome::Wrong)));
         for (address, outcome) in offenders {

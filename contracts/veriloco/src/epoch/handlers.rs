@@ -5,6 +5,7 @@
 //! part in the epoch, then its fields; a refused message writes nothing.
 
 use crate::beacon;
+use crate::classes;
 use crate::commitments::{trap_commitment, verdict_commitment};
 use crate::deps::DepsMut;
 use crate::error::{refuse, ContractError};
@@ -13,8 +14,8 @@ use crate::hashing::{digest_from_hex, hex, parse_digest, stored_digest};
 use crate::limits::{MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_LOSS_MICRO, MAX_OBJECTIONS_PER_READY};
 use crate::records::{
     self, Assignment, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome,
-    ASSIGNMENTS, BACKING, COMMITMENTS, EXCLUSIONS, JOINED_VALIDATORS, PARTICIPANTS, PROPOSALS,
-    READY, READY_SO_FAR, REVEALS, SEATED, SEATS, TRAPS, VERDICT_COMMITS, VOTES,
+    ASSIGNMENTS, BACKING, COMMITMENTS, EXCLUSIONS, JOINED_CLASSES, JOINED_VALIDATORS, PARTICIPANTS,
+    PROPOSALS, READY, READY_SO_FAR, REVEALS, SEATED, SEATS, TRAPS, VERDICT_COMMITS, VOTES,
 };
 use crate::sampling::seat_rank;
 use crate::state::{self, Config, Role};
@@ -189,11 +190,13 @@ pub fn join(
     info: &MessageInfo,
     epoch: u64,
     beacon_commit: String,
+    compute_class: String,
 ) -> Result<Response, ContractError> {
     const ACTION: &str = "join";
     nonpayable(info, ACTION)?;
     expect_phase(ep, ACTION, epoch, Phase::Join)?;
     hex_field(ACTION, "beacon_commit", &beacon_commit)?;
+    classes::validate(ACTION, &compute_class)?;
     let sender = &info.sender;
     let member = match state::load_member(deps.storage, sender)? {
         Some(m) => m,
@@ -266,6 +269,7 @@ pub fn join(
             role,
             stake: member.bonded,
             beacon: beacon_commit,
+            class: compute_class.clone(),
         },
     );
     let response = Response::new()
@@ -273,7 +277,8 @@ pub fn join(
         .add_attribute("epoch", epoch)
         .add_attribute("member", sender)
         .add_attribute("role", role.as_str())
-        .add_attribute("stake", member.bonded);
+        .add_attribute("stake", member.bonded)
+        .add_attribute("compute_class", &compute_class);
     if let Some(address) = evicted {
         // One out, one in: the counts stay.
         return Ok(response.add_attribute("evicted", address));
@@ -310,7 +315,8 @@ fn parse_seat_key(key: &str) -> Result<(Uint128, String), ContractError> {
 }
 
 /// At the close of `join`: the validators that joined, in address order with their stake at
-/// join (`JOINED_VALIDATORS`), from whom each host's pickers are drawn.
+/// join (`JOINED_VALIDATORS`), from whom each host's pickers are drawn, and the class each
+/// declared (`JOINED_CLASSES`).
 pub fn record_joined_validators(
     storage: &mut dyn crate::deps::Storage,
     epoch: u64,
@@ -324,7 +330,21 @@ pub fn record_joined_validators(
         joined.push((address, stake));
     }
     joined.sort();
+    let mut classes: Vec<String> = Vec::with_capacity(joined.len());
+    for (address, _) in joined.iter() {
+        let p = PARTICIPANTS.load_or(storage, (epoch, address.as_str()), || {
+            ContractError::Corrupt(format!(
+                "corrupt state: a seat of {address} without joining"
+            ))
+        })?;
+        classes.push(p.class);
+    }
     JOINED_VALIDATORS.save(storage, epoch, &joined);
+    if classes.iter().any(|c| !c.is_empty()) {
+        JOINED_CLASSES.save(storage, epoch, &classes);
+    } else {
+        JOINED_CLASSES.remove(storage, epoch);
+    }
     Ok(())
 }
 
@@ -351,10 +371,12 @@ pub fn commit(
     hex_field(ACTION, "delta_hash", &commitment.delta_hash)?;
     hex_field(ACTION, "loss_digest", &commitment.loss_digest)?;
     hex_field(ACTION, "trap_commit", &commitment.trap_commit)?;
-    if commitment.segments != config.segments {
+    // A partial epoch (issue 30): a host that finished s < S segments by the deadline commits
+    // those s; its challenges are drawn among them and its reward is its share of the steps.
+    if commitment.segments == 0 || commitment.segments > config.segments {
         refuse!(
             ACTION,
-            "segments is {}, but the run has {} segments per epoch",
+            "segments is {}, but the run has 1 to {} segments per epoch",
             commitment.segments,
             config.segments
         );
@@ -449,8 +471,8 @@ fn assigned_now(
         && match ep.header.phase {
             Phase::Verify => seat,
             Phase::VerdictReveal => seat && !a.disputed,
-            Phase::Dispute => a.disputed && !seat,
-            Phase::DisputeReveal => a.disputed,
+            Phase::Dispute => a.disputed && !seat && a.elects(index),
+            Phase::DisputeReveal => a.disputed && (seat || a.elects(index)),
             _ => false,
         };
     if !sits {

@@ -1266,7 +1266,7 @@ fn refusals_name_the_message_and_the_reason() {
     }
     assert_eq!(
         net.chain.refused(&h[0], net.commit_msg(&h[0], 3)),
-        "commit: segments is 3, but the run has 2 segments per epoch"
+        "commit: segments is 3, but the run has 1 to 2 segments per epoch"
     );
     let mut bad_trap = net.commit_msg(&h[0], 2);
     bad_trap["commit"]["trap_commit"] = json!("XY");
@@ -2143,4 +2143,86 @@ fn bad_exclusions_are_refused_with_the_reason() {
         &h[0],
         json!({"propose_model": {"epoch": e, "model_hash": digest("A"), "val_loss_micro": 1}}),
     );
+}
+
+#[test]
+fn a_partial_epoch_is_challenged_among_its_segments_and_paid_by_them() {
+    // S = 4. h0 commits all 4 segments, h1 only 2 (a straggler at half speed): both are checked
+    // (h1's challenges lie among its 2 segments, its last one always), both accepted, the
+    // aggregation inputs carry each Δ's segments, and the hosts' reward is split 4 : 2.
+    let spec = spec_with(json!({"train": {"inner_steps": 8, "segment_steps": 2}}));
+    let mut net = Net::new(&spec, 2, 3);
+    let h = net.hosts.clone();
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for bad in [0, 5] {
+        assert_eq!(
+            net.chain.refused(&h[1], net.commit_msg(&h[1], bad)),
+            format!("commit: segments is {bad}, but the run has 1 to 4 segments per epoch")
+        );
+    }
+    let whole = net.commit_msg(&h[0], 4);
+    net.chain.ok(&h[0], whole);
+    let partial = net.commit_msg(&h[1], 2);
+    net.chain.ok(&h[1], partial);
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    let segments_of = |net: &Net, host: &str| -> Vec<u64> {
+        let report = net.chain.report(0);
+        let mut out: Vec<u64> = report["challenges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["host"] == host)
+            .map(|c| c["segment"].as_u64().unwrap())
+            .collect();
+        out.sort_unstable();
+        out
+    };
+    let (full, short) = (segments_of(&net, &h[0]), segments_of(&net, &h[1]));
+    assert_eq!(
+        full.last(),
+        Some(&3),
+        "the last of S segments is always challenged"
+    );
+    assert_eq!(
+        short.last(),
+        Some(&1),
+        "a partial epoch's last segment is its own"
+    );
+    assert!(
+        short.iter().all(|g| *g < 2),
+        "challenges outside the 2 committed: {short:?}"
+    );
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    for host in h.iter() {
+        let r = row(&report, "hosts", host);
+        assert_eq!(
+            (r["outcome"].as_str(), amount(&r["slashed"])),
+            (Some("accepted"), 0)
+        );
+    }
+    let inputs = net.chain.query(json!({"aggregation_inputs": {"epoch": 0}}));
+    let segments: BTreeMap<String, u64> = inputs["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["address"].as_str().unwrap().to_string(),
+                i["segments"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!((segments[&h[0]], segments[&h[1]]), (4, 2));
+    // 80 % of the 1,000,000 to the hosts, by segments: 4/6 and 2/6.
+    assert_eq!(amount(&row(&report, "hosts", &h[0])["reward"]), 533_333);
+    assert_eq!(amount(&row(&report, "hosts", &h[1])["reward"]), 266_666);
+    net.chain.check_books();
 }

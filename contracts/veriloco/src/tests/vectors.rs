@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::beacon::{commitment, epoch_seed, genesis_seed};
+use crate::classes;
 use crate::commitments::{trap_commitment, verdict_commitment};
 use crate::epoch::handlers::is_canonical_decimal;
 use crate::hashing::{hex, tag, tagged_hash, u64be};
@@ -31,10 +32,11 @@ fn vectors(name: &str) -> Value {
 }
 
 /// The files this module checks, one test each.
-const CHECKED: [&str; 13] = [
+const CHECKED: [&str; 14] = [
     "amounts",
     "architectures",
     "beacon",
+    "classes",
     "commitments",
     "decimals",
     "endpoints",
@@ -233,6 +235,51 @@ fn sampling() {
     for case in cases(&v, "seat_ranks") {
         let got = seat_rank(&b32(str_of(&case["prev_seed"])), str_of(&case["address"]));
         assert_eq!(hex(&got), str_of(&case["rank"]));
+    }
+}
+
+#[test]
+fn compute_profile_classes() {
+    let v = vectors("classes");
+    let stakes = |case: &Value| -> Vec<(String, u128)> {
+        case.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (str_of(&p[0]).to_string(), str_of(&p[1]).parse().unwrap()))
+            .collect()
+    };
+    for case in cases(&v, "pickers") {
+        let class = str_of(&case["class"]);
+        let mine = classes::of_class(
+            &stakes(&case["validators"]),
+            &strings(&case["classes"]),
+            class,
+        );
+        let names: Vec<String> = mine.iter().map(|(a, _)| a.clone()).collect();
+        assert_eq!(names, strings(&case["of_class"]), "case {case}");
+        let min_validators = case["min_validators"].as_u64().unwrap() as u32;
+        assert_eq!(
+            classes::served(mine.len(), min_validators),
+            case["served"].as_bool().unwrap()
+        );
+        let got = pickers(
+            &b32(str_of(&case["prev_seed"])),
+            str_of(&case["host"]),
+            &mine,
+            case["cap"].as_u64().unwrap() as u32,
+        );
+        assert_eq!(got, strings(&case["pickers"]), "case {case}");
+    }
+    for case in cases(&v, "electorates") {
+        let got = classes::electorate(&strings(&case["v_classes"]), str_of(&case["class"]));
+        let want: Option<Vec<u16>> = case["electorate"]
+            .as_array()
+            .map(|e| e.iter().map(|x| x.as_u64().unwrap() as u16).collect());
+        assert_eq!(got, want, "case {case}");
+    }
+    for case in cases(&v, "validity") {
+        let ok = classes::validate("join", str_of(&case["class"])).is_ok();
+        assert_eq!(ok, case["valid"].as_bool().unwrap(), "case {case}");
     }
 }
 
