@@ -48,8 +48,9 @@ class Commitment(Boundary):
     """A host's commitment to its epoch of work, posted before the commit deadline.
 
     ``checkpoint_root`` is the Merkle root over the ``segments + 1`` checkpoint leaf hashes
-    (leaf 0 is the start state θ_e; ``segments`` is the spec's S, or fewer for a partial epoch); ``delta_hash`` hashes the quantized pseudo-gradient exactly
-    as it will be served; ``loss_digest`` commits to all per-step losses; ``train_loss_micro`` is
+    (leaf 0 is the start state θ_e; ``segments`` is the spec's S, or fewer for a partial epoch);
+    ``delta_hash`` hashes the quantized pseudo-gradient exactly as it will be served;
+    ``loss_digest`` commits to all per-step losses; ``train_loss_micro`` is
     :func:`protocol.rules.losses.train_loss_micro` of those losses (the mean of the last segment),
     which validators check against the losses the host serves. On chain the host posts it with its trap
     commitment (``chain.ledger.Ledger.commit``); the chain's answers show it as ``trap_commit``
