@@ -43,9 +43,10 @@ from veriloco.commands import (
     run,
     simulate,
     train,
+    tx_flags,
     watch,
 )
-from veriloco.connect import TIMEOUTS, TX
+from veriloco.connect import TIMEOUTS
 from veriloco.output import err_console, print_json
 
 # What a user can cause and needs to read as one line; anything else is a bug (traceback).
@@ -140,6 +141,7 @@ app = typer.Typer(
 
 
 @app.callback()
+@tx_flags.root  # --node, --gas, --gas-adjustment, --gas-prices, --fees (also after the command)
 def _root(
     debug: Annotated[bool, typer.Option("--debug", envvar="VERILOCO_DEBUG",
                                         help="show the traceback of an error instead of one line")] = False,
@@ -149,25 +151,12 @@ def _root(
     tx_timeout: Annotated[float, typer.Option(
         "--tx-timeout", envvar="VERILOCO_TX_TIMEOUT", min=1,
         help="seconds to wait for a transaction to be included in a block")] = TIMEOUTS.tx,
-    node: Annotated[str | None, typer.Option(
-        "--node", envvar="VERILOCO_NODE", help="gRPC URL of the node to use instead of the network file's")] = None,
-    gas: Annotated[str, typer.Option(
-        "--gas", envvar="VERILOCO_GAS", help="gas limit per transaction: auto (simulate) or a number")] = "auto",
-    gas_adjustment: Annotated[float | None, typer.Option(
-        "--gas-adjustment", envvar="VERILOCO_GAS_ADJUSTMENT", min=1.0,
-        help="with --gas auto: the factor on the simulated gas (default 1.3 on Injective)")] = None,
-    gas_prices: Annotated[str | None, typer.Option(
-        "--gas-prices", envvar="VERILOCO_GAS_PRICES", help="fee per gas unit, e.g. 160000000inj")] = None,
-    fees: Annotated[str | None, typer.Option(
-        "--fees", envvar="VERILOCO_FEES", help="a fixed fee per transaction, e.g. 0.001INJ")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
                                           help="print the version and exit")] = False,
 ) -> None:
     """Verifiable, blockchain-settled DiLoCo training (the options every command shares)."""
     _Debug.on = debug
     TIMEOUTS.node, TIMEOUTS.tx = timeout, tx_timeout
-    TX.node, TX.gas, TX.gas_adjustment, TX.gas_prices, TX.fees = node, gas, gas_adjustment, gas_prices, fees
-    TX.gas_limit()  # a bad --gas is a usage mistake: said before anything runs
 
 
 keys.app.command("import-injectived")(keys_import.import_injectived)

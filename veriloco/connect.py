@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from pathlib import Path
 from typing import Literal
@@ -50,7 +50,8 @@ TIMEOUTS = Timeouts()
 @dataclass
 class TxOptions:
     """How transactions are sent and which node is asked, as Cosmos CLIs write it (set from
-    ``veriloco --node/--gas/--gas-adjustment/--gas-prices/--fees``; they apply to cosmos networks).
+    ``--node/--gas/--gas-adjustment/--gas-prices/--fees``, before or after the command:
+    ``veriloco.commands.tx_flags``; they apply to cosmos networks).
 
     Attributes:
         node: a gRPC URL that replaces the network file's node (same chain, another node).
@@ -58,6 +59,7 @@ class TxOptions:
         gas_adjustment: the factor on the simulated gas (None: the chain's default, 1.3 on Injective).
         gas_prices: the fee per unit of gas, a coin of the fee denom (None: the chain's minimum).
         fees: a fixed fee for every transaction, a coin of the fee denom (instead of gas × price).
+        given: where each field that was set came from (``before the command``, ``$VERILOCO_GAS``, …).
     """
 
     node: str | None = None
@@ -65,6 +67,12 @@ class TxOptions:
     gas_adjustment: float | None = None
     gas_prices: str | None = None
     fees: str | None = None
+    given: dict[str, str] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        """Back to the defaults (a new command line)."""
+        for each in fields(self):
+            setattr(self, each.name, getattr(TxOptions(), each.name))
 
     def gas_limit(self) -> int | None:
         """The fixed gas limit of ``--gas N``; None for ``auto``.

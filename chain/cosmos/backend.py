@@ -42,7 +42,8 @@ class CosmosBackend(ContractBackend):
     @classmethod
     def deploy(cls, chain: CosmosChain, key: PrivateKey, instantiate_msg: Mapping[str, Any], *,
                wasm: bytes | None = None, label: str = "veriloco", admin: str | None = None,
-               code_id: int | None = None, progress: Callable[[str], None] | None = None) -> CosmosBackend:
+               code_id: int | None = None, progress: Callable[[str], None] | None = None,
+               gas_limit: int | None = None) -> CosmosBackend:
         """Store the contract's code (or reuse a code with the same sha256) and instantiate it.
 
         Args:
@@ -52,6 +53,8 @@ class CosmosBackend(ContractBackend):
                 message's ``admin``, which the contract records; they must agree). None: an
                 immutable run.
             progress: told each step as it starts, in words.
+            gas_limit: sign the upload, the instantiation and the backend's executes with this
+                limit instead of simulating.
         """
         declared = instantiate_msg.get("admin")
         if admin is None:
@@ -63,12 +66,13 @@ class CosmosBackend(ContractBackend):
         if code_id is None:
             code = wasm if wasm is not None else load_contract_wasm()
             say(f"storing the contract's code ({len(code) // 1024} KiB) or reusing a stored copy")
-            code_id, stored = chain.store_code(key, code)
+            code_id, stored = chain.store_code(key, code, gas_limit=gas_limit)
             if stored is not None:
                 txs["store_code"] = stored
         say(f"instantiating code {code_id}")
-        address, txs["instantiate"] = chain.instantiate(key, code_id, instantiate_msg, label=label, admin=admin)
-        backend = cls(chain, address)
+        address, txs["instantiate"] = chain.instantiate(key, code_id, instantiate_msg, label=label, admin=admin,
+                                                        gas_limit=gas_limit)
+        backend = cls(chain, address, gas_limit=gas_limit)
         backend.deploy_txs = txs
         return backend
 
@@ -109,9 +113,9 @@ class CosmosBackend(ContractBackend):
 
     def store_code(self, key: PrivateKey, wasm: bytes) -> int:
         """Upload ``wasm`` as a new code (never reusing a stored copy); its code id."""
-        code_id, _ = self.chain.store_code(key, wasm, reuse=False)
+        code_id, _ = self.chain.store_code(key, wasm, reuse=False, gas_limit=self.gas_limit)
         return code_id
 
     def migrate(self, key: PrivateKey, code_id: int, msg: dict[str, Any]) -> TxResult:
         """Migrate the contract to ``code_id`` as ``key`` (the chain admits only the admin)."""
-        return self.chain.migrate(key, self._contract, code_id, msg)
+        return self.chain.migrate(key, self._contract, code_id, msg, gas_limit=self.gas_limit)

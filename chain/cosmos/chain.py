@@ -587,8 +587,10 @@ class CosmosChain:
             if not key:
                 return None
 
-    def store_code(self, key: PrivateKey, wasm: bytes, *, reuse: bool = True) -> tuple[int, TxResult | None]:
+    def store_code(self, key: PrivateKey, wasm: bytes, *, reuse: bool = True,
+                   gas_limit: int | None = None) -> tuple[int, TxResult | None]:
         """Upload ``wasm`` (gzip-compressed on the wire), or reuse a code with the same checksum.
+        ``gas_limit``: sign with this limit instead of simulating.
 
         Returns:
             (code id, the upload's TxResult or None when an existing code was reused).
@@ -598,7 +600,7 @@ class CosmosChain:
             if existing is not None:
                 return existing, None
         msg = MsgStoreCode(sender=key.address(self.config.prefix), wasm_byte_code=gzip.compress(wasm, mtime=0))
-        result = self.broadcast(key, [msg])
+        result = self.broadcast(key, [msg], gas_limit=gas_limit)
         code_id = result.attribute("code_id", "store_code")
         if code_id is None:
             raise LedgerError(f"store_code {result.tx_hash}: no code_id in the events")
@@ -611,13 +613,15 @@ class CosmosChain:
                                       funds=self.coins(funds))
 
     def instantiate(self, key: PrivateKey, code_id: int, msg: Mapping[str, Any], *, label: str = "veriloco",
-                    admin: str | None = None, funds: Funds = None) -> tuple[str, TxResult]:
+                    admin: str | None = None, funds: Funds = None,
+                    gas_limit: int | None = None) -> tuple[str, TxResult]:
         """Instantiate ``code_id``; (the contract's address, the TxResult)."""
         result = self.broadcast(key, [self.instantiate_message(key, code_id, msg, label=label, admin=admin,
-                                                               funds=funds)])
+                                                               funds=funds)], gas_limit=gas_limit)
         return contract_address_of(result), result
 
-    def migrate(self, key: PrivateKey, contract: str, code_id: int, msg: Mapping[str, Any]) -> TxResult:
+    def migrate(self, key: PrivateKey, contract: str, code_id: int, msg: Mapping[str, Any], *,
+                gas_limit: int | None = None) -> TxResult:
         """``MsgMigrateContract``: switch ``contract`` to ``code_id`` and run its ``migrate`` with ``msg``.
 
         Raises:
@@ -627,7 +631,7 @@ class CosmosChain:
         """
         message = MsgMigrateContract(sender=key.address(self.config.prefix), contract=contract, code_id=code_id,
                                      msg=json.dumps(msg, separators=(",", ":")).encode())
-        return self.broadcast(key, [message])
+        return self.broadcast(key, [message], gas_limit=gas_limit)
 
 
 def contract_address_of(result: TxResult) -> str:

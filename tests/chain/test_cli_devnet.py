@@ -67,7 +67,8 @@ def test_cosmos_transaction_flags_set_the_gas_the_fee_and_the_node(devnet, devne
                                                                    tmp_path) -> None:
     """`veriloco --gas N --fees COIN …` signs with that gas limit and pays exactly that fee; --gas auto
     with --gas-adjustment pays more than the default for the same message; --node replaces the
-    network file's node (a dead one is one line)."""
+    network file's node (a dead one is one line). The same flags after the command (where Cosmos
+    CLIs take them) do the same, `run deploy`'s instantiation included."""
     spec = tiny("flags")
     host = PrivateKey(hashlib.sha256(b"cli-devnet-flags-host").digest())
     contract = fund_and_instantiate(devnet_chain, devnet_code_id, [host.address()], {DENOM: 100 * ONE_INJ},
@@ -78,9 +79,9 @@ def test_cosmos_transaction_flags_set_the_gas_the_fee_and_the_node(devnet, devne
                 contract=contract, run_id=spec.run_id().hex()).save(home / "network.json")
     runner = CliRunner(env={"VERILOCO_HOME": str(home), "VERILOCO_PASSPHRASE": "pw", "VERILOCO_DEBUG": None})
 
-    def bond(*flags: str) -> dict:
+    def bond(*flags: str, after: tuple[str, ...] = ()) -> dict:
         done = runner.invoke(app, [*flags, "host", "bond", "10INJ", "--key", "host", "--endpoint",
-                                   "http://127.0.0.1:8101", "--below-minimum", "--json"])
+                                   "http://127.0.0.1:8101", "--below-minimum", "--json", *after])
         assert done.exit_code == 0, done.output
         return json.loads(done.stdout)["tx"]
 
@@ -90,3 +91,18 @@ def test_cosmos_transaction_flags_set_the_gas_the_fee_and_the_node(devnet, devne
     assert int(adjusted["fee"]) > int(default["fee"]) > 0
     dead = runner.invoke(app, ["--node", "grpc+http://127.0.0.1:9", "--timeout", "1", "run", "show"])
     assert dead.exit_code == 1 and "127.0.0.1:9" in dead.stderr and len(dead.stderr.strip().splitlines()) == 1
+
+    assert bond(after=("--gas", "900000", "--fees", "0.001INJ"))["fee"] == str(ONE_INJ // 1000)
+    priced = bond(after=("--gas", "900000", "--gas-prices", "200000000inj"))  # fee = limit × price: the limit was N
+    assert priced["fee"] == str(900000 * 200000000)
+    assert int(bond(after=("--gas-adjustment", "2.5"))["fee"]) > int(default["fee"])
+    dead = runner.invoke(app, ["--timeout", "1", "run", "show", "--node", "grpc+http://127.0.0.1:9"])
+    assert dead.exit_code == 1 and "127.0.0.1:9" in dead.stderr
+
+    Keystore.in_home(home).add("operator", faucet_key(), "pw", scrypt_n=2**10)
+    (tmp_path / "spec.json").write_bytes(spec.canonical())  # its code is stored already: instantiate only
+    deployed = runner.invoke(app, ["run", "deploy", str(tmp_path / "spec.json"), "--grpc", devnet.grpc_url,
+                                   "--chain-id", devnet.chain_id, "--network", str(tmp_path / "deployed.json"),
+                                   "--json", "--gas", "5000000", "--gas-prices", "160000000inj"])
+    assert deployed.exit_code == 0, deployed.output
+    assert json.loads(deployed.stdout)["txs"]["instantiate"]["fee"] == str(5000000 * 160000000)

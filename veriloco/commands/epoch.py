@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from chain.ledger import ContractError
+from veriloco.commands import tx_flags
 from veriloco.commands.common import Home, Json, KeyName, Network, key_names, open_key
 from veriloco.connect import load_network, open_ledger
 from veriloco.errors import CommandError
@@ -27,6 +28,7 @@ app = typer.Typer(help="Inspect epochs.", no_args_is_help=True)
 
 
 @app.command("list")
+@tx_flags.reads
 def list_(network: Network = None, home: Home = None, json: Json = False,
           limit: Annotated[int | None, typer.Option(help="at most this many (default: all)")] = None) -> None:
     """Every epoch: phase, model hashes, participants."""
@@ -44,6 +46,7 @@ def list_(network: Network = None, home: Home = None, json: Json = False,
 
 
 @app.command("show")
+@tx_flags.reads
 def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the current one)")] = None,
          network: Network = None, home: Home = None, json: Json = False) -> None:
     """One epoch's state: phase, deadline, seeds, participants (named when they are your keys)."""
@@ -67,6 +70,7 @@ def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the c
 
 
 @app.command("advance")
+@tx_flags.sends
 def advance(key: KeyName = "operator",
             until: Annotated[int | None, typer.Option(
                 "--until", min=0, help="keep advancing, waiting for each deadline, until the run is in epoch "
@@ -105,6 +109,7 @@ def advance(key: KeyName = "operator",
                   f"{before.phase} → epoch {after.epoch} {after.phase} (deadline height {after.phase_deadline})")
 
 
+@tx_flags.reads
 def report(epoch: Annotated[int, typer.Argument(help="the epoch")],
            plot: Annotated[Path | None, typer.Option("--plot", help="also draw epochs 0..EPOCH to this PNG")] = None,
            network: Network = None, home: Home = None, json: Json = False) -> None:
@@ -132,6 +137,7 @@ def report(epoch: Annotated[int, typer.Argument(help="the epoch")],
         console.print(f"validation loss of θ_{epoch + 1} (θ_e+1): {val:.4f} nats/byte", highlight=False)
 
 
+@tx_flags.reads
 def metrics(
     out: Annotated[Path, typer.Argument(help="folder to write epochs.csv and members.csv to")],
     tensorboard: Annotated[bool, typer.Option(

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from veriloco.commands.common import Home, Json, Network
+from veriloco.commands.tx_flags import AFTER, merge
 from veriloco.connect import network_from_node, network_path, open_ledger
 from veriloco.output import console, err_console, print_json
 
@@ -30,6 +31,7 @@ def join(
     from chain.wasm_artifact import load_contract_wasm  # noqa: PLC0415 (read only to check the contract's code)
     from veriloco.join import check_run, wasm_checksum  # noqa: PLC0415 (as above)
 
+    merge({"node": node}, AFTER)  # the node asked, and the one `veriloco --node` names, must be one
     net = network_from_node(node, contract, rpc=rpc, chain_id=chain_id)
     found_id = net.chain.chain_id
     err_console.print(f"join: reading run {contract} on {found_id} via {node}…", highlight=False)

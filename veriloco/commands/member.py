@@ -20,6 +20,7 @@ from protocol.coins import base_units, display, parse_amount
 from protocol.messages import Role
 from protocol.rules.endpoints import EndpointError, endpoint_syntax
 from protocol.rules.spec import RunSpec
+from veriloco.commands import tx_flags
 from veriloco.commands.common import (
     AMOUNT_HELP,
     Device,
@@ -322,7 +323,7 @@ def make_app(role: Role) -> typer.Typer:
                 island.stop()
         leave_without_threads()
 
-    return app
+    return tx_flags.on_group(app, read_only={"status"})  # --node, --gas, … after the command
 
 
 def leave_without_threads(grace_s: float = 5.0) -> None:

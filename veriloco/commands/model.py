@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from veriloco.commands import tx_flags
 from veriloco.commands.common import Home, Json, Network
 from veriloco.connect import load_network, network_path, open_ledger
 from veriloco.errors import CommandError
@@ -17,6 +18,7 @@ app = typer.Typer(help="The trained model: export it for plain PyTorch.", no_arg
 
 
 @app.command("export")
+@tx_flags.reads
 def export(
     out: Annotated[Path, typer.Argument(help="folder to create (model.safetensors, config.json, sample.bin)")],
     fmt: Annotated[str, typer.Option(

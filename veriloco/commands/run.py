@@ -16,6 +16,7 @@ from chain.wasm_artifact import load_contract_wasm
 from protocol.coins import display, parse_amount
 from protocol.rules.spec import RunSpec
 from trainer.presets import PRESETS, preset
+from veriloco.commands import tx_flags
 from veriloco.commands.common import (
     AMOUNT_HELP,
     Device,
@@ -28,7 +29,7 @@ from veriloco.commands.common import (
     open_key,
     read_spec_file,
 )
-from veriloco.connect import ChainSettings, NetworkFile, cosmos_chain, load_network, network_path, open_ledger
+from veriloco.connect import TX, ChainSettings, NetworkFile, cosmos_chain, load_network, network_path, open_ledger
 from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.output import console, err_console, print_json, table, tx_json, tx_line
@@ -138,6 +139,7 @@ def fingerprint(
 
 
 @app.command("deploy")
+@tx_flags.sends
 def deploy(
     spec_file: Annotated[Path | None, typer.Argument(help="run spec (TOML, or canonical JSON)")] = None,
     preset_name: Annotated[str | None, typer.Option("--preset", help="deploy a preset instead of a file")] = None,
@@ -189,7 +191,7 @@ def deploy(
         step(f"connecting to {grpc} ({chain_id})")
         chain.height()
         msg = instantiate_msg(spec, theta0, treasury or operator.address(chain.config.prefix), admin=None)
-        backend = CosmosBackend.deploy(chain, operator, msg, progress=step)
+        backend = CosmosBackend.deploy(chain, operator, msg, progress=step, gas_limit=TX.gas_limit())
         txs = dict(backend.deploy_txs)
         ledger = Ledger(backend)
         if funding:
@@ -209,6 +211,7 @@ def deploy(
 
 
 @app.command("class")
+@tx_flags.reads
 def compute_class(
     fingerprint: Annotated[str, typer.Argument(help="the class: a compute fingerprint (`veriloco run fingerprint`)"
                                                     ", or \"\" for nodes that declare none")] = "",
@@ -232,6 +235,7 @@ def compute_class(
 
 
 @app.command("show")
+@tx_flags.reads
 def show(network: Network = None, home: Home = None, json: Json = False) -> None:
     """The run's spec, holdings and current epoch."""
     net = load_network(network, home)
@@ -261,6 +265,7 @@ def show(network: Network = None, home: Home = None, json: Json = False) -> None
 
 
 @app.command("migrate")
+@tx_flags.sends
 def migrate(
     wasm: Annotated[Path | None, typer.Option(
         "--wasm", help="the new contract code (default: the committed contracts/artifacts/veriloco.wasm)")] = None,

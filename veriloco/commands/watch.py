@@ -14,6 +14,7 @@ from rich.text import Text
 
 from chain.block_clock import BlockClock
 from protocol.views import EpochReport
+from veriloco.commands import tx_flags
 from veriloco.commands.common import Home, Network, key_names
 from veriloco.connect import NetworkFile, load_network, open_ledger
 from veriloco.output import console
@@ -53,6 +54,7 @@ def _frame(net: NetworkFile, clock: BlockClock, names: dict[str, str], history: 
     return watch_view(spec.name, now, list(reversed(recent)), names), now
 
 
+@tx_flags.reads
 def watch(
     interval: Annotated[float, typer.Option(min=0.2, help="seconds between reads of the chain")] = 2.0,
     until: Annotated[int | None, typer.Option(help="stop once the run reaches this epoch")] = None,
