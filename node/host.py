@@ -5,8 +5,9 @@ does what the current phase asks of it:
 
 * any phase past its deadline — ``advance`` first;
 * ``join``    — post the beacon commitment (the secret is on disk first);
-* ``train``   — run the epoch's inner loop from θ_e (resumable) and post the commitment with the
-  trap commitment (its trap set and salt on disk first; an honest host's set is empty); a host
+* ``train``   — run the epoch's inner loop from θ_e (resumable), setting the traps it drew from its
+  own secret (:mod:`trainer.trap`: one segment with the spec's ``trap_probability``), and post the
+  commitment with the trap commitment (its trap set and salt on disk first); a host
   that another segment would take past the commit deadline ends the epoch after the segments it
   finished and commits those (a partial epoch, :mod:`node.partial_epoch`);
 * ``reveal``  — reveal the beacon secret;
@@ -46,6 +47,7 @@ hash lost the vote resynchronizes. What the host trains and serves goes through 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from collections.abc import Iterable, Iterator
@@ -80,7 +82,8 @@ from trainer.inner import Interrupted, ResidualUnavailable, SegmentsDone, StepCa
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
-from verifier.measure import DELTA_PEER_FACTOR, delta_excess, peer_excess
+from trainer.trap import Traps, draw
+from verifier.measure import DELTA_PEER_FACTOR, EPSILON, delta_excess, param_floor, peer_excess
 
 log = logging.getLogger("veriloco.node")
 
@@ -216,7 +219,7 @@ class HostNode(Participant):
                         carry_residual=self._accepted_before(info.epoch),
                         # A topk2 residual rides on leaf S: such an epoch is whole or not committed.
                         stop=None if carries_residual(self.spec.quantization)
-                        else self._deadline_stop(info.phase_deadline))
+                        else self._deadline_stop(info.phase_deadline), traps=self.trap_draw(info.epoch))
         try:
             result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
                                                 on_step=self._progress(info.epoch))
@@ -234,6 +237,15 @@ class HostNode(Participant):
         return self.attempt(info.epoch, EventKind.COMMITTED,
                             lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}{partial}")
+
+    def trap_draw(self, epoch: int) -> Traps:
+        """This host's traps of ``epoch``: drawn from a secret only it holds (a hash of its chain
+        key), the run and the epoch, with the spec's ``trap_probability`` (none without verification)."""
+        ver = self.spec.verification
+        secret = hashlib.sha256(b"veriloco/trap-secret/1" + self.key.secret_bytes()).digest()
+        return draw(secret, self.run_id, epoch, self.spec.train.segments,
+                    float(ver.trap_probability) if ver.enabled else 0.0,
+                    max(param_floor(self.spec.train, self.spec.train.segment_steps), EPSILON))
 
     def _deadline_stop(self, deadline: int) -> SegmentsDone:
         """Ends the epoch after the segment past which another would miss the commit deadline (a

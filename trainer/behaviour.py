@@ -2,9 +2,10 @@
 
 A host node (``node.host``) does the protocol's bookkeeping — joining, committing, revealing,
 proposing — and asks its :class:`HostBehaviour` for the compute a host can choose: the epoch of
-work it commits to, which of its segments it declares traps (an auditor), and what it serves to
-whom. The honest behaviour trains with :func:`trainer.inner.run_epoch`, declares no trap and
-serves everything to everyone; the adversary catalogue (``verifier.adversaries``) fakes work,
+work it commits to, which of its segments it declares traps, and what it serves to whom. The
+honest behaviour trains with :func:`trainer.inner.run_epoch`, sets the traps its node drew
+(:mod:`trainer.trap`: with the spec's ``trap_probability``, from the host's own secret) and
+declares them, and serves everything to everyone; the adversary catalogue (``verifier.adversaries``) fakes work,
 withholds or steers through the same methods, so an adversary runs through exactly the code an
 honest host runs, except where it cheats. What a host does on chain is the node's
 (``node.adversaries`` wraps it for the adversaries that play the settlement game).
@@ -16,7 +17,7 @@ steps run, how densely leaves are stored); they change no bit of what is committ
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -27,6 +28,7 @@ from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, SegmentsDone, StepCallback, run_epoch
 from trainer.snapshot import SnapshotStats
 from trainer.step import Stepper
+from trainer.trap import Traps
 
 
 @dataclass(frozen=True)
@@ -44,12 +46,15 @@ class HostEpoch(EpochContext):
         stop: asked after each segment; True ends the epoch there, a partial epoch (the honest
             training only; see :func:`~trainer.inner.run_epoch`). It changes what is committed:
             fewer segments, never other bits.
+        traps: the traps the host's node drew for this epoch (:func:`trainer.trap.draw`); the
+            honest training sets them.
     """
 
     device: str = "cpu"
     full_leaf_every: int = 1
     carry_residual: bool = False
     stop: SegmentsDone | None = None
+    traps: Traps = field(default_factory=Traps)
 
 
 class HostBehaviour:
@@ -80,9 +85,15 @@ class HostBehaviour:
         result = run_epoch(spec, dataset, ctx, start_params, root, on_step=on_step,
                            stepper=Stepper(spec, device=setup.device),
                            full_leaf_every=setup.full_leaf_every if self.sparse_leaves else 1, stats=self.snapshot,
-                           carry_residual=setup.carry_residual, stop=setup.stop)
+                           carry_residual=setup.carry_residual, stop=setup.stop, traps=setup.traps)
         assert result is not None  # one process: always rank 0
+        # A partial epoch declares only the traps among the segments it committed.
+        self._trapped()[ctx.epoch] = [g for g in setup.traps.segments if g < result.commitment.segments]
         return result
+
+    def _trapped(self) -> dict[int, list[int]]:
+        # epoch -> the traps the honest training set (subclasses need not call an __init__)
+        return self.__dict__.setdefault("_trapped_segments", {})
 
     def serve(self, source: ArtifactSource) -> ArtifactSource:
         """What peers may read: the honest host serves its work directory as it is."""
@@ -94,9 +105,9 @@ class HostBehaviour:
 
     def traps(self, epoch: int) -> list[int]:
         """The segments of ``epoch`` it deliberately corrupted and declares as traps, once
-        :meth:`train_epoch` ran (its trap commitment hides them until the verdicts are in). The
-        honest host declares none."""
-        return []
+        :meth:`train_epoch` ran (its trap commitment hides them until the verdicts are in): the
+        ones the honest training set."""
+        return list(self._trapped().get(epoch, []))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

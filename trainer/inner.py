@@ -32,6 +32,7 @@ from trainer.island_leaf import ShardedLeafWriter, gather_whole, side_group
 from trainer.model import parameter_shapes
 from trainer.snapshot import LeafWriter, SnapshotStats
 from trainer.step import Stepper, TrainState, epoch_rng_key, rank_rows
+from trainer.trap import Traps, perturb
 
 StepCallback = Callable[[int, float], None]
 SegmentsDone = Callable[[int], bool]
@@ -190,7 +191,7 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
               root: Path, micro_batches: int = 1, stepper: Stepper | None = None,
               on_step: StepCallback | None = None, full_leaf_every: int = 1,
               stats: SnapshotStats | None = None, carry_residual: bool = False,
-              stop: SegmentsDone | None = None) -> EpochResult | None:
+              stop: SegmentsDone | None = None, traps: Traps | None = None) -> EpochResult | None:
     """Train an epoch (or finish an interrupted one) and produce the host's commitment.
 
     Each segment's leaf is copied on this thread and hashed and written behind it
@@ -217,6 +218,9 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
             partial epoch of ``s < S`` segments (its last leaf is stored in full). One process
             only: an island's ranks would have to agree on it; and not with ``topk2``, whose
             residual rides on leaf ``S``.
+        traps: the segments whose end leaf is perturbed (:func:`trainer.trap.perturb`) before
+            training goes on from it; each such leaf is stored in full (a recomputation would
+            miss the perturbation). One process only.
 
     An island (a stepper with a process group) writes its leaves from the sharded state
     (:class:`trainer.island_leaf.ShardedLeafWriter`): the same files and hashes as one process.
@@ -232,6 +236,9 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     stepper = stepper if stepper is not None else Stepper(spec)
     if stop is not None and stepper.world > 1:
         raise ValueError("a partial epoch (stop) is for a one-process host, not an island")
+    trapped = set(traps.segments) if traps is not None else set()
+    if trapped and stepper.world > 1:
+        raise ValueError("traps are for a one-process host, not an island")
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
     store = EpochStore(root, ctx.run_id, ctx.host)
     residual = carried_residual(spec, store, ctx.epoch, carry_residual)
@@ -252,14 +259,20 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         state, index = _broadcast_resume(state, index, side)
         writer = ShardedLeafWriter(store, spec, ctx.epoch, progress.full_leaf_every, side)
     else:
-        writer = LeafWriter(store, spec, ctx.epoch, progress.full_leaf_every)
+        writer = LeafWriter(store, spec, ctx.epoch, progress.full_leaf_every, keep={g + 1 for g in trapped})
     stepper.load(state)
     losses = list(progress.losses)
     last = progress.last
     try:
         while stepper.step_count < spec.train.inner_steps:
+            trap = index in trapped  # segment `index` ends in leaf `index + 1`
+            before = stepper.export() if trap else None
             last, ready = train_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
             index += 1
+            if before is not None and traps is not None:  # perturb, and train on from the perturbed leaf
+                ready()
+                last = replace(last, state=perturb(spec, before, last.state, traps.seed + index, traps.floor))
+                stepper.load(last.state)
             if index == spec.train.segments and residual is not None:
                 last = replace(last, residual=residual)  # leaf S carries what its Δ starts from
             # The writer waits for the copy (on CUDA still in flight) before it hashes the leaf;

@@ -25,7 +25,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from protocol.rules.spec import RunSpec
@@ -87,11 +87,13 @@ class LeafWriter:
         full_leaf_every: ``K``: leaf ``i`` is written in full when ``EpochStore.stored`` says so.
         max_pending: snapshots that may wait for the writer before :meth:`submit` blocks.
         hash_threads: threads each leaf is hashed on (:func:`default_hash_threads` when omitted).
+        keep: leaves written in full whatever ``K`` says (a trap's end leaf).
     """
 
     def __init__(self, store: EpochStore, spec: RunSpec, epoch: int, full_leaf_every: int,
-                 max_pending: int = 2, hash_threads: int | None = None) -> None:
+                 max_pending: int = 2, hash_threads: int | None = None, keep: Collection[int] = ()) -> None:
         self.store, self.spec, self.epoch, self.k = store, spec, epoch, full_leaf_every
+        self.keep = frozenset(keep)
         self.hash_threads = hash_threads or default_hash_threads()
         self.stats = SnapshotStats()
         self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=max_pending)
@@ -111,7 +113,7 @@ class LeafWriter:
                 writer's thread before the leaf is hashed.
         """
         self._raise()
-        job = _Job(index, checkpoint, EpochStore.stored(self.spec, index, self.k), ready)
+        job = _Job(index, checkpoint, index in self.keep or EpochStore.stored(self.spec, index, self.k), ready)
         self._jobs.append(job)
         t0 = time.perf_counter()
         self._queue.put(job)

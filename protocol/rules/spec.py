@@ -198,7 +198,8 @@ class VerificationSpec(Boundary):
     picker picks ``challenges_k`` segments, the last one is always checked. A disputed challenge is
     decided by one stake-weighted vote of every validator of the epoch (there are no growing
     committee rounds any more). A host's declared trap that the vote fails is valid when the
-    deciding replay distance lies in ``[tau, trap_max_distance]`` (default ``100 × tau``).
+    deciding replay distance lies in ``[tau, trap_max_distance]`` (default ``100 × tau``); every
+    honest host traps one segment with probability ``trap_probability`` per epoch (hosts only).
     ``validators_r`` is no longer read by the contract (a challenge's first-round seats are the
     pickers that picked it); it is kept for the cost estimates of the presets and ``simulate``.
     """
@@ -223,6 +224,17 @@ class VerificationSpec(Boundary):
     # The window of a valid trap's replay distance, from tau (default 100 × tau, filled in
     # before validation so that the deployed spec always states it).
     trap_max_distance: Dec = Decimal("0.001")
+    # Every honest host traps (trainer.trap): in each epoch, with this probability, one segment,
+    # drawn from its own secret. Hosts only; the contract ignores it. Omitted from the canonical
+    # JSON at its default, so specs (and run ids) from before the field are unchanged.
+    trap_probability: Dec = Decimal("0.2")
+
+    @model_serializer(mode="wrap")
+    def _omit_default_trap_probability(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if "trap_probability" in data and Decimal(str(data["trap_probability"])) == Decimal("0.2"):
+            del data["trap_probability"]
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -237,6 +249,8 @@ class VerificationSpec(Boundary):
             raise ValueError("validators_r must be >= 1 when verification is enabled")
         if self.trap_max_distance < self.tau:
             raise ValueError("trap_max_distance must be at least tau")
+        if not 0 <= self.trap_probability <= 1:
+            raise ValueError("trap_probability must be in [0, 1]")
         if self.tau <= 0 or self.moment_tolerance <= 0:
             raise ValueError("tau and moment_tolerance must be positive")
         if self.loss_tolerance < 0 or self.min_update_ratio < 0:
@@ -406,7 +420,7 @@ class RunSpec(Boundary):
 
         Raises:
             EncodingError: also when the bytes spell out a field the canonical form omits
-                (``train.inner_optimizer`` at its default).
+                (``train.inner_optimizer``, ``verification.trap_probability`` at their defaults).
         """
         spec = cls.model_validate(parse_canonical(data))
         if spec.canonical() != (data.encode() if isinstance(data, str) else data):

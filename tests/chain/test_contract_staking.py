@@ -64,6 +64,15 @@ def test_a_muon_spec_deploys_with_the_run_id_python_computes(make_ledger_env) ->
     assert config.run_id == spec.run_id().hex() and env.ledger.spec() == spec
 
 
+def test_a_spec_with_a_trap_probability_deploys_with_the_run_id_python_computes(make_ledger_env) -> None:
+    # verification.trap_probability is read by hosts only; the contract stores and hashes it as sent.
+    spec = make_spec().with_changes(verification={"trap_probability": "0.05"})
+    env = make_ledger_env(spec)
+    config = env.ledger.config()
+    assert '"trap_probability":"0.05"' in config.spec_json
+    assert config.run_id == spec.run_id().hex() and env.ledger.spec() == spec
+
+
 def _spec_text(spec: RunSpec) -> str:
     return spec.canonical().decode()
 

@@ -10,6 +10,7 @@ that it does not (every segment challenged, or every validator but one on each c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,9 @@ def test_a_host_that_refuses_one_honest_validator_alone_costs_that_validator_not
     mine = [c for c in report.challenges if c.host == host]
     assert len(mine) == SEGMENTS
     for c in mine:  # nobody objected: nothing was unavailable to anyone
+        if c.trap:  # the host's own trap (honest hosts trap by default): disputed and valid
+            assert c.rounds == 1 and c.outcome == "fail"
+            continue
         assert c.rounds == 0 and c.outcome == "pass"
         assert {v.validator for v in c.votes} == set(chosen) and {v.outcome for v in c.votes} == {"pass"}
 
@@ -239,6 +243,51 @@ def test_an_auditors_traps_catch_a_validator_that_always_passes(tmp_path, load_d
         sat = any(v.validator == liar for c in traps for v in c.votes)
         assert (seen["validator-3 (always_pass)"] == "wrong") == sat
     assert any(outcomes(net, r)["validator-3 (always_pass)"] == "wrong" for r in reports)
+
+
+def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path, load_dataset) -> None:
+    # Issue 27: no auditor, the default trap_probability. Each honest host traps one segment with
+    # probability 0.2 per epoch, drawn from its own key (with these simulation keys and this run:
+    # host-0 in epochs 1 and 5, host-1 in 1, 2 and 4, host-2 in 0 and 5). Every segment is
+    # challenged, so every trap is. Two trap readers (2/7 of the stake) replay only hosts that
+    # trapped last epoch and pass the rest blind; each host's pickers are 3 of the 7 validators, so
+    # a reader picks for a host with probability 1 − C(5,3)/C(7,3) = 5/7, and each of the 6 traps
+    # after an epoch without one catches one then (all 6 miss with probability (2/7)^6 < 6e-4).
+    hosts = [None, None, None]
+    validators = ["honest"] * 5 + ["trap_reader"] * 2
+    net, reports = play(tmp_path, load_dataset, hosts, validators, 6, challenges_k=SEGMENTS - 1)
+    assert net.spec.verification.trap_probability == Decimal("0.2")
+    assert "trap_probability" not in net.spec.canonical().decode()  # the contract never sees it
+    honest_never_slashed(net, reports, hosts, validators)
+    ver = net.spec.verification
+    readers = {v.address for v in net.validators[5:]}
+    trapped: dict[str, set[int]] = {n.address: set() for n in net.hosts}
+    caught = 0
+    for report in reports:
+        assert report.agreed
+        rewards = set()
+        by_address = {h.address: h for h in report.hosts}
+        for node in net.hosts:
+            host = by_address[node.address]
+            drawn = list(node.trap_draw(report.epoch).segments)
+            assert (host.traps or []) == drawn  # what it opened is what its secret drew
+            # An honest trap costs nothing: accepted, aggregated, not slashed, paid like the others.
+            assert host.outcome == "accepted" and int(host.slashed) == 0 and int(host.reward) > 0
+            assert host.address in net.ledger.epoch(report.epoch).accepted
+            rewards.add(int(host.reward))
+            if drawn:
+                trapped[host.address].add(report.epoch)
+                (trap,) = [c for c in report.challenges if c.host == host.address and c.segment == drawn[0]]
+                assert trap.trap and trap.rounds >= 1 and trap.outcome == "fail"
+                honest = [v for v in trap.votes if v.validator not in readers and v.outcome == "fail"]
+                assert honest and all(ver.tau <= v.distance <= ver.trap_max_distance for v in honest)
+        assert len(rewards) == 1  # trappers and the others alike
+        for lazy in [v for v in report.validators if v.address in readers]:
+            if lazy.outcome == "wrong":
+                caught += 1
+                assert int(lazy.slashed) > 0
+    assert all(trapped.values()), trapped  # every honest host trapped: history tells none apart
+    assert caught, [outcomes(net, r) for r in reports]
 
 
 def test_colluders_fail_the_honest_and_shield_their_cheater_and_pay(tmp_path, load_dataset) -> None:

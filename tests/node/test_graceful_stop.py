@@ -27,8 +27,10 @@ from veriloco.network import LocalNetwork, Roster, sim_key
 pytestmark = pytest.mark.slow
 
 
-def small_net(tmp_path, load_dataset, events: list[NodeEvent], validators: int = 2) -> LocalNetwork:
-    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
+def small_net(tmp_path, load_dataset, events: list[NodeEvent], validators: int = 2,
+              trap_probability: str = "0.2") -> LocalNetwork:
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4},
+                                               verification={"trap_probability": trap_probability}),
                            validators=validators, hosts=2)
     return LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None), host_behaviour(None)],
                                                        validators=[validator_behaviour("honest")] * validators),
@@ -107,7 +109,8 @@ def test_a_validator_stops_between_replays_opens_what_it_committed_and_its_resta
         tmp_path, load_dataset, caplog) -> None:
     events: list[NodeEvent] = []
     # One validator: it holds all the stake, so it picks for, and sits on, every host's challenges.
-    net = small_net(tmp_path, load_dataset, events, validators=1)
+    # No traps: a disputed trap would open its verdict in dispute_reveal, not in verdict_reveal.
+    net = small_net(tmp_path, load_dataset, events, validators=1, trap_probability="0")
     validator = net.validators[0]
     assert isinstance(validator, ValidatorNode)
     daemon = Daemon(validator, net.ledger, poll=0.01, drain_s=5)

@@ -7,8 +7,9 @@ segment would be checked. Withholding costs the no-reveal slash, at least the in
 by rule, and excludes the Δ, so choosing the seed loses money for one identity
 (``docs/contract.md``, "Withholding a reveal").
 
-``auditor`` is an honest host that sets traps to catch lazy validators (issue 27): with probability
-``p`` per epoch it perturbs the end leaf of ``n`` segments by a tiny amount (its traps: one
+``auditor`` is an honest host that sets more traps than the spec's ``trap_probability`` (issue 27;
+every honest host traps at that rate, ``trainer.trap``): with probability ``p`` per epoch it
+perturbs the end leaf of ``n`` segments by a tiny amount (its traps: one
 parameter tensor moved by ``sqrt(tau × trap_max_distance)`` of its update, so the honest replay's
 distance lies inside the trap window ``[tau, trap_max_distance]``), trains on from the perturbed
 leaf, commits to the trap set with its work, and opens it in ``objection``, after every round-0
@@ -25,15 +26,15 @@ import math
 import random
 from typing import Literal
 
-import torch
-
 from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.inner import EpochContext, run_segment
 from trainer.step import Stepper
-from verifier.adversaries.base import SegmentFaker, clone_state
+from trainer.trap import perturb, trap_size
+from verifier.adversaries.base import SegmentFaker
 from verifier.adversaries.work import Lazy
+from verifier.measure import EPSILON, param_floor
 
 
 class SelectiveReveal(Lazy):
@@ -102,25 +103,16 @@ class Auditor(SegmentFaker):
     @staticmethod
     def trap_size(spec: RunSpec) -> float:
         """The relative size of a trap's perturbation: the geometric middle of the trap window."""
-        ver = spec.verification
-        return math.sqrt(float(ver.tau) * float(ver.trap_max_distance))
+        return trap_size(spec)
 
     def fake_segment(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext, stepper: Stepper,
                      leaves: list[Checkpoint], rng: random.Random) -> Checkpoint:
-        from verifier.measure import EPSILON, param_floor  # noqa: PLC0415 (the verifier's own denominator)
-
         start = leaves[-1].state
         stepper.load(start)
         honest = run_segment(stepper, dataset, spec, ctx, 1)
-        params = {n: t.clone() for n, t in honest.state.params.items()}
-        name = max(params, key=lambda n: params[n].numel())
-        update = float((params[name].double() - start.params[name].double()).norm())
-        scale = max(update, param_floor(spec.train, honest.state.step - start.step), EPSILON)
-        direction = torch.randn(params[name].shape, generator=torch.Generator().manual_seed(rng.getrandbits(63)),
-                                dtype=torch.float64)
-        step = direction / direction.norm() * scale * self.trap_size(spec)
-        params[name] = (params[name].double() + step).to(params[name].dtype)
-        return Checkpoint(clone_state(honest.state, params=params), honest.losses.clone(), honest.micro_batches)
+        floor = max(param_floor(spec.train, honest.state.step - start.step), EPSILON)
+        return Checkpoint(perturb(spec, start, honest.state, rng.getrandbits(63), floor), honest.losses.clone(),
+                          honest.micro_batches)
 
     def traps(self, epoch: int) -> list[int]:
         return list(self.faked.get(epoch, []))

@@ -167,8 +167,9 @@ class SybilWithholder(Colluder):
 class TrapReader(ValidatorBehaviour):
     """A lazy validator that reads traps off the chain: it replays only hosts that opened a trap in
     the last ``memory`` epochs (and, in the final round, a segment opened as a trap this epoch) and
-    passes everything else blind. Honest hosts trap now and then (``auditor``), so a past trap says
-    nothing about this epoch's, and a blind pass carries no replay evidence: it is ``wrong`` on any
+    passes everything else blind. Every honest host traps with the spec's ``trap_probability``, drawn
+    from its own secret (``trainer.trap``), so a past trap says nothing about this epoch's, and a
+    blind pass carries no replay evidence: it is ``wrong`` on any
     challenge that ends in the final vote. Its node feeds it the opened trap sets
     (:meth:`observe`)."""
 
