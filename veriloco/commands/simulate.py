@@ -6,7 +6,8 @@ By default: the ``demo`` model, 4 honest hosts, 1 cheating host (``noise``: it c
 ``--liar`` add lying validators (``always_pass``, ``always_fail``, ``silent``, ``copycat``, and issue 27's
 coalitions: ``colluder``, ``sybil``, ``withholder``, ``trap_reader``, ``dispute_copier``,
 ``unavailable``; colluders, sybils and withholders shield the cheating hosts, their coalition), and
-``--auditors`` adds auditor hosts: honest hosts that set a trap in half their epochs, which
+``--auditors`` adds auditor hosts: honest hosts that set a trap in half their epochs (every honest
+host already traps with the spec's ``verification.trap_probability``, 0.2 by default), which
 catches validators that pass without replaying. Each
 epoch prints as it happens; the run ends with the last epoch's report, the validation loss per
 epoch, who was slashed, and the funds audit.
@@ -51,8 +52,8 @@ def simulate(
     cheaters: Annotated[int, typer.Option(help="cheating hosts")] = 1,
     adversary: Annotated[str, typer.Option(help="what the cheaters do, e.g. noise, lazy:0.5, withhold, "
                                                 "sign_flip, selective_serve, selective_reveal, slow_drip")] = "noise",
-    auditors: Annotated[int, typer.Option(help="auditor hosts: honest hosts that set a trap segment in half "
-                                               "their epochs, catching validators passing without replaying")] = 0,
+    auditors: Annotated[int, typer.Option(help="auditor hosts: honest hosts that trap in half their epochs "
+                                               "(every honest host traps with the spec's trap_probability)")] = 0,
     validators: Annotated[int, typer.Option(help="honest validators")] = 2,
     liars: Annotated[int, typer.Option(help="validators that lie")] = 0,
     liar: Annotated[str, typer.Option(help="what lying validators do: always_pass, always_fail, silent, copycat; "
