@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import functools
 import hashlib
 import json
@@ -80,6 +81,12 @@ class DevnetNotInstalled(DevnetError):
 def injectived_binary() -> Path:
     """The ``injectived`` executable from the ``injective-core`` package (unpacked on first use).
 
+    The package unpacks its binary the first time it is asked, without a lock: a second process
+    asking meanwhile could run a half-written file, or rewrite the one the first is running ("Text
+    file busy"), which happened to two test workers of a fresh install. So the unpacking is
+    serialised here by a lock file beside the binary: the first caller unpacks, the others wait
+    and then find it whole.
+
     Raises:
         DevnetNotInstalled: the package is missing or has no binary for this platform.
     """
@@ -88,7 +95,10 @@ def injectived_binary() -> Path:
     except ImportError:
         raise DevnetNotInstalled(f"the devnet extra (injective-core) is not installed; {EXTRA_HINT}") from None
     try:
-        return Path(injective_core.get_binary_path())
+        bin_dir = Path(injective_core.__file__).resolve().parent / "bin"
+        with open(bin_dir / ".unpack.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            return Path(injective_core.get_binary_path())
     except (FileNotFoundError, RuntimeError, OSError) as exc:
         raise DevnetNotInstalled(f"injective-core has no usable injectived binary: {exc}") from None
 

@@ -205,3 +205,38 @@ def test_cli_up_status_accounts_down(tmp_path, monkeypatch):
     assert json.loads(res.output)["devnet"]["running"] is False
     res = runner.invoke(devnet_cmd.app, ["accounts", "--json"])
     assert json.loads(res.output)["live"] is False  # genesis balances from devnet.json
+
+
+
+def test_unpacking_injectived_waits_for_another_process_unpacking_it(tmp_path):
+    """injective-core unpacks its binary on first use without a lock; two workers of a fresh install
+    once ran or rewrote each other's half-written file ("Text file busy"). ``injectived_binary``
+    serialises the unpacking with a lock file beside the binary: while another process holds it,
+    a caller waits; once released, it unpacks the whole binary (a fresh copy of the package)."""
+    import fcntl
+    import filecmp
+    import shutil
+    import subprocess
+
+    import injective_core
+
+    package = Path(injective_core.__file__).resolve().parent
+    fresh = tmp_path / "site" / "injective_core"
+    (fresh / "bin").mkdir(parents=True)
+    shutil.copy(package / "__init__.py", fresh)
+    shutil.copy(package / "bin" / "injectived.tar.zst", fresh / "bin")  # packed, as a fresh install has it
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.getcwd()])}
+    ask = ("import injective_core, sys; from chain.devnet import injectived_binary; "
+           "assert injective_core.__file__.startswith(sys.argv[1]); print(injectived_binary().resolve())")
+    with open(fresh / "bin" / ".unpack.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process is unpacking
+        waiting = subprocess.Popen([sys.executable, "-c", ask, str(fresh)], env=env, stdout=subprocess.PIPE,
+                                   text=True)
+        time.sleep(3)
+        assert waiting.poll() is None, "injectived_binary did not wait for the unpacking under way"
+        assert not (fresh / "bin" / "injectived-linux-x64").exists()
+    path = waiting.communicate(timeout=300)[0].strip()
+    assert waiting.returncode == 0
+    unpacked = fresh / "bin" / "injectived-linux-x64"
+    assert path == str(unpacked)
+    assert filecmp.cmp(unpacked, package / "bin" / "injectived-linux-x64", shallow=False)
