@@ -32,7 +32,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -563,29 +563,28 @@ class CosmosChain:
         except grpc.RpcError as exc:
             raise LedgerError(f"contract {contract}: {_details(exc)}") from None
         code_id = int(info.contract_info.code_id)
-        key = b""
-        while True:
-            req = QueryCodesRequest(pagination=PageRequest(key=key, limit=100))
-            resp = self._call(lambda t, req=req: self.client.wasm.Codes(req, timeout=t))
-            for code in resp.code_infos:
-                if int(code.code_id) == code_id:
-                    return bytes(code.data_hash)
-            key = bytes(resp.pagination.next_key)
-            if not key:
-                raise LedgerError(f"code {code_id} of contract {contract} is not listed by the node")
+        for code in self._code_infos(reverse=False):
+            if int(code.code_id) == code_id:
+                return bytes(code.data_hash)
+        raise LedgerError(f"code {code_id} of contract {contract} is not listed by the node")
 
     def find_code(self, checksum: bytes) -> int | None:
         """The newest code id whose checksum (sha256 of the wasm) is ``checksum``, if any."""
+        for info in self._code_infos(reverse=True):
+            if bytes(info.data_hash) == checksum:
+                return int(info.code_id)
+        return None
+
+    def _code_infos(self, *, reverse: bool) -> Iterator[Any]:
+        """Every code the node lists, a page of 100 at a time (newest first when ``reverse``)."""
         key = b""
         while True:
-            req = QueryCodesRequest(pagination=PageRequest(key=key, limit=100, reverse=True))
+            req = QueryCodesRequest(pagination=PageRequest(key=key, limit=100, reverse=reverse))
             resp = self._call(lambda t, req=req: self.client.wasm.Codes(req, timeout=t))
-            for info in resp.code_infos:
-                if bytes(info.data_hash) == checksum:
-                    return int(info.code_id)
+            yield from resp.code_infos
             key = bytes(resp.pagination.next_key)
             if not key:
-                return None
+                return
 
     def store_code(self, key: PrivateKey, wasm: bytes, *, reuse: bool = True,
                    gas_limit: int | None = None) -> tuple[int, TxResult | None]:
