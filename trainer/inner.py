@@ -107,7 +107,7 @@ def train_steps(stepper: Stepper, dataset: Dataset, spec: RunSpec, ctx: EpochCon
     Returns:
         The per-step losses.
     """
-    rows = rank_rows(spec.train.batch_size, stepper.rank, stepper.world)
+    rows = rank_rows(spec.train.batch_size, stepper.rank, stepper.world, micro_batches)
     losses = []
     for t in steps:
         x, y = dataset.batch(ctx.run_id, ctx.prev_epoch_seed, ctx.host, t, spec.train.batch_size)
@@ -215,15 +215,17 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
             from the residual that epoch committed to (in this store); otherwise from zeros. Leaf
             ``S`` carries it and the Δ is computed with it.
         stop: asked after each segment with the segments done; True ends the epoch there, a
-            partial epoch of ``s < S`` segments (its last leaf is stored in full). One process
-            only: an island's ranks would have to agree on it; and not with ``topk2``, whose
-            residual rides on leaf ``S``.
+            partial epoch of ``s < S`` segments (its last leaf is stored in full). Not with
+            ``topk2``, whose residual rides on leaf ``S``. Every rank of an island passes one, and
+            they must answer alike (:func:`trainer.island.agreed_stop` broadcasts rank 0's answer).
         traps: the segments whose end leaf is perturbed (:func:`trainer.trap.perturb`) before
             training goes on from it; each such leaf is stored in full (a recomputation would
-            miss the perturbation). One process only.
+            miss the perturbation). Every rank of an island passes the same traps: each gathers
+            the segment's start and end state whole, perturbs it the same way and keeps its chunks.
 
     An island (a stepper with a process group) writes its leaves from the sharded state
     (:class:`trainer.island_leaf.ShardedLeafWriter`): the same files and hashes as one process.
+    Only rank 0 reads a ``topk2`` residual and computes the Δ (from θ_H gathered whole on it).
 
     Returns:
         The :class:`EpochResult` on rank 0; ``None`` on the other ranks of an island.
@@ -234,18 +236,13 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         ResidualUnavailable: ``carry_residual`` but the previous epoch's residual is missing or damaged.
     """
     stepper = stepper if stepper is not None else Stepper(spec)
-    if stop is not None and stepper.world > 1:
-        raise ValueError("a partial epoch (stop) is for a one-process host, not an island")
     trapped = set(traps.segments) if traps is not None else set()
-    if trapped and stepper.world > 1:
-        raise ValueError("traps are for a one-process host, not an island")
+    if carries_residual(spec.quantization) and stop is not None:
+        raise ValueError("a topk2 epoch is never partial: its residual rides on leaf S")
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
     store = EpochStore(root, ctx.run_id, ctx.host)
-    residual = carried_residual(spec, store, ctx.epoch, carry_residual)
-    if residual is not None and stepper.world > 1:
-        raise ValueError("topk2 epochs train in one process (islands are not supported with it yet)")
-    if residual is not None and stop is not None:
-        raise ValueError("a topk2 epoch is never partial: its residual rides on leaf S")
+    # Rank 0 alone writes leaf S and computes the Δ, so it alone needs the residual.
+    residual = carried_residual(spec, store, ctx.epoch, carry_residual) if stepper.rank == 0 else None
     if stepper.rank == 0:
         progress = store.resume(spec, ctx.epoch, start, ctx.prev_epoch_seed, full_leaf_every)
     else:  # the other ranks of an island receive rank 0's resume point below; they hash nothing
@@ -257,7 +254,8 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         assert stepper.group is not None
         side = side_group(tuple(dist.get_process_group_ranks(stepper.group)))
         state, index = _broadcast_resume(state, index, side)
-        writer = ShardedLeafWriter(store, spec, ctx.epoch, progress.full_leaf_every, side)
+        writer = ShardedLeafWriter(store, spec, ctx.epoch, progress.full_leaf_every, side,
+                                   keep={g + 1 for g in trapped})
     else:
         writer = LeafWriter(store, spec, ctx.epoch, progress.full_leaf_every, keep={g + 1 for g in trapped})
     stepper.load(state)
@@ -266,24 +264,27 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     try:
         while stepper.step_count < spec.train.inner_steps:
             trap = index in trapped  # segment `index` ends in leaf `index + 1`
-            before = stepper.export() if trap else None
+            before = stepper.export() if trap else None  # whole (an island's ranks gather it alike)
             last, ready = train_segment(stepper, dataset, spec, ctx, micro_batches, on_step)
             index += 1
             if before is not None and traps is not None:  # perturb, and train on from the perturbed leaf
                 ready()
-                last = replace(last, state=perturb(spec, before, last.state, traps.seed + index, traps.floor))
-                stepper.load(last.state)
+                after = stepper.export() if stepper.world > 1 else last.state
+                perturbed = perturb(spec, before, after, traps.seed + index, traps.floor)
+                stepper.load(perturbed)  # in an island each rank keeps its chunks of it
+                last = replace(last, state=stepper.export_local() if stepper.world > 1 else perturbed)
             if index == spec.train.segments and residual is not None:
                 last = replace(last, residual=residual)  # leaf S carries what its Δ starts from
+            # Asked before the leaf is queued: a partial epoch's last leaf is stored in full
+            # (challenged every epoch), and in an island only the writer can write it.
+            ending = stop is not None and stepper.step_count < spec.train.inner_steps and stop(index)
             # The writer waits for the copy (on CUDA still in flight) before it hashes the leaf;
             # finish() below has waited for every one, the last included, before `last` is read.
-            writer.submit(index, last, ready)
+            writer.submit(index, last, ready, keep=ending)
             losses.extend(last.losses.tolist())
-            if stop is not None and stepper.step_count < spec.train.inner_steps and stop(index):
+            if ending:
                 break
         hashes = progress.hashes + writer.finish()
-        if stop is not None and not EpochStore.stored(spec, index, progress.full_leaf_every):
-            store.write_leaf(ctx.epoch, index, last)  # a partial epoch's last leaf, challenged every epoch
     finally:
         writer.close()
         if stats is not None:

@@ -2,13 +2,18 @@
 
 An island is a ``torchrun`` group (``veriloco host run --nproc-per-node N`` launches one; gloo on
 CPU, NCCL on CUDA, one GPU per rank). Its model is sharded by FSDP2 (:mod:`trainer.sharding`):
-each rank holds dim-0 chunks of the parameters and AdamW moments and takes one micro-batch, its
-rows of each step's batch (:func:`trainer.step.rank_rows`), so ``M = W``. The gradients are
-reduce-scattered in the protocol's fixed order, and the leaves are hashed and written from the
-chunks (:mod:`trainer.island_leaf`), so the island commits exactly the leaves, hashes and Δ that
-one process training the same ``M`` micro-batches would: a validator replays a segment in one
-process with gradient accumulation over the ``M`` recorded in the leaf (measured bitwise at
-W = 1, 2, 4: ``tests/trainer/test_island.py``, ``bench/island.py``).
+each rank holds dim-0 chunks of the parameters and AdamW moments and takes ``A`` micro-batches of
+each step's batch (:func:`trainer.step.rank_rows`), so ``M = A · W`` (``A = 1`` by default; more
+needs a power-of-two island). The gradients are reduce-scattered in the protocol's fixed order,
+and the leaves are hashed and written from the chunks (:mod:`trainer.island_leaf`), so the island
+commits exactly the leaves, hashes and Δ that one process training the same ``M`` micro-batches
+would: a validator replays a segment in one process with gradient accumulation over the ``M``
+recorded in the leaf (measured bitwise at W = 1, 2, 4: ``tests/trainer/test_island.py``,
+``bench/island.py``; M = 2·W: ``tests/trainer/test_island_duties.py``).
+
+Rank 0 does every duty of a one-process host: it sets the traps its node drew (each rank learns
+the segments and seed in the order, never the host's secret), ends a partial epoch after the same
+segment on every rank (:func:`agreed_stop`), and reads and writes a ``topk2`` residual.
 
 Three ways in:
 
@@ -40,13 +45,23 @@ from protocol.rules.spec import RunSpec
 from protocol.types import Boundary
 from trainer.behaviour import HostBehaviour, HostEpoch
 from trainer.data import Dataset
+from trainer.delta import carries_residual
 from trainer.determinism import configure
 from trainer.epoch_store import EpochRecord, EpochStore
-from trainer.inner import EpochContext, EpochResult, Interrupted, StepCallback, run_epoch
+from trainer.inner import (
+    EpochContext,
+    EpochResult,
+    Interrupted,
+    SegmentsDone,
+    StepCallback,
+    carried_residual,
+    run_epoch,
+)
 from trainer.island_leaf import side_group
 from trainer.outer import GlobalState, load_global
 from trainer.snapshot import SnapshotStats
-from trainer.step import Stepper, resolve_device
+from trainer.step import Stepper, rank_rows, resolve_device
+from trainer.trap import Traps
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +172,13 @@ class IslandOrder(Boundary):
         host: the host's address.
         prev_epoch_seed: the seed of epoch ``e − 1``, hex.
         full_leaf_every: ``K`` of the host.
+        micro_batches: ``M`` of each step (``A`` per rank: ``M = A · W``).
+        partial: rank 0 may end the epoch early (a commit deadline): every rank then asks it after
+            each segment (:func:`agreed_stop`).
+        trap_segments: the segments the host traps (:class:`trainer.trap.Traps`, drawn by rank 0
+            from the host's secret; the other ranks learn them here, never the secret).
+        trap_seed: the perturbations' seed.
+        trap_floor: the least distance denominator (:attr:`trainer.trap.Traps.floor`).
     """
 
     kind: Literal["epoch", "stop"]
@@ -165,10 +187,19 @@ class IslandOrder(Boundary):
     host: str = Field(default="", max_length=128)
     prev_epoch_seed: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
     full_leaf_every: int = Field(default=1, ge=1)
+    micro_batches: int = Field(default=1, ge=1, le=1 << 16)
+    partial: bool = False
+    trap_segments: list[int] = Field(default_factory=list, max_length=64)
+    trap_seed: int = Field(default=0, ge=0, lt=2**63)
+    trap_floor: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
 
     def context(self) -> EpochContext:
         """The epoch's context."""
         return EpochContext(bytes.fromhex(self.run_id), self.epoch, self.host, bytes.fromhex(self.prev_epoch_seed))
+
+    def traps(self) -> Traps:
+        """The epoch's traps."""
+        return Traps(tuple(self.trap_segments), self.trap_seed, self.trap_floor)
 
 
 def broadcast_bytes(data: bytes | None, group: dist.ProcessGroup, cap: int) -> bytes:
@@ -230,6 +261,27 @@ def _agreed(on_step: StepCallback | None, rank: int, group: dist.ProcessGroup,
     return agreed
 
 
+def agreed_stop(stop: SegmentsDone | None, rank: int, group: dist.ProcessGroup,
+                device: torch.device) -> SegmentsDone:
+    """A partial epoch's ``stop`` (:func:`trainer.inner.run_epoch`) that every rank of the island
+    answers alike: rank 0 asks ``stop`` (the host's commit deadline) and broadcasts its answer, one
+    byte a segment, over the training group (the side group is the leaf writer's meanwhile). A
+    ``stop`` that raises trains on (the island must not split on it), as a deadline that cannot be
+    read does on one process."""
+    def agreed(done: int) -> bool:
+        end = False
+        if rank == 0 and stop is not None:
+            try:
+                end = bool(stop(done))
+            except Exception as exc:  # noqa: BLE001 - the other ranks wait for an answer: give one
+                log.warning("island: the partial-epoch check after segment %d failed (%s); training on", done, exc)
+        flag = torch.tensor([1 if end else 0], dtype=torch.uint8, device=device)
+        dist.broadcast(flag, src=dist.get_global_rank(group, 0), group=group)
+        return bool(flag.item())
+
+    return agreed
+
+
 class IslandBehaviour(HostBehaviour):
     """The honest host whose epochs an island trains (on rank 0 of a ``torchrun`` group).
 
@@ -240,13 +292,17 @@ class IslandBehaviour(HostBehaviour):
         spec: the run spec.
         group: the island (from :func:`join_island`).
         device: this rank's device.
+        accumulate: ``A``, micro-batches each rank accumulates a step (``M = A · W``; ``A > 1``
+            needs a power-of-two island, :func:`trainer.step.rank_rows`).
     """
 
     name = "honest"
 
-    def __init__(self, spec: RunSpec, group: dist.ProcessGroup, device: torch.device) -> None:
+    def __init__(self, spec: RunSpec, group: dist.ProcessGroup, device: torch.device, accumulate: int = 1) -> None:
         self.group, self.device = group, device
         self.world = dist.get_world_size(group)
+        self.micro_batches = accumulate * self.world
+        rank_rows(spec.train.batch_size, 0, self.world, self.micro_batches)  # refused here, before any order
         self.backend = str(dist.get_backend(group))
         self.orders = side_group(tuple(dist.get_process_group_ranks(group)))
         self.stepper = Stepper(spec, group=group, device=device)
@@ -254,14 +310,26 @@ class IslandBehaviour(HostBehaviour):
     def train_epoch(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
                     start_params: Mapping[str, torch.Tensor], root: Path,
                     on_step: StepCallback | None = None) -> EpochResult:
-        keep = ctx.full_leaf_every if isinstance(ctx, HostEpoch) else 1
+        setup = ctx if isinstance(ctx, HostEpoch) else HostEpoch(ctx.run_id, ctx.epoch, ctx.host, ctx.prev_epoch_seed)
+        if setup.stop is not None and carries_residual(spec.quantization):
+            raise ValueError("a topk2 epoch is never partial: its residual rides on leaf S")
+        # Read before the order goes out: a missing residual must fail here, not in the middle of
+        # the collectives the other ranks are already waiting in.
+        carried_residual(spec, EpochStore(root, ctx.run_id, ctx.host), ctx.epoch, setup.carry_residual)
+        traps = setup.traps
         send_order(IslandOrder(kind="epoch", run_id=ctx.run_id.hex(), epoch=ctx.epoch, host=ctx.host,
-                               prev_epoch_seed=ctx.prev_epoch_seed.hex(), full_leaf_every=keep), self.orders)
+                               prev_epoch_seed=ctx.prev_epoch_seed.hex(), full_leaf_every=setup.full_leaf_every,
+                               micro_batches=self.micro_batches, partial=setup.stop is not None,
+                               trap_segments=list(traps.segments), trap_seed=traps.seed, trap_floor=traps.floor),
+                   self.orders)
         self.snapshot = SnapshotStats()
-        result = run_epoch(spec, dataset, ctx, start_params, root, self.world, self.stepper,
-                           on_step=_agreed(on_step, 0, self.group, self.device), full_leaf_every=keep,
-                           stats=self.snapshot)
+        stop = agreed_stop(setup.stop, 0, self.group, self.device) if setup.stop is not None else None
+        result = run_epoch(spec, dataset, ctx, start_params, root, self.micro_batches, self.stepper,
+                           on_step=_agreed(on_step, 0, self.group, self.device), full_leaf_every=setup.full_leaf_every,
+                           stats=self.snapshot, carry_residual=setup.carry_residual, stop=stop, traps=traps)
         assert result is not None  # rank 0
+        # A partial epoch declares only the traps among the segments it committed (as one process does).
+        self._trapped()[ctx.epoch] = [g for g in traps.segments if g < result.commitment.segments]
         return result
 
     def stop(self) -> None:
@@ -287,9 +355,11 @@ def follow_island(spec: RunSpec, dataset: Dataset, root: Path, group: dist.Proce
         if order.kind == "stop":
             return done
         ctx = order.context()
+        stop = agreed_stop(None, rank, group, device) if order.partial else None
         try:
-            run_epoch(spec, dataset, ctx, shapes, root, stepper.world, stepper,
-                      on_step=_agreed(None, rank, group, device), full_leaf_every=order.full_leaf_every)
+            run_epoch(spec, dataset, ctx, shapes, root, order.micro_batches, stepper,
+                      on_step=_agreed(None, rank, group, device), full_leaf_every=order.full_leaf_every,
+                      stop=stop, traps=order.traps())
             done += 1
         except Interrupted as exc:
             log.info("island rank %d: epoch %d stopped: %s", rank, ctx.epoch, exc)

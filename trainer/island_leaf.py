@@ -15,7 +15,7 @@ the leaf format does not depend on the island's layout, so a validator of any la
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import timedelta
 from functools import cache
 
@@ -76,13 +76,14 @@ class ShardedLeafWriter(LeafWriter):
         epoch: the epoch.
         full_leaf_every: ``K``.
         group: the island's writer group (:func:`side_group`).
+        keep: leaves written in full whatever ``K`` says (a trap's end leaf).
     """
 
     def __init__(self, store: EpochStore, spec: RunSpec, epoch: int, full_leaf_every: int,
-                 group: dist.ProcessGroup) -> None:
+                 group: dist.ProcessGroup, keep: Collection[int] = ()) -> None:
         self.group = group
         self.first = dist.get_rank(group) == 0
-        super().__init__(store, spec, epoch, full_leaf_every, hash_threads=1)
+        super().__init__(store, spec, epoch, full_leaf_every, hash_threads=1, keep=keep)
 
     def finish(self) -> list[bytes]:
         hashes = super().finish()
@@ -121,13 +122,18 @@ class ShardedLeafWriter(LeafWriter):
     def _stream(self, layout: Layout, mine: dict[str, torch.Tensor],
                 digest: DigestStream, write: Callable[[str, memoryview], object] | None) -> None:
         # Name order (the digest's): gather one tensor, hash it, write it at its offset, drop it.
+        # The unsharded tensors (step, key, losses, a topk2 leaf S's residual) are rank 0's own.
         for name in sorted(layout):
             dtype, shape = layout[name]
-            t: torch.Tensor | None = mine[name]
+            t: torch.Tensor | None = None
             if name.startswith(_SHARDED):
                 t = gather_whole(mine[name], shape, self.group)
             if not self.first:
                 continue
+            if t is None:
+                t = mine.get(name)
+                if t is None:
+                    raise ValueError(f"leaf {name!r} is missing on rank 0 of the island")
             assert t is not None and t.dtype == dtype and tuple(t.shape) == shape, name
             data = tensor_bytes(t)
             h = time.perf_counter()

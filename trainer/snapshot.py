@@ -102,7 +102,8 @@ class LeafWriter:
         self._thread = threading.Thread(target=self._run, name=f"leaf-writer-{epoch}", daemon=True)
         self._thread.start()
 
-    def submit(self, index: int, checkpoint: Checkpoint, ready: Callable[[], None] | None = None) -> None:
+    def submit(self, index: int, checkpoint: Checkpoint, ready: Callable[[], None] | None = None,
+               keep: bool = False) -> None:
         """Queue leaf ``index``; blocks while the queue is full.
 
         Args:
@@ -111,9 +112,11 @@ class LeafWriter:
             ready: blocks until the checkpoint's tensors hold their values (a copy from a GPU
                 still in flight: :meth:`trainer.step.Stepper.export_async`); called on the
                 writer's thread before the leaf is hashed.
+            keep: write it in full whatever ``K`` says (a partial epoch's last leaf).
         """
         self._raise()
-        job = _Job(index, checkpoint, index in self.keep or EpochStore.stored(self.spec, index, self.k), ready)
+        stored = keep or index in self.keep or EpochStore.stored(self.spec, index, self.k)
+        job = _Job(index, checkpoint, stored, ready)
         self._jobs.append(job)
         t0 = time.perf_counter()
         self._queue.put(job)

@@ -9,13 +9,15 @@ weights during an epoch: the host's inner loop, the island ranks, the single-pro
 island (gradient accumulation) and the DiLoCo simulation all call :meth:`Stepper.step`.
 
 One step, for the island-wide batch of ``B`` rows split into ``M`` micro-batches
-(``micro_batches``; an island of ``W`` ranks has ``M = W · A``, rank ``r`` owning rows
-``[r·B/W, (r+1)·B/W)`` as its ``A`` consecutive micro-batches):
+(``micro_batches``; micro-batch ``m`` is rows ``[m·B/M, (m+1)·B/M)``; an island of ``W`` ranks has
+``M = W · A``, rank ``r`` taking micro-batches ``r, W + r, …, (A−1)·W + r``: :func:`rank_rows`):
 
 1. for each micro-batch ``j`` (global index), with the RNG seeded by :func:`micro_seed`
    ``(rng_key, step, j)``: forward, mean cross-entropy ``ℓ_j`` over its tokens, backward of ``ℓ_j / M``;
 2. the gradients and the ``ℓ_j`` summed over the micro-batches in the tree order (across ranks:
-   FSDP2's reduce-scatter with an ordered sum);
+   FSDP2's reduce-scatter with an ordered sum after each of a rank's micro-batches, which sums the
+   aligned block ``[a·W, (a+1)·W)``, a subtree when ``W`` is a power of two; then each rank sums its
+   ``A`` sharded block sums in the tree order, the tree's upper part);
 3. clip the global gradient norm to ``grad_clip`` (0 turns clipping off);
 4. AdamW (``lr``, ``beta1``, ``beta2``, ``eps``; ``weight_decay`` on matrices only); with
    ``inner_optimizer = "muon"``, Muon (``torch.optim.Muon``: momentum ``beta1``, Nesterov, five
@@ -137,12 +139,27 @@ MUON_ADJUST_LR = "match_rms_adamw"
 so the run spec's one ``lr`` (and weight decay) serves both optimizers."""
 
 
-def rank_rows(batch_size: int, rank: int, world: int) -> slice:
-    """The rows of the island-wide batch that rank ``rank`` of ``world`` trains on."""
-    if batch_size % world:
-        raise ValueError(f"batch_size {batch_size} is not divisible by the island's {world} ranks")
-    per = batch_size // world
-    return slice(rank * per, (rank + 1) * per)
+def rank_rows(batch_size: int, rank: int, world: int, micro_batches: int | None = None) -> slice | torch.Tensor:
+    """The rows of the island-wide batch that rank ``rank`` of ``world`` trains on, in the order
+    :meth:`Stepper.step` cuts them into its micro-batches: ``r, W + r, …`` of the ``M``
+    (``micro_batches``, ``W`` by default: one a rank, a slice; else the rows' indices).
+
+    Raises:
+        ValueError: ``M`` is not a multiple of ``W``, the batch does not split into ``M``, or a rank
+            accumulates several micro-batches in an island whose size is not a power of two.
+    """
+    m = world if micro_batches is None else micro_batches
+    if m < 1 or m % world:
+        raise ValueError(f"micro_batches {m} is not a positive multiple of the island's {world} ranks")
+    if batch_size % m:
+        raise ValueError(f"batch_size {batch_size} is not divisible into {m} micro-batches")
+    if m > world > 1 and world & (world - 1):
+        raise ValueError(f"an island of {world} ranks accumulates micro-batches only with a power-of-two "
+                         "size (each reduce-scatter must sum a subtree of the gradient tree)")
+    per = batch_size // m
+    if m == world:
+        return slice(rank * per, (rank + 1) * per)
+    return torch.cat([torch.arange(j * per, (j + 1) * per) for j in range(rank, m, world)])
 
 
 @dataclass
@@ -361,9 +378,9 @@ class Stepper:
             raise ValueError(f"micro_batches {micro_batches} must be a positive multiple of the "
                              f"island's {self.world} ranks")
         mine = micro_batches // self.world
-        if self.world > 1 and mine != 1:
-            raise ValueError(f"an island of {self.world} ranks takes one micro-batch per rank "
-                             f"(micro_batches {self.world}), not {micro_batches}")
+        if mine > 1 and self.world & (self.world - 1):
+            raise ValueError(f"an island of {self.world} ranks accumulates micro-batches only with a "
+                             "power-of-two size")
         if len(x) % mine or len(x) != len(y):
             raise ValueError(f"{len(x)} rows do not split into {mine} equal micro-batches")
         rows = len(x) // mine
@@ -374,12 +391,14 @@ class Stepper:
         losses: list[torch.Tensor] = []
         for j in range(mine):
             xs, ys = x[j * rows:(j + 1) * rows], y[j * rows:(j + 1) * rows]
-            with _seeded(micro_seed(self.rng_key, self.step_count, self.rank * mine + j), self.device):
+            # This rank's j-th micro-batch is the island's (j·W + r)-th (rank_rows).
+            with _seeded(micro_seed(self.rng_key, self.step_count, j * self.world + self.rank), self.device):
                 logits = self.model(xs)
                 loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), ys.reshape(-1))
-                (loss / micro_batches).backward()  # in an island: FSDP2 reduce-scatters in tree order
+                # In an island FSDP2 reduce-scatters here: the block sum over ranks, in tree order.
+                (loss / micro_batches).backward()
             losses.append(loss.detach())
-            if grads is not None:  # one process, several micro-batches: each gradient kept apart
+            if grads is not None:  # several micro-batches (or blocks): each gradient kept apart
                 part = [p.grad for p in params]
                 if any(g is None for g in part):
                     raise ValueError("a parameter got no gradient; accumulation needs every one")
@@ -403,10 +422,12 @@ class Stepper:
         return (loss_sum / micro_batches).item()
 
     def _island_losses(self, losses: list[torch.Tensor]) -> list[torch.Tensor]:
-        # Every micro-batch's loss, in micro-batch order: in an island, each rank's one loss
+        # Every micro-batch's loss, in micro-batch order: in an island, each rank's losses
         # all-gathered (a few bytes), so every rank sums them in the same tree order.
         if self.world == 1:
             return losses
-        gathered = [torch.empty_like(losses[0]) for _ in range(self.world)]
-        dist.all_gather(gathered, losses[0], group=self.group)
-        return gathered
+        mine = torch.stack(losses)
+        gathered = [torch.empty_like(mine) for _ in range(self.world)]
+        dist.all_gather(gathered, mine, group=self.group)
+        # gathered[r][j] is micro-batch j·W + r
+        return [gathered[r][j] for j in range(len(losses)) for r in range(self.world)]
