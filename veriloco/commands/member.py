@@ -221,6 +221,22 @@ def make_app(role: Role) -> typer.Typer:
                 "--nproc-per-node", min=1, hidden=role != "host",
                 help="hosts: train as an island of N processes on this machine (torchrun; FSDP2 over "
                      "gloo on cpu, NCCL with one GPU per process on cuda); rank 0 talks to the chain")] = 1,
+            accumulate: Annotated[int, typer.Option(
+                min=1, hidden=role != "host",
+                help="hosts in an island: micro-batches each process accumulates a step (M = this × the "
+                     "island's processes; more than 1 needs a power-of-two island)")] = 1,
+            nnodes: Annotated[int, typer.Option(
+                min=1, hidden=role != "host",
+                help="hosts: the island spans this many machines, each running `host run` with the same "
+                     "--nproc-per-node and its own --node-rank (torchrun's static rendezvous)")] = 1,
+            node_rank: Annotated[int, typer.Option(
+                min=0, hidden=role != "host", help="hosts: this machine's place in the island (0 talks to "
+                                                   "the chain and serves; the others only train)")] = 0,
+            master_addr: Annotated[str | None, typer.Option(
+                hidden=role != "host", help="hosts: node 0's address, which every node of the island "
+                                            "reaches (needed with --nnodes > 1)")] = None,
+            master_port: Annotated[int, typer.Option(
+                min=1, max=65535, hidden=role != "host", help="hosts: node 0's rendezvous port")] = 29500,
             full_leaf_every: FullLeafEvery = 4,
             keep_epochs: KeepEpochs = None,
             metrics: LiveMetrics = None,
@@ -233,14 +249,18 @@ def make_app(role: Role) -> typer.Typer:
             network: Network = None, home: Home = None) -> None:
         """Run the daemon: follow the chain's phases epoch after epoch (restart-safe). Logs go to stderr."""
         configure_logging(verbose)
-        if nproc_per_node > 1:
+        islanded = nproc_per_node * nnodes > 1
+        if not islanded and accumulate > 1:
+            raise CommandError("--accumulate is for an island (--nproc-per-node or --nnodes above 1)")
+        if islanded:
             if role != "host":
                 raise CommandError("--nproc-per-node is for hosts; a validator replays in one process")
             from veriloco import island_launch  # noqa: PLC0415 (only an island needs it)
 
-            island_launch.check_island(nproc_per_node, adversary)
+            nodes = island_launch.IslandNodes.of(nnodes, node_rank, master_addr, master_port)
+            island_launch.check_island(nproc_per_node, adversary, nnodes)
             if island_launch.island_world() is None:  # not under torchrun yet: start the island
-                raise typer.Exit(island_launch.relaunch(nproc_per_node))
+                raise typer.Exit(island_launch.relaunch(nproc_per_node, nodes))
             if island_launch.island_rank() > 0:  # neither the chain nor the network: rank 0's orders
                 island_launch.follow(workdir or home_dir(home) / f"{role}-{key}", device, threads)
                 return
@@ -288,13 +308,14 @@ def make_app(role: Role) -> typer.Typer:
                 if role == "host":
                     assert listen is not None
                     behaviour = host_behaviour(adversary)
-                    if nproc_per_node > 1:  # rank 0 of the island
+                    if islanded:  # rank 0 of the island
                         from veriloco import island_launch  # noqa: PLC0415 (as above)
 
-                        island = island_launch.lead(ledger.spec().canonical(), device, threads)
+                        island = island_launch.lead(ledger.spec().canonical(), device, threads, accumulate)
                         behaviour = island
-                        err_console.print(f"host {key}: an island of {nproc_per_node} processes, FSDP2 over "
-                                          f"{island.backend}; this is rank 0", highlight=False)
+                        on = f" on {nnodes} machines" if nnodes > 1 else ""
+                        err_console.print(f"host {key}: an island of {nproc_per_node * nnodes} processes{on}, "
+                                          f"FSDP2 over {island.backend}; this is rank 0", highlight=False)
                     node, server = host_daemon(ledger, participant, root, listen,
                                                behaviour=behaviour, name=key, device=device,
                                                full_leaf_every=full_leaf_every, keep_epochs=keep_epochs,
