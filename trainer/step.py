@@ -42,6 +42,7 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -236,9 +237,6 @@ class Stepper:
         self.world = dist.get_world_size(group) if group is not None else 1
         t = spec.train
         self.muon_names = {n for n, p in self.model.named_parameters() if uses_muon(n, p, t)}
-        if self.muon_names and self.world > 1:
-            raise ValueError("inner_optimizer muon is not supported in a sharded island yet: Muon's "
-                             "Newton–Schulz step needs whole matrices")
         if group is not None and self.world > 1:
             shard_model(self.model, group, self.device)
         self.named = dict(self.model.named_parameters())
@@ -246,9 +244,15 @@ class Stepper:
         adam_params = [p for n, p in self.named.items() if n not in self.muon_names]
         decay = [p for p in adam_params if decays(p)]
         no_decay = [p for p in adam_params if not decays(p)]
-        self.muon = torch.optim.Muon(
-            [self.named[n] for n in sorted(self.muon_names)], lr=float(t.lr), weight_decay=float(t.weight_decay),
-            momentum=float(t.beta1), nesterov=True, adjust_lr_fn=MUON_ADJUST_LR) if self.muon_names else None
+        self.muon_args: dict[str, Any] = {"lr": float(t.lr), "weight_decay": float(t.weight_decay),
+                                          "momentum": float(t.beta1), "nesterov": True,
+                                          "adjust_lr_fn": MUON_ADJUST_LR}
+        # One process: one Muon over the matrices. An island: Newton–Schulz needs a whole matrix, so
+        # each step gathers one matrix at a time (_gathered_muon_step); the momenta stay sharded here.
+        self.muon = (torch.optim.Muon([self.named[n] for n in sorted(self.muon_names)], **self.muon_args)
+                     if self.muon_names and self.world == 1 else None)
+        self.muon_momentum: dict[str, torch.Tensor] = (
+            {n: torch.zeros_like(self.named[n]) for n in self.muon_names} if self.world > 1 else {})
         self.optimizer = torch.optim.AdamW(
             [{"params": decay, "weight_decay": float(t.weight_decay)},
              {"params": no_decay, "weight_decay": 0.0}],
@@ -270,8 +274,12 @@ class Stepper:
         with torch.no_grad():
             for name, p in self.named.items():
                 local(p).copy_(self._mine(state.params[name]))
-                if self.muon is not None and name in self.muon_names:
-                    self.muon.state[p] = {"momentum_buffer": self._placed_like(p, state.exp_avg[name])}
+                if name in self.muon_names:
+                    momentum = self._placed_like(p, state.exp_avg[name])
+                    if self.muon is not None:
+                        self.muon.state[p] = {"momentum_buffer": momentum}
+                    else:
+                        self.muon_momentum[name] = momentum
                     continue
                 self.optimizer.state[p] = {
                     # AdamW's non-capturable kernel keeps its step count on the CPU.
@@ -298,8 +306,9 @@ class Stepper:
         params, m, v = {}, {}, {}
         for name, p in self.named.items():
             params[name] = p.detach()
-            if self.muon is not None and name in self.muon_names:
-                buf = self.muon.state.get(p, {}).get("momentum_buffer")
+            if name in self.muon_names:
+                buf = (self.muon.state.get(p, {}).get("momentum_buffer") if self.muon is not None
+                       else self.muon_momentum.get(name))
                 m[name] = buf if buf is not None else torch.zeros_like(p)
                 v[name] = torch.zeros_like(p)
                 continue
@@ -418,8 +427,30 @@ class Stepper:
         if self.muon is not None:
             self.muon.step()
             self.muon.zero_grad(set_to_none=True)
+        elif self.muon_momentum:
+            self._gathered_muon_step()
         self.step_count += 1
         return (loss_sum / micro_batches).item()
+
+    def _gathered_muon_step(self) -> None:
+        """Muon in an island: for each matrix in name order, every rank all-gathers it, its
+        gradient and its momentum whole, runs ``torch.optim.Muon``'s step on them (the update of
+        one process: Muon steps each matrix on its own) and keeps its chunks. Every rank computes
+        Newton–Schulz for every matrix (W-fold redundant), holding three whole matrices at a time."""
+        with torch.no_grad():
+            for name in sorted(self.muon_names):
+                p = self.named[name]
+                if p.grad is None:
+                    raise ValueError(f"{name} got no gradient")
+                proxy = nn.Parameter(whole(p.detach()).clone())
+                proxy.grad = whole(p.grad).clone()
+                momentum = self.muon_momentum[name]
+                muon = torch.optim.Muon([proxy], **self.muon_args)
+                muon.state[proxy] = {"momentum_buffer": whole(momentum).clone()}
+                muon.step()
+                local(p.detach()).copy_(self._mine(proxy.detach()))
+                local(momentum).copy_(self._mine(muon.state[proxy]["momentum_buffer"]))
+                p.grad = None
 
     def _island_losses(self, losses: list[torch.Tensor]) -> list[torch.Tensor]:
         # Every micro-batch's loss, in micro-batch order: in an island, each rank's losses

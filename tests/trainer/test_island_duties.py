@@ -1,7 +1,8 @@
 """An island host does a one-process host's duties with the one-process bits: it sets the traps its
 node drew from the host's secret and declares them, it ends an epoch early at the same segment on
-every rank (a partial epoch), it carries a topk2 error-feedback residual across epochs, and each
-rank may accumulate several micro-batches a step (M = k·N).
+every rank (a partial epoch), it carries a topk2 error-feedback residual across epochs, it steps
+Muon on whole matrices gathered one at a time, and each rank may accumulate several micro-batches a
+step (M = k·N).
 
 One two-rank island (FSDP2 over gloo, torchrun's environment set by hand) trains every case once
 for the module; each test compares with one process accumulating the same two micro-batches."""
@@ -37,6 +38,10 @@ PARTIAL_AT = 3  # the deadline stop ends the trapped epoch after 3 of its 4 segm
 ACCUMULATE = 2  # micro-batches a rank accumulates a step in the "accumulate" case: M = 4 on 2 ranks
 
 
+def muon_spec() -> RunSpec:
+    return small_spec(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8, "inner_optimizer": "muon"})
+
+
 def topk2_spec() -> RunSpec:
     return small_spec(quantization={"scheme": "topk2", "block_size": 1024})
 
@@ -63,14 +68,15 @@ def _rank(rank: int, port: int, roots: dict[str, Path], cache_dir: Path) -> None
                       LOCAL_RANK=str(rank))
     group, where = join_island("cpu", threads=1)
     try:
-        for name, spec in (("trap", small_spec()), ("topk2", topk2_spec()), ("accumulate", small_spec())):
+        for name, spec in (("trap", small_spec()), ("topk2", topk2_spec()), ("accumulate", small_spec()),
+                           ("muon", muon_spec())):
             dataset = Dataset.load(spec.data, cache_dir)
             if rank > 0:
                 follow_island(spec, dataset, roots[name], group, where)
                 continue
             behaviour = IslandBehaviour(spec, group, where, accumulate=ACCUMULATE if name == "accumulate" else 1)
             theta = GlobalState.initial(spec).params
-            if name == "accumulate":
+            if name in ("accumulate", "muon"):
                 behaviour.train_epoch(spec, dataset, _epoch(spec, 0), theta, roots[name])
             elif name == "trap":
                 ctx = _epoch(spec, 0, traps=honest_traps(spec), stop=lambda done: done >= PARTIAL_AT)
@@ -93,7 +99,7 @@ def _rank(rank: int, port: int, roots: dict[str, Path], cache_dir: Path) -> None
 def island(cache_dir: Path, dataset: Dataset, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The island's work roots, one per case, trained once by one two-rank island."""
     base = tmp_path_factory.mktemp("island")
-    roots = {name: base / name for name in ("trap", "topk2", "accumulate")}
+    roots = {name: base / name for name in ("trap", "topk2", "accumulate", "muon")}
     for root in roots.values():
         root.mkdir()
     with socket.socket() as s:
@@ -155,6 +161,20 @@ def test_an_island_accumulating_micro_batches_commits_what_one_process_with_m_do
     assert two is not None and two.leaf_hashes[1] != record.leaf_hashes[1]
     # A validator replays the island's segment in one process with the leaf's M, to the committed bits.
     assert replay_segment(spec, dataset, ctx, mine.read_leaf(spec, 0, 2)).leaf_hash() == record.leaf_hashes[3]
+
+
+def test_a_muon_island_gathers_each_matrix_and_commits_what_one_process_does(island, dataset, tmp_path) -> None:
+    spec = muon_spec()
+    ctx = _epoch(spec, 0)
+    mine = EpochStore(island["muon"], ctx.run_id, HOST)
+    record = mine.read_record(0)
+    one = run_epoch(spec, dataset, ctx, GlobalState.initial(spec).params, tmp_path, micro_batches=2, full_leaf_every=2)
+    assert one is not None and one.commitment == record.commitment and one.leaf_hashes == record.leaf_hashes
+    _same_files(mine, EpochStore(tmp_path, ctx.run_id, HOST), 0)
+    # The leaves carry Muon's momentum of a hidden matrix (gathered from the shards), not AdamW's moments.
+    end = mine.read_leaf(spec, 0, spec.train.segments).state
+    assert end.exp_avg["blocks.0.mlp.fc.weight"].abs().sum() > 0
+    assert end.exp_avg_sq["blocks.0.mlp.fc.weight"].abs().sum() == 0
 
 
 def test_accumulation_needs_a_power_of_two_island() -> None:

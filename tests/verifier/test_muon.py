@@ -4,7 +4,6 @@ honest Muon host passes every replay, and a forged Muon momentum or update is ca
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
@@ -129,24 +128,3 @@ def test_a_muon_update_beyond_newton_schulz_is_caught(muon_spec, muon_honest) ->
     end[MATRIX].view(-1)[0] += 2 * muon_update_limit(muon_spec.train, end[MATRIX].shape, c)
     excess, where = update_excess(leaves[0].state.params, end, muon_spec.train, 0, c)
     assert excess > 1 and where == MATRIX
-
-
-
-def _island_rank(rank: int, store: str, spec_json: bytes, out: str) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
-    try:
-        Stepper(RunSpec.from_canonical(spec_json), group=dist.group.WORLD)
-    except ValueError as exc:
-        Path(out, f"rank{rank}").write_text(str(exc))
-    finally:
-        dist.destroy_process_group()
-
-
-def test_a_sharded_island_refuses_muon_with_a_clear_error(muon_spec, tmp_path) -> None:
-    import torch.multiprocessing as mp
-
-    mp.spawn(_island_rank, args=(str(tmp_path / "store"), muon_spec.canonical(), str(tmp_path)), nprocs=2, join=True)
-    for rank in (0, 1):
-        assert "muon is not supported in a sharded island" in (tmp_path / f"rank{rank}").read_text()
