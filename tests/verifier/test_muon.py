@@ -15,10 +15,18 @@ from protocol.rules.spec import RunSpec
 from trainer.inner import replay_segment, start_checkpoint
 from trainer.outer import GlobalState
 from trainer.step import Stepper, TrainState, uses_muon
-from verifier.measure import leaf_moment_check, moment_errors, muon_update_limit, update_excess
+from verifier.measure import (
+    NS_SPECTRAL_BOUND,
+    leaf_moment_check,
+    moment_errors,
+    muon_spectral_excess,
+    muon_update_limit,
+    update_excess,
+)
 from verifier.replay import check_challenge
 
 MATRIX = "blocks.0.mlp.fc.weight"  # a hidden matrix: Muon steps it
+NS_EXACT = 1.2035  # the largest singular value of Newton–Schulz's output, measured in bfloat16
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +136,65 @@ def test_a_muon_update_beyond_newton_schulz_is_caught(muon_spec, muon_honest) ->
     end[MATRIX].view(-1)[0] += 2 * muon_update_limit(muon_spec.train, end[MATRIX].shape, c)
     excess, where = update_excess(leaves[0].state.params, end, muon_spec.train, 0, c)
     assert excess > 1 and where == MATRIX
+
+
+def test_a_dense_muon_update_within_every_coordinate_but_beyond_the_spectral_bound_is_caught(muon_spec,
+                                                                                             muon_honest) -> None:
+    leaves = leaves_of(muon_honest)
+    c, train = muon_spec.train.segment_steps, muon_spec.train
+    limit = muon_update_limit(train, leaves[0].state.params[MATRIX].shape, c)
+    for g in range(muon_spec.train.segments):  # honest segments sit well inside the spectral bound
+        start, end = leaves[g].state.params[MATRIX], leaves[g + 1].state.params[MATRIX]
+        assert 0.3 < muon_spectral_excess(end - start * (1 - float(train.lr) * float(train.weight_decay)) ** c,
+                                          limit) <= NS_EXACT / NS_SPECTRAL_BOUND
+    # Every coordinate moved by half the bound, in a rank-one sign pattern: each entry is within the
+    # per-coordinate bound, but no sum of c Newton–Schulz steps has that spectral norm.
+    start = leaves[0].state.params
+    end = {n: t.clone() for n, t in leaves[1].state.params.items()}
+    rows, cols = end[MATRIX].shape
+    signs = torch.outer(torch.randn(rows).sign(), torch.randn(cols).sign())
+    end[MATRIX] = start[MATRIX] * (1 - float(train.lr) * float(train.weight_decay)) ** c + 0.5 * limit * signs
+    excess, where = update_excess(start, end, train, 0, c)
+    assert where == MATRIX and excess > 0.5 * (rows * cols) ** 0.5 * 0.99  # ‖signs‖₂ = √(rows·cols)
+    assert update_excess(start, end, small_spec().train, 0, c)[0] < excess / 10  # AdamW: per coordinate only
+
+
+@pytest.mark.parametrize("kind", ["ascent", pytest.param("along", marks=pytest.mark.slow)])
+def test_a_muon_momentum_forgery_within_the_tolerance_passes_and_twice_it_is_caught(muon_spec, dataset, muon_honest,
+                                                                                   tmp_path, kind) -> None:
+    from trainer.delta import dequantize
+    from trainer.model import parameter_shapes
+    from verifier.adversaries import MuonMomentum
+    from verifier.adversaries.forgery import delta_ratio
+
+    forger = MuonMomentum(kind, 0.9)
+    served = serve_epoch(muon_spec, dataset, forger, tmp_path / "forged")
+    reports = [check_challenge(muon_spec, dataset, served.challenge(g), served.source, served.theta,
+                               served.ctx.prev_epoch_seed) for g in range(muon_spec.train.segments)]
+    assert all(r.outcome == "pass" for r in reports), [r.reason for r in reports]
+    assert all(a > 0 for a in forger.alphas[0]) and len(forger.alphas[0]) == muon_spec.train.segments - 1
+    leaves = leaves_of(served)
+    assert not torch.equal(leaves[1].state.exp_avg[MATRIX], leaves_of(muon_honest)[1].state.exp_avg[MATRIX])
+    shapes = parameter_shapes(muon_spec)
+    moved = delta_ratio(*(dequantize(s.result.payload, shapes, muon_spec.quantization) for s in (muon_honest, served)))
+    assert moved["deviation"] < 0.05  # a few τ per leaf, and int8 quantization
+    # The forged momentum of leaf 1 pushed twice as far from what the replay of segment 0 gives.
+    replayed = replay_segment(muon_spec, dataset, served.ctx, leaves[0]).state
+    doubled = _copy(leaves[1].state)
+    for n in doubled.exp_avg:
+        doubled.exp_avg[n] = replayed.exp_avg[n] + 2.2 * (leaves[1].state.exp_avg[n] - replayed.exp_avg[n])
+    forged = [leaves[0], dataclasses.replace(leaves[1], state=doubled), *leaves[2:]]
+    again = commit_leaves(served, forged, tmp_path / "doubled")
+    report = check_challenge(muon_spec, dataset, again.challenge(0), again.source, again.theta,
+                             again.ctx.prev_epoch_seed)
+    assert report.outcome == "fail" and report.check in ("distance", "moments"), report.reason
+
+
+def test_a_muon_momentum_forger_needs_a_muon_run(dataset, tmp_path) -> None:
+    from verifier.adversaries import MuonMomentum, make_adversary
+
+    assert make_adversary("muon_momentum:random,0.5").kind == "random"
+    with pytest.raises(ValueError, match="kind is one of"):
+        MuonMomentum("sideways")
+    with pytest.raises(ValueError, match="needs a run whose inner optimizer is muon"):
+        serve_epoch(small_spec(), dataset, MuonMomentum("ascent", 0.9), tmp_path)

@@ -25,8 +25,8 @@ Modules, by attack family:
 ``aggregation``     steered aggregation attacks: ``alie``, ``ipm``
 ``serving``         ``withhold``, ``selective_serve``, ``slow_drip``
 ``game``            hosts that play the settlement game: ``selective_reveal``, ``auditor``
-``forgery``         forgeries within the tolerance, which pass every replay: ``poison``, ``moments``;
-                    and ``low_precision``, ``fake_train_loss``
+``forgery``         forgeries within the tolerance, which pass every replay: ``poison``, ``moments``,
+                    ``muon_momentum``; and ``low_precision``, ``fake_train_loss``
 ``unseen``          what no replay sees: ``shifted_start``, ``jump``
 ``validators``      validator behaviours: ``honest``, ``always_pass``, ``always_fail``, ``silent``,
                     ``copycat``
@@ -79,6 +79,8 @@ Host adversaries (``ADVERSARIES``, parameters in the order ``name:a,b`` gives th
                     most that keeps every check within ``fraction`` of its threshold
 ``moments:kind,fraction``  the same with AdamW's moments (``v_down``, ``v_down_top``, ``m_along``,
                     ``m_against``, ``m_untouched``)
+``muon_momentum:kind,fraction``  the same with Muon's momenta of the hidden matrices (``along``,
+                    ``against``, ``ascent``, ``random``; runs with ``inner_optimizer = "muon"``)
 ``low_precision:dtype,steps,where``  ``steps`` of every segment in ``bfloat16``/``float16``
 ``fake_train_loss:factor``  trains honestly, reports ``factor`` × its train loss
 ``shifted_start:scale``  trains honestly from θ_e + a shift (``scale`` × lr per coordinate),
@@ -120,7 +122,7 @@ from verifier.adversaries.forged import (
                                        SignFlipDelta,
                                        StaleDelta,
 )
-from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, Poison
+from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, MuonMomentum, Poison
 from verifier.adversaries.game import Auditor, SelectiveReveal
 from verifier.adversaries.pol import Blindfold, Crafted, Interpolate
 from verifier.adversaries.registry import (
@@ -160,6 +162,7 @@ __all__ = [
                                        "Lazy",
                                        "LowPrecision",
                                        "Moments",
+                                       "MuonMomentum",
                                        "NoiseDelta",
                                        "Poison",
                                        "ScaledDelta",

@@ -21,6 +21,10 @@ and the damage to the agreed model over several epochs.
                                 (the 1 % coordinates with the largest steps), ``m_along`` /
                                 ``m_against`` (first moments pushed along / against themselves),
                                 ``m_untouched`` (first moments of coordinates no gradient reached)
+``muon_momentum:kind,fraction``  Muon momenta of every leaf before the last (runs with
+                                ``inner_optimizer = "muon"``): moved ``along`` / ``against``
+                                themselves, towards ``ascent`` (against the loss gradient of the
+                                leaf's next batch: the next steps turn uphill) or ``random``
 ``low_precision:dtype,steps,where``  ``steps`` of every segment's ``c`` steps computed in
                                 ``bfloat16`` / ``float16`` (autocast), the ``last`` or ``first`` ones
 ``fake_train_loss:factor``      trains honestly, reports ``factor`` × its train loss in the commitment
@@ -44,7 +48,7 @@ from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
 from trainer.data import Dataset
 from trainer.inner import EpochContext, EpochResult, StepCallback, run_segment, start_checkpoint, train_steps
-from trainer.step import Stepper, TrainState
+from trainer.step import Stepper, TrainState, uses_muon
 from verifier.adversaries.base import Adversary, clone_state, commit_leaves, epoch_store, loss_tensor
 from verifier.measure import compare, leaf_moment_check, update_excess
 
@@ -266,6 +270,54 @@ class Moments(_LeafForger):
         return make(alpha), alpha
 
 
+class MuonMomentum(_LeafForger):
+    """Muon-momentum forging: every leaf but the last carries the Muon momentum of its hidden
+    matrices (``exp_avg`` of the tensors :func:`trainer.step.uses_muon` picks) moved by ``kind``.
+
+    Newton–Schulz normalizes the momentum, so a forged one turns the next segment's steps rather than
+    growing them; the replay of the segment that ends at the leaf holds it to ``moment_tolerance`` of
+    the tensor's RMS per coordinate and ``tau`` per tensor, and the leaf check to the norm cap.
+    """
+
+    name = "muon_momentum"
+    PARAMS = ("kind", "fraction")
+    KINDS = ("along", "against", "ascent", "random")
+    forge_last = False
+
+    def __init__(self, kind: Literal["along", "against", "ascent", "random"] = "ascent",
+                 fraction: float = 0.9, seed: int = 0) -> None:
+        super().__init__(fraction, seed)
+        if kind not in self.KINDS:
+            raise ValueError(f"kind is one of {', '.join(self.KINDS)}")
+        self.kind = kind
+
+    def forge(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
+              honest: Checkpoint) -> tuple[TrainState, float]:
+        m = honest.state.exp_avg
+        muon = [n for n in sorted(m) if uses_muon(n, m[n], spec.train)]
+        if not muon:
+            raise ValueError("muon_momentum needs a run whose inner optimizer is muon")
+        if self.kind == "along":
+            direction = {n: m[n] for n in muon}
+        elif self.kind == "against":
+            direction = {n: -m[n] for n in muon}
+        elif self.kind == "ascent":
+            # Muon steps along −NS(m): a momentum moved against the loss gradient turns the next
+            # steps uphill.
+            gradient = _loss_gradient(spec, dataset, ctx, honest)
+            direction = {n: -gradient[n] for n in muon}
+        else:
+            gen = self.torch_generator(ctx, f"random|{honest.state.step}")
+            direction = {n: torch.randn(m[n].shape, generator=gen) for n in muon}
+        unit = _per_tensor_unit(direction, {n: m[n] for n in muon})  # α: each tensor's share of ‖m‖
+
+        def make(alpha: float) -> TrainState:
+            return clone_state(honest.state, exp_avg={n: m[n] + alpha * unit[n] if n in unit else m[n] for n in m})
+
+        alpha = largest(make, lambda s: within(spec, start, honest, s, self.fraction), high=self.first_guess(spec))
+        return make(alpha), alpha
+
+
 class LowPrecision(Adversary):
     """Computes ``steps`` of every segment's ``c`` steps in low precision (autocast).
 
@@ -327,7 +379,7 @@ class FakeTrainLoss(Adversary):
         return replace(result, commitment=record.commitment)
 
 
-FORGERIES: tuple[type[Adversary], ...] = (Poison, Moments, LowPrecision, FakeTrainLoss)
+FORGERIES: tuple[type[Adversary], ...] = (Poison, Moments, MuonMomentum, LowPrecision, FakeTrainLoss)
 """The classes of this family (registered in :mod:`verifier.adversaries.registry`)."""
 
 

@@ -19,7 +19,7 @@ from trainer.artifacts import ArtifactSource
 from verifier.adversaries.aggregation import ALIE, IPM
 from verifier.adversaries.base import Adversary, Honest
 from verifier.adversaries.forged import Copycat, FakeLosses, NoiseDelta, ScaledDelta, SignFlipDelta, StaleDelta
-from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, Poison
+from verifier.adversaries.forgery import FakeTrainLoss, LowPrecision, Moments, MuonMomentum, Poison
 from verifier.adversaries.game import Auditor, SelectiveReveal
 from verifier.adversaries.pol import Blindfold, Crafted, Interpolate
 from verifier.adversaries.serving import SelectiveServe, SlowDrip, Withhold
@@ -42,7 +42,7 @@ from verifier.adversaries.work import Infinitesimal, Lazy, WrongData, WrongLR
 ADVERSARIES: dict[str, type[Adversary]] = {cls.name: cls for cls in (
     Honest, Lazy, NoiseDelta, ScaledDelta, SignFlipDelta, StaleDelta, Copycat, WrongData, WrongLR,
     FakeLosses, Withhold, SelectiveServe, SlowDrip, SelectiveReveal, Auditor, Crafted, Blindfold, Interpolate,
-    Infinitesimal, ALIE, IPM, Poison, Moments, LowPrecision, FakeTrainLoss, ShiftedStart, Jump)}
+    Infinitesimal, ALIE, IPM, Poison, Moments, MuonMomentum, LowPrecision, FakeTrainLoss, ShiftedStart, Jump)}
 """Host behaviour name -> class; construct with keyword parameters, or from ``name:a,b`` with :func:`make_adversary`."""
 
 VALIDATORS: dict[str, type[ValidatorBehaviour]] = {cls.name: cls for cls in (

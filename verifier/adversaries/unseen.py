@@ -38,9 +38,9 @@ from trainer.data import Dataset
 from trainer.evaluate import validation_starts
 from trainer.inner import EpochContext, EpochResult, StepCallback, epoch_delta, run_segment, start_checkpoint
 from trainer.model import build_model
-from trainer.step import Stepper, decays
+from trainer.step import Stepper, decays, uses_muon
 from verifier.adversaries.base import Adversary, clone_state, commit_leaves
-from verifier.measure import MOMENT_SLACK, update_limit
+from verifier.measure import MOMENT_SLACK, muon_spectral_excess, muon_update_limit, update_limit
 
 Tensors = dict[str, torch.Tensor]
 
@@ -128,15 +128,23 @@ def _within_edge(spec: RunSpec, theta: Mapping[str, torch.Tensor], before_last: 
                  shift: Tensors) -> Tensors:
     """``shift`` of the leaf before the last, limited so that every coordinate stays within
     :data:`EDGE` of the per-coordinate bound of ``(S − 1)·c`` AdamW steps from θ_e (which the last
-    segment's validators and every proposer check on the whole epoch)."""
+    segment's validators and every proposer check on the whole epoch). A matrix Muon steps has its
+    own bound (:func:`~verifier.measure.muon_update_limit`), on every coordinate and on the
+    spectral norm of its change: the clamped change is scaled down to :data:`EDGE` of the latter."""
     train = spec.train
     steps = (train.segments - 1) * train.segment_steps
-    limit = EDGE * update_limit(train, 0, steps) / (1 + MOMENT_SLACK)
+    adam_limit = EDGE * update_limit(train, 0, steps) / (1 + MOMENT_SLACK)
     decay = 1.0 - float(train.lr) * float(train.weight_decay)
     out = {}
     for n, s in shift.items():
         base = theta[n] * (decay ** steps if decays(theta[n]) else 1.0)
+        muon = uses_muon(n, theta[n], train)
+        limit = EDGE * muon_update_limit(train, theta[n].shape, steps) if muon else adam_limit
         out[n] = torch.clamp(before_last[n] + s, base - limit, base + limit) - before_last[n]
+        if muon:
+            moved = before_last[n] + out[n] - base
+            shrink = min(1.0, 1 / max(muon_spectral_excess(moved, limit), 1e-30))
+            out[n] = base + moved * shrink - before_last[n]
     return out
 
 
