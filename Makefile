@@ -70,11 +70,12 @@ simulate: install
 # Devnet tests must run, not skip, and 100 ms blocks keep the devnet suites short; passive OpenMP
 # threads keep the many processes of the end-to-end tests from starving each other. The `ci`
 # hypothesis profile is the thorough property run (tests/conftest.py); a bare pytest runs `dev`.
-# Two pytest-xdist workers on two cores (`-n auto`): the devnet tests go to one worker, which
-# mostly waits for blocks, every other module to whichever worker is free (tests/conftest.py);
-# the 20 slowest tests are listed at the end so the suite's length stays visible in CI.
+# Two pytest-xdist workers on two cores (`-n auto`), each module whole on one worker, the modules
+# with slow tests handed out first (tests/conftest.py; --no-loadscope-reorder keeps that order);
+# a worker that meets a devnet test starts its own devnet. The 20 slowest tests are listed at the
+# end so the suite's length stays visible in CI.
 test: install-dev toolchain browser
-	OMP_WAIT_POLICY=PASSIVE VERILOCO_REQUIRE_DEVNET=1 VERILOCO_REQUIRE_BROWSER=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest --hypothesis-profile=ci -n auto --dist loadgroup --durations=20
+	OMP_WAIT_POLICY=PASSIVE VERILOCO_REQUIRE_DEVNET=1 VERILOCO_REQUIRE_BROWSER=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest --hypothesis-profile=ci -n auto --dist loadfile --no-loadscope-reorder --durations=20
 
 # Static checks of the Python code, configured in pyproject.toml: ruff (lint rules and import
 # order) over every package, the benchmarks and the tests, and mypy over every package. `make test`

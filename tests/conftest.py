@@ -9,8 +9,9 @@
   (``trainer.determinism.configure``) with one torch thread; ``threads`` sets another count inside
   one test.
 * **Two workers.** ``make test`` runs the suite on pytest-xdist workers (``-n auto --dist
-  loadgroup``): every test on the session's devnet goes to one worker, which starts it, and
-  every other test module goes whole to some worker, so module fixtures are built once.
+  loadfile --no-loadscope-reorder``): every module goes whole to some worker, so module fixtures
+  are built once; the modules with slow tests go out first, then the rest
+  (``pytest_collection_modifyitems``). A worker that meets a devnet test starts its own devnet.
 * **Hypothesis profiles.** ``dev`` (the default) runs few examples for quick local runs; ``ci`` is
   the thorough run, which ``make test`` (and so CI) selects with ``--hypothesis-profile=ci``.
 
@@ -136,18 +137,23 @@ def threads() -> Iterator[Callable[[int], None]]:
 # -- workers ----------------------------------------------------------------------------------
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Group the tests for pytest-xdist's ``loadgroup`` scheduling (a no-op without ``-n``).
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the tests for ``make test``'s pytest-xdist run (``-n auto --dist loadfile
+    --no-loadscope-reorder``); a run without ``-n`` keeps pytest's order.
 
-    Devnet tests outside ``tests/e2e`` run on the session's devnet and share one group, so one
-    worker starts that injectived and the others start none; every other test goes with its
-    module, so module-scoped fixtures (trained states, servers) are built once. The devnet
-    worker spends most of its time waiting for blocks, which is why the others overlap it well
-    on two cores. End-to-end devnet tests start their own devnet through the CLI, need no shared
-    node, and are the longest tests, so they are left to whichever worker is free. (The grouping
-    only places tests: a worker that meets a devnet test outside the group starts its own node.)
+    ``loadfile`` sends every module whole to one worker, so module-scoped fixtures (trained states,
+    servers) are built once, and hands the modules out in the order the workers collected them: the
+    modules with ``slow`` tests first (the multi-process networks, the contract's builds, the long
+    properties, the contract's tests on the devnet), then the rest in collection order, whose many
+    short modules even the workers out at the end instead of a long test forming the run's tail.
+    Each worker that meets a devnet test starts its own session devnet (on free ports, in its own
+    temporary directory), so the devnet tests of both workers overlap their waits for blocks with
+    the other worker's computing. (``--dist loadgroup`` would read ``xdist_group`` marks, but
+    pytest 9 ignores the node ids pytest-xdist 3.8 rewrites for it, pytest-xdist issue 1386, and
+    every test then went to a worker on its own, module fixtures built twice.)
     """
-    for item in items:
-        on_session_devnet = item.get_closest_marker("devnet") and not item.nodeid.startswith("tests/e2e/")
-        group = "devnet" if on_session_devnet else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    if not hasattr(config, "workerinput"):  # not an xdist worker: nothing to hand out
+        return
+    slow_modules = {item.nodeid.split("::", 1)[0] for item in items if item.get_closest_marker("slow")}
+    # A stable sort: each module's tests keep their order.
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in slow_modules)
