@@ -120,6 +120,10 @@ def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> 
     (["run", "template", "--set", "phases.min_hosts=0"], "--set: phases.min_hosts: Input should be greater than"),
     (["validator", "run", "--key", "v", "--nproc-per-node", "2"], "--nproc-per-node is for hosts"),
     (["host", "run", "--key", "h", "--nproc-per-node", "2", "--adversary", "lazy"], "adversaries train in one process"),
+    (["host", "run", "--key", "h", "--accumulate", "2"], "--accumulate is for an island"),
+    (["host", "run", "--key", "h", "--nnodes", "2"], "needs --master-addr"),
+    (["host", "run", "--key", "h", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1"],
+     "node rank 2 of 2 nodes"),
 ])
 def test_errors_without_a_run_are_one_line(args, message, tmp_path) -> None:
     assert_one_line(invoke(*args, home=tmp_path), message)
