@@ -2,17 +2,22 @@
 
 For each island size N (default 1, 2, 4) the bench starts N local processes (gloo; N = 1 is a plain
 process), builds the preset's model (FSDP2-sharded when N > 1), takes ``--steps`` inner steps on the
-protocol's batches with M = N micro-batches (one per rank) after one untimed step, then hashes and
+protocol's batches with M = A·N micro-batches (``--accumulate A`` a rank, 1 by default) after one
+untimed step, then hashes and
 writes the leaf they end in from the shards (``trainer.island_leaf.ShardedLeafWriter``; N = 1:
 ``LeafWriter``). Each rank reports its median step time, the leaf write time and its peak resident
-memory (``ru_maxrss``). Then one process replays the same steps with M = N micro-batches and the
-bench reports whether its leaf hash equals the island's: the replay across island sizes.
+memory (``ru_maxrss``). Then one process replays the same steps with the same M and the bench
+reports whether its leaf hash equals the island's: the replay across island sizes. With
+``--inner-optimizer adamw,muon`` every size runs with each optimizer (an island steps Muon on each
+matrix gathered whole: its cost is the Muon row's island ÷ one process against AdamW's).
 
 The batch is cut to ``--batch`` rows (and ``--seq-len`` tokens) so a CPU step of ``gpt124m`` stays
 affordable; the model is the preset's. On a machine with fewer cores than N · threads the ranks
 are oversubscribed: step times then measure the contention as much as the island.
 
     .venv/bin/python bench/island.py --preset small --ranks 1,2,4 --steps 3
+    .venv/bin/python bench/island.py --preset small --ranks 1,2 --steps 3 --inner-optimizer adamw,muon
+    .venv/bin/python bench/island.py --preset small --ranks 1,2 --steps 3 --accumulate 2
     .venv/bin/python bench/island.py --preset gpt124m --ranks 1,2,4 --steps 2 --batch 4 --seq-len 256
     python bench/island.py --preset gpt124m --ranks 1,2,4,8 --device cuda     # a host with 8 GPUs: NCCL
 """
@@ -91,7 +96,7 @@ def rank_main(rank: int, job: Job) -> None:
     group = dist.group.WORLD if job.world > 1 else None
     stepper = Stepper(spec, group=group, device=device)
     stepper.load(TrainState.fresh(GlobalState.initial(spec).params, epoch_rng_key(spec.train.seed, 0)))
-    rows = rank_rows(spec.train.batch_size, rank, job.world)
+    rows = rank_rows(spec.train.batch_size, rank, job.world, job.micro_batches)
     times, losses = [], []
     for t in range(job.steps + 1):  # step 0 warms up (allocations, FSDP's first all-gathers)
         x, y = dataset.batch(run_id, genesis_seed(run_id), HOST, t, spec.train.batch_size)
@@ -144,6 +149,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=None, help="rows a step (default: the preset's)")
     parser.add_argument("--seq-len", type=int, default=None, help="tokens a row (default: the preset's)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    parser.add_argument("--accumulate", type=int, default=1, help="micro-batches a rank accumulates a step (M = A·N)")
+    parser.add_argument("--inner-optimizer", default="adamw", help="adamw, muon or both (comma-separated)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="cuda: one GPU a rank, NCCL (N may not exceed the GPUs); the replay on cuda:0")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -154,11 +161,14 @@ def main() -> None:
         train["batch_size"] = args.batch
     spec = spec.with_changes(train=train, **({"data": {"seq_len": args.seq_len}} if args.seq_len else {}))
     worlds = [int(n) for n in args.ranks.split(",")]
+    optimizers = args.inner_optimizer.split(",")
     rows = []
-    for world in worlds:
-        island = run(spec, world, world, args.steps, args.threads, args.device)
-        replay = island if world == 1 else run(spec, 1, world, args.steps, args.threads, args.device)
-        rows.append({"ranks": world, "micro_batches": world,
+    for optimizer, world in ((o, w) for o in optimizers for w in worlds):
+        run_spec = spec.with_changes(train={"inner_optimizer": optimizer}) if optimizer != "adamw" else spec
+        m = args.accumulate * world
+        island = run(run_spec, world, m, args.steps, args.threads, args.device)
+        replay = island if world == 1 else run(run_spec, 1, m, args.steps, args.threads, args.device)
+        rows.append({"optimizer": optimizer, "ranks": world, "micro_batches": m,
                      "step_s": max(r["step_s"] for r in island), "leaf_s": max(r["leaf_s"] for r in island),
                      "peak_rss_mib": [round(r["peak_rss_mib"]) for r in island],
                      "training_rss_mib": [round(r["training_rss_mib"]) for r in island],
@@ -166,14 +176,16 @@ def main() -> None:
                      "replay_step_s": replay[0]["step_s"],
                      "replay_bitwise": island[0]["leaf_hash"] == replay[0]["leaf_hash"]})
         print(json.dumps(rows[-1]), flush=True)
-    base = rows[0]
     print(f"\n{args.preset} on {args.device}: batch {spec.train.batch_size} x {spec.data.seq_len} tokens, "
-          f"{args.threads} thread(s) a rank, torch {torch.__version__}")
-    print("| ranks N | step s (ratio to N=1) | one process, M = N: step s (island ÷ it) | leaf write s (ratio) | "
-          "RSS per rank after the steps, MiB | peak RSS per rank MiB | one-process replay's leaf = island's |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          f"{args.threads} thread(s) a rank, {args.accumulate} micro-batch(es) a rank, torch {torch.__version__}")
+    print("| optimizer | ranks N | M | step s (ratio to N=1) | one process, same M: step s (island ÷ it) | "
+          "leaf write s (ratio) | RSS per rank after the steps, MiB | peak RSS per rank MiB | "
+          "one-process replay's leaf = island's |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['ranks']} | {r['step_s']:.3f} ({r['step_s'] / base['step_s']:.2f}x) | "
+        base = next(b for b in rows if b["optimizer"] == r["optimizer"])
+        print(f"| {r['optimizer']} | {r['ranks']} | {r['micro_batches']} | "
+              f"{r['step_s']:.3f} ({r['step_s'] / base['step_s']:.2f}x) | "
               f"{r['replay_step_s']:.3f} ({r['step_s'] / r['replay_step_s']:.2f}x) | "
               f"{r['leaf_s']:.2f} ({r['leaf_s'] / base['leaf_s']:.2f}x) | "
               f"{', '.join(map(str, r['training_rss_mib']))} | "
