@@ -187,6 +187,10 @@ class LedgerEnv:
         self.backend_name: str = driver.backend_name
         self.spec: RunSpec = driver.spec
         self.keys: dict[str, PrivateKey] = dict(driver.keys)
+        # Addresses once: deriving one (an eth key's keccak of its point) is a good part of a
+        # property test's time when done on every lookup.
+        self._addresses = {name: key.address() for name, key in self.keys.items()}
+        self._names = {address: name for name, address in self._addresses.items()}
         self.recorder = MeteredBackend(driver.ledger.backend)
         self.ledger = Ledger(self.recorder)
         self.denom = self.ledger.denom
@@ -206,13 +210,10 @@ class LedgerEnv:
         return self.keys[name]
 
     def addr(self, name: str) -> str:
-        return self.keys[name].address()
+        return self._addresses[name]
 
     def name_of(self, address: str) -> str:
-        for name, key in self.keys.items():
-            if key.address() == address:
-                return name
-        raise KeyError(address)
+        return self._names[address]
 
     def names(self, prefix: str) -> list[str]:
         return [n for n in self.keys if n.startswith(prefix)]
