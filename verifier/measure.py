@@ -242,7 +242,7 @@ def muon_spectral_excess(moved: torch.Tensor, limit: float, slack: float = 0.0) 
     The per-coordinate bound lets every entry of an ``A × B`` matrix move by the whole spectral
     limit at once, a change of spectral norm up to ``√(A · B)`` × the limit; Newton–Schulz's steps
     cannot make one (their sum has spectral norm at most the limit). Honest Muon segments and
-    epochs reach 0.46–0.71 of it at ``tiny`` and ``demo`` (the per-coordinate bound: 0.09–0.21;
+    epochs reach 0.46–0.71 of it at ``tiny`` and ``demo`` (the per-coordinate bound: 0.09–0.23;
     docs/verification.md). ``inf`` when non-finite.
     """
     if moved.numel() == 0:
