@@ -18,7 +18,11 @@ gets the whole tolerance.
    the forger honest (same seeds, same data: the difference is the forgery's doing). The control
    run has host 0 honest at 2 threads (which computes bit for bit as at 1: its difference is 0).
 
-Run: ``.venv/bin/python bench/verifier_forgery.py [--epochs 6] [--hosts 4] [--json out.json]``
+With ``--inner muon`` the run trains Muon on the hidden matrices (``train.inner_optimizer``) and the
+plan adds the Muon-momentum forgers (``muon_momentum``); ``--forgeries`` limits the plan to the named
+families (e.g. ``poison,muon_momentum``).
+
+Run: ``.venv/bin/python bench/verifier_forgery.py [--epochs 6] [--hosts 4] [--inner muon] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from verifier.replay import check_challenge
 VALIDATOR = encode_address(bytes([250] * 20))
 POISON = [f"poison:{d}" for d in ("undo", "amplify", "random", "ascent", "target")]
 MOMENTS = [f"moments:{k}" for k in ("v_down", "v_down_top", "m_along", "m_against", "m_untouched")]
+MUON = [f"muon_momentum:{k}" for k in ("along", "against", "ascent", "random")]
 FRACTIONS = (0.5, 0.9, 0.99)
 CONTROL = "control: honest at 2 threads"
 
@@ -110,15 +115,19 @@ def warm_theta(spec: RunSpec, dataset: Dataset, epochs: int, hosts: int, root: P
     return theta
 
 
-def sizes(spec: RunSpec, dataset: Dataset, theta: GlobalState, stage: str, root: Path) -> list[dict]:
+def sizes(spec: RunSpec, dataset: Dataset, theta: GlobalState, stage: str, root: Path,
+          forgeries: list[str], fractions: tuple[float, ...] = FRACTIONS) -> list[dict]:
     stepper = Stepper(spec)
     host, e = address(1), 50
     honest, outcomes = run_host(spec, dataset, HostBehaviour(), host, e, theta, root / "honest", True, stepper)
     assert all(o == "pass" for o in outcomes), outcomes
     c = spec.train.segment_steps
-    plan = [(t, f) for t in POISON + MOMENTS for f in FRACTIONS]
-    plan += [(f"low_precision:{d},{n},last", None) for d in ("bfloat16", "float16") for n in sorted({1, 2, c // 2, c})]
-    plan += [(f"low_precision:{d},1,first", None) for d in ("bfloat16", "float16")]
+    plan: list[tuple[str, float | None]] = [(t, f) for t in forgeries for f in fractions]
+    if any(t.startswith("low_precision") for t in forgeries):
+        plan = [p for p in plan if not p[0].startswith("low_precision")]
+        plan += [(f"low_precision:{d},{n},last", None) for d in ("bfloat16", "float16")
+                 for n in sorted({1, 2, c // 2, c})]
+        plan += [(f"low_precision:{d},1,first", None) for d in ("bfloat16", "float16")]
     rows = []
     for text, fraction in plan:
         t0 = time.perf_counter()
@@ -160,14 +169,25 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=4, help="hosts (one of them forges)")
     parser.add_argument("--warm-epochs", type=int, default=4, help="honest epochs before the second size stage")
     parser.add_argument("--only", default="", help="comma-separated parts: sizes, damage, control")
+    parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)),
+                        help="comma-separated shares of every threshold the size stage forges at")
+    parser.add_argument("--inner", default="adamw", choices=("adamw", "muon"), help="the inner optimizer")
+    parser.add_argument("--forgeries", default="",
+                        help="comma-separated families to run (poison, moments, muon_momentum, low_precision); "
+                             "default: all that apply")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
     configure(1)
-    spec = tiny()
+    spec = tiny().with_changes(train={"inner_optimizer": args.inner})
     dataset = Dataset.load(spec.data)
+    families = args.forgeries.split(",") if args.forgeries else (
+        ["poison", "moments", "low_precision"] + ["muon_momentum"] * (args.inner == "muon"))
+    forgeries = [t for t in POISON + MOMENTS + MUON + ["low_precision"] if t.split(":")[0] in families]
     parts = set(args.only.split(",")) if args.only else {"sizes", "damage", "control"}
-    out: dict = {"spec": {"preset": "tiny", "H": spec.train.inner_steps, "c": spec.train.segment_steps,
+    fractions = tuple(float(f) for f in args.fractions.split(","))
+    out: dict = {"spec": {"preset": "tiny", "inner": args.inner, "H": spec.train.inner_steps,
+                          "c": spec.train.segment_steps,
                           "tau": str(spec.verification.tau),
                           "moment_tolerance": str(spec.verification.moment_tolerance),
                           "hosts": args.hosts, "epochs": args.epochs}}
@@ -175,16 +195,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="veriloco-forgery-") as tmp:
         root = Path(tmp)
         if "sizes" in parts:
-            out["sizes"] = sizes(spec, dataset, GlobalState.initial(spec), "θ_0", root / "s0")
+            out["sizes"] = sizes(spec, dataset, GlobalState.initial(spec), "θ_0", root / "s0", forgeries, fractions)
             trained = warm_theta(spec, dataset, args.warm_epochs, args.hosts, root / "warm")
-            out["sizes"] += sizes(spec, dataset, trained, f"after {args.warm_epochs} epochs", root / "s1")
+            out["sizes"] += sizes(spec, dataset, trained, f"after {args.warm_epochs} epochs", root / "s1",
+                                  forgeries, fractions)
         if parts & {"damage", "control"}:
             runs = []
             for rule in ("mean", "centered_clip"):
                 base = damage(spec, dataset, None, rule, args.hosts, args.epochs, root / f"d-{rule}-base")
                 print(json.dumps(base), flush=True)
                 runs.append(base)
-                plan = [CONTROL] * ("control" in parts) + (POISON + MOMENTS) * ("damage" in parts)
+                steering = [t for t in forgeries if not t.startswith("low_precision")]
+                plan = [CONTROL] * ("control" in parts) + steering * ("damage" in parts)
                 for forgery in plan:
                     run = damage(spec, dataset, forgery, rule, args.hosts, args.epochs,
                                  root / f"d-{rule}-{forgery}".replace(":", "_"))
