@@ -190,6 +190,30 @@ def test_a_muon_momentum_forgery_within_the_tolerance_passes_and_twice_it_is_cau
     assert report.outcome == "fail" and report.check in ("distance", "moments"), report.reason
 
 
+def test_a_muon_jump_to_the_edge_fails_only_its_segment_and_stays_within_the_spectral_bound(
+        muon_spec, dataset, muon_honest, tmp_path) -> None:
+    from verifier.adversaries import Jump
+
+    jump = Jump(1, 0.0, "random")  # as far as the bounds of the first S − 1 segments allow
+    served = serve_epoch(muon_spec, dataset, jump, tmp_path)
+    segments = muon_spec.train.segments
+    for g in range(segments):
+        report = check_challenge(muon_spec, dataset, served.challenge(g), served.source, served.theta,
+                                 served.ctx.prev_epoch_seed)
+        if g in jump.faked[0]:
+            assert report.outcome == "fail", report.reason
+        else:  # the last segment checks θ_S − θ_e against both Muon bounds
+            assert report.outcome == "pass", (g, report.reason)
+    leaves, honest = leaves_of(served), leaves_of(muon_honest)
+    train, steps = muon_spec.train, (segments - 1) * muon_spec.train.segment_steps
+    moved = leaves[-2].state.params[MATRIX] - honest[-2].state.params[MATRIX]
+    # Beyond the honest change of those segments, yet one that a sum of Newton–Schulz steps could make.
+    assert float(moved.norm()) > 1.3 * float((honest[-2].state.params[MATRIX] - honest[0].state.params[MATRIX]).norm())
+    decayed = honest[0].state.params[MATRIX] * (1 - float(train.lr) * float(train.weight_decay)) ** steps
+    limit = muon_update_limit(train, moved.shape, steps)
+    assert 0.9 < muon_spectral_excess(leaves[-2].state.params[MATRIX] - decayed, limit) <= 1
+
+
 def test_a_muon_momentum_forger_needs_a_muon_run(dataset, tmp_path) -> None:
     from verifier.adversaries import MuonMomentum, make_adversary
 
