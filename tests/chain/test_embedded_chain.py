@@ -254,6 +254,23 @@ def test_failed_instantiate_creates_nothing(alice: str, make_spec, account) -> N
     assert chain.instantiate(alice, code_id, msg).contract_address == contract_address(code_id, 1, "inj")
 
 
+
+def test_the_contract_takes_a_new_quantization_field_unchanged(alice: str, make_spec, account) -> None:
+    # A compression schedule (issue 32's optional DiLoCoX item) would live under `quantization`,
+    # which the contract does not parse: a new field there needs no contract change. The run id is
+    # the hash of the canonical text as sent.
+    chain = EmbeddedChain(genesis_balances={alice: {DENOM: 10**12}})
+    code_id = chain.store_code(alice, load_contract_wasm()).code_id
+    data = json.loads(make_spec().canonical())
+    data["quantization"]["schedule"] = [{"block_size": 2048, "from_epoch": 10}]
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    msg = {"spec_json": text, "initial_model_hash": "0" * 64, "denom": DENOM,
+           "treasury": account("treasury"), "admin": None}
+    contract = chain.instantiate(alice, code_id, msg).contract_address
+    config = chain.query(contract, {"config": {}})
+    assert config["spec_json"] == text and '"schedule":[{"block_size":2048,"from_epoch":10}]' in text
+    assert config["run_id"] != make_spec().run_id().hex()  # the new field is part of the run's identity
+
 # -- determinism and persistence -----------------------------------------------------------------
 
 
