@@ -8,7 +8,13 @@ the aggregation's peer bound (``verifier.measure.peer_excess``) and its per-coor
    compares with :data:`~verifier.measure.DELTA_PEER_FACTOR`), per-tensor RMS and largest coordinate
    of Δ in units of ``lr · √H`` (what a bound scaling like √H would have to allow), and the largest
    coordinate against the per-coordinate bound of ``H`` AdamW steps (``delta_excess``).
-2. **Attacks** (``attacks``): host 0 of ``--hosts`` runs a ``jump`` (``verifier.adversaries.unseen``)
+2. **Segment movements** (``movements``): the same honest hosts' per-segment, per-tensor movements
+   ``m_{s,n} = ‖θ_{s+1,n} − θ_{s,n}‖`` (``verifier.measure.segment_movements``): the triangle slack
+   ``Σ_s m_{s,n} / ‖Δ_n‖`` per tensor (``triangle_slack``: how far a Δ could grow before a check
+   ``‖Δ_n‖ ≤ Σ_s m_{s,n}`` over committed movements fails), the largest single segment's share
+   ``max_s m_{s,n} / ‖Δ_n‖``, and how far the segment that moved most (``Σ_n m_{s,n}``, the first
+   S − 1) stands above the median segment (what a top-Q challenge rule would sort by).
+3. **Attacks** (``attacks``): host 0 of ``--hosts`` runs a ``jump`` (``verifier.adversaries.unseen``)
    in every epoch; the others are honest. Per attack: the probability of passing an epoch from the
    challenge rule (``C(S − 1 − m, k) / C(S − 1, k)`` for ``m`` faked segments before the last and
    ``k`` uniform challenges, plus the last segment, always challenged; with several pickers each
@@ -17,10 +23,13 @@ the aggregation's peer bound (``verifier.measure.peer_excess``) and its per-coor
    norm against the host's own honest Δ and against the peers' median, whether the aggregation
    left it out, and the validation loss of the agreed model after every epoch against the all-honest
    run with the same seeds and data, under ``mean`` and the default ``centered_clip`` — if it is never
-   caught (the damage given that it passes every epoch).
+   caught (the damage given that it passes every epoch). Per epoch also the faked segments' rank by
+   movement ``Σ_n m_{s,n}`` among the first S − 1 (1: moved most; a top-Q rule replays ranks ≤ Q if
+   the host commits its true movements) and ``max_n ‖Δ_n‖ / Σ_s m_{s,n}`` with the faked segments'
+   rows reported as their honest ones (above 1: a triangle check catches that under-report).
 
 Run: ``.venv/bin/python bench/unreplayed_segments.py --preset tiny [--epochs 6] [--hosts 4] [--inner-steps H]
-[--only honest|attacks] [--json out.json]``
+[--only honest,movements,attacks] [--rules mean,centered_clip] [--attacks 'jump:1;…'] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -48,15 +57,25 @@ from trainer import presets
 from trainer.artifacts import LocalArtifacts
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from trainer.delta import dequantize
+from trainer.delta import dequantize, quantize
 from trainer.determinism import configure
 from trainer.evaluate import validation_loss
-from trainer.inner import EpochContext, EpochResult
+from trainer.inner import EpochContext, EpochResult, start_checkpoint
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.step import Stepper
 from verifier.adversaries import Jump, make_adversary
-from verifier.measure import DELTA_PEER_FACTOR, delta_excess, peer_excess, tensor_norm
+from verifier.adversaries.base import commit_leaves
+from verifier.adversaries.unseen import honest_epoch
+from verifier.measure import (
+    DELTA_PEER_FACTOR,
+    SMALL_TENSORS,
+    delta_excess,
+    peer_excess,
+    segment_movements,
+    tensor_norm,
+    triangle_slack,
+)
 from verifier.replay import check_challenge
 
 VALIDATOR = encode_address(bytes([250] * 20))
@@ -144,11 +163,63 @@ def honest_stats(spec: RunSpec, dataset: Dataset, hosts: int, epochs: int, root:
     return rows
 
 
+def spread(values: list[float]) -> list[float]:
+    return [round(min(values), 3), round(statistics.median(values), 3), round(max(values), 3)]
+
+
+def movement_stats(spec: RunSpec, dataset: Dataset, hosts: int, epochs: int, root: Path) -> list[dict]:
+    """Honest hosts' per-segment movements, epoch by epoch (θ moved by the default rule): min / median
+    / max over hosts and tensors of the triangle slack (matrices, small tensors alone, their pool) and of
+    the largest segment's share of ``‖Δ_n‖``; over hosts, the top segment's ``Σ_n m`` over the median's."""
+    theta = GlobalState.initial(spec)
+    sizes = {n: t.numel() for n, t in theta.params.items()}
+    rows = []
+    for e in range(epochs):
+        results: dict[str, EpochResult] = {}
+        large: list[float] = []
+        small: list[float] = []
+        pool: list[float] = []
+        share: list[float] = []
+        top: list[float] = []
+        for i in range(hosts):
+            ctx = EpochContext(spec.run_id(), e, address(i), prev_seed(e))
+            leaves = honest_epoch(spec, dataset, ctx, start_checkpoint(spec, theta.params, e), None)
+            results[address(i)] = commit_leaves(spec, ctx, leaves, root / f"{e}-{i}")
+            params = [leaf.state.params for leaf in leaves]
+            table = segment_movements(params)
+            delta = {n: params[0][n] - params[-1][n] for n in params[0]}
+            for n, x in triangle_slack(table, delta, sizes).items():
+                (pool if n == SMALL_TENSORS else large if sizes[n] >= LARGE else small).append(x)
+            share += [max(row[n] for row in table) / tensor_norm(delta[n]) for n in delta]
+            scalars = [sum(row.values()) for row in table[:-1]]
+            top.append(max(scalars) / statistics.median(scalars))
+        row = {"epoch": e, "hosts": hosts, "slack_large": spread(large), "slack_small": spread(small),
+               "slack_pool": spread(pool), "top_share": spread(share), "top_over_median_segment": spread(top)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        kept = admitted(spec, theta, results)[0]
+        theta = outer_step(theta, aggregate(spec.aggregation, kept), spec.outer)
+    return rows
+
+
+def movement_rule(forger: Jump, epoch: int, forged: dict[str, torch.Tensor]) -> tuple[int, float]:
+    """The faked segments' best rank by committed movement ``Σ_n m_{s,n}`` among the first S − 1 (1:
+    moved most), and ``max_n ‖Δ_n‖ / Σ_s m_{s,n}`` with the faked rows reported as the honest ones."""
+    honest, committed = forger.movements[epoch]
+    faked = forger.faked[epoch]
+    scalars = [sum(row.values()) for row in committed[:-1]]
+    order = sorted(range(len(scalars)), key=lambda s: (-scalars[s], s))
+    reported = [honest[s] if s in faked else row for s, row in enumerate(committed)]
+    return (min(order.index(f) for f in faked) + 1,
+            max(tensor_norm(forged[n]) / max(sum(row[n] for row in reported), 1e-30) for n in forged))
+
+
 def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs: int, root: Path) -> dict:
     theta = GlobalState.initial(spec)
     model = build_model(spec)
     forger = make_adversary(attack) if attack else HostBehaviour()
     losses, verdicts, ratios, medians, left_out, diverged = [], [], [], [], [], []
+    ranks, under, paired = [], [], []
     for e in range(epochs):
         results, ctxs = {}, {}
         for i in range(hosts):
@@ -166,15 +237,29 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
             ratios.append(max(tensor_norm(forged[n]) / max(tensor_norm(honest[n]), 1e-30) for n in honest))
             medians.append(peers.get(address(0), (math.inf, ""))[0] * DELTA_PEER_FACTOR)  # inf: beyond H steps
             left_out.append(address(0) not in kept)
-        theta = outer_step(theta, aggregate(spec.aggregation, kept), spec.outer)
-        losses.append(validation_loss(model, dataset, params=theta.params))
+            rank, excess = movement_rule(forger, e, forged)
+            ranks.append(rank)
+            under.append(round(excess, 4))
+        after = outer_step(theta, aggregate(spec.aggregation, kept), spec.outer)
+        losses.append(validation_loss(model, dataset, params=after.params))
+        if isinstance(forger, Jump) and address(0) in results:
+            # Paired damage: the same θ_e and peers, the host's own honest Δ in place of the forged one
+            # (admitted, as an honest Δ is): what this epoch's forgery alone did to the agreed model.
+            shapes = parameter_shapes(spec)
+            own = dequantize(quantize(forger.honest_delta[e], spec.quantization), shapes, spec.quantization)
+            honest_kept = {**{h: d for h, d in kept.items() if h != address(0)}, address(0): own}
+            counterfactual = outer_step(theta, aggregate(spec.aggregation, honest_kept), spec.outer)
+            paired.append(round(losses[-1] - validation_loss(model, dataset, params=counterfactual.params), 5))
+        theta = after
     out: dict = {"attack": attack or "none (all honest)", "rule": spec.aggregation.rule, "val_loss": losses,
                  "diverged": diverged}
     if isinstance(forger, Jump):
         faked = min(forger.segments, spec.train.segments - 1)
         out.update({"faked": faked, "pass_probability": pass_probability(spec, faked),
                     "epoch0_verdicts": verdicts, "norm_ratio_to_honest_max": ratios,
-                    "norm_ratio_to_peer_median_max": medians, "left_out": left_out})
+                    "norm_ratio_to_peer_median_max": medians, "left_out": left_out,
+                    "faked_movement_rank": ranks, "under_report_triangle": under,
+                    "paired_damage": paired, "paired_damage_max": max(paired, default=0.0)})
     return out
 
 
@@ -186,10 +271,11 @@ def with_damage(found: dict, base: dict) -> dict:
     return {**found, "damage": damage, "damage_per_epoch": damage[-1] / len(damage), "damage_step_max": max(rises)}
 
 
-def attack_runs(spec: RunSpec, dataset: Dataset, plan: list[str], hosts: int, epochs: int, root: Path) -> list[dict]:
-    """The all-honest run and every attack of ``plan``, under ``mean`` and ``centered_clip``."""
+def attack_runs(spec: RunSpec, dataset: Dataset, plan: list[str], hosts: int, epochs: int, root: Path,
+                rules: tuple[str, ...] = ("mean", "centered_clip")) -> list[dict]:
+    """The all-honest run and every attack of ``plan``, under each of ``rules``."""
     runs = []
-    for rule in ("mean", "centered_clip"):
+    for rule in rules:
         ruled = spec.with_changes(aggregation={"rule": rule})
         runs.append(base := run(ruled, dataset, None, hosts, epochs, root / f"{rule}-base"))
         print(json.dumps(base), flush=True)
@@ -206,7 +292,8 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--inner-steps", type=int, default=0, help="H (0: the preset's), a multiple of its c")
-    parser.add_argument("--only", default="", help="comma-separated parts: honest, attacks")
+    parser.add_argument("--only", default="", help="comma-separated parts: honest, movements, attacks")
+    parser.add_argument("--rules", default="mean,centered_clip", help="comma-separated aggregation rules")
     parser.add_argument("--attacks", default="", help="';'-separated adversary texts (default: the catalogue's jumps)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -217,7 +304,7 @@ def main() -> None:
     if args.inner_steps:
         spec = spec.with_changes(train={"inner_steps": args.inner_steps})
     dataset = Dataset.load(spec.data)
-    parts = set(args.only.split(",")) if args.only else {"honest", "attacks"}
+    parts = set(args.only.split(",")) if args.only else {"honest", "movements", "attacks"}
     out: dict = {"spec": {"preset": args.preset, "H": spec.train.inner_steps, "c": spec.train.segment_steps,
                           "S": spec.train.segments, "k": spec.verification.challenges_k, "lr": str(spec.train.lr),
                           "hosts": args.hosts, "epochs": args.epochs, "peer_factor": DELTA_PEER_FACTOR}}
@@ -226,9 +313,12 @@ def main() -> None:
         root = Path(tmp)
         if "honest" in parts:
             out["honest"] = honest_stats(spec, dataset, args.hosts, args.epochs, root / "honest")
+        if "movements" in parts:
+            out["movements"] = movement_stats(spec, dataset, args.hosts, args.epochs, root / "movements")
         if "attacks" in parts:
             plan = args.attacks.split(";") if args.attacks else attacks(spec)
-            out["attacks"] = attack_runs(spec, dataset, plan, args.hosts, args.epochs, root)
+            out["attacks"] = attack_runs(spec, dataset, plan, args.hosts, args.epochs, root,
+                                         tuple(args.rules.split(",")))
     if args.json:
         args.json.write_text(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
 

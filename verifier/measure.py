@@ -35,12 +35,19 @@ Aggregation (every honest proposer alike, on the accepted Δs' bytes):
 * :func:`delta_excess` — a Δ within the per-coordinate bound of ``H`` AdamW steps;
 * :func:`peer_excess` — no tensor of a Δ more than :data:`DELTA_PEER_FACTOR` × the median of the
   accepted Δs' norms of that tensor (what no replay saw is bounded by what honest training moved).
+
+Segment movements (what a commitment of per-segment movements could bound; measured, not a check):
+
+* :func:`segment_movements` — ``‖θ_{s+1,n} − θ_{s,n}‖`` per segment and tensor;
+* :func:`triangle_slack` — ``Σ_s m_{s,n} / ‖Δ_n‖`` per tensor: how much farther than Δ the leaves
+  travelled, the room a triangle-inequality check would leave.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -557,3 +564,51 @@ def delta_check(dequantized: Mapping[str, torch.Tensor], payload: Mapping[str, t
             worst = max(worst, float(ratio.max()))
     return {"relative_error": _safe(math.sqrt(num / den)) if den > 0 else (0.0 if num == 0 else float("inf")),
             "violations": float(violations), "worst_excess": _safe(worst)}
+
+
+def segment_movements(leaves: Sequence[Mapping[str, torch.Tensor]]) -> list[dict[str, float]]:
+    """Per segment ``s`` (leaf ``s`` to leaf ``s + 1``), per tensor ``n``: ``‖θ_{s+1,n} − θ_{s,n}‖``.
+
+    Args:
+        leaves: the parameters of leaves ``0 … S`` (every leaf with the same names and shapes).
+
+    Returns:
+        ``S`` rows, tensor name -> movement (:func:`tensor_norm`).
+    """
+    if len(leaves) < 2:
+        raise ValueError("movements need at least two leaves")
+    names = sorted(leaves[0])
+    for leaf in leaves[1:]:
+        if sorted(leaf) != names or any(leaf[n].shape != leaves[0][n].shape for n in names):
+            raise ValueError("leaves of different layouts")
+    return [{n: tensor_norm(b[n] - a[n]) for n in names} for a, b in itertools.pairwise(leaves)]
+
+
+def triangle_slack(movements: Sequence[Mapping[str, float]], delta: Mapping[str, torch.Tensor],
+                   sizes: Mapping[str, int]) -> dict[str, float]:
+    """Per tensor ``n`` — and the pool of tensors under :data:`PEER_POOL_COORDINATES` coordinates,
+    :data:`SMALL_TENSORS`, as :func:`peer_excess` groups them — ``Σ_s m_{s,n} / ‖Δ_n‖``.
+
+    At least 1 for true movements (the triangle inequality); a check ``‖Δ_n‖ ≤ Σ_s m_{s,n}`` over
+    committed movements lets a Δ grow by this factor before it fails, so it bounds a jump no better
+    than the honest slack. ``inf`` for a tensor whose Δ is 0 and that moved.
+
+    Args:
+        movements: :func:`segment_movements` rows.
+        delta: the epoch's Δ (``θ_0 − θ_S``) per tensor.
+        sizes: tensor name -> number of coordinates (for the pool).
+    """
+    out: dict[str, float] = {}
+    pool_moves = [0.0] * len(movements)
+    pool_delta = 0.0
+    for n in sorted(delta):
+        moved = sum(row[n] for row in movements)
+        norm = tensor_norm(delta[n])
+        out[n] = moved / norm if norm > 0 else (1.0 if moved == 0 else math.inf)
+        if sizes[n] < PEER_POOL_COORDINATES:
+            pool_delta += norm * norm
+            for s, row in enumerate(movements):
+                pool_moves[s] += row[n] * row[n]
+    if pool_delta > 0:
+        out[SMALL_TENSORS] = sum(math.sqrt(x) for x in pool_moves) / math.sqrt(pool_delta)
+    return out

@@ -200,3 +200,37 @@ def test_small_tensors_are_compared_as_one_pool() -> None:
         deltas["host0"]["bias1"].norm())  # 1.7× in one small tensor: within the pool's 1.5×
     found = peer_excess(deltas)
     assert {name for _, name in found.values()} == {SMALL_TENSORS} and found["host3"][0] <= 1
+
+
+def test_segment_movements_and_the_triangle_slack_of_a_path() -> None:
+    from verifier.measure import SMALL_TENSORS, segment_movements, triangle_slack
+
+    gen = torch.Generator().manual_seed(3)
+    sizes = {"w": 4096, "b": 8}
+    step = {n: torch.randn(k, generator=gen) for n, k in sizes.items()}
+    line = [{n: i * step[n] for n in sizes} for i in range(5)]  # four equal steps along one line
+    moves = segment_movements(line)
+    assert len(moves) == 4 and all(row["w"] == pytest.approx(float(step["w"].norm())) for row in moves)
+    delta = {n: line[0][n] - line[-1][n] for n in sizes}
+    straight = triangle_slack(moves, delta, sizes)
+    assert straight["w"] == pytest.approx(1.0) and straight[SMALL_TENSORS] == pytest.approx(1.0)
+    # a path that turns back travels farther than its Δ: the room a triangle check leaves a jump
+    wander = [line[0], line[2], line[1], line[3], line[4]]
+    assert triangle_slack(segment_movements(wander), delta, sizes)["w"] == pytest.approx(1.5)  # 6 steps, Δ 4
+    # a jump whose movement is reported as a small one breaks ‖Δ‖ ≤ Σ m
+    jumped = [*line[:-1], {n: line[-1][n] * 3 for n in sizes}]
+    under = segment_movements(line)  # the rows an under-reporting host would commit
+    jump_delta = {n: jumped[0][n] - jumped[-1][n] for n in sizes}
+    assert triangle_slack(under, jump_delta, sizes)["w"] == pytest.approx(1 / 3)
+    assert triangle_slack(segment_movements(jumped), jump_delta, sizes)["w"] >= 1 - 1e-6  # float32 leaves
+
+
+def test_segment_movements_refuse_leaves_of_different_layouts() -> None:
+    from verifier.measure import segment_movements
+
+    with pytest.raises(ValueError, match="two leaves"):
+        segment_movements([{"w": torch.zeros(2)}])
+    with pytest.raises(ValueError, match="layouts"):
+        segment_movements([{"w": torch.zeros(2)}, {"w": torch.zeros(3)}])
+    with pytest.raises(ValueError, match="layouts"):
+        segment_movements([{"w": torch.zeros(2)}, {"v": torch.zeros(2)}])

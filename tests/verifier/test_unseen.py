@@ -101,6 +101,15 @@ def test_a_jump_sized_by_ratio_commits_that_ratio(spec, dataset, tmp_path) -> No
     ratios = [float(forged[n].norm() / honest[n].norm()) for n in honest if float(honest[n].norm()) > 0]
     # within the ratio in every tensor, and near it (the shift's scale is bisected a few times)
     assert 1.1 < max(ratios) <= 1.4 * 1.01
+    # its recorded movements: the faked segment moved more than its honest self, and the true rows
+    # cover the committed Δ (the triangle inequality) while its honest rows need not
+    from verifier.measure import triangle_slack
+
+    honest_rows, committed_rows = adversary.movements[0]
+    (faked,) = adversary.faked[0]
+    assert sum(committed_rows[faked].values()) > sum(honest_rows[faked].values())
+    sizes = {n: t.numel() for n, t in forged.items()}
+    assert min(triangle_slack(committed_rows, forged, sizes).values()) > 0.99  # Δ quantized: half a step
 
 
 def test_jump_size_solves_for_the_ratio() -> None:

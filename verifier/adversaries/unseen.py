@@ -40,7 +40,7 @@ from trainer.inner import EpochContext, EpochResult, StepCallback, epoch_delta, 
 from trainer.model import build_model
 from trainer.step import Stepper, decays, uses_muon
 from verifier.adversaries.base import Adversary, clone_state, commit_leaves
-from verifier.measure import MOMENT_SLACK, muon_spectral_excess, muon_update_limit, update_limit
+from verifier.measure import MOMENT_SLACK, muon_spectral_excess, muon_update_limit, segment_movements, update_limit
 
 Tensors = dict[str, torch.Tensor]
 
@@ -70,8 +70,9 @@ def validation_gradient(spec: RunSpec, dataset: Dataset, params: Mapping[str, to
             for n, p in named.items()}
 
 
-def _honest_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
-                  on_step: StepCallback | None) -> list[Checkpoint]:
+def honest_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
+                 on_step: StepCallback | None) -> list[Checkpoint]:
+    """Leaves ``0 … S`` of an honest epoch from ``start`` (the trainer's one step, segment by segment)."""
     stepper = Stepper(spec)
     leaves = [start]
     for _ in range(spec.train.segments):
@@ -107,7 +108,7 @@ class ShiftedStart(Adversary):
         step = self.scale * float(spec.train.lr)
         shifted = {n: t + step * torch.randint(0, 2, t.shape, generator=gen).to(t.dtype).mul(2).sub(1)
                    for n, t in start_params.items()}
-        leaves = _honest_epoch(spec, dataset, ctx, start_checkpoint(spec, shifted, ctx.epoch), on_step)
+        leaves = honest_epoch(spec, dataset, ctx, start_checkpoint(spec, shifted, ctx.epoch), on_step)
         self.faked[ctx.epoch] = [0]
         honest_start = start_checkpoint(spec, start_params, ctx.epoch)
         return commit_leaves(spec, ctx, leaves, root, epoch_delta(spec, honest_start.state, leaves[-1].state))
@@ -166,6 +167,9 @@ class Jump(Adversary):
         self.segments, self.ratio, self.direction = int(segments), float(ratio), direction
         self.honest_delta: dict[int, Tensors] = {}
         """epoch -> the unquantized Δ this host would have committed honestly (for the benchmark)."""
+        self.movements: dict[int, tuple[list[dict[str, float]], list[dict[str, float]]]] = {}
+        """epoch -> per-segment, per-tensor movements (``verifier.measure.segment_movements``) of the
+        honest leaves and of the committed ones (for the benchmark)."""
 
     def _count(self, spec: RunSpec) -> int:
         return min(self.segments, spec.train.segments - 1)
@@ -202,7 +206,7 @@ class Jump(Adversary):
                     start_params: Mapping[str, torch.Tensor], root: Path,
                     on_step: StepCallback | None = None) -> EpochResult:
         start = start_checkpoint(spec, start_params, ctx.epoch)
-        honest = _honest_epoch(spec, dataset, ctx, start, None)
+        honest = honest_epoch(spec, dataset, ctx, start, None)
         self.honest_delta[ctx.epoch] = {n: start_params[n] - honest[-1].state.params[n] for n in start_params}
         shift = self._shift(spec, start_params, honest, self._direction(spec, dataset, ctx, start_params))
         # The m segments right before the last: challenges are uniform, so which ones does not change
@@ -230,6 +234,8 @@ class Jump(Adversary):
                     high = mid
             leaves = best if best is not None and worst(leaves) > self.ratio else leaves
         self.faked[ctx.epoch] = fakes
+        self.movements[ctx.epoch] = (segment_movements([leaf.state.params for leaf in honest]),
+                                     segment_movements([leaf.state.params for leaf in leaves]))
         return commit_leaves(spec, ctx, leaves, root)
 
     @staticmethod
