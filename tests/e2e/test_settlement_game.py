@@ -185,6 +185,38 @@ def test_a_host_that_refuses_one_honest_validator_alone_costs_that_validator_not
         assert {v.validator for v in c.votes} == set(chosen) and {v.outcome for v in c.votes} == {"pass"}
 
 
+def test_a_refused_sole_seat_re_votes_with_the_final_round_and_is_paid(tmp_path, load_dataset) -> None:
+    # One picker per host (seats_cap 1): the refused validator is the only round-0 seat of every
+    # challenge of the host, so no co-seat holds the leaves. It says `unavailable` (an objection),
+    # the final voters read the host, and its re-vote reads them from those holders: it votes
+    # `pass` with them and is paid like them (before: excused, unpaid).
+    validators = ["honest", "honest", "honest"]
+    base = tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4},
+                               verification={"challenges_k": SEGMENTS - 1, "seats_cap": 1})
+    spec = simulation_spec(base, validators=len(validators), hosts=3)
+    refusing = RefusesOne("")
+    roster = Roster(hosts=[HostBehaviour(), HostBehaviour(), refusing],
+                    validators=[validator_behaviour(v) for v in validators])
+    net = LocalNetwork(spec, tmp_path / "net", roster, load_dataset(spec.data))
+    host = net.hosts[2].address
+    stakes = {v.address: 2 * int(spec.economics.min_validator_stake) for v in net.validators}
+    (seat,) = pickers(bytes.fromhex(net.ledger.epoch().prev_seed), host, stakes, spec.verification.seats_cap)
+    refusing.refused = seat
+    report = net.run_epoch(max_rounds=300)
+    assert net.total_funds() == net.initial_funds
+    assert report.agreed
+    assert {h.outcome for h in report.hosts} == {"accepted"}
+    assert all(int(m.slashed) == 0 for m in [*report.hosts, *report.validators]), outcomes(net, report)
+    assert {v.outcome for v in report.validators} == {"diligent"}, outcomes(net, report)
+    assert len({int(v.reward) for v in report.validators}) == 1  # the refused seat paid like the others
+    mine = [c for c in report.challenges if c.host == host]
+    assert len(mine) == SEGMENTS
+    for c in mine:  # it objected to every one: each went to the final vote, where it re-voted
+        assert c.rounds == 1 and seat in c.objectors
+        (its,) = [v for v in c.votes if v.validator == seat]
+        assert its.round == 0 and its.outcome == ("fail" if c.trap else "pass") == c.outcome
+
+
 def test_a_host_that_would_withhold_its_reveal_pays_at_least_the_invalid_slash(tmp_path, load_dataset) -> None:
     # Every segment is challenged, so its faked one is always hit: it withholds every time.
     hosts = [None, None, "selective_reveal"]
