@@ -9,6 +9,7 @@ that it does not (every segment challenged, or every validator but one on each c
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from node.participant import Participant
 from protocol.rules.sampling import pickers
 from protocol.views import EpochReport
 from trainer.artifacts import ArtifactSource
@@ -277,14 +279,24 @@ def test_an_auditors_traps_catch_a_validator_that_always_passes(tmp_path, load_d
     assert any(outcomes(net, r)["validator-3 (always_pass)"] == "wrong" for r in reports)
 
 
-def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path, load_dataset) -> None:
+def keyed_secret(self: Participant, epoch: int) -> bytes:
+    """A beacon secret fixed by the participant's address and the epoch, instead of a random one."""
+    return hashlib.sha256(b"veriloco test beacon" + self.address.encode() + epoch.to_bytes(8, "big")).digest()
+
+
+def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path, load_dataset,
+                                                                       monkeypatch) -> None:
     # Issue 27: no auditor, the default trap_probability. Each honest host traps one segment with
     # probability 0.2 per epoch, drawn from its own key (with these simulation keys and this run:
     # host-0 in epochs 1 and 5, host-1 in 1, 2 and 4, host-2 in 0 and 5). Every segment is
     # challenged, so every trap is. Two trap readers (2/7 of the stake) replay only hosts that
     # trapped last epoch and pass the rest blind; each host's pickers are 3 of the 7 validators, so
     # a reader picks for a host with probability 1 − C(5,3)/C(7,3) = 5/7, and each of the 6 traps
-    # after an epoch without one catches one then (all 6 miss with probability (2/7)^6 < 6e-4).
+    # after an epoch without one catches one then. With random beacon secrets all 6 miss with
+    # probability (2/7)^6 ≈ 1/1,700; the secrets are fixed here (keyed by address and epoch), so the
+    # seeds, the pickers and this test's outcome are the same on every run, and every reader that
+    # sat on a trap it did not expect is asserted caught below.
+    monkeypatch.setattr(Participant, "secret", keyed_secret)
     hosts = [None, None, None]
     validators = ["honest"] * 5 + ["trap_reader"] * 2
     net, reports = play(tmp_path, load_dataset, hosts, validators, 6, challenges_k=SEGMENTS - 1)
@@ -314,7 +326,13 @@ def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path
                 honest = [v for v in trap.votes if v.validator not in readers and v.outcome == "fail"]
                 assert honest and all(ver.tau <= v.distance <= ver.trap_max_distance for v in honest)
         assert len(rewards) == 1  # trappers and the others alike
+        # A reader passes blind every seat of a host that did not trap the epoch before, but for a
+        # final vote on an opened trap; a blind pass on a disputed challenge is `wrong`.
+        recent = {h for h, epochs in trapped.items() if report.epoch - 1 in epochs}
+        blind = {v.validator for c in report.challenges if c.rounds and c.host not in recent
+                 for v in c.votes if v.validator in readers and (v.round == 0 or not c.trap)}
         for lazy in [v for v in report.validators if v.address in readers]:
+            assert (lazy.outcome == "wrong") == (lazy.address in blind), (report.epoch, lazy.outcome)
             if lazy.outcome == "wrong":
                 caught += 1
                 assert int(lazy.slashed) > 0
