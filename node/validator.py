@@ -60,7 +60,7 @@ from chain.ledger import Ledger
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.http import ClientLimits
-from node.leaf_holding import FromHolder, Keeping, holder_addresses, prune_held
+from node.leaf_holding import HOLDERS_FIRST, MAX_OTHER_HOLDERS, FromHolder, Keeping, holder_addresses, prune_held
 from node.participant import BlockClock, Participant
 from node.prefetch import Spool, Unreachable, fetch_challenge
 from protocol.keys import PrivateKey
@@ -200,6 +200,8 @@ class ValidatorNode(Participant):
         self._assigned = 0  # challenges of the current round, for the request deadlines
         self._leaf_bytes: int | None = None
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
+        self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
+        self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
 
     def tick(self) -> bool:
@@ -436,6 +438,14 @@ class ValidatorNode(Participant):
         theta = self.globals.get(status.model_hash, status.epoch)
         if self._stepper is None:
             self._stepper = Stepper(self.spec, device=self.device)
+        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        if self.holders_first and key not in self._spools and key not in self._holders_asked:
+            # Holders first: a validator that already checked these leaves serves them, so the
+            # host uploads them about once (asked once per challenge, a few holders at most).
+            self._holders_asked.add(key)
+            held = self._from_holders(status, challenge, theta, others=HOLDERS_FIRST, refused=False)
+            if held is not None:
+                return held.verdict, held.reason
         source = self._source(challenge, status)
         try:
             report = self._check(status, challenge, source, theta)
@@ -449,7 +459,6 @@ class ValidatorNode(Participant):
         if report.verdict.outcome == "unavailable" and not self._give_up(status):
             self.event(status.epoch, EventKind.HOST_RETRIED, f"{_about(challenge)}: {report.reason}")
             return None, report.reason
-        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
         if report.verdict.outcome == "unavailable" and self.patience is None and key not in self._waited:
             self._waited.add(key)  # one tick for the seats after it in this round to read and keep it
             self._deferred = True
@@ -470,13 +479,15 @@ class ValidatorNode(Participant):
             keeping.settle(report)
         return report
 
-    def _from_holders(self, status: ParticipantStatus, challenge: Challenge,
-                      theta: GlobalState) -> VerdictReport | None:
+    def _from_holders(self, status: ParticipantStatus, challenge: Challenge, theta: GlobalState,
+                      others: int = MAX_OTHER_HOLDERS, refused: bool = True) -> VerdictReport | None:
         """The replay of ``challenge`` from the first holder whose kept artifacts decide it (a
         ``pass`` or ``fail``: they are the host's committed bytes, checked against its root), or
         None when no holder serves them (``node.leaf_holding.holder_addresses``: the round-0
-        seats, then other validators)."""
-        for address, endpoint in holder_addresses(self.ledger, challenge, self.address):
+        seats, then at most ``others`` other validators). ``refused``: the host refused it (asked
+        after the host), else asked before the host."""
+        why = "the host refused" if refused else "holders first"
+        for address, endpoint in holder_addresses(self.ledger, challenge, self.address, others):
             if self.stopping.is_set():
                 return None
             try:
@@ -487,8 +498,8 @@ class ValidatorNode(Participant):
             report = self._check(status, challenge, view, theta, previous_source=view)
             if report.verdict.outcome != "unavailable":
                 self.event(status.epoch, EventKind.READ_FROM_HOLDER,
-                           f"{_about(challenge)}: the host refused; read from {address[:12]}…")
-                return replace(report, reason=f"{report.reason} (the host refused; read from holder {address})")
+                           f"{_about(challenge)}: {why}; read from {address[:12]}…")
+                return replace(report, reason=f"{report.reason} ({why}; read from holder {address})")
         return None
 
     def _previous_delta(self, challenge: Challenge) -> str | None:

@@ -469,3 +469,28 @@ def test_an_unavailable_spammer_is_unserved_on_every_seat() -> None:
     r = _game("unavailable", 2)
     outcomes = r["coalition"]["outcomes"]
     assert outcomes.get("unserved", 0) > 0 and set(outcomes) <= {"unserved", "idle"}
+
+
+def test_holders_first_halves_what_an_honest_host_uploads(tmp_path, load_dataset) -> None:
+    # bench/leaf_uploads.py's network (S = 4, every segment challenged, both pickers of each host on
+    # every challenge), every byte each party serves counted: asking the host first, each host sends
+    # every challenge's leaves to both seats; asking holders first, the second seat reads them from
+    # the first, so each host sends them once and the validators serve the rest.
+    import sys
+
+    bench = str(Path(__file__).resolve().parents[2] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import leaf_uploads
+
+    dataset = load_dataset(leaf_uploads.tiny().data)
+    before = leaf_uploads.run(tmp_path / "host-first", dataset, False, 1, holders_first=False)
+    after = leaf_uploads.run(tmp_path / "holders-first", dataset, False, 1, holders_first=True)
+    for result in (before, after):
+        assert result["slashed"] == 0 and result["outcomes"] == [["accepted"]]
+    sent_before, sent_after = before["sent"], after["sent"]
+    assert isinstance(sent_before, dict) and isinstance(sent_after, dict)
+    for host in ("host-0", "host-1", "host-2"):
+        assert 0 < sent_after[host] <= 0.55 * sent_before[host], (host, sent_before, sent_after)
+    assert not any(who.startswith("validator") for who in sent_before)  # host first: no holder served
+    assert sum(v for who, v in sent_after.items() if who.startswith("validator")) > 0
