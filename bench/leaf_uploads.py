@@ -1,13 +1,14 @@
 """Bytes a host uploads per epoch, and bytes validators upload as holders of its leaves (issue 27/30).
 
-    PYTHONPATH=. .venv/bin/python bench/leaf_uploads.py [--epochs 1]
+    PYTHONPATH=. .venv/bin/python bench/leaf_uploads.py [--epochs 1] [--preset tiny|small]
 
-One epoch of ``simulate``'s network in one process (tiny preset, H = 8 in 4 segments, every segment
-challenged so both pickers of each host sit on every challenge; 3 honest hosts, 3 validators). Every
-byte a participant's artifact source hands to a reader is counted (leaves, Δs, proofs, losses),
-per serving party. Two runs side by side: every host serves everyone, and host 2 refuses one of
-its pickers (who then reads host 2's leaves from the validator that holds them,
-``node.leaf_holding``). Prints a JSON object and a Markdown table.
+One epoch of ``simulate``'s network in one process (the preset's model, H = 8 in 4 segments, every
+segment challenged so both pickers of each host sit on every challenge; 3 honest hosts, 3
+validators). Every byte a participant's artifact source hands to a reader is counted (leaves, Δs,
+proofs, losses), per serving party. Three runs side by side: validators ask the host first
+(``ValidatorNode.holders_first`` off: how it was), validators ask holders first (the default), and
+holders first while host 2 refuses one of its pickers (who then reads host 2's leaves from the
+validator that holds them, ``node.leaf_holding``). Prints a JSON object and a Markdown table.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from protocol.rules.sampling import pickers
 from trainer.artifacts import ArtifactSource, UntrustedJson
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
-from trainer.presets import tiny
+from trainer.presets import small, tiny
 from verifier.adversaries import ValidatorBehaviour, WithheldSource
 from veriloco.commands.simulate import simulation_spec
 from veriloco.network import LocalNetwork, Roster
@@ -101,15 +102,19 @@ class Refuses(HostBehaviour):
         return WithheldSource(source, "all") if requester == self.refused else source
 
 
-def run(root: Path, dataset: Dataset | None, refuse: bool, epochs: int) -> dict[str, object]:
-    base = tiny().with_changes(train={"inner_steps": 2 * SEGMENTS, "segment_steps": 2, "batch_size": 4},
-                               verification={"challenges_k": SEGMENTS - 1})
+def run(root: Path, dataset: Dataset | None, refuse: bool, epochs: int, preset: str = "tiny",
+        holders_first: bool = True) -> dict[str, object]:
+    base = {"tiny": tiny, "small": small}[preset]().with_changes(
+        train={"inner_steps": 2 * SEGMENTS, "segment_steps": 2, "batch_size": 4},
+        verification={"challenges_k": SEGMENTS - 1})
     spec = simulation_spec(base, validators=3, hosts=3)
     dataset = dataset or Dataset.load(spec.data)
     refusing = Refuses()
     roster = Roster(hosts=[HostBehaviour(), HostBehaviour(), refusing],
                     validators=[ValidatorBehaviour() for _ in range(3)])
     net = LocalNetwork(spec, root, roster, dataset)
+    for validator in net.validators:
+        validator.holders_first = holders_first  # type: ignore[attr-defined]
     sent: Counter[str] = Counter()
     for endpoint, serve in list(net._sources.items()):  # every party's serving, counted
         net._sources[endpoint] = counted(serve, endpoint.removeprefix("http://").removesuffix(".sim"), sent)
@@ -120,18 +125,20 @@ def run(root: Path, dataset: Dataset | None, refuse: bool, epochs: int) -> dict[
     reports = [net.run_epoch(max_rounds=300) for _ in range(epochs)]
     slashed = sum(int(h.slashed) for r in reports for h in r.hosts) + sum(
         int(v.slashed) for r in reports for v in r.validators)
-    return {"refuse": refuse, "epochs": epochs, "sent": dict(sorted(sent.items())), "slashed": slashed,
+    return {"refuse": refuse, "holders_first": holders_first, "preset": preset, "epochs": epochs,
+            "sent": dict(sorted(sent.items())), "slashed": slashed,
             "outcomes": [sorted({h.outcome for h in r.hosts}) for r in reports]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--preset", choices=("tiny", "small"), default="tiny")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for refuse in (False, True):
-            results.append(run(Path(tmp) / f"net-{int(refuse)}", None, refuse, args.epochs))
+        for i, (first, refuse) in enumerate(((False, False), (True, False), (True, True))):
+            results.append(run(Path(tmp) / f"net-{i}", None, refuse, args.epochs, args.preset, first))
     json.dump(results, sys.stdout, indent=1)
     parties = sorted({w for r in results for w in r["sent"]})  # type: ignore[attr-defined]
     print("\n\n| run | " + " | ".join(f"bytes sent by {w}" for w in parties) + " | slashed |")
@@ -139,7 +146,8 @@ def main() -> None:
     for r in results:
         sent = r["sent"]
         assert isinstance(sent, dict)
-        name = "host-2 refuses one picker" if r["refuse"] else "every host serves everyone"
+        name = ("holders first, " if r["holders_first"] else "host first, ") + (
+            "host-2 refuses one picker" if r["refuse"] else "every host serves everyone")
         print(f"| {name} | " + " | ".join(f"{sent.get(w, 0):,}" for w in parties) + f" | {r['slashed']} |")
 
 

@@ -20,6 +20,11 @@ leaves from it: any validator that read and checked them holds them.
   leaves), then every validator of the run, never the reader. :class:`FromHolder` reads one
   holder's kept leaves, proofs and losses and the Δ by its hash, so the replay runs unchanged on
   them and reaches the verdict, with the evidence, that the holder reached.
+* **Holders first.** Before it reads the host at all, a validator asks the challenge's round-0
+  seats and :data:`HOLDERS_FIRST` other validators (once per challenge; a holder that does not
+  hold it answers at once), so a leaf that one validator checked is not uploaded by the host
+  again for the next (``ValidatorNode.holders_first``; ``bench/leaf_uploads.py``). A validator
+  that prefetched from the host (the daemons' fetch threads) reads its spool instead.
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ from verifier.replay import VerdictReport
 
 MAX_OTHER_HOLDERS = 16
 """Validators beyond the challenge's round-0 seats asked for a refused challenge, per attempt."""
+
+HOLDERS_FIRST = 2
+"""Validators beyond the challenge's round-0 seats asked before the host, once per challenge: a
+holder that does not hold it answers at once, so a reader spends at most this many and the seats'
+requests before it reads the host."""
 
 
 class Keeping(ArtifactSource):

@@ -114,16 +114,20 @@ class Participant:
     def _epoch_dir(self, epoch: int) -> Path:
         return self._journal / f"epoch-{epoch:06d}"
 
-    def keep_opening(self, opening: VerdictOpening) -> None:
-        """Write a verdict opening (with its salt) durably, before its commitment is posted."""
-        path = self._epoch_dir(opening.epoch) / "verdicts" / f"{opening.host}-{opening.segment:04d}.json"
+    def _opening_path(self, epoch: int, host: str, segment: int, revote: bool) -> Path:
+        return self._epoch_dir(epoch) / "verdicts" / f"{host}-{segment:04d}{'-revote' if revote else ''}.json"
+
+    def keep_opening(self, opening: VerdictOpening, revote: bool = False) -> None:
+        """Write a verdict opening (with its salt) durably, before its commitment is posted (a
+        round-0 seat's re-vote apart from its round-0 verdict)."""
+        path = self._opening_path(opening.epoch, opening.host, opening.segment, revote)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, opening.model_dump_json().encode())
 
-    def opening(self, epoch: int, host: str, segment: int) -> VerdictOpening | None:
-        """The verdict opening kept for (``host``, ``segment``) of ``epoch``, if any (a damaged one
-        is as good as none: the verdict cannot be opened)."""
-        path = self._epoch_dir(epoch) / "verdicts" / f"{host}-{segment:04d}.json"
+    def opening(self, epoch: int, host: str, segment: int, revote: bool = False) -> VerdictOpening | None:
+        """The verdict opening kept for (``host``, ``segment``) of ``epoch`` (its re-vote with
+        ``revote``), if any (a damaged one is as good as none: the verdict cannot be opened)."""
+        path = self._opening_path(epoch, host, segment, revote)
         try:
             return VerdictOpening.model_validate_json(path.read_bytes())
         except (OSError, ValidationError):

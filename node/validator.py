@@ -22,6 +22,10 @@ its opening) and does what the phase asks:
   checked it. The leaves, proofs and losses a replay checked are kept the same way
   (``node.leaf_holding``), and a validator the host refuses reads them from those holders (the
   challenge's round-0 seats first, then other validators) before it ever votes ``unavailable``.
+  A round-0 seat that objected commits a **re-vote** in ``dispute`` (``Challenge.round`` =
+  ``REVOTE_ROUND``): a ``fail`` repeated, or, after an ``unavailable``, a fresh replay that reads
+  the host and then every holder (the final voters read and keep the leaves meanwhile), so a seat
+  refused alone votes with the final round and is paid like it.
 
 A host that does not deliver is not judged ``unavailable`` at the first failure when the validator
 has :class:`Patience` (the daemons do): the challenge stays pending and is tried again on later
@@ -56,7 +60,7 @@ from chain.ledger import Ledger
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.http import ClientLimits
-from node.leaf_holding import FromHolder, Keeping, holder_addresses, prune_held
+from node.leaf_holding import HOLDERS_FIRST, MAX_OTHER_HOLDERS, FromHolder, Keeping, holder_addresses, prune_held
 from node.participant import BlockClock, Participant
 from node.prefetch import Spool, Unreachable, fetch_challenge
 from protocol.keys import PrivateKey
@@ -64,7 +68,13 @@ from protocol.messages import Objection, Ready, Verdict, VerdictCommit, VerdictO
 from protocol.rules.commitments import SALT_SIZE
 from protocol.rules.merkle import MerkleProof
 from protocol.rules.spec import RunSpec
-from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, ParticipantStatus
+from protocol.views import (
+    REVOTE_ROUND,
+    VERDICT_COMMIT_PHASES,
+    VERDICT_REVEAL_PHASES,
+    Challenge,
+    ParticipantStatus,
+)
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.data import Dataset
 from trainer.delta import carries_residual
@@ -190,6 +200,8 @@ class ValidatorNode(Participant):
         self._assigned = 0  # challenges of the current round, for the request deadlines
         self._leaf_bytes: int | None = None
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
+        self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
+        self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
 
     def tick(self) -> bool:
@@ -262,7 +274,7 @@ class ValidatorNode(Participant):
         acted, waiting = False, []
         self._harvest()
         for challenge in challenges:
-            if self.stopping.is_set() and self.opening(status.epoch, challenge.host, challenge.segment) is None:
+            if self.stopping.is_set() and self._kept(status, challenge) is None:
                 continue  # replays are left to the restart; kept verdicts are still committed
             try:
                 acted |= self.commit_verdict(status, challenge)
@@ -366,17 +378,30 @@ class ValidatorNode(Participant):
         for k in [k for k in self._spools if k not in live]:
             self._spools.pop(k).discard()
 
+    def _kept(self, status: ParticipantStatus, challenge: Challenge) -> VerdictOpening | None:
+        """The opening kept for ``challenge`` in its round (a re-vote's apart), if any."""
+        return self.opening(status.epoch, challenge.host, challenge.segment,
+                            revote=challenge.round == REVOTE_ROUND)
+
     def commit_verdict(self, status: ParticipantStatus, challenge: Challenge) -> bool:
         """Commit to a verdict on ``challenge``: the one kept on disk (a restart after the
-        commitment reuses it), else the one :meth:`decide` reaches, kept (fsynced) first."""
-        opening = self.opening(status.epoch, challenge.host, challenge.segment)
+        commitment reuses it), else the one :meth:`decide` reaches, kept (fsynced) first. A re-vote
+        (an objecting round-0 seat in ``dispute``) repeats a round-0 ``fail`` with a fresh salt
+        (the contract keeps a ``fail``); after a round-0 ``unavailable`` it replays again, reading
+        the host, then every holder (the final voters read the leaves meanwhile)."""
+        revote = challenge.round == REVOTE_ROUND
+        opening = self._kept(status, challenge)
+        first = self.opening(status.epoch, challenge.host, challenge.segment) if revote else None
+        if opening is None and first is not None and first.outcome == "fail":
+            opening = first.model_copy(update={"salt": os.urandom(SALT_SIZE).hex()})
+            self.keep_opening(opening, revote=True)
         if opening is None:
             decided = self.decide(status, challenge)
             if decided is None:
                 return False
             verdict, reason = decided
             opening = VerdictOpening.of(verdict, os.urandom(SALT_SIZE))
-            self.keep_opening(opening)
+            self.keep_opening(opening, revote=revote)
             self.event(status.epoch, EventKind.VERDICT, f"{_about(challenge)} round {challenge.round}: {reason}",
                        verdict.outcome)
         msg = VerdictCommit(epoch=status.epoch, host=challenge.host, segment=challenge.segment,
@@ -413,6 +438,14 @@ class ValidatorNode(Participant):
         theta = self.globals.get(status.model_hash, status.epoch)
         if self._stepper is None:
             self._stepper = Stepper(self.spec, device=self.device)
+        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        if self.holders_first and key not in self._spools and key not in self._holders_asked:
+            # Holders first: a validator that already checked these leaves serves them, so the
+            # host uploads them about once (asked once per challenge, a few holders at most).
+            self._holders_asked.add(key)
+            held = self._from_holders(status, challenge, theta, others=HOLDERS_FIRST, refused=False)
+            if held is not None:
+                return held.verdict, held.reason
         source = self._source(challenge, status)
         try:
             report = self._check(status, challenge, source, theta)
@@ -426,7 +459,6 @@ class ValidatorNode(Participant):
         if report.verdict.outcome == "unavailable" and not self._give_up(status):
             self.event(status.epoch, EventKind.HOST_RETRIED, f"{_about(challenge)}: {report.reason}")
             return None, report.reason
-        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
         if report.verdict.outcome == "unavailable" and self.patience is None and key not in self._waited:
             self._waited.add(key)  # one tick for the seats after it in this round to read and keep it
             self._deferred = True
@@ -447,13 +479,15 @@ class ValidatorNode(Participant):
             keeping.settle(report)
         return report
 
-    def _from_holders(self, status: ParticipantStatus, challenge: Challenge,
-                      theta: GlobalState) -> VerdictReport | None:
+    def _from_holders(self, status: ParticipantStatus, challenge: Challenge, theta: GlobalState,
+                      others: int = MAX_OTHER_HOLDERS, refused: bool = True) -> VerdictReport | None:
         """The replay of ``challenge`` from the first holder whose kept artifacts decide it (a
         ``pass`` or ``fail``: they are the host's committed bytes, checked against its root), or
         None when no holder serves them (``node.leaf_holding.holder_addresses``: the round-0
-        seats, then other validators)."""
-        for address, endpoint in holder_addresses(self.ledger, challenge, self.address):
+        seats, then at most ``others`` other validators). ``refused``: the host refused it (asked
+        after the host), else asked before the host."""
+        why = "the host refused" if refused else "holders first"
+        for address, endpoint in holder_addresses(self.ledger, challenge, self.address, others):
             if self.stopping.is_set():
                 return None
             try:
@@ -464,8 +498,8 @@ class ValidatorNode(Participant):
             report = self._check(status, challenge, view, theta, previous_source=view)
             if report.verdict.outcome != "unavailable":
                 self.event(status.epoch, EventKind.READ_FROM_HOLDER,
-                           f"{_about(challenge)}: the host refused; read from {address[:12]}…")
-                return replace(report, reason=f"{report.reason} (the host refused; read from holder {address})")
+                           f"{_about(challenge)}: {why}; read from {address[:12]}…")
+                return replace(report, reason=f"{report.reason} ({why}; read from holder {address})")
         return None
 
     def _previous_delta(self, challenge: Challenge) -> str | None:
@@ -526,8 +560,7 @@ class ValidatorNode(Participant):
         if status.phase == "objection" and status.ready_due:
             return "its ready (objections from the verdicts it kept)"
         if status.phase in VERDICT_COMMIT_PHASES and status.to_commit:
-            kept = sum(1 for c in self._mine(status, committed=False)
-                       if self.opening(status.epoch, c.host, c.segment) is not None)
+            kept = sum(1 for c in self._mine(status, committed=False) if self._kept(status, c) is not None)
             if kept:
                 return f"{kept} commitment(s) of verdicts already reached"
         return super().due_now(status)
@@ -561,7 +594,7 @@ class ValidatorNode(Participant):
 
     def open_verdict(self, status: ParticipantStatus, challenge: Challenge) -> bool:
         """Open the verdict committed to on ``challenge``, from what was kept on disk."""
-        opening = self.opening(status.epoch, challenge.host, challenge.segment)
+        opening = self._kept(status, challenge)
         if opening is None:
             if (status.epoch, challenge.host, challenge.segment) not in self._lost:
                 self._lost.add((status.epoch, challenge.host, challenge.segment))

@@ -27,6 +27,10 @@ VERDICT_COMMIT_PHASES: tuple[Phase, ...] = ("verify", "dispute")
 """Phases in which validators commit to verdicts."""
 VERDICT_REVEAL_PHASES: tuple[Phase, ...] = ("verdict_reveal", "dispute_reveal")
 """Phases in which validators open their verdicts."""
+REVOTE_ROUND = 2
+""":attr:`Challenge.round` of a round-0 seat's re-vote: a seat that objected commits again in ``dispute``
+(after reading the leaves again, from the host or a holder) and opens it after its round-0 verdict in
+``dispute_reveal``; it replaces a round-0 ``unavailable`` and must repeat a round-0 ``fail``."""
 ChallengeOutcome = Literal["pending", "pass", "fail", "unavailable", "unresolved"]
 HostOutcome = Literal["pending", "accepted", "invalid", "unavailable", "excluded", "absent", "no_reveal"]
 ValidatorOutcome = Literal["pending", "diligent", "unserved", "wrong", "silent", "no_reveal", "idle"]
@@ -173,7 +177,8 @@ class AggregationInput(Boundary):
 
 class Challenge(Boundary):
     """One challenged segment as a validator sees it: what to replay and against which commitment,
-    the round it sits on it in (0: a round-0 seat; 1: the final vote of a disputed challenge), the
+    the round it sits on it in (0: a round-0 seat; 1: the final vote of a disputed challenge;
+    :data:`REVOTE_ROUND`: an objecting round-0 seat's re-vote, listed right after its seat), the
     challenge's round-0 seats, whether it committed and opened its verdict, whether the challenge is
     disputed, whether the current phase waits for it on it (``due``: its commitment in ``verify``
     and ``dispute``, its opening in ``verdict_reveal`` and ``dispute_reveal``), and the outcome so

@@ -97,6 +97,7 @@ class Game:
         self.spec = spec or game_spec()
         names = [*DEFAULT_NAMES, *(n for n in [*hosts, *validators] if n not in DEFAULT_NAMES)]
         self.env = LedgerEnv(EmbeddedDriver(self.spec, names, settle_page=settle_page))
+        self.env.revote = self.vote  # an objecting seat re-votes what it finds now (a refused one reads holders)
         self.rng = random.Random(seed)
         self.top_up = top_up
         self.stakes = {**dict.fromkeys(hosts, HOST_STAKE), **dict.fromkeys(validators, VALIDATOR_STAKE),

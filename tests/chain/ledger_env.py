@@ -54,6 +54,7 @@ from protocol.messages import (
 from protocol.rules.beacon import beacon_commit
 from protocol.rules.spec import RunSpec
 from protocol.views import (
+    REVOTE_ROUND,
     VERDICT_COMMIT_PHASES,
     VERDICT_REVEAL_PHASES,
     Challenge,
@@ -199,6 +200,11 @@ class LedgerEnv:
         self.traps: dict[str, list[int]] = {}
         # Verdict openings committed: (validator, host address, segment, epoch) -> opening.
         self.openings: dict[tuple[str, str, int, int], VerdictOpening] = {}
+        self.revotes: dict[tuple[str, str, int, int], VerdictOpening] = {}
+        self.revote: Callable[[str, Challenge], Vote | None] | None = None
+        """An objecting seat's re-vote in ``dispute`` (``Challenge.round`` = ``REVOTE_ROUND``): after
+        a round-0 ``fail`` always that ``fail`` again (the contract keeps it); else this callback's
+        vote, or by default its round-0 verdict again (what a seat that learnt nothing new says)."""
         # Every advance `settle` sent to run a paged close (their gas is what a page costs).
         self.pages: list[TxResult] = []
         # The compute-profile class each name declares when it joins ("" unless set).
@@ -335,19 +341,22 @@ class LedgerEnv:
                               evidence=digest(f"evidence:{host_address}:{segment}:{outcome}:{distance}"), salt=salt)
 
     def commit_verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
-                       distance: str = "0.001", epoch: int | None = None) -> TxResult:
-        """Commit to a verdict (kept for :meth:`reveal_verdict`); ``host`` is a name or an address."""
+                       distance: str = "0.001", epoch: int | None = None, revote: bool = False) -> TxResult:
+        """Commit to a verdict (kept for :meth:`reveal_verdict`); ``host`` is a name or an address;
+        ``revote``: a round-0 seat's re-vote in ``dispute`` (kept apart)."""
         opening = self.opening(name, host, segment, outcome, distance=distance, epoch=epoch)
-        self.openings[name, opening.host, segment, opening.epoch] = opening
+        (self.revotes if revote else self.openings)[name, opening.host, segment, opening.epoch] = opening
         msg = VerdictCommit(epoch=opening.epoch, host=opening.host, segment=segment,
                             commitment=opening.commitment(self.addr(name)))
         return self.ledger.commit_verdict(self.key(name), msg)
 
-    def reveal_verdict(self, name: str, host: str, segment: int, *, epoch: int | None = None) -> TxResult:
-        """Open the verdict ``name`` committed on (``host``, ``segment``)."""
+    def reveal_verdict(self, name: str, host: str, segment: int, *, epoch: int | None = None,
+                       revote: bool = False) -> TxResult:
+        """Open the verdict ``name`` committed on (``host``, ``segment``) (its re-vote with ``revote``)."""
         epoch = self.current() if epoch is None else epoch
         host_address = self.addr(host) if host in self.keys else host
-        return self.ledger.reveal_verdict(self.key(name), self.openings[name, host_address, segment, epoch])
+        kept = (self.revotes if revote else self.openings)[name, host_address, segment, epoch]
+        return self.ledger.reveal_verdict(self.key(name), kept)
 
     def propose(self, name: str, model_hash: str, epoch: int | None = None,
                 val_loss_micro: int = 2_000_000, excluded: Sequence[str] = ()) -> TxResult:
@@ -522,7 +531,9 @@ class LedgerEnv:
             for challenge in self.round_challenges(name, epoch):
                 if challenge.committed:
                     continue
-                decided = "pass" if vote is None else vote(name, challenge)
+                revote = challenge.round == REVOTE_ROUND
+                decided = self._revote(name, challenge, epoch) if revote else (
+                    "pass" if vote is None else vote(name, challenge))
                 if decided is None:
                     continue
                 # A vote is an outcome, or (outcome, distance) for one reached another way than
@@ -530,10 +541,20 @@ class LedgerEnv:
                 if isinstance(decided, tuple):
                     outcome, distance = decided
                     last = self.commit_verdict(name, challenge.host, challenge.segment, outcome,
-                                               distance=distance, epoch=epoch)
+                                               distance=distance, epoch=epoch, revote=revote)
                 else:
-                    last = self.commit_verdict(name, challenge.host, challenge.segment, decided, epoch=epoch)
+                    last = self.commit_verdict(name, challenge.host, challenge.segment, decided, epoch=epoch,
+                                               revote=revote)
         return last
+
+    def _revote(self, name: str, challenge: Challenge, epoch: int) -> Vote | None:
+        """``name``'s re-vote on ``challenge`` (:attr:`revote`)."""
+        first = self.openings.get((name, challenge.host, challenge.segment, epoch))
+        if first is None:
+            return None
+        if first.outcome == "fail" or self.revote is None:
+            return first.outcome, str(first.distance)
+        return self.revote(name, challenge)
 
     def ready(self, name: str, epoch: int | None = None, objections: Sequence[tuple[str, int]] | None = None
               ) -> TxResult:
@@ -585,11 +606,13 @@ class LedgerEnv:
             for challenge in self.round_challenges(name, epoch):
                 if not challenge.committed or challenge.revealed:
                     continue
-                kept = self.openings.get((name, challenge.host, challenge.segment, epoch))
+                revote = challenge.round == REVOTE_ROUND
+                kept = (self.revotes if revote else self.openings).get((name, challenge.host, challenge.segment,
+                                                                        epoch))
                 if kept is None or (phase == "verdict_reveal" and kept.outcome != "pass"):
                     continue
                 if open_verdict is None or open_verdict(name, challenge):
-                    last = self.reveal_verdict(name, challenge.host, challenge.segment, epoch=epoch)
+                    last = self.reveal_verdict(name, challenge.host, challenge.segment, epoch=epoch, revote=revote)
         return last
 
     def play_rounds(self, hosts: Sequence[str], validators: Sequence[str], *,

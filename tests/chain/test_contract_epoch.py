@@ -465,6 +465,9 @@ def test_an_opening_must_match_the_commitment(make_ledger_env) -> None:
     with pytest.raises(ContractError, match=r"is not assigned to host|does not match"):
         env.ledger.reveal_verdict(env.key(other), committed)
     env.reveal_verdict(v, c.host, c.segment)
+    # Its re-vote (every objecting seat commits one in `dispute`; after a fail, the same fail) opens
+    # next, and then nothing more does.
+    env.reveal_verdict(v, c.host, c.segment, revote=True)
     with pytest.raises(ContractError, match=f"^reveal_verdict: {env.addr(v)} already opened its verdict"):
         env.reveal_verdict(v, c.host, c.segment)
     votes = next(ch for ch in env.report().challenges if (ch.host, ch.segment) == (c.host, c.segment)).votes

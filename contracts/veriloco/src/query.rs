@@ -24,8 +24,8 @@ use crate::msg::{
 };
 use crate::records::{
     self, Assignment, Commitment, EpochHeader, Outcome, Phase, Proposal, ASSIGNMENTS, COMMITMENTS,
-    HEADERS, PARTICIPANTS, PAYOUTS, PROPOSALS, READY, REVEALS, SEATED, TRAPS, VERDICT_COMMITS,
-    VOTES,
+    HEADERS, PARTICIPANTS, PAYOUTS, PROPOSALS, READY, REVEALS, REVOTE, REVOTE_COMMITS, SEATED,
+    TRAPS, VERDICT_COMMITS, VOTES,
 };
 use crate::state::{self, MemberView, Role, CONFIG, SPEC, TOTALS};
 use crate::types::Uint128;
@@ -230,10 +230,9 @@ pub fn challenges(
         let endpoint = state::load_member(storage, &host)?
             .map(|m| m.endpoint)
             .unwrap_or_default();
-        for (round, a) in mine {
+        for (round, a) in sittings(mine, index) {
             let key = (epoch, host.as_str(), a.segment, validator);
-            let committed = VERDICT_COMMITS.has(storage, key);
-            let revealed = VOTES.has(storage, key);
+            let (committed, revealed) = done(storage, key, round)?;
             out.push(ChallengeInfo {
                 epoch,
                 host: host.clone(),
@@ -257,15 +256,48 @@ pub fn challenges(
     Ok((out, None))
 }
 
+/// Each (round, challenge) a validator sits on, and, for a round-0 seat that objected to a
+/// disputed challenge, its re-vote too (round [`REVOTE`], right after its round-0 seat).
+fn sittings(mine: Vec<(u32, Assignment)>, index: u16) -> Vec<(u32, Assignment)> {
+    let mut out = Vec::with_capacity(mine.len());
+    for (round, a) in mine {
+        let revotes = round == 0 && a.disputed && a.objectors.contains(&index);
+        let copy = if revotes { Some(a.clone()) } else { None };
+        out.push((round, a));
+        if let Some(a) = copy {
+            out.push((REVOTE, a));
+        }
+    }
+    out
+}
+
+/// Whether a validator sitting in `round` on the challenge at `key` committed and opened its
+/// verdict of that round (a re-vote: its `dispute` commitment, and its opening after the
+/// round-0 one).
+fn done(
+    storage: &dyn Storage,
+    key: (u64, &str, u32, &str),
+    round: u32,
+) -> Result<(bool, bool), ContractError> {
+    Ok(if round == REVOTE {
+        let opened = VOTES
+            .may_load(storage, key)?
+            .map_or(false, |v| v.round == REVOTE);
+        (REVOTE_COMMITS.has(storage, key), opened)
+    } else {
+        (VERDICT_COMMITS.has(storage, key), VOTES.has(storage, key))
+    })
+}
+
 /// Whether `phase` waits for a validator sitting in `round` on `a`: its commitment (verify: a
-/// round-0 seat; dispute: the final round of a disputed challenge) or its opening
-/// (verdict_reveal: a round-0 seat of an undisputed challenge; dispute_reveal: anyone on a
-/// disputed challenge).
+/// round-0 seat; dispute: the final round of a disputed challenge, or an objecting seat's
+/// re-vote) or its opening (verdict_reveal: a round-0 seat of an undisputed challenge;
+/// dispute_reveal: anyone on a disputed challenge).
 fn due(phase: Phase, a: &Assignment, round: u32, committed: bool, revealed: bool) -> bool {
     a.outcome.is_pending()
         && match phase {
             Phase::Verify => round == 0 && !committed,
-            Phase::Dispute => a.disputed && round == 1 && !committed,
+            Phase::Dispute => a.disputed && round != 0 && !committed,
             Phase::VerdictReveal => round == 0 && !a.disputed && committed && !revealed,
             Phase::DisputeReveal => a.disputed && committed && !revealed,
             _ => false,
@@ -343,19 +375,18 @@ pub fn participant(
         if let Some(index) = validator_index(storage, e, address)? {
             for record in ASSIGNMENTS.prefix(e).range(storage, None, Order::Ascending) {
                 let (host, list) = record?;
-                for a in list.iter() {
-                    let round = match a.round_of(index) {
-                        Some(r) => r,
-                        None => continue,
-                    };
+                let mine: Vec<(u32, Assignment)> = list
+                    .into_iter()
+                    .filter_map(|a| a.round_of(index).map(|round| (round, a)))
+                    .collect();
+                for (round, a) in sittings(mine, index).iter() {
                     let key = (e, host.as_str(), a.segment, address);
-                    assigned += 1;
-                    let opened = VOTES.has(storage, key);
-                    if opened {
-                        voted += 1;
+                    let (committed, opened) = done(storage, key, *round)?;
+                    if *round != REVOTE {
+                        assigned += 1;
+                        voted += u32::from(opened);
                     }
-                    let committed = VERDICT_COMMITS.has(storage, key);
-                    if due(h.phase, a, round, committed, opened) {
+                    if due(h.phase, a, *round, committed, opened) {
                         if committed {
                             to_reveal += 1;
                         } else {

@@ -22,6 +22,7 @@
 //! | `rq/` e validator | the objections of its `ready`s so far, while more follow | ready |
 //! | `vc/` e host 0x00 u32be(segment) validator | a verdict commitment (64 hex) | commit_verdict |
 //! | `vo/` e host 0x00 u32be(segment) validator | [`Vote`]: the opened verdict | reveal_verdict |
+//! | `vx/` e host 0x00 u32be(segment) validator | an objecting round-0 seat's re-vote commitment (64 hex) | commit_verdict (dispute) |
 //! | `tr/` e host | the host's opened trap segments | reveal_traps |
 //! | `pr/` e addr | [`Proposal`] | propose_model |
 //! | `pt/` e model_hash | the stake behind a proposed hash | propose_model |
@@ -76,6 +77,9 @@ pub const READY_SO_FAR: Map<(u64, &str), Vec<(String, u32)>> = Map::new(b"rq/");
 pub const ASSIGNMENTS: Map<(u64, &str), Vec<Assignment>> = Map::new(b"cs/");
 /// Verdict commitments, keyed by (epoch, host, segment, validator).
 pub const VERDICT_COMMITS: Map<(u64, &str, u32, &str), String> = Map::new(b"vc/");
+/// Re-vote commitments of objecting round-0 seats in `dispute` (their verdict after reading the
+/// leaves again), keyed by (epoch, host, segment, validator).
+pub const REVOTE_COMMITS: Map<(u64, &str, u32, &str), String> = Map::new(b"vx/");
 /// Opened verdicts, keyed by (epoch, host, segment, validator).
 pub const VOTES: Map<(u64, &str, u32, &str), Vote> = Map::new(b"vo/");
 /// The trap segments a host opened (an empty list for an honest host that opened the empty set).
@@ -644,9 +648,24 @@ pub struct Vote {
     /// The commitment's salt, hex (it seeds the next dispute committee).
     #[serde(rename = "s")]
     pub salt: String,
-    /// The round the verdict was committed in (0: a round-0 seat; 1: the final round).
+    /// The round the verdict was committed in (0: a round-0 seat; 1: the final round;
+    /// [`REVOTE`]: a round-0 seat's re-vote in the final round).
     #[serde(rename = "r", default, skip_serializing_if = "is_zero_u32")]
     pub round: u32,
+    /// For a re-vote: the outcome of the round-0 opening it follows (`unavailable`, which the
+    /// re-vote replaces, or `fail`, which it repeats).
+    #[serde(rename = "f", default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<VoteOutcome>,
+}
+
+/// [`Vote::round`] of a round-0 seat's re-vote.
+pub const REVOTE: u32 = 2;
+
+impl Vote {
+    /// Whether this is a re-vote that replaced a round-0 `unavailable`.
+    pub fn replaced_unavailable(&self) -> bool {
+        self.round == REVOTE && self.first == Some(VoteOutcome::Unavailable)
+    }
 }
 
 /// The counters of `epoch` (zero before the first message).

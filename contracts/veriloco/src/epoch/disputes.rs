@@ -6,8 +6,8 @@
 //!   withheld its reveal), or it is a segment of its host's opened trap set. The counts of the
 //!   phases that follow are set here: the `pass` openings `verdict_reveal` waits for (the seats
 //!   of undisputed challenges), the final-round commitments `dispute` waits for (every member of
-//!   V without a round-0 seat, on each disputed challenge) and the round-0 commitments on disputed
-//!   challenges that `dispute_reveal` opens.
+//!   V without a round-0 seat, and the re-vote of every seat that objected, on each disputed
+//!   challenge) and the round-0 commitments on disputed challenges that `dispute_reveal` opens.
 //! * The close of `verdict_reveal` (stage `decide`, round 0): every undisputed challenge is
 //!   decided `pass` (a seat that did not open its `pass` is silent at finalize).
 //! * The close of `dispute_reveal` (stage `decide`, round 1): every disputed challenge is decided
@@ -115,9 +115,11 @@ pub fn objections_page(
             if a.disputed {
                 disputed += 1;
                 carried += by.map_or(0, |c| c.len() as u32);
+                // Every final voter, and every objecting seat's re-vote.
                 final_expected += a
                     .electorate_len(v_len)
-                    .saturating_sub(a.validators.len() as u32);
+                    .saturating_sub(a.validators.len() as u32)
+                    + a.objectors.len() as u32;
             } else {
                 opens += a.validators.len() as u32;
             }
@@ -331,6 +333,7 @@ mod tests {
             evidence: evidence.into(),
             salt: "0".repeat(64),
             round: 1,
+            first: None,
         }
     }
 

@@ -15,7 +15,8 @@ use crate::limits::{MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_LOSS_MICRO, MAX_OBJECT
 use crate::records::{
     self, Assignment, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome,
     ASSIGNMENTS, BACKING, COMMITMENTS, EXCLUSIONS, JOINED_CLASSES, JOINED_VALIDATORS, PARTICIPANTS,
-    PROPOSALS, READY, READY_SO_FAR, REVEALS, SEATED, SEATS, TRAPS, VERDICT_COMMITS, VOTES,
+    PROPOSALS, READY, READY_SO_FAR, REVEALS, REVOTE, REVOTE_COMMITS, SEATED, SEATS, TRAPS,
+    VERDICT_COMMITS, VOTES,
 };
 use crate::sampling::seat_rank;
 use crate::state::{self, Config, Role};
@@ -436,9 +437,10 @@ pub fn reveal(
 
 /// The sender's challenge (`host`, `segment`) in the current phase, and the round it sits in:
 /// `verify` — a round-0 seat; `verdict_reveal` — a round-0 seat of an undisputed challenge;
-/// `dispute` — a member of V without a round-0 seat on a disputed challenge; `dispute_reveal` —
-/// anyone who sits on a disputed challenge. Refused (one text for every case: not a validator of
-/// V, not sitting on it now, segment not challenged, challenge already decided) otherwise.
+/// `dispute` — a member of V without a round-0 seat on a disputed challenge, or a round-0 seat
+/// that objected to it (its re-vote, round [`REVOTE`]); `dispute_reveal` — anyone who sits on a
+/// disputed challenge. Refused (one text for every case: not a validator of V, not sitting on it
+/// now, segment not challenged, challenge already decided) otherwise.
 fn assigned_now(
     deps: &DepsMut,
     ep: &Epoch,
@@ -471,14 +473,26 @@ fn assigned_now(
         && match ep.header.phase {
             Phase::Verify => seat,
             Phase::VerdictReveal => seat && !a.disputed,
-            Phase::Dispute => a.disputed && !seat && a.elects(index),
+            Phase::Dispute => {
+                a.disputed
+                    && (if seat {
+                        a.objectors.contains(&index)
+                    } else {
+                        a.elects(index)
+                    })
+            }
             Phase::DisputeReveal => a.disputed && (seat || a.elects(index)),
             _ => false,
         };
     if !sits {
         return Err(not_assigned());
     }
-    Ok((a, if seat { 0 } else { 1 }))
+    let round = match (seat, ep.header.phase) {
+        (true, Phase::Dispute) => REVOTE,
+        (true, _) => 0,
+        (false, _) => 1,
+    };
+    Ok((a, round))
 }
 
 pub fn commit_verdict(
@@ -504,14 +518,20 @@ pub fn commit_verdict(
         .map_err(|e| e.context("commit_verdict: host"))?;
     let sender = &info.sender;
     let (_, round) = assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
-    if VERDICT_COMMITS.has(deps.storage, (epoch, &host, segment, sender)) {
+    // An objecting round-0 seat commits again in `dispute`: its re-vote, kept apart.
+    let commits = if round == REVOTE {
+        REVOTE_COMMITS
+    } else {
+        VERDICT_COMMITS
+    };
+    if commits.has(deps.storage, (epoch, &host, segment, sender)) {
         refuse!(
             ACTION,
             "{sender} already committed a verdict on host {host} segment {segment} of epoch {epoch}"
         );
     }
     hex_field(ACTION, "commitment", &commitment)?;
-    VERDICT_COMMITS.save(deps.storage, (epoch, &host, segment, sender), &commitment);
+    commits.save(deps.storage, (epoch, &host, segment, sender), &commitment);
     ep.counts_mut().votes_posted += 1;
     Ok(Response::new()
         .add_attribute("action", ACTION)
@@ -569,19 +589,45 @@ pub fn reveal_verdict(
              objection, and the final vote decides"
         );
     }
-    let committed = match VERDICT_COMMITS.may_load(deps.storage, (epoch, &host, segment, sender))? {
+    // A round-0 seat that opened its `unavailable` or `fail` in `dispute_reveal` next opens its
+    // re-vote, if it committed one: the re-vote replaces an `unavailable` and must repeat a `fail`.
+    let earlier = VOTES.may_load(deps.storage, (epoch, &host, segment, sender))?;
+    let (round, first) = match &earlier {
+        None => (round, None),
+        Some(v)
+            if v.round == 0
+                && v.outcome != VoteOutcome::Pass
+                && REVOTE_COMMITS.has(deps.storage, (epoch, &host, segment, sender)) =>
+        {
+            if v.outcome == VoteOutcome::Fail
+                && (outcome != VoteOutcome::Fail
+                    || distance != v.distance
+                    || evidence != v.evidence)
+            {
+                refuse!(
+                    ACTION,
+                    "a re-vote after a round-0 fail must repeat it (same distance and evidence)"
+                );
+            }
+            (REVOTE, Some(v.outcome))
+        }
+        Some(_) => refuse!(
+            ACTION,
+            "{sender} already opened its verdict on host {host} segment {segment} of epoch {epoch}"
+        ),
+    };
+    let commits = if round == REVOTE {
+        REVOTE_COMMITS
+    } else {
+        VERDICT_COMMITS
+    };
+    let committed = match commits.may_load(deps.storage, (epoch, &host, segment, sender))? {
         Some(c) => c,
         None => refuse!(
             ACTION,
             "{sender} committed no verdict on host {host} segment {segment} of epoch {epoch}"
         ),
     };
-    if VOTES.has(deps.storage, (epoch, &host, segment, sender)) {
-        refuse!(
-            ACTION,
-            "{sender} already opened its verdict on host {host} segment {segment} of epoch {epoch}"
-        );
-    }
     if !is_canonical_decimal(&distance) {
         refuse!(
             ACTION,
@@ -615,6 +661,7 @@ pub fn reveal_verdict(
             evidence,
             salt,
             round,
+            first,
         },
     );
     ep.counts_mut().votes_revealed += 1;

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::deps::{Order, Storage};
 use crate::error::ContractError;
 use crate::records::{
-    self, Assignment, ChallengeOutcome, Outcome, Standing, Vote, VoteOutcome, ASSIGNMENTS, TRAPS,
-    VERDICT_COMMITS, VOTES,
+    self, Assignment, ChallengeOutcome, Outcome, Standing, Vote, VoteOutcome, ASSIGNMENTS, REVOTE,
+    REVOTE_COMMITS, TRAPS, VERDICT_COMMITS, VOTES,
 };
 use crate::spec::Verification;
 
@@ -28,10 +28,13 @@ pub struct ValidatorStats {
     /// `unavailable` votes.
     pub unavailable: u32,
     /// `unavailable` votes against a `pass`/`fail` decision where a holder had the leaves when
-    /// it voted (the host served another voter it could read them from): slashed.
+    /// it voted (the host served another voter it could read them from), and round-0 `pass`/
+    /// `fail` openings on a challenge decided `unavailable` (it held the leaves and served
+    /// nobody: honest stake, reading from every holder, would have voted with it): slashed.
     pub unserved: u32,
     /// `unavailable` votes against a `pass`/`fail` decision where no holder had them yet (a
-    /// round-0 seat that no other round-0 seat could serve): not slashed, not paid.
+    /// round-0 seat that no other round-0 seat could serve, and that did not re-vote with the
+    /// decision): not slashed, not paid.
     pub excused: u32,
 }
 
@@ -84,6 +87,8 @@ pub struct ChallengeTally {
     pub members: Vec<(u32, String)>,
     /// Validator -> its verdict commitment.
     pub committed: BTreeMap<String, String>,
+    /// Round-0 seats that committed a re-vote in `dispute` (each owes its opening).
+    pub recommitted: BTreeSet<String>,
     pub objectors: BTreeSet<String>,
     pub votes: BTreeMap<String, Vote>,
     pub outcome: ChallengeOutcome,
@@ -204,7 +209,9 @@ impl Tally {
                     stats.committed = 1;
                 }
                 if let Some(vote) = c.votes.get(v) {
-                    stats.voted = 1;
+                    // A re-vote committed and not opened is a missed vote.
+                    let owed_revote = c.recommitted.contains(v) && vote.round != REVOTE;
+                    stats.voted = u32::from(!owed_revote);
                     if vote.outcome == VoteOutcome::Unavailable {
                         stats.unavailable = 1;
                         if pass_fail && c.held_by_another(v, *round) {
@@ -213,9 +220,16 @@ impl Tally {
                             stats.excused = 1;
                         }
                     } else if (pass_fail && !c.with_decision(vote))
-                        || (vote.outcome == VoteOutcome::Pass && c.objectors.contains(v))
+                        || (vote.round == 0
+                            && vote.outcome == VoteOutcome::Pass
+                            && c.objectors.contains(v))
                     {
                         stats.against = 1;
+                    } else if *round == 0
+                        && !vote.replaced_unavailable()
+                        && c.outcome == ChallengeOutcome::Unavailable
+                    {
+                        stats.unserved = 1; // it held the leaves since round 0 and served nobody
                     }
                 }
                 validators.entry(v.clone()).or_default().add(&stats);
@@ -302,6 +316,7 @@ fn host_challenges(
             ChallengeTally {
                 members: a.members(set)?,
                 committed: BTreeMap::new(),
+                recommitted: BTreeSet::new(),
                 objectors: records::index_addresses(&a.objectors, set)?
                     .into_iter()
                     .collect(),
@@ -320,6 +335,15 @@ fn host_challenges(
         let ((segment, validator), commitment) = record?;
         if let Some(c) = challenges.get_mut(&(host.to_string(), segment)) {
             c.committed.insert(validator, commitment);
+        }
+    }
+    for record in REVOTE_COMMITS
+        .prefix2(epoch, host)
+        .range(storage, None, Order::Ascending)
+    {
+        let ((segment, validator), _) = record?;
+        if let Some(c) = challenges.get_mut(&(host.to_string(), segment)) {
+            c.recommitted.insert(validator);
         }
     }
     for record in VOTES
@@ -459,6 +483,7 @@ mod tests {
             evidence: evidence.into(),
             salt: "0".repeat(64),
             round: 1,
+            first: None,
         }
     }
 
@@ -474,6 +499,7 @@ mod tests {
                 .iter()
                 .map(|(v, _)| (v.to_string(), "0".repeat(64)))
                 .collect(),
+            recommitted: BTreeSet::new(),
             objectors: BTreeSet::new(),
             votes: votes
                 .iter()

@@ -7,7 +7,7 @@
 //! The game: verdicts committed then opened, disputes decided by committees, traps, the phase
 //! windows counted from the block a phase actually opened, bounded join extensions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
@@ -1029,6 +1029,7 @@ fn a_host_that_serves_one_validator_is_slashed_as_unavailable_and_nobody_else_pa
     let first: BTreeMap<u64, String> = (0..2)
         .map(|g| (g, first_round(&net.challenge(&h[0], g))[0].clone()))
         .collect();
+    let first_in = first.clone();
     let target = h[0].clone();
     let decide = move |validator: &str, host: &str, segment: u64| {
         Some(if host != target {
@@ -1055,16 +1056,219 @@ fn a_host_that_serves_one_validator_is_slashed_as_unavailable_and_nobody_else_pa
             );
         }
     }
-    // No validator pays: an unavailable vote agrees with the `unavailable` decision (more than
-    // half of V's stake said so), and a fail against an `unavailable` decision is against nothing.
+    // An unavailable vote agrees with the `unavailable` decision (more than half of V's stake
+    // said so) and costs nothing; a round-0 `fail` on it held the leaves and served nobody (an
+    // honest holder serves what it checked, and V would have read them from it): it pays the
+    // unserved slash.
+    let holders: BTreeSet<&String> = first_in.values().collect();
     for r in report["validators"].as_array().unwrap() {
-        assert_eq!(r["slashed"], "0");
-        let want = if r["assigned"] == 0 {
+        let who = r["address"].as_str().unwrap().to_string();
+        let want = if holders.contains(&who) {
+            "unserved"
+        } else if r["assigned"] == 0 {
             "idle"
         } else {
             "diligent"
         };
         assert_eq!(r["outcome"], want);
+        assert_eq!(r["slashed"] == "0", want != "unserved");
+    }
+}
+
+/// Play to `dispute` with a one-picker spec (every challenge has one round-0 seat): the host's
+/// picker says `unavailable` on segment 0 (the host refused it), `pass` on the rest.
+fn refused_sole_seat() -> (Net, String, String) {
+    let mut net = Net::new(&spec_with(json!({"verification": {"seats_cap": 1}})), 1, 4);
+    let h = net.hosts[0].clone();
+    net.play_to_verify();
+    let seat = first_round(&net.challenge(&h, 0));
+    assert_eq!(seat.len(), 1, "one picker: a sole round-0 seat");
+    let seat = seat[0].clone();
+    let s = seat.clone();
+    let decide = move |validator: &str, _: &str, segment: u64| {
+        Some(if validator == s && segment == 0 {
+            "unavailable"
+        } else {
+            "pass"
+        })
+    };
+    while net.phase() != "dispute" {
+        net.play_round(&decide, &[h.clone()]);
+    }
+    (net, h, seat)
+}
+
+/// Open the sole seat's round-0 `unavailable`, then its re-vote `again`; everyone else opens.
+fn open_with_revote(net: &mut Net, h: &str, seat: &str, again: &str) {
+    assert_eq!(net.phase(), "dispute_reveal");
+    net.reveal_verdict(seat, h, 0);
+    let salt = hex(&verdict_salt(seat, h, 0));
+    let mut msg = net.opening(seat, h, 0, again);
+    msg["reveal_verdict"]["salt"] = json!(salt);
+    net.chain.ok(seat, msg);
+    net.reveal_round(&|_, _, _| false, &[]);
+    net.settle();
+}
+
+#[test]
+fn a_refused_sole_seat_re_votes_in_the_final_round_and_loses_nothing() {
+    let (mut net, h, seat) = refused_sole_seat();
+    // Its re-vote is due in `dispute` (round 2, after its round-0 seat), with every final voter.
+    let entries: Vec<Value> = net
+        .challenges(&seat)
+        .into_iter()
+        .filter(|c| c["segment"] == 0)
+        .collect();
+    let rounds: Vec<u64> = entries
+        .iter()
+        .map(|c| c["round"].as_u64().unwrap())
+        .collect();
+    assert_eq!(rounds, vec![0, 2]);
+    assert_eq!(
+        (
+            entries[1]["due"].as_bool(),
+            entries[1]["committed"].as_bool()
+        ),
+        (Some(true), Some(false))
+    );
+    // The host served the final round: the seat read the leaves from a final voter and re-votes
+    // `pass` like them.
+    let e = net.epoch_number();
+    let commitment = net.verdict_commitment(&seat, &h, 0, "pass");
+    let revote = json!({"commit_verdict": {"epoch": e, "host": h, "segment": 0,
+                                           "commitment": commitment}});
+    net.chain.ok(&seat, revote.clone());
+    let again = net.chain.refused(&seat, revote);
+    assert!(again.contains("already committed"), "{again}");
+    net.commit_round(&|_, _, _| Some("pass"));
+    net.settle();
+    assert_eq!(
+        net.phase(),
+        "dispute_reveal",
+        "every final vote and the re-vote are in: early close"
+    );
+    open_with_revote(&mut net, &h, &seat, "pass");
+    assert_eq!(net.phase(), "propose", "every opening is in: early close");
+    let report = net.chain.report(0);
+    assert_eq!(row(&report, "hosts", &h)["outcome"], "accepted");
+    assert_eq!(net.challenge_of(0, &h, 0)["outcome"], "pass");
+    // Paid like every other diligent validator; nobody slashed.
+    let r = row(&report, "validators", &seat);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("diligent"), 0)
+    );
+    let paid = amount(&r["reward"]);
+    assert!(paid > 0);
+    for v in net.validators.iter() {
+        let r = row(&report, "validators", v);
+        assert_eq!(
+            (
+                r["outcome"].as_str(),
+                amount(&r["slashed"]),
+                amount(&r["reward"])
+            ),
+            (Some("diligent"), 0, paid)
+        );
+    }
+}
+
+#[test]
+fn a_sole_seat_that_does_not_re_vote_is_unpaid_and_a_re_vote_after_fail_must_repeat_it() {
+    // Without a re-vote: excused (no holder contradicts it) but not paid, as before.
+    let (mut net, h, seat) = refused_sole_seat();
+    net.commit_round(&|v, _, g| {
+        if g == 0 && v == seat.as_str() {
+            None
+        } else {
+            Some("pass")
+        }
+    });
+    net.settle();
+    net.chain.wait_past_deadline();
+    net.chain.ok(&h, json!({"advance": {}}));
+    net.settle();
+    net.reveal_round(&|_, _, _| false, &[]);
+    net.settle();
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    let r = row(&report, "validators", &seat);
+    assert_eq!(
+        (
+            r["outcome"].as_str(),
+            amount(&r["slashed"]),
+            amount(&r["reward"])
+        ),
+        (Some("unserved"), 0, 0)
+    );
+
+    // A committed re-vote that is not opened is a missed vote: silent.
+    let (mut net, h, seat) = refused_sole_seat();
+    let e = net.epoch_number();
+    let commitment = net.verdict_commitment(&seat, &h, 0, "pass");
+    net.chain.ok(
+        &seat,
+        json!({"commit_verdict": {"epoch": e, "host": h, "segment": 0,
+                                                  "commitment": commitment}}),
+    );
+    net.commit_round(&|_, _, _| Some("pass"));
+    net.settle();
+    net.reveal_verdict(&seat, &h, 0); // its round-0 `unavailable` only
+    net.reveal_round(&|v, _, g| v == seat && g == 0, &[]);
+    net.settle();
+    net.chain.wait_past_deadline();
+    net.chain.ok(&h, json!({"advance": {}}));
+    net.settle();
+    let report = net.chain.report(0);
+    assert_eq!(row(&report, "validators", &seat)["outcome"], "silent");
+
+    // A seat that said `fail` in round 0 cannot take it back in its re-vote.
+    let mut net = Net::new(&spec_with(json!({"verification": {"seats_cap": 1}})), 1, 4);
+    let h = net.hosts[0].clone();
+    net.play_to_verify();
+    let seat = first_round(&net.challenge(&h, 0))[0].clone();
+    let s = seat.clone();
+    let decide =
+        move |v: &str, _: &str, g: u64| Some(if v == s && g == 0 { "fail" } else { "pass" });
+    while net.phase() != "dispute_reveal" {
+        net.play_round(&decide, &[h.clone()]);
+    }
+    net.reveal_verdict(&seat, &h, 0);
+    let mut take_back = net.opening(&seat, &h, 0, "pass");
+    take_back["reveal_verdict"]["salt"] = json!(hex(&verdict_salt(&seat, &h, 0)));
+    let err = net.chain.refused(&seat, take_back);
+    assert!(err.contains("must repeat it"), "{err}");
+}
+
+#[test]
+fn a_round_0_holder_that_serves_nobody_pays_when_the_final_vote_finds_it_unavailable() {
+    // The last segment (every picker seats it): `holder` read the leaves and passes; the host
+    // refuses everyone else, and the holder serves nobody: the final vote (all of V's other
+    // stake) decides `unavailable`.
+    let mut net = Net::new(&spec_with(json!({})), 1, 6);
+    let h = net.hosts[0].clone();
+    net.play_to_verify();
+    let seats = first_round(&net.challenge(&h, 1));
+    assert!(seats.len() >= 2, "{seats:?}");
+    let holder = seats[0].clone();
+    let hd = holder.clone();
+    let decide = move |v: &str, _: &str, g: u64| {
+        Some(if g != 1 || v == hd {
+            "pass"
+        } else {
+            "unavailable"
+        })
+    };
+    net.play_verdicts(&decide);
+    let report = net.chain.report(0);
+    assert_eq!(net.challenge_of(0, &h, 1)["outcome"], "unavailable");
+    assert_eq!(row(&report, "hosts", &h)["outcome"], "unavailable");
+    let r = row(&report, "validators", &holder);
+    assert_eq!(r["outcome"], "unserved");
+    assert!(amount(&r["slashed"]) > 0);
+    for v in net.validators.iter().filter(|v| **v != holder) {
+        let r = row(&report, "validators", v);
+        assert_eq!(amount(&r["slashed"]), 0, "{v}: {r}");
     }
 }
 
