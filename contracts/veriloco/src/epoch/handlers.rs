@@ -26,7 +26,11 @@ use super::Epoch;
 // -- checks shared by the epoch messages ---------------------------------------------------------
 
 /// `epoch` must be the current one; returns it.
-fn expect_current(ep: &Epoch, action: &'static str, epoch: u64) -> Result<u64, ContractError> {
+pub(crate) fn expect_current(
+    ep: &Epoch,
+    action: &'static str,
+    epoch: u64,
+) -> Result<u64, ContractError> {
     let current = ep.number();
     if epoch < current {
         return Err(ContractError::EpochClosed {
@@ -360,7 +364,7 @@ pub fn commit(
     nonpayable(info, ACTION)?;
     expect_phase(ep, ACTION, epoch, Phase::Train)?;
     let sender = &info.sender;
-    participant_as(&deps, ep, ACTION, sender, Role::Host)?;
+    let host = participant_as(&deps, ep, ACTION, sender, Role::Host)?;
     if COMMITMENTS
         .may_load(deps.storage, (epoch, sender))?
         .is_some()
@@ -389,7 +393,10 @@ pub fn commit(
         );
     }
     COMMITMENTS.save(deps.storage, (epoch, sender), &commitment);
-    ep.counts_mut().committed += 1;
+    let counts = ep.counts_mut();
+    counts.committed += 1;
+    // The weight of a pipelined run's start vote (`pipeline::propose_start`).
+    counts.committed_stake = counts.committed_stake.checked_add(host.stake)?;
     Ok(Response::new()
         .add_attribute("action", ACTION)
         .add_attribute("epoch", epoch)
@@ -875,6 +882,15 @@ pub fn propose_model(
     } = msg;
     nonpayable(info, ACTION)?;
     expect_phase(ep, ACTION, epoch, Phase::Propose)?;
+    if let Some(old) = state::SETTLING.may_load(deps.storage)? {
+        if old < epoch {
+            refuse!(
+                ACTION,
+                "epoch {old} is still settling: θ_{} builds on its settled model",
+                epoch + 1
+            );
+        }
+    }
     let sender = &info.sender;
     let accepted = match PARTICIPANTS.may_load(deps.storage, (epoch, sender))? {
         Some(p) if p.role == Role::Host => {
