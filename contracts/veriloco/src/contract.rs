@@ -243,7 +243,10 @@ pub fn execute(
             epoch,
             model_hash,
         )?,
-        ExecuteMsg::Advance {} => handlers::advance(&epochs.current, &info, height, transitions)?,
+        ExecuteMsg::Advance {} => {
+            let held_by = pipeline::held_by(d.storage, &config, &epochs.current)?;
+            handlers::advance(&epochs.current, &info, height, transitions, held_by)?
+        }
     };
     let mut after = Response::new();
     epochs.advance(deps.storage, &config, height, &mut after)?;

@@ -958,13 +958,23 @@ pub fn propose_model(
 }
 
 /// `advance {}`: succeeds only if the auto-advance of this very transaction closed something.
+/// `held_by`: the older epoch a pipelined run's phase waits for (named in the refusal).
 pub fn advance(
     ep: &Epoch,
     info: &MessageInfo,
     height: u64,
     transitions: u32,
+    held_by: Option<u64>,
 ) -> Result<Response, ContractError> {
     nonpayable(info, "advance")?;
+    if let (0, Some(old)) = (transitions, held_by) {
+        refuse!(
+            "advance",
+            "nothing is due: epoch {} is in phase {}, held until epoch {old} settles",
+            ep.number(),
+            ep.header.phase.as_str()
+        );
+    }
     if transitions == 0 {
         return Err(ContractError::NothingDue {
             epoch: ep.number(),

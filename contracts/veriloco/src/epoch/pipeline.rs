@@ -96,11 +96,11 @@ impl Epochs {
         old.save(storage);
         let sends = std::mem::take(&mut old.sends);
         self.current.pay(&sends)?;
+        // Whether the current epoch's phase waited for this one (asked before it is gone).
+        let held = held(storage, config, &self.current)? && self.current.header.closing.is_none();
         SETTLING.remove(storage);
         let settled = old.header.next_model_hash.clone();
         let epoch = self.current.number();
-        let held = matches!(self.current.header.phase, Phase::Propose | Phase::Join)
-            && self.current.header.closing.is_none();
         let blocks = match self.current.header.phase {
             Phase::Propose => config.phases.propose_blocks,
             _ => config.phases.join_blocks,
@@ -203,6 +203,20 @@ pub fn held(storage: &dyn Storage, config: &Config, ep: &Epoch) -> Result<bool, 
         _ => false,
     };
     Ok(waits && older_settling(storage, ep)?)
+}
+
+/// The older epoch that holds `ep`'s phase ([`held`]), if any: what `advance` names when it
+/// refuses.
+pub fn held_by(
+    storage: &dyn Storage,
+    config: &Config,
+    ep: &Epoch,
+) -> Result<Option<u64>, ContractError> {
+    if held(storage, config, ep)? {
+        SETTLING.may_load(storage)
+    } else {
+        Ok(None)
+    }
 }
 
 /// `propose_start {epoch, model_hash}`: a host that committed in `epoch` proposes the optimistic

@@ -2452,8 +2452,10 @@ fn a_pipelined_epoch_proposes_only_after_its_predecessor_settled_with_a_whole_wi
     );
     // Its deadline passes: it is held, not closed (nothing is due).
     net.chain.wait_past_deadline();
-    let held = net.chain.refused(&h[0], json!({"advance": {}}));
-    assert!(held.starts_with("advance: nothing is due"), "{held}");
+    assert_eq!(
+        net.chain.refused(&h[0], json!({"advance": {}})),
+        "advance: nothing is due: epoch 1 is in phase propose, held until epoch 0 settles"
+    );
     assert_eq!((net.epoch_number(), net.phase().as_str()), (1, "propose"));
     // Epoch 0 settles without an agreed model: θ^s_1 = θ_0.
     net.focus = Some(0);
@@ -2490,4 +2492,38 @@ fn a_pipelined_epoch_proposes_only_after_its_predecessor_settled_with_a_whole_wi
         e2["model_hash"].as_str(),
         Some(digest("settled 2").as_str())
     );
+}
+
+#[test]
+fn a_pipelined_join_short_of_its_minimums_waits_for_the_settling_epoch_then_gets_its_window() {
+    // A long `verify`: epoch 0 waits in it while epoch 1's join runs past its deadline.
+    let spec = spec_with(json!({"phases": {"pipelined": true, "verify_blocks": 500}}));
+    let mut net = Net::new(&spec, 2, 2);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    net.propose_start_all(&digest("opt 1"));
+    // Nobody joins epoch 1: past its deadline it is neither extended nor abandoned.
+    net.chain.wait_past_deadline();
+    assert_eq!(
+        net.chain.refused(&h[0], json!({"advance": {}})),
+        "advance: nothing is due: epoch 1 is in phase join, held until epoch 0 settles"
+    );
+    assert_eq!(net.phase(), "join");
+    // Epoch 0 settles: epoch 1's join gets a whole window from that block, then is extended.
+    net.focus = Some(0);
+    net.play_verdicts(&honest);
+    net.propose(&h[0], &digest("settled 1"));
+    let closed = net.propose(&h[1], &digest("settled 1"));
+    let reopened = events(&closed, "phase");
+    let join = reopened.iter().find(|p| p["epoch"] == "1").unwrap();
+    assert_eq!((join["phase"], join["after_settled"]), ("join", "0"));
+    assert_eq!(
+        join["deadline"],
+        (net.chain.height + 50).to_string().as_str()
+    );
+    net.focus = None;
+    assert_eq!(net.phase(), "join");
+    net.chain.wait_past_deadline();
+    let extended = net.chain.ok(&h[0], json!({"advance": {}}));
+    assert_eq!(attr(&extended, "phase", "extensions"), Some("1"));
 }
