@@ -463,7 +463,8 @@ class Daemon:
 
         def tick() -> bool:
             status = self.node.status()
-            if self.max_epochs is not None and status.epoch >= self.max_epochs:
+            # In a pipelined run epoch N opens before N − 1 settled: stop once nothing settles.
+            if self.max_epochs is not None and status.epoch >= self.max_epochs and self.node.settling() is None:
                 log.info("%s reached epoch %d; stopping", self.node.name, self.max_epochs)
                 self.stop()
                 return False

@@ -291,7 +291,8 @@ class HostNode(Participant):
         """Run ``train`` and keep when it ran in :attr:`trainings` (this host's own clock)."""
         # torch's intra-op thread count is per thread, and a CPU reduction splits by it: a new
         # thread would sum in another order than the validators replaying with the caller's count.
-        torch.set_num_threads(threads)
+        if threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
         started = time.monotonic()
         try:
             return train()
