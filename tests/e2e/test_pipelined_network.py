@@ -1,12 +1,17 @@
 """A pipelined run (``phases.pipelined``; docs/training.md, "Pipelined epochs", scheme 3) with the
 real nodes on the embedded chain: each epoch's committed hosts agree on the optimistic start of the
 next, which trains while the epoch is verified and settled; a cheater caught after the next epoch
-started is slashed, the honest hosts are paid, and every epoch agrees on its settled model."""
+started is slashed, the honest hosts are paid, and every epoch agrees on its settled model.
+
+The cheater commits its Δ sign-flipped (``sign_flip``): within the hosts' bounds, so it enters each
+optimistic start, and the settled model must correct for it (docs/training.md, scheme 3)."""
 
 import pytest
 
 from node.events import EventKind, NodeEvent
 from node.validator import ValidatorNode
+from protocol.tensors.aggregation import aggregate
+from trainer.outer import outer_step
 from trainer.presets import tiny
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import simulation_spec
@@ -21,7 +26,7 @@ def test_a_pipelined_run_trains_e_plus_1_while_e_settles_and_slashes_a_cheater_c
                            validators=2, hosts=4).with_changes(phases={"pipelined": True})
     dataset = load_dataset(spec.data)
     roster = Roster(hosts=[host_behaviour(None) for _ in range(3)]
-                    + [host_behaviour("noise")],
+                    + [host_behaviour("sign_flip")],
                     validators=[validator_behaviour("honest"), validator_behaviour("honest")])
     events: list[NodeEvent] = []
     net = LocalNetwork(spec, tmp_path / "net", roster, dataset, on_event=events.append,
@@ -46,6 +51,22 @@ def test_a_pipelined_run_trains_e_plus_1_while_e_settles_and_slashes_a_cheater_c
         assert net.overlaps[e][0] == e + 1
         # ... and records e's settled model (the accepted Δs alone) for its own outer step.
         assert after.settled_start == info.next_model_hash
+        # The sign-flipped Δ passes the hosts' bounds, so it steers the optimistic start ...
+        assert info.start_model_hash != info.next_model_hash
+
+    # ... and every settled model is synchronous DiLoCo's: the outer step from the settled start
+    # over the accepted Δs alone (θ and momentum corrected), not from the optimistic start.
+    host = net.hosts[0]
+    for e in (1, 2):
+        info = net.ledger.epoch(e)
+        optimistic = host.globals.get(info.model_hash)
+        deltas, unserved, segments = host._accepted_deltas(e, optimistic)
+        assert cheater not in deltas and not unserved and len(deltas) == 3
+        step = aggregate(spec.aggregation, deltas, {a: segments[a] for a in deltas})
+        assert info.settled_start is not None and info.settled_start != info.model_hash
+        settled = outer_step(host.globals.get(info.settled_start), step, spec.outer)
+        assert settled.hash().hex() == info.next_model_hash
+        assert outer_step(optimistic, step, spec.outer).hash().hex() != info.next_model_hash
 
     # A held phase keeps its old deadline: no node asks the contract to advance it again and again.
     refused = [(ev.who, ev.epoch, ev.detail) for ev in events if ev.kind == EventKind.ADVANCED and ev.refused]
