@@ -140,6 +140,10 @@ class HostNode(Participant):
                  on_event: EventSink | None = None, on_step: StepCallback | None = None,
                  device: str = "cpu", full_leaf_every: int = 1, keep_epochs: int | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
+        if spec.phases.pipelined and carries_residual(spec.quantization):
+            # Its residual rule reads e − 1's accepted hosts, unknown while e trains (Not yet).
+            raise ValueError("a pipelined run cannot use topk2 Δs: a host's error-feedback residual "
+                             "depends on the previous epoch's settlement")
         if full_leaf_every < 1 or (keep_epochs is not None and keep_epochs < 0):
             raise ValueError("full_leaf_every must be >= 1 and keep_epochs >= 0")
         self.dataset = dataset
