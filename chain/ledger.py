@@ -32,6 +32,7 @@ from protocol.messages import (
     ModelProposal,
     Ready,
     Role,
+    StartProposal,
     TrapOpening,
     VerdictCommit,
     VerdictOpening,
@@ -222,6 +223,10 @@ class Ledger:
     def propose_model(self, key: PrivateKey, msg: ModelProposal) -> TxResult:
         return self.backend.execute(key, {"propose_model": self._to_json(msg)})
 
+    def propose_start(self, key: PrivateKey, msg: StartProposal) -> TxResult:
+        """Pipelined runs: propose the optimistic start of the next epoch (``StartProposal``)."""
+        return self.backend.execute(key, {"propose_start": self._to_json(msg)})
+
     def advance(self, key: PrivateKey) -> TxResult:
         """Close every phase whose deadline has passed, or run the next page of a close that
         takes several transactions (anyone may call it)."""
@@ -235,13 +240,21 @@ class Ledger:
             LedgerError: still closing after ``max_pages`` transactions.
         """
         sent: list[TxResult] = []
-        while self.epoch().closing is not None:
+        while self.closing():
             if len(sent) >= max_pages:
                 raise LedgerError(f"the close is still running after {max_pages} advances: {self.epoch()}")
             sent.append(self.advance(key))
         return sent
 
     # -- reads ---------------------------------------------------------------------------------
+
+    def closing(self) -> bool:
+        """Whether a close runs page by page in the current epoch or, in a pipelined run, in the
+        older epoch still settling (``EpochInfo.settling``)."""
+        info = self.epoch()
+        if info.closing is not None:
+            return True
+        return info.settling is not None and self.epoch(info.settling).closing is not None
 
     def config(self) -> Config:
         return self._read(Config, {"config": {}})

@@ -421,6 +421,9 @@ class Daemon:
             try:
                 status = self.node.status()
                 due = self.node.due_now(status)
+                if due is None and (older := self.node.settling()) is not None:
+                    # Pipelined: the settling epoch's quick duties count too (its tick does them).
+                    due = None if (late := self.node.due_now(older)) is None else f"{late} of epoch {older.epoch}"
                 if due is None and self.node.serves_now(status):
                     due = self._serving(status, clock, end)
             except LedgerError as exc:
@@ -463,7 +466,8 @@ class Daemon:
 
         def tick() -> bool:
             status = self.node.status()
-            if self.max_epochs is not None and status.epoch >= self.max_epochs:
+            # In a pipelined run epoch N opens before N − 1 settled: stop once nothing settles.
+            if self.max_epochs is not None and status.epoch >= self.max_epochs and self.node.settling() is None:
                 log.info("%s reached epoch %d; stopping", self.node.name, self.max_epochs)
                 self.stop()
                 return False

@@ -8,8 +8,9 @@ words (``verdict fail``, ``committed refused``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -22,6 +23,8 @@ class EventKind(StrEnum):
     COMMITTED = "committed"
     TRAPS_OPENED = "opened traps"
     PROPOSED = "proposed"
+    PROPOSED_START = "proposed start"
+    """Pipelined runs: the optimistic start of the next epoch, from every committed Δ in bounds."""
     VERDICT = "verdict"
     """A verdict reached (``outcome``), kept on disk before its commitment is posted."""
     VERDICT_COMMITTED = "committed verdict"
@@ -72,6 +75,8 @@ class NodeEvent:
     detail: str = ""
     outcome: str | None = None
     refused: bool = False
+    at: float = field(default_factory=time.monotonic, compare=False)
+    """When it happened, by the participant's clock (``time.monotonic``)."""
 
     @property
     def action(self) -> str:

@@ -65,8 +65,9 @@ def prunable_states(held: Mapping[str, int], epochs: Sequence[EpochInfo], curren
     for info in epochs:
         if info.epoch >= horizon or info.phase != "closed":
             needed.add(info.model_hash)
-            if info.next_model_hash is not None:
-                needed.add(info.next_model_hash)
+            # Pipelined runs: the optimistic start e + 1 trains from, and the settled θ_e.
+            needed.update(h for h in (info.next_model_hash, info.start_model_hash, info.settled_start)
+                          if h is not None)
     open_epochs = [info.epoch for info in epochs if info.phase != "closed"]
     settled_before = min([horizon, *open_epochs])  # every epoch before it is closed and old
     return {h for h, seen in held.items() if h not in needed and seen < settled_before}

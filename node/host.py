@@ -27,6 +27,13 @@ does what the current phase asks of it:
   not a finite number within the protocol's bound (``MAX_LOSS_MICRO``) is not proposed: the host
   logs why and the epoch ends without it.
 
+Pipelined runs (``phases.pipelined``; docs/training.md, "Pipelined epochs", scheme 3): once epoch
+e revealed and no older epoch settles, the host proposes the optimistic start of e + 1
+(``propose_start``: the outer step from e's settled start over every committed Δ of e within its
+per-coordinate and peer bounds). While e settles each tick does e's duties (trap opening, the
+settled proposal: the accepted Δs alone, from e's ``settled_start``) and then e + 1's; e + 1's
+training runs on a thread beside the ticks, and :attr:`HostNode.trainings` keeps when it ran.
+
 Nothing the peers agree on or serve can stop the node: a θ_e that training cannot continue from
 (a non-finite loss) and a model that cannot be proposed are events with a reason, once per epoch.
 
@@ -50,7 +57,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -64,7 +74,7 @@ from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.partial_epoch import another_segment_fits
 from node.participant import Participant
 from protocol.keys import PrivateKey
-from protocol.messages import ModelProposal
+from protocol.messages import ModelProposal, StartProposal
 from protocol.rules.exclusion import excluded_list, exclusion_height
 from protocol.rules.limits import MAX_LOSS_MICRO
 from protocol.rules.losses import MICRO, loss_micro
@@ -78,7 +88,7 @@ from trainer.delta import carries_residual, dequantize, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
-from trainer.inner import Interrupted, ResidualUnavailable, SegmentsDone, StepCallback
+from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, SegmentsDone, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
@@ -86,6 +96,17 @@ from trainer.trap import Traps, draw
 from verifier.measure import DELTA_PEER_FACTOR, EPSILON, delta_excess, param_floor, peer_excess
 
 log = logging.getLogger("veriloco.node")
+
+
+@dataclass(frozen=True)
+class Training:
+    """One epoch's training by a host: when it began and ended (``time.monotonic``) and, in a
+    pipelined run, the older epoch the chain said was settling when it began."""
+
+    epoch: int
+    started: float
+    ended: float
+    settling: int | None = None
 
 
 class HostNode(Participant):
@@ -119,6 +140,10 @@ class HostNode(Participant):
                  on_event: EventSink | None = None, on_step: StepCallback | None = None,
                  device: str = "cpu", full_leaf_every: int = 1, keep_epochs: int | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
+        if spec.phases.pipelined and carries_residual(spec.quantization):
+            # Its residual rule reads e − 1's accepted hosts, unknown while e trains (Not yet).
+            raise ValueError("a pipelined run cannot use topk2 Δs: a host's error-feedback residual "
+                             "depends on the previous epoch's settlement")
         if full_leaf_every < 1 or (keep_epochs is not None and keep_epochs < 0):
             raise ValueError("full_leaf_every must be >= 1 and keep_epochs >= 0")
         self.dataset = dataset
@@ -139,6 +164,11 @@ class HostNode(Participant):
         # The accepted Δs of the epoch being aggregated, each verified once: (epoch, Δ hash) -> the
         # dequantized Δ, or None when it is beyond the update bound and left out.
         self._checked: dict[tuple[int, str], dict[str, torch.Tensor] | None] = {}
+        self._started: set[int] = set()  # pipelined: epochs whose optimistic start this host handled
+        self._trainer: ThreadPoolExecutor | None = None  # pipelined: trains beside the ticks
+        self._training: dict[int, Future[EpochResult]] = {}
+        self.trainings: list[Training] = []
+        """When this host trained each epoch, by its own clock (what the overlap is measured from)."""
 
     @property
     def source(self) -> ArtifactSource:
@@ -158,7 +188,28 @@ class HostNode(Participant):
     def tick(self) -> bool:
         status = self.status()
         self._prune(status.epoch)
+        # Pipelined runs: the older epoch's duties first (its trap opening and settled proposal),
+        # then the newer one's (join, train, reveal) — training e + 1 while e settles.
+        older = self.settling()
+        if older is not None:
+            return self._settle(older) | self._act(status, older)
+        return self._act(status, None)
+
+    def _settle(self, older: ParticipantStatus) -> bool:
+        """Pipelined runs: this host's duties in the older epoch still settling."""
+        if self.maybe_advance(older):
+            return True
+        if older.phase == "objection":
+            return self._maybe_open_traps(older)
+        if older.phase == "propose":
+            return self._maybe_propose(older)
+        return False
+
+    def _act(self, status: ParticipantStatus, older: ParticipantStatus | None) -> bool:
+        """This host's duties in the current epoch (``older``: the one still settling, if any)."""
         if self.maybe_advance(status):
+            return True
+        if self.spec.phases.pipelined and older is None and self._maybe_propose_start(status):
             return True
         if status.phase == "join":
             return self.maybe_join(status)
@@ -168,7 +219,7 @@ class HostNode(Participant):
             return self.maybe_reveal(status)
         if status.phase == "objection":
             return self._maybe_open_traps(status)
-        if status.phase == "propose":
+        if status.phase == "propose" and older is None:  # held while an older epoch settles
             return self._maybe_propose(status)
         return False
 
@@ -209,20 +260,58 @@ class HostNode(Participant):
     def _maybe_train(self, info: ParticipantStatus) -> bool:
         if not info.joined or info.committed or info.epoch in self._gave_up or self.stopping.is_set():
             return False
-        try:
-            theta = self.globals.get(info.model_hash, info.epoch)
-        except GlobalStateUnavailable as exc:
-            self.event(info.epoch, EventKind.WAITING_FOR_THETA, str(exc))
+        job = self._training.get(info.epoch)
+        if job is None:
+            try:
+                theta = self.globals.get(info.model_hash, info.epoch)
+            except GlobalStateUnavailable as exc:
+                self.event(info.epoch, EventKind.WAITING_FOR_THETA, str(exc))
+                return False
+            ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
+                            device=self.device, full_leaf_every=self.full_leaf_every,
+                            carry_residual=self._accepted_before(info.epoch),
+                            # A topk2 residual rides on leaf S: such an epoch is whole or not committed.
+                            stop=None if carries_residual(self.spec.quantization)
+                            else self._deadline_stop(info.phase_deadline), traps=self.trap_draw(info.epoch))
+            # Read here, on the tick's thread: the chain client is not shared with the training thread.
+            settling = self.ledger.epoch().settling if self.spec.phases.pipelined else None
+            train = partial(self._timed, info.epoch, settling, torch.get_num_threads(), partial(
+                self.behaviour.train_epoch, self.spec, self.dataset, ctx, theta.params, self.root,
+                on_step=self._progress(info.epoch)))
+            if not self.spec.phases.pipelined:
+                return self._commit_trained(info, train)
+            # Pipelined: train on a thread; the ticks meanwhile serve the settling epoch's duties.
+            if self._trainer is None:
+                self._trainer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-train")
+            self._training[info.epoch] = self._trainer.submit(train)
             return False
-        ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
-                        device=self.device, full_leaf_every=self.full_leaf_every,
-                        carry_residual=self._accepted_before(info.epoch),
-                        # A topk2 residual rides on leaf S: such an epoch is whole or not committed.
-                        stop=None if carries_residual(self.spec.quantization)
-                        else self._deadline_stop(info.phase_deadline), traps=self.trap_draw(info.epoch))
+        if not job.done():
+            return False
+        del self._training[info.epoch]
+        return self._commit_trained(info, job.result)
+
+    def _timed(self, epoch: int, settling: int | None, threads: int,
+               train: Callable[[], EpochResult]) -> EpochResult:
+        """Run ``train`` and keep when it ran in :attr:`trainings` (this host's own clock)."""
+        # torch's intra-op thread count is per thread, and a CPU reduction splits by it: a new
+        # thread would sum in another order than the validators replaying with the caller's count.
+        if threads != torch.get_num_threads():
+            torch.set_num_threads(threads)
+        started = time.monotonic()
         try:
-            result = self.behaviour.train_epoch(self.spec, self.dataset, ctx, theta.params, self.root,
-                                                on_step=self._progress(info.epoch))
+            return train()
+        finally:
+            self.trainings.append(Training(epoch, started, time.monotonic(), settling))
+
+    @property
+    def training(self) -> Future[EpochResult] | None:
+        """Pipelined runs: the epoch's training under way on its thread, if any."""
+        return next((job for job in self._training.values() if not job.done()), None)
+
+    def _commit_trained(self, info: ParticipantStatus, train: Callable[[], EpochResult]) -> bool:
+        """Post the commitment of the epoch ``train`` trains (or returns, from a thread)."""
+        try:
+            result = train()
         except Interrupted as exc:  # asked to stop: the restart resumes from the last stored leaf
             log.info("%s epoch %d training stopped: %s", self.name, info.epoch, exc)
             return False
@@ -233,10 +322,18 @@ class HostNode(Participant):
         traps = self.trap_opening(info.epoch, self.behaviour.traps(info.epoch))
         loss = result.commitment.train_loss_micro / MICRO
         done, total = result.commitment.segments, self.spec.train.segments
-        partial = f", a partial epoch of {done} of {total} segments" if done < total else ""
+        partial_note = f", a partial epoch of {done} of {total} segments" if done < total else ""
         return self.attempt(info.epoch, EventKind.COMMITTED,
                             lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
-                            f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}{partial}")
+                            f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}{partial_note}")
+
+    def close(self) -> None:
+        """Stop a pipelined training thread at its next step (the restart resumes from its last leaf)."""
+        self.stopping.set()
+        if self._trainer is not None:
+            self._trainer.shutdown(wait=False, cancel_futures=True)
+            self._trainer = None
+        super().close()
 
     def trap_draw(self, epoch: int) -> Traps:
         """This host's traps of ``epoch``: drawn from a secret only it holds (a hash of its chain
@@ -323,6 +420,7 @@ class HostNode(Participant):
             return False
         try:
             theta = self.globals.get(info.model_hash, info.epoch)
+            base = self._settled_start(info.epoch, theta)
             deltas, unserved, segments = self._accepted_deltas(info.epoch, theta)
         except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
             self.event(info.epoch, EventKind.WAITING_TO_AGGREGATE, str(exc))
@@ -344,7 +442,9 @@ class HostNode(Participant):
             return self._give_up(info.epoch, EventKind.PROPOSAL_WITHHELD, "no accepted Δ is within the update bound")
         # Each Δ weighs the segments it covers: a partial epoch counts by the steps it did.
         weights = {address: segments[address] for address in deltas}
-        new = outer_step(theta, aggregate(self.spec.aggregation, deltas, weights), self.spec.outer)
+        # From the settled θ_e: in a pipelined run this corrects the optimistic start θ_e (θ and
+        # outer momentum) to what the accepted Δs alone give; otherwise base is θ_e itself.
+        new = outer_step(base, aggregate(self.spec.aggregation, deltas, weights), self.spec.outer)
         model_hash = self.globals.put(new)
         val = self._validation_loss(new)
         problem = proposal_problem(val)
@@ -355,6 +455,67 @@ class HostNode(Participant):
         excluded = f", {len(unserved)} excluded" if unserved else ""
         return self.attempt(info.epoch, EventKind.PROPOSED, lambda: self.ledger.propose_model(self.key, proposal),
                             f"θ {model_hash[:12]}… from {len(deltas)} Δ{excluded}, val loss {val:.4f}")
+
+    # -- pipelined runs: the optimistic start -------------------------------------------------
+
+    def _settled_start(self, epoch: int, theta: GlobalState) -> GlobalState:
+        """The settled θ_e the outer step of ``epoch`` applies to: the chain's ``settled_start``
+        when ``epoch`` opened from an optimistic start (and its predecessor closed), else θ_e
+        (``theta``) — the rule of ``trainer.diloco.simulate(schedule="optimistic")``."""
+        if not self.spec.phases.pipelined:
+            return theta
+        settled = self.ledger.epoch(epoch).settled_start
+        return theta if settled is None else self.globals.get(settled, epoch)
+
+    def _maybe_propose_start(self, status: ParticipantStatus) -> bool:
+        """Pipelined runs: once ``status``'s epoch e revealed (its seed is fixed) and no older epoch
+        settles, a host that committed in e proposes θ_{e+1}'s optimistic start: the outer step from
+        e's settled start over every committed Δ of e within this host's per-coordinate and peer
+        bounds, weighted by its segments (docs/training.md, scheme 3). Once per epoch."""
+        if (not status.committed or status.phase in ("join", "train", "reveal", "closed")
+                or status.epoch in self._started or status.epoch in self._gave_up or self.stopping.is_set()):
+            return False
+        info = self.ledger.epoch(status.epoch)
+        if info.closing is not None or info.start_model_hash is not None:
+            return False
+        try:
+            theta = self.globals.get(status.model_hash, status.epoch)
+            base = self._settled_start(status.epoch, theta)
+            inputs = self._committed_inputs(status.epoch)
+            deltas: dict[str, dict[str, torch.Tensor]] = {}
+            for committed in inputs:
+                delta = self._checked.get((status.epoch, committed.delta_hash))
+                if (status.epoch, committed.delta_hash) not in self._checked:
+                    delta = self._checked_delta(status.epoch, theta, committed, inputs)
+                    self._checked[status.epoch, committed.delta_hash] = delta
+                if delta is not None:
+                    deltas[committed.address] = delta
+        except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
+            # An unserved Δ leaves this host out of the start vote; e + 1 then opens when e closes.
+            self.event(status.epoch, EventKind.WAITING_TO_AGGREGATE, f"optimistic start: {exc}")
+            self._started.add(status.epoch)
+            return False
+        self._started.add(status.epoch)
+        deltas = self._within_peer_bound(status.epoch, deltas)
+        if not deltas:
+            self.event(status.epoch, EventKind.PROPOSAL_WITHHELD, "optimistic start: no committed Δ within the bounds")
+            return False
+        weights = {i.address: i.segments for i in inputs if i.address in deltas}
+        start = outer_step(base, aggregate(self.spec.aggregation, deltas, weights), self.spec.outer)
+        model_hash = self.globals.put(start)
+        return self.attempt(status.epoch, EventKind.PROPOSED_START,
+                            lambda: self.ledger.propose_start(self.key, StartProposal(epoch=status.epoch,
+                                                                                       model_hash=model_hash)),
+                            f"θ {model_hash[:12]}… for epoch {status.epoch + 1} from {len(deltas)} committed Δ")
+
+    def _committed_inputs(self, epoch: int) -> list[AggregationInput]:
+        """Every host that committed in ``epoch`` as an aggregation input (its committed Δ hash and
+        segments from the epoch's report, its endpoint from its membership), in address order."""
+        endpoints = {m.address: m.endpoint for m in self.ledger.members(role="host")}
+        return sorted((AggregationInput(address=h.address, endpoint=endpoints[h.address],
+                                        delta_hash=h.commitment.delta_hash, segments=h.commitment.segments)
+                       for h in self.ledger.report(epoch).hosts
+                       if h.commitment is not None and h.address in endpoints), key=lambda i: i.address)
 
     def _accepted_deltas(self, epoch: int, theta: GlobalState) -> tuple[dict[str, dict[str, torch.Tensor]],
                                                                          dict[str, str], dict[str, int]]:

@@ -73,6 +73,9 @@ class Participant:
         self.stopping = threading.Event()
         """Set when the node's daemon is asked to stop: long work (training, replays) stops at its
         next boundary and only what :meth:`due_now` names is still done."""
+        # Pipelined runs: the (epoch, phase, deadline) whose advance the contract refused (a phase
+        # held by the settling epoch keeps its old deadline): not asked again until it changes.
+        self._advance_refused: tuple[int, str, int] | None = None
 
     # -- events --------------------------------------------------------------------------------
 
@@ -153,8 +156,21 @@ class Participant:
         transaction; nodes send it so that no run waits for an operator)."""
         if status.phase == "closed" or self.ledger.height() < status.phase_deadline:
             return False
-        return self.attempt(status.epoch, EventKind.ADVANCED, lambda: self.ledger.advance(self.key),
+        key = (status.epoch, status.phase, status.phase_deadline)
+        if self.spec.phases.pipelined and key == self._advance_refused:
+            return False  # held until the settling epoch closes: its close gives a new deadline
+        sent = self.attempt(status.epoch, EventKind.ADVANCED, lambda: self.ledger.advance(self.key),
                             f"{status.phase} was due at height {status.phase_deadline}")
+        self._advance_refused = None if sent else key
+        return sent
+
+    def settling(self) -> ParticipantStatus | None:
+        """Pipelined runs: this participant's part in the older epoch still settling while a newer
+        one trains (``EpochInfo.settling``), or None (none settles, or a synchronous run)."""
+        if not self.spec.phases.pipelined:
+            return None
+        older = self.ledger.epoch().settling
+        return None if older is None else self.ledger.participant(self.address, older)
 
     def min_stake(self) -> int:
         econ = self.spec.economics

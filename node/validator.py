@@ -208,6 +208,14 @@ class ValidatorNode(Participant):
         status = self.status()
         self.globals.prune(status.epoch)
         prune_held(self.root, self.run_id, status.epoch)
+        # Pipelined runs: the older epoch's verdict rounds go on while the newer one trains.
+        older = self.settling()
+        if older is not None:
+            return self._act(older) | self._act(status)  # both: e + 1's join must not wait for e
+        return self._act(status)
+
+    def _act(self, status: ParticipantStatus) -> bool:
+        """Do what ``status``'s epoch asks of this validator now; whether a transaction was sent."""
         if self.maybe_advance(status):
             return True
         if status.phase == "join":
@@ -375,7 +383,8 @@ class ValidatorNode(Participant):
     def _forget(self, status: ParticipantStatus, mine: list[Challenge]) -> None:
         """Drop spools of challenges no longer waiting (committed, decided, another round)."""
         live = {(c.epoch, c.host, c.segment, c.round) for c in mine}
-        for k in [k for k in self._spools if k not in live]:
+        # Only this epoch's: in a pipelined run another epoch's round may be running too.
+        for k in [k for k in self._spools if k[0] == status.epoch and k not in live]:
             self._spools.pop(k).discard()
 
     def _kept(self, status: ParticipantStatus, challenge: Challenge) -> VerdictOpening | None:

@@ -179,6 +179,16 @@ class TrapOpening(Boundary):
         return trap_commitment(host, self.epoch, self.segments, bytes.fromhex(self.salt)).hex()
 
 
+class StartProposal(Boundary):
+    """Pipelined runs: a committed host's proposal for the optimistic start of epoch ``epoch + 1``
+    (every committed Δ of ``epoch`` aggregated onto its settled start), sent once ``epoch``'s
+    reveal closed and no older epoch settles. Epoch ``epoch + 1`` opens from the hash backed by
+    more than 2/3 of the committed hosts' stake (``docs/contract.md``, "Pipelined epochs")."""
+
+    epoch: Count
+    model_hash: HexDigest
+
+
 class ModelProposal(Boundary):
     """An accepted host's proposal for the next global model, with its measured validation loss.
 

@@ -102,6 +102,13 @@ class EpochInfo(Boundary):
     round: Count = 0
     abandoned: bool = False
     closing: ClosingStage | None = None
+    # Pipelined runs (docs/contract.md, "Pipelined epochs"): the optimistic θ_{e+1} epoch e + 1
+    # opened from while this one settles; for an epoch opened from such a start, the settled θ_e
+    # once its predecessor closed (what θ_{e+1} falls back to when no model is agreed); and, in
+    # the answer about the current epoch, the older epoch still settling.
+    start_model_hash: HexDigest | None = None
+    settled_start: HexDigest | None = None
+    settling: Count | None = None
 
 
 class ComputeClassStatus(Boundary):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -171,6 +172,8 @@ class LocalNetwork:
         self.names: dict[str, str] = {self.treasury: "treasury", self.operator.address(): "operator"}
         self._sources: dict[str, Callable[[str], ArtifactSource]] = {}
         self.hosts: list[HostNode] = []
+        self.overlaps: dict[int, tuple[int, str]] = {}
+        """Pipelined runs: settled epoch -> (the current epoch, its phase) when it closed."""
         self.validators: list[Participant] = []
         # The audit starts before the first transaction of the run (the deploy is the factory's).
         self._audited = [self.operator.address(), self.treasury, self.ledger.contract_address,
@@ -225,22 +228,38 @@ class LocalNetwork:
         return sum(self.ledger.balance(a) for a in self._audited) + self.backend.fees_paid
 
     def run_epoch(self, max_rounds: int = 10_000) -> EpochReport:
-        """Drive the current epoch to its end; return its report.
+        """Drive the oldest epoch not settled yet to its end; return its report.
+
+        In a pipelined run (``phases.pipelined``) the next epoch opens from the optimistic start
+        while this one settles, and the nodes work on both; the epoch is done once it is neither
+        current nor settling. :attr:`overlaps` then says what the newer epoch was doing.
 
         Raises:
             CommandError: the epoch did not end within ``max_rounds`` rounds (a stuck phase).
         """
-        epoch = self.ledger.epoch().epoch
+        info = self.ledger.epoch()
+        epoch = info.settling if info.settling is not None else info.epoch
         for _ in range(max_rounds):
             acted = [node.tick() for node in self.nodes]
             self.ledger.end_block()  # one round of transactions, one block
             info = self.ledger.epoch()
-            if info.epoch != epoch:
+            if info.epoch != epoch and info.settling != epoch:
+                if self.spec.phases.pipelined:
+                    self.overlaps[epoch] = (info.epoch, info.phase)
                 return self.ledger.report(epoch)
             if not any(acted):
-                if self.ledger.height() < info.phase_deadline:
-                    # Nobody can act: let time pass to the phase's deadline; the nodes close it.
-                    self.ledger.wait_for_height(info.phase_deadline, timeout=600)
+                busy = [job for h in self.hosts if (job := h.training) is not None]
+                if busy:
+                    # A pipelined host trains on its thread: time passes for it, not in blocks.
+                    wait(busy, timeout=600, return_when=FIRST_COMPLETED)
+                    continue
+                height = self.ledger.height()
+                # A phase held by the settling epoch keeps its old deadline: wait for the next one due.
+                older = [self.ledger.epoch(info.settling).phase_deadline] if info.settling is not None else []
+                ahead = [d for d in (info.phase_deadline, *older) if d > height]
+                if ahead:
+                    # Nobody can act: let time pass to the next deadline; the nodes close the phase.
+                    self.ledger.wait_for_height(min(ahead), timeout=600)
                 else:
                     # Past the deadline and no node advanced (none is a member, say): close it.
                     with contextlib.suppress(ContractError):

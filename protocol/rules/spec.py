@@ -367,6 +367,17 @@ class PhaseSpec(Boundary):
     min_validators: int = Field(default=1, ge=0, le=MAX_PARTICIPANTS, strict=True)
     max_hosts: int = Field(default=64, ge=1, le=MAX_PARTICIPANTS, strict=True)
     max_validators: int = Field(default=32, ge=0, le=MAX_PARTICIPANTS, strict=True)
+    # Two epochs in flight (docs/contract.md, "Pipelined epochs"): epoch e + 1 opens from the
+    # optimistic start e's committed hosts agree on while e settles. Omitted from the canonical
+    # JSON at its default (False), so specs (and run ids) from before the field are unchanged.
+    pipelined: bool = Field(default=False, strict=True)
+
+    @model_serializer(mode="wrap")
+    def _omit_default_pipelined(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("pipelined") is False:
+            del data["pipelined"]
+        return data
 
     @model_validator(mode="after")
     def _ranges(self) -> PhaseSpec:

@@ -139,6 +139,19 @@ def test_simulate_json_is_one_document_on_stdout(tmp_path) -> None:
         result["val_loss_next"][0], abs=1e-6)
 
 
+@pytest.mark.slow
+def test_simulate_pipelined_says_which_epoch_trained_while_each_settled(tmp_path) -> None:
+    done = cli("simulate", "--pipelined", "--preset", "tiny", "--epochs", "2", "--hosts", "1", "--cheaters", "1",
+               "--validators", "2", "--json", home=tmp_path / "home")
+    result = json.loads(done.stdout)
+    assert result["pipelined"] is True and result["funds_conserved"] is True
+    assert result["trained_while_settling"] == {"0": 1, "1": 2}
+    for report in result["reports"]:
+        outcomes = {result["names"][h["address"]]: h["outcome"] for h in report["hosts"]}
+        assert outcomes["host-0"] == "accepted" and report["agreed"] is True
+    assert "epoch 1: " in done.stderr and "settled while epoch 2 trained from its optimistic start" in done.stderr
+
+
 def test_every_command_takes_json() -> None:
     """The convention every command follows (docs/operators.md, Scripting); only the daemons, whose
     output is a log, and the live views (a web page, a terminal that redraws) are exempt."""

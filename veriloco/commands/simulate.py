@@ -1,7 +1,9 @@
 """``veriloco simulate``: a whole network on one machine, epoch after epoch, with a report at the end.
 
 By default: the ``demo`` model, 4 honest hosts, 1 cheating host (``noise``: it commits a random Δ),
-2 honest validators, 3 epochs, on the embedded chain. ``--adversary`` picks what the cheaters do
+2 honest validators, 3 epochs, on the embedded chain, synchronous (``--pipelined``: epoch e + 1
+trains from the optimistic start while e settles; each epoch's line then says which epoch trained
+while it settled). ``--adversary`` picks what the cheaters do
 (the host catalogue, ``selective_serve``, ``selective_reveal`` and ``slow_drip`` included), ``--liars`` and
 ``--liar`` add lying validators (``always_pass``, ``always_fail``, ``silent``, ``copycat``, and issue 27's
 coalitions: ``colluder``, ``sybil``, ``withholder``, ``trap_reader``, ``dispute_copier``,
@@ -84,6 +86,10 @@ def simulate(
     metrics: Annotated[Path | None, typer.Option(
         help="write each epoch's metrics as it closes here: CSV and TensorBoard events (default: "
              "WORKDIR/metrics)")] = None,
+    pipelined: Annotated[bool, typer.Option(
+        "--pipelined/--synchronous",
+        help="pipelined epochs (phases.pipelined): epoch e + 1 trains from the optimistic start while "
+             "e is verified and settled; --synchronous: each epoch settles before the next starts")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True,
                                          help="-v: what stands out (refusals, failed verdicts, waits, what "
                                               "adversaries do); -vv: every event")] = 0,
@@ -116,6 +122,8 @@ def simulate(
             raise CommandError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
         spec = spec.with_changes(aggregation={"rule": rule})
     spec = simulation_spec(spec, validators=validators + liars, hosts=hosts + cheaters + auditors)
+    if pipelined:
+        spec = spec.with_changes(phases={"pipelined": True})
     if liar == "sybil" and liars:  # the sybils outnumber the seats the honest validators leave
         spec = spec.with_changes(phases={"max_validators": validators + max(1, liars // 2)})
     honest_validators = [validator_behaviour("honest") for _ in range(validators)]
@@ -177,7 +185,10 @@ def simulate(
                 _save(net, factory, root, spec)
                 progress.advance(task)
                 quiet = sorted((k, v) for (e, k), v in counts.items() if e == report.epoch)
-                progress.console.print(f"[bold]{summary_line(report, net.names)}[/]  "
+                overlap = net.overlaps.get(report.epoch)
+                during = (f" — settled while epoch {overlap[0]} trained from its optimistic start (now {overlap[1]})"
+                          if overlap is not None else "")
+                progress.console.print(f"[bold]{summary_line(report, net.names)}[/]{during}  "
                                        f"[dim]({', '.join(f'{v} {k}' for k, v in quiet)})[/]", highlight=False)
         conserved = net.total_funds() == net.initial_funds
     finally:
@@ -193,6 +204,9 @@ def simulate(
     if json:
         print_json({"reports": reports, "names": net.names, "denom": spec.economics.denom,
                     "val_loss_next": losses, "funds_conserved": conserved,
+                    "pipelined": pipelined,
+                    # settled epoch -> the epoch that trained from its optimistic start meanwhile
+                    "trained_while_settling": {str(e): n for e, (n, _) in net.overlaps.items()},
                     "funds": str(net.initial_funds),
                     "network_file": str(root / "network.json") if kept else None,
                     "metrics": str(metrics_dir) if kept or metrics else None,

@@ -6,8 +6,9 @@
 //! `query`); this file runs the auto-advance around every execute and routes.
 
 use crate::deps::{Deps, DepsMut};
+use crate::epoch;
 use crate::epoch::handlers::{self, ModelProposal, VerdictOpening};
-use crate::epoch::{self, Epoch};
+use crate::epoch::pipeline::{self, Epochs};
 use crate::error::ContractError;
 use crate::funds::nonpayable;
 use crate::hashing::is_hex_digest;
@@ -110,10 +111,9 @@ pub fn execute(
 ) -> Result<Response, ContractError> {
     let config = CONFIG.load(deps.storage)?;
     let height = env.block.height;
-    let mut ep = Epoch::load_current(deps.storage)?;
-    ep.budget = config.settle_page;
+    let mut epochs = Epochs::load(deps.storage, config.settle_page)?;
     let mut before = Response::new();
-    let transitions = epoch::advance(deps.storage, &config, &mut ep, height, &mut before)?;
+    let transitions = epochs.advance(deps.storage, &config, height, &mut before)?;
     let d = deps.branch();
     let response = match msg {
         ExecuteMsg::Bond { role, endpoint } => staking::bond(d, &config, &info, role, endpoint)?,
@@ -127,7 +127,7 @@ pub fn execute(
         } => handlers::join(
             d,
             &config,
-            &mut ep,
+            &mut epochs.current,
             &info,
             epoch,
             beacon_commit,
@@ -144,7 +144,7 @@ pub fn execute(
         } => handlers::commit(
             d,
             &config,
-            &mut ep,
+            epochs.for_message(epoch),
             &info,
             epoch,
             Commitment {
@@ -156,16 +156,26 @@ pub fn execute(
                 trap_commit,
             },
         )?,
-        ExecuteMsg::Reveal { epoch, secret } => handlers::reveal(d, &mut ep, &info, epoch, secret)?,
+        ExecuteMsg::Reveal { epoch, secret } => {
+            handlers::reveal(d, epochs.for_message(epoch), &info, epoch, secret)?
+        }
         ExecuteMsg::CommitVerdict {
             epoch,
             host,
             segment,
             commitment,
-        } => handlers::commit_verdict(d, &mut ep, &info, epoch, host, segment, commitment)?,
+        } => handlers::commit_verdict(
+            d,
+            epochs.for_message(epoch),
+            &info,
+            epoch,
+            host,
+            segment,
+            commitment,
+        )?,
         ExecuteMsg::Ready { epoch, objections } => handlers::ready(
             d,
-            &mut ep,
+            epochs.for_message(epoch),
             &info,
             epoch,
             objections
@@ -183,7 +193,7 @@ pub fn execute(
             salt,
         } => handlers::reveal_verdict(
             d,
-            &mut ep,
+            epochs.for_message(epoch),
             &info,
             VerdictOpening {
                 epoch,
@@ -199,7 +209,15 @@ pub fn execute(
             epoch,
             segments,
             salt,
-        } => handlers::reveal_traps(d, &config, &mut ep, &info, epoch, segments, salt)?,
+        } => handlers::reveal_traps(
+            d,
+            &config,
+            epochs.for_message(epoch),
+            &info,
+            epoch,
+            segments,
+            salt,
+        )?,
         ExecuteMsg::ProposeModel {
             epoch,
             model_hash,
@@ -208,7 +226,7 @@ pub fn execute(
         } => handlers::propose_model(
             d,
             &config,
-            &mut ep,
+            epochs.for_message(epoch),
             &info,
             ModelProposal {
                 epoch,
@@ -217,13 +235,24 @@ pub fn execute(
                 excluded,
             },
         )?,
-        ExecuteMsg::Advance {} => handlers::advance(&ep, &info, height, transitions)?,
+        ExecuteMsg::ProposeStart { epoch, model_hash } => pipeline::propose_start(
+            d,
+            &config,
+            epochs.for_message(epoch),
+            &info,
+            epoch,
+            model_hash,
+        )?,
+        ExecuteMsg::Advance {} => {
+            let held_by = pipeline::held_by(d.storage, &config, &epochs.current)?;
+            handlers::advance(&epochs.current, &info, height, transitions, held_by)?
+        }
     };
     let mut after = Response::new();
-    epoch::advance(deps.storage, &config, &mut ep, height, &mut after)?;
-    ep.save(deps.storage);
+    epochs.advance(deps.storage, &config, height, &mut after)?;
+    epochs.save(deps.storage);
     let mut response = before.merge(response).merge(after);
-    response.messages.extend(ep.take_sends(&config.denom));
+    response.messages.extend(epochs.take_sends(&config.denom)?);
     Ok(response)
 }
 

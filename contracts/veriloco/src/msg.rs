@@ -101,6 +101,10 @@ pub enum ExecuteMsg {
         #[serde(default)]
         excluded: Vec<String>,
     },
+    /// Pipelined runs: a host that committed in `epoch` proposes the optimistic θ_{epoch+1}
+    /// (every committed Δ aggregated), once the epoch's reveal closed; epoch + 1 opens from the
+    /// hash backed by more than 2/3 of the committed stake.
+    ProposeStart { epoch: u64, model_hash: String },
     /// Close every phase that is due; fails if nothing is.
     Advance {},
 }
@@ -232,6 +236,16 @@ pub struct EpochInfo {
     /// The stage of a paged close in progress (`seed`, `assign`, `salts`, `decide`,
     /// `outcomes`, `slashes`, `rewards`), None when no close runs.
     pub closing: Option<&'static str>,
+    /// Pipelined runs: the optimistic θ_{e+1} epoch e + 1 opened from while e settles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_model_hash: Option<String>,
+    /// Pipelined runs, an epoch opened from an optimistic start: the settled θ_e, once its
+    /// predecessor closed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settled_start: Option<String>,
+    /// `epoch {}` of a pipelined run: the older epoch still settling, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settling: Option<u64>,
 }
 
 #[derive(Serialize)]

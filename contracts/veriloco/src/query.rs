@@ -140,6 +140,9 @@ fn info(storage: &dyn Storage, header: EpochHeader) -> Result<EpochInfo, Contrac
         round: header.round,
         abandoned: header.abandoned,
         closing: header.closing.as_ref().map(|c| c.stage.as_str()),
+        start_model_hash: header.start_model_hash,
+        settled_start: header.settled_start,
+        settling: None,
     })
 }
 
@@ -153,7 +156,11 @@ fn epoch_or_current(storage: &dyn Storage, epoch: Option<u64>) -> Result<u64, Co
 
 pub fn epoch(deps: Deps, epoch: Option<u64>) -> Result<EpochInfo, ContractError> {
     let e = epoch_or_current(deps.storage, epoch)?;
-    info(deps.storage, header(deps.storage, "epoch", e)?)
+    let mut answer = info(deps.storage, header(deps.storage, "epoch", e)?)?;
+    if epoch.is_none() {
+        answer.settling = state::SETTLING.may_load(deps.storage)?;
+    }
+    Ok(answer)
 }
 
 pub fn epochs(

@@ -87,6 +87,10 @@ pub const TRAPS: Map<(u64, &str), Vec<u32>> = Map::new(b"tr/");
 pub const PROPOSALS: Map<(u64, &str), Proposal> = Map::new(b"pr/");
 /// The accepted stake behind each proposed model hash.
 pub const BACKING: Map<(u64, &str), Uint128> = Map::new(b"pt/");
+/// Pipelined runs: each committed host's proposed optimistic start θ_{e+1}, and the committed
+/// stake behind each start hash (`epoch::pipeline`).
+pub const START_PROPOSALS: Map<(u64, &str), String> = Map::new(b"sp/");
+pub const START_BACKING: Map<(u64, &str), Uint128> = Map::new(b"sb/");
 /// The accepted stake of the proposals of a model hash that excluded a host's Δ, keyed by
 /// (epoch, model hash, excluded host): settled at the close of `propose` for the agreed hash.
 pub const EXCLUSIONS: Map<(u64, &str, &str), Uint128> = Map::new(b"xb/");
@@ -300,6 +304,15 @@ pub struct EpochHeader {
     /// A close in progress (several transactions), None otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closing: Option<Closing>,
+    /// Pipelined runs: the optimistic θ_{e+1} this epoch's committed hosts agreed on, from which
+    /// epoch e + 1 opened while this one settles (`epoch::pipeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_model_hash: Option<String>,
+    /// Pipelined runs, an epoch that opened from an optimistic start: the settled θ_e (its
+    /// predecessor's `next_model_hash`) once that predecessor closed. What θ_{e+1} falls back
+    /// to when this epoch's own model is not agreed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_start: Option<String>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
@@ -479,6 +492,16 @@ pub struct Counts {
     pub best_stake: Uint128,
     #[serde(rename = "bh", default, skip_serializing_if = "Option::is_none")]
     pub best_hash: Option<String>,
+    /// Pipelined runs: the committed hosts' stake at join (the weight of the start vote), the
+    /// start proposals sent, and the most backed optimistic start with its stake.
+    #[serde(rename = "cs", default, skip_serializing_if = "is_zero")]
+    pub committed_stake: Uint128,
+    #[serde(rename = "sp", default, skip_serializing_if = "is_zero_u32")]
+    pub start_proposed: u32,
+    #[serde(rename = "ss", default, skip_serializing_if = "is_zero")]
+    pub start_best_stake: Uint128,
+    #[serde(rename = "sh", default, skip_serializing_if = "Option::is_none")]
+    pub start_best_hash: Option<String>,
 }
 
 /// A member's part in one epoch, written once when it joins.

@@ -230,6 +230,11 @@ pub struct Phases {
     pub min_validators: u32,
     pub max_hosts: u32,
     pub max_validators: u32,
+    /// Two epochs in flight (`docs/contract.md`, "Pipelined epochs"): epoch e + 1 opens from the
+    /// optimistic start its committed hosts agree on while e settles. Omitted at its default
+    /// (false: one epoch at a time), so specs and run ids from before the field are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pipelined: bool,
 }
 
 impl Phases {

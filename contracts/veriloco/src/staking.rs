@@ -245,7 +245,9 @@ pub fn claim(
     const ACTION: &str = "claim";
     nonpayable(info, ACTION)?;
     let mut member = sender_member(deps.storage, info, ACTION)?;
-    let epoch = state::current_epoch(deps.storage)?;
+    // Against the oldest unsettled epoch: with two epochs in flight, a stake unbonded while the
+    // older one settles stays slashable until it has settled.
+    let epoch = state::unsettled_epoch(deps.storage)?;
     let amount = member.claimable(epoch)?;
     if amount.is_zero() {
         match member.unbonding.iter().map(|e| e.release_epoch).min() {

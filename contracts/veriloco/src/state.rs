@@ -21,6 +21,9 @@ pub const TOTALS: Item<Totals> = Item::new(b"totals");
 pub const ELIGIBLE: Item<Eligible> = Item::new(b"eligible");
 /// The epoch in progress (unbonding counts in epochs too); absent means 0.
 pub const CURRENT_EPOCH: Item<u64> = Item::new(b"current_epoch");
+/// Pipelined runs: the older of two epochs in flight, still settling while the current one
+/// trains; absent when only the current epoch is open (`epoch::pipeline`).
+pub const SETTLING: Item<u64> = Item::new(b"settling_epoch");
 /// cw2's key for contract name and version, so explorers and migrations can read them; written
 /// at instantiation and by every migration (`upgrade.rs`).
 pub const CONTRACT_INFO: Item<ContractVersion> = Item::new(b"contract_info");
@@ -261,6 +264,15 @@ impl ContractVersion {
 /// The epoch in progress.
 pub fn current_epoch(storage: &dyn Storage) -> Result<u64, ContractError> {
     Ok(CURRENT_EPOCH.may_load(storage)?.unwrap_or(0))
+}
+
+/// The oldest epoch not yet settled: the settling one, else the current one. Unbonding entries
+/// release against it, so none is claimable before every epoch that could slash it settled.
+pub fn unsettled_epoch(storage: &dyn Storage) -> Result<u64, ContractError> {
+    match SETTLING.may_load(storage)? {
+        Some(e) => Ok(e),
+        None => current_epoch(storage),
+    }
 }
 
 /// The member at `address`, with its address filled in.

@@ -27,7 +27,11 @@ use super::Epoch;
 // -- checks shared by the epoch messages ---------------------------------------------------------
 
 /// `epoch` must be the current one; returns it.
-fn expect_current(ep: &Epoch, action: &'static str, epoch: u64) -> Result<u64, ContractError> {
+pub(crate) fn expect_current(
+    ep: &Epoch,
+    action: &'static str,
+    epoch: u64,
+) -> Result<u64, ContractError> {
     let current = ep.number();
     if epoch < current {
         return Err(ContractError::EpochClosed {
@@ -361,7 +365,7 @@ pub fn commit(
     nonpayable(info, ACTION)?;
     expect_phase(ep, ACTION, epoch, Phase::Train)?;
     let sender = &info.sender;
-    participant_as(&deps, ep, ACTION, sender, Role::Host)?;
+    let host = participant_as(&deps, ep, ACTION, sender, Role::Host)?;
     if COMMITMENTS
         .may_load(deps.storage, (epoch, sender))?
         .is_some()
@@ -390,7 +394,10 @@ pub fn commit(
         );
     }
     COMMITMENTS.save(deps.storage, (epoch, sender), &commitment);
-    ep.counts_mut().committed += 1;
+    let counts = ep.counts_mut();
+    counts.committed += 1;
+    // The weight of a pipelined run's start vote (`pipeline::propose_start`).
+    counts.committed_stake = counts.committed_stake.checked_add(host.stake)?;
     Ok(Response::new()
         .add_attribute("action", ACTION)
         .add_attribute("epoch", epoch)
@@ -922,6 +929,15 @@ pub fn propose_model(
     } = msg;
     nonpayable(info, ACTION)?;
     expect_phase(ep, ACTION, epoch, Phase::Propose)?;
+    if let Some(old) = state::SETTLING.may_load(deps.storage)? {
+        if old < epoch {
+            refuse!(
+                ACTION,
+                "epoch {old} is still settling: θ_{} builds on its settled model",
+                epoch + 1
+            );
+        }
+    }
     let sender = &info.sender;
     let accepted = match PARTICIPANTS.may_load(deps.storage, (epoch, sender))? {
         Some(p) if p.role == Role::Host => {
@@ -989,13 +1005,23 @@ pub fn propose_model(
 }
 
 /// `advance {}`: succeeds only if the auto-advance of this very transaction closed something.
+/// `held_by`: the older epoch a pipelined run's phase waits for (named in the refusal).
 pub fn advance(
     ep: &Epoch,
     info: &MessageInfo,
     height: u64,
     transitions: u32,
+    held_by: Option<u64>,
 ) -> Result<Response, ContractError> {
     nonpayable(info, "advance")?;
+    if let (0, Some(old)) = (transitions, held_by) {
+        refuse!(
+            "advance",
+            "nothing is due: epoch {} is in phase {}, held until epoch {old} settles",
+            ep.number(),
+            ep.header.phase.as_str()
+        );
+    }
     if transitions == 0 {
         return Err(ContractError::NothingDue {
             epoch: ep.number(),

@@ -37,6 +37,7 @@ pub mod challenges;
 pub mod disputes;
 pub mod finalize;
 pub mod handlers;
+pub mod pipeline;
 pub mod tally;
 
 use std::collections::BTreeMap;
@@ -71,7 +72,11 @@ pub struct Page {
 
 impl Epoch {
     pub fn load_current(storage: &dyn Storage) -> Result<Epoch, ContractError> {
-        let e = state::current_epoch(storage)?;
+        Epoch::load(storage, state::current_epoch(storage)?)
+    }
+
+    /// Epoch `e`, which must have opened.
+    pub fn load(storage: &dyn Storage, e: u64) -> Result<Epoch, ContractError> {
         let header = HEADERS.load_or(storage, e, || {
             ContractError::NotInstantiated(format!("epoch {e}"))
         })?;
@@ -149,7 +154,7 @@ impl Epoch {
 }
 
 /// A header for epoch `epoch` opening at `at` in `join`, until `until`.
-fn fresh_header(
+pub(crate) fn fresh_header(
     epoch: u64,
     at: u64,
     until: u64,
@@ -175,6 +180,8 @@ fn fresh_header(
         to_catchers: Uint128::zero(),
         rewards_total: Uint128::zero(),
         closing: None,
+        start_model_hash: None,
+        settled_start: None,
     }
 }
 
@@ -203,14 +210,14 @@ pub fn run_id_bytes(config: &Config) -> Result<[u8; 32], ContractError> {
     stored_digest(Some(&config.run_id), "corrupt config: run_id")
 }
 
-fn deadline(from: u64, blocks: u64) -> Result<u64, ContractError> {
+pub(crate) fn deadline(from: u64, blocks: u64) -> Result<u64, ContractError> {
     from.checked_add(blocks)
         .ok_or(ContractError::CounterOverflow(
             "phase deadline overflows u64",
         ))
 }
 
-fn phase_event(epoch: u64, phase: Phase, at: u64, deadline: u64) -> Event {
+pub(crate) fn phase_event(epoch: u64, phase: Phase, at: u64, deadline: u64) -> Event {
     Event::new("phase")
         .add_attribute("epoch", epoch)
         .add_attribute("phase", phase.as_str())
@@ -240,7 +247,7 @@ fn enter(
 }
 
 /// Did the join phase gather the run's minimums?
-fn minimums_met(config: &Config, counts: &Counts) -> bool {
+pub(crate) fn minimums_met(config: &Config, counts: &Counts) -> bool {
     counts.hosts >= config.phases.min_hosts && counts.validators >= config.phases.min_validators
 }
 
@@ -317,6 +324,10 @@ pub fn advance(
                 Some(stage) => after_close(storage, config, ep, stage, height, out)?,
             }
             continue;
+        }
+        // A settling epoch that just closed (its successor is open already), or a held phase.
+        if ep.header.phase == Phase::Closed || pipeline::held(storage, config, ep)? {
+            return Ok(transitions);
         }
         let due = height >= ep.header.phase_deadline;
         let complete = phase_complete(storage, config, ep)?;
@@ -566,7 +577,9 @@ fn after_finalize(
     at: u64,
     out: &mut Response,
 ) -> Result<(), ContractError> {
-    if ep.counts.accepted > 0 {
+    // With an older epoch still settling, `propose` waits for it even with nobody to propose:
+    // this epoch may close only after its predecessor, on the settled θ.
+    if ep.counts.accepted > 0 || pipeline::older_settling(storage, ep)? {
         enter(
             ep,
             Phase::Propose,
@@ -579,8 +592,10 @@ fn after_finalize(
     }
 }
 
-/// Close the current epoch at `at` with θ_{e+1} = `agreed` (or θ_e when None) and open the next
-/// one in `join` at once, with prev_seed = seed_e.
+/// Close the epoch at `at` with θ_{e+1} = `agreed` (or θ_e when None: the settled θ_e of an epoch
+/// that opened from an optimistic start) and open the next one in `join` at once, with
+/// prev_seed = seed_e — unless the next one is open already (a pipelined epoch that settles
+/// while its successor trains: `pipeline`).
 fn close_epoch(
     storage: &mut dyn Storage,
     config: &Config,
@@ -589,9 +604,12 @@ fn close_epoch(
     agreed: Option<String>,
     out: &mut Response,
 ) -> Result<(), ContractError> {
-    let next_model = agreed
-        .clone()
-        .unwrap_or_else(|| ep.header.model_hash.clone());
+    let next_model = agreed.clone().unwrap_or_else(|| {
+        ep.header
+            .settled_start
+            .clone()
+            .unwrap_or_else(|| ep.header.model_hash.clone())
+    });
     let seed = ep.header.seed.clone().ok_or_else(|| {
         ContractError::Corrupt("corrupt state: closing an epoch without a seed".into())
     })?;
@@ -613,6 +631,10 @@ fn close_epoch(
             .add_attribute("agreed", agreed.is_some())
             .add_attribute("abandoned", abandoned),
     );
+    if state::current_epoch(storage)? > epoch {
+        // Its successor opened from the optimistic start; `pipeline` hands over the settled θ.
+        return Ok(());
+    }
     let next = epoch
         .checked_add(1)
         .ok_or(ContractError::CounterOverflow("epoch counter overflows"))?;

@@ -262,6 +262,8 @@ struct Net {
     traps: BTreeMap<String, Vec<u32>>,
     /// The verdicts committed: (validator, host, segment) -> outcome.
     committed: BTreeMap<(String, String, u64), &'static str>,
+    /// The epoch the moves go to (None: the current one); a pipelined run's settling epoch.
+    focus: Option<u64>,
 }
 
 fn outcome_code(outcome: &str) -> u8 {
@@ -324,6 +326,7 @@ impl Net {
             validators,
             traps: BTreeMap::new(),
             committed: BTreeMap::new(),
+            focus: None,
         }
     }
 
@@ -336,7 +339,23 @@ impl Net {
     }
 
     fn epoch_number(&self) -> u64 {
-        self.chain.epoch()["epoch"].as_u64().unwrap()
+        match self.focus {
+            Some(e) => e,
+            None => self.chain.epoch()["epoch"].as_u64().unwrap(),
+        }
+    }
+
+    /// The epoch the moves go to, as `epoch {epoch}` answers.
+    fn info(&self) -> Value {
+        let e = self.epoch_number();
+        self.chain.query(json!({"epoch": {"epoch": e}}))
+    }
+
+    /// `address`'s part in the epoch the moves go to.
+    fn status_of(&self, address: &str) -> Value {
+        let e = self.epoch_number();
+        self.chain
+            .query(json!({"participant": {"address": address, "epoch": e}}))
     }
 
     fn join(&mut self, who: &str) -> Response {
@@ -537,7 +556,7 @@ impl Net {
             if self.phase() != "objection" {
                 return last;
             }
-            if self.chain.status(&v)["ready_due"] == true {
+            if self.status_of(&v)["ready_due"] == true {
                 last = Some(self.ready(&v));
             }
         }
@@ -545,7 +564,7 @@ impl Net {
             if self.phase() != "objection" {
                 return last;
             }
-            let status = self.chain.status(h);
+            let status = self.status_of(h);
             if status["challenged"] == true && status["traps_opened"] == false {
                 last = Some(self.open_traps(h));
             }
@@ -571,7 +590,8 @@ impl Net {
         }
         self.settle();
         if self.phase() == phase {
-            self.chain.wait_past_deadline();
+            let deadline = self.info()["phase_deadline"].as_u64().unwrap();
+            self.chain.wait_until(deadline);
             self.chain
                 .ok(&self.hosts[0].clone(), json!({"advance": {}}));
             self.settle();
@@ -618,11 +638,20 @@ impl Net {
     /// Drive a paged close in progress to its end (`advance` from the first host).
     fn settle(&mut self) -> u32 {
         let sender = self.hosts[0].clone();
-        self.chain.settle(&sender)
+        if self.focus.is_none() {
+            return self.chain.settle(&sender);
+        }
+        let mut sent = 0;
+        while !self.info()["closing"].is_null() {
+            self.chain.ok(&sender, json!({"advance": {}}));
+            sent += 1;
+            assert!(sent < 100_000, "the close does not end");
+        }
+        sent
     }
 
     fn phase(&self) -> String {
-        self.chain.epoch()["phase"].as_str().unwrap().to_string()
+        self.info()["phase"].as_str().unwrap().to_string()
     }
 
     /// The report's challenge (host, segment) of the current epoch.
@@ -2429,4 +2458,276 @@ fn a_partial_epoch_is_challenged_among_its_segments_and_paid_by_them() {
     assert_eq!(amount(&row(&report, "hosts", &h[0])["reward"]), 533_333);
     assert_eq!(amount(&row(&report, "hosts", &h[1])["reward"]), 266_666);
     net.chain.check_books();
+}
+
+// -- pipelined epochs: two in flight (`docs/contract.md`, "Pipelined epochs") -----------------
+
+fn pipelined_spec() -> String {
+    spec_with(json!({"phases": {"pipelined": true}, "economics": {"unbonding_epochs": 1}}))
+}
+
+impl Net {
+    /// Every committed host of the epoch the moves go to proposes `start` for the next epoch;
+    /// returns the last response.
+    fn propose_start_all(&mut self, start: &str) -> Response {
+        let e = self.epoch_number();
+        let mut last = None;
+        for h in self.hosts.clone() {
+            let msg = json!({"propose_start": {"epoch": e, "model_hash": start}});
+            last = Some(self.chain.ok(&h, msg));
+        }
+        last.unwrap()
+    }
+}
+
+#[test]
+fn a_synchronous_run_refuses_a_start_vote_and_keeps_its_spec_text() {
+    let spec = spec_with(json!({}));
+    assert!(!spec.contains("pipelined"));
+    let mut net = Net::new(&spec, 2, 2);
+    net.play_to_verify();
+    let h = net.hosts[0].clone();
+    let msg = json!({"propose_start": {"epoch": 0, "model_hash": digest("opt")}});
+    assert_eq!(
+        net.chain.refused(&h, msg),
+        "propose_start: the run is not pipelined (phases.pipelined is false)"
+    );
+}
+
+#[test]
+fn a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_waits_for_it() {
+    let mut net = Net::new(&pipelined_spec(), 3, 2);
+    let h = net.hosts.clone();
+    let cheater = h[2].clone();
+    let cheats = |_: &str, host: &str, _: u64| Some(if host == h[2] { "fail" } else { "pass" });
+    // Epoch 0 trains; the start vote waits for its reveal to close.
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    let early = json!({"propose_start": {"epoch": 0, "model_hash": digest("opt 1")}});
+    assert_eq!(
+        net.chain.refused(&h[0], early),
+        "propose_start: epoch 0 is in reveal: the start vote opens when reveal has closed"
+    );
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    // The cheater unbonds everything before epoch 1 opens: the stake stays slashable by epoch 0.
+    net.chain.ok(
+        &cheater,
+        json!({"unbond": {"amount": HOST_BOND.to_string()}}),
+    );
+    let seed_0 = net.chain.epoch()["seed"].as_str().unwrap().to_string();
+    // Two of three equal stakes are not more than 2/3: the third proposal opens epoch 1.
+    let opened = net.propose_start_all(&digest("opt 1"));
+    let pipeline = &events(&opened, "pipeline")[0];
+    assert_eq!((pipeline["settling"], pipeline["training"]), ("0", "1"));
+    let e1 = net.chain.epoch();
+    assert_eq!(
+        (
+            e1["epoch"].as_u64(),
+            e1["phase"].as_str(),
+            e1["settling"].as_u64()
+        ),
+        (Some(1), Some("join"), Some(0))
+    );
+    assert_eq!(e1["model_hash"].as_str(), Some(digest("opt 1").as_str()));
+    assert_eq!(e1["prev_seed"].as_str(), Some(seed_0.as_str()));
+    let e0 = net.chain.query(json!({"epoch": {"epoch": 0}}));
+    assert_eq!(e0["phase"], "verify");
+    assert_eq!(
+        e0["start_model_hash"].as_str(),
+        Some(digest("opt 1").as_str())
+    );
+    // The cheater's release epoch (1) is current, but epoch 0 has not settled: no claim.
+    assert_eq!(
+        net.chain.refused(&cheater, json!({"claim": {}})),
+        "claim: nothing to claim at epoch 0; the next release is at epoch 1"
+    );
+    // Epoch 1 joins and trains while epoch 0's first verdicts are committed.
+    for who in net.everyone() {
+        if who != cheater {
+            net.join(&who);
+        }
+    }
+    net.focus = Some(0);
+    net.commit_round(&cheats);
+    assert_eq!(net.phase(), "objection");
+    net.focus = None;
+    // Everyone eligible joined (the cheater, unbonded, is not): epoch 1 trains.
+    assert_eq!(net.phase(), "train");
+    for host in h.iter().take(2) {
+        net.commit(host);
+    }
+    assert_eq!(net.phase(), "reveal");
+    // Epoch 0's objection, verdict_reveal, dispute rounds and finalize run while 1 reveals.
+    net.focus = Some(0);
+    net.play_verdicts(&cheats);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    assert_eq!(row(&report, "hosts", &cheater)["outcome"], "invalid");
+    let slashed = HOST_BOND / 2;
+    assert_eq!(amount(&row(&report, "hosts", &cheater)["slashed"]), slashed);
+    let member = net.chain.query(json!({"member": {"address": cheater}}));
+    assert_eq!(
+        member["unbonding"],
+        json!([{"amount": (HOST_BOND - slashed).to_string(), "release_epoch": 1}])
+    );
+    for host in h.iter().take(2) {
+        assert_eq!(row(&report, "hosts", host)["outcome"], "accepted");
+        assert!(amount(&row(&report, "hosts", host)["reward"]) > 0);
+    }
+    net.focus = None;
+    for who in net.everyone() {
+        if who != cheater {
+            net.reveal(&who);
+        }
+    }
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    // Epoch 1's start vote for epoch 2 waits for epoch 0 to settle.
+    let msg = json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}});
+    assert_eq!(
+        net.chain.refused(&h[0], msg.clone()),
+        "propose_start: epoch 0 is still settling: θ_2 builds on its settled model"
+    );
+    // Epoch 0 settles on the accepted Δs (the cheater's left out): θ^s_1.
+    net.focus = Some(0);
+    net.propose(&h[0], &digest("settled 1"));
+    let closed = net.propose(&h[1], &digest("settled 1"));
+    assert_eq!(
+        attr(&closed, "epoch", "next_model_hash"),
+        Some(digest("settled 1").as_str())
+    );
+    net.focus = None;
+    let e1 = net.chain.epoch();
+    assert_eq!(
+        (e1["epoch"].as_u64(), e1["settling"].as_u64()),
+        (Some(1), None),
+        "closing the settling epoch opens nothing"
+    );
+    assert_eq!(
+        e1["settled_start"].as_str(),
+        Some(digest("settled 1").as_str())
+    );
+    // Only what the slash left is claimable, now that epoch 0 settled.
+    net.chain.ok(&cheater, json!({"claim": {}}));
+    assert_eq!(net.chain.paid[&cheater], HOST_BOND - slashed);
+    // Epoch 2's start (built on θ^s_1) is voted by epoch 1's committed hosts.
+    net.chain.ok(&h[0], msg);
+    let opened = net.chain.ok(
+        &h[1],
+        json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}}),
+    );
+    assert_eq!(events(&opened, "pipeline")[0]["training"], "2");
+    assert_eq!(
+        net.chain.epoch()["model_hash"].as_str(),
+        Some(digest("opt 2").as_str())
+    );
+    let e1 = net.chain.query(json!({"epoch": {"epoch": 1}}));
+    assert_eq!(
+        e1["start_model_hash"].as_str(),
+        Some(digest("opt 2").as_str())
+    );
+}
+
+#[test]
+fn a_pipelined_epoch_proposes_only_after_its_predecessor_settled_with_a_whole_window() {
+    // A long `verify`: epoch 0 waits in it, unplayed, while epoch 1 runs to `propose`.
+    let spec = spec_with(json!({"phases": {"pipelined": true, "verify_blocks": 500}}));
+    let mut net = Net::new(&spec, 2, 2);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    net.propose_start_all(&digest("opt 1"));
+    // Epoch 1 runs to `propose` while epoch 0 still waits in `verify`.
+    net.play_to_verify();
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let msg = json!({"propose_model": {"epoch": 1, "model_hash": digest("settled 2"),
+                                       "val_loss_micro": 1_900_000}});
+    assert_eq!(
+        net.chain.refused(&h[0], msg.clone()),
+        "propose_model: epoch 0 is still settling: θ_2 builds on its settled model"
+    );
+    // Its deadline passes: it is held, not closed (nothing is due).
+    net.chain.wait_past_deadline();
+    assert_eq!(
+        net.chain.refused(&h[0], json!({"advance": {}})),
+        "advance: nothing is due: epoch 1 is in phase propose, held until epoch 0 settles"
+    );
+    assert_eq!((net.epoch_number(), net.phase().as_str()), (1, "propose"));
+    // Epoch 0 settles without an agreed model: θ^s_1 = θ_0.
+    net.focus = Some(0);
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let deadline = net.info()["phase_deadline"].as_u64().unwrap();
+    net.chain.wait_until(deadline);
+    let closed = net.chain.ok(&h[0], json!({"advance": {}}));
+    assert_eq!(attr(&closed, "epoch", "agreed"), Some("false"));
+    let held = events(&closed, "phase");
+    let reopened = held.iter().find(|p| p["epoch"] == "1").unwrap();
+    assert_eq!(
+        reopened["deadline"],
+        (net.chain.height + 50).to_string().as_str()
+    );
+    net.focus = None;
+    assert_eq!(
+        net.chain.epoch()["settled_start"].as_str(),
+        Some(hex(&[0u8; 32]).as_str())
+    );
+    // Now epoch 1 proposes; without a start vote it closes synchronously and opens epoch 2.
+    net.chain.ok(&h[0], msg);
+    net.chain.ok(
+        &h[1],
+        json!({"propose_model": {"epoch": 1, "model_hash": digest("settled 2"),
+                                                 "val_loss_micro": 1_900_000}}),
+    );
+    let e2 = net.chain.epoch();
+    assert_eq!(
+        (e2["epoch"].as_u64(), e2["settling"].as_u64()),
+        (Some(2), None)
+    );
+    assert_eq!(
+        e2["model_hash"].as_str(),
+        Some(digest("settled 2").as_str())
+    );
+}
+
+#[test]
+fn a_pipelined_join_short_of_its_minimums_waits_for_the_settling_epoch_then_gets_its_window() {
+    // A long `verify`: epoch 0 waits in it while epoch 1's join runs past its deadline.
+    let spec = spec_with(json!({"phases": {"pipelined": true, "verify_blocks": 500}}));
+    let mut net = Net::new(&spec, 2, 2);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    net.propose_start_all(&digest("opt 1"));
+    // Nobody joins epoch 1: past its deadline it is neither extended nor abandoned.
+    net.chain.wait_past_deadline();
+    assert_eq!(
+        net.chain.refused(&h[0], json!({"advance": {}})),
+        "advance: nothing is due: epoch 1 is in phase join, held until epoch 0 settles"
+    );
+    assert_eq!(net.phase(), "join");
+    // Epoch 0 settles: epoch 1's join gets a whole window from that block, then is extended.
+    net.focus = Some(0);
+    net.play_verdicts(&honest);
+    net.propose(&h[0], &digest("settled 1"));
+    let closed = net.propose(&h[1], &digest("settled 1"));
+    let reopened = events(&closed, "phase");
+    let join = reopened.iter().find(|p| p["epoch"] == "1").unwrap();
+    assert_eq!((join["phase"], join["after_settled"]), ("join", "0"));
+    assert_eq!(
+        join["deadline"],
+        (net.chain.height + 50).to_string().as_str()
+    );
+    net.focus = None;
+    assert_eq!(net.phase(), "join");
+    net.chain.wait_past_deadline();
+    let extended = net.chain.ok(&h[0], json!({"advance": {}}));
+    assert_eq!(attr(&extended, "phase", "extensions"), Some("1"));
 }

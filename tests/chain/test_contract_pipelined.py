@@ -1,0 +1,109 @@
+"""Two epochs in flight (``phases.pipelined``; docs/contract.md, "Pipelined epochs"): epoch e + 1
+opens from the optimistic start e's committed hosts agree on and trains while e's verdict rounds,
+finalize and propose run; a cheater caught in e after e + 1 started is slashed, e + 1's own start
+vote waits for e to settle, and every coin stays accounted for.
+
+Backend-neutral (``make_ledger_env``): the embedded chain, and the session's devnet.
+"""
+
+from __future__ import annotations
+
+import pytest
+from ledger_env import HOST_STAKE, LedgerEnv, digest, make_spec
+
+from chain.ledger import ContractError
+from protocol.messages import StartProposal
+from protocol.rules.spec import RunSpec
+from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge
+
+HOSTS = ["host1", "host2", "host3"]
+VALIDATORS = ["validator1", "validator2"]
+CHEATER = "host3"
+
+
+def pipelined_spec() -> RunSpec:
+    return make_spec(phases={"pipelined": True}, unbonding_epochs=1)
+
+
+def propose_start(env: LedgerEnv, name: str, epoch: int, model_hash: str):
+    return env.ledger.propose_start(env.key(name), StartProposal(epoch=epoch, model_hash=model_hash))
+
+
+def play_verdicts(env: LedgerEnv, epoch: int, vote) -> None:
+    """Every verdict round of ``epoch`` (which may be the settling one), to finalize."""
+    while (phase := env.epoch(epoch).phase) in (*VERDICT_COMMIT_PHASES, "objection", *VERDICT_REVEAL_PHASES):
+        if phase in VERDICT_COMMIT_PHASES:
+            env.commit_round(VALIDATORS, vote, epoch)
+        elif phase == "objection":
+            env.objection_round(VALIDATORS, HOSTS, epoch)
+        else:
+            env.reveal_round(VALIDATORS, None, HOSTS, epoch)
+        env.settle()
+        if env.epoch(epoch).phase == phase:
+            env.wait_past_deadline(epoch)
+            env.advance()
+            env.settle()
+
+
+def test_a_spec_at_the_synchronous_default_keeps_its_run_id() -> None:
+    sync = make_spec()
+    assert b"pipelined" not in sync.canonical()
+    assert sync.run_id() == make_spec(phases={"pipelined": False}).run_id()
+    assert b'"pipelined":true' in pipelined_spec().canonical()
+    assert RunSpec.from_canonical(pipelined_spec().canonical()).phases.pipelined
+
+
+def test_a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_waits(make_ledger_env) -> None:
+    env = make_ledger_env(pipelined_spec())
+    env.bond_all([*HOSTS, *VALIDATORS])
+    total = env.total_funds()
+    cheater_address = env.addr(CHEATER)
+
+    def cheats(_: str, challenge: Challenge) -> str:
+        return "fail" if challenge.host == cheater_address else "pass"
+
+    # Epoch 0 trains, reveals; then its committed hosts agree on the optimistic start of epoch 1.
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    assert env.epoch(0).phase == "verify"
+    start_1 = digest("optimistic theta 1")
+    for name in HOSTS[:2]:
+        propose_start(env, name, 0, start_1)
+    assert env.current() == 0, "2 of 3 equal stakes are not more than 2/3"
+    r = propose_start(env, HOSTS[2], 0, start_1)
+    assert [(e.get("settling"), e.get("training")) for e in r.events_of("wasm-pipeline")] == [("0", "1")]
+    info = env.epoch()
+    assert (info.epoch, info.phase, info.settling, info.model_hash) == (1, "join", 0, start_1)
+    assert info.prev_seed == env.epoch(0).seed
+    assert env.epoch(0).start_model_hash == start_1
+
+    # Epoch 1 joins and trains while epoch 0 is verified; the cheater's Δ is caught in epoch 0.
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
+    assert env.epoch(1).phase == "reveal"
+    play_verdicts(env, 0, cheats)
+    assert env.epoch(0).phase == "propose"
+    report = {h.address: h for h in env.report(0).hosts}
+    assert report[cheater_address].outcome == "invalid"
+    assert int(report[cheater_address].slashed) == HOST_STAKE // 2
+    assert [report[env.addr(h)].outcome for h in HOSTS[:2]] == ["accepted", "accepted"]
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    with pytest.raises(ContractError, match=r"^propose_start: epoch 0 is still settling"):
+        propose_start(env, "host1", 1, digest("optimistic theta 2"))
+
+    # Epoch 0 settles on the accepted Δs alone: θ^s_1, which epoch 2's start must build on.
+    settled_1 = digest("settled theta 1")
+    for name in HOSTS[:2]:
+        env.propose(name, settled_1, 0)
+    closed = env.epoch(0)
+    assert (closed.phase, closed.next_model_hash, closed.agreed) == ("closed", settled_1, True)
+    info = env.epoch()
+    assert (info.epoch, info.settling, info.settled_start) == (1, None, settled_1)
+
+    # Epoch 1 is verified; its hosts agree on epoch 2's start.
+    play_verdicts(env, 1, None)
+    start_2 = digest("optimistic theta 2")
+    for name in HOSTS:
+        propose_start(env, name, 1, start_2)
+    info = env.epoch()
+    assert (info.epoch, info.settling, info.model_hash) == (2, 1, start_2)
+    assert env.total_funds() == total
+    env.assert_books()

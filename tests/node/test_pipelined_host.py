@@ -1,0 +1,75 @@
+"""A host in a pipelined run (docs/training.md, "Pipelined epochs"): what it refuses, and what a stopping
+host still does for the epoch that settles."""
+
+import logging
+from concurrent.futures import FIRST_COMPLETED, wait
+
+import pytest
+
+from chain.embedded import EmbeddedChain
+from chain.embedded.backend import deploy_embedded
+from node.daemon import Daemon
+from node.host import HostNode
+from protocol.injective import DENOM, GENESIS_BALANCE
+from protocol.keys import PrivateKey
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.presets import tiny
+from veriloco.behaviours import host_behaviour, validator_behaviour
+from veriloco.commands.simulate import simulation_spec
+from veriloco.network import LocalNetwork, Roster
+
+
+def no_peers(endpoint: str) -> ArtifactSource:
+    raise ArtifactUnavailable(f"no peers here: {endpoint}")
+
+
+def test_a_pipelined_topk2_run_is_refused_with_why(tmp_path, dataset) -> None:
+    spec = tiny().with_changes(phases={"pipelined": True}, quantization={"scheme": "topk2", "block_size": 1024})
+    operator, host = PrivateKey(b"\x31" * 32), PrivateKey(b"\x32" * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, host)})
+    ledger = deploy_embedded(chain, operator, spec, "00" * 32, operator.address())
+    with pytest.raises(ValueError, match="pipelined run cannot use topk2"):
+        HostNode(ledger, host, spec, dataset, tmp_path, no_peers)
+    # The same spec synchronous is a host's to run.
+    sync = spec.with_changes(phases={"pipelined": False})
+    assert HostNode(ledger, host, sync, dataset, tmp_path, no_peers).spec.phases.pipelined is False
+
+
+def test_a_pipelined_host_stopped_opens_the_settling_epochs_traps_before_it_exits(tmp_path, load_dataset,
+                                                                                   caplog) -> None:
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
+                           validators=2, hosts=2).with_changes(phases={"pipelined": True})
+    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None), host_behaviour(None)],
+                                                      validators=[validator_behaviour("honest")] * 2),
+                       load_dataset(spec.data))
+    host = net.hosts[1]
+
+    def objection_of_0() -> bool:
+        info = net.ledger.epoch(0)
+        return info.phase == "objection" and info.start_model_hash is not None
+
+    # Every node acts (host 1 included) until epoch 0 reaches objection with epoch 1 opened from the
+    # start vote (a host sends its vote before its trap opening): then host 1 goes quiet.
+    for _ in range(400):
+        acted = []
+        for node in net.nodes:
+            if node is host and objection_of_0():
+                break
+            acted.append(node.tick())
+        else:
+            net.ledger.end_block()
+            busy = [job for h in net.hosts if (job := h.training) is not None]
+            if busy:
+                wait(busy, timeout=60, return_when=FIRST_COMPLETED)
+            elif not any(acted) and net.ledger.height() < (deadline := net.ledger.epoch(0).phase_deadline):
+                net.ledger.wait_for_height(deadline)
+            continue
+        break
+    assert objection_of_0() and net.ledger.epoch().settling == 0, "epoch 1 opened from its start vote"
+    assert not net.ledger.participant(host.address, 0).traps_opened
+    daemon = Daemon(host, net.ledger, poll=0.01, drain_s=5)
+    daemon.stop()
+    with caplog.at_level(logging.INFO):
+        daemon.run()
+    assert "stopping: waiting for its trap opening of epoch 0" in caplog.text
+    assert net.ledger.participant(host.address, 0).traps_opened
