@@ -22,7 +22,9 @@ CHEATER = "host3"
 
 
 def pipelined_spec() -> RunSpec:
-    return make_spec(phases={"pipelined": True}, unbonding_epochs=1)
+    # Epoch e + 1's reveal window runs while e's verdict rounds (re-votes included) take a block
+    # per transaction: 80 blocks leave it open until the test reveals.
+    return make_spec(phases={"pipelined": True, "reveal_blocks": 80}, unbonding_epochs=1)
 
 
 def propose_start(env: LedgerEnv, name: str, epoch: int, model_hash: str):
