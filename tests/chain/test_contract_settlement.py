@@ -222,46 +222,11 @@ def test_an_unavailable_objector_against_a_pass_pays_the_unserved_slash(make_led
     check_conserved(env, total)
 
 
-def test_a_sole_seat_the_host_refused_is_excused_from_the_unserved_slash_but_not_paid(make_ledger_env) -> None:
-    # A validator holding more than 1/3 of V's stake is a host's only picker when drawn first, so it
-    # is the only round-0 seat of both segments: when the host refuses it, no other validator has
-    # read the leaves yet (node.leaf_holding), so its `unavailable` is excused from the unserved
-    # slash — but it earns nothing (an `unavailable` spammer cannot force disputes for free). A
-    # validator that says `unavailable` where another seat read and held the leaves still pays.
-    env = make_ledger_env(make_spec(reward_per_epoch="1000"))
-    stakes = {"validator1": 4_000_000, "validator2": 3_000_000, "validator3": 3_000_000}
-    hosts = ["host1", "host2", "host3", "host4"]
-    env.bond_all(hosts)
-    for name, stake in stakes.items():
-        env.bond(name, stake, role="validator")
-    env.fund_rewards(10_000)
-    total = env.total_funds()
-    env.play_epoch(hosts, list(stakes), stop_after="reveal")
-    report = env.report(0)
-    sole = [c for c in report.challenges if members(env, c, 0) == ["validator1"]]
-    assert sole, "validator1 (over 1/3 of the stake) is some host's only picker"
-    refused = {c.host for c in sole}
-    env.play_epoch(hosts, list(stakes),
-                   vote=lambda v, c: "unavailable" if v == "validator1" and c.host in refused and c.round == 0
-                   else "pass")
-    report = env.report(0)
-    for c in report.challenges:
-        if c.host in refused:  # the others (6 of 10 units of stake) decided pass in the final vote
-            assert (c.rounds, c.outcome) == (1, "pass")
-    v = by_name(env, report.validators)["validator1"]
-    assert (v.outcome, v.unserved, v.slashed, v.reward) == ("unserved", 0, "0", "0")
-    assert int(by_name(env, report.validators)["validator2"].reward) > 0  # the others are paid
-    assert v.unavailable == len(sole)
-    assert {h.outcome for h in report.hosts} == {"accepted"}
-    assert all(x.slashed == "0" for x in report.validators)
-    check_conserved(env, total)
-
-
-def test_a_refused_sole_seat_that_re_votes_with_the_final_round_is_paid(make_ledger_env) -> None:
-    # As above, but validator1 re-reads the leaves in the final round (from the final voters, who
-    # read them from the host) and re-votes `pass`: its re-vote replaces its `unavailable`, and it
-    # is diligent and paid like the others.
-    env = make_ledger_env(make_spec(reward_per_epoch="1000"))
+def refuse_the_sole_seat(env: LedgerEnv, *, revote: bool) -> tuple[int, set[str], int]:
+    """Epoch 0 with validator1 holding 4 of 10 units of V's stake, so it is some host's only picker
+    (the only round-0 seat of both its segments); the hosts it picks refuse it, so it says
+    `unavailable` there, and with ``revote`` it re-votes `pass` in the final round. Returns the
+    funds before, the refused hosts' addresses and how many sole seats validator1 had."""
     stakes = {"validator1": 4_000_000, "validator2": 3_000_000, "validator3": 3_000_000}
     hosts = ["host1", "host2", "host3", "host4"]
     env.bond_all(hosts)
@@ -273,10 +238,41 @@ def test_a_refused_sole_seat_that_re_votes_with_the_final_round_is_paid(make_led
     sole = [c for c in env.report(0).challenges if members(env, c, 0) == ["validator1"]]
     assert sole, "validator1 (over 1/3 of the stake) is some host's only picker"
     refused = {c.host for c in sole}
-    env.revote = lambda v, c: "pass"
+    if revote:
+        env.revote = lambda v, c: "pass"
     env.play_epoch(hosts, list(stakes),
                    vote=lambda v, c: "unavailable" if v == "validator1" and c.host in refused and c.round == 0
                    else "pass")
+    return total, refused, len(sole)
+
+
+def test_a_sole_seat_the_host_refused_is_excused_from_the_unserved_slash_but_not_paid(make_ledger_env) -> None:
+    # A validator holding more than 1/3 of V's stake is a host's only picker when drawn first, so it
+    # is the only round-0 seat of both segments: when the host refuses it, no other validator has
+    # read the leaves yet (node.leaf_holding), so its `unavailable` is excused from the unserved
+    # slash — but it earns nothing (an `unavailable` spammer cannot force disputes for free). A
+    # validator that says `unavailable` where another seat read and held the leaves still pays.
+    env = make_ledger_env(make_spec(reward_per_epoch="1000"))
+    total, refused, sole = refuse_the_sole_seat(env, revote=False)
+    report = env.report(0)
+    for c in report.challenges:
+        if c.host in refused:  # the others (6 of 10 units of stake) decided pass in the final vote
+            assert (c.rounds, c.outcome) == (1, "pass")
+    v = by_name(env, report.validators)["validator1"]
+    assert (v.outcome, v.unserved, v.slashed, v.reward) == ("unserved", 0, "0", "0")
+    assert int(by_name(env, report.validators)["validator2"].reward) > 0  # the others are paid
+    assert v.unavailable == sole
+    assert {h.outcome for h in report.hosts} == {"accepted"}
+    assert all(x.slashed == "0" for x in report.validators)
+    check_conserved(env, total)
+
+
+def test_a_refused_sole_seat_that_re_votes_with_the_final_round_is_paid(make_ledger_env) -> None:
+    # As above, but validator1 re-reads the leaves in the final round (from the final voters, who
+    # read them from the host) and re-votes `pass`: its re-vote replaces its `unavailable`, and it
+    # is diligent and paid like the others.
+    env = make_ledger_env(make_spec(reward_per_epoch="1000"))
+    total, refused, _ = refuse_the_sole_seat(env, revote=True)
     report = env.report(0)
     for c in report.challenges:
         if c.host in refused:
