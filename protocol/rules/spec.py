@@ -165,21 +165,97 @@ class AggregationSpec(Boundary):
         return self
 
 
+def _check_topk_block(scheme: str, block_size: int) -> None:
+    # k = block_size / 64 kept values per block, packed four 2-bit codes to a byte.
+    if scheme == "topk2" and (block_size % (4 * TOPK_KEEP_DIVISOR) or block_size > TOPK_MAX_BLOCK):
+        raise ValueError(f"topk2 needs a block_size that is a multiple of {4 * TOPK_KEEP_DIVISOR} and at "
+                         f"most {TOPK_MAX_BLOCK} (got {block_size})")
+
+
+MAX_SCHEDULE_STEPS = 16
+
+
+class QuantStep(Boundary):
+    """One step of a compression schedule: from epoch ``from_epoch`` on, Δs travel as ``scheme``."""
+
+    from_epoch: int = Field(ge=1, le=I64_MAX, strict=True)
+    scheme: QuantScheme
+    block_size: int = Field(ge=8, le=65_536, strict=True)
+
+    @model_validator(mode="after")
+    def _sparse_block(self) -> QuantStep:
+        _check_topk_block(self.scheme, self.block_size)
+        return self
+
+
 class QuantizationSpec(Boundary):
     """How pseudo-gradients travel: blockwise int8/int4 with one scale per block, unquantized, or
     ``topk2``: the largest 1/64 of every block at 2 bits with error feedback (``trainer.compress``;
-    its block is a multiple of 256 and at most 32,768)."""
+    its block is a multiple of 256 and at most 32,768).
+
+    ``schedule`` (DiLoCoX's adaptive compression, made deterministic): steps ``(from_epoch, scheme,
+    block_size)`` with strictly increasing ``from_epoch >= 1``; epoch ``e`` uses the last step with
+    ``from_epoch <= e``, or ``scheme``/``block_size`` before the first (:meth:`at`). Once a run is
+    on ``topk2`` it stays on it (a step away would drop the error-feedback residual). Omitted from
+    the canonical JSON when empty, so specs (and run ids) from before the field are unchanged."""
 
     scheme: QuantScheme = "int8"
     block_size: int = Field(default=64, ge=8, le=65_536, strict=True)
+    schedule: tuple[QuantStep, ...] = Field(default=(), max_length=MAX_SCHEDULE_STEPS)
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_schedule(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("schedule"):
+            data.pop("schedule", None)
+        return data
 
     @model_validator(mode="after")
     def _sparse_block(self) -> QuantizationSpec:
-        # k = block_size / 64 kept values per block, packed four 2-bit codes to a byte.
-        if self.scheme == "topk2" and (self.block_size % (4 * TOPK_KEEP_DIVISOR) or self.block_size > TOPK_MAX_BLOCK):
-            raise ValueError(f"topk2 needs a block_size that is a multiple of {4 * TOPK_KEEP_DIVISOR} and at "
-                             f"most {TOPK_MAX_BLOCK} (got {self.block_size})")
+        _check_topk_block(self.scheme, self.block_size)
+        previous, scheme = 0, self.scheme
+        for step in self.schedule:
+            if step.from_epoch <= previous:
+                raise ValueError(f"quantization.schedule: from_epoch must increase strictly (epoch "
+                                 f"{step.from_epoch} after {previous})")
+            if scheme == "topk2" and step.scheme != "topk2":
+                raise ValueError(f"quantization.schedule: epoch {step.from_epoch} leaves topk2 for "
+                                 f"{step.scheme}, which would drop the error-feedback residual")
+            previous, scheme = step.from_epoch, step.scheme
         return self
+
+    def at(self, epoch: int) -> QuantizationSpec:
+        """The scheme epoch ``epoch`` uses (without a schedule): the last step that has begun."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0 (got {epoch})")
+        scheme, block_size = self.scheme, self.block_size
+        for step in self.schedule:
+            if step.from_epoch > epoch:
+                break
+            scheme, block_size = step.scheme, step.block_size
+        return QuantizationSpec(scheme=scheme, block_size=block_size)
+
+
+def parse_quant_schedule(text: str) -> QuantizationSpec:
+    """A quantization with a schedule from ``SCHEME[/BLOCK]@FROM,...`` (the first ``@0``), e.g.
+    ``int8@0,topk2/1024@10``; BLOCK defaults to 64, or 1024 for ``topk2``.
+
+    Raises:
+        ValueError: a malformed item, or a schedule :class:`QuantizationSpec` refuses.
+    """
+    steps: list[dict[str, Any]] = []
+    for item in text.split(","):
+        match = re.fullmatch(r"([a-z0-9]+)(?:/([0-9]{1,6}))?@([0-9]{1,9})", item.strip())
+        if match is None:
+            raise ValueError(f"quantization schedule item {item!r} is not SCHEME[/BLOCK]@FROM_EPOCH")
+        scheme, block, start = match.groups()
+        default = 1024 if scheme == "topk2" else 64
+        steps.append({"from_epoch": int(start), "scheme": scheme, "block_size": int(block) if block else default})
+    if steps[0]["from_epoch"] != 0:
+        raise ValueError("the first quantization schedule item must start at epoch 0 (e.g. int8@0)")
+    first = steps.pop(0)
+    return QuantizationSpec(scheme=first["scheme"], block_size=first["block_size"],
+                            schedule=tuple(QuantStep(**step) for step in steps))
 
 
 class VerificationSpec(Boundary):
@@ -416,6 +492,14 @@ class RunSpec(Boundary):
         if ver.enabled and ver.validators_r > self.phases.max_validators:
             raise ValueError("verification.validators_r exceeds phases.max_validators")
         return self
+
+    def for_epoch(self, epoch: int) -> RunSpec:
+        """This spec with epoch ``epoch``'s quantization (``quantization.schedule`` resolved, no
+        schedule left); itself when there is no schedule. The copy's :meth:`run_id` is not the run's:
+        take that from the deployed spec."""
+        if not self.quantization.schedule:
+            return self
+        return self.model_copy(update={"quantization": self.quantization.at(epoch)})
 
     def canonical(self) -> bytes:
         """The canonical JSON bytes that are deployed and hashed."""

@@ -9,7 +9,7 @@ from protocol.messages import Commitment, ModelProposal, Verdict
 from protocol.rules.encoding import EncodingError
 from protocol.rules.limits import BPS_DENOMINATOR, MAX_LOSS_MICRO, MIN_STAKE
 from protocol.rules.losses import loss_digest, loss_micro, train_loss_micro
-from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec
+from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, RunSpec, TrainSpec, parse_quant_schedule
 
 
 def make_spec(**changes) -> RunSpec:
@@ -146,3 +146,46 @@ def test_loss_fixed_point() -> None:
     with pytest.raises(ValueError):
         loss_micro(float("nan"))
     assert loss_digest([1, 2]) != loss_digest([2, 1]) != loss_digest([1, 2, 0])
+
+
+def test_a_quantization_schedule_picks_the_scheme_by_epoch_and_keeps_old_run_ids() -> None:
+    plain = make_spec()
+    # Absent from the canonical JSON when empty: run ids of specs from before the field stay.
+    assert b"schedule" not in plain.canonical()
+    assert plain.for_epoch(7) is plain
+    steps = [{"from_epoch": 2, "scheme": "topk2", "block_size": 1024},
+             {"from_epoch": 5, "scheme": "topk2", "block_size": 4096}]
+    spec = make_spec(quantization={"scheme": "int8", "block_size": 64, "schedule": steps})
+    assert spec.run_id() != plain.run_id() and RunSpec.from_canonical(spec.canonical()) == spec
+    assert [(spec.quantization.at(e).scheme, spec.quantization.at(e).block_size) for e in range(7)] == [
+        ("int8", 64), ("int8", 64), ("topk2", 1024), ("topk2", 1024), ("topk2", 1024), ("topk2", 4096),
+        ("topk2", 4096)]
+    resolved = spec.for_epoch(3)
+    assert resolved.quantization.scheme == "topk2" and resolved.quantization.schedule == ()
+    assert resolved.train == spec.train and resolved.run_id() != spec.run_id()  # hence: the deployed spec's
+    assert parse_quant_schedule("int8@0,topk2@2,topk2/4096@5") == spec.quantization
+
+
+@pytest.mark.parametrize("schedule, message", [
+    ([{"from_epoch": 3, "scheme": "topk2", "block_size": 1024}, {"from_epoch": 3, "scheme": "topk2",
+                                                                  "block_size": 2048}], "must increase strictly"),
+    ([{"from_epoch": 0, "scheme": "topk2", "block_size": 1024}], "greater than or equal to 1"),
+    ([{"from_epoch": 1, "scheme": "topk3", "block_size": 1024}], "Input should be"),
+    ([{"from_epoch": 1, "scheme": "topk2", "block_size": 1000}], "multiple of 256"),
+    ([{"from_epoch": 1, "scheme": "topk2", "block_size": 1024}, {"from_epoch": 4, "scheme": "int8",
+                                                                  "block_size": 64}], "drop the error-feedback"),
+    ([{"from_epoch": e, "scheme": "int8", "block_size": 64} for e in range(1, 18)], "at most 16"),
+])
+def test_bad_quantization_schedules_are_refused(schedule, message) -> None:
+    with pytest.raises(ValidationError, match=message):
+        make_spec(quantization={"scheme": "int8", "block_size": 64, "schedule": schedule})
+
+
+@pytest.mark.parametrize("text, message", [
+    ("topk2@1", "must start at epoch 0"),
+    ("int8@0,topk2:1024@3", "is not SCHEME"),
+    ("int8@0,topk2@3,int4@5", "drop the error-feedback"),
+])
+def test_bad_schedule_text_is_refused(text, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_quant_schedule(text)
