@@ -122,11 +122,14 @@ def test_fingerprint_names_this_machines_profile_and_checks_a_pinned_one(tmp_pat
 def test_simulate_json_is_one_document_on_stdout(tmp_path) -> None:
     """Progress on stderr, exactly one JSON object on stdout: `simulate --json | jq` parses. Quiet by
     default (one summary line per epoch, no event lines); its temporary work folder is gone at the
-    end, the live metrics written where --metrics said."""
-    done = cli("simulate", "--preset", "tiny", "--epochs", "1", "--hosts", "1", "--cheaters", "1", "--validators", "2",
-               "--metrics", str(tmp_path / "live"), "--json", home=tmp_path / "home")
+    end, the live metrics written where --metrics said. ``--synchronous``: each epoch settles before the
+    next starts, and no epoch trains while another settles."""
+    done = cli("simulate", "--synchronous", "--preset", "tiny", "--epochs", "1", "--hosts", "1", "--cheaters", "1",
+               "--validators", "2", "--metrics", str(tmp_path / "live"), "--json", home=tmp_path / "home")
     result = json.loads(done.stdout)
     assert result["schema_version"] == 1 and result["funds_conserved"] is True
+    assert result["pipelined"] is False and result["trained_while_settling"] == {}
+    assert "on the embedded chain, synchronous;" in done.stderr
     assert [r["epoch"] for r in result["reports"]] == [0] and result["val_loss_next"][0] is not None
     outcomes = {result["names"][h["address"]]: h["outcome"] for h in result["reports"][0]["hosts"]}
     assert outcomes == {"host-0": "accepted", "host-1 (noise)": "invalid"}
@@ -140,8 +143,8 @@ def test_simulate_json_is_one_document_on_stdout(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_simulate_pipelined_says_which_epoch_trained_while_each_settled(tmp_path) -> None:
-    done = cli("simulate", "--pipelined", "--preset", "tiny", "--epochs", "2", "--hosts", "1", "--cheaters", "1",
+def test_simulate_is_pipelined_by_default_and_says_which_epoch_trained_while_each_settled(tmp_path) -> None:
+    done = cli("simulate", "--preset", "tiny", "--epochs", "2", "--hosts", "1", "--cheaters", "1",
                "--validators", "2", "--json", home=tmp_path / "home")
     result = json.loads(done.stdout)
     assert result["pipelined"] is True and result["funds_conserved"] is True
@@ -149,7 +152,9 @@ def test_simulate_pipelined_says_which_epoch_trained_while_each_settled(tmp_path
     for report in result["reports"]:
         outcomes = {result["names"][h["address"]]: h["outcome"] for h in report["hosts"]}
         assert outcomes["host-0"] == "accepted" and report["agreed"] is True
-    assert "epoch 1: " in done.stderr and "settled while epoch 2 trained from its optimistic start" in done.stderr
+    assert "on the embedded chain, pipelined (epoch e + 1 trains while e settles)" in done.stderr
+    assert "epoch 1: " in done.stderr and ("settled while epoch 2 trained from its optimistic start (epoch 2 now "
+                                           "in its ") in done.stderr
 
 
 def test_every_command_takes_json() -> None:

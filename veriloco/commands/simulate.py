@@ -1,9 +1,10 @@
 """``veriloco simulate``: a whole network on one machine, epoch after epoch, with a report at the end.
 
 By default: the ``demo`` model, 4 honest hosts, 1 cheating host (``noise``: it commits a random Δ),
-2 honest validators, 3 epochs, on the embedded chain, synchronous (``--pipelined``: epoch e + 1
-trains from the optimistic start while e settles; each epoch's line then says which epoch trained
-while it settled). ``--adversary`` picks what the cheaters do
+2 honest validators, 3 epochs, on the embedded chain, pipelined (``phases.pipelined``: epoch
+e + 1 trains from the optimistic start while e settles; each epoch's line says which epoch trained
+while it settled; ``--synchronous``: each epoch settles before the next starts, for comparison).
+``--adversary`` picks what the cheaters do
 (the host catalogue, ``selective_serve``, ``selective_reveal`` and ``slow_drip`` included), ``--liars`` and
 ``--liar`` add lying validators (``always_pass``, ``always_fail``, ``silent``, ``copycat``, and issue 27's
 coalitions: ``colluder``, ``sybil``, ``withholder``, ``trap_reader``, ``dispute_copier``,
@@ -89,7 +90,8 @@ def simulate(
     pipelined: Annotated[bool, typer.Option(
         "--pipelined/--synchronous",
         help="pipelined epochs (phases.pipelined): epoch e + 1 trains from the optimistic start while "
-             "e is verified and settled; --synchronous: each epoch settles before the next starts")] = False,
+             "e is verified and settled (the default); --synchronous: each epoch settles before the next "
+             "starts")] = True,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True,
                                          help="-v: what stands out (refusals, failed verdicts, waits, what "
                                               "adversaries do); -vv: every event")] = 0,
@@ -122,8 +124,7 @@ def simulate(
             raise CommandError(f"unknown rule {rule!r} (known: {', '.join(AggregationRule.__args__)})")  # type: ignore[attr-defined]
         spec = spec.with_changes(aggregation={"rule": rule})
     spec = simulation_spec(spec, validators=validators + liars, hosts=hosts + cheaters + auditors)
-    if pipelined:
-        spec = spec.with_changes(phases={"pipelined": True})
+    spec = spec.with_changes(phases={"pipelined": pipelined})
     if liar == "sybil" and liars:  # the sybils outnumber the seats the honest validators leave
         spec = spec.with_changes(phases={"max_validators": validators + max(1, liars // 2)})
     honest_validators = [validator_behaviour("honest") for _ in range(validators)]
@@ -157,11 +158,13 @@ def simulate(
 
     if not verbose:  # a failed replay is already an event line; the verifier's own log would repeat it
         logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
+    mode = "pipelined (epoch e + 1 trains while e settles)" if pipelined else "synchronous"
     err_console.print(f"[bold]veriloco simulate[/]: {hosts} honest + {cheaters} {adversary} hosts"
                       f"{f' + {auditors} auditors' if auditors else ''}, {validators} "
                       f"validators{f' + {liars} {liar}' if liars else ''}, {epochs} epochs of {spec.name} "
                       f"(H={spec.train.inner_steps}, S={spec.train.segments}, rule {spec.aggregation.rule}) "
-                      f"on the {chain} chain; work in {root}{'' if kept else ' (removed at the end; --keep keeps it)'}")
+                      f"on the {chain} chain, {mode}; "
+                      f"work in {root}{'' if kept else ' (removed at the end; --keep keeps it)'}")
     err_console.print(f"live metrics: {metrics_dir} (tensorboard --logdir {metrics_dir / 'tensorboard'})",
                       highlight=False)
     started = time.monotonic()
@@ -186,8 +189,8 @@ def simulate(
                 progress.advance(task)
                 quiet = sorted((k, v) for (e, k), v in counts.items() if e == report.epoch)
                 overlap = net.overlaps.get(report.epoch)
-                during = (f" — settled while epoch {overlap[0]} trained from its optimistic start (now {overlap[1]})"
-                          if overlap is not None else "")
+                during = (f" — settled while epoch {overlap[0]} trained from its optimistic start "
+                          f"(epoch {overlap[0]} now in its {overlap[1]} phase)" if overlap is not None else "")
                 progress.console.print(f"[bold]{summary_line(report, net.names)}[/]{during}  "
                                        f"[dim]({', '.join(f'{v} {k}' for k, v in quiet)})[/]", highlight=False)
         conserved = net.total_funds() == net.initial_funds
