@@ -64,6 +64,13 @@ def carries_residual(quant: QuantizationSpec) -> bool:
     return quant.scheme == compress.SCHEME
 
 
+def carried_into(quant: QuantizationSpec, epoch: int) -> bool:
+    """Whether epoch ``epoch`` starts from the residual epoch ``epoch − 1`` left (when that epoch was
+    accepted): both use ``topk2`` (``quantization.schedule``). The first ``topk2`` epoch after a
+    switch from a dense scheme starts from zeros, as epoch 0 does: a dense scheme leaves none."""
+    return epoch > 0 and carries_residual(quant.at(epoch - 1)) and carries_residual(quant.at(epoch))
+
+
 def encode_pseudo_gradient(delta: Mapping[str, torch.Tensor], quant: QuantizationSpec,
                            residual: Mapping[str, torch.Tensor] | None = None,
                            ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:

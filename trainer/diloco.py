@@ -174,9 +174,12 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
                 delta = pseudo_gradient(state.params, end.params)
                 if k < cheaters:
                     delta = {n: -t for n, t in delta.items()}
-                payload, residuals[k] = encode_pseudo_gradient(delta, spec.quantization, residuals.get(k))
+                # The epoch's scheme (quantization.schedule); a scheme without a residual leaves
+                # None, so the first topk2 epoch after a switch starts from zeros.
+                quant = spec.quantization.at(e)
+                payload, residuals[k] = encode_pseudo_gradient(delta, quant, residuals.get(k))
                 bytes_sent += payload_bytes(payload)
-                deltas[ctx.host] = dequantize(payload, shapes, spec.quantization)
+                deltas[ctx.host] = dequantize(payload, shapes, quant)
                 errors.append(relative_error(delta, deltas[ctx.host]))
             accepted = {host: d for host, d in deltas.items() if int(host.split("-")[1]) >= cheaters}
             if schedule == "optimistic":  # the next start: every committed Δ, before settlement

@@ -26,7 +26,7 @@ from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
 from trainer.compress import zero_residual
 from trainer.data import Dataset
-from trainer.delta import carries_residual, encode_pseudo_gradient, pseudo_gradient
+from trainer.delta import carried_into, carries_residual, encode_pseudo_gradient, pseudo_gradient
 from trainer.epoch_store import EpochStore, Progress
 from trainer.island_leaf import ShardedLeafWriter, gather_whole, side_group
 from trainer.model import parameter_shapes
@@ -235,6 +235,9 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
             writer is joined first), and a later call resumes from the last stored one.
         ResidualUnavailable: ``carry_residual`` but the previous epoch's residual is missing or damaged.
     """
+    # quantization.schedule: the epoch's scheme, and whether it goes on from e − 1's residual.
+    carry_residual = carry_residual and carried_into(spec.quantization, ctx.epoch)
+    spec = spec.for_epoch(ctx.epoch)
     stepper = stepper if stepper is not None else Stepper(spec)
     trapped = set(traps.segments) if traps is not None else set()
     if carries_residual(spec.quantization) and stop is not None:

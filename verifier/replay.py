@@ -79,7 +79,7 @@ from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import Checkpoint, stream_checkpoint
 from trainer.compress import NEXT, compress, residual_digest, zero_residual
 from trainer.data import Dataset
-from trainer.delta import carries_residual, delta_hash, dequantize, pseudo_gradient, stream_delta
+from trainer.delta import carried_into, carries_residual, delta_hash, dequantize, pseudo_gradient, stream_delta
 from trainer.inner import EpochContext, run_segment, start_checkpoint
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
@@ -212,7 +212,12 @@ class _Run:
     def __init__(self, spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
                  theta: GlobalState, prev_epoch_seed: bytes, stepper: Stepper | None,
                  previous_delta: str | None = None, previous_source: ArtifactSource | None = None) -> None:
-        self.spec, self.dataset, self.challenge, self.source = spec, dataset, challenge, source
+        # The epoch's quantization (quantization.schedule resolved); the run id is the deployed spec's.
+        self.spec, self.run_id = spec.for_epoch(challenge.epoch), spec.run_id()
+        self.dataset, self.challenge, self.source = dataset, challenge, source
+        # Whether the host goes on from e − 1's residual (both epochs topk2), and e − 1's scheme.
+        self.carries = carried_into(spec.quantization, challenge.epoch)
+        self.previous_spec = spec.for_epoch(max(challenge.epoch - 1, 0))
         self.previous_delta = previous_delta
         self.previous_source = previous_source if previous_source is not None else source
         self.previous_raw: Iterable[object] | None = None
@@ -240,7 +245,7 @@ class _Run:
         losses = _fetch("losses", lambda: self.source.losses(e))
         delta = _fetch("Δ", lambda: self.source.delta_chunks(e)) if self.last else None
         self.proof0 = _fetch("proof of leaf 0", lambda: self.source.proof(e, 0)) if self.last and g else None
-        if self.last and self.previous_delta is not None and carries_residual(self.spec.quantization):
+        if self.last and self.previous_delta is not None and self.carries:
             self.previous_raw = _fetch(f"Δ of epoch {e - 1}", lambda: self.previous_source.delta_chunks(e - 1))
         return raw_start, proof_start, raw_end, proof_end, losses, delta
 
@@ -392,12 +397,13 @@ class _Run:
     def carried_digest(self) -> bytes:
         """The digest of the residual the host must start epoch e from: ``ef/next`` of its accepted Δ
         of epoch e − 1 (read from the host and checked against that epoch's committed hash), or of
-        zeros when it was not accepted then."""
-        if self.previous_delta is None:
+        zeros when it was not accepted then or used a scheme that leaves no residual."""
+        if self.previous_delta is None or not self.carries:
             return residual_digest(zero_residual(_parameter_shapes(self.spec)))
         what = f"Δ of epoch {self.epoch - 1}"
         try:
-            previous, digest = stream_delta(self.chunks(self.previous_raw, what, "previous_delta_bytes"), self.spec,
+            previous, digest = stream_delta(self.chunks(self.previous_raw, what, "previous_delta_bytes"),
+                                            self.previous_spec,
                                             what=f"{self.host} epoch {self.epoch - 1} Δ")
         except (TensorFileError, ValueError) as exc:
             raise _unserved("delta", f"{what} is malformed: {exc}") from None
@@ -415,7 +421,10 @@ class _Run:
         self.m["residual_hash"], self.m["expected_residual_hash"] = carried.hex(), expected.hex()
         if carried != expected:
             source = (f"the one its accepted Δ of epoch {self.epoch - 1} committed to"
-                      if self.previous_delta is not None else "zero (it was not accepted in the previous epoch)")
+                      if self.previous_delta is not None and self.carries
+                      else f"zero (epoch {self.epoch - 1} used {self.previous_spec.quantization.scheme})"
+                      if self.previous_delta is not None
+                      else "zero (it was not accepted in the previous epoch)")
             raise _fail("residual", f"leaf {self.g + 1} computes its Δ from an error-feedback residual that is not "
                                     f"{source}")
         recomputed, _ = compress(pseudo_gradient(self.theta.params, end.state.params), end.residual,
@@ -431,7 +440,7 @@ class _Run:
 
     def replay(self, start: Checkpoint, end: Checkpoint) -> None:
         ver = self.spec.verification
-        ctx = EpochContext(self.spec.run_id(), self.epoch, self.host, self.prev_epoch_seed)
+        ctx = EpochContext(self.run_id, self.epoch, self.host, self.prev_epoch_seed)
         t0 = time.perf_counter()
         try:
             replayed, self.m["replay_witness"] = replay_segment(self.spec, self.dataset, ctx, start, self.stepper)

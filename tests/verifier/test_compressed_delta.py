@@ -16,7 +16,7 @@ from verifier_env import Served, Tampered, commit_leaves, leaves_of
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactUnavailable, LocalArtifacts
-from trainer.compress import NEXT, compress, residual_digest
+from trainer.compress import NEXT, compress, residual_digest, zero_residual
 from trainer.data import Dataset
 from trainer.delta import dequantize, pseudo_gradient
 from trainer.epoch_store import EpochStore
@@ -130,3 +130,49 @@ def test_a_host_without_the_residual_it_committed_to_cannot_train(sparse, datase
     with pytest.raises(ResidualUnavailable):  # a fresh work root: epoch 0's residual is not there
         _epoch(sparse, dataset, tmp_path, 1, first.theta, carry=True)
     assert not store.residual_path(0).exists()
+
+
+# quantization.schedule: int8 in epoch 0, topk2 from epoch 1 (DiLoCoX's adaptive compression, by epoch).
+@pytest.fixture(scope="module")
+def scheduled(spec: RunSpec) -> RunSpec:
+    return spec.with_changes(quantization={"scheme": "int8", "block_size": 64,
+                                           "schedule": [{"from_epoch": 1, "scheme": "topk2", "block_size": 1024}]})
+
+
+@pytest.fixture(scope="module")
+def switched(scheduled: RunSpec, dataset: Dataset, tmp_path_factory: pytest.TempPathFactory) -> tuple[Served, Served]:
+    """An honest host across the switch: epoch 0 int8, epoch 1 topk2 (accepted in epoch 0)."""
+    root = tmp_path_factory.mktemp("switch")
+    first = _epoch(scheduled, dataset, root, 0, GlobalState.initial(scheduled), carry=False)
+    shapes = parameter_shapes(scheduled)
+    theta1 = outer_step(first.theta, dequantize(first.result.payload, shapes, scheduled.quantization.at(0)),
+                        scheduled.outer)
+    return first, _epoch(scheduled, dataset, root, 1, theta1, carry=True)
+
+
+def test_an_honest_host_passes_across_a_scheme_switch(switched, scheduled, dataset) -> None:
+    first, second = switched
+    assert {n.split("/")[0] for n in first.result.payload} == {"q", "scale"}  # int8 in epoch 0
+    assert NEXT in second.result.payload  # topk2 in epoch 1
+    assert _check(first, dataset, None).outcome == "pass"
+    # int8 leaves no residual: epoch 1 starts from zeros although its host was accepted in epoch 0.
+    carried = leaves_of(replace(second, spec=scheduled.for_epoch(1)))[-1].residual
+    assert carried is not None and all(bool((t == 0).all()) for t in carried.values())
+    report = _check(second, dataset, first.result.commitment.delta_hash)
+    assert report.outcome == "pass", report.reason
+    assert report.measurements["residual_hash"] == residual_digest(zero_residual(parameter_shapes(scheduled))).hex()
+    assert report.measurements["bitwise"] is True
+
+
+def test_a_host_on_the_wrong_epochs_scheme_fails(switched, scheduled, dataset, tmp_path) -> None:
+    first, second = switched
+    # Epoch 1 trained and sent as epoch 0's int8, under the scheduled run's id.
+    stale = scheduled.with_changes(quantization={"scheme": "int8", "block_size": 64, "schedule": []})
+    ctx = second.ctx
+    result = run_epoch(stale, dataset, ctx, second.theta.params, tmp_path)
+    assert result is not None
+    served = Served(scheduled, ctx, second.theta, result, LocalArtifacts(tmp_path, ctx.run_id, HOST), Honest())
+    report = _check(served, dataset, first.result.commitment.delta_hash)
+    # Its leaf S lacks the residual a topk2 epoch's leaf holds: not the artifact the run defines.
+    assert (report.outcome, report.check) == ("unavailable", "leaf"), report.reason
+    assert "ef/" in report.reason
