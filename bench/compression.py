@@ -11,7 +11,8 @@ the Δ payloads every round).
 
 Run: ``.venv/bin/python bench/compression.py --json /tmp/compression.json`` (defaults: K = 4,
 T = 2000, batch 4; DiLoCo int8 at H = 50; topk2 with block 1024 at H ∈ {10, 20, 50}; ``--inner
-adamw,muon`` repeats every DiLoCo run with each inner optimizer).
+adamw,muon`` repeats every DiLoCo run with each inner optimizer; ``--schedule int8@0,topk2/1024@10``
+adds a run whose scheme changes by epoch, ``quantization.schedule``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from protocol.rules.spec import parse_quant_schedule
 from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.diloco import simulate
@@ -42,6 +44,9 @@ def main() -> None:
     parser.add_argument("--topk-outer", default=None,
                         help="outer 'lr,momentum' of the topk2 runs (default: the preset's 0.7, 0.9 Nesterov; "
                              "SparseLoCo's error feedback replaces the outer momentum: '1,0')")
+    parser.add_argument("--schedule", default=None,
+                        help="also a run on this quantization.schedule (SCHEME[/BLOCK]@FROM,...), at the first "
+                             "--topk-h and the topk2 outer step, e.g. int8@0,topk2/1024@10")
     parser.add_argument("--inner", default="adamw", help="inner optimizers of the DiLoCo runs: adamw, muon or both")
     parser.add_argument("--baseline-inner", default="adamw",
                         help="inner optimizer of the data-parallel and one-worker runs (the reference row)")
@@ -59,12 +64,16 @@ def main() -> None:
     runs += [("diloco", args.int8_h, "int8", i) for i in inners] if "int8" in wanted else []
     if "topk2" in wanted:
         runs += [("diloco", int(h), "topk2", i) for h in args.topk_h.split(",") for i in inners]
+    if args.schedule:
+        runs += [("diloco", int(args.topk_h.split(",")[0]), "schedule", i) for i in inners]
     results: list[dict[str, object]] = []
     started = time.perf_counter()
     for mode, h, scheme, inner in runs:
-        quant = {"scheme": scheme, "block_size": args.block if scheme == "topk2" else 64}
+        quant: dict[str, object] = {"scheme": scheme, "block_size": args.block if scheme == "topk2" else 64}
+        if scheme == "schedule":
+            quant = parse_quant_schedule(args.schedule).model_dump(mode="json")
         outer = {}
-        if scheme == "topk2" and args.topk_outer:
+        if scheme in ("topk2", "schedule") and args.topk_outer:
             lr, momentum = args.topk_outer.split(",")
             outer = {"lr": lr, "momentum": momentum}
         spec = base.with_changes(train={"inner_steps": h, "segment_steps": h, "inner_optimizer": inner},
@@ -73,7 +82,8 @@ def main() -> None:
         run = simulate(spec, dataset, mode, args.workers, args.steps)  # type: ignore[arg-type]
         row: dict[str, object] = {"mode": mode, "H": h if mode == "diloco" else None,
                                   "outer": f"{spec.outer.lr},{spec.outer.momentum}" if mode == "diloco" else None,
-                                  "quant": scheme if mode == "diloco" else None, "inner": inner,
+                                  "quant": (args.schedule if scheme == "schedule" else scheme)
+                                  if mode == "diloco" else None, "inner": inner,
                                   "val_loss": run.val_loss,
                                   "bytes_sent": run.bytes_sent, "quant_error": run.quant_error,
                                   "wall_s": run.wall_s, "curve": run.curve}

@@ -29,9 +29,9 @@ def test_train_all_modes_json(veriloco_home) -> None:
 
 def test_topk2_sends_far_fewer_bytes_than_int8(veriloco_home) -> None:
     sent = {}
-    for quant in ("int8", "topk2"):
+    for option, quant in (("--quant", "int8"), ("--quant", "topk2"), ("--quant-schedule", "int8@0,topk2@1")):
         result = CliRunner().invoke(_cli(), ["train", "--preset", "tiny", "--mode", "diloco", "-k", "2", "-H", "8",
-                                             "--steps", "16", "--evals", "1", "--quant", quant,
+                                             "--steps", "16", "--evals", "1", option, quant,
                                              "--home", str(veriloco_home), "--json"])
         assert result.exit_code == 0, result.output
         summary = json.loads(result.stdout)
@@ -40,6 +40,8 @@ def test_topk2_sends_far_fewer_bytes_than_int8(veriloco_home) -> None:
         assert run["val_loss"] < 5.4  # from ~5.5 nats/byte at initialization, after two rounds
         sent[quant] = run["bytes_sent"]
     assert sent["int8"] > 10 * sent["topk2"] > 0
+    # The schedule's first round is sent as int8, its second as topk2.
+    assert sent["int8@0,topk2@1"] == sent["int8"] // 2 + sent["topk2"] // 2
 
 
 def test_bad_arguments_are_refused(tmp_path) -> None:
@@ -48,6 +50,11 @@ def test_bad_arguments_are_refused(tmp_path) -> None:
     assert result.exit_code != 0 and "multiple of --inner-steps" in str(result.exception)
     result = CliRunner().invoke(_cli(), ["train", "--mode", "gossip", "--home", str(tmp_path)])
     assert result.exit_code != 0 and "unknown mode" in str(result.exception)
+    for extra, message in ((["--quant-schedule", "topk2@0,int8@2"], "drop the error-feedback residual"),
+                           (["--quant-schedule", "int8@1"], "must start at epoch 0"),
+                           (["--quant", "int8", "--quant-schedule", "int8@0"], "not both")):
+        result = CliRunner().invoke(_cli(), ["train", *extra, "--home", str(tmp_path)])
+        assert result.exit_code != 0 and message in str(result.exception), result.output
 
 
 def test_device_option(tmp_path) -> None:

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from protocol.rules.spec import parse_quant_schedule
 from trainer.presets import PRESETS, preset
 from veriloco.commands.common import Device, check_device
 from veriloco.errors import CommandError
@@ -41,6 +42,9 @@ def train(
     quant: Annotated[str | None, typer.Option(help="Δ quantization: none, int8, int4, topk2 (the largest 1/64 of "
                                                    "every 1024 values at 2 bits, with error feedback) "
                                                    "(default: the preset's)")] = None,
+    quant_schedule: Annotated[str | None, typer.Option(
+        help="Δ quantization by epoch (quantization.schedule), SCHEME[/BLOCK]@FROM_EPOCH,..., the first @0, "
+             "e.g. int8@0,topk2/1024@10; replaces --quant")] = None,
     outer_lr: Annotated[str | None, typer.Option(help="outer learning rate (default: the preset's, 0.7)")] = None,
     inner_state: Annotated[str, typer.Option(help="DiLoCo inner AdamW state per round: fresh (the protocol) "
                                                   "or kept (the DiLoCo paper)")] = "fresh",
@@ -73,8 +77,15 @@ def train(
     h = inner_steps or spec.train.inner_steps
     changes: dict = {"train": {"inner_steps": h, "segment_steps": h}
                      | ({} if inner_optimizer is None else {"inner_optimizer": inner_optimizer})}
+    if quant is not None and quant_schedule is not None:
+        raise CommandError("give --quant or --quant-schedule, not both")
     if quant is not None:
         changes["quantization"] = {"scheme": quant} | ({"block_size": 1024} if quant == "topk2" else {})
+    if quant_schedule is not None:
+        try:
+            changes["quantization"] = parse_quant_schedule(quant_schedule).model_dump(mode="json")
+        except ValueError as exc:
+            raise CommandError(f"invalid --quant-schedule: {exc}") from None
     if outer_lr is not None:
         changes["outer"] = {"lr": outer_lr}
     try:
@@ -104,12 +115,13 @@ def train(
              "quant_error": None if r.quant_error is None else round(r.quant_error, 5),
              "wall_s": round(r.wall_s, 1),
              "curve": [{"steps": done, "val_loss": round(v, 4)} for done, v in r.curve]} for r in results]
+    scheme = quant_schedule if quant_schedule is not None else spec.quantization.scheme
     if json:
-        print_json({"preset": preset_name, "quantization": spec.quantization.scheme,
+        print_json({"preset": preset_name, "quantization": scheme,
                     "inner_optimizer": spec.train.inner_optimizer, "runs": rows})
         return
     console.print(table(
-        f"{preset_name}: K={workers}, H={h}, T={t} steps per worker, Δ {spec.quantization.scheme}, "
+        f"{preset_name}: K={workers}, H={h}, T={t} steps per worker, Δ {scheme}, "
         f"inner {spec.train.inner_optimizer}",
         ["mode", "val loss (nats/byte)", "bytes sent", "Δ quant. error", "wall s"],
         [[r["mode"], f"{r['val_loss']:.4f}", _bytes(r["bytes_sent"]),
