@@ -75,9 +75,15 @@ impl ValidatorStats {
     }
 }
 
-/// The opened votes a tally of these challenges read (what a page is charged for).
+/// The vote records a tally of these challenges read (what a page is charged for): opened
+/// votes, and the re-vote commitments of objecting round-0 seats (at most the seats of each
+/// disputed challenge, read beside its votes).
 pub fn votes_read(tally: &Tally) -> usize {
-    tally.challenges.values().map(|c| c.votes.len()).sum()
+    tally
+        .challenges
+        .values()
+        .map(|c| c.votes.len() + c.recommitted.len())
+        .sum()
 }
 
 /// One challenge: who sat on it (round, validator), who committed, who objected, the opened
@@ -414,6 +420,26 @@ mod tests {
             ..s(2, 2, 0, 0)
         };
         assert_eq!(validator_outcome(excused), Outcome::Unserved);
+    }
+
+    /// A page is charged for the re-vote commitments a tally reads as well as the opened votes:
+    /// a disputed challenge whose round-0 seats all objected reads both.
+    #[test]
+    fn a_tally_is_charged_for_re_vote_commitments() {
+        use VoteOutcome::*;
+        let tally = |revoters: &[&str]| {
+            let mut c = challenge(&[], ChallengeOutcome::Fail, Some(("0", "f")), false);
+            for v in ["a", "b", "c"] {
+                c.members.push((1, v.to_string()));
+                c.votes.insert(v.to_string(), vote(Fail, "0", "f"));
+            }
+            c.recommitted = revoters.iter().map(|v| v.to_string()).collect();
+            let mut challenges = BTreeMap::new();
+            challenges.insert(("h".to_string(), 1), c);
+            Tally::of_challenges(challenges, BTreeMap::new())
+        };
+        assert_eq!(votes_read(&tally(&[])), 3);
+        assert_eq!(votes_read(&tally(&["a", "b"])), 5);
     }
 
     /// An `unavailable` is slashed (`unserved`) only where another voter that could serve the
