@@ -359,18 +359,21 @@ class _Run:
         # No replay needed: what c AdamW steps (and, for the last leaf, the whole epoch) can move
         # each coordinate, from lr and the betas.
         train = self.spec.train
+        # What the bound is in the reason: AdamW's per-coordinate bound, or for a Muon run also each
+        # matrix's spectral norm (verifier.measure.update_excess).
+        kind = "AdamW" if train.inner_optimizer == "adamw" else "Muon (AdamW off the matrices)"
         excess, where = update_excess(start.state.params, end.state.params, train, start.state.step, self.c)
         self.m["update_bound_excess"] = excess
         if not excess <= 1:
             raise _fail("bound", f"the committed update of segment {self.g} moves a coordinate of {where} "
-                                 f"{excess:.4g}× as far as {self.c} AdamW steps can")
+                                 f"{excess:.4g}× as far as {self.c} {kind} steps can")
         if self.last:
             steps = self.challenge.segments * self.c  # the epoch's steps (fewer when partial)
             excess, where = update_excess(self.theta.params, end.state.params, train, 0, steps)
             self.m["delta_bound_excess"] = excess
             if not excess <= 1:
                 raise _fail("bound", f"θ_e − θ_S moves a coordinate of {where} {excess:.4g}× as far as "
-                                     f"{steps} AdamW steps can")
+                                     f"{steps} {kind} steps can")
 
     def delta(self, raw: Iterable[object] | None, end: Checkpoint) -> None:
         try:
