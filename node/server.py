@@ -316,7 +316,9 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     def held(reader: str, epoch: int, root: str, what: str) -> ArtifactSource:
         if not held_reads.take(reader, epoch, root, what):
             stats.reject("busy", f"held {what} of epoch {epoch}: {reader} read it {held_reads.limit} times")
-            raise HTTPException(429, f"{reader} already read held {what} {held_reads.limit} times")
+            # A definite answer (its reads are used up), not "try again": 429 would make the reader's
+            # client retry until its budget is spent, which past a give-up height costs a verdict.
+            raise HTTPException(403, f"{reader} already read held {what} {held_reads.limit} times")
         try:
             return reader_source(reader).held(epoch, root)
         except ArtifactUnavailable as exc:
