@@ -151,26 +151,32 @@ class RefusesOne(HostBehaviour):
         return WithheldSource(source, "all") if requester == self.refused else source
 
 
+def refusing_network(tmp_path: Path, load_dataset: Any, **verification: Any) -> tuple[LocalNetwork, str, list[str]]:
+    """3 honest validators and 3 hosts on tiny (every segment challenged), the third host refusing
+    the first of its epoch-0 pickers (which follow from the genesis seed and the equal stakes).
+    Returns the network, that host's address and its pickers."""
+    base = tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4},
+                               verification={"challenges_k": SEGMENTS - 1, **verification})
+    spec = simulation_spec(base, validators=3, hosts=3)
+    refusing = RefusesOne("")
+    roster = Roster(hosts=[HostBehaviour(), HostBehaviour(), refusing],
+                    validators=[validator_behaviour("honest") for _ in range(3)])
+    net = LocalNetwork(spec, tmp_path / "net", roster, load_dataset(spec.data))
+    host = net.hosts[2].address
+    stakes = {v.address: 2 * int(spec.economics.min_validator_stake) for v in net.validators}
+    chosen = pickers(bytes.fromhex(net.ledger.epoch().prev_seed), host, stakes, spec.verification.seats_cap)
+    refusing.refused = chosen[0]
+    return net, host, chosen
+
+
 def test_a_host_that_refuses_one_honest_validator_alone_costs_that_validator_nothing(tmp_path,
                                                                                   load_dataset) -> None:
     # The issue-27 gap: an `unavailable` that the decision contradicts pays the unserved slash, so a
     # host that refused one honest validator alone used to make it pay. Now the refused validator reads
     # the leaves from the validators that checked them (its co-seats: every segment is challenged, so
     # both pickers sit on each challenge) and votes on them like everyone else.
-    validators = ["honest", "honest", "honest"]
-    base = tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4},
-                               verification={"challenges_k": SEGMENTS - 1})
-    spec = simulation_spec(base, validators=len(validators), hosts=3)
-    refusing = RefusesOne("")
-    roster = Roster(hosts=[HostBehaviour(), HostBehaviour(), refusing],
-                    validators=[validator_behaviour(v) for v in validators])
-    net = LocalNetwork(spec, tmp_path / "net", roster, load_dataset(spec.data))
-    host = net.hosts[2].address
-    # Epoch 0's pickers follow from the genesis seed and the (equal) stakes: the host refuses one of them.
-    stakes = {v.address: 2 * int(spec.economics.min_validator_stake) for v in net.validators}
-    chosen = pickers(bytes.fromhex(net.ledger.epoch().prev_seed), host, stakes, spec.verification.seats_cap)
+    net, host, chosen = refusing_network(tmp_path, load_dataset)
     assert len(chosen) == 2
-    refusing.refused = chosen[0]
     report = net.run_epoch(max_rounds=300)
     assert net.total_funds() == net.initial_funds
     assert report.agreed
@@ -192,18 +198,8 @@ def test_a_refused_sole_seat_re_votes_with_the_final_round_and_is_paid(tmp_path,
     # challenge of the host, so no co-seat holds the leaves. It says `unavailable` (an objection),
     # the final voters read the host, and its re-vote reads them from those holders: it votes
     # `pass` with them and is paid like them (before: excused, unpaid).
-    validators = ["honest", "honest", "honest"]
-    base = tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4},
-                               verification={"challenges_k": SEGMENTS - 1, "seats_cap": 1})
-    spec = simulation_spec(base, validators=len(validators), hosts=3)
-    refusing = RefusesOne("")
-    roster = Roster(hosts=[HostBehaviour(), HostBehaviour(), refusing],
-                    validators=[validator_behaviour(v) for v in validators])
-    net = LocalNetwork(spec, tmp_path / "net", roster, load_dataset(spec.data))
-    host = net.hosts[2].address
-    stakes = {v.address: 2 * int(spec.economics.min_validator_stake) for v in net.validators}
-    (seat,) = pickers(bytes.fromhex(net.ledger.epoch().prev_seed), host, stakes, spec.verification.seats_cap)
-    refusing.refused = seat
+    net, host, chosen = refusing_network(tmp_path, load_dataset, seats_cap=1)
+    (seat,) = chosen
     report = net.run_epoch(max_rounds=300)
     assert net.total_funds() == net.initial_funds
     assert report.agreed
