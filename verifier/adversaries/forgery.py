@@ -117,6 +117,8 @@ class _LeafForger(Adversary):
     """
 
     PARAMS: tuple[str, ...] = ()
+    KINDS: tuple[str, ...] = ()
+    """The ``kind`` values a forger with a ``kind`` parameter takes (:meth:`checked_kind`)."""
     forge_last = True
     """Whether the last leaf is forged too (its moments do not matter: the next epoch starts fresh)."""
 
@@ -131,6 +133,12 @@ class _LeafForger(Adversary):
         """Where the search for the largest forgery starts (it doubles from here until one fails)."""
         ver = spec.verification
         return self.fraction * min(float(ver.tau), float(ver.moment_tolerance)) / 4
+
+    def checked_kind(self, kind: str) -> str:
+        """``kind`` if it is one of :attr:`KINDS`; a clear error otherwise."""
+        if kind not in self.KINDS:
+            raise ValueError(f"kind is one of {', '.join(self.KINDS)}")
+        return kind
 
     def forge(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
               honest: Checkpoint) -> tuple[TrainState, float]:
@@ -235,9 +243,7 @@ class Moments(_LeafForger):
     def __init__(self, kind: Literal["v_down", "v_down_top", "m_along", "m_against", "m_untouched"] = "v_down",
                  fraction: float = 0.9, seed: int = 0) -> None:
         super().__init__(fraction, seed)
-        if kind not in self.KINDS:
-            raise ValueError(f"kind is one of {', '.join(self.KINDS)}")
-        self.kind = kind
+        self.kind = self.checked_kind(kind)
 
     def forge(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
               honest: Checkpoint) -> tuple[TrainState, float]:
@@ -287,9 +293,7 @@ class MuonMomentum(_LeafForger):
     def __init__(self, kind: Literal["along", "against", "ascent", "random"] = "ascent",
                  fraction: float = 0.9, seed: int = 0) -> None:
         super().__init__(fraction, seed)
-        if kind not in self.KINDS:
-            raise ValueError(f"kind is one of {', '.join(self.KINDS)}")
-        self.kind = kind
+        self.kind = self.checked_kind(kind)
 
     def forge(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint,
               honest: Checkpoint) -> tuple[TrainState, float]:

@@ -207,7 +207,10 @@ class DisputeCopier(ValidatorBehaviour):
     """Replays its round-0 seats; in the final round it would copy, but nothing about any vote on a
     disputed challenge is visible before its own commitment (round-0 verdicts of disputed challenges
     open only in ``dispute_reveal``; an objection says only that a seat did not pass), so it commits
-    a guess without the replay: ``fail`` (somebody objected), with evidence it cannot know."""
+    a guess without the replay: ``fail`` (somebody objected), with evidence it cannot know. Its
+    re-vote after a round-0 ``unavailable`` (a host that refused it) is that same blind ``fail``: a
+    re-vote is not round 0, so it guesses there too and is ``wrong`` unless the host cheated with
+    exactly that evidence."""
 
     name = "dispute_copier"
 
