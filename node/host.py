@@ -84,7 +84,7 @@ from protocol.views import AggregationInput, ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts, held_delta_path
 from trainer.behaviour import HostBehaviour, HostEpoch
 from trainer.data import Dataset
-from trainer.delta import carries_residual, dequantize, stream_delta
+from trainer.delta import carried_into, carries_residual, dequantize, residual_from, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
@@ -92,6 +92,7 @@ from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, Segment
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
+from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
 from verifier.measure import DELTA_PEER_FACTOR, EPSILON, delta_excess, param_floor, peer_excess
 
@@ -140,10 +141,12 @@ class HostNode(Participant):
                  on_event: EventSink | None = None, on_step: StepCallback | None = None,
                  device: str = "cpu", full_leaf_every: int = 1, keep_epochs: int | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
-        if spec.phases.pipelined and carries_residual(spec.quantization):
+        topk_from = residual_from(spec.quantization)
+        if spec.phases.pipelined and topk_from is not None:
             # Its residual rule reads e − 1's accepted hosts, unknown while e trains (Not yet).
-            raise ValueError("a pipelined run cannot use topk2 Δs: a host's error-feedback residual "
-                             "depends on the previous epoch's settlement")
+            when = "" if topk_from == 0 else f" (quantization.schedule reaches topk2 at epoch {topk_from})"
+            raise ValueError(f"a pipelined run cannot use topk2 Δs{when}: a host's error-feedback residual "
+                             "depends on the previous epoch's settlement; run it with phases.pipelined false")
         if full_leaf_every < 1 or (keep_epochs is not None and keep_epochs < 0):
             raise ValueError("full_leaf_every must be >= 1 and keep_epochs >= 0")
         self.dataset = dataset
@@ -236,7 +239,7 @@ class HostNode(Participant):
         if current <= self._pruned_before:
             return
         # topk2: epoch e − 1's residual starts epoch e, and its Δ is what e's validators chain from.
-        keep = max(self.keep_epochs, 1) if carries_residual(self.spec.quantization) else self.keep_epochs
+        keep = max(self.keep_epochs, 1) if residual_from(self.spec.quantization) is not None else self.keep_epochs
         deleted = self.epochs.prune(keep, current, self._windows_closed)
         self._pruned_before = current
         if deleted:
@@ -271,7 +274,7 @@ class HostNode(Participant):
                             device=self.device, full_leaf_every=self.full_leaf_every,
                             carry_residual=self._accepted_before(info.epoch),
                             # A topk2 residual rides on leaf S: such an epoch is whole or not committed.
-                            stop=None if carries_residual(self.spec.quantization)
+                            stop=None if carries_residual(self.spec.quantization.at(info.epoch))
                             else self._deadline_stop(info.phase_deadline), traps=self.trap_draw(info.epoch))
             # Read here, on the tick's thread: the chain client is not shared with the training thread.
             settling = self.ledger.epoch().settling if self.spec.phases.pipelined else None
@@ -364,9 +367,10 @@ class HostNode(Participant):
         return stop
 
     def _accepted_before(self, epoch: int) -> bool:
-        """``topk2`` runs: whether this host was accepted in ``epoch − 1``, so that its error-feedback
-        residual carries over (the rule its validators apply: ``verifier.replay``, the Δ check)."""
-        if not carries_residual(self.spec.quantization) or epoch == 0:
+        """``topk2`` epochs: whether this host was accepted in ``epoch − 1``, so that its error-feedback
+        residual carries over (the rule its validators apply: ``verifier.replay``, the Δ check); never
+        into an epoch 0 or the first ``topk2`` epoch after a dense one (``trainer.delta.carried_into``)."""
+        if not carried_into(self.spec.quantization, epoch):
             return False
         return any(a.address == self.address for a in self.ledger.aggregation_inputs(epoch - 1))
 
@@ -565,16 +569,16 @@ class HostNode(Participant):
         Δ, is the same computation on the same bytes for every honest host (so they still agree),
         and keeps a Δ that passed colluding validators out of the aggregate."""
         payload = fetch(held_delta_path(self.root, self.run_id, accepted.delta_hash),
-                        self._delta_answers(epoch, accepted, inputs), partial(self._verify_delta, accepted),
+                        self._delta_answers(epoch, accepted, inputs), partial(self._verify_delta, epoch, accepted),
                         f"the Δ of {accepted.address}")
-        delta = dequantize(payload, self._shapes, self.spec.quantization)
-        if carries_residual(self.spec.quantization):
+        quant = self.spec.quantization.at(epoch)  # the scheme of this epoch (quantization.schedule)
+        delta = dequantize(payload, self._shapes, quant)
+        if carries_residual(quant):
             # An error-feedback Δ also sends what earlier epochs left out, so no per-epoch bound on
             # H steps holds for it; its validators checked it byte for byte (docs/verification.md).
             return delta
         steps = accepted.segments * self.spec.train.segment_steps  # H, or fewer for a partial epoch
-        excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train,
-                                     self.spec.quantization, steps)
+        excess, where = delta_excess(theta.params, delta, payload, self._shapes, self.spec.train, quant, steps)
         if not excess <= 1:
             self.event(epoch, EventKind.DELTA_LEFT_OUT, f"{accepted.address}: moves a coordinate of {where} "
                        f"{excess:.3g}× as far as {steps} AdamW steps can")
@@ -595,10 +599,16 @@ class HostNode(Participant):
     def _by_hash(self, endpoint: str, delta_hash: str) -> Iterable[bytes | object]:
         return self.peers(endpoint).delta_by_hash_chunks(delta_hash)
 
-    def _verify_delta(self, accepted: AggregationInput, chunks: Iterable[object],
+    def _verify_delta(self, epoch: int, accepted: AggregationInput, chunks: Iterable[object],
                       who: str) -> dict[str, torch.Tensor]:
-        # Checked and hashed as the bytes arrive: never the whole file and its decoded copy.
-        payload, digest = stream_delta(chunks, self.spec, what=f"Δ of {accepted.address}")
+        # Checked and hashed as the bytes arrive: never the whole file and its decoded copy. The
+        # layout is the epoch's scheme's (quantization.schedule): a Δ in another scheme is refused.
+        spec = self.spec.for_epoch(epoch)
+        try:
+            payload, digest = stream_delta(chunks, spec, what=f"Δ of {accepted.address}")
+        except TensorFileError as exc:
+            quant = spec.quantization
+            raise TensorFileError(f"{exc} (epoch {epoch}'s Δs are {quant.scheme}, block {quant.block_size})") from None
         if digest.hex() != accepted.delta_hash:
             raise WrongContent(f"served a Δ that does not match the commitment of {accepted.address}")
         return payload

@@ -45,12 +45,17 @@ validator keeps retrying a challenge on later ticks until its phase deadline is 
 
 
 def artifact_limits(spec: RunSpec) -> dict[str, int]:
-    """The most bytes each kind of answer may have under ``spec`` (exact tensor bytes plus a header)."""
+    """The most bytes each kind of answer may have under ``spec`` (exact tensor bytes plus a header).
+
+    With a ``quantization.schedule`` a cap is the largest over the schedule's schemes (a Δ fetched
+    by hash names no epoch); the reader then checks the exact layout of the Δ's or leaf's epoch."""
     shapes = parameter_shapes(spec)
+    epochs = [0, *(step.from_epoch for step in spec.quantization.schedule)]
+    schemes = [spec.for_epoch(e) for e in epochs]
     return {
-        "checkpoint": max(expected_size(checkpoint_layout(spec, leaf)) for leaf in (0, 1, spec.train.segments))
-        + HEADER_ALLOWANCE,
-        "delta": expected_size(payload_layout(shapes, spec.quantization)) + HEADER_ALLOWANCE,
+        "checkpoint": max(expected_size(checkpoint_layout(s, leaf)) for s in schemes
+                          for leaf in (0, 1, spec.train.segments)) + HEADER_ALLOWANCE,
+        "delta": max(expected_size(payload_layout(shapes, s.quantization)) for s in schemes) + HEADER_ALLOWANCE,
         "model": expected_size(global_layout(spec)) + HEADER_ALLOWANCE,
         "json": max(MIN_JSON_BYTES, spec.train.inner_steps * 24 + 1024),
     }

@@ -59,11 +59,6 @@ class Participant:
                  name: str | None = None, on_event: EventSink | None = None) -> None:
         self.ledger = ledger
         self.key = key
-        if spec.quantization.schedule:
-            # The trainer and the replay follow it; the host's residual carry, aggregation and
-            # served sizes still read one scheme per run (README, "Not yet").
-            raise ValueError("a run with a quantization.schedule is not supported by the nodes yet "
-                             "(veriloco train runs it without a chain)")
         self.spec = spec
         self.run_id = spec.run_id()
         self.root = Path(root)

@@ -60,9 +60,17 @@ from chain.ledger import Ledger
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.http import ClientLimits
-from node.leaf_holding import HOLDERS_FIRST, MAX_OTHER_HOLDERS, FromHolder, Keeping, holder_addresses, prune_held
+from node.leaf_holding import (
+    HOLDERS_FIRST,
+    MAX_OTHER_HOLDERS,
+    FromHolder,
+    Keeping,
+    holder_addresses,
+    holder_wait_end,
+    prune_held,
+)
 from node.participant import BlockClock, Participant
-from node.prefetch import Spool, Unreachable, fetch_challenge
+from node.prefetch import Reusing, Spool, Unreachable, fetch_challenge
 from protocol.keys import PrivateKey
 from protocol.messages import Objection, Ready, Verdict, VerdictCommit, VerdictOpening
 from protocol.rules.commitments import SALT_SIZE
@@ -77,7 +85,7 @@ from protocol.views import (
 )
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.data import Dataset
-from trainer.delta import carries_residual
+from trainer.delta import carried_into
 from trainer.fingerprint import check_fingerprint
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
@@ -136,6 +144,24 @@ challenge, on top of the challenge's bytes at ``ClientLimits.min_rate``: a host 
 
 class _NotFetched(Exception):
     """A challenge whose host's artifacts are not in a spool yet (a patient validator fetches first)."""
+
+
+@dataclass(frozen=True)
+class _SeatsFirst:
+    """A round-0 challenge to fetch from the seats before this one, not the host, for now
+    (``node.leaf_holding``: seats in turn).
+
+    Args:
+        seats: (address, endpoint) of the seats before this one, in the chain's order.
+        until: ``time.monotonic()`` at which the wait ends (no holder read goes on past it).
+        settled: every one of them has committed its verdict: if none serves, none will.
+        previous_delta: the Δ hash of the host's epoch before (``topk2``), for the holder's view.
+    """
+
+    seats: list[tuple[str, str]]
+    until: float
+    settled: bool
+    previous_delta: str | None
 
 
 log = logging.getLogger("veriloco.node")
@@ -201,6 +227,7 @@ class ValidatorNode(Participant):
         self._leaf_bytes: int | None = None
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
+        self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
 
@@ -308,11 +335,43 @@ class ValidatorNode(Participant):
             self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix=f"fetch-{self.name}")
         budget = self.fetch_budget_s(status, len(hosts))
         order = sorted(hosts, key=lambda h: (self._seconds.get(h, 1e6), h))
+        committed: dict[str, set[tuple[str, int]]] = {}  # seat -> its round-0 challenges committed to
         for host in order:
             if host in self._fetching:
                 continue
+            jobs = [(c, self._prefetch_plan(status, c, committed)) for c in hosts[host]]
+            jobs.sort(key=lambda job: job[1] is not None)  # the host's own fetches first
             deadline = None if budget is None else time.monotonic() + budget
-            self._fetching[host] = self._pool.submit(self._fetch_host, hosts[host], deadline)
+            self._fetching[host] = self._pool.submit(self._fetch_host, jobs, deadline)
+
+    def _prefetch_plan(self, status: ParticipantStatus, challenge: Challenge,
+                       committed: dict[str, set[tuple[str, int]]]) -> _SeatsFirst | None:
+        """How to fetch ``challenge`` ahead now: None from its host; else from the round-0 seats
+        before this one, while the chain is below :func:`node.leaf_holding.holder_wait_end` and
+        they have not all committed without serving it (``node.leaf_holding``: seats in turn)."""
+        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        if (not self.holders_first or self.patience is None or challenge.round != 0 or key in self._declined
+                or self.address not in challenge.validators):
+            return None
+        position = challenge.validators.index(self.address)
+        window = self.spec.phases.verify_blocks
+        usable = window - self.patience.margin(window, status.to_commit)
+        end = holder_wait_end(position, len(challenge.validators), status.phase_deadline, window, usable)
+        height = self.clock_height()
+        if end is None or height >= end:
+            return None
+        before = challenge.validators[:position]
+        seats = [(a, m.endpoint) for a in before if (m := self.ledger.member(a)) is not None]
+        if not seats:
+            return None
+        for address in before:
+            if address not in committed:
+                committed[address] = {(c.host, c.segment) for c in self.ledger.challenges(status.epoch, address)
+                                      if c.round == 0 and c.committed}
+        settled = all((challenge.host, challenge.segment) in committed[a] for a in before)
+        left = self.clock.seconds(end - height)
+        until = time.monotonic() + (left if left is not None else MIN_REQUEST_S)  # block time unknown: re-planned
+        return _SeatsFirst(seats, until, settled, self._previous_delta(challenge))
 
     def fetch_budget_s(self, status: ParticipantStatus, hosts: int) -> float | None:
         """Seconds one host's fetch job may take now: the time left before this validator gives up
@@ -347,14 +406,44 @@ class ValidatorNode(Participant):
         base = self.base_limits
         return replace(base, connect_s=min(base.connect_s, fixed), read_s=min(base.read_s, fixed), deadline_s=fixed)
 
-    def _fetch_host(self, challenges: list[Challenge], deadline: float | None) -> list[Spool]:
-        """One host's challenges, fetched in turn into spools (a fetch thread's job)."""
+    def _fetch_host(self, jobs: list[tuple[Challenge, _SeatsFirst | None]], deadline: float | None) -> list[Spool]:
+        """One host's challenges, fetched in turn into spools (a fetch thread's job): from the host,
+        or from the seats before this one (none when they do not serve it yet)."""
         spools = []
-        for challenge in challenges:
+        seen: dict[str, dict[tuple[str, int], object]] = {}  # seat -> what this job already fetched of it
+        for challenge, first in jobs:
             directory = self._spool_root / f"{challenge.epoch}-{challenge.host}-{challenge.segment}-r{challenge.round}"
-            spools.append(fetch_challenge(self._peer(challenge), challenge, directory, deadline,
-                                          self.stopping.is_set))
+            if first is None:
+                spools.append(fetch_challenge(self._peer(challenge), challenge, directory, deadline,
+                                              self.stopping.is_set))
+                continue
+            spool = self._fetch_from_seats(challenge, first, directory, seen)
+            if spool is not None:
+                spools.append(spool)
+            elif first.settled:  # they all voted and none serves it: a definite "not held"
+                self._declined.add((challenge.epoch, challenge.host, challenge.segment, challenge.round))
         return spools
+
+    def _fetch_from_seats(self, challenge: Challenge, first: _SeatsFirst, directory: Path,
+                          seen: dict[str, dict[tuple[str, int], object]]) -> Spool | None:
+        """``challenge``'s kept leaves fetched whole from the first of ``first.seats`` that serves
+        them all before ``first.until``, or None (a seat that holds nothing answers at once); what
+        ``seen`` has of a seat from this job's earlier spools is not asked for again."""
+        for address, endpoint in first.seats:
+            if self.stopping.is_set() or time.monotonic() >= first.until:
+                return None
+            try:
+                holder = self.peers(endpoint)
+            except ArtifactUnavailable:
+                continue
+            view = Reusing(FromHolder(holder, challenge, first.previous_delta), seen.setdefault(address, {}))
+            spool = fetch_challenge(view, challenge, directory, first.until, self.stopping.is_set, whole=True)
+            if spool.failure is None and all(item.odd is None for item in spool.items.values()):
+                spool.origin = address
+                view.remember(spool)
+                return spool
+            spool.discard()
+        return None
 
     def _harvest(self) -> None:
         """Take in the fetch jobs that ended: their spools, and how fast (or not) each host delivered."""
@@ -368,9 +457,10 @@ class ValidatorNode(Participant):
                 log.exception("%s fetch from %s broke", self.name, host)
                 self._why[host] = f"fetch broke: {type(exc).__name__}: {exc}"
                 continue
-            failed = next((s.failure for s in spools if s.failure is not None), None)
-            per = sum(s.seconds for s in spools) / max(1, len(spools))
-            self._seconds[host] = math.inf if failed else per
+            hosted = [s for s in spools if s.origin == "host"]  # how fast the host delivered, not a seat
+            failed = next((s.failure for s in hosted if s.failure is not None), None)
+            if hosted:
+                self._seconds[host] = math.inf if failed else sum(s.seconds for s in hosted) / len(hosted)
             if failed:
                 self._why[host] = failed
             for spool in spools:
@@ -448,7 +538,8 @@ class ValidatorNode(Participant):
         if self._stepper is None:
             self._stepper = Stepper(self.spec, device=self.device)
         key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
-        if self.holders_first and key not in self._spools and key not in self._holders_asked:
+        inline_first = self._threads == 0 or challenge.round != 0  # round 0 with threads: seats in turn
+        if self.holders_first and inline_first and key not in self._spools and key not in self._holders_asked:
             # Holders first: a validator that already checked these leaves serves them, so the
             # host uploads them about once (asked once per challenge, a few holders at most).
             self._holders_asked.add(key)
@@ -456,8 +547,10 @@ class ValidatorNode(Participant):
             if held is not None:
                 return held.verdict, held.reason
         source = self._source(challenge, status)
+        # A spool of a seat's kept leaves: the Δ before (topk2) is read from that seat too.
+        before = source.fallback if isinstance(source, Spool) and source.origin != "host" else None
         try:
-            report = self._check(status, challenge, source, theta)
+            report = self._check(status, challenge, source, theta, previous_source=before)
         finally:
             if isinstance(source, Spool):
                 source.discard()
@@ -514,7 +607,7 @@ class ValidatorNode(Participant):
     def _previous_delta(self, challenge: Challenge) -> str | None:
         """``topk2`` runs, a last segment: the Δ hash the challenged host committed in the epoch before
         if it was accepted then (its error-feedback residual chains from that Δ), else None."""
-        if not carries_residual(self.spec.quantization) or challenge.epoch == 0:
+        if not carried_into(self.spec.quantization, challenge.epoch):  # also: topk2 right after a dense epoch
             return None
         if challenge.segment != challenge.segments - 1:
             return None
@@ -529,8 +622,11 @@ class ValidatorNode(Participant):
         Raises:
             _NotFetched: the host's artifacts are not in yet (a fetch job is started or under way).
         """
-        spool = self._spools.pop((challenge.epoch, challenge.host, challenge.segment, challenge.round), None)
+        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        spool = self._spools.pop(key, None)
         if spool is not None:
+            if spool.origin != "host":
+                self._declined.add(key)  # a seat's leaves are read once: if they do not decide, the host
             return spool
         if self._threads == 0:
             return _Budgeted(self._peer(challenge), self._inline_budget_s())

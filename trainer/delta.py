@@ -71,6 +71,14 @@ def carried_into(quant: QuantizationSpec, epoch: int) -> bool:
     return epoch > 0 and carries_residual(quant.at(epoch - 1)) and carries_residual(quant.at(epoch))
 
 
+def residual_from(quant: QuantizationSpec) -> int | None:
+    """The first epoch whose scheme carries an error-feedback residual (``topk2``), following
+    ``quantization.schedule``; None when no epoch of the run does."""
+    if carries_residual(quant):
+        return 0
+    return next((step.from_epoch for step in quant.schedule if step.scheme == compress.SCHEME), None)
+
+
 def encode_pseudo_gradient(delta: Mapping[str, torch.Tensor], quant: QuantizationSpec,
                            residual: Mapping[str, torch.Tensor] | None = None,
                            ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:

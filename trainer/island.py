@@ -45,7 +45,7 @@ from protocol.rules.spec import RunSpec
 from protocol.types import Boundary
 from trainer.behaviour import HostBehaviour, HostEpoch
 from trainer.data import Dataset
-from trainer.delta import carries_residual
+from trainer.delta import carried_into, carries_residual
 from trainer.determinism import configure
 from trainer.epoch_store import EpochRecord, EpochStore
 from trainer.inner import (
@@ -311,11 +311,12 @@ class IslandBehaviour(HostBehaviour):
                     start_params: Mapping[str, torch.Tensor], root: Path,
                     on_step: StepCallback | None = None) -> EpochResult:
         setup = ctx if isinstance(ctx, HostEpoch) else HostEpoch(ctx.run_id, ctx.epoch, ctx.host, ctx.prev_epoch_seed)
-        if setup.stop is not None and carries_residual(spec.quantization):
+        if setup.stop is not None and carries_residual(spec.quantization.at(ctx.epoch)):
             raise ValueError("a topk2 epoch is never partial: its residual rides on leaf S")
         # Read before the order goes out: a missing residual must fail here, not in the middle of
-        # the collectives the other ranks are already waiting in.
-        carried_residual(spec, EpochStore(root, ctx.run_id, ctx.host), ctx.epoch, setup.carry_residual)
+        # the collectives the other ranks are already waiting in (the epoch's scheme, as run_epoch).
+        carried_residual(spec.for_epoch(ctx.epoch), EpochStore(root, ctx.run_id, ctx.host), ctx.epoch,
+                         setup.carry_residual and carried_into(spec.quantization, ctx.epoch))
         traps = setup.traps
         send_order(IslandOrder(kind="epoch", run_id=ctx.run_id.hex(), epoch=ctx.epoch, host=ctx.host,
                                prev_epoch_seed=ctx.prev_epoch_seed.hex(), full_leaf_every=setup.full_leaf_every,

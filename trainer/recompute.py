@@ -77,7 +77,7 @@ class LeafRecomputer:
             RecomputeError: the epoch is not committed, has no progress file, no stored leaf to
                 start from, or the recomputed leaf does not hash to the committed one.
         """
-        spec, store = self.spec, self.store
+        spec, store = self.spec.for_epoch(epoch), self.store  # leaf S's layout follows the epoch's scheme
         with self._lock:
             if store.leaf_path(epoch, leaf).exists():
                 return store.read_leaf(spec, epoch, leaf)

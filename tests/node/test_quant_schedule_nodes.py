@@ -1,30 +1,102 @@
-"""A run with a ``quantization.schedule`` deploys (the contract does not parse that section), but the
-nodes refuse it with why: the trainer and the replay follow the schedule, the host's residual
-carry, aggregation and served sizes do not yet (README, "Not yet")."""
+"""The nodes follow a run's ``quantization.schedule`` epoch by epoch (the network run that switches
+from int8 to topk2 is in ``tests/e2e/test_compressed_network.py``); here the paths that refuse:
+a pipelined run whose schedule reaches topk2, and a Δ in another scheme than its epoch's."""
+
+from collections.abc import Iterable
 
 import pytest
+import torch
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
 from node.host import HostNode
+from node.http_client import artifact_limits
 from node.validator import ValidatorNode
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
+from protocol.views import AggregationInput
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.checkpoint import checkpoint_layout
+from trainer.delta import delta_hash, encode_delta, payload_layout, quantize
+from trainer.model import parameter_shapes
+from trainer.outer import GlobalState
 from trainer.presets import tiny
+from trainer.tensorfile import expected_size
+
+SCHEDULE = {"scheme": "int8", "block_size": 64, "schedule": [{"from_epoch": 1, "scheme": "topk2", "block_size": 1024}]}
 
 
 def no_peers(endpoint: str) -> ArtifactSource:
     raise ArtifactUnavailable(f"no peers here: {endpoint}")
 
 
-def test_nodes_refuse_a_scheduled_run_with_why(tmp_path, dataset) -> None:
-    spec = tiny().with_changes(quantization={"scheme": "int8", "block_size": 64, "schedule": [
-        {"from_epoch": 1, "scheme": "topk2", "block_size": 1024}]})
-    operator, host, validator = (PrivateKey(bytes([b]) * 32) for b in (0x41, 0x42, 0x43))
-    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, host, validator)})
-    ledger = deploy_embedded(chain, operator, spec, "00" * 32, operator.address())
-    with pytest.raises(ValueError, match=r"quantization\.schedule is not supported by the nodes"):
-        HostNode(ledger, host, spec, dataset, tmp_path, no_peers)
-    with pytest.raises(ValueError, match=r"quantization\.schedule is not supported by the nodes"):
-        ValidatorNode(ledger, validator, spec, dataset, tmp_path, no_peers)
+class ServesOneDelta(ArtifactSource):
+    """A peer that serves ``data`` as its Δ of any epoch and nothing else."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        raise ArtifactUnavailable("no leaves here")
+
+    def proof(self, epoch: int, leaf: int) -> bytes:
+        raise ArtifactUnavailable("no proofs here")
+
+    def delta(self, epoch: int) -> bytes:
+        return self.data
+
+    def delta_chunks(self, epoch: int) -> Iterable[bytes]:
+        return iter([self.data])
+
+    def losses(self, epoch: int) -> bytes:
+        raise ArtifactUnavailable("no losses here")
+
+    def global_state(self, model_hash: str) -> bytes:
+        raise ArtifactUnavailable("no models here")
+
+
+def deployed(spec, *keys):
+    operator = PrivateKey(bytes([0x41]) * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, *keys)})
+    return deploy_embedded(chain, operator, spec, "00" * 32, operator.address())
+
+
+def test_a_pipelined_run_whose_schedule_reaches_topk2_is_refused_with_the_epoch(tmp_path, dataset) -> None:
+    host, validator = PrivateKey(bytes([0x42]) * 32), PrivateKey(bytes([0x43]) * 32)
+    pipelined = tiny().with_changes(quantization=SCHEDULE, phases={"pipelined": True})
+    ledger = deployed(pipelined, host, validator)
+    with pytest.raises(ValueError, match=r"pipelined run cannot use topk2 .*reaches topk2 at epoch 1.*pipelined false"):
+        HostNode(ledger, host, pipelined, dataset, tmp_path, no_peers)
+    # the same schedule runs synchronously, and a pipelined schedule that stays dense is fine
+    synchronous = tiny().with_changes(quantization=SCHEDULE)
+    HostNode(deployed(synchronous, host), host, synchronous, dataset, tmp_path / "sync", no_peers)
+    ValidatorNode(deployed(synchronous, validator), validator, synchronous, dataset, tmp_path / "v", no_peers)
+    dense = tiny().with_changes(quantization={"scheme": "int8", "block_size": 64, "schedule": [
+        {"from_epoch": 2, "scheme": "int4", "block_size": 64}]}, phases={"pipelined": True})
+    HostNode(deployed(dense, host), host, dense, dataset, tmp_path / "dense", no_peers)
+
+
+def test_a_delta_in_another_scheme_than_its_epoch_is_refused_by_the_proposer(tmp_path, dataset) -> None:
+    host, peer = PrivateKey(bytes([0x42]) * 32), PrivateKey(bytes([0x44]) * 32)
+    spec = tiny().with_changes(quantization=SCHEDULE)
+    theta = GlobalState.initial(spec)
+    shapes = parameter_shapes(spec)
+    delta = {n: torch.full(s, 1e-4) for n, s in shapes.items()}
+    int8 = encode_delta(quantize(delta, spec.quantization.at(0)), spec.quantization.at(0))
+    committed = AggregationInput(address=peer.address(), endpoint="http://peer.invalid",
+                                 delta_hash=delta_hash(quantize(delta, spec.quantization.at(0))).hex(), segments=1)
+    node = HostNode(deployed(spec, host, peer), host, spec, dataset, tmp_path, lambda endpoint: ServesOneDelta(int8))
+    # epoch 0 is int8: the peer's Δ is read and dequantized
+    assert node._checked_delta(0, theta, committed, [committed]) is not None
+    # epoch 1 is topk2: the same int8 bytes (hash and all) are no Δ of it
+    with pytest.raises(ArtifactUnavailable, match=r"epoch 1's Δs are topk2, block 1024"):
+        node._checked_delta(1, theta, committed, [committed])
+
+
+def test_served_size_caps_cover_every_scheme_of_the_schedule() -> None:
+    spec = tiny().with_changes(quantization=SCHEDULE)
+    limits, shapes, s = artifact_limits(spec), parameter_shapes(spec), spec.train.segments
+    # int8's Δ (epoch 0) is the larger one; topk2's leaf S (epoch 1, with its residual) the larger leaf
+    assert limits["delta"] >= expected_size(payload_layout(shapes, spec.quantization.at(0)))
+    assert limits["checkpoint"] >= expected_size(checkpoint_layout(spec.for_epoch(1), s))
+    assert expected_size(checkpoint_layout(spec.for_epoch(1), s)) > artifact_limits(tiny())["checkpoint"]
