@@ -23,8 +23,20 @@ leaves from it: any validator that read and checked them holds them.
 * **Holders first.** Before it reads the host at all, a validator asks the challenge's round-0
   seats and :data:`HOLDERS_FIRST` other validators (once per challenge; a holder that does not
   hold it answers at once), so a leaf that one validator checked is not uploaded by the host
-  again for the next (``ValidatorNode.holders_first``; ``bench/leaf_uploads.py``). A validator
-  that prefetched from the host (the daemons' fetch threads) reads its spool instead.
+  again for the next (``ValidatorNode.holders_first``; ``bench/leaf_uploads.py``).
+* **Seats in turn (the daemons' prefetch).** A validator with fetch threads (``veriloco validator
+  run``) fetches its round-0 challenges ahead (``node.prefetch``) in the chain's seat order
+  (``Challenge.validators``): the first seat fetches from the host at once; seat ``p`` (``p ≥ 1``
+  of ``r``) first fetches from the seats before it — their kept leaves, servable as soon as their
+  replay settled — retrying each tick (a read that finds nothing held costs the reader none of
+  its :data:`node.server.HELD_READS_PER_MEMBER`), and fetches from the host once the chain reaches
+  :func:`holder_wait_end` (``p / (r − 1)`` of :data:`HOLDER_WAIT_SHARE` of the blocks it has
+  before it gives up on a host), or at once when every seat before it has committed its verdict
+  and none served the leaves (a definite "not held"). A seat that never answers or serves bytes
+  that do not verify costs the seats after it that share of the window and one request deadline,
+  never their verdict: what is left is the host fetch's (``ValidatorNode._prefetch_plan``). A
+  host that refuses the first seat is read by the next after the wait, and the first then reads
+  that seat's kept leaves (as above). Later rounds read the round-0 seats inline (holders first).
 """
 
 from __future__ import annotations
@@ -58,6 +70,26 @@ HOLDERS_FIRST = 2
 """Validators beyond the challenge's round-0 seats asked before the host, once per challenge: a
 holder that does not hold it answers at once, so a reader spends at most this many and the seats'
 requests before it reads the host."""
+
+HOLDER_WAIT_SHARE = 0.25
+"""The share of the blocks a round-0 seat has before it gives up on a host that the last seat
+spends waiting for the seats before it (:func:`holder_wait_end`)."""
+
+
+def holder_wait_end(position: int, seats: int, phase_deadline: int, window: int, usable: int) -> int | None:
+    """The height from which the round-0 seat at ``position`` (of ``seats``, the chain's order)
+    fetches a challenge from the host instead of waiting for the seats before it to hold it; None:
+    from the host at once (the first seat, or a validator not seated).
+
+    Args:
+        phase_deadline: the verdict-commit phase's deadline height.
+        window: the phase's length in blocks (it began at ``phase_deadline − window``).
+        usable: the blocks of it before the seat gives up on a host (``Patience.margin``).
+    """
+    if position <= 0 or seats <= 1 or position >= seats:
+        return None
+    start = phase_deadline - window
+    return start + int(max(0, usable) * HOLDER_WAIT_SHARE * position / (seats - 1))
 
 
 class Keeping(ArtifactSource):

@@ -68,6 +68,9 @@ class Spool(ArtifactSource):
     """Where an answer not fetched ahead is read from (the host itself): a replay that asks for
     something the plan did not foresee (leaf 0, read only when its proof does not check) still
     gets it, as it would inline."""
+    origin: str = "host"
+    """Who served it: ``host``, or the address of the seat whose kept leaves it holds
+    (``node.leaf_holding``: seats in turn)."""
 
     @property
     def failure(self) -> str | None:
@@ -108,9 +111,7 @@ class Spool(ArtifactSource):
             yield from self._live(kind, index)  # type: ignore[misc]
             return
         if item.path is not None and item.path.exists():
-            with item.path.open("rb") as f:
-                while chunk := f.read(CHUNK):
-                    yield chunk
+            yield from _file_chunks(item.path)
         if item.odd is not None:
             yield item.odd
         if item.error is not None:
@@ -154,7 +155,7 @@ def _bytes(pieces: Iterable[object]) -> Iterator[bytes]:
 
 
 def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Path, deadline: float | None,
-                    stop: Callable[[], bool] = lambda: False) -> Spool:
+                    stop: Callable[[], bool] = lambda: False, whole: bool = False) -> Spool:
     """Fetch what replaying ``challenge`` reads, in the order it reads it, into a :class:`Spool`.
 
     Args:
@@ -165,6 +166,7 @@ def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Pat
             own deadlines only). Checked between chunks, so a drip is cut within one read of it;
             once it passed, what is left is not asked for (:class:`BudgetSpent`).
         stop: returns True to abandon the fetch (the daemon is stopping).
+        whole: stop at the first answer missing (a holder's kept leaves are of use only whole).
     """
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
@@ -199,12 +201,14 @@ def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Pat
             answer = call()
         except Exception as exc:  # noqa: BLE001 - kept, raised where the replay asks for it
             item.error = exc
-            continue
-        if kind in ("proof", "losses"):
-            item.value = answer
-            continue
-        item.path = directory / f"{kind}-{index}"
-        _drain(answer, item, spool, out_of_time)
+        else:
+            if kind in ("proof", "losses"):
+                item.value = answer
+            else:
+                item.path = directory / f"{kind}-{index}"
+                _drain(answer, item, spool, out_of_time)
+        if whole and (item.error is not None or item.odd is not None):
+            break
     spool.seconds = time.monotonic() - t0
     return spool
 
@@ -240,6 +244,57 @@ def _drain(answer: object, item: _Item, spool: Spool, out_of_time: Callable[[], 
         if callable(close):  # a remote body cut part-way: its connection closes now
             with contextlib.suppress(Exception):
                 close()
+
+
+class Reusing(ArtifactSource):
+    """``inner`` (a holder's view), with what earlier spools of the same fetch job already hold
+    handed over from there instead of asked for again: the proofs and losses remembered, a leaf
+    streamed from the earlier spool's file. A host's challenges share its losses and their boundary
+    leaves, and a holder serves each kept artifact to a member at most twice
+    (``node.server.HELD_READS_PER_MEMBER``). :meth:`remember` a spool once it is complete."""
+
+    def __init__(self, inner: ArtifactSource, seen: dict[tuple[str, int], object]) -> None:
+        self.inner, self.seen = inner, seen
+
+    def remember(self, spool: Spool) -> None:
+        for (kind, index), item in spool.items.items():
+            if item.error is None and item.odd is None and kind != "delta":
+                self.seen[kind, index] = item.path if item.path is not None else item.value
+
+    def _memo(self, kind: str, index: int, ask: Callable[[], object]) -> object:
+        if (kind, index) in self.seen:
+            return self.seen[kind, index]
+        return ask()
+
+    def checkpoint(self, epoch: int, leaf: int) -> bytes:
+        return b"".join(_bytes(self.checkpoint_chunks(epoch, leaf)))
+
+    def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
+        path = self.seen.get(("checkpoint", leaf))
+        if isinstance(path, Path) and path.exists():
+            return _file_chunks(path)
+        return self.inner.checkpoint_chunks(epoch, leaf)
+
+    def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
+        return self._memo("proof", leaf, lambda: self.inner.proof(epoch, leaf))  # type: ignore[return-value]
+
+    def losses(self, epoch: int) -> list[int] | UntrustedJson:
+        return self._memo("losses", 0, lambda: self.inner.losses(epoch))  # type: ignore[return-value]
+
+    def delta(self, epoch: int) -> bytes:
+        return self.inner.delta(epoch)
+
+    def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
+        return self.inner.delta_chunks(epoch)
+
+    def global_state(self, model_hash: str) -> bytes:
+        return self.inner.global_state(model_hash)
+
+
+def _file_chunks(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            yield chunk
 
 
 class Unreachable(ArtifactSource):

@@ -126,6 +126,14 @@ class HeldReads:
             self._counts[key] += 1
             return True
 
+    def give_back(self, member: str, epoch: int, root: str, what: str) -> None:
+        """Undo one :meth:`take` whose read found nothing held: asking before the holder holds it
+        (a seat waiting for the seat before it, ``node.leaf_holding``) costs no read."""
+        with self._lock:
+            key = (member, epoch, root, what)
+            if self._counts[key] > 0:
+                self._counts[key] -= 1
+
 
 class MemberSlots:
     """Requests in progress per signed member, at most ``limit`` each: a request takes a slot once
@@ -322,6 +330,7 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
         try:
             return reader_source(reader).held(epoch, root)
         except ArtifactUnavailable as exc:
+            held_reads.give_back(reader, epoch, root, what)
             raise unavailable(f"held {what}", exc) from None
 
     @app.get("/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}", response_class=Response,
@@ -329,25 +338,31 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     def held_checkpoint(epoch: Epoch, checkpoint_root: ModelHash, leaf: Leaf,
                         reader: str = Depends(signer)) -> Response:
         src = held(reader, epoch, checkpoint_root, f"leaf {leaf}")
-        return blob(src, "checkpoint", lambda: src.checkpoint(epoch, leaf), epoch, leaf)
+        try:
+            return blob(src, "checkpoint", lambda: src.checkpoint(epoch, leaf), epoch, leaf)
+        except HTTPException:  # not held (yet): the read is given back
+            held_reads.give_back(reader, epoch, checkpoint_root, f"leaf {leaf}")
+            raise
 
     @app.get("/v1/held/{epoch}/{checkpoint_root}/proofs/{leaf}", response_model=MerkleProof)
     def held_proof(epoch: Epoch, checkpoint_root: ModelHash, leaf: Leaf,
                    reader: str = Depends(signer)) -> MerkleProof:
+        src = held(reader, epoch, checkpoint_root, f"proof {leaf}")
         try:
-            src = held(reader, epoch, checkpoint_root, f"proof {leaf}")
             answer = MerkleProof.model_validate(src.proof(epoch, leaf))
         except ArtifactUnavailable as exc:
+            held_reads.give_back(reader, epoch, checkpoint_root, f"proof {leaf}")
             raise unavailable("held proof", exc) from None
         stats.served["held proof"] += 1
         return answer
 
     @app.get("/v1/held/{epoch}/{checkpoint_root}/losses", response_model=LossesAnswer)
     def held_losses(epoch: Epoch, checkpoint_root: ModelHash, reader: str = Depends(signer)) -> LossesAnswer:
+        src = held(reader, epoch, checkpoint_root, "losses")
         try:
-            answer = LossesAnswer.model_validate(
-                {"losses_micro": held(reader, epoch, checkpoint_root, "losses").losses(epoch)})
+            answer = LossesAnswer.model_validate({"losses_micro": src.losses(epoch)})
         except ArtifactUnavailable as exc:
+            held_reads.give_back(reader, epoch, checkpoint_root, "losses")
             raise unavailable("held losses", exc) from None
         stats.served["held losses"] += 1
         return answer
