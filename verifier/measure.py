@@ -34,7 +34,10 @@ Aggregation (every honest proposer alike, on the accepted Δs' bytes):
 
 * :func:`delta_excess` — a Δ within the per-coordinate bound of ``H`` AdamW steps;
 * :func:`peer_excess` — no tensor of a Δ more than :data:`DELTA_PEER_FACTOR` × the median of the
-  accepted Δs' norms of that tensor (what no replay saw is bounded by what honest training moved).
+  accepted Δs' norms of that tensor (what no replay saw is bounded by what honest training moved);
+* :func:`peer_clip` — every small tensor of a kept Δ scaled down to at most that factor × its own
+  median (the pool of :func:`peer_excess` compares them together);
+* :func:`within_peer_bound` — both, as every proposer applies them before aggregating.
 
 Segment movements (what a commitment of per-segment movements could bound; measured, not a check):
 
@@ -362,6 +365,12 @@ def tensor_norm(t: torch.Tensor) -> float:
     return math.sqrt(float(np.add.reduce(x * x))) if x.size else 0.0
 
 
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = DELTA_PEER_FACTOR,
                 min_peers: int = DELTA_PEER_MIN) -> dict[str, tuple[float, str]]:
     """How far each accepted Δ is beyond ``factor`` × the median of all accepted Δs' norms, per tensor
@@ -394,10 +403,7 @@ def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float 
              for h in hosts}
     out = dict.fromkeys(hosts, (0.0, ""))
     for n in sorted(groups):
-        values = sorted(norms[h][n] for h in hosts)
-        mid = len(values) // 2
-        median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
-        allowed = factor * median
+        allowed = factor * _median([norms[h][n] for h in hosts])
         for h in hosts:
             x = norms[h][n]
             excess = x / allowed if allowed > 0 else (0.0 if x == 0 else math.inf)
@@ -406,6 +412,82 @@ def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float 
                 out[h] = (excess, n)
     return out
 
+
+
+def peer_clip(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = DELTA_PEER_FACTOR,
+              min_peers: int = DELTA_PEER_MIN
+              ) -> tuple[dict[str, dict[str, torch.Tensor]], dict[str, dict[str, float]]]:
+    """Every tensor under :data:`PEER_POOL_COORDINATES` coordinates of every Δ scaled down to at most
+    ``factor`` × the median over ``deltas`` of that tensor's norms.
+
+    :func:`peer_excess` compares small tensors as one pool (alone, honest ones spread too much to
+    leave a Δ out for one), so a single small tensor inside the pool can exceed its own median by
+    more than ``factor`` (measured: 2.47×). Clipping it instead of leaving the Δ out bounds what
+    enters the aggregate per tensor, and an honest tensor beyond the factor loses only its excess.
+    Norms are :func:`tensor_norm` (float64, thread-independent); a tensor beyond ``allowed`` is
+    multiplied in float64 by ``allowed / norm`` and rounded back to its dtype, elementwise, so every
+    proposer gets the same bits. After rounding, a clipped norm is ``allowed`` within float32 rounding.
+
+    Args:
+        deltas: address -> dequantized Δ (those kept by :func:`peer_excess`).
+        factor: the allowed multiple of the median norm (:data:`DELTA_PEER_FACTOR`).
+        min_peers: fewer Δs than this: nothing is clipped (the median of 1–2 is no peer bound).
+
+    Returns:
+        The Δs (clipped tensors new, the rest the same objects) by address in address order, and
+        address -> {tensor: the scale applied} for every tensor clipped (a median of 0 scales by 0).
+
+    Raises:
+        ValueError: a small tensor's norm is not finite (callers leave such Δs out first).
+    """
+    hosts = sorted(deltas)
+    out = {h: dict(deltas[h]) for h in hosts}
+    scales: dict[str, dict[str, float]] = {}
+    if len(hosts) < max(min_peers, 1):
+        return out, scales
+    first = deltas[hosts[0]]
+    for name in sorted(n for n in first if first[n].numel() < PEER_POOL_COORDINATES):
+        norms = {h: tensor_norm(deltas[h][name]) for h in hosts}
+        if not all(math.isfinite(x) for x in norms.values()):
+            raise ValueError(f"a Δ of {name} is not finite")
+        allowed = factor * _median(list(norms.values()))
+        for h in hosts:
+            if norms[h] > allowed:
+                scale = allowed / norms[h]
+                t = deltas[h][name]
+                out[h][name] = (t.double() * scale).to(t.dtype)
+                scales.setdefault(h, {})[name] = scale
+    return out, scales
+
+
+@dataclass(frozen=True)
+class PeerBound:
+    """What :func:`within_peer_bound` does to the accepted Δs.
+
+    Attributes:
+        kept: address -> Δ to aggregate (small tensors clipped), in address order.
+        left_out: address -> (its :func:`peer_excess`, the tensor or pool) for every Δ left out.
+        clipped: address -> {small tensor: scale} for every kept Δ :func:`peer_clip` scaled.
+    """
+
+    kept: dict[str, dict[str, torch.Tensor]]
+    left_out: dict[str, tuple[float, str]]
+    clipped: dict[str, dict[str, float]]
+
+
+def within_peer_bound(deltas: Mapping[str, Mapping[str, torch.Tensor]], clip: bool = True) -> PeerBound:
+    """The peer bound as every proposer applies it to the accepted Δs (each within the per-coordinate
+    bound): leave out a Δ beyond :data:`DELTA_PEER_FACTOR` × the median in some tensor or in the pool
+    of small ones (:func:`peer_excess`), then clip every small tensor of the rest to that factor × its
+    own median over the kept Δs (:func:`peer_clip`; ``clip=False``: not, for measuring what it does).
+    A pure function of the Δs' bytes: every honest proposer aggregates the same tensors."""
+    excess = peer_excess(deltas)
+    left_out = {h: found for h, found in excess.items() if not found[0] <= 1}
+    kept = {h: deltas[h] for h in sorted(deltas) if h not in left_out}
+    if not clip:
+        return PeerBound({h: dict(d) for h, d in kept.items()}, left_out, {})
+    clipped, scales = peer_clip(kept)
+    return PeerBound(clipped, left_out, scales)
 
 def leaf_moment_check(state: TrainState, train: TrainSpec) -> tuple[dict[str, float], str | None]:
     """Whether a leaf's AdamW moments are ones that ``state.step`` AdamW steps can produce.

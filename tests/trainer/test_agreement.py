@@ -3,7 +3,9 @@
 Two separate processes, at different torch thread counts, each read θ_e and the accepted Δs as they
 travel (quantized payloads in safetensors, decoded and dequantized), in different arrival orders,
 then aggregate with every rule and apply the outer Nesterov step. The hashes they would propose
-must be equal, rule by rule (and differ between rules, so the comparison means something).
+must be equal, rule by rule (and differ between rules, so the comparison means something) — and so
+must the proposers' whole path: the peer bound, which leaves the outlier out and clips a small
+tensor forged at 2.5× its peers' median (``verifier.measure.within_peer_bound``), then the default rule.
 
 Run as a script, this file is the worker process: ``python test_agreement.py DIR THREADS ORDER_SEED``.
 """
@@ -23,6 +25,7 @@ from protocol.tensors.aggregation import RULES, aggregate
 from trainer.delta import decode_delta, dequantize, encode_delta, quantize
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState, load_global, outer_step
+from verifier.measure import PEER_POOL_COORDINATES, within_peer_bound
 
 HOSTS = [f"inj1host{i:02d}" for i in range(6)]
 
@@ -42,6 +45,10 @@ def next_hashes(directory: Path, order_seed: int) -> dict[str, str]:
     for rule in sorted(RULES):
         agg = spec.aggregation.model_copy(update={"rule": rule})
         out[rule] = outer_step(theta, aggregate(agg, deltas), spec.outer).hash().hex()
+    bound = within_peer_bound(deltas)
+    out["peer_bound"] = outer_step(theta, aggregate(spec.aggregation, bound.kept), spec.outer).hash().hex()
+    out["_clipped"] = json.dumps(bound.clipped, sort_keys=True)
+    out["_left_out"] = ",".join(sorted(bound.left_out))
     out["_arrival"] = ",".join(arrival)
     out["_threads"] = str(torch.get_num_threads())
     return out
@@ -61,6 +68,9 @@ def write_inputs(spec: RunSpec, directory: Path) -> None:
             delta = {n: -10 * t for n, t in common.items()}
         else:
             delta = {n: t + 5e-3 * torch.randn(t.shape, generator=gen) for n, t in common.items()}
+        if i == len(HOSTS) - 2:  # one small tensor forged at 2.5×, hidden in the pool of small ones
+            small = min(n for n, t in delta.items() if t.numel() < PEER_POOL_COORDINATES)
+            delta[small] = 2.5 * delta[small]
         payload = quantize(delta, spec.quantization)
         (directory / f"{host}.safetensors").write_bytes(encode_delta(payload, spec.quantization))
 
@@ -76,11 +86,16 @@ def test_two_processes_agree_on_the_next_state_for_every_rule(spec, tmp_path) ->
     a = _worker(tmp_path, 1, 1)
     b = _worker(tmp_path, 2, 2)
     assert a["_arrival"] != b["_arrival"] and (a["_threads"], b["_threads"]) == ("1", "2")
-    for rule in RULES:
+    for rule in [*RULES, "peer_bound", "_clipped"]:
         assert a[rule] == b[rule], f"{rule}: the two hosts would propose different hashes"
+    # The proposers' path did leave the outlier out and clip the forged small tensor (only it).
+    assert a["_left_out"] == HOSTS[-1]
+    clipped = json.loads(a["_clipped"])
+    assert list(clipped) == [HOSTS[-2]] and len(clipped[HOSTS[-2]]) == 1
+    assert a["peer_bound"] not in {a[rule] for rule in RULES}
     # The same in this process, with yet another order.
     here = next_hashes(tmp_path, 3)
-    assert all(here[rule] == a[rule] for rule in RULES)
+    assert all(here[rule] == a[rule] for rule in [*RULES, "peer_bound"])
     # The rules do differ on these inputs (one outlier), so equal hashes are not a coincidence.
     assert len({a[rule] for rule in RULES}) >= 5
 

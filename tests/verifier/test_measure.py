@@ -202,6 +202,81 @@ def test_small_tensors_are_compared_as_one_pool() -> None:
     assert {name for _, name in found.values()} == {SMALL_TENSORS} and found["host3"][0] <= 1
 
 
+
+def _small_peers(big: dict[str, float], small: int = 6) -> dict[str, dict[str, torch.Tensor]]:
+    """4 hosts, a 4,096-coordinate tensor and ``small`` 64-coordinate ones, every norm 1 except
+    ``big``: ``"host/tensor"`` -> its norm."""
+    gen = torch.Generator().manual_seed(5)
+    out = {}
+    for i in range(4):
+        tensors = {"a": torch.randn(4096, generator=gen), **{f"b{j}": torch.randn(64, generator=gen)
+                                                             for j in range(small)}}
+        out[f"host{i}"] = {n: t * (big.get(f"host{i}/{n}", 1.0) / float(t.norm())) for n, t in tensors.items()}
+    return out
+
+
+def test_a_forged_small_tensor_inside_the_pool_enters_the_aggregate_at_the_peer_factor() -> None:
+    from verifier.measure import DELTA_PEER_FACTOR, peer_excess, tensor_norm, within_peer_bound
+
+    deltas = _small_peers({"host3/b0": 2.5})
+    # The pool hides it: √(5 + 2.5²) / √6 = 1.37 < 1.5, so the Δ is kept ...
+    assert peer_excess(deltas)["host3"][0] <= 1
+    bound = within_peer_bound(deltas)
+    assert list(bound.kept) == ["host0", "host1", "host2", "host3"] and not bound.left_out
+    # ... but its b0 enters at 1.5 × the median (1), the same direction, nothing else touched.
+    clipped = bound.kept["host3"]["b0"]
+    assert tensor_norm(clipped) == pytest.approx(DELTA_PEER_FACTOR, rel=1e-6)
+    assert bound.clipped == {"host3": {"b0": pytest.approx(DELTA_PEER_FACTOR / 2.5, rel=1e-6)}}
+    assert torch.allclose(clipped, deltas["host3"]["b0"] * (DELTA_PEER_FACTOR / 2.5), rtol=1e-6, atol=0)
+    for h in deltas:
+        for n, t in deltas[h].items():
+            if (h, n) != ("host3", "b0"):
+                assert bound.kept[h][n] is t
+    # Without the clip (what the pool alone admitted) it would enter at 2.5×.
+    assert tensor_norm(within_peer_bound(deltas, clip=False).kept["host3"]["b0"]) == pytest.approx(2.5)
+
+
+def test_an_honest_small_tensor_loses_only_its_excess_and_one_within_is_untouched() -> None:
+    from verifier.measure import DELTA_PEER_FACTOR, tensor_norm, within_peer_bound
+
+    deltas = _small_peers({"host0/b1": 1.4, "host1/b2": 1.67, "host2/a": 1.45})
+    bound = within_peer_bound(deltas)
+    assert set(bound.clipped) == {"host1"} and set(bound.clipped["host1"]) == {"b2"}
+    assert bound.kept["host0"]["b1"] is deltas["host0"]["b1"] and bound.kept["host2"]["a"] is deltas["host2"]["a"]
+    # the median of b2's norms is 1: 1.67 becomes 1.5, not less
+    assert tensor_norm(bound.kept["host1"]["b2"]) == pytest.approx(DELTA_PEER_FACTOR, rel=1e-6)
+
+
+def test_the_clip_is_the_same_bits_at_any_thread_count_and_arrival_order(threads) -> None:
+    from verifier.measure import within_peer_bound
+
+    deltas = _small_peers({"host3/b0": 2.5, "host2/b4": 1.9})
+    runs = []
+    for n, order in ((1, list(deltas)), (2, list(reversed(deltas))), (3, ["host2", "host0", "host3", "host1"])):
+        threads(n)
+        runs.append(within_peer_bound({h: deltas[h] for h in order}))
+    first = runs[0]
+    assert set(first.clipped) == {"host2", "host3"}
+    for other in runs[1:]:
+        assert list(other.kept) == list(first.kept) and other.clipped == first.clipped
+        assert all(torch.equal(other.kept[h][n], first.kept[h][n]) for h in first.kept for n in first.kept[h])
+
+
+def test_the_clip_needs_three_peers_zeroes_what_no_peer_moved_and_refuses_non_finite() -> None:
+    from verifier.measure import peer_clip
+
+    deltas = _small_peers({"host3/b0": 2.5})
+    two = {h: deltas[h] for h in ("host0", "host3")}
+    kept, scales = peer_clip(two)
+    assert not scales and kept["host3"]["b0"] is two["host3"]["b0"]
+    still = {h: {**d, "b5": torch.zeros(64)} for h, d in deltas.items()}
+    still["host1"]["b5"] = torch.ones(64)
+    kept, scales = peer_clip(still)
+    assert scales["host1"]["b5"] == 0.0 and not bool(kept["host1"]["b5"].any())
+    deltas["host2"]["b1"] = torch.full((64,), float("inf"))
+    with pytest.raises(ValueError, match="b1"):
+        peer_clip(deltas)
+
 def test_segment_movements_and_the_triangle_slack_of_a_path() -> None:
     from verifier.measure import SMALL_TENSORS, segment_movements, triangle_slack
 
