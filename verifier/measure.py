@@ -371,8 +371,27 @@ def _median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def _peer_median(norms: Mapping[str, float], host: str, segments: Mapping[str, int] | None) -> float:
+    """The median of the peers' ``norms`` (``host``'s own among them) as ``host``'s norm is compared
+    with it: a peer that trained fewer segments than ``host`` counts at its norm × ``segments[host] /
+    segments[peer]`` (honest movement grows at most about linearly with the steps: every AdamW step
+    moves a coordinate by at most ``lr · A(t)``); a peer that trained as many or more counts as it is
+    (never scaled down, so a partial Δ is never compared with less than what whole epochs moved).
+    Equal segments (or ``None``) give the plain median, bit for bit."""
+    if segments is None:
+        return _median(list(norms.values()))
+    mine = segments[host]
+    return _median([x * (mine / segments[p]) if mine > segments[p] else x for p, x in norms.items()])
+
+
+def _check_segments(hosts: Sequence[str], segments: Mapping[str, int] | None) -> None:
+    if segments is not None and any(not isinstance(segments.get(h), int) or segments[h] < 1 for h in hosts):
+        raise ValueError("segments must give every Δ's host at least 1 segment")
+
+
 def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = DELTA_PEER_FACTOR,
-                min_peers: int = DELTA_PEER_MIN) -> dict[str, tuple[float, str]]:
+                min_peers: int = DELTA_PEER_MIN, segments: Mapping[str, int] | None = None
+                ) -> dict[str, tuple[float, str]]:
     """How far each accepted Δ is beyond ``factor`` × the median of all accepted Δs' norms, per tensor
     (tensors under :data:`PEER_POOL_COORDINATES` coordinates pooled into one, :data:`SMALL_TENSORS`).
 
@@ -383,16 +402,27 @@ def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float 
     function of the Δs' bytes, in address order: every honest proposer computes the same exclusions
     and still agrees on θ_{e+1}.
 
+    Partial epochs: a host that trained ``s`` of ``S`` segments has a smaller Δ, so when most
+    accepted hosts are partial the median falls below what a whole epoch moves (measured at tiny:
+    an honest whole Δ 2.07× the median of three half-epoch Δs in one tensor). With ``segments``,
+    each host is compared with the median of its peers' norms scaled up by its segments over
+    theirs, where it trained more (:func:`_peer_median`).
+
     Args:
         deltas: address -> dequantized Δ (the accepted Δs within the per-coordinate bound).
         factor: the allowed multiple of the median norm (:data:`DELTA_PEER_FACTOR`).
         min_peers: fewer Δs than this: nothing is compared (every excess is 0).
+        segments: address -> the segments its Δ covers (``None``: all the same).
 
     Returns:
         address -> (the largest ``‖Δ_n‖ / (factor · median_n)`` over tensors (or the pool) ``n``, its name); a
         Δ with excess above 1 is to be left out (``inf`` for a non-zero tensor whose median is 0).
+
+    Raises:
+        ValueError: ``segments`` lacks a host of ``deltas`` or gives one fewer than 1 segment.
     """
     hosts = sorted(deltas)
+    _check_segments(hosts, segments)
     if len(hosts) < max(min_peers, 1):
         return dict.fromkeys(hosts, (0.0, ""))
     groups: dict[str, list[str]] = {}
@@ -403,8 +433,9 @@ def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float 
              for h in hosts}
     out = dict.fromkeys(hosts, (0.0, ""))
     for n in sorted(groups):
-        allowed = factor * _median([norms[h][n] for h in hosts])
+        group = {h: norms[h][n] for h in hosts}
         for h in hosts:
+            allowed = factor * _peer_median(group, h, segments)
             x = norms[h][n]
             excess = x / allowed if allowed > 0 else (0.0 if x == 0 else math.inf)
             excess = excess if excess == excess else math.inf  # a NaN norm is never within a bound
@@ -415,7 +446,7 @@ def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float 
 
 
 def peer_clip(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = DELTA_PEER_FACTOR,
-              min_peers: int = DELTA_PEER_MIN
+              min_peers: int = DELTA_PEER_MIN, segments: Mapping[str, int] | None = None
               ) -> tuple[dict[str, dict[str, torch.Tensor]], dict[str, dict[str, float]]]:
     """Every tensor under :data:`PEER_POOL_COORDINATES` coordinates of every Δ scaled down to at most
     ``factor`` × the median over ``deltas`` of that tensor's norms.
@@ -432,15 +463,19 @@ def peer_clip(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = 
         deltas: address -> dequantized Δ (those kept by :func:`peer_excess`).
         factor: the allowed multiple of the median norm (:data:`DELTA_PEER_FACTOR`).
         min_peers: fewer Δs than this: nothing is clipped (the median of 1–2 is no peer bound).
+        segments: address -> the segments its Δ covers: each host's median as in
+            :func:`peer_excess` (``None``: all the same).
 
     Returns:
         The Δs (clipped tensors new, the rest the same objects) by address in address order, and
         address -> {tensor: the scale applied} for every tensor clipped (a median of 0 scales by 0).
 
     Raises:
-        ValueError: a small tensor's norm is not finite (callers leave such Δs out first).
+        ValueError: a small tensor's norm is not finite (callers leave such Δs out first), or
+            ``segments`` as :func:`peer_excess` refuses it.
     """
     hosts = sorted(deltas)
+    _check_segments(hosts, segments)
     out = {h: dict(deltas[h]) for h in hosts}
     scales: dict[str, dict[str, float]] = {}
     if len(hosts) < max(min_peers, 1):
@@ -450,8 +485,8 @@ def peer_clip(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = 
         norms = {h: tensor_norm(deltas[h][name]) for h in hosts}
         if not all(math.isfinite(x) for x in norms.values()):
             raise ValueError(f"a Δ of {name} is not finite")
-        allowed = factor * _median(list(norms.values()))
         for h in hosts:
+            allowed = factor * _peer_median(norms, h, segments)
             if norms[h] > allowed:
                 scale = allowed / norms[h]
                 t = deltas[h][name]
@@ -475,18 +510,21 @@ class PeerBound:
     clipped: dict[str, dict[str, float]]
 
 
-def within_peer_bound(deltas: Mapping[str, Mapping[str, torch.Tensor]], clip: bool = True) -> PeerBound:
+def within_peer_bound(deltas: Mapping[str, Mapping[str, torch.Tensor]], clip: bool = True,
+                      segments: Mapping[str, int] | None = None) -> PeerBound:
     """The peer bound as every proposer applies it to the accepted Δs (each within the per-coordinate
     bound): leave out a Δ beyond :data:`DELTA_PEER_FACTOR` × the median in some tensor or in the pool
     of small ones (:func:`peer_excess`), then clip every small tensor of the rest to that factor × its
     own median over the kept Δs (:func:`peer_clip`; ``clip=False``: not, for measuring what it does).
-    A pure function of the Δs' bytes: every honest proposer aggregates the same tensors."""
-    excess = peer_excess(deltas)
+    A pure function of the Δs' bytes (and of ``segments``, the segments each Δ covers, from the
+    chain: partial epochs compared fairly, :func:`peer_excess`): every honest proposer aggregates
+    the same tensors."""
+    excess = peer_excess(deltas, segments=segments)
     left_out = {h: found for h, found in excess.items() if not found[0] <= 1}
     kept = {h: deltas[h] for h in sorted(deltas) if h not in left_out}
     if not clip:
         return PeerBound({h: dict(d) for h, d in kept.items()}, left_out, {})
-    clipped, scales = peer_clip(kept)
+    clipped, scales = peer_clip(kept, segments=segments)
     return PeerBound(clipped, left_out, scales)
 
 def leaf_moment_check(state: TrainState, train: TrainSpec) -> tuple[dict[str, float], str | None]:
