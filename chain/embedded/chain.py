@@ -115,6 +115,8 @@ class EmbeddedChain:
         gas_limit: fuel per transaction (and per query).
         genesis_balances: ``{address: {denom: amount}}`` credited at genesis.
         block_txs: the most transactions one block includes (1: every transaction is a block).
+        cache_queries: answer a query again from a cache while neither the state nor the block
+            changed (a query is a pure function of both); False runs the contract every time.
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class EmbeddedChain:
         gas_limit: int = DEFAULT_GAS_LIMIT,
         genesis_balances: Mapping[str, CoinsLike] | None = None,
         block_txs: int = 1,
+        cache_queries: bool = True,
     ) -> None:
         if block_time_s <= 0:
             raise ValueError("block_time_s must be positive")
@@ -152,6 +155,11 @@ class EmbeddedChain:
         self._wasm: dict[str, WasmCode] = {}  # by checksum; compiled code is immutable
         self.debug_log: deque[str] = deque(maxlen=1000)
         self._tx_index = 0
+        # Smart-query answers by (contract, height, time, gas limit, message), valid while the journal's
+        # version stays: a query is a pure function of the state and the block.
+        self._query_cache: dict[tuple[str, int, int, int, bytes], bytes] = {}
+        self._query_cache_version = -1
+        self.cache_queries = cache_queries  # False: every query runs the contract (to time queries)
         for address, coins in (genesis_balances or {}).items():
             self.fund(address, coins)
 
@@ -364,16 +372,26 @@ class EmbeddedChain:
     def query_raw(self, contract: str, msg: MsgLike) -> bytes:
         """A smart query; returns the contract's answer bytes (the base64-decoded ``ok``)."""
         self._contract(contract)
+        raw = _msg_bytes(msg)
+        if self._query_cache_version != self._journal.version:
+            self._query_cache.clear()
+            self._query_cache_version = self._journal.version
+        key = (contract, self._height, self._time_ns, self.gas_limit, raw)
+        cached = self._query_cache.get(key) if self.cache_queries else None
+        if cached is not None:
+            return cached
         context = CallContext(storage=ContractStore(self._stores[contract]), api=self.api, readonly=True)
         env = self._env_json(contract, self._height, self._time_ns, transaction=False)
         result, _ = self._wasm_for(contract).call_entry(
-            "query", [env, _msg_bytes(msg)], context, gas_limit=self.gas_limit
+            "query", [env, raw], context, gas_limit=self.gas_limit
         )
         self.debug_log.extend(context.debug_log)
         ok = parse_contract_result(result, contract=contract, entry_point="query")
         if not isinstance(ok, str):
             raise ChainError(f"query returned {ok!r}, expected base64 binary")
-        return base64.b64decode(ok, validate=True)
+        answer = base64.b64decode(ok, validate=True)
+        self._query_cache[key] = answer
+        return answer
 
     def raw_storage(self, contract: str, key: bytes) -> bytes | None:
         """The value under ``key`` in the contract's storage (wasmd's raw query)."""

@@ -25,6 +25,9 @@ class Journal:
 
     def __init__(self) -> None:
         self._entries: list[tuple[JournaledDict[Any, Any], Any, Any]] | None = None
+        # Bumped by every write and every undo: equal versions mean the same state (the chain's
+        # query cache keys on it).
+        self.version = 0
 
     @property
     def active(self) -> bool:
@@ -33,6 +36,7 @@ class Journal:
 
     def record(self, owner: JournaledDict[Any, Any], key: Any, old: Any) -> None:
         """Remember that ``owner[key]`` was ``old`` (``_MISSING`` if absent) before a write."""
+        self.version += 1
         if self._entries is not None:
             self._entries.append((owner, key, old))
 
@@ -47,6 +51,7 @@ class Journal:
         except BaseException:
             for owner, key, old in reversed(self._entries):
                 owner._restore(key, old)
+            self.version += 1
             raise
         finally:
             self._entries = None

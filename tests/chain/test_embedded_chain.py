@@ -334,3 +334,37 @@ def test_total_supply_is_constant(embedded_env) -> None:
     with pytest.raises(ContractError):
         chain.execute(embedded_env.addr("host1"), embedded_env.address, {"unbond": {"amount": "99999"}})
     assert chain.total_supply(DENOM) == supply
+
+
+def test_a_repeated_query_answers_the_state_and_block_of_now(embedded_env) -> None:
+    """Query answers are cached while neither the state nor the block changed: after a bond, a
+    refused transaction and an unbond in one block, and after new blocks, every answer equals an
+    uncached twin's."""
+    chain, contract = embedded_env.driver.chain, embedded_env.address
+    twin = type(embedded_env.driver)(embedded_env.spec, tuple(embedded_env.keys))
+    twin.chain.cache_queries = False
+    chain.block_txs = twin.chain.block_txs = 1000  # the transactions below share one block
+    accounts = _accounts(embedded_env)
+    queries = [{"member": {"address": accounts["host1"]}}, {"accounting": {}}, {"epoch": {}}]
+
+    def answers(on: EmbeddedChain, at: str) -> list:
+        return [on.query(at, q) for q in queries] * 2  # asked twice: the second from the cache
+
+    def both(do) -> None:
+        do(chain, contract, accounts)
+        do(twin.chain, twin.address, {name: k.address() for name, k in twin.keys.items()})
+        assert answers(chain, contract) == answers(twin.chain, twin.address)
+
+    before, height = answers(chain, contract), chain.height
+    both(lambda c, at, a: c.execute(a["host1"], at, {"bond": {"role": "host", "endpoint": "http://x"}},
+                                    funds={DENOM: 2_000}))
+    assert answers(chain, contract) != before
+
+    def refused(c: EmbeddedChain, at: str, a: dict[str, str]) -> None:
+        with pytest.raises(ContractError):
+            c.execute(a["host1"], at, {"unbond": {"amount": "999999999999"}})
+
+    both(refused)
+    both(lambda c, at, a: c.execute(a["host1"], at, {"unbond": {"amount": "500"}}))
+    assert chain.height == twin.chain.height == height
+    both(lambda c, at, a: c.advance_blocks(500))
