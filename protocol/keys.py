@@ -27,6 +27,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 import bech32
 from Crypto.Hash import RIPEMD160, keccak
@@ -126,6 +127,7 @@ def encode_address(raw: bytes, prefix: str = DEFAULT_PREFIX) -> str:
     return bech32.bech32_encode(prefix, five)
 
 
+@lru_cache(maxsize=65536)  # pure, and validated on every read of a contract's answer (pydantic)
 def decode_address(address: str, prefix: str | None = DEFAULT_PREFIX) -> bytes:
     """Decode and validate a bech32 account address.
 
