@@ -269,6 +269,10 @@ def main() -> None:
     parser.add_argument("--disputed-hosts", default="64,1024",
                         help="host counts also played with every challenge disputed (the final vote of all "
                              "validators on each; embedded, and on the devnet for --devnet-hosts among them)")
+    parser.add_argument("--devnet-disputed-hosts", default=None,
+                        help="host counts played disputed on the devnet (default: those of --disputed-hosts)")
+    parser.add_argument("--devnet-no-honest", action="store_true",
+                        help="skip the honest epoch on the devnet where the disputed one is played")
     parser.add_argument("--block-time", default="100ms")
     parser.add_argument("--reward", type=int, default=10**9,
                         help="reward_per_epoch: large enough that every accepted host is paid (one bank send each)")
@@ -290,6 +294,7 @@ def main() -> None:
             report["one_shot"].append({"hosts": h, "settle_page": 1_000_000, "error": str(exc)})
         print(json.dumps({k: v for k, v in report["one_shot"][-1].items() if k != "messages"}), flush=True)
     devnet_hosts = ints(args.devnet_hosts)
+    devnet_disputed = ints(args.disputed_hosts if args.devnet_disputed_hosts is None else args.devnet_disputed_hosts)
     if devnet_hosts:
         names = ["operator", "funder", *(f"host{i}" for i in range(max(devnet_hosts))),
                  *(f"validator{i}" for i in range(VALIDATORS))]
@@ -302,7 +307,9 @@ def main() -> None:
                     code_id, _ = chain.store_code(key("operator"), load_contract_wasm(), reuse=False)
                     for h in devnet_hosts:
                         for page in ints(args.devnet_pages):
-                            for disputed in (False, True) if h in ints(args.disputed_hosts) else (False,):
+                            modes = ((True,) if args.devnet_no_honest else (False, True)) if h in devnet_disputed \
+                                else (False,)
+                            for disputed in modes:
                                 report["devnet"].append(devnet(chain, code_id, h, page, args.reward, disputed))
                                 print(json.dumps({k: v for k, v in report["devnet"][-1].items()
                                                   if k != "messages"}), flush=True)
