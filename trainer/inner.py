@@ -237,7 +237,7 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     """
     # quantization.schedule: the epoch's scheme, and whether it goes on from e − 1's residual.
     carry_residual = carry_residual and carried_into(spec.quantization, ctx.epoch)
-    spec = spec.for_epoch(ctx.epoch)
+    run_spec, spec = spec, spec.for_epoch(ctx.epoch)
     stepper = stepper if stepper is not None else Stepper(spec)
     trapped = set(traps.segments) if traps is not None else set()
     if carries_residual(spec.quantization) and stop is not None:
@@ -245,7 +245,7 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
     start = start_checkpoint(spec, start_params, ctx.epoch, micro_batches)
     store = EpochStore(root, ctx.run_id, ctx.host)
     # Rank 0 alone writes leaf S and computes the Δ, so it alone needs the residual.
-    residual = carried_residual(spec, store, ctx.epoch, carry_residual) if stepper.rank == 0 else None
+    residual = carried_residual(run_spec, store, ctx.epoch, carry_residual) if stepper.rank == 0 else None
     if stepper.rank == 0:
         progress = store.resume(spec, ctx.epoch, start, ctx.prev_epoch_seed, full_leaf_every)
     else:  # the other ranks of an island receive rank 0's resume point below; they hash nothing
@@ -309,15 +309,19 @@ def carried_residual(spec: RunSpec, store: EpochStore, epoch: int, carry: bool) 
     """The residual a ``topk2`` epoch starts from: what the previous epoch's Δ left when ``carry``
     (that epoch was accepted), zeros otherwise; ``None`` for a scheme without one.
 
+    ``spec`` is the run's (its ``quantization.schedule`` unresolved): the previous Δ, whose ``ef/next``
+    the residual must match, is read in the previous epoch's scheme (a schedule may change
+    ``topk2``'s block size, and with it the Δ's layout).
+
     Raises:
         ResidualUnavailable: ``carry`` but the previous epoch's residual is missing or damaged.
     """
-    if not carries_residual(spec.quantization):
+    if not carries_residual(spec.quantization.at(epoch)):
         return None
     if not carry or epoch == 0:
         return zero_residual(parameter_shapes(spec))
     try:
-        return store.read_residual(spec, epoch - 1)
+        return store.read_residual(spec.for_epoch(epoch - 1), epoch - 1)
     except (OSError, ValueError) as exc:
         raise ResidualUnavailable(f"epoch {epoch - 1} was accepted but its residual cannot be read: {exc}") from None
 

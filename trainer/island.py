@@ -315,7 +315,7 @@ class IslandBehaviour(HostBehaviour):
             raise ValueError("a topk2 epoch is never partial: its residual rides on leaf S")
         # Read before the order goes out: a missing residual must fail here, not in the middle of
         # the collectives the other ranks are already waiting in (the epoch's scheme, as run_epoch).
-        carried_residual(spec.for_epoch(ctx.epoch), EpochStore(root, ctx.run_id, ctx.host), ctx.epoch,
+        carried_residual(spec, EpochStore(root, ctx.run_id, ctx.host), ctx.epoch,
                          setup.carry_residual and carried_into(spec.quantization, ctx.epoch))
         traps = setup.traps
         send_order(IslandOrder(kind="epoch", run_id=ctx.run_id.hex(), epoch=ctx.epoch, host=ctx.host,

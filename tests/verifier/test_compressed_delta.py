@@ -176,3 +176,19 @@ def test_a_host_on_the_wrong_epochs_scheme_fails(switched, scheduled, dataset, t
     # Its leaf S lacks the residual a topk2 epoch's leaf holds: not the artifact the run defines.
     assert (report.outcome, report.check) == ("unavailable", "leaf"), report.reason
     assert "ef/" in report.reason
+
+
+def test_a_topk2_block_size_change_carries_the_residual_and_passes(spec, dataset, tmp_path) -> None:
+    # topk2/1024 in epoch 0, topk2/2048 from epoch 1: the residual goes on (it is dense per parameter)
+    # although the two epochs' Δs have different layouts; epoch 0's Δ is read in its own scheme.
+    regrouped = spec.with_changes(quantization={"scheme": "topk2", "block_size": 1024,
+                                                "schedule": [{"from_epoch": 1, "scheme": "topk2", "block_size": 2048}]})
+    first = _epoch(regrouped, dataset, tmp_path, 0, GlobalState.initial(regrouped), carry=False)
+    theta1 = outer_step(first.theta, dequantize(first.result.payload, parameter_shapes(regrouped),
+                                                regrouped.quantization.at(0)), regrouped.outer)
+    second = _epoch(regrouped, dataset, tmp_path, 1, theta1, carry=True)
+    carried = leaves_of(replace(second, spec=regrouped.for_epoch(1)))[-1].residual
+    assert carried is not None and any(bool(t.any()) for t in carried.values())
+    assert residual_digest(carried) == bytes(first.result.payload[NEXT].tolist())
+    report = _check(second, dataset, first.result.commitment.delta_hash)
+    assert report.outcome == "pass", report.reason
