@@ -25,9 +25,11 @@ from protocol.auth import sign_request
 from protocol.keys import DEFAULT_PREFIX, PrivateKey
 from protocol.rules.endpoints import EndpointError, check_endpoint
 from protocol.rules.spec import RunSpec
+from protocol.tensors.digest import CHUNK_BYTES as LEAF_CHUNK_BYTES
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import checkpoint_layout
 from trainer.delta import payload_layout
+from trainer.leaf_digests import digests_json_bytes
 from trainer.model import parameter_shapes
 from trainer.outer import global_layout
 from trainer.tensorfile import expected_size
@@ -58,6 +60,9 @@ def artifact_limits(spec: RunSpec) -> dict[str, int]:
         "delta": max(expected_size(payload_layout(shapes, s.quantization)) for s in schemes) + HEADER_ALLOWANCE,
         "model": expected_size(global_layout(spec)) + HEADER_ALLOWANCE,
         "json": max(MIN_JSON_BYTES, spec.train.inner_steps * 24 + 1024),
+        "digests": max(digests_json_bytes(checkpoint_layout(s, leaf)) for s in schemes
+                       for leaf in (0, 1, spec.train.segments)),
+        "chunk": LEAF_CHUNK_BYTES,
     }
 
 
@@ -134,13 +139,13 @@ class HttpArtifacts(ArtifactSource):
     def _get(self, path: str, kind: str) -> bytes:
         return b"".join(self.chunks(path, kind))
 
-    def _json(self, path: str) -> UntrustedJson:
+    def _json(self, path: str, kind: str = "json") -> UntrustedJson:
         # What the host sent, decoded no further than JSON (raw bytes if not even that, or if too
         # deep to parse safely): the reader validates it, so a host that serves garbage is caught
         # failing, not excused as unavailable.
-        data = self._get(path, "json")
+        data = self._get(path, kind)
         try:
-            decoded: UntrustedJson = parse_json(data, self._limits["json"])
+            decoded: UntrustedJson = parse_json(data, self._limits[kind])
         except (ValueError, UnicodeDecodeError):
             return data
         return decoded
@@ -159,6 +164,13 @@ class HttpArtifacts(ArtifactSource):
 
     def delta_by_hash_chunks(self, delta_hash: str) -> Iterator[bytes]:
         return self.chunks(f"/v1/deltas/{delta_hash}", "delta")
+
+    def leaf_digests(self, epoch: int, leaf: int) -> UntrustedJson:
+        """The leaf's chunk digests as served (untrusted; ``verifier.replay`` checks them against the root)."""
+        return self._json(f"/v1/epochs/{epoch}/checkpoints/{leaf}/digests", "digests")
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        return self._get(f"/v1/epochs/{epoch}/checkpoints/{leaf}/chunks/{int(tensor)}/{int(chunk)}", "chunk")
 
     def proof(self, epoch: int, leaf: int) -> UntrustedJson:
         """The host's proof as served (untrusted; ``verifier.replay`` validates it)."""
@@ -205,6 +217,12 @@ class _HeldOver(ArtifactSource):
 
     def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterator[bytes]:
         return self._client.chunks(self._at(epoch, f"/checkpoints/{leaf}"), "checkpoint")
+
+    def leaf_digests(self, epoch: int, leaf: int) -> UntrustedJson:
+        return self._client._json(self._at(epoch, f"/checkpoints/{leaf}/digests"), "digests")
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        return self._client._get(self._at(epoch, f"/checkpoints/{leaf}/chunks/{int(tensor)}/{int(chunk)}"), "chunk")
 
     def proof(self, epoch: int, leaf: int) -> UntrustedJson:
         return self._client._json(self._at(epoch, f"/proofs/{leaf}"))

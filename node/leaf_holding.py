@@ -7,7 +7,10 @@ leaves from it: any validator that read and checked them holds them.
 
 * **Keeping.** :class:`Keeping` wraps the source a replay reads (the host, a spool, a holder): the
   leaves and the Δ pass through to the replay and are written to disk as they arrive
-  (``node.content.Intake``), the proofs and losses are noted. :meth:`Keeping.settle` keeps, once
+  (``node.content.Intake``), the proofs and losses are noted; an end leaf the replay assembled from
+  its own replayed leaf and the differing chunks it fetched (``trainer.leaf_digests``) is written
+  as it is checked (:meth:`~trainer.artifacts.ArtifactSource.assembled`): the validator's own leaf
+  when it was bitwise the host's, and a holder serves it like a leaf read whole. :meth:`Keeping.settle` keeps, once
   the replay decided ``pass`` or ``fail``, exactly what it checked — every leaf read whole whose
   hash the replay measured and whose proof verifies under the committed root, those proofs, the
   losses once they hashed to the committed digest — at :func:`trainer.artifacts.held_leaves_dir`,
@@ -60,6 +63,7 @@ from trainer.artifacts import (
     held_epochs,
     held_leaves_dir,
 )
+from trainer.leaf_digests import LeafDigests
 from trainer.tensorfile import write_atomic
 from verifier.replay import VerdictReport
 
@@ -121,6 +125,19 @@ class Keeping(ArtifactSource):
         if box is None:
             box = self._leaves[leaf] = self._stack.enter_context(intake(self.directory / f"leaf-{leaf}.safetensors"))
         return box.tee(self.inner.checkpoint_chunks(epoch, leaf))
+
+    def leaf_digests(self, epoch: int, leaf: int) -> LeafDigests | UntrustedJson:
+        return self.inner.leaf_digests(epoch, leaf)
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        return self.inner.leaf_chunk(epoch, leaf, tensor, chunk)
+
+    def assembled(self, epoch: int, leaf: int, chunks: Iterable[bytes]) -> Iterable[bytes]:
+        # The replay's own end leaf, or it with the host's differing chunks: kept like a leaf read whole.
+        box = self._leaves.get(leaf)
+        if box is None:
+            box = self._leaves[leaf] = self._stack.enter_context(intake(self.directory / f"leaf-{leaf}.safetensors"))
+        return (p for p in box.tee(self.inner.assembled(epoch, leaf, chunks)) if isinstance(p, bytes))
 
     def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
         answer = self.inner.proof(epoch, leaf)
@@ -202,6 +219,12 @@ class FromHolder(ArtifactSource):
 
     def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
         return self._kept().checkpoint_chunks(epoch, leaf)
+
+    def leaf_digests(self, epoch: int, leaf: int) -> LeafDigests | UntrustedJson:
+        return self._kept().leaf_digests(epoch, leaf)
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        return self._kept().leaf_chunk(epoch, leaf, tensor, chunk)
 
     def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
         return self._kept().proof(epoch, leaf)

@@ -23,13 +23,18 @@ Routes (all ``GET``; OpenAPI schema at ``/openapi.json``):
 
 * ``/v1/health`` (unsigned) — run id and host address;
 * ``/v1/epochs/{epoch}/checkpoints/{leaf}`` — safetensors bytes;
+* ``/v1/epochs/{epoch}/checkpoints/{leaf}/digests`` — the leaf's chunk digests
+  (:class:`~trainer.leaf_digests.LeafDigests`); ``…/checkpoints/{leaf}/chunks/{tensor}/{chunk}`` —
+  one 1 MiB chunk of one tensor (index in name order): what a validator that replayed the segment
+  lacks of its end leaf;
 * ``/v1/epochs/{epoch}/proofs/{leaf}`` — a :class:`~protocol.rules.merkle.MerkleProof`;
 * ``/v1/epochs/{epoch}/delta`` — the quantized Δ (safetensors);
 * ``/v1/epochs/{epoch}/losses`` — ``{"losses_micro": [...]}``;
 * ``/v1/models/{model_hash}`` — a global state (safetensors);
 * ``/v1/deltas/{delta_hash}`` — a pseudo-gradient the server holds by hash (its own or another
   host's: content-addressed, the reader checks the hash);
-* ``/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}``, ``…/proofs/{leaf}``, ``…/losses`` —
+* ``/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}`` (and its ``/digests`` and
+  ``/chunks/{tensor}/{chunk}``), ``…/proofs/{leaf}``, ``…/losses`` —
   the challenge artifacts of a host's epoch that a validator read, checked and kept
   (``node.leaf_holding``), named by the host's committed Merkle root (the reader checks each leaf
   against it): only of the server's newest held epoch and the one before, each at most
@@ -60,6 +65,7 @@ from protocol.rules.limits import MAX_SEGMENTS
 from protocol.rules.merkle import MerkleProof
 from protocol.types import COUNT_MAX
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, BlobKind
+from trainer.leaf_digests import MAX_CHUNKS, MAX_TENSORS, LeafDigests
 
 log = logging.getLogger("veriloco.server")
 
@@ -76,6 +82,8 @@ _SLOT = "veriloco.member"  # the ASGI scope key under which a request holds its 
 Epoch = Annotated[int, Path(ge=0, le=COUNT_MAX)]
 Leaf = Annotated[int, Path(ge=0, le=MAX_SEGMENTS)]
 ModelHash = Annotated[str, Path(pattern=HEX_DIGEST_PATTERN)]
+TensorIndex = Annotated[int, Path(ge=0, lt=MAX_TENSORS)]
+ChunkIndex = Annotated[int, Path(ge=0, lt=MAX_CHUNKS)]
 
 
 class Health(BaseModel):
@@ -289,6 +297,33 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
         src = reader_source(reader)
         return blob(src, "checkpoint", lambda: src.checkpoint(epoch, leaf), epoch, leaf)
 
+    def digests(src: ArtifactSource, epoch: int, leaf: int, what: str) -> LeafDigests:
+        try:
+            # Validated here too (an exception answers 400), so only a well-formed list leaves the server.
+            answer = LeafDigests.model_validate(src.leaf_digests(epoch, leaf))
+        except ArtifactUnavailable as exc:
+            raise unavailable(what, exc) from None
+        stats.served[what] += 1
+        return answer
+
+    def chunk(src: ArtifactSource, epoch: int, leaf: int, tensor: int, index: int, what: str) -> Response:
+        try:
+            data = src.leaf_chunk(epoch, leaf, tensor, index)
+        except ArtifactUnavailable as exc:
+            raise unavailable(what, exc) from None
+        stats.served[what] += 1
+        return Response(content=data, media_type="application/octet-stream")
+
+    @app.get("/v1/epochs/{epoch}/checkpoints/{leaf}/digests", response_model=LeafDigests)
+    def leaf_digests(epoch: Epoch, leaf: Leaf, reader: str = Depends(signer)) -> LeafDigests:
+        return digests(reader_source(reader), epoch, leaf, "digests")
+
+    @app.get("/v1/epochs/{epoch}/checkpoints/{leaf}/chunks/{tensor}/{index}", response_class=Response,
+             responses={200: {"content": {"application/octet-stream": {}}}})
+    def leaf_chunk(epoch: Epoch, leaf: Leaf, tensor: TensorIndex, index: ChunkIndex,
+                   reader: str = Depends(signer)) -> Response:
+        return chunk(reader_source(reader), epoch, leaf, tensor, index, "chunk")
+
     @app.get("/v1/epochs/{epoch}/proofs/{leaf}", response_model=MerkleProof)
     def proof(epoch: Epoch, leaf: Leaf, reader: str = Depends(signer)) -> MerkleProof:
         try:
@@ -342,6 +377,29 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
             return blob(src, "checkpoint", lambda: src.checkpoint(epoch, leaf), epoch, leaf)
         except HTTPException:  # not held (yet): the read is given back
             held_reads.give_back(reader, epoch, checkpoint_root, f"leaf {leaf}")
+            raise
+
+    @app.get("/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}/digests", response_model=LeafDigests)
+    def held_digests(epoch: Epoch, checkpoint_root: ModelHash, leaf: Leaf,
+                     reader: str = Depends(signer)) -> LeafDigests:
+        what = f"digests {leaf}"
+        src = held(reader, epoch, checkpoint_root, what)
+        try:
+            return digests(src, epoch, leaf, "held digests")
+        except HTTPException:  # not held (yet): the read is given back
+            held_reads.give_back(reader, epoch, checkpoint_root, what)
+            raise
+
+    @app.get("/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}/chunks/{tensor}/{index}",
+             response_class=Response, responses={200: {"content": {"application/octet-stream": {}}}})
+    def held_chunk(epoch: Epoch, checkpoint_root: ModelHash, leaf: Leaf, tensor: TensorIndex, index: ChunkIndex,
+                   reader: str = Depends(signer)) -> Response:
+        what = f"leaf {leaf} chunk {tensor}/{index}"
+        src = held(reader, epoch, checkpoint_root, what)
+        try:
+            return chunk(src, epoch, leaf, tensor, index, "held chunk")
+        except HTTPException:  # not held, or no such chunk: the read is given back
+            held_reads.give_back(reader, epoch, checkpoint_root, what)
             raise
 
     @app.get("/v1/held/{epoch}/{checkpoint_root}/proofs/{leaf}", response_model=MerkleProof)

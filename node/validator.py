@@ -87,6 +87,7 @@ from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.data import Dataset
 from trainer.delta import carried_into
 from trainer.fingerprint import check_fingerprint
+from trainer.leaf_digests import LeafDigests
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.step import Stepper
@@ -753,6 +754,14 @@ class _Budgeted(ArtifactSource):
 
     def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
         return self._cut(self._inner.checkpoint_chunks(epoch, leaf), f"leaf {leaf}")
+
+    def leaf_digests(self, epoch: int, leaf: int) -> LeafDigests | UntrustedJson:
+        self._check(f"digests of leaf {leaf}")
+        return self._inner.leaf_digests(epoch, leaf)
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        self._check(f"a chunk of leaf {leaf}")
+        return self._inner.leaf_chunk(epoch, leaf, tensor, chunk)
 
     def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
         self._check(f"proof of leaf {leaf}")

@@ -30,6 +30,7 @@ from typing import Literal, TypeAlias
 from protocol.errors import VerilocoError
 from protocol.rules.merkle import MerkleProof, merkle_proof
 from trainer.epoch_store import EpochRecord, EpochStore
+from trainer.leaf_digests import LeafDigests, file_chunk, file_leaf_digests
 from trainer.tensorstream import CHUNK_BYTES, bytes_chunks
 
 # Generous bounds for what one request may return; a reader also checks exact sizes from the spec.
@@ -111,6 +112,22 @@ class ArtifactSource(ABC):
         exactly as it checks the host's answer). None held by default."""
         raise ArtifactUnavailable(f"no leaves under root {checkpoint_root[:12]}… held here")
 
+    def leaf_digests(self, epoch: int, leaf: int) -> LeafDigests | UntrustedJson:
+        """Leaf ``leaf``'s chunk digests (``trainer.leaf_digests``): what its hash reads besides the
+        data, so a reader that holds most of the leaf fetches only the chunks it lacks. A remote
+        source: what was served. None served by default (the reader then reads the leaf whole)."""
+        raise ArtifactUnavailable("no chunk digests served here")
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        """Chunk ``chunk`` (1 MiB) of the ``tensor``-th tensor, in name order, of leaf ``leaf``."""
+        raise ArtifactUnavailable("no leaf chunks served here")
+
+    def assembled(self, epoch: int, leaf: int, chunks: Iterable[bytes]) -> Iterable[bytes]:
+        """The bytes of leaf ``leaf`` that a reader assembled from its own copy and the chunks it
+        fetched (:meth:`leaf_digests`), passed through here on their way to its checks, so that a
+        wrapper keeping what is read (``node.leaf_holding.Keeping``) keeps them too."""
+        return chunks
+
     def file(self, kind: BlobKind, key: int | str, leaf: int = 0) -> Path | None:
         """The file holding a blob, so that a server can stream it rather than read it whole.
 
@@ -123,6 +140,24 @@ class ArtifactSource(ABC):
             that transforms what it serves must not be bypassed by a server reading the file.
         """
         return None
+
+
+def _file_digests(path: Path) -> LeafDigests:
+    try:
+        return file_leaf_digests(path)
+    except FileNotFoundError:
+        raise ArtifactUnavailable(f"no {path.name}") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ArtifactUnavailable(f"{path.name} is unreadable: {exc}") from None
+
+
+def _file_chunk(path: Path, tensor: int, chunk: int) -> bytes:
+    try:
+        return file_chunk(path, tensor, chunk)
+    except FileNotFoundError:
+        raise ArtifactUnavailable(f"no {path.name}") from None
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ArtifactUnavailable(f"no such chunk of {path.name}: {exc}") from None
 
 
 def _chunks_of(data: object) -> Iterable[bytes | object]:
@@ -200,6 +235,12 @@ class HeldLeaves(ArtifactSource):
 
     def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes]:
         return file_chunks(self._path(epoch, f"leaf-{leaf}.safetensors"))
+
+    def leaf_digests(self, epoch: int, leaf: int) -> LeafDigests:
+        return _file_digests(self._path(epoch, f"leaf-{leaf}.safetensors"))
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        return _file_chunk(self._path(epoch, f"leaf-{leaf}.safetensors"), tensor, chunk)
 
     def proof(self, epoch: int, leaf: int) -> UntrustedJson:
         return self._json(epoch, f"proof-{leaf}.json")
@@ -307,6 +348,12 @@ class LocalArtifacts(ArtifactSource):
 
     def delta_chunks(self, epoch: int) -> Iterable[bytes]:
         return self._stream(self._path("delta", epoch))
+
+    def leaf_digests(self, epoch: int, leaf: int) -> LeafDigests:
+        return _file_digests(self._leaf(epoch, leaf))
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        return _file_chunk(self._leaf(epoch, leaf), tensor, chunk)
 
     def proof(self, epoch: int, leaf: int) -> MerkleProof:
         hashes = self._record(epoch).leaf_hashes

@@ -65,6 +65,51 @@ def _chunk_digest(data: memoryview) -> bytes:
     return hashlib.sha256(data).digest()  # hashlib releases the GIL on buffers this large
 
 
+def chunk_count(nbytes: int) -> int:
+    """How many chunk digests a tensor of ``nbytes`` bytes enters the digest with."""
+    return -(-nbytes // CHUNK_BYTES)
+
+
+def chunk_digests(tensors: Mapping[str, torch.Tensor], threads: int = 1) -> dict[str, list[bytes]]:
+    """The SHA-256 digest of every :data:`CHUNK_BYTES` chunk of each tensor's bytes, by name: what
+    :func:`tensors_digest` reads besides the names, dtypes and shapes."""
+    spans: list[tuple[str, int, int]] = []
+    chunks: list[memoryview] = []
+    for name in sorted(tensors):
+        data = tensor_bytes(tensors[name])
+        first = len(chunks)
+        chunks += [data[i:i + CHUNK_BYTES] for i in range(0, data.nbytes, CHUNK_BYTES)]
+        spans.append((name, first, len(chunks)))
+    if threads > 1 and len(chunks) > 1:
+        with ThreadPoolExecutor(min(threads, len(chunks)), thread_name_prefix="tensor-digest") as pool:
+            digests = list(pool.map(_chunk_digest, chunks))
+    else:
+        digests = [_chunk_digest(c) for c in chunks]
+    return {name: digests[first:end] for name, first, end in spans}
+
+
+ChunkEntry = tuple[torch.dtype, Sequence[int], int, Sequence[bytes]]
+"""One tensor as :func:`digest_of_chunks` reads it: dtype, shape, data length and chunk digests."""
+
+
+def digest_of_chunks(tag: str, entries: Mapping[str, ChunkEntry]) -> bytes:
+    """:func:`tensors_digest` from each tensor's dtype, shape, byte length and chunk digests (no
+    tensor data needed): how a reader checks a served list of chunk digests against a leaf hash.
+
+    Raises:
+        ValueError: a dtype without a canonical name, or a tensor with the wrong number of digests.
+    """
+    h = tagged_hasher(tag)
+    h.update(u32be(len(entries)))
+    for name in sorted(entries):
+        dtype, shape, nbytes, digests = entries[name]
+        if len(digests) != chunk_count(nbytes) or any(len(d) != 32 for d in digests):
+            raise ValueError(f"tensor {name!r}: {nbytes} bytes have {chunk_count(nbytes)} chunk digests of 32 bytes")
+        h.update(framing(name, dtype, shape, nbytes))
+        h.update(b"".join(digests))
+    return h.digest()
+
+
 def tensors_digest(tag: str, tensors: Mapping[str, torch.Tensor], threads: int = 1) -> bytes:
     """The canonical digest of ``tensors`` under hash domain ``tag``.
 
@@ -76,26 +121,12 @@ def tensors_digest(tag: str, tensors: Mapping[str, torch.Tensor], threads: int =
     Raises:
         ValueError: a dtype without a canonical name.
     """
-    entries = []
-    chunks: list[memoryview] = []
-    for name in sorted(tensors):
-        t = tensors[name]
-        data = tensor_bytes(t)
-        head = framing(name, t.dtype, tuple(t.shape), data.nbytes)
-        first = len(chunks)
-        chunks += [data[i:i + CHUNK_BYTES] for i in range(0, data.nbytes, CHUNK_BYTES)]
-        entries.append((head, first, len(chunks)))
-    if threads > 1 and len(chunks) > 1:
-        with ThreadPoolExecutor(min(threads, len(chunks)), thread_name_prefix="tensor-digest") as pool:
-            digests = list(pool.map(_chunk_digest, chunks))
-    else:
-        digests = [_chunk_digest(c) for c in chunks]
-    h = tagged_hasher(tag)
-    h.update(u32be(len(tensors)))
-    for head, first, end in entries:
-        h.update(head)
-        h.update(b"".join(digests[first:end]))
-    return h.digest()
+    for name, t in tensors.items():
+        if t.dtype not in DTYPE_NAMES:
+            raise ValueError(f"tensor {name!r}: dtype {t.dtype} has no canonical name")
+    digests = chunk_digests(tensors, threads)
+    return digest_of_chunks(tag, {n: (t.dtype, tuple(t.shape), t.numel() * t.element_size(), digests[n])
+                                  for n, t in tensors.items()})
 
 
 class DigestStream:

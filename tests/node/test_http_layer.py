@@ -339,7 +339,8 @@ def test_request_deadlines_at_the_gpt124m_preset_grow_with_each_kind_cap() -> No
     limits = ClientLimits()
     assert limits.min_rate == 12.5e6
     deadlines = {kind: round(limits.request_deadline_s(cap), 1) for kind, cap in caps.items()}
-    assert deadlines == {"checkpoint": 181.7, "model": 141.1, "delta": 70.8, "json": 60.0}
+    assert deadlines == {"checkpoint": 181.7, "model": 141.1, "delta": 70.8, "json": 60.0,
+                         "digests": 60.0, "chunk": 60.1}  # a leaf's chunk digests: 221 kB; one 1 MiB chunk
     assert caps["checkpoint"] / limits.min_rate > limits.deadline_s
     assert round(limits.request_deadline_s(artifact_limits(small())["checkpoint"]), 1) == 63.2
     with pytest.raises(ValueError, match="min_rate"):
