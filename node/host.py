@@ -94,7 +94,7 @@ from trainer.outer import GlobalState, outer_step
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
-from verifier.measure import DELTA_PEER_FACTOR, EPSILON, delta_excess, param_floor, peer_excess
+from verifier.measure import DELTA_PEER_FACTOR, EPSILON, delta_excess, param_floor, within_peer_bound
 
 log = logging.getLogger("veriloco.node")
 
@@ -548,17 +548,21 @@ class HostNode(Participant):
     def _within_peer_bound(self, epoch: int, deltas: dict[str, dict[str, torch.Tensor]]
                            ) -> dict[str, dict[str, torch.Tensor]]:
         """``deltas`` without those beyond :data:`~verifier.measure.DELTA_PEER_FACTOR` × the median
-        of the others per tensor: what no replay saw is bounded by what the peers' training moved.
-        Applied once, to the set that is aggregated (the same pure function of the same bytes at
-        every honest proposer: ``verifier.measure.peer_excess``), not on every tick of the wait."""
-        kept = dict(deltas)
-        for address, (excess, where) in peer_excess(deltas).items():
-            if not excess <= 1:
-                self.event(epoch, EventKind.DELTA_LEFT_OUT,
-                           f"{address}: its Δ of {where} is {excess * DELTA_PEER_FACTOR:.3g}× the median norm "
-                           f"of the {len(deltas)} accepted Δs (at most {DELTA_PEER_FACTOR:g}×)")
-                del kept[address]
-        return kept
+        of the others per tensor, and every small tensor of the rest clipped to that factor × its
+        median: what no replay saw is bounded by what the peers' training moved. Applied once, to
+        the set that is aggregated (the same pure function of the same bytes at every honest
+        proposer: ``verifier.measure.within_peer_bound``), not on every tick of the wait."""
+        bound = within_peer_bound(deltas)
+        for address, (excess, where) in bound.left_out.items():
+            self.event(epoch, EventKind.DELTA_LEFT_OUT,
+                       f"{address}: its Δ of {where} is {excess * DELTA_PEER_FACTOR:.3g}× the median norm "
+                       f"of the {len(deltas)} accepted Δs (at most {DELTA_PEER_FACTOR:g}×)")
+        for address, scales in bound.clipped.items():
+            names = ", ".join(f"{n} ×{s:.3g}" for n, s in scales.items())
+            self.event(epoch, EventKind.DELTA_CLIPPED,
+                       f"{address}: small tensors scaled to {DELTA_PEER_FACTOR:g}× their median norm over "
+                       f"the {len(bound.kept)} kept Δs: {names}")
+        return bound.kept
 
     def _checked_delta(self, epoch: int, theta: GlobalState, accepted: AggregationInput,
                        inputs: list[AggregationInput]) -> dict[str, torch.Tensor] | None:
