@@ -76,15 +76,18 @@ from protocol.rules.spec import RunSpec
 from protocol.tensors.digest import tensors_digest
 from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
-from trainer.checkpoint import Checkpoint, stream_checkpoint
+from trainer.checkpoint import FORMAT as CHECKPOINT_FORMAT
+from trainer.checkpoint import Checkpoint, checkpoint_layout, stream_checkpoint
 from trainer.compress import NEXT, compress, residual_digest, zero_residual
 from trainer.data import Dataset
 from trainer.delta import carried_into, carries_residual, delta_hash, dequantize, pseudo_gradient, stream_delta
 from trainer.inner import EpochContext, run_segment, start_checkpoint
+from trainer.leaf_digests import LeafDigests, assemble, check_leaf_digests
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.step import Stepper, epoch_rng_key
-from trainer.tensorfile import TensorFileError
+from trainer.tensorfile import TensorFileError, encode_tensors
+from trainer.tensorstream import bytes_chunks
 from verifier.measure import (
     compare,
     delta_check,
@@ -128,6 +131,10 @@ class VerdictReport:
     reason: str
     check: str
     measurements: dict[str, Measurement] = field(default_factory=dict)
+    transfer: dict[str, Measurement] = field(default_factory=dict)
+    """How the end leaf was read (``end_leaf``: ``whole``, ``own`` — the replay reproduced it bit for
+    bit, nothing read — or ``chunks``, with ``end_leaf_chunks_fetched`` and
+    ``end_leaf_bytes_fetched``; why chunk digests were not used). Not evidence."""
 
     @property
     def outcome(self) -> Outcome:
@@ -206,6 +213,16 @@ def distance_decimal(distance: float) -> Decimal:
     return Decimal(f"{distance:.6g}")
 
 
+@dataclass(frozen=True)
+class _Replayed:
+    """A replay of the segment: the replayed end leaf and witness, or why it could not run."""
+
+    leaf: Checkpoint | None
+    witness: str
+    seconds: float
+    error: str | None
+
+
 class _Run:
     """The checks of one challenge, accumulating measurements."""
 
@@ -230,24 +247,74 @@ class _Run:
         self.c = spec.train.segment_steps
         self.last = self.g == challenge.segments - 1
         self.proof0: MerkleProof | UntrustedJson | None = None
+        # How the end leaf travelled: never part of the evidence (the verdict does not depend on it).
+        self.transfer: dict[str, Measurement] = {}
+        self.end_digests: object = None
+        self.end_checked: LeafDigests | None = None
 
     # -- fetching -------------------------------------------------------------------------------
 
-    def fetch(self) -> tuple[Iterable[object], MerkleProof | UntrustedJson, Iterable[object],
+    def fetch(self) -> tuple[Iterable[object], MerkleProof | UntrustedJson, Iterable[object] | None,
                              MerkleProof | UntrustedJson, list[int] | UntrustedJson, Iterable[object] | None]:
         # Leaves and Δ come as chunk streams, decoded and hashed as their bytes arrive (one pass,
         # never the whole file and its decoded copy at once).
         e, g = self.epoch, self.g
         raw_start = _fetch(f"leaf {g}", lambda: self.source.checkpoint_chunks(e, g))
         proof_start = _fetch(f"proof of leaf {g}", lambda: self.source.proof(e, g))
-        raw_end = _fetch(f"leaf {g + 1}", lambda: self.source.checkpoint_chunks(e, g + 1))
+        # The end leaf: its chunk digests when the source serves them (checked below against the
+        # committed root, then only the chunks the replay does not reproduce are read), else whole.
+        raw_end: Iterable[object] | None = None
+        try:
+            self.end_digests = self.source.leaf_digests(e, g + 1)
+        except Exception as exc:  # noqa: BLE001 - any refusal: the leaf is read whole, as it always was
+            self.transfer["end_leaf_digests"] = f"not served: {str(exc)[:200]}"
+            raw_end = _fetch(f"leaf {g + 1}", lambda: self.source.checkpoint_chunks(e, g + 1))
         proof_end = _fetch(f"proof of leaf {g + 1}", lambda: self.source.proof(e, g + 1))
+        if raw_end is None and not self.trusted_digests(proof_end):
+            raw_end = _fetch(f"leaf {g + 1}", lambda: self.source.checkpoint_chunks(e, g + 1))
         losses = _fetch("losses", lambda: self.source.losses(e))
         delta = _fetch("Δ", lambda: self.source.delta_chunks(e)) if self.last else None
         self.proof0 = _fetch("proof of leaf 0", lambda: self.source.proof(e, 0)) if self.last and g else None
         if self.last and self.previous_delta is not None and self.carries:
             self.previous_raw = _fetch(f"Δ of epoch {e - 1}", lambda: self.previous_source.delta_chunks(e - 1))
         return raw_start, proof_start, raw_end, proof_end, losses, delta
+
+    def trusted_digests(self, served_proof: MerkleProof | UntrustedJson) -> bool:
+        """Whether the served chunk digests of the end leaf are the committed leaf's: of its exact
+        layout, and hashing to a leaf under the committed root at index ``g + 1`` by the served
+        proof. Otherwise they are never used (the leaf is read whole)."""
+        leaf = self.g + 1
+        try:
+            found, leaf_hash = check_leaf_digests(self.end_digests, checkpoint_layout(self.spec, leaf))
+            proof = served_proof if isinstance(served_proof, MerkleProof) else MerkleProof.model_validate(served_proof)
+        except (ValueError, ValidationError, TypeError) as exc:
+            self.transfer["end_leaf_digests"] = f"refused: {str(exc).splitlines()[0][:200]}"
+            return False
+        if (proof.index, proof.leaf_count) != (leaf, self.leaves) or not verify_proof(leaf_hash, proof, self.root,
+                                                                                       self.leaves):
+            self.transfer["end_leaf_digests"] = "refused: they do not hash to a leaf under the committed root"
+            return False
+        self.end_checked = found
+        return True
+
+    def end_leaf(self, replayed: Checkpoint | None) -> Iterable[object]:
+        """The end leaf's bytes from the replayed leaf and the chunks of the host's that differ
+        (fetched by index, each checked against its trusted digest), encoded as the host stores it,
+        for :meth:`leaf` to check exactly as a leaf read whole. A chunk not served, or not the one
+        its digest names, sends the reader to the whole leaf."""
+        assert self.end_checked is not None
+        e, leaf = self.epoch, self.g + 1
+        own = replayed.tensors() if replayed is not None else {}
+        try:
+            tensors, count, nbytes = assemble(own, self.end_checked,
+                                              lambda t, c: self.source.leaf_chunk(e, leaf, t, c))
+        except Exception as exc:  # noqa: BLE001 - a refused or wrong chunk: the leaf is read whole
+            self.transfer.update({"end_leaf": "whole", "end_leaf_chunks": f"failed: {str(exc)[:200]}"})
+            return _fetch(f"leaf {leaf}", lambda: self.source.checkpoint_chunks(e, leaf))
+        self.transfer.update({"end_leaf": "own" if count == 0 else "chunks", "end_leaf_chunks_fetched": count,
+                              "end_leaf_bytes_fetched": nbytes})
+        return _fetch(f"leaf {leaf}", lambda: self.source.assembled(e, leaf, bytes_chunks(encode_tensors(
+            tensors, CHECKPOINT_FORMAT))))
 
     def chunks(self, raw: Iterable[object] | None, what: str, counter: str) -> Iterator[bytes]:
         """The served chunks, counted; a source failing mid-stream, or a piece that is not bytes, is
@@ -441,15 +508,24 @@ class _Run:
 
     # -- replay ---------------------------------------------------------------------------------
 
-    def replay(self, start: Checkpoint, end: Checkpoint) -> None:
-        ver = self.spec.verification
+    def replay_start(self, start: Checkpoint) -> _Replayed:
+        """Replay the segment from ``start``; its measurements enter the verdict only in
+        :meth:`replay`, so a replay run early (to compare the end leaf by chunks) leaves the
+        checks before it as they were."""
         ctx = EpochContext(self.run_id, self.epoch, self.host, self.prev_epoch_seed)
         t0 = time.perf_counter()
         try:
-            replayed, self.m["replay_witness"] = replay_segment(self.spec, self.dataset, ctx, start, self.stepper)
+            replayed, witness = replay_segment(self.spec, self.dataset, ctx, start, self.stepper)
         except ValueError as exc:  # a non-finite loss: leaf g diverges under honest training
-            raise _fail("replay", f"replaying segment {self.g} failed: {exc}") from None
-        self.m["seconds_replay"] = round(time.perf_counter() - t0, 4)
+            return _Replayed(None, "", 0.0, f"replaying segment {self.g} failed: {exc}")
+        return _Replayed(replayed, witness, round(time.perf_counter() - t0, 4), None)
+
+    def replay(self, start: Checkpoint, end: Checkpoint, done: _Replayed | None = None) -> None:
+        ver = self.spec.verification
+        done = done if done is not None else self.replay_start(start)
+        if done.error is not None or done.leaf is None:
+            raise _fail("replay", done.error or "no replay")
+        replayed, self.m["replay_witness"], self.m["seconds_replay"] = done.leaf, done.witness, done.seconds
         if end.residual is not None:  # carried unchanged through the epoch: no step touches it
             replayed = replace(replayed, residual=end.residual)
         self.m["replayed_hash"] = replayed.leaf_hash().hex()
@@ -486,6 +562,12 @@ class _Run:
     def run(self) -> str:
         raw_start, proof_start, raw_end, proof_end, served_losses, raw_delta = self.fetch()
         start = self.leaf(raw_start, proof_start, self.g)
+        done: _Replayed | None = None
+        if raw_end is None:  # trusted chunk digests: replay first, then read only what differs
+            done = self.replay_start(start)
+            raw_end = self.end_leaf(done.leaf)
+        else:
+            self.transfer["end_leaf"] = "whole"
         end = self.leaf(raw_end, proof_end, self.g + 1)
         self.consistent(start, end)
         self.chain_start(self.proof0, end)
@@ -493,7 +575,7 @@ class _Run:
         self.bounds(start, end)
         if self.last:
             self.delta(raw_delta, end)
-        self.replay(start, end)
+        self.replay(start, end, done)
         ver = self.spec.verification
         moments = max(self.m["moment_error_exp_avg"], self.m["moment_error_exp_avg_sq"])
         return (f"distance {self.distance:.3g} ≤ τ {float(ver.tau):g}, moments {moments:.3g} ≤ "
@@ -562,10 +644,17 @@ EXACT_MEASUREMENTS = ("_hash", "replay_witness")
 """Measurement names (suffixes) whose values are digests: what a verdict's evidence is made of."""
 
 
+TRANSPORT_MEASUREMENTS = ("_bytes",)
+"""Measurement names (suffixes) counting bytes read: left out of a ``pass``/``fail``'s evidence, which
+read every committed byte however it travelled (a leaf read whole, or assembled from the replay and
+fetched chunks, whose header bytes a host may format its own way)."""
+
+
 def _evidence(challenge: Challenge, outcome: str, check: str, measurements: dict[str, Measurement]) -> str:
     """The evidence hash of a verdict: the challenge, the outcome, the deciding check and what was
     measured exactly — the digests (leaf hashes, the replayed leaf's hash, the replay witness), the
-    integers (bytes read, the train loss in µnats) and the booleans. Floats are left out: they are
+    integers (the train loss in µnats; not the bytes read, :data:`TRANSPORT_MEASUREMENTS`) and the
+    booleans. Floats are left out: they are
     reductions over the same bytes whose last bits may follow the thread count, while the digests
     they come from do not. A pass or a replay fail therefore carries the witness, which only a
     replay produces; a fail decided before the replay carries the hashes of what was judged.
@@ -574,7 +663,8 @@ def _evidence(challenge: Challenge, outcome: str, check: str, measurements: dict
         kept = {k: v if isinstance(v, str) else repr(v) for k, v in measurements.items() if not k.startswith("seconds")}
     else:
         kept = {k: v if isinstance(v, str) else repr(v) for k, v in measurements.items()
-                if isinstance(v, (bool, int)) or k.endswith(EXACT_MEASUREMENTS)}
+                if (isinstance(v, (bool, int)) and not k.endswith(TRANSPORT_MEASUREMENTS))
+                or k.endswith(EXACT_MEASUREMENTS)}
     # Canonical JSON admits no floats; the integers and booleans are written as their repr.
     record = {"epoch": challenge.epoch, "host": challenge.host, "segment": challenge.segment,
               "checkpoint_root": challenge.checkpoint_root, "outcome": outcome, "check": check,
@@ -636,7 +726,7 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
     line = f"{outcome}: {reason}"
     level = logging.INFO if outcome == "pass" else logging.WARNING
     log.log(level, "host %s epoch %d segment %d: %s", challenge.host, challenge.epoch, challenge.segment, line)
-    return VerdictReport(verdict, line, check, run.m)
+    return VerdictReport(verdict, line, check, run.m, run.transfer)
 
 
 def verify_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,

@@ -78,12 +78,17 @@ def test_a_holder_keeps_what_it_checked_and_a_refused_reader_reaches_the_same_ve
         [f"leaf-{S - 1}.safetensors", f"leaf-{S}.safetensors", f"proof-{S - 1}.json", f"proof-{S}.json",
          "proof-0.json", "losses.json"])
     assert held_delta_path(holder, spec.run_id(), last.delta_hash).is_file()
+    # The end leaf was not read (the replay reproduced it bit for bit): the holder keeps its own,
+    # the very bytes the host stores.
+    assert direct.transfer["end_leaf"] == "own"
+    assert (held / f"leaf-{S}.safetensors").read_bytes() == host_source.checkpoint(0, S)
     # The host refuses the reader; the holder's kept bytes decide it instead, with the same evidence.
     refused = replay(spec, dataset, last, WithheldSource(host_source, "all"), seed)
     assert refused.verdict.outcome == "unavailable"
     via_holder = replay(spec, dataset, last, FromHolder(LocalArtifacts(holder, spec.run_id(), "someone"), last),
                         seed)
     assert via_holder.verdict == direct.verdict
+    assert via_holder.transfer["end_leaf"] == "own"  # the holder serves chunk digests too
     # A segment nobody checked is not held: the reader cannot get it from this holder.
     first = challenges[0]
     assert replay(spec, dataset, first, FromHolder(LocalArtifacts(holder, spec.run_id(), "x"), first),
@@ -129,3 +134,4 @@ def test_a_holder_serves_its_leaves_over_http_each_at_most_twice_per_member(trai
         with pytest.raises(ArtifactUnavailable):  # nothing of another root
             client.held(0, "ab" * 32).proof(0, 1)
         assert app.state.stats.rejected["busy"] >= 1
+        assert app.state.stats.served["held digests"] == HELD_READS_PER_MEMBER  # the end leaf as digests
