@@ -247,19 +247,25 @@ def _drain(answer: object, item: _Item, spool: Spool, out_of_time: Callable[[], 
 
 
 class Reusing(ArtifactSource):
-    """``inner`` (a holder's view), with what earlier spools of the same fetch job already hold
-    handed over from there instead of asked for again: the proofs and losses remembered, a leaf
-    streamed from the earlier spool's file. A host's challenges share its losses and their boundary
-    leaves, and a holder serves each kept artifact to a member at most twice
-    (``node.server.HELD_READS_PER_MEMBER``). :meth:`remember` a spool once it is complete."""
+    """``inner`` (a holder's view), with what was read of it before handed over instead of asked
+    for again: the proofs and losses in ``seen`` (kept by the caller for the epoch), the leaves in
+    ``files`` (earlier spools of the same fetch job, whose files still exist). A host's challenges
+    share its losses and their boundary leaves, and a holder serves each kept artifact to a member
+    at most twice (``node.server.HELD_READS_PER_MEMBER``). :meth:`remember` a spool once complete."""
 
-    def __init__(self, inner: ArtifactSource, seen: dict[tuple[str, int], object]) -> None:
+    def __init__(self, inner: ArtifactSource, seen: dict[tuple[str, int], object],
+                 files: dict[int, Path] | None = None) -> None:
         self.inner, self.seen = inner, seen
+        self.files: dict[int, Path] = {} if files is None else files
 
     def remember(self, spool: Spool) -> None:
         for (kind, index), item in spool.items.items():
-            if item.error is None and item.odd is None and kind != "delta":
-                self.seen[kind, index] = item.path if item.path is not None else item.value
+            if item.error is not None or item.odd is not None:
+                continue
+            if kind == "checkpoint" and item.path is not None:
+                self.files[index] = item.path
+            elif kind in ("proof", "losses"):
+                self.seen[kind, index] = item.value
 
     def _memo(self, kind: str, index: int, ask: Callable[[], object]) -> object:
         if (kind, index) in self.seen:
@@ -270,8 +276,8 @@ class Reusing(ArtifactSource):
         return b"".join(_bytes(self.checkpoint_chunks(epoch, leaf)))
 
     def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterable[bytes | object]:
-        path = self.seen.get(("checkpoint", leaf))
-        if isinstance(path, Path) and path.exists():
+        path = self.files.get(leaf)
+        if path is not None and path.exists():
             return _file_chunks(path)
         return self.inner.checkpoint_chunks(epoch, leaf)
 
