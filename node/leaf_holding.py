@@ -30,16 +30,18 @@ leaves from it: any validator that read and checked them holds them.
 * **Seats in turn (the daemons' prefetch).** A validator with fetch threads (``veriloco validator
   run``) fetches its round-0 challenges ahead (``node.prefetch``) in the chain's seat order
   (``Challenge.validators``): the first seat fetches from the host at once; seat ``p`` (``p ≥ 1``
-  of ``r``) first fetches from the seats before it — their kept leaves, servable as soon as their
-  replay settled — retrying each tick (a read that finds nothing held costs the reader none of
-  its :data:`node.server.HELD_READS_PER_MEMBER`), and fetches from the host once the chain reaches
-  :func:`holder_wait_end` (``p / (r − 1)`` of :data:`HOLDER_WAIT_SHARE` of the blocks it has
-  before it gives up on a host), or at once when every seat before it has committed its verdict
-  and none served the leaves (a definite "not held"). A seat that never answers or serves bytes
-  that do not verify costs the seats after it that share of the window and one request deadline,
-  never their verdict: what is left is the host fetch's (``ValidatorNode._prefetch_plan``). A
-  host that refuses the first seat is read by the next after the wait, and the first then reads
-  that seat's kept leaves (as above). Later rounds read the round-0 seats inline (holders first).
+  of ``r``) fetches from the seats before it that have committed their verdict (a replay settles
+  before its commitment is posted, so from then on a seat holds the leaves whole, or nothing), and
+  from the host once the chain reaches :func:`holder_wait_end` (the phase's start plus
+  ``p / (r − 1)`` of :data:`HOLDER_WAIT_SHARE` of the blocks it has before it gives up on a host)
+  or once every seat before it committed and none served them (a definite "not held"). A seat
+  before it that never answers, or serves bytes that do not verify, costs it that share of the
+  window and one request deadline, never its verdict: the rest is the host fetch's budget
+  (``ValidatorNode._prefetch_plan``). A seat the host did not deliver to reads any seat that
+  committed, on its fetch threads; the proofs and losses read of a seat are reused across the
+  host's challenges (``node.prefetch.Reusing``), so a reader stays within the holder's
+  :data:`node.server.HELD_READS_PER_MEMBER` (a read that finds nothing held costs none). Later
+  rounds read the round-0 seats inline (holders first).
 """
 
 from __future__ import annotations

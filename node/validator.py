@@ -229,6 +229,8 @@ class ValidatorNode(Participant):
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
         self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
+        self._refused: set[tuple[int, str, int, int]] = set()  # round-0 challenges its host did not deliver to it
+        self._seen: dict[tuple[int, str, str], dict[tuple[str, int], object]] = {}  # (epoch, root, seat) -> JSON read
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
 
@@ -340,39 +342,48 @@ class ValidatorNode(Participant):
         for host in order:
             if host in self._fetching:
                 continue
-            jobs = [(c, self._prefetch_plan(status, c, committed)) for c in hosts[host]]
-            jobs.sort(key=lambda job: job[1] is not None)  # the host's own fetches first
             deadline = None if budget is None else time.monotonic() + budget
+            jobs = [(c, self._prefetch_plan(status, c, committed, deadline)) for c in hosts[host]]
+            jobs.sort(key=lambda job: job[1] is not None)  # the host's own fetches first
             self._fetching[host] = self._pool.submit(self._fetch_host, jobs, deadline)
 
     def _prefetch_plan(self, status: ParticipantStatus, challenge: Challenge,
-                       committed: dict[str, set[tuple[str, int]]]) -> _SeatsFirst | None:
-        """How to fetch ``challenge`` ahead now: None from its host; else from the round-0 seats
-        before this one, while the chain is below :func:`node.leaf_holding.holder_wait_end` and
-        they have not all committed without serving it (``node.leaf_holding``: seats in turn)."""
+                       committed: dict[str, set[tuple[str, int]]], deadline: float | None) -> _SeatsFirst | None:
+        """How to fetch ``challenge`` ahead now (``node.leaf_holding``: seats in turn): None from its
+        host; else from the round-0 seats before this one that committed their verdict (a seat
+        holds the leaves whole from its commitment on, or not at all), while the chain is below
+        :func:`node.leaf_holding.holder_wait_end` and not all of them committed without serving
+        it; a challenge its host did not deliver to this seat, from every other seat that
+        committed. ``committed`` caches the chain's answers for one tick."""
         key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
-        if (not self.holders_first or self.patience is None or challenge.round != 0 or key in self._declined
+        if (not self.holders_first or self.patience is None or challenge.round != 0
                 or self.address not in challenge.validators):
             return None
         position = challenge.validators.index(self.address)
-        window = self.spec.phases.verify_blocks
-        usable = window - self.patience.margin(window, status.to_commit)
-        end = holder_wait_end(position, len(challenge.validators), status.phase_deadline, window, usable)
-        height = self.clock_height()
-        if end is None or height >= end:
-            return None
-        before = challenge.validators[:position]
-        seats = [(a, m.endpoint) for a in before if (m := self.ledger.member(a)) is not None]
-        if not seats:
-            return None
-        for address in before:
+        refused = key in self._refused
+        asked = [a for a in challenge.validators if a != self.address] if refused else challenge.validators[:position]
+        for address in asked:
             if address not in committed:
                 committed[address] = {(c.host, c.segment) for c in self.ledger.challenges(status.epoch, address)
                                       if c.round == 0 and c.committed}
-        settled = all((challenge.host, challenge.segment) in committed[a] for a in before)
-        left = self.clock.seconds(end - height)
-        until = time.monotonic() + (left if left is not None else MIN_REQUEST_S)  # block time unknown: re-planned
-        return _SeatsFirst(seats, until, settled, self._previous_delta(challenge))
+        done = [a for a in asked if (challenge.host, challenge.segment) in committed[a]]
+        if refused:
+            if not done:
+                return None  # nobody holds it yet: the host again (retried until the give-up height)
+            until = deadline if deadline is not None else time.monotonic() + MIN_REQUEST_S
+        else:
+            if key in self._declined:
+                return None
+            window = self.spec.phases.verify_blocks
+            end = holder_wait_end(position, len(challenge.validators), status.phase_deadline, window,
+                                  window - self.patience.margin(window, status.to_commit))
+            height = self.clock_height()
+            if end is None or height >= end:
+                return None
+            left = self.clock.seconds(end - height)
+            until = time.monotonic() + (left if left is not None else MIN_REQUEST_S)  # block time unknown: re-planned
+        seats = [(a, m.endpoint) for a in done if (m := self.ledger.member(a)) is not None]
+        return _SeatsFirst(seats, until, not refused and len(done) == len(asked), self._previous_delta(challenge))
 
     def fetch_budget_s(self, status: ParticipantStatus, hosts: int) -> float | None:
         """Seconds one host's fetch job may take now: the time left before this validator gives up
@@ -411,14 +422,14 @@ class ValidatorNode(Participant):
         """One host's challenges, fetched in turn into spools (a fetch thread's job): from the host,
         or from the seats before this one (none when they do not serve it yet)."""
         spools = []
-        seen: dict[str, dict[tuple[str, int], object]] = {}  # seat -> what this job already fetched of it
+        files: dict[str, dict[int, Path]] = {}  # seat -> the leaves this job already fetched of it
         for challenge, first in jobs:
             directory = self._spool_root / f"{challenge.epoch}-{challenge.host}-{challenge.segment}-r{challenge.round}"
             if first is None:
                 spools.append(fetch_challenge(self._peer(challenge), challenge, directory, deadline,
                                               self.stopping.is_set))
                 continue
-            spool = self._fetch_from_seats(challenge, first, directory, seen)
+            spool = self._fetch_from_seats(challenge, first, directory, files)
             if spool is not None:
                 spools.append(spool)
             elif first.settled:  # they all voted and none serves it: a definite "not held"
@@ -426,10 +437,10 @@ class ValidatorNode(Participant):
         return spools
 
     def _fetch_from_seats(self, challenge: Challenge, first: _SeatsFirst, directory: Path,
-                          seen: dict[str, dict[tuple[str, int], object]]) -> Spool | None:
+                          files: dict[str, dict[int, Path]]) -> Spool | None:
         """``challenge``'s kept leaves fetched whole from the first of ``first.seats`` that serves
-        them all before ``first.until``, or None (a seat that holds nothing answers at once); what
-        ``seen`` has of a seat from this job's earlier spools is not asked for again."""
+        them all before ``first.until``, or None; what was read of a seat before (its proofs and
+        losses this epoch, the leaves in ``files`` this job) is not asked for again."""
         for address, endpoint in first.seats:
             if self.stopping.is_set() or time.monotonic() >= first.until:
                 return None
@@ -437,7 +448,8 @@ class ValidatorNode(Participant):
                 holder = self.peers(endpoint)
             except ArtifactUnavailable:
                 continue
-            view = Reusing(FromHolder(holder, challenge, first.previous_delta), seen.setdefault(address, {}))
+            seen = self._seen.setdefault((challenge.epoch, challenge.checkpoint_root, address), {})
+            view = Reusing(FromHolder(holder, challenge, first.previous_delta), seen, files.setdefault(address, {}))
             spool = fetch_challenge(view, challenge, directory, first.until, self.stopping.is_set, whole=True)
             if spool.failure is None and all(item.odd is None for item in spool.items.values()):
                 spool.origin = address
@@ -477,6 +489,8 @@ class ValidatorNode(Participant):
         # Only this epoch's: in a pipelined run another epoch's round may be running too.
         for k in [k for k in self._spools if k[0] == status.epoch and k not in live]:
             self._spools.pop(k).discard()
+        for seen in [k for k in self._seen if k[0] < status.epoch - 1]:
+            del self._seen[seen]
 
     def _kept(self, status: ParticipantStatus, challenge: Challenge) -> VerdictOpening | None:
         """The opening kept for ``challenge`` in its round (a re-vote's apart), if any."""
@@ -555,7 +569,10 @@ class ValidatorNode(Participant):
         finally:
             if isinstance(source, Spool):
                 source.discard()
-        if report.verdict.outcome == "unavailable":
+        if report.verdict.outcome == "unavailable" and isinstance(source, Spool) and source.origin == "host":
+            self._refused.add(key)  # with fetch threads: read from the seats that committed (_prefetch_plan)
+        in_turn = self.holders_first and self._threads > 0 and challenge.round == 0
+        if report.verdict.outcome == "unavailable" and (not in_turn or self._give_up(status)):
             held = self._from_holders(status, challenge, theta)
             if held is not None:
                 return held.verdict, held.reason
