@@ -58,7 +58,7 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -441,7 +441,7 @@ class HostNode(Participant):
                 return False
             self.event(info.epoch, EventKind.DELTA_EXCLUDED, f"no holder served it by height {cutoff}: {why}")
         self._checked.clear()  # aggregated now (a retry reads the kept files again)
-        deltas = self._within_peer_bound(info.epoch, deltas)
+        deltas = self._within_peer_bound(info.epoch, deltas, segments)
         if not deltas:
             return self._give_up(info.epoch, EventKind.PROPOSAL_WITHHELD, "no accepted Δ is within the update bound")
         # Each Δ weighs the segments it covers: a partial epoch counts by the steps it did.
@@ -500,7 +500,7 @@ class HostNode(Participant):
             self._started.add(status.epoch)
             return False
         self._started.add(status.epoch)
-        deltas = self._within_peer_bound(status.epoch, deltas)
+        deltas = self._within_peer_bound(status.epoch, deltas, {i.address: i.segments for i in inputs})
         if not deltas:
             self.event(status.epoch, EventKind.PROPOSAL_WITHHELD, "optimistic start: no committed Δ within the bounds")
             return False
@@ -545,18 +545,20 @@ class HostNode(Participant):
                 deltas[accepted.address] = delta
         return deltas, unserved, {i.address: i.segments for i in inputs}
 
-    def _within_peer_bound(self, epoch: int, deltas: dict[str, dict[str, torch.Tensor]]
-                           ) -> dict[str, dict[str, torch.Tensor]]:
+    def _within_peer_bound(self, epoch: int, deltas: dict[str, dict[str, torch.Tensor]],
+                           segments: Mapping[str, int]) -> dict[str, dict[str, torch.Tensor]]:
         """``deltas`` without those beyond :data:`~verifier.measure.DELTA_PEER_FACTOR` × the median
         of the others per tensor, and every small tensor of the rest clipped to that factor × its
         median: what no replay saw is bounded by what the peers' training moved. Applied once, to
         the set that is aggregated (the same pure function of the same bytes at every honest
         proposer: ``verifier.measure.within_peer_bound``), not on every tick of the wait."""
-        bound = within_peer_bound(deltas)
+        # Each Δ against its peers per segments trained: a whole epoch among partial ones is
+        # compared with their norms scaled up to its segments (``verifier.measure.peer_excess``).
+        bound = within_peer_bound(deltas, segments={a: segments[a] for a in deltas})
         for address, (excess, where) in bound.left_out.items():
             self.event(epoch, EventKind.DELTA_LEFT_OUT,
                        f"{address}: its Δ of {where} is {excess * DELTA_PEER_FACTOR:.3g}× the median norm "
-                       f"of the {len(deltas)} accepted Δs (at most {DELTA_PEER_FACTOR:g}×)")
+                       f"of the {len(deltas)} accepted Δs per segments trained (at most {DELTA_PEER_FACTOR:g}×)")
         for address, scales in bound.clipped.items():
             names = ", ".join(f"{n} ×{s:.3g}" for n, s in scales.items())
             self.event(epoch, EventKind.DELTA_CLIPPED,
