@@ -66,7 +66,7 @@ def main() -> None:
         assert isinstance(sent, dict)
         name = ("seats in turn" if r["holders_first"] else "every seat from the host") + (
             ", host refuses the first seat" if r["refuse_first"] else "")
-        votes = Counter(r["votes"])  # type: ignore[arg-type]
+        votes: Counter[str] = Counter(r["votes"]) if isinstance(r["votes"], list) else Counter()
         print(f"| {name} | " + " | ".join(f"{sent.get(w, 0):,}" for w in parties)
               + f" | {sent.get('host-0', 0) / base:.2f}× | "
               + ", ".join(f"{n} {o}" for o, n in sorted(votes.items())) + f" | {r['slashed']} |")

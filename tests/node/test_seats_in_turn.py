@@ -88,8 +88,9 @@ def network(tmp_path, dataset, holders_first: bool, sent: Counter[str] | None = 
     sent = Counter() if sent is None else sent
     wrap: dict[int, Callable[[Any], Any]] = {0: lambda app: counting(app, sent, "host-0", refuse)}
     for i, address in enumerate(VALIDATORS):
-        wrap[1 + i] = lambda app, i=i, a=address: silent_holder(counting(app, sent, f"validator-{i}"),
-                                                                lambda: silent(a))
+        def holder(app: Any, i: int = i, a: str = address) -> Any:
+            return silent_holder(counting(app, sent, f"validator-{i}"), lambda: silent(a))
+        wrap[1 + i] = holder
     net = HttpNetwork(seats_spec(), tmp_path, dataset, [HostBehaviour()], validators=3, wrap=wrap)
     for node in net.nodes:
         if isinstance(node, ValidatorNode):
@@ -148,14 +149,26 @@ def test_seats_in_turn_the_host_uploads_each_leaf_about_once_with_the_same_verdi
 @pytest.mark.parametrize("fault", ["first seat never answers", "host refuses the first seat"])
 def test_a_silent_first_seat_or_a_refusing_host_lets_every_seat_post_in_time(tmp_path, dataset, fault) -> None:
     first: list[str] = []
-    is_first = first.__contains__
-    faults = {"refuse": is_first} if fault.startswith("host") else {"silent": is_first}
-    net = network(tmp_path, dataset, True, **faults)
+    hit: list[str] = []  # the faulty party's faults, as they happened
+
+    def is_first(address: str) -> bool:
+        if address in first:
+            hit.append(address)
+        return address in first
+
+    refused = fault.startswith("host")
+
+    def never(_: str) -> bool:
+        return False
+
+    net = network(tmp_path, dataset, True, refuse=is_first if refused else never,
+                  silent=never if refused else is_first)
     try:
         first.append(first_seat(net))
         report = run_in_wall_time(net)  # blocks come in wall time: a hang costs blocks, as on a chain
         check_all_passed(net, report)
         assert all(first[0] in {v.validator for v in c.votes} for c in report.challenges)  # it sat on each
+        assert hit  # the host did refuse it / a seat after it did wait for it
     finally:
         for node in net.nodes:
             node.close()
