@@ -20,7 +20,7 @@ import json
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from protocol.rules.hashing import Tag
 from protocol.tensors.digest import CHUNK_BYTES, DTYPE_NAMES, chunk_count, chunk_digests, digest_of_chunks, tensor_bytes
-from trainer.tensorfile import Layout
+from trainer.tensorfile import Layout, tensors_header
 
 MAX_TENSORS = 4096
 """Most tensors a digest list may name (a leaf of ``gpt124m`` has a few hundred)."""
@@ -134,10 +134,10 @@ def assemble(own: Mapping[str, torch.Tensor], digests: LeafDigests,
         ValueError: a fetched chunk that is not bytes of the chunk's length with its digest.
     """
     wanted = differing(own, digests)
-    buffers: dict[str, bytearray] = {}
-    for t in digests.tensors:
-        dtype = _DTYPES[t.dtype]
-        nbytes = _nbytes(dtype, tuple(t.shape))
+    buffers: dict[str, bytearray] = {}  # the tensors with a chunk to fetch; the others are own's as they are
+    for i in sorted({i for i, _ in wanted}):
+        t = digests.tensors[i]
+        nbytes = _nbytes(_DTYPES[t.dtype], tuple(t.shape))
         buffers[t.name] = bytearray(tensor_bytes(own[t.name])) if _same(own, t) else bytearray(nbytes)
     fetched = 0
     for i, j in wanted:
@@ -153,10 +153,25 @@ def assemble(own: Mapping[str, torch.Tensor], digests: LeafDigests,
             raise ValueError(f"chunk {j} of {t.name!r} does not hash to its digest")
         buf[lo:lo + size] = piece
         fetched += size
-    tensors = {t.name: torch.frombuffer(buffers[t.name], dtype=_DTYPES[t.dtype]).reshape(t.shape)
-               if buffers[t.name] else torch.empty(t.shape, dtype=_DTYPES[t.dtype])
-               for t in digests.tensors}
+    tensors = {}
+    for t in digests.tensors:
+        if t.name not in buffers:
+            tensors[t.name] = own[t.name].detach().to("cpu").contiguous() if _same(own, t) else \
+                torch.empty(t.shape, dtype=_DTYPES[t.dtype])  # a tensor of no bytes: nothing to fetch
+        else:
+            tensors[t.name] = torch.frombuffer(buffers[t.name], dtype=_DTYPES[t.dtype]).reshape(t.shape)
     return tensors, len(wanted), fetched
+
+
+def encoded_chunks(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]) -> Iterator[bytes]:
+    """The bytes of ``trainer.tensorfile.encode_tensors(tensors, metadata)`` in pieces of at most
+    :data:`CHUNK_BYTES`, read from the tensors as they are handed over (never the whole file at once)."""
+    head, order = tensors_header(tensors, metadata)
+    yield head
+    for name in order:
+        data = tensor_bytes(tensors[name])
+        for lo in range(0, data.nbytes, CHUNK_BYTES):
+            yield bytes(data[lo:lo + CHUNK_BYTES])
 
 
 # -- a host's or holder's own files -------------------------------------------------------------

@@ -82,12 +82,11 @@ from trainer.compress import NEXT, compress, residual_digest, zero_residual
 from trainer.data import Dataset
 from trainer.delta import carried_into, carries_residual, delta_hash, dequantize, pseudo_gradient, stream_delta
 from trainer.inner import EpochContext, run_segment, start_checkpoint
-from trainer.leaf_digests import LeafDigests, assemble, check_leaf_digests
+from trainer.leaf_digests import LeafDigests, assemble, check_leaf_digests, encoded_chunks
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.step import Stepper, epoch_rng_key
-from trainer.tensorfile import TensorFileError, encode_tensors
-from trainer.tensorstream import bytes_chunks
+from trainer.tensorfile import TensorFileError
 from verifier.measure import (
     compare,
     delta_check,
@@ -313,8 +312,8 @@ class _Run:
             return _fetch(f"leaf {leaf}", lambda: self.source.checkpoint_chunks(e, leaf))
         self.transfer.update({"end_leaf": "own" if count == 0 else "chunks", "end_leaf_chunks_fetched": count,
                               "end_leaf_bytes_fetched": nbytes})
-        return _fetch(f"leaf {leaf}", lambda: self.source.assembled(e, leaf, bytes_chunks(encode_tensors(
-            tensors, CHECKPOINT_FORMAT))))
+        encoded = encoded_chunks(tensors, CHECKPOINT_FORMAT)  # the bytes a whole read gets from an honest host
+        return _fetch(f"leaf {leaf}", lambda: self.source.assembled(e, leaf, encoded))
 
     def chunks(self, raw: Iterable[object] | None, what: str, counter: str) -> Iterator[bytes]:
         """The served chunks, counted; a source failing mid-stream, or a piece that is not bytes, is

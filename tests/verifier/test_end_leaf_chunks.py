@@ -11,16 +11,18 @@ import torch
 from verifier_env import Served, commit_leaves, leaves_of
 
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
-from trainer.checkpoint import checkpoint_layout
+from trainer.checkpoint import FORMAT, checkpoint_layout
 from trainer.leaf_digests import (
     LeafDigests,
     assemble,
     check_leaf_digests,
     digests_json_bytes,
+    encoded_chunks,
     file_chunk,
     file_leaf_digests,
     leaf_digests,
 )
+from trainer.tensorfile import encode_tensors
 from verifier.adversaries.base import clone_state
 from verifier.replay import VerdictReport, check_challenge
 
@@ -186,3 +188,5 @@ def test_digest_lists_of_files_and_tensors_agree_and_are_checked(spec, honest) -
     assert all(torch.equal(tensors[n], leaf.tensors()[n]) for n in tensors)
     with pytest.raises(ValueError, match="digest"):
         assemble({}, digests, lambda t, c: bytes(len(file_chunk(path, t, c))))
+    # What the replay checks is encoded as the host stores it: the same bytes, in 1 MiB pieces.
+    assert b"".join(encoded_chunks(tensors, FORMAT)) == encode_tensors(tensors, FORMAT) == path.read_bytes()
