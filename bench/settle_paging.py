@@ -224,13 +224,15 @@ def embedded(hosts: int, page: int | None, reward: int, disputed: bool = False) 
 
 
 def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,
-           disputed: bool = False) -> dict[str, Any]:
+           disputed: bool = False, blocks_per_host: int = 4) -> dict[str, Any]:
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     operator = key("operator")
     # Windows long enough for every message of a phase on a loaded 2-core machine (4 verdicts a
-    # host); a phase closes early once everyone acted.
-    msg = instantiate_msg(bench_spec(hosts, max(400, 4 * hosts), reward), THETA0, operator.address(), settle_page=page)
+    # host; a disputed epoch's final round with the re-votes needs more under load: raise
+    # blocks_per_host); a phase closes early once everyone acted.
+    window = max(400, blocks_per_host * hosts)
+    msg = instantiate_msg(bench_spec(hosts, window, reward), THETA0, operator.address(), settle_page=page)
     backend = CosmosBackend.deploy(chain, operator, msg, code_id=code_id)
     run = Run.__new__(Run)  # Run's pipelining over this deployment (its own constructor deploys)
     run.chain, run.backend, run.ledger = chain, backend, Ledger(backend)
@@ -252,7 +254,7 @@ def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,
     block = chain.block_max_gas()
     s = summary(result, "gas_used")
     return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "disputed": disputed,
-            "wall_s": round(time.perf_counter() - t0, 1),
+            "phase_blocks": window, "wall_s": round(time.perf_counter() - t0, 1),
             "out_of_gas_resends": retries[0], "gas_used": s, "block_max_gas": block,
             "fits_block": block < 0 or s["max_message"] <= block,
             "reads": {"verify": result["reads_in_verify"], "after_finalize": result["reads_after_finalize"]},
@@ -273,6 +275,8 @@ def main() -> None:
                         help="host counts played disputed on the devnet (default: those of --disputed-hosts)")
     parser.add_argument("--devnet-no-honest", action="store_true",
                         help="skip the honest epoch on the devnet where the disputed one is played")
+    parser.add_argument("--devnet-blocks-per-host", type=int, default=4,
+                        help="each phase's window on the devnet: this many blocks a host, at least 400")
     parser.add_argument("--block-time", default="100ms")
     parser.add_argument("--reward", type=int, default=10**9,
                         help="reward_per_epoch: large enough that every accepted host is paid (one bank send each)")
@@ -310,7 +314,8 @@ def main() -> None:
                             modes = ((True,) if args.devnet_no_honest else (False, True)) if h in devnet_disputed \
                                 else (False,)
                             for disputed in modes:
-                                report["devnet"].append(devnet(chain, code_id, h, page, args.reward, disputed))
+                                report["devnet"].append(devnet(chain, code_id, h, page, args.reward, disputed,
+                                                              args.devnet_blocks_per_host))
                                 print(json.dumps({k: v for k, v in report["devnet"][-1].items()
                                                   if k != "messages"}), flush=True)
             finally:
