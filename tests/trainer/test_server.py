@@ -99,6 +99,13 @@ def test_openapi_schema_lists_the_routes(server) -> None:
     thread, _ = server
     paths = httpx.get(f"{thread.url}/openapi.json").json()["paths"]
     assert "/v1/epochs/{epoch}/checkpoints/{leaf}" in paths and "/v1/models/{model_hash}" in paths
+    assert {"/v1/epochs/{epoch}/checkpoints/{leaf}/digests",
+            "/v1/epochs/{epoch}/checkpoints/{leaf}/chunks/{tensor}/{index}",
+            "/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}/digests",
+            "/v1/held/{epoch}/{checkpoint_root}/checkpoints/{leaf}/chunks/{tensor}/{index}"} <= set(paths)
+    # Signed like every other route: an unsigned reader gets no digest list and no chunk.
+    for path in ("/v1/epochs/0/checkpoints/1/digests", "/v1/epochs/0/checkpoints/1/chunks/0/0"):
+        assert httpx.get(f"{thread.url}{path}").status_code == 401
 
 
 def test_files_on_disk_are_streamed_and_other_sources_answer_bytes(server, work, spec) -> None:
