@@ -1,7 +1,8 @@
 """What no replay sees: hosts that fake SOME segments (a jump in one segment, in several, spread over
 all), their odds of passing an epoch, what they commit, and what they do to the agreed model — with
 the aggregation's peer bound (``verifier.measure.peer_excess``) and its per-coordinate bound
-(``verifier.measure.delta_excess``) applied as every honest proposer applies them.
+(``verifier.measure.delta_excess``) applied as every honest proposer applies them, small tensors
+clipped to the peer factor × their median (``verifier.measure.within_peer_bound``).
 
 1. **Honest Δs** (``honest``): ``--hosts`` honest hosts for ``--epochs`` epochs (θ moved by the
    default rule): per epoch, the largest per-tensor ``‖Δ_n‖ / median_n`` (what the peer bound
@@ -27,9 +28,15 @@ the aggregation's peer bound (``verifier.measure.peer_excess``) and its per-coor
    movement ``Σ_n m_{s,n}`` among the first S − 1 (1: moved most; a top-Q rule replays ranks ≤ Q if
    the host commits its true movements) and ``max_n ‖Δ_n‖ / Σ_s m_{s,n}`` with the faked segments'
    rows reported as their honest ones (above 1: a triangle check catches that under-report).
+   The clip of small tensors (``verifier.measure.peer_clip``), side by side in the same run: the
+   paired damage with and without it (from the same θ_e and peers), the forger's largest admitted
+   small tensor after it against its own honest norm and the kept Δs' median, and in the all-honest
+   run the small tensors it scaled, the paired loss it cost every epoch, and (``none (all honest),
+   no clip``) the whole honest run without it.
 
 Run: ``.venv/bin/python bench/unreplayed_segments.py --preset tiny [--epochs 6] [--hosts 4] [--inner-steps H]
-[--only honest,movements,attacks] [--rules mean,centered_clip] [--attacks 'jump:1;…'] [--json out.json]``
+[--only honest,movements,attacks] [--rules mean,centered_clip] [--attacks 'jump:1;…'|none] [--no-unclipped]
+[--json out.json]``
 """
 
 from __future__ import annotations
@@ -75,6 +82,7 @@ from verifier.measure import (
     segment_movements,
     tensor_norm,
     triangle_slack,
+    within_peer_bound,
 )
 from verifier.replay import check_challenge
 
@@ -122,8 +130,8 @@ def replay_all(spec: RunSpec, dataset: Dataset, ctx: EpochContext, result: Epoch
     return out
 
 
-def admitted(spec: RunSpec, theta: GlobalState, results: dict[str, EpochResult]) -> tuple[dict, dict, dict]:
-    """The Δs the aggregation takes (per-coordinate bound, then peer bound), every Δ, and every peer excess."""
+def within_bound(spec: RunSpec, theta: GlobalState, results: dict[str, EpochResult]) -> tuple[dict, dict]:
+    """Every Δ dequantized, and those within the per-coordinate bound (``delta_excess``)."""
     shapes = parameter_shapes(spec)
     deltas, kept = {}, {}
     for host, result in results.items():
@@ -131,8 +139,26 @@ def admitted(spec: RunSpec, theta: GlobalState, results: dict[str, EpochResult])
         excess, _ = delta_excess(theta.params, deltas[host], result.payload, shapes, spec.train, spec.quantization)
         if excess <= 1:
             kept[host] = deltas[host]
-    peers = peer_excess(kept)
-    return {h: d for h, d in kept.items() if peers[h][0] <= 1}, deltas, peers
+    return deltas, kept
+
+
+def admitted(spec: RunSpec, theta: GlobalState, results: dict[str, EpochResult],
+             clip: bool = True) -> tuple[dict, dict, dict]:
+    """The Δs the aggregation takes (per-coordinate bound, then peer bound and clip), every Δ, and
+    every peer excess."""
+    deltas, kept = within_bound(spec, theta, results)
+    return within_peer_bound(kept, clip).kept, deltas, peer_excess(kept)
+
+
+def small_ratios(kept: dict, host: str, reference: dict[str, torch.Tensor]) -> tuple[float, float]:
+    """``host``'s largest small tensor in ``kept``: against ``reference`` (its own honest Δ), and
+    against the median of the kept Δs' norms of that tensor (what the clip allows 1.5× of)."""
+    mine = kept[host]
+    small = [n for n in mine if mine[n].numel() < LARGE]
+    own = max(tensor_norm(mine[n]) / max(tensor_norm(reference[n]), 1e-30) for n in small)
+    med = max(tensor_norm(mine[n]) / max(statistics.median(tensor_norm(d[n]) for d in kept.values()), 1e-30)
+              for n in small)
+    return round(own, 4), round(med, 4)
 
 
 def honest_stats(spec: RunSpec, dataset: Dataset, hosts: int, epochs: int, root: Path) -> list[dict]:
@@ -214,12 +240,25 @@ def movement_rule(forger: Jump, epoch: int, forged: dict[str, torch.Tensor]) -> 
             max(tensor_norm(forged[n]) / max(sum(row[n] for row in reported), 1e-30) for n in forged))
 
 
-def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs: int, root: Path) -> dict:
+def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs: int, root: Path,
+        clip: bool = True) -> dict:
     theta = GlobalState.initial(spec)
     model = build_model(spec)
     forger = make_adversary(attack) if attack else HostBehaviour()
     losses, verdicts, ratios, medians, left_out, diverged = [], [], [], [], [], []
-    ranks, under, paired = [], [], []
+    ranks: list[int] = []
+    under: list[float] = []
+    paired: list[float] = []
+    paired_unclipped: list[float] = []
+    small_in: list[tuple[float, float]] = []
+    small_unclipped: list[tuple[float, float]] = []
+    clip_cost: list[float] = []
+    clipped: list[int] = []
+    clip_scale: list[float] = []
+
+    def loss_of(kept: dict) -> float:
+        return validation_loss(model, dataset, params=outer_step(theta, aggregate(spec.aggregation, kept),
+                                                                 spec.outer).params)
     for e in range(epochs):
         results, ctxs = {}, {}
         for i in range(hosts):
@@ -228,7 +267,10 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
                                                      theta, root)
             except ValueError:  # a jump so far that the steps after it diverge: nothing to commit
                 diverged.append(e)
-        kept, deltas, peers = admitted(spec, theta, results)
+        deltas, bounded = within_bound(spec, theta, results)
+        peers = peer_excess(bounded)
+        with_clip, without = within_peer_bound(bounded), within_peer_bound(bounded, clip=False)
+        kept = with_clip.kept if clip else without.kept
         if isinstance(forger, Jump) and address(0) in results:
             if e == 0:
                 verdicts = replay_all(spec, dataset, ctxs[0], results[address(0)], theta, root)
@@ -237,6 +279,9 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
             ratios.append(max(tensor_norm(forged[n]) / max(tensor_norm(honest[n]), 1e-30) for n in honest))
             medians.append(peers.get(address(0), (math.inf, ""))[0] * DELTA_PEER_FACTOR)  # inf: beyond H steps
             left_out.append(address(0) not in kept)
+            if address(0) in kept:
+                small_in.append(small_ratios(with_clip.kept, address(0), honest))
+                small_unclipped.append(small_ratios(without.kept, address(0), honest))
             rank, excess = movement_rule(forger, e, forged)
             ranks.append(rank)
             under.append(round(excess, 4))
@@ -244,22 +289,34 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
         losses.append(validation_loss(model, dataset, params=after.params))
         if isinstance(forger, Jump) and address(0) in results:
             # Paired damage: the same θ_e and peers, the host's own honest Δ in place of the forged one
-            # (admitted, as an honest Δ is): what this epoch's forgery alone did to the agreed model.
+            # (admitted, as an honest Δ is): what this epoch's forgery alone did to the agreed model —
+            # with the clip and without it, each against its own counterfactual.
             shapes = parameter_shapes(spec)
             own = dequantize(quantize(forger.honest_delta[e], spec.quantization), shapes, spec.quantization)
-            honest_kept = {**{h: d for h, d in kept.items() if h != address(0)}, address(0): own}
-            counterfactual = outer_step(theta, aggregate(spec.aggregation, honest_kept), spec.outer)
-            paired.append(round(losses[-1] - validation_loss(model, dataset, params=counterfactual.params), 5))
+            honest_set = {**{h: d for h, d in bounded.items() if h != address(0)}, address(0): own}
+            for out_list, on in ((paired, True), (paired_unclipped, False)):
+                forged_loss = loss_of(with_clip.kept if on else without.kept)
+                out_list.append(round(forged_loss - loss_of(within_peer_bound(honest_set, on).kept), 5))
+        elif attack is None and clip:
+            # The clip's cost to honest training, paired: the same θ_e and Δs without it.
+            clip_cost.append(round(losses[-1] - loss_of(without.kept), 6))
+            clipped.append(sum(len(v) for v in with_clip.clipped.values()))
+            clip_scale.append(round(min((x for v in with_clip.clipped.values() for x in v.values()), default=1.0), 4))
         theta = after
-    out: dict = {"attack": attack or "none (all honest)", "rule": spec.aggregation.rule, "val_loss": losses,
-                 "diverged": diverged}
+    out: dict = {"attack": (attack or "none (all honest)") + ("" if clip else ", no clip"),
+                 "rule": spec.aggregation.rule, "val_loss": losses, "diverged": diverged}
+    if attack is None and clip:
+        out.update({"clip_paired_cost": clip_cost, "clipped_small_tensors": clipped, "clip_scale_min": clip_scale})
     if isinstance(forger, Jump):
         faked = min(forger.segments, spec.train.segments - 1)
         out.update({"faked": faked, "pass_probability": pass_probability(spec, faked),
                     "epoch0_verdicts": verdicts, "norm_ratio_to_honest_max": ratios,
                     "norm_ratio_to_peer_median_max": medians, "left_out": left_out,
                     "faked_movement_rank": ranks, "under_report_triangle": under,
-                    "paired_damage": paired, "paired_damage_max": max(paired, default=0.0)})
+                    "paired_damage": paired, "paired_damage_max": max(paired, default=0.0),
+                    "paired_damage_unclipped": paired_unclipped,
+                    "paired_damage_unclipped_max": max(paired_unclipped, default=0.0),
+                    "small_admitted_own_median": small_in, "small_unclipped_own_median": small_unclipped})
     return out
 
 
@@ -272,13 +329,18 @@ def with_damage(found: dict, base: dict) -> dict:
 
 
 def attack_runs(spec: RunSpec, dataset: Dataset, plan: list[str], hosts: int, epochs: int, root: Path,
-                rules: tuple[str, ...] = ("mean", "centered_clip")) -> list[dict]:
-    """The all-honest run and every attack of ``plan``, under each of ``rules``."""
+                rules: tuple[str, ...] = ("mean", "centered_clip"), unclipped: bool = True) -> list[dict]:
+    """The all-honest run (``unclipped``: also without the clip) and every attack of ``plan``, under
+    each of ``rules``."""
     runs = []
     for rule in rules:
         ruled = spec.with_changes(aggregation={"rule": rule})
         runs.append(base := run(ruled, dataset, None, hosts, epochs, root / f"{rule}-base"))
         print(json.dumps(base), flush=True)
+        if unclipped:
+            runs.append(with_damage(run(ruled, dataset, None, hosts, epochs, root / f"{rule}-noclip", clip=False),
+                                    base))
+            print(json.dumps(runs[-1]), flush=True)
         for attack in plan:
             where = root / f"{rule}-{attack}".replace(":", "_").replace(",", "_")
             runs.append(with_damage(run(ruled, dataset, attack, hosts, epochs, where), base))
@@ -294,7 +356,9 @@ def main() -> None:
     parser.add_argument("--inner-steps", type=int, default=0, help="H (0: the preset's), a multiple of its c")
     parser.add_argument("--only", default="", help="comma-separated parts: honest, movements, attacks")
     parser.add_argument("--rules", default="mean,centered_clip", help="comma-separated aggregation rules")
-    parser.add_argument("--attacks", default="", help="';'-separated adversary texts (default: the catalogue's jumps)")
+    parser.add_argument("--attacks", default="",
+                        help="';'-separated adversary texts (default: the catalogue's jumps; none: honest runs only)")
+    parser.add_argument("--no-unclipped", action="store_true", help="skip the all-honest run without the clip")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
@@ -316,9 +380,9 @@ def main() -> None:
         if "movements" in parts:
             out["movements"] = movement_stats(spec, dataset, args.hosts, args.epochs, root / "movements")
         if "attacks" in parts:
-            plan = args.attacks.split(";") if args.attacks else attacks(spec)
+            plan = [] if args.attacks == "none" else args.attacks.split(";") if args.attacks else attacks(spec)
             out["attacks"] = attack_runs(spec, dataset, plan, args.hosts, args.epochs, root,
-                                         tuple(args.rules.split(",")))
+                                         tuple(args.rules.split(",")), not args.no_unclipped)
     if args.json:
         args.json.write_text(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
 
