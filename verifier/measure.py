@@ -356,7 +356,8 @@ no peer. Below it only the per-coordinate bound (:func:`delta_excess`) holds."""
 PEER_POOL_COORDINATES = PARAM_FLOOR_COORDINATES
 """Tensors of fewer coordinates (biases, LayerNorms) are compared as one pool, :data:`SMALL_TENSORS`:
 alone, their honest norms spread up to 1.67× the median at ``demo`` (64 coordinates each), against
-at most 1.13× for the matrices (docs/verification.md)."""
+at most 1.13× for the matrices (docs/verification.md). Each is then clipped on its own to the peer
+factor × its median (:func:`peer_clip`) rather than leaving a Δ out for it."""
 
 SMALL_TENSORS = "small tensors"
 """The name :func:`peer_excess` gives the pool of tensors under :data:`PEER_POOL_COORDINATES` coordinates."""

@@ -19,7 +19,8 @@ the start of the leaf chain.
 
 ``jump`` is the issue-28 attack: a host caught only when a faked segment is drawn, with probability
 ``1 − C(S − 1 − m, k) / C(S − 1, k)`` per epoch (``m`` = ``segments``), and whose committed Δ
-aggregation must bound (``verifier.measure.peer_excess``; ``bench/unreplayed_segments.py``).
+aggregation must bound (``verifier.measure.within_peer_bound``: the peer bound, small tensors
+clipped; ``bench/unreplayed_segments.py``).
 """
 
 from __future__ import annotations
