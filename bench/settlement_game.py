@@ -3,6 +3,7 @@ committed wasm on the embedded chain): every adversary ``veriloco simulate`` nam
 at coalition stake 10 %, 20 % and 33 % − ε of the epoch's validator stake.
 
     .venv/bin/python bench/settlement_game.py [--epochs 200] [--jobs 2] [--deadline-s 0] [--out results.json]
+        [--uncached-queries]
 
 Hosts do not train and validators do not replay (the moves are the real messages: beacon
 commit/reveal, commitments with trap commitments, verdict commits, ``ready`` with objections,
@@ -120,7 +121,7 @@ class Env(LedgerEnv):
 class AttackGame:
     """One scenario at one coalition share on a fresh embedded chain."""
 
-    def __init__(self, scenario: str, share: str, seed: int) -> None:
+    def __init__(self, scenario: str, share: str, seed: int, cache_queries: bool = True) -> None:
         beta = BETAS[share]
         n = 5 if scenario == "mixture" else IDENTITIES[share]
         honest_total = HONEST_VALIDATORS * HONEST_STAKE
@@ -147,6 +148,7 @@ class AttackGame:
         self.spec = bench_spec(cap)
         names = [*DEFAULT_NAMES, *(x for x in [*self.hosts, *self.validators] if x not in DEFAULT_NAMES)]
         self.env = Env(EmbeddedDriver(self.spec, names))
+        self.env.driver.chain.cache_queries = cache_queries
         # Sybils bond (and join) first.
         order = sorted(self.validators, key=lambda v: v not in self.coalition)
         for name in [*order, *self.hosts]:
@@ -287,9 +289,10 @@ def p_miss(n: int, m: int, k: int) -> float:
     return math.comb(n - m, k) / math.comb(n, k)
 
 
-def run(scenario: str, share: str, epochs: int, seed: int, deadline_s: float) -> dict[str, Any]:
+def run(scenario: str, share: str, epochs: int, seed: int, deadline_s: float,
+        cache_queries: bool = True) -> dict[str, Any]:
     started = time.perf_counter()
-    game = AttackGame(scenario, share, seed)
+    game = AttackGame(scenario, share, seed, cache_queries)
     for _ in range(epochs):
         game.play_epoch()
         if deadline_s and time.perf_counter() - started > deadline_s:
@@ -359,12 +362,15 @@ def main() -> None:
     parser.add_argument("--deadline-s", type=float, default=0.0, help="stop each run after this wall time (0: none)")
     parser.add_argument("--only", default="", help="comma-separated scenarios (default: all)")
     parser.add_argument("--shares", default=",".join(BETAS), help="comma-separated coalition shares")
+    parser.add_argument("--uncached-queries", action="store_true",
+                        help="run the contract for every query (the embedded chain's cache off: to time it)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     jobs = [(s, b) for s in SCENARIOS if not args.only or s in args.only.split(",")
             for b in args.shares.split(",")]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run, s, b, args.epochs, args.seed, args.deadline_s) for s, b in jobs]
+        futures = [pool.submit(run, s, b, args.epochs, args.seed, args.deadline_s, not args.uncached_queries)
+                   for s, b in jobs]
         results = [f.result() for f in futures]
     summary = {"spec": {"segments": SEGMENTS, "challenges_k": K, "seats_cap": SEATS_CAP, "faked": FAKED,
                         "p_trap": P_TRAP, "trap_memory": TRAP_MEMORY, "honest_hosts": HONEST_HOSTS,
