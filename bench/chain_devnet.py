@@ -130,25 +130,30 @@ class Run:
         self.planned = Ledger(self.capture)
         self.spec = s
 
-    def parallel(self, plan: Callable[[Ledger], None]) -> tuple[list[TxResult], int]:
+    def parallel(self, plan: Callable[[Ledger], None], chunk: int = 0) -> tuple[list[TxResult], int]:
         """Send every call ``plan`` makes without waiting in between (simulated gas each), then
-        wait for all. The one that completes a phase also closes it, which its simulation (on
-        the previous block) did not see: if it runs out of gas it is simulated and sent again.
-        Returns the results (in the order of the calls) and how many were sent again."""
+        wait for all; with ``chunk`` > 0, at most that many before waiting for them (thousands in
+        flight at once lost account sequences on a loaded node). The one that completes a phase
+        also closes it, which its simulation (on the previous block) did not see: if it runs out of
+        gas it is simulated and sent again. Returns the results (in the order of the calls) and
+        how many were sent again."""
         self.capture.calls.clear()
         plan(self.planned)
         calls = list(self.capture.calls)
-        pending = [self.backend.submit(k, msg, funds) for k, msg, funds in calls]
+        step = chunk if chunk > 0 else max(1, len(calls))
         results: list[TxResult] = []
         retries = 0
-        for (k, msg, funds), p in zip(calls, pending, strict=True):
-            try:
-                results.append(self.backend.wait(p))
-            except CosmosTxError as exc:
-                if exc.code != CODE_OUT_OF_GAS:
-                    raise
-                retries += 1
-                results.append(self.backend.execute(k, msg, funds))
+        for start in range(0, len(calls), step):
+            batch = calls[start:start + step]
+            pending = [self.backend.submit(k, msg, funds) for k, msg, funds in batch]
+            for (k, msg, funds), p in zip(batch, pending, strict=True):
+                try:
+                    results.append(self.backend.wait(p))
+                except CosmosTxError as exc:
+                    if exc.code != CODE_OUT_OF_GAS:
+                        raise
+                    retries += 1
+                    results.append(self.backend.execute(k, msg, funds))
         return results, retries
 
     def phase(self, epoch: int) -> str:

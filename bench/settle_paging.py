@@ -224,7 +224,7 @@ def embedded(hosts: int, page: int | None, reward: int, disputed: bool = False) 
 
 
 def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,
-           disputed: bool = False, blocks_per_host: int = 4) -> dict[str, Any]:
+           disputed: bool = False, blocks_per_host: int = 4, chunk: int = 0) -> dict[str, Any]:
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     operator = key("operator")
@@ -244,7 +244,7 @@ def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,
         def calls(ledger: Ledger) -> None:
             plan(ledger)
 
-        retries[0] += run.parallel(calls)[1]
+        retries[0] += run.parallel(calls, chunk)[1]
 
     def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
         return {"gas_used": action().gas_used}
@@ -277,6 +277,8 @@ def main() -> None:
                         help="skip the honest epoch on the devnet where the disputed one is played")
     parser.add_argument("--devnet-blocks-per-host", type=int, default=4,
                         help="each phase's window on the devnet: this many blocks a host, at least 400")
+    parser.add_argument("--devnet-chunk", type=int, default=0,
+                        help="send at most this many transactions before waiting for them (0: a whole phase)")
     parser.add_argument("--block-time", default="100ms")
     parser.add_argument("--reward", type=int, default=10**9,
                         help="reward_per_epoch: large enough that every accepted host is paid (one bank send each)")
@@ -315,7 +317,7 @@ def main() -> None:
                                 else (False,)
                             for disputed in modes:
                                 report["devnet"].append(devnet(chain, code_id, h, page, args.reward, disputed,
-                                                              args.devnet_blocks_per_host))
+                                                              args.devnet_blocks_per_host, args.devnet_chunk))
                                 print(json.dumps({k: v for k, v in report["devnet"][-1].items()
                                                   if k != "messages"}), flush=True)
             finally:
