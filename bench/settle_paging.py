@@ -121,12 +121,17 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
         mine = sorted((c.host, c.segment) for w, c in votes if w == v) if disputed else []
         return Ready.pages(e, [Objection(host=h, segment=g) for h, g in mine])
 
-    send(lambda L: [L.ready(key(v), msg) for v in seated[:-1] for msg in ready(v)])
+    # A validator's pages one after another (each is simulated on the state its predecessor left):
+    # the i-th pages of all validators at once.
+    pages_of = {v: ready(v) for v in seated[:-1]}
+    for i in range(max((len(p) for p in pages_of.values()), default=0)):
+        send(lambda L, i=i: [L.ready(key(v), p[i]) for v, p in pages_of.items() if i < len(p)])
     *full, last_page = ready(seated[-1])
     # A full page (MAX_OBJECTIONS_PER_READY objections) is the largest `ready`; the last page,
     # with fewer, completes the phase.
     out["ready_full"] = [measure(lambda msg=msg: ledger.ready(key(seated[-1]), msg)) for msg in full[:1]]
-    send(lambda L: [L.ready(key(seated[-1]), msg) for msg in full[1:]])
+    for msg in full[1:]:
+        send(lambda L, msg=msg: [L.ready(key(seated[-1]), msg)])
     out["objection_close"] = measure(lambda: ledger.ready(key(seated[-1]), last_page))
     out["objection_pages"] = pages(ledger, measure)
     if disputed:
