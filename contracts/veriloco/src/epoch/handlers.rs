@@ -372,6 +372,12 @@ pub fn commit(
     {
         refuse!(ACTION, "{sender} already committed in epoch {epoch}");
     }
+    if sat_out(&deps, epoch, sender)? {
+        refuse!(
+            ACTION,
+            "{sender} sat out epoch {epoch}; it commits in the next"
+        );
+    }
     hex_field(ACTION, "checkpoint_root", &commitment.checkpoint_root)?;
     hex_field(ACTION, "delta_hash", &commitment.delta_hash)?;
     hex_field(ACTION, "loss_digest", &commitment.loss_digest)?;
@@ -404,6 +410,49 @@ pub fn commit(
         .add_attribute("host", sender)
         .add_attribute("checkpoint_root", &commitment.checkpoint_root)
         .add_attribute("delta_hash", &commitment.delta_hash))
+}
+
+/// Whether `host` sent `sit_out` in epoch `e` (its payout says so from then on).
+fn sat_out(deps: &DepsMut, e: u64, host: &str) -> Result<bool, ContractError> {
+    Ok(records::load_payout(deps.storage, e, host)?.outcome == Outcome::SatOut)
+}
+
+/// `sit_out {epoch}` (train): a joined host that will finish no segment by the train deadline
+/// says so instead of committing nothing (issue 30). It is `sat_out` at once: it has no
+/// commitment, so it is not challenged, has no start vote or proposal, is neither paid nor
+/// slashed, and joins the next epoch as usual. It still owes its beacon reveal (a free
+/// withholding would let it steer the next seed); without it, it is `no_reveal`.
+pub fn sit_out(
+    deps: DepsMut,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "sit_out";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Train)?;
+    let sender = &info.sender;
+    participant_as(&deps, ep, ACTION, sender, Role::Host)?;
+    if COMMITMENTS.has(deps.storage, (epoch, sender)) {
+        refuse!(
+            ACTION,
+            "{sender} already committed in epoch {epoch}; a committed host cannot sit out"
+        );
+    }
+    if sat_out(&deps, epoch, sender)? {
+        refuse!(ACTION, "{sender} already sat out epoch {epoch}");
+    }
+    let payout = records::Payout {
+        outcome: Outcome::SatOut,
+        ..records::Payout::default()
+    };
+    records::PAYOUTS.save(deps.storage, (epoch, sender), &payout);
+    ep.counts_mut().sat_out += 1;
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("host", sender)
+        .add_attribute("outcome", Outcome::SatOut.as_str()))
 }
 
 pub fn reveal(

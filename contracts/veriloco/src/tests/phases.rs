@@ -2731,3 +2731,254 @@ fn a_pipelined_join_short_of_its_minimums_waits_for_the_settling_epoch_then_gets
     let extended = net.chain.ok(&h[0], json!({"advance": {}}));
     assert_eq!(attr(&extended, "phase", "extensions"), Some("1"));
 }
+
+// -- sitting out an epoch (issue 30: a host that finishes no segment) ------------------------
+
+impl Net {
+    fn sit_out(&mut self, host: &str) -> Response {
+        let e = self.epoch_number();
+        self.chain.ok(host, json!({"sit_out": {"epoch": e}}))
+    }
+}
+
+#[test]
+fn a_host_that_sits_out_is_not_checked_paid_or_slashed_and_rejoins_the_next_epoch() {
+    let mut net = Net::new(&spec_with(json!({})), 3, 2);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    let during_train = net.chain.report(0);
+    assert!(
+        during_train["challenges"].as_array().unwrap().is_empty(),
+        "no pick is known while a host can still sit out"
+    );
+    net.commit(&h[0]);
+    net.commit(&h[1]);
+    let response = net.sit_out(&h[2]);
+    assert!(response
+        .attributes
+        .iter()
+        .any(|a| a.key == "outcome" && a.value == "sat_out"));
+    // The train phase waits for a sit-out no more than for a commitment: it closes now.
+    assert_eq!(net.phase(), "reveal");
+    let status = net.status_of(&h[2]);
+    assert_eq!(
+        (status["committed"].as_bool(), status["outcome"].as_str()),
+        (Some(false), Some("sat_out"))
+    );
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    // Not challenged: no validator sits on it, and it owes no trap opening.
+    for validator in v.iter() {
+        assert!(net.challenges(validator).iter().all(|c| c["host"] != h[2]));
+    }
+    assert_eq!(net.status_of(&h[2])["challenged"], false);
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    let sat = row(&report, "hosts", &h[2]);
+    assert_eq!(
+        (
+            sat["outcome"].as_str(),
+            amount(&sat["slashed"]),
+            amount(&sat["reward"])
+        ),
+        (Some("sat_out"), 0, 0)
+    );
+    // The two that trained share the hosts' 80 % of the reward.
+    for host in h.iter().take(2) {
+        assert_eq!(amount(&row(&report, "hosts", host)["reward"]), 400_000);
+    }
+    assert_eq!(report["slashed_total"], "0");
+    // No model vote either: only accepted hosts propose.
+    let msg =
+        json!({"propose_model": {"epoch": 0, "model_hash": digest("m"), "val_loss_micro": 1}});
+    assert!(net
+        .chain
+        .refused(&h[2], msg)
+        .contains("not an accepted host"));
+    net.propose(&h[0], &digest("m"));
+    net.propose(&h[1], &digest("m"));
+    assert_eq!(net.epoch_number(), 1);
+    // It joins the next epoch with its whole stake and trains it like anyone else.
+    let member = net.chain.query(json!({"member": {"address": h[2]}}));
+    assert_eq!(amount(&member["bonded"]), HOST_BOND);
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    net.play_verdicts(&honest);
+    let report = net.chain.report(1);
+    for host in h.iter() {
+        assert_eq!(row(&report, "hosts", host)["outcome"], "accepted");
+    }
+    net.chain.check_books();
+}
+
+#[test]
+fn sit_out_is_refused_after_a_commit_twice_from_outsiders_and_outside_its_window() {
+    let mut net = Net::new(&spec_with(json!({})), 3, 2);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    let outsider = net.chain.addr("outsider");
+    let msg = |e: u64| json!({"sit_out": {"epoch": e}});
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    assert_eq!(net.phase(), "train");
+    net.commit(&h[0]);
+    assert_eq!(
+        net.chain.refused(&h[0], msg(0)),
+        format!(
+            "sit_out: {} already committed in epoch 0; a committed host cannot sit out",
+            h[0]
+        )
+    );
+    net.sit_out(&h[1]);
+    assert_eq!(
+        net.chain.refused(&h[1], msg(0)),
+        format!("sit_out: {} already sat out epoch 0", h[1])
+    );
+    // Having sat out, it cannot change its mind and commit.
+    let commit = net.commit_msg(&h[1], 2);
+    assert_eq!(
+        net.chain.refused(&h[1], commit),
+        format!("commit: {} sat out epoch 0; it commits in the next", h[1])
+    );
+    assert_eq!(
+        net.chain.refused(&outsider, msg(0)),
+        format!("sit_out: {outsider} did not join epoch 0")
+    );
+    assert!(net
+        .chain
+        .refused(&v[0], msg(0))
+        .starts_with(&format!("sit_out: {} ", v[0])));
+    assert_eq!(
+        net.chain.refused(&h[2], msg(1)),
+        "sit_out: epoch 1 has not started; the current epoch is 0"
+    );
+    let paid = json!({"sit_out": {"epoch": 0}});
+    assert!(
+        net.chain.execute(&h[2], paid, 5).is_err(),
+        "funds are refused"
+    );
+    // Once reveals may be public (the picks follow from them), sitting out is over.
+    net.commit(&h[2]);
+    assert_eq!(net.phase(), "reveal");
+    assert_eq!(
+        net.chain.refused(&h[2], msg(0)),
+        "sit_out: epoch 0 is in phase reveal; sit_out is accepted in phase train only"
+    );
+}
+
+#[test]
+fn a_sat_out_host_that_withholds_its_reveal_pays_the_no_reveal_slash() {
+    // Sitting out must not make a withheld reveal (a say in the next seed, so in the next
+    // epoch's data and pickers) free.
+    let mut net = Net::new(&spec_with(json!({})), 2, 2);
+    let h = net.hosts.clone();
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    net.commit(&h[0]);
+    net.sit_out(&h[1]);
+    for who in net.everyone() {
+        if who != h[1] {
+            net.reveal(&who);
+        }
+    }
+    assert_eq!(
+        net.phase(),
+        "reveal",
+        "reveal waits for the sat-out host's secret"
+    );
+    net.chain.wait_past_deadline();
+    let first = net.hosts[0].clone();
+    net.chain.ok(&first, json!({"advance": {}}));
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    net.play_verdicts(&honest);
+    let report = net.chain.report(0);
+    let r = row(&report, "hosts", &h[1]);
+    assert_eq!(r["outcome"], "no_reveal");
+    assert_eq!(amount(&r["slashed"]), HOST_BOND / 2);
+    net.chain.check_books();
+}
+
+#[test]
+fn sitting_out_e_plus_1_neither_shields_a_slash_earned_in_e_nor_votes_on_the_start() {
+    let mut net = Net::new(&pipelined_spec(), 3, 2);
+    let h = net.hosts.clone();
+    let cheater = h[2].clone();
+    let cheats = |_: &str, host: &str, _: u64| Some(if host == h[2] { "fail" } else { "pass" });
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    net.propose_start_all(&digest("opt 1"));
+    assert_eq!(net.chain.epoch()["epoch"], 1);
+    // Epoch 1: everyone joins; the cheater, caught in epoch 0, sits out epoch 1.
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    net.focus = Some(0);
+    net.commit_round(&cheats);
+    net.focus = None;
+    assert_eq!(net.phase(), "train");
+    net.commit(&h[0]);
+    net.commit(&h[1]);
+    net.sit_out(&cheater);
+    assert_eq!(net.phase(), "reveal");
+    net.focus = Some(0);
+    net.play_verdicts(&cheats);
+    let report = net.chain.report(0);
+    let r = row(&report, "hosts", &cheater);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("invalid"), HOST_BOND / 2),
+        "epoch 0's slash is epoch 0's, whatever it does in epoch 1"
+    );
+    net.propose(&h[0], &digest("settled 1"));
+    net.propose(&h[1], &digest("settled 1"));
+    net.focus = None;
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    // The start vote of epoch 2 weighs the committed hosts only: the sat-out host has none,
+    // and the two that committed carry it alone.
+    let msg = json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}});
+    assert_eq!(
+        net.chain.refused(&cheater, msg.clone()),
+        format!("propose_start: {cheater} is not a committed host of epoch 1")
+    );
+    net.chain.ok(&h[0], msg.clone());
+    let opened = net.chain.ok(&h[1], msg);
+    assert_eq!(events(&opened, "pipeline")[0]["training"], "2");
+    net.focus = Some(1);
+    net.play_verdicts(&honest);
+    let report = net.chain.report(1);
+    let r = row(&report, "hosts", &cheater);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("sat_out"), 0)
+    );
+    net.focus = None;
+    net.chain.check_books();
+}
