@@ -733,3 +733,25 @@ def test_a_host_that_sits_out_is_not_checked_paid_or_slashed_and_trains_the_next
     assert env.ledger.member(env.addr("host2")).bonded == str(HOST_STAKE)
     env.play_epoch(HOSTS, VALIDATORS)
     assert {h.outcome for h in env.report(1).hosts} == {"accepted"}
+
+
+def test_a_host_that_sat_out_ranks_last_for_a_seat_at_the_next_join(make_ledger_env) -> None:
+    # Issue 30: at max_hosts, sitting out must not hold a seat for free. The epoch after, the host
+    # that sat out ranks below every host that did not: a smaller newcomer evicts it, and it
+    # cannot win the seat back with its larger stake (which stays whole).
+    env = make_ledger_env(make_spec(phases={"max_hosts": 2}))
+    ready(env)
+    total = env.total_funds()
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="join")
+    env.commit("host1")
+    env.ledger.sit_out(env.key("host2"), SitOut(epoch=0))
+    env.play_epoch(HOSTS, VALIDATORS, commit=[])
+    env.bond("host3", HOST_STAKE // 2)  # a smaller stake than either seat
+    for name in ["host2", "host1", "host3"]:
+        env.join(name)
+    assert set(env.epoch(1).hosts) == {env.addr("host1"), env.addr("host3")}, "host3 evicted host2"
+    with pytest.raises(ContractError, match=f"^join: epoch 1 is full and {env.addr('host2')} sat out epoch 0: a host "
+                                            "that sat out ranks below every host that did not$"):
+        env.join("host2")
+    assert env.ledger.member(env.addr("host2")).bonded == str(HOST_STAKE)
+    assert env.total_funds() == total

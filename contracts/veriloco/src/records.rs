@@ -12,7 +12,7 @@
 //! | `po/` e addr | [`Payout`] (outcome, slashed, reward, catcher share) | sit_out, reveal close (absent, no_reveal), finalize |
 //! | `cm/` e addr | [`Commitment`] | commit |
 //! | `rv/` e addr | the 32-byte beacon secret | reveal |
-//! | `js/` e role key | a joined member's seat, keyed `hex32(stake) || hex(seat rank) || address` so the smallest seat comes first | join (and eviction) |
+//! | `js/` e role key | a joined member's seat, keyed `[-] || hex32(stake) || hex(seat rank) || address` (`-`: a host that sat out e − 1) so the smallest seat comes first | join (and eviction) |
 //! | `vj/` e | the validators that joined, in address order, with their stake at join | close of join |
 //! | `vs/` e | the epoch's validators V (joined and revealed), in address order | reveal close |
 //! | `vw/` e | the stake at join of each member of V (same order) | reveal close |

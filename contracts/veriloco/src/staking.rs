@@ -160,6 +160,7 @@ pub fn bond(
             endpoint: endpoint.clone(),
             bonded: Uint128::zero(),
             unbonding: Vec::new(),
+            sat_out: None,
         },
     };
     TOTALS.load(deps.storage)?.admit(amount, "bond")?;
@@ -331,6 +332,7 @@ mod tests {
                     release_epoch: *r,
                 })
                 .collect(),
+            sat_out: None,
         }
     }
 

@@ -232,12 +232,19 @@ pub fn join(
         Role::Validator => (ep.counts.validators, config.phases.max_validators),
     };
     // Seats go by stake, never by arrival: a full role admits a newcomer only in place of its
-    // smallest seat (stake at join, then seat rank), which it must out-stake.
+    // smallest seat (stake at join, then seat rank), which it must out-stake. A host that sat
+    // out the epoch before ranks below every host that did not (issue 30), whatever its stake.
     let prev_seed = stored_digest(
         Some(&ep.header.prev_seed),
         "corrupt state: an epoch without its previous seed",
     )?;
-    let key = seat_key(member.bonded, &seat_rank(&prev_seed, sender), sender);
+    let sat_out = sat_out_before(&member, role, epoch);
+    let key = seat_key(
+        member.bonded,
+        &seat_rank(&prev_seed, sender),
+        sender,
+        sat_out.is_some(),
+    );
     let role_key = seat_role(role);
     let mut evicted: Option<String> = None;
     if joined >= cap {
@@ -248,6 +255,22 @@ pub fn join(
                 PARTICIPANTS.remove(deps.storage, (epoch, address.as_str()));
                 SEATS.remove(deps.storage, (epoch, role_key, seat.as_str()));
                 evicted = Some(address);
+            }
+            Some((seat, _)) if sat_out.is_some() && !seat.starts_with(SAT_OUT_MARK) => refuse!(
+                ACTION,
+                "epoch {epoch} is full and {sender} sat out epoch {}: a host that sat out ranks \
+                 below every host that did not",
+                sat_out.unwrap_or_default()
+            ),
+            Some((seat, _)) if sat_out.is_some() => {
+                let (stake, _) = parse_seat_key(seat)?;
+                refuse!(
+                    ACTION,
+                    "epoch {epoch} is full and {sender} sat out epoch {}: it ranks below every \
+                     host that did not, and the smallest seat of one that sat out holds {stake}{}",
+                    sat_out.unwrap_or_default(),
+                    config.denom
+                );
             }
             Some((seat, _)) => {
                 let (stake, _) = parse_seat_key(seat)?;
@@ -296,10 +319,33 @@ pub fn join(
     Ok(response)
 }
 
-/// The key of a seat: `hex32(stake) || hex(rank) || address`, so that seats sort by stake, then
-/// by rank (the smallest first: the one a newcomer of a full epoch must out-stake).
-fn seat_key(stake: Uint128, rank: &[u8; 32], address: &str) -> String {
-    format!("{:032x}{}{}", stake.0, hex(rank), address)
+/// The mark that leads the seat key of a host that sat out the epoch before: `-` sorts below
+/// every hex digit, so such a seat is smaller than any seat without it. Keys without it are the
+/// keys stored before the rule, so seats saved by an older build still parse.
+const SAT_OUT_MARK: char = '-';
+
+/// The key of a seat: `[-] || hex32(stake) || hex(rank) || address`, so that seats sort by the
+/// sat-out mark (marked first), then stake, then rank (the smallest first: the one a newcomer of
+/// a full epoch must out-rank).
+fn seat_key(stake: Uint128, rank: &[u8; 32], address: &str, sat_out: bool) -> String {
+    let mark = if sat_out {
+        SAT_OUT_MARK.to_string()
+    } else {
+        String::new()
+    };
+    format!("{mark}{:032x}{}{}", stake.0, hex(rank), address)
+}
+
+/// The epoch a host joining `epoch` sat out, when that ranks it last (`None` for validators and
+/// for hosts that did not). One epoch back is enough: `sit_out` is accepted only in `train`,
+/// and epoch e + 1 opens only after e's train closed (synchronously at e's close; pipelined once
+/// e's seed is fixed at its reveal close, `pipeline::open_next`), so every sit-out of e is on
+/// record before the first join of e + 1, and a host cannot join e + 1 and then sit out e.
+fn sat_out_before(member: &state::Member, role: Role, epoch: u64) -> Option<u64> {
+    match (role, member.sat_out) {
+        (Role::Host, Some(e)) if e.checked_add(1) == Some(epoch) => Some(e),
+        _ => None,
+    }
 }
 
 fn seat_role(role: Role) -> &'static str {
@@ -309,9 +355,10 @@ fn seat_role(role: Role) -> &'static str {
     }
 }
 
-/// A seat key's stake and address.
-fn parse_seat_key(key: &str) -> Result<(Uint128, String), ContractError> {
-    let corrupt = || ContractError::Corrupt(format!("corrupt seat key {key:?}"));
+/// A seat key's stake and address (the sat-out mark, if any, skipped).
+fn parse_seat_key(full: &str) -> Result<(Uint128, String), ContractError> {
+    let corrupt = || ContractError::Corrupt(format!("corrupt seat key {full:?}"));
+    let key = full.strip_prefix(SAT_OUT_MARK).unwrap_or(full);
     if key.len() <= 96 || !key.is_char_boundary(96) {
         return Err(corrupt());
     }
@@ -448,6 +495,11 @@ pub fn sit_out(
     };
     records::PAYOUTS.save(deps.storage, (epoch, sender), &payout);
     ep.counts_mut().sat_out += 1;
+    // Its seat ranks last at the next join (so sitting out never holds a seat for free).
+    if let Some(mut member) = state::load_member(deps.storage, sender)? {
+        member.sat_out = Some(epoch);
+        state::save_member(deps.storage, &member);
+    }
     Ok(Response::new()
         .add_attribute("action", ACTION)
         .add_attribute("epoch", epoch)

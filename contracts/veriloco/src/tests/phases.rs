@@ -2982,3 +2982,161 @@ fn sitting_out_e_plus_1_neither_shields_a_slash_earned_in_e_nor_votes_on_the_sta
     net.focus = None;
     net.chain.check_books();
 }
+
+// -- a host that sat out ranks last for a seat at the next join (issue 30) ---------------------
+
+impl Net {
+    /// Two host seats; host-0 bonds 30 M, host-1 20 M, host-2 10 M (stake orders the seats).
+    fn two_seats_three_stakes() -> Net {
+        let mut net = Net::new(&spec_with(json!({"phases": {"max_hosts": 2}})), 3, 2);
+        for (host, extra) in [(0, 2 * HOST_BOND), (1, HOST_BOND)] {
+            let h = net.hosts[host].clone();
+            let bond =
+                json!({"bond": {"role": "host", "endpoint": format!("http://host-{host}:8700")}});
+            net.chain.pay(&h, bond, extra);
+        }
+        net
+    }
+
+    /// Join-refusal text for `host`, which sat out epoch `sat` and finds only hosts that did not.
+    fn ranks_last(&self, host: &str, sat: u64) -> String {
+        format!(
+            "join: epoch {} is full and {host} sat out epoch {sat}: a host that sat out ranks below \
+             every host that did not",
+            self.epoch_number()
+        )
+    }
+
+    /// Close a join that runs to its deadline (more hosts are eligible than the seats).
+    fn close_join(&mut self) {
+        self.chain.wait_past_deadline();
+        let first = self.hosts[0].clone();
+        self.chain.ok(&first, json!({"advance": {}}));
+        assert_eq!(self.phase(), "train");
+    }
+
+    /// Reveal with everyone that joined, then settle, verify honestly and propose one model.
+    fn finish_epoch(&mut self, joined: &[String]) {
+        for who in joined {
+            self.reveal(who);
+        }
+        self.settle();
+        self.play_verdicts(&honest);
+        let e = self.epoch_number();
+        for host in self.hosts.clone() {
+            let accepted = self.chain.report(e)["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["address"] == host && r["outcome"] == "accepted");
+            if accepted && self.epoch_number() == e {
+                self.propose(&host, &digest("m"));
+            }
+        }
+        assert_eq!(self.epoch_number(), e + 1, "epoch {e} closed");
+    }
+}
+
+fn evicted(response: &Response) -> Option<&str> {
+    response
+        .attributes
+        .iter()
+        .find(|a| a.key == "evicted")
+        .map(|a| a.value.as_str())
+}
+
+#[test]
+fn a_host_that_sat_out_cannot_evict_and_a_smaller_stake_evicts_it_at_the_next_join_only() {
+    let mut net = Net::two_seats_three_stakes();
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    net.join(&h[0]);
+    net.join(&h[1]);
+    // Full: host-2's 10 M does not out-stake the smallest seat (20 M).
+    assert!(net
+        .chain
+        .refused(
+            &h[2],
+            json!({"join": {"epoch": 0, "beacon_commit": digest("b")}})
+        )
+        .contains("is full: its 2 host seats are held by stakes of at least 20000000inj"));
+    for who in v.iter() {
+        net.join(who);
+    }
+    net.close_join();
+    // The largest stake holds a seat and sits out; host-1 trains.
+    net.sit_out(&h[0]);
+    net.commit(&h[1]);
+    net.finish_epoch(&[h[0].clone(), h[1].clone(), v[0].clone(), v[1].clone()]);
+
+    // Epoch 1: host-0 (30 M, sat out epoch 0) holds a seat only while nobody else wants it.
+    net.join(&h[0]);
+    net.join(&h[1]);
+    let response = net.join(&h[2]);
+    assert_eq!(
+        evicted(&response),
+        Some(h[0].as_str()),
+        "a 10 M newcomer evicts the 30 M host that sat out"
+    );
+    let again = json!({"join": {"epoch": 1, "beacon_commit": digest("b")}});
+    assert_eq!(net.chain.refused(&h[0], again), net.ranks_last(&h[0], 0));
+    // Its stake is untouched: it is only ordered last.
+    let member = net.chain.query(json!({"member": {"address": h[0]}}));
+    assert_eq!(amount(&member["bonded"]), 3 * HOST_BOND);
+    for who in v.iter() {
+        net.join(who);
+    }
+    net.close_join();
+    net.commit(&h[1]);
+    net.commit(&h[2]);
+    net.finish_epoch(&[h[1].clone(), h[2].clone(), v[0].clone(), v[1].clone()]);
+
+    // Epoch 2: sitting out epoch 0 no longer counts; host-0 out-stakes the smallest seat again.
+    net.join(&h[1]);
+    net.join(&h[2]);
+    let response = net.join(&h[0]);
+    assert_eq!(evicted(&response), Some(h[2].as_str()));
+    let status = net.status_of(&h[0]);
+    assert_eq!(amount(&status["stake"]), 3 * HOST_BOND, "{status}");
+    net.chain.check_books();
+}
+
+#[test]
+fn among_hosts_that_sat_out_the_larger_stake_keeps_the_seat() {
+    let mut net = Net::two_seats_three_stakes();
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    for who in [&h[0], &h[1], &v[0], &v[1]] {
+        net.join(who);
+    }
+    net.close_join();
+    net.sit_out(&h[0]);
+    net.sit_out(&h[1]);
+    for who in [&h[0], &h[1], &v[0], &v[1]] {
+        net.reveal(who);
+    }
+    net.settle();
+    // Nobody trained: nothing to check or accept, and the epoch closes.
+    net.chain.wait_past_deadline();
+    net.chain.ok(&h[2], json!({"advance": {}}));
+    net.settle();
+    assert_eq!(net.epoch_number(), 1);
+
+    // Epoch 1: both sat out; host-2 (10 M) did not, so it outranks either.
+    net.join(&h[1]);
+    net.join(&h[2]);
+    let response = net.join(&h[0]);
+    assert_eq!(
+        evicted(&response),
+        Some(h[1].as_str()),
+        "30 M evicts 20 M among those that sat out"
+    );
+    let again = json!({"join": {"epoch": 1, "beacon_commit": digest("b")}});
+    assert_eq!(
+        net.chain.refused(&h[1], again),
+        format!(
+            "join: epoch 1 is full and {} sat out epoch 0: it ranks below every host that did \
+             not, and the smallest seat of one that sat out holds 30000000inj",
+            h[1]
+        )
+    );
+    net.chain.check_books();
+}
