@@ -32,6 +32,7 @@ from protocol.messages import (
     ModelProposal,
     Ready,
     Role,
+    SitOut,
     StartProposal,
     TrapOpening,
     VerdictCommit,
@@ -199,6 +200,10 @@ class Ledger:
         """Post the epoch's work ``msg`` with the trap commitment (``TrapOpening.commitment``)."""
         work = {k: v for k, v in self._to_json(msg).items() if k != "trap_commit"}
         return self.backend.execute(key, {"commit": {**work, "trap_commit": trap_commit}})
+
+    def sit_out(self, key: PrivateKey, msg: SitOut) -> TxResult:
+        """Sit the epoch out (``train``): a host that will finish no segment, instead of committing."""
+        return self.backend.execute(key, {"sit_out": self._to_json(msg)})
 
     def reveal(self, key: PrivateKey, msg: BeaconReveal) -> TxResult:
         return self.backend.execute(key, {"reveal": self._to_json(msg)})

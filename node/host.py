@@ -9,7 +9,9 @@ does what the current phase asks of it:
   own secret (:mod:`trainer.trap`: one segment with the spec's ``trap_probability``), and post the
   commitment with the trap commitment (its trap set and salt on disk first); a host
   that another segment would take past the commit deadline ends the epoch after the segments it
-  finished and commits those (a partial epoch, :mod:`node.partial_epoch`);
+  finished and commits those (a partial epoch, :mod:`node.partial_epoch`); a host that would
+  finish no segment (its first would end past the deadline, θ_e is not at hand in time, or it
+  cannot train from θ_e at all) sends ``sit_out`` instead: not checked, paid or slashed;
 * ``reveal``  — reveal the beacon secret;
 * ``verify``  — nothing to send; validators read the host's artifacts meanwhile;
 * ``objection`` — open the trap commitment (so the phase can close early; declared traps count
@@ -71,10 +73,10 @@ from chain.ledger import Ledger
 from node.content import Read, WrongContent, fetch, holders
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
-from node.partial_epoch import another_segment_fits
+from node.partial_epoch import another_segment_fits, first_segment_fits
 from node.participant import Participant
 from protocol.keys import PrivateKey
-from protocol.messages import ModelProposal, StartProposal
+from protocol.messages import ModelProposal, SitOut, StartProposal
 from protocol.rules.exclusion import excluded_list, exclusion_height
 from protocol.rules.limits import MAX_LOSS_MICRO
 from protocol.rules.losses import MICRO, loss_micro
@@ -164,6 +166,7 @@ class HostNode(Participant):
         self._shapes = parameter_shapes(spec)
         self._eval_model: torch.nn.Module | None = None
         self._gave_up: dict[int, str] = {}  # epoch -> why this host neither trains nor proposes in it
+        self._late: dict[int, str] = {}  # epoch -> why its first segment stopped: it would miss the deadline
         # The accepted Δs of the epoch being aggregated, each verified once: (epoch, Δ hash) -> the
         # dequantized Δ, or None when it is beyond the update bound and left out.
         self._checked: dict[tuple[int, str], dict[str, torch.Tensor] | None] = {}
@@ -260,16 +263,41 @@ class HostNode(Participant):
         self.event(epoch, kind, reason)
         return False
 
+    def _sit_out(self, epoch: int, reason: str) -> bool:
+        """Send ``sit_out``: this host will finish no segment of ``epoch`` by the commit deadline."""
+        self._gave_up[epoch] = reason
+        return self.attempt(epoch, EventKind.SAT_OUT, lambda: self.ledger.sit_out(self.key, SitOut(epoch=epoch)),
+                            reason)
+
+    def _no_segment_in_time(self, deadline: int, started: int | None = None, steps: int = 0) -> str | None:
+        """Why not even the first segment can end before the commit deadline (None: it still can)."""
+        try:
+            now = self.ledger.height()
+        except LedgerError:  # a node that does not answer now must not end the epoch
+            return None
+        seg = self.spec.train.segment_steps
+        if first_segment_fits(steps, seg, now if started is None else started, now, deadline):
+            return None
+        return (f"its first segment would end after the commit deadline (height {now}, step {steps}/{seg}, "
+                f"deadline {deadline}): it finishes no segment")
+
     def _maybe_train(self, info: ParticipantStatus) -> bool:
-        if not info.joined or info.committed or info.epoch in self._gave_up or self.stopping.is_set():
+        if (not info.joined or info.committed or info.outcome == "sat_out" or info.epoch in self._gave_up
+                or self.stopping.is_set()):
             return False
         job = self._training.get(info.epoch)
         if job is None:
             try:
                 theta = self.globals.get(info.model_hash, info.epoch)
             except GlobalStateUnavailable as exc:
+                late = self._no_segment_in_time(info.phase_deadline)
+                if late is not None:
+                    return self._sit_out(info.epoch, f"θ {info.model_hash[:12]}… is not at hand and {late}")
                 self.event(info.epoch, EventKind.WAITING_FOR_THETA, str(exc))
                 return False
+            late = self._no_segment_in_time(info.phase_deadline)
+            if late is not None:
+                return self._sit_out(info.epoch, late)
             ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
                             device=self.device, full_leaf_every=self.full_leaf_every,
                             carry_residual=self._accepted_before(info.epoch),
@@ -280,7 +308,7 @@ class HostNode(Participant):
             settling = self.ledger.epoch().settling if self.spec.phases.pipelined else None
             train = partial(self._timed, info.epoch, settling, torch.get_num_threads(), partial(
                 self.behaviour.train_epoch, self.spec, self.dataset, ctx, theta.params, self.root,
-                on_step=self._progress(info.epoch)))
+                on_step=self._progress(info.epoch, self._first_segment_watch(info.epoch, info.phase_deadline))))
             if not self.spec.phases.pipelined:
                 return self._commit_trained(info, train)
             # Pipelined: train on a thread; the ticks meanwhile serve the settling epoch's duties.
@@ -315,13 +343,17 @@ class HostNode(Participant):
         """Post the commitment of the epoch ``train`` trains (or returns, from a thread)."""
         try:
             result = train()
-        except Interrupted as exc:  # asked to stop: the restart resumes from the last stored leaf
+        except Interrupted as exc:
+            late = self._late.pop(info.epoch, None)
+            if late is not None:  # its first segment would miss the deadline: it sits out
+                return self._sit_out(info.epoch, late)
+            # Asked to stop: the restart resumes from the last stored leaf.
             log.info("%s epoch %d training stopped: %s", self.name, info.epoch, exc)
             return False
         except ResidualUnavailable as exc:  # its validators would expect that residual: it sits out
-            return self._give_up(info.epoch, EventKind.NOT_TRAINING, str(exc))
+            return self._sit_out(info.epoch, str(exc))
         except ValueError as exc:  # a non-finite loss: θ_e cannot be trained from
-            return self._give_up(info.epoch, EventKind.NOT_TRAINING, f"θ {info.model_hash[:12]}…: {exc}")
+            return self._sit_out(info.epoch, f"θ {info.model_hash[:12]}…: {exc}")
         traps = self.trap_opening(info.epoch, self.behaviour.traps(info.epoch))
         loss = result.commitment.train_loss_micro / MICRO
         done, total = result.commitment.segments, self.spec.train.segments
@@ -374,9 +406,26 @@ class HostNode(Participant):
             return False
         return any(a.address == self.address for a in self.ledger.aggregation_inputs(epoch - 1))
 
-    def _progress(self, epoch: int) -> StepCallback:
+    def _first_segment_watch(self, epoch: int, deadline: int) -> Callable[[int], None]:
+        """A step check while the first segment trains: when it would end after the commit deadline
+        at the pace of its steps so far, the host would finish no segment, so training stops (an
+        :class:`Interrupted`, which an island's ranks agree on) and the host sits out. The reason
+        is kept in :attr:`_late` so that :meth:`_commit_trained` tells it from a stop request."""
+        started = self.ledger.height()
+
+        def check(done: int) -> None:
+            if done >= self.spec.train.segment_steps:
+                return
+            late = self._no_segment_in_time(deadline, started, done)
+            if late is not None:
+                self._late[epoch] = late
+                raise Interrupted(late)
+
+        return check
+
+    def _progress(self, epoch: int, watch: Callable[[int], None] | None = None) -> StepCallback:
         """The step callback: a log line at every segment boundary (steps done, the segment's mean
-        loss), then the caller's ``on_step``."""
+        loss), ``watch`` (the first segment's deadline check), then the caller's ``on_step``."""
         total, every = self.spec.train.inner_steps, self.spec.train.segment_steps
         losses: list[float] = []
 
@@ -388,6 +437,8 @@ class HostNode(Participant):
                 log.info("%s epoch %d training: step %d/%d, loss %.4f", self.name, epoch, done, total,
                          sum(losses) / len(losses))
                 losses.clear()
+            if watch is not None:
+                watch(done)
             if self._on_step is not None:
                 self._on_step(done, loss)
 

@@ -179,6 +179,15 @@ class TrapOpening(Boundary):
         return trap_commitment(host, self.epoch, self.segments, bytes.fromhex(self.salt)).hex()
 
 
+class SitOut(Boundary):
+    """A joined host that will finish no segment by the train deadline sits ``epoch`` out instead of
+    committing nothing (issue 30): sent in ``train`` before any commitment of its own, it is
+    ``sat_out`` — not challenged, paid or slashed (it still owes its beacon reveal) — and joins the
+    next epoch as usual (``docs/contract.md``, "Partial epochs")."""
+
+    epoch: Count
+
+
 class StartProposal(Boundary):
     """Pipelined runs: a committed host's proposal for the optimistic start of epoch ``epoch + 1``
     (every committed Δ of ``epoch`` aggregated onto its settled start), sent once ``epoch``'s

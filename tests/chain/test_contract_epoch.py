@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from ledger_env import HOST_STAKE, INITIAL_MODEL_HASH, VALIDATOR_STAKE, LedgerEnv, digest, make_spec
 
-from chain.ledger import ContractError
+from chain.ledger import ContractError, TxResult
+from protocol.messages import SitOut
 from protocol.rules.beacon import beacon_commit, epoch_seed
 from protocol.rules.limits import MAX_LOSS_MICRO
 from protocol.rules.sampling import pickers
@@ -691,3 +692,66 @@ def test_a_partial_epoch_is_checked_among_its_segments_accepted_and_paid_by_them
     assert {h.address: h.reward for h in report.hosts} == {env.addr("host1"): "3200", env.addr("host2"): "1600"}
     assert env.total_funds() == total
     assert env.epoch().epoch == 1  # training advances
+
+
+def test_a_host_that_sits_out_is_not_checked_paid_or_slashed_and_trains_the_next_epoch(make_ledger_env) -> None:
+    # Issue 30: a host that would finish no segment sends sit_out instead of committing nothing
+    # (absent, slashed). Train closes as soon as everyone committed or sat out; the host is not
+    # challenged, paid or slashed, and joins the next epoch with its whole stake.
+    env = make_ledger_env(make_spec(reward_per_epoch="6000"))
+    ready(env, hosts=["host1", "host2"])
+    env.fund_rewards(6_000)
+    total = env.total_funds()
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="join")
+
+    def sit_out(name: str, epoch: int = 0) -> TxResult:
+        return env.ledger.sit_out(env.key(name), SitOut(epoch=epoch))
+
+    with pytest.raises(ContractError, match=f"^sit_out: {env.addr('validator1')} joined epoch 0 as a validator"):
+        sit_out("validator1")
+    with pytest.raises(ContractError, match=f"^sit_out: {env.addr('outsider')} did not join epoch 0$"):
+        sit_out("outsider")
+    env.commit("host1")
+    with pytest.raises(ContractError, match=f"^sit_out: {env.addr('host1')} already committed in epoch 0; "
+                                            "a committed host cannot sit out$"):
+        sit_out("host1")
+    sit_out("host2")
+    assert phase(env) == "reveal", "train waits for a sit-out no more than for a commitment"
+    assert env.ledger.participant(env.addr("host2")).outcome == "sat_out"
+    with pytest.raises(ContractError, match=r"^sit_out: epoch 0 is in phase reveal; sit_out is accepted in phase "
+                                            r"train only$"):
+        sit_out("host2")
+    env.play_epoch(HOSTS, VALIDATORS, commit=[])
+    report = env.report(0)
+    assert not any(c.host == env.addr("host2") for c in report.challenges)
+    rows = {env.name_of(h.address): h for h in report.hosts}
+    assert (rows["host2"].outcome, rows["host2"].slashed, rows["host2"].reward) == ("sat_out", "0", "0")
+    assert (rows["host1"].outcome, rows["host1"].reward) == ("accepted", "4800")  # the whole host part
+    assert report.slashed_total == "0"
+    assert env.total_funds() == total
+    # The next epoch: it joins with its whole stake, commits and is accepted like anyone else.
+    assert env.ledger.member(env.addr("host2")).bonded == str(HOST_STAKE)
+    env.play_epoch(HOSTS, VALIDATORS)
+    assert {h.outcome for h in env.report(1).hosts} == {"accepted"}
+
+
+def test_a_host_that_sat_out_ranks_last_for_a_seat_at_the_next_join(make_ledger_env) -> None:
+    # Issue 30: at max_hosts, sitting out must not hold a seat for free. The epoch after, the host
+    # that sat out ranks below every host that did not: a smaller newcomer evicts it, and it
+    # cannot win the seat back with its larger stake (which stays whole).
+    env = make_ledger_env(make_spec(phases={"max_hosts": 2}))
+    ready(env)
+    total = env.total_funds()
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="join")
+    env.commit("host1")
+    env.ledger.sit_out(env.key("host2"), SitOut(epoch=0))
+    env.play_epoch(HOSTS, VALIDATORS, commit=[])
+    env.bond("host3", HOST_STAKE // 2)  # a smaller stake than either seat
+    for name in ["host2", "host1", "host3"]:
+        env.join(name)
+    assert set(env.epoch(1).hosts) == {env.addr("host1"), env.addr("host3")}, "host3 evicted host2"
+    with pytest.raises(ContractError, match=f"^join: epoch 1 is full and {env.addr('host2')} sat out epoch 0: a host "
+                                            "that sat out ranks below every host that did not$"):
+        env.join("host2")
+    assert env.ledger.member(env.addr("host2")).bonded == str(HOST_STAKE)
+    assert env.total_funds() == total

@@ -7,7 +7,8 @@ segment past which another would miss the commit deadline, and commits that shor
 Validators check it the same way (challenges among its segments, leaf 0 against θ_e, its Δ
 against its last leaf); it is accepted and nobody is slashed; its Δ enters the aggregate weighted
 by its steps and it is paid its share of the segments; training advances, and it trains the next
-epoch whole when it is not slowed any more.
+epoch whole when it is not slowed any more. A host too slow for even one segment sits the epoch
+out (``sit_out``) instead of committing nothing, and trains the next one.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import pytest
 from http_network import HttpNetwork
 
-from node.partial_epoch import COMMIT_MARGIN_BLOCKS, another_segment_fits
+from node.partial_epoch import COMMIT_MARGIN_BLOCKS, another_segment_fits, first_segment_fits
 from trainer.behaviour import HostBehaviour
 from trainer.data import Dataset
 from trainer.presets import tiny
@@ -42,6 +43,18 @@ def test_another_segment_fits_at_the_pace_kept() -> None:
     assert another_segment_fits(4, 100, 100, 102)  # no block passed: the next one costs nothing
     with pytest.raises(ValueError, match="at least one finished segment"):
         another_segment_fits(0, 100, 116, 200)
+
+
+def test_the_first_segment_fits_at_the_pace_of_its_steps() -> None:
+    # 1 of 4 steps in 10 blocks: the other 3 end at 140, + the margin.
+    assert first_segment_fits(1, 4, 100, 110, 140 + COMMIT_MARGIN_BLOCKS)
+    assert not first_segment_fits(1, 4, 100, 110, 139 + COMMIT_MARGIN_BLOCKS)
+    # Before the first step (the pace is not known yet) more than the margin must be left: sent
+    # then, the sit_out still lands before the deadline.
+    assert first_segment_fits(0, 4, 100, 100, 101 + COMMIT_MARGIN_BLOCKS)
+    assert not first_segment_fits(0, 4, 100, 100, 100 + COMMIT_MARGIN_BLOCKS)
+    with pytest.raises(ValueError, match="not within the first segment"):
+        first_segment_fits(4, 4, 100, 110, 200)
 
 
 @pytest.mark.slow
@@ -80,6 +93,42 @@ def test_a_host_at_half_speed_commits_a_partial_epoch_that_counts(tmp_path, data
         assert {h.address: h.commitment.segments for h in nxt.hosts if h.commitment} == {
             m.node.address: spec.train.segments for m in net.members[:3]}
         assert {h.outcome for h in nxt.hosts} == {"accepted"}
+    finally:
+        for node in net.nodes:
+            node.close()
+        net.close()
+
+
+@pytest.mark.slow
+def test_a_host_too_slow_for_one_segment_sits_out_and_trains_the_next_epoch(tmp_path, dataset) -> None:
+    # Each of its steps takes 10 blocks: its first segment (4 steps) would end after the 24-block
+    # train window. It sits out instead of committing nothing: not challenged, paid or slashed;
+    # the others settle the epoch without it, and at full speed it trains the next one whole.
+    spec = partial_spec()
+    slowed, steps = {"on": True}, []
+
+    def crawl(done: int, _loss: float) -> None:
+        if slowed["on"]:
+            steps.append(done)
+            net.ledger.wait_for_height(net.ledger.height() + 10)
+
+    net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour() for _ in range(3)], validators=2,
+                      on_step={2: crawl})
+    try:
+        slow = net.host(2).node.address
+        report = net.run_epoch()
+        by_address = {h.address: h for h in report.hosts}
+        assert by_address[slow].commitment is None
+        assert (by_address[slow].outcome, by_address[slow].slashed, by_address[slow].reward) == ("sat_out", "0", "0")
+        assert not [c for c in report.challenges if c.host == slow]
+        # It trained until the pace of its first steps showed that segment would miss the deadline.
+        assert steps and max(steps) < spec.train.segment_steps
+        assert {h.outcome for a, h in by_address.items() if a != slow} == {"accepted"}
+        assert report.slashed_total == "0" and report.agreed
+        assert net.total_funds() == net.initial_funds
+        slowed["on"] = False
+        nxt = net.run_epoch()
+        assert {h.address: h.outcome for h in nxt.hosts}[slow] == "accepted"
     finally:
         for node in net.nodes:
             node.close()

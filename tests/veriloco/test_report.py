@@ -54,6 +54,12 @@ def test_nobody_accepted_names_the_outcomes() -> None:
     assert reason == "no host was accepted (1 absent, 2 invalid)"
 
 
+def test_hosts_that_sat_out_are_named_in_the_reason_and_the_summary() -> None:
+    sat = report([host(A, 10, "sat_out"), host(B, 10, "sat_out")])
+    assert unchanged_reason(sat) == "no host was accepted (2 sat_out)"
+    assert "sat_out" in summary_line(sat)
+
+
 def test_accepted_hosts_that_proposed_nothing() -> None:
     assert unchanged_reason(report([host(A, 10), host(B, 10, "invalid")])) == (
         "none of the 1 accepted host(s) proposed θ_4 (their logs say why: a Δ no holder served, a model out "

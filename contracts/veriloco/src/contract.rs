@@ -156,6 +156,9 @@ pub fn execute(
                 trap_commit,
             },
         )?,
+        ExecuteMsg::SitOut { epoch } => {
+            handlers::sit_out(d, epochs.for_message(epoch), &info, epoch)?
+        }
         ExecuteMsg::Reveal { epoch, secret } => {
             handlers::reveal(d, epochs.for_message(epoch), &info, epoch, secret)?
         }

@@ -60,6 +60,9 @@ pub enum ExecuteMsg {
         train_loss_micro: u64,
         trap_commit: String,
     },
+    /// A joined host that will finish no segment by the train deadline says so instead of
+    /// committing (train phase): it is `sat_out` — not challenged, paid or slashed for the epoch.
+    SitOut { epoch: u64 },
     /// Reveal the beacon secret (reveal phase).
     Reveal { epoch: u64, secret: String },
     /// A validator's commitment to its verdict on one challenged segment (verify, dispute).

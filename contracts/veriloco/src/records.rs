@@ -9,10 +9,10 @@
 //! | `ep/` e | [`EpochHeader`] (phase, deadline, hashes, seed, settlement totals) | phase changes |
 //! | `en/` e | [`Counts`] (how many joined, committed, revealed, voted, proposed) | every epoch message |
 //! | `pa/` e addr | [`Participant`] (role, stake at join, beacon commitment) | join |
-//! | `po/` e addr | [`Payout`] (outcome, slashed, reward, catcher share) | reveal close (absent, no_reveal), finalize |
+//! | `po/` e addr | [`Payout`] (outcome, slashed, reward, catcher share) | sit_out, reveal close (absent, no_reveal), finalize |
 //! | `cm/` e addr | [`Commitment`] | commit |
 //! | `rv/` e addr | the 32-byte beacon secret | reveal |
-//! | `js/` e role key | a joined member's seat, keyed `hex32(stake) || hex(seat rank) || address` so the smallest seat comes first | join (and eviction) |
+//! | `js/` e role key | a joined member's seat, keyed `[-] || hex32(stake) || hex(seat rank) || address` (`-`: a host that sat out e − 1) so the smallest seat comes first | join (and eviction) |
 //! | `vj/` e | the validators that joined, in address order, with their stake at join | close of join |
 //! | `vs/` e | the epoch's validators V (joined and revealed), in address order | reveal close |
 //! | `vw/` e | the stake at join of each member of V (same order) | reveal close |
@@ -158,6 +158,9 @@ pub enum Outcome {
     /// A host with a challenge no dispute could decide: its Δ is excluded, it is not slashed.
     Excluded,
     Absent,
+    /// Sent `sit_out` in `train` (it would finish no segment): committed nothing, not
+    /// challenged, not paid, not slashed (as long as it reveals its beacon secret).
+    SatOut,
     // both
     NoReveal,
     // validators
@@ -179,6 +182,7 @@ impl Outcome {
             Outcome::Unavailable => "unavailable",
             Outcome::Excluded => "excluded",
             Outcome::Absent => "absent",
+            Outcome::SatOut => "sat_out",
             Outcome::NoReveal => "no_reveal",
             Outcome::Diligent => "diligent",
             Outcome::Unserved => "unserved",
@@ -452,6 +456,9 @@ pub struct Counts {
     pub committed: u32,
     #[serde(rename = "r", default, skip_serializing_if = "is_zero_u32")]
     pub revealed: u32,
+    /// Hosts that sent `sit_out` (the train phase waits for them no more than for a commitment).
+    #[serde(rename = "so", default, skip_serializing_if = "is_zero_u32")]
+    pub sat_out: u32,
     /// Verdict commitments expected in the current round (first round or dispute round).
     #[serde(rename = "ve", default, skip_serializing_if = "is_zero_u32")]
     pub votes_expected: u32,

@@ -160,6 +160,7 @@ pub fn bond(
             endpoint: endpoint.clone(),
             bonded: Uint128::zero(),
             unbonding: Vec::new(),
+            sat_out: None,
         },
     };
     TOTALS.load(deps.storage)?.admit(amount, "bond")?;
@@ -331,7 +332,24 @@ mod tests {
                     release_epoch: *r,
                 })
                 .collect(),
+            sat_out: None,
         }
+    }
+
+    #[test]
+    fn a_member_stored_before_sat_out_reads_as_never_having_sat_out_and_is_stored_unchanged() {
+        // The record as a build before the sit-out rank stored it (state compatibility).
+        let old = r#"{"role":"host","endpoint":"http://x","bonded":"7","unbonding":[]}"#;
+        let read: Member = serde_json::from_str(old).unwrap();
+        assert_eq!(read.sat_out, None);
+        assert_eq!(serde_json::to_string(&read).unwrap(), old);
+        let mut sat = read;
+        sat.sat_out = Some(3);
+        let stored = serde_json::to_string(&sat).unwrap();
+        assert!(
+            stored.ends_with(r#""unbonding":[],"sat_out":3}"#),
+            "{stored}"
+        );
     }
 
     #[test]

@@ -157,6 +157,11 @@ pub struct Member {
     pub bonded: Uint128,
     /// Ordered by release epoch; still slashable until claimed.
     pub unbonding: Vec<UnbondingEntry>,
+    /// The last epoch this host sent `sit_out` in: at the next epoch's `join` its seat ranks
+    /// below every host that did not sit out (`docs/contract.md`, "Seats by stake"). Absent in
+    /// members stored before the rule, and never set for one that has not sat out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sat_out: Option<u64>,
 }
 
 /// Everything ever slashed from and paid to a member, under `mt/<address>`.

@@ -199,8 +199,9 @@ struct PickContext {
     v_classes: Vec<String>,
 }
 
-/// One participant at the close of `reveal`: `absent` (a host without a commitment) or
-/// `no_reveal` stored as its payout, or, for a committed and revealed host with verification
+/// One participant at the close of `reveal`: `absent` (a host without a commitment and without
+/// `sit_out`) or `no_reveal` (a sat-out host included) stored as its payout (a sat-out host that
+/// revealed keeps `sat_out`), or, for a committed and revealed host with verification
 /// enabled, its challenges stored (their seats added to `seated`); returns the verdicts they
 /// expect for a challenged host.
 fn settle_participant(
@@ -212,7 +213,13 @@ fn settle_participant(
     ctx: Option<&PickContext>,
     seated: &mut BTreeSet<u16>,
 ) -> Result<Option<u32>, ContractError> {
-    let outcome = if participant.role == Role::Host && !COMMITMENTS.has(storage, (e, address)) {
+    let sat_out = participant.role == Role::Host
+        && records::load_payout(storage, e, address)?.outcome == Outcome::SatOut;
+    let outcome = if sat_out && REVEALS.has(storage, (e, address)) {
+        return Ok(None); // sat out (nothing to check) and revealed: stays `sat_out`
+    } else if sat_out {
+        Outcome::NoReveal // sitting out never excuses a withheld reveal
+    } else if participant.role == Role::Host && !COMMITMENTS.has(storage, (e, address)) {
         Outcome::Absent
     } else if !REVEALS.has(storage, (e, address)) {
         Outcome::NoReveal

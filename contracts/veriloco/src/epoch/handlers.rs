@@ -232,12 +232,19 @@ pub fn join(
         Role::Validator => (ep.counts.validators, config.phases.max_validators),
     };
     // Seats go by stake, never by arrival: a full role admits a newcomer only in place of its
-    // smallest seat (stake at join, then seat rank), which it must out-stake.
+    // smallest seat (stake at join, then seat rank), which it must out-stake. A host that sat
+    // out the epoch before ranks below every host that did not (issue 30), whatever its stake.
     let prev_seed = stored_digest(
         Some(&ep.header.prev_seed),
         "corrupt state: an epoch without its previous seed",
     )?;
-    let key = seat_key(member.bonded, &seat_rank(&prev_seed, sender), sender);
+    let sat_out = sat_out_before(&member, role, epoch);
+    let key = seat_key(
+        member.bonded,
+        &seat_rank(&prev_seed, sender),
+        sender,
+        sat_out.is_some(),
+    );
     let role_key = seat_role(role);
     let mut evicted: Option<String> = None;
     if joined >= cap {
@@ -248,6 +255,22 @@ pub fn join(
                 PARTICIPANTS.remove(deps.storage, (epoch, address.as_str()));
                 SEATS.remove(deps.storage, (epoch, role_key, seat.as_str()));
                 evicted = Some(address);
+            }
+            Some((seat, _)) if sat_out.is_some() && !seat.starts_with(SAT_OUT_MARK) => refuse!(
+                ACTION,
+                "epoch {epoch} is full and {sender} sat out epoch {}: a host that sat out ranks \
+                 below every host that did not",
+                sat_out.unwrap_or_default()
+            ),
+            Some((seat, _)) if sat_out.is_some() => {
+                let (stake, _) = parse_seat_key(seat)?;
+                refuse!(
+                    ACTION,
+                    "epoch {epoch} is full and {sender} sat out epoch {}: it ranks below every \
+                     host that did not, and the smallest seat of one that sat out holds {stake}{}",
+                    sat_out.unwrap_or_default(),
+                    config.denom
+                );
             }
             Some((seat, _)) => {
                 let (stake, _) = parse_seat_key(seat)?;
@@ -296,10 +319,33 @@ pub fn join(
     Ok(response)
 }
 
-/// The key of a seat: `hex32(stake) || hex(rank) || address`, so that seats sort by stake, then
-/// by rank (the smallest first: the one a newcomer of a full epoch must out-stake).
-fn seat_key(stake: Uint128, rank: &[u8; 32], address: &str) -> String {
-    format!("{:032x}{}{}", stake.0, hex(rank), address)
+/// The mark that leads the seat key of a host that sat out the epoch before: `-` sorts below
+/// every hex digit, so such a seat is smaller than any seat without it. Keys without it are the
+/// keys stored before the rule, so seats saved by an older build still parse.
+const SAT_OUT_MARK: char = '-';
+
+/// The key of a seat: `[-] || hex32(stake) || hex(rank) || address`, so that seats sort by the
+/// sat-out mark (marked first), then stake, then rank (the smallest first: the one a newcomer of
+/// a full epoch must out-rank).
+fn seat_key(stake: Uint128, rank: &[u8; 32], address: &str, sat_out: bool) -> String {
+    let mark = if sat_out {
+        SAT_OUT_MARK.to_string()
+    } else {
+        String::new()
+    };
+    format!("{mark}{:032x}{}{}", stake.0, hex(rank), address)
+}
+
+/// The epoch a host joining `epoch` sat out, when that ranks it last (`None` for validators and
+/// for hosts that did not). One epoch back is enough: `sit_out` is accepted only in `train`,
+/// and epoch e + 1 opens only after e's train closed (synchronously at e's close; pipelined once
+/// e's seed is fixed at its reveal close, `pipeline::open_next`), so every sit-out of e is on
+/// record before the first join of e + 1, and a host cannot join e + 1 and then sit out e.
+fn sat_out_before(member: &state::Member, role: Role, epoch: u64) -> Option<u64> {
+    match (role, member.sat_out) {
+        (Role::Host, Some(e)) if e.checked_add(1) == Some(epoch) => Some(e),
+        _ => None,
+    }
 }
 
 fn seat_role(role: Role) -> &'static str {
@@ -309,9 +355,10 @@ fn seat_role(role: Role) -> &'static str {
     }
 }
 
-/// A seat key's stake and address.
-fn parse_seat_key(key: &str) -> Result<(Uint128, String), ContractError> {
-    let corrupt = || ContractError::Corrupt(format!("corrupt seat key {key:?}"));
+/// A seat key's stake and address (the sat-out mark, if any, skipped).
+fn parse_seat_key(full: &str) -> Result<(Uint128, String), ContractError> {
+    let corrupt = || ContractError::Corrupt(format!("corrupt seat key {full:?}"));
+    let key = full.strip_prefix(SAT_OUT_MARK).unwrap_or(full);
     if key.len() <= 96 || !key.is_char_boundary(96) {
         return Err(corrupt());
     }
@@ -372,6 +419,12 @@ pub fn commit(
     {
         refuse!(ACTION, "{sender} already committed in epoch {epoch}");
     }
+    if sat_out(&deps, epoch, sender)? {
+        refuse!(
+            ACTION,
+            "{sender} sat out epoch {epoch}; it commits in the next"
+        );
+    }
     hex_field(ACTION, "checkpoint_root", &commitment.checkpoint_root)?;
     hex_field(ACTION, "delta_hash", &commitment.delta_hash)?;
     hex_field(ACTION, "loss_digest", &commitment.loss_digest)?;
@@ -404,6 +457,54 @@ pub fn commit(
         .add_attribute("host", sender)
         .add_attribute("checkpoint_root", &commitment.checkpoint_root)
         .add_attribute("delta_hash", &commitment.delta_hash))
+}
+
+/// Whether `host` sent `sit_out` in epoch `e` (its payout says so from then on).
+fn sat_out(deps: &DepsMut, e: u64, host: &str) -> Result<bool, ContractError> {
+    Ok(records::load_payout(deps.storage, e, host)?.outcome == Outcome::SatOut)
+}
+
+/// `sit_out {epoch}` (train): a joined host that will finish no segment by the train deadline
+/// says so instead of committing nothing (issue 30). It is `sat_out` at once: it has no
+/// commitment, so it is not challenged, has no start vote or proposal, is neither paid nor
+/// slashed, and joins the next epoch as usual. It still owes its beacon reveal (a free
+/// withholding would let it steer the next seed); without it, it is `no_reveal`.
+pub fn sit_out(
+    deps: DepsMut,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "sit_out";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Train)?;
+    let sender = &info.sender;
+    participant_as(&deps, ep, ACTION, sender, Role::Host)?;
+    if COMMITMENTS.has(deps.storage, (epoch, sender)) {
+        refuse!(
+            ACTION,
+            "{sender} already committed in epoch {epoch}; a committed host cannot sit out"
+        );
+    }
+    if sat_out(&deps, epoch, sender)? {
+        refuse!(ACTION, "{sender} already sat out epoch {epoch}");
+    }
+    let payout = records::Payout {
+        outcome: Outcome::SatOut,
+        ..records::Payout::default()
+    };
+    records::PAYOUTS.save(deps.storage, (epoch, sender), &payout);
+    ep.counts_mut().sat_out += 1;
+    // Its seat ranks last at the next join (so sitting out never holds a seat for free).
+    if let Some(mut member) = state::load_member(deps.storage, sender)? {
+        member.sat_out = Some(epoch);
+        state::save_member(deps.storage, &member);
+    }
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("host", sender)
+        .add_attribute("outcome", Outcome::SatOut.as_str()))
 }
 
 pub fn reveal(

@@ -268,7 +268,7 @@ fn phase_complete(
             let eligible = state::load_eligible(storage)?;
             c.hosts >= eligible.hosts && c.validators >= eligible.validators
         }
-        Phase::Train => c.committed >= c.hosts,
+        Phase::Train => c.committed + c.sat_out >= c.hosts,
         Phase::Reveal => c.revealed >= c.hosts + c.validators,
         Phase::Verify | Phase::Dispute => c.votes_posted >= c.votes_expected,
         Phase::Objection => c.ready >= c.seated && c.traps_opened >= c.challenged,

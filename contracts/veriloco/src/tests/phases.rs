@@ -2731,3 +2731,412 @@ fn a_pipelined_join_short_of_its_minimums_waits_for_the_settling_epoch_then_gets
     let extended = net.chain.ok(&h[0], json!({"advance": {}}));
     assert_eq!(attr(&extended, "phase", "extensions"), Some("1"));
 }
+
+// -- sitting out an epoch (issue 30: a host that finishes no segment) ------------------------
+
+impl Net {
+    fn sit_out(&mut self, host: &str) -> Response {
+        let e = self.epoch_number();
+        self.chain.ok(host, json!({"sit_out": {"epoch": e}}))
+    }
+}
+
+#[test]
+fn a_host_that_sits_out_is_not_checked_paid_or_slashed_and_rejoins_the_next_epoch() {
+    let mut net = Net::new(&spec_with(json!({})), 3, 2);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    let during_train = net.chain.report(0);
+    assert!(
+        during_train["challenges"].as_array().unwrap().is_empty(),
+        "no pick is known while a host can still sit out"
+    );
+    net.commit(&h[0]);
+    net.commit(&h[1]);
+    let response = net.sit_out(&h[2]);
+    assert!(response
+        .attributes
+        .iter()
+        .any(|a| a.key == "outcome" && a.value == "sat_out"));
+    // The train phase waits for a sit-out no more than for a commitment: it closes now.
+    assert_eq!(net.phase(), "reveal");
+    let status = net.status_of(&h[2]);
+    assert_eq!(
+        (status["committed"].as_bool(), status["outcome"].as_str()),
+        (Some(false), Some("sat_out"))
+    );
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    // Not challenged: no validator sits on it, and it owes no trap opening.
+    for validator in v.iter() {
+        assert!(net.challenges(validator).iter().all(|c| c["host"] != h[2]));
+    }
+    assert_eq!(net.status_of(&h[2])["challenged"], false);
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    let sat = row(&report, "hosts", &h[2]);
+    assert_eq!(
+        (
+            sat["outcome"].as_str(),
+            amount(&sat["slashed"]),
+            amount(&sat["reward"])
+        ),
+        (Some("sat_out"), 0, 0)
+    );
+    // The two that trained share the hosts' 80 % of the reward.
+    for host in h.iter().take(2) {
+        assert_eq!(amount(&row(&report, "hosts", host)["reward"]), 400_000);
+    }
+    assert_eq!(report["slashed_total"], "0");
+    // No model vote either: only accepted hosts propose.
+    let msg =
+        json!({"propose_model": {"epoch": 0, "model_hash": digest("m"), "val_loss_micro": 1}});
+    assert!(net
+        .chain
+        .refused(&h[2], msg)
+        .contains("not an accepted host"));
+    net.propose(&h[0], &digest("m"));
+    net.propose(&h[1], &digest("m"));
+    assert_eq!(net.epoch_number(), 1);
+    // It joins the next epoch with its whole stake and trains it like anyone else.
+    let member = net.chain.query(json!({"member": {"address": h[2]}}));
+    assert_eq!(amount(&member["bonded"]), HOST_BOND);
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    net.play_verdicts(&honest);
+    let report = net.chain.report(1);
+    for host in h.iter() {
+        assert_eq!(row(&report, "hosts", host)["outcome"], "accepted");
+    }
+    net.chain.check_books();
+}
+
+#[test]
+fn sit_out_is_refused_after_a_commit_twice_from_outsiders_and_outside_its_window() {
+    let mut net = Net::new(&spec_with(json!({})), 3, 2);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    let outsider = net.chain.addr("outsider");
+    let msg = |e: u64| json!({"sit_out": {"epoch": e}});
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    assert_eq!(net.phase(), "train");
+    net.commit(&h[0]);
+    assert_eq!(
+        net.chain.refused(&h[0], msg(0)),
+        format!(
+            "sit_out: {} already committed in epoch 0; a committed host cannot sit out",
+            h[0]
+        )
+    );
+    net.sit_out(&h[1]);
+    assert_eq!(
+        net.chain.refused(&h[1], msg(0)),
+        format!("sit_out: {} already sat out epoch 0", h[1])
+    );
+    // Having sat out, it cannot change its mind and commit.
+    let commit = net.commit_msg(&h[1], 2);
+    assert_eq!(
+        net.chain.refused(&h[1], commit),
+        format!("commit: {} sat out epoch 0; it commits in the next", h[1])
+    );
+    assert_eq!(
+        net.chain.refused(&outsider, msg(0)),
+        format!("sit_out: {outsider} did not join epoch 0")
+    );
+    assert!(net
+        .chain
+        .refused(&v[0], msg(0))
+        .starts_with(&format!("sit_out: {} ", v[0])));
+    assert_eq!(
+        net.chain.refused(&h[2], msg(1)),
+        "sit_out: epoch 1 has not started; the current epoch is 0"
+    );
+    let paid = json!({"sit_out": {"epoch": 0}});
+    assert!(
+        net.chain.execute(&h[2], paid, 5).is_err(),
+        "funds are refused"
+    );
+    // Once reveals may be public (the picks follow from them), sitting out is over.
+    net.commit(&h[2]);
+    assert_eq!(net.phase(), "reveal");
+    assert_eq!(
+        net.chain.refused(&h[2], msg(0)),
+        "sit_out: epoch 0 is in phase reveal; sit_out is accepted in phase train only"
+    );
+}
+
+#[test]
+fn a_sat_out_host_that_withholds_its_reveal_pays_the_no_reveal_slash() {
+    // Sitting out must not make a withheld reveal (a say in the next seed, so in the next
+    // epoch's data and pickers) free.
+    let mut net = Net::new(&spec_with(json!({})), 2, 2);
+    let h = net.hosts.clone();
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    net.commit(&h[0]);
+    net.sit_out(&h[1]);
+    for who in net.everyone() {
+        if who != h[1] {
+            net.reveal(&who);
+        }
+    }
+    assert_eq!(
+        net.phase(),
+        "reveal",
+        "reveal waits for the sat-out host's secret"
+    );
+    net.chain.wait_past_deadline();
+    let first = net.hosts[0].clone();
+    net.chain.ok(&first, json!({"advance": {}}));
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    net.play_verdicts(&honest);
+    let report = net.chain.report(0);
+    let r = row(&report, "hosts", &h[1]);
+    assert_eq!(r["outcome"], "no_reveal");
+    assert_eq!(amount(&r["slashed"]), HOST_BOND / 2);
+    net.chain.check_books();
+}
+
+#[test]
+fn sitting_out_e_plus_1_neither_shields_a_slash_earned_in_e_nor_votes_on_the_start() {
+    let mut net = Net::new(&pipelined_spec(), 3, 2);
+    let h = net.hosts.clone();
+    let cheater = h[2].clone();
+    let cheats = |_: &str, host: &str, _: u64| Some(if host == h[2] { "fail" } else { "pass" });
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    net.propose_start_all(&digest("opt 1"));
+    assert_eq!(net.chain.epoch()["epoch"], 1);
+    // Epoch 1: everyone joins; the cheater, caught in epoch 0, sits out epoch 1.
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    net.focus = Some(0);
+    net.commit_round(&cheats);
+    net.focus = None;
+    assert_eq!(net.phase(), "train");
+    net.commit(&h[0]);
+    net.commit(&h[1]);
+    net.sit_out(&cheater);
+    assert_eq!(net.phase(), "reveal");
+    net.focus = Some(0);
+    net.play_verdicts(&cheats);
+    let report = net.chain.report(0);
+    let r = row(&report, "hosts", &cheater);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("invalid"), HOST_BOND / 2),
+        "epoch 0's slash is epoch 0's, whatever it does in epoch 1"
+    );
+    net.propose(&h[0], &digest("settled 1"));
+    net.propose(&h[1], &digest("settled 1"));
+    net.focus = None;
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    // The start vote of epoch 2 weighs the committed hosts only: the sat-out host has none,
+    // and the two that committed carry it alone.
+    let msg = json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}});
+    assert_eq!(
+        net.chain.refused(&cheater, msg.clone()),
+        format!("propose_start: {cheater} is not a committed host of epoch 1")
+    );
+    net.chain.ok(&h[0], msg.clone());
+    let opened = net.chain.ok(&h[1], msg);
+    assert_eq!(events(&opened, "pipeline")[0]["training"], "2");
+    net.focus = Some(1);
+    net.play_verdicts(&honest);
+    let report = net.chain.report(1);
+    let r = row(&report, "hosts", &cheater);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("sat_out"), 0)
+    );
+    net.focus = None;
+    net.chain.check_books();
+}
+
+// -- a host that sat out ranks last for a seat at the next join (issue 30) ---------------------
+
+impl Net {
+    /// Two host seats; host-0 bonds 30 M, host-1 20 M, host-2 10 M (stake orders the seats).
+    fn two_seats_three_stakes() -> Net {
+        let mut net = Net::new(&spec_with(json!({"phases": {"max_hosts": 2}})), 3, 2);
+        for (host, extra) in [(0, 2 * HOST_BOND), (1, HOST_BOND)] {
+            let h = net.hosts[host].clone();
+            let bond =
+                json!({"bond": {"role": "host", "endpoint": format!("http://host-{host}:8700")}});
+            net.chain.pay(&h, bond, extra);
+        }
+        net
+    }
+
+    /// Join-refusal text for `host`, which sat out epoch `sat` and finds only hosts that did not.
+    fn ranks_last(&self, host: &str, sat: u64) -> String {
+        format!(
+            "join: epoch {} is full and {host} sat out epoch {sat}: a host that sat out ranks below \
+             every host that did not",
+            self.epoch_number()
+        )
+    }
+
+    /// Close a join that runs to its deadline (more hosts are eligible than the seats).
+    fn close_join(&mut self) {
+        self.chain.wait_past_deadline();
+        let first = self.hosts[0].clone();
+        self.chain.ok(&first, json!({"advance": {}}));
+        assert_eq!(self.phase(), "train");
+    }
+
+    /// Reveal with everyone that joined, then settle, verify honestly and propose one model.
+    fn finish_epoch(&mut self, joined: &[String]) {
+        for who in joined {
+            self.reveal(who);
+        }
+        self.settle();
+        self.play_verdicts(&honest);
+        let e = self.epoch_number();
+        for host in self.hosts.clone() {
+            let accepted = self.chain.report(e)["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["address"] == host && r["outcome"] == "accepted");
+            if accepted && self.epoch_number() == e {
+                self.propose(&host, &digest("m"));
+            }
+        }
+        assert_eq!(self.epoch_number(), e + 1, "epoch {e} closed");
+    }
+}
+
+fn evicted(response: &Response) -> Option<&str> {
+    response
+        .attributes
+        .iter()
+        .find(|a| a.key == "evicted")
+        .map(|a| a.value.as_str())
+}
+
+#[test]
+fn a_host_that_sat_out_cannot_evict_and_a_smaller_stake_evicts_it_at_the_next_join_only() {
+    let mut net = Net::two_seats_three_stakes();
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    net.join(&h[0]);
+    net.join(&h[1]);
+    // Full: host-2's 10 M does not out-stake the smallest seat (20 M).
+    assert!(net
+        .chain
+        .refused(
+            &h[2],
+            json!({"join": {"epoch": 0, "beacon_commit": digest("b")}})
+        )
+        .contains("is full: its 2 host seats are held by stakes of at least 20000000inj"));
+    for who in v.iter() {
+        net.join(who);
+    }
+    net.close_join();
+    // The largest stake holds a seat and sits out; host-1 trains.
+    net.sit_out(&h[0]);
+    net.commit(&h[1]);
+    net.finish_epoch(&[h[0].clone(), h[1].clone(), v[0].clone(), v[1].clone()]);
+
+    // Epoch 1: host-0 (30 M, sat out epoch 0) holds a seat only while nobody else wants it.
+    net.join(&h[0]);
+    net.join(&h[1]);
+    let response = net.join(&h[2]);
+    assert_eq!(
+        evicted(&response),
+        Some(h[0].as_str()),
+        "a 10 M newcomer evicts the 30 M host that sat out"
+    );
+    let again = json!({"join": {"epoch": 1, "beacon_commit": digest("b")}});
+    assert_eq!(net.chain.refused(&h[0], again), net.ranks_last(&h[0], 0));
+    // Its stake is untouched: it is only ordered last.
+    let member = net.chain.query(json!({"member": {"address": h[0]}}));
+    assert_eq!(amount(&member["bonded"]), 3 * HOST_BOND);
+    for who in v.iter() {
+        net.join(who);
+    }
+    net.close_join();
+    net.commit(&h[1]);
+    net.commit(&h[2]);
+    net.finish_epoch(&[h[1].clone(), h[2].clone(), v[0].clone(), v[1].clone()]);
+
+    // Epoch 2: sitting out epoch 0 no longer counts; host-0 out-stakes the smallest seat again.
+    net.join(&h[1]);
+    net.join(&h[2]);
+    let response = net.join(&h[0]);
+    assert_eq!(evicted(&response), Some(h[2].as_str()));
+    let status = net.status_of(&h[0]);
+    assert_eq!(amount(&status["stake"]), 3 * HOST_BOND, "{status}");
+    net.chain.check_books();
+}
+
+#[test]
+fn among_hosts_that_sat_out_the_larger_stake_keeps_the_seat() {
+    let mut net = Net::two_seats_three_stakes();
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    for who in [&h[0], &h[1], &v[0], &v[1]] {
+        net.join(who);
+    }
+    net.close_join();
+    net.sit_out(&h[0]);
+    net.sit_out(&h[1]);
+    for who in [&h[0], &h[1], &v[0], &v[1]] {
+        net.reveal(who);
+    }
+    net.settle();
+    // Nobody trained: nothing to check or accept, and the epoch closes.
+    net.chain.wait_past_deadline();
+    net.chain.ok(&h[2], json!({"advance": {}}));
+    net.settle();
+    assert_eq!(net.epoch_number(), 1);
+
+    // Epoch 1: both sat out; host-2 (10 M) did not, so it outranks either.
+    net.join(&h[1]);
+    net.join(&h[2]);
+    let response = net.join(&h[0]);
+    assert_eq!(
+        evicted(&response),
+        Some(h[1].as_str()),
+        "30 M evicts 20 M among those that sat out"
+    );
+    let again = json!({"join": {"epoch": 1, "beacon_commit": digest("b")}});
+    assert_eq!(
+        net.chain.refused(&h[1], again),
+        format!(
+            "join: epoch 1 is full and {} sat out epoch 0: it ranks below every host that did \
+             not, and the smallest seat of one that sat out holds 30000000inj",
+            h[1]
+        )
+    );
+    net.chain.check_books();
+}
