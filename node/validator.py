@@ -49,6 +49,7 @@ import logging
 import math
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -231,6 +232,9 @@ class ValidatorNode(Participant):
         self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
         self._refused: set[tuple[int, str, int, int]] = set()  # round-0 challenges its host did not deliver to it
         self._seen: dict[tuple[int, str, str], dict[tuple[str, int], object]] = {}  # (epoch, root, seat) -> JSON read
+        # Fetch threads add to _seen while the tick prunes it: a dict iterated while another thread
+        # inserts raises "changed size during iteration".
+        self._seen_lock = threading.Lock()
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
 
@@ -448,7 +452,8 @@ class ValidatorNode(Participant):
                 holder = self.peers(endpoint)
             except ArtifactUnavailable:
                 continue
-            seen = self._seen.setdefault((challenge.epoch, challenge.checkpoint_root, address), {})
+            with self._seen_lock:
+                seen = self._seen.setdefault((challenge.epoch, challenge.checkpoint_root, address), {})
             view = Reusing(FromHolder(holder, challenge, first.previous_delta), seen, files.setdefault(address, {}))
             spool = fetch_challenge(view, challenge, directory, first.until, self.stopping.is_set, whole=True)
             if spool.failure is None and all(item.odd is None for item in spool.items.values()):
@@ -489,8 +494,9 @@ class ValidatorNode(Participant):
         # Only this epoch's: in a pipelined run another epoch's round may be running too.
         for k in [k for k in self._spools if k[0] == status.epoch and k not in live]:
             self._spools.pop(k).discard()
-        for seen in [k for k in self._seen if k[0] < status.epoch - 1]:
-            del self._seen[seen]
+        with self._seen_lock:
+            for seen in [k for k in self._seen if k[0] < status.epoch - 1]:
+                del self._seen[seen]
 
     def _kept(self, status: ParticipantStatus, challenge: Challenge) -> VerdictOpening | None:
         """The opening kept for ``challenge`` in its round (a re-vote's apart), if any."""
