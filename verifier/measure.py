@@ -449,7 +449,6 @@ def peer_excess(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float 
     return out
 
 
-
 def peer_clip(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = DELTA_PEER_FACTOR,
               min_peers: int = DELTA_PEER_MIN, segments: Mapping[str, int] | None = None
               ) -> tuple[dict[str, dict[str, torch.Tensor]], dict[str, dict[str, float]]]:
@@ -531,6 +530,7 @@ def within_peer_bound(deltas: Mapping[str, Mapping[str, torch.Tensor]], clip: bo
         return PeerBound({h: dict(d) for h, d in kept.items()}, left_out, {})
     clipped, scales = peer_clip(kept, segments=segments)
     return PeerBound(clipped, left_out, scales)
+
 
 def leaf_moment_check(state: TrainState, train: TrainSpec) -> tuple[dict[str, float], str | None]:
     """Whether a leaf's AdamW moments are ones that ``state.step`` AdamW steps can produce.
