@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +47,7 @@ from veriloco.errors import CommandError
 if TYPE_CHECKING:  # the backends load only when a factory deploys on one
     from chain.cosmos import CosmosChain
     from chain.embedded import EmbeddedChain
+    from trainer.inner import EpochResult
 
 
 SIM_BLOCK_TXS = 500
@@ -227,6 +228,10 @@ class LocalNetwork:
         """
         return sum(self.ledger.balance(a) for a in self._audited) + self.backend.fees_paid
 
+    def _training_jobs(self) -> list[Future[EpochResult]]:
+        """The pipelined hosts' trainings under way on their threads."""
+        return [job for h in self.hosts if (job := h.training) is not None]
+
     def run_epoch(self, max_rounds: int = 10_000) -> EpochReport:
         """Drive the oldest epoch not settled yet to its end; return its report.
 
@@ -240,6 +245,11 @@ class LocalNetwork:
         info = self.ledger.epoch()
         epoch = info.settling if info.settling is not None else info.epoch
         for _ in range(max_rounds):
+            # Jobs training before the round: one that ends after its host's tick looked at it but
+            # before the check below is no longer "training" there, yet its commitment is still due.
+            # Waiting on it (it is done: at once) gives its host the next round instead of a jump
+            # to the train deadline, which would close the phase before the commit.
+            training = self._training_jobs()
             acted = [node.tick() for node in self.nodes]
             self.ledger.end_block()  # one round of transactions, one block
             info = self.ledger.epoch()
@@ -248,7 +258,7 @@ class LocalNetwork:
                     self.overlaps[epoch] = (info.epoch, info.phase)
                 return self.ledger.report(epoch)
             if not any(acted):
-                busy = [job for h in self.hosts if (job := h.training) is not None]
+                busy = training + self._training_jobs()
                 if busy:
                     # A pipelined host trains on its thread: time passes for it, not in blocks.
                     wait(busy, timeout=600, return_when=FIRST_COMPLETED)

@@ -73,3 +73,31 @@ def test_a_pipelined_host_stopped_opens_the_settling_epochs_traps_before_it_exit
         daemon.run()
     assert "stopping: waiting for its trap opening of epoch 0" in caplog.text
     assert net.ledger.participant(host.address, 0).traps_opened
+
+
+def test_a_training_that_ends_after_its_hosts_tick_still_commits(tmp_path, load_dataset) -> None:
+    """The simulation's round (``LocalNetwork.run_epoch``): a pipelined training that ends after its
+    host's tick looked at it, but before the round's check for work under way, gets the next round
+    for its commitment — not a jump to the train deadline, which closes the phase first and leaves
+    the host ``absent`` (seen under load in CI). The interleaving is forced here: the host's tick
+    returns, then the training it saw running is let finish."""
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
+                           validators=2, hosts=1).with_changes(phases={"pipelined": True})
+    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None)],
+                                                      validators=[validator_behaviour("honest")] * 2),
+                       load_dataset(spec.data))
+    host = net.hosts[0]
+    tick, forced = host.tick, []
+
+    def tick_then_the_training_ends() -> bool:
+        running = host.training
+        acted = tick()
+        if running is not None and host.training is running:  # seen running by this tick
+            running.result(timeout=120)
+            forced.append(running)
+        return acted
+
+    host.tick = tick_then_the_training_ends  # type: ignore[method-assign]
+    reports = [net.run_epoch(), net.run_epoch()]
+    assert forced, "the interleaving was forced"
+    assert [next(h.outcome for h in r.hosts if h.address == host.address) for r in reports] == ["accepted"] * 2
