@@ -8,7 +8,10 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
             worker's AdamW moments and step count across rounds instead, as in the DiLoCo
             paper), then the Δs are quantized
             (``spec.quantization``), dequantized, averaged with ``spec.aggregation`` and applied
-            with the outer Nesterov step (``spec.outer``). ``T / H`` rounds. With ``topk2`` each
+            with the outer Nesterov step (``spec.outer``). ``T / H`` rounds. The Δs pass the
+            proposers' peer bound first (``verifier.measure.within_peer_bound``, as
+            ``node/host.py`` applies it): from 3 Δs on, one beyond 1.5× the median norm in some
+            tensor is left out and small tensors are clipped to 1.5× their median. With ``topk2`` each
             worker carries its error-feedback residual from round to round, as a host does.
             ``schedule`` says
             which model a round trains from (pipelined epochs, docs/training.md):
@@ -18,8 +21,10 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
             applied then, so every schedule takes ``T / H`` outer steps on the same Δ bytes.
             ``optimistic``: round ``e + 1`` trains from the outer step of EVERY committed Δ of
             ``e`` on the settled model, while the settled model (the one measured) takes only
-            the accepted Δs. ``cheaters`` workers (the first ones) commit their Δ sign-flipped,
-            and settlement always rejects them: only an optimistic start ever contains them.
+            the accepted Δs. ``cheaters`` workers (the first ones) commit their Δ sign-flipped
+            (``cheat="scaled"``: 3× its size, beyond the peer bound), and settlement always rejects
+            them: only an optimistic start ever contains them, bounded by the peer bound as the
+            proposers' start is (a scaled Δ is left out of it).
 ``ddp``     synchronous data parallelism: ``T`` steps on the K workers' batches together, the
             gradients averaged every step (the step's ``K`` micro-batches).
 ``single``  one worker, ``K · T`` steps of one worker-batch each.
@@ -36,7 +41,7 @@ Communication is counted as the tensor bytes each worker sends: a float32 gradie
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -51,11 +56,15 @@ from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState, outer_step
 from trainer.step import Stepper, TrainState
+from verifier.measure import within_peer_bound
 
 Mode = Literal["diloco", "ddp", "single"]
 MODES: tuple[Mode, ...] = ("diloco", "ddp", "single")
 Schedule = Literal["synchronous", "delayed", "optimistic"]
 SCHEDULES: tuple[Schedule, ...] = ("synchronous", "delayed", "optimistic")
+
+CHEAT_SCALE = 3.0
+"""How much a ``scaled`` cheater enlarges its Δ: twice the peer bound's factor (1.5× the median)."""
 
 Progress = Callable[[int, int], None]
 """Called with (micro-steps done, total micro-steps)."""
@@ -97,10 +106,18 @@ def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int
     return dataset.batch(run_id, _round_seed(run_id, e), f"worker-{k}", t, spec.train.batch_size)
 
 
+def proposers_aggregate(spec: RunSpec, deltas: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The aggregate a proposer takes the outer step with (``node/host.py``): the peer bound and the
+    small-tensor clip (:func:`verifier.measure.within_peer_bound`), then the run's rule over the kept
+    Δs. Whole epochs only, so every Δ weighs the same (the unweighted rule, bit for bit)."""
+    return aggregate(spec.aggregation, within_peer_bound(deltas).kept)
+
+
 def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: int,
              evals: int = 10, eval_windows: int = 512, progress: Progress | None = None,
              inner_state: Literal["fresh", "kept"] = "fresh", device: str = "cpu",
-             schedule: Schedule = "synchronous", cheaters: int = 0) -> SimResult:
+             schedule: Schedule = "synchronous", cheaters: int = 0,
+             cheat: Literal["sign_flip", "scaled"] = "sign_flip") -> SimResult:
     """Train one configuration and measure it.
 
     Args:
@@ -118,7 +135,8 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
         device: where the steps and evaluations run (``cpu``, ``cuda``; see
             :class:`~trainer.step.Stepper`).
         schedule: ``diloco`` only: ``synchronous``, ``delayed`` or ``optimistic`` (above).
-        cheaters: ``diloco`` only: how many workers commit a sign-flipped Δ that settlement rejects.
+        cheaters: ``diloco`` only: how many workers commit a forged Δ that settlement rejects.
+        cheat: what they commit: their Δ ``sign_flip``-ped, or ``scaled`` by :data:`CHEAT_SCALE`.
     """
     h = spec.train.inner_steps
     if mode not in MODES:
@@ -129,6 +147,8 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
         raise ValueError(f"inner_state must be 'fresh' or 'kept', not {inner_state!r}")
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
+    if cheat not in ("sign_flip", "scaled"):
+        raise ValueError(f"cheat must be 'sign_flip' or 'scaled', not {cheat!r}")
     if not 0 <= cheaters < workers:
         raise ValueError("cheaters must be >= 0 and leave at least one honest worker")
     if steps % h or steps < h:
@@ -173,7 +193,8 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
                 kept[k] = end
                 delta = pseudo_gradient(state.params, end.params)
                 if k < cheaters:
-                    delta = {n: -t for n, t in delta.items()}
+                    factor = -1.0 if cheat == "sign_flip" else CHEAT_SCALE
+                    delta = {n: factor * t for n, t in delta.items()}
                 # The epoch's scheme (quantization.schedule); a scheme without a residual leaves
                 # None, so the first topk2 epoch after a switch starts from zeros.
                 quant = spec.quantization.at(e)
@@ -183,15 +204,15 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
                 errors.append(relative_error(delta, deltas[ctx.host]))
             accepted = {host: d for host, d in deltas.items() if int(host.split("-")[1]) >= cheaters}
             if schedule == "optimistic":  # the next start: every committed Δ, before settlement
-                state = outer_step(settled, aggregate(spec.aggregation, deltas), spec.outer)
-                settled = outer_step(settled, aggregate(spec.aggregation, accepted), spec.outer)
+                state = outer_step(settled, proposers_aggregate(spec, deltas), spec.outer)
+                settled = outer_step(settled, proposers_aggregate(spec, accepted), spec.outer)
             elif schedule == "delayed":
-                pending.append(aggregate(spec.aggregation, accepted))
+                pending.append(proposers_aggregate(spec, accepted))
                 if len(pending) > 1:
                     settled = outer_step(settled, pending.pop(0), spec.outer)
                 state = settled
             else:
-                settled = state = outer_step(settled, aggregate(spec.aggregation, accepted), spec.outer)
+                settled = state = outer_step(settled, proposers_aggregate(spec, accepted), spec.outer)
             evaluate(since, params=settled.params)
         if pending:  # the pipeline drains: the last round's aggregate
             settled = outer_step(settled, pending.pop(0), spec.outer)

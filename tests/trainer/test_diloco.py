@@ -79,3 +79,57 @@ def test_pipelined_schedules_against_the_synchronous_one(dataset) -> None:
         run("eager", 16)
     with pytest.raises(ValueError, match="cheaters"):
         run("synchronous", 16, cheaters=3)
+
+
+def test_a_forged_delta_is_bounded_in_the_simulation_as_the_proposers_bound_it() -> None:
+    # The simulation aggregates through the proposers' path (node/host.py: the peer bound and the
+    # small-tensor clip over the accepted Δs with the segments each covers, then the rule weighted
+    # by them): the same bits, whole epochs being equal weights.
+    from protocol.tensors.aggregation import aggregate
+    from trainer.diloco import proposers_aggregate
+    from verifier.measure import PEER_POOL_COORDINATES, within_peer_bound
+
+    spec = small_spec(aggregation={"rule": "mean"})
+    gen = torch.Generator().manual_seed(3)
+    shapes = parameter_shapes(spec)
+    common = {n: 1e-2 * torch.randn(tuple(s), generator=gen) for n, s in shapes.items()}
+    honest = {f"worker-{k}": {n: t + 2e-3 * torch.randn(t.shape, generator=gen) for n, t in common.items()}
+              for k in range(1, 4)}
+    matrix = max(shapes, key=lambda n: shapes[n].numel())
+    small = min(n for n, s in shapes.items() if s.numel() < PEER_POOL_COORDINATES)
+
+    def proposer(deltas):
+        segments = dict.fromkeys(deltas, spec.train.segments)
+        kept = within_peer_bound(deltas, segments=segments).kept
+        return aggregate(spec.aggregation, kept, {h: segments[h] for h in kept})
+
+    # A matrix at 3×: left out, so the aggregate is the honest Δs' alone.
+    scaled = {**honest, "worker-0": {**honest["worker-1"], matrix: 3 * honest["worker-1"][matrix]}}
+    # A small tensor at 2.5×, hidden in the pool: kept, and clipped to 1.5× its median.
+    hidden = {**honest, "worker-0": {**honest["worker-1"], small: 2.5 * honest["worker-1"][small]}}
+    for deltas, left_out in ((scaled, True), (hidden, False)):
+        got = proposers_aggregate(spec, deltas)
+        want = proposer(deltas)
+        assert all(torch.equal(got[n], want[n]) for n in shapes)
+        raw = aggregate(spec.aggregation, deltas)
+        if left_out:
+            alone = aggregate(spec.aggregation, honest)
+            assert all(torch.equal(got[n], alone[n]) for n in shapes)
+        else:  # only the clipped tensor differs from the plain mean, and it is smaller
+            assert [n for n in shapes if not torch.equal(got[n], raw[n])] == [small]
+            assert float(got[small].norm()) < float(raw[small].norm())
+
+
+def test_an_optimistic_start_leaves_out_a_delta_beyond_the_peer_bound(dataset) -> None:
+    # A cheater whose Δ is 3× its honest size: the proposers' peer bound leaves it out of the
+    # optimistic start too, so the run is synchronous DiLoCo without it (a sign-flipped Δ, of honest
+    # size, does reach the start: test_pipelined_schedules_against_the_synchronous_one).
+    spec = small_spec(train={"inner_steps": 8, "segment_steps": 8})
+
+    def run(schedule):
+        return simulate(spec, dataset, "diloco", workers=3, steps=16, evals=1, eval_windows=64,
+                        schedule=schedule, cheaters=1, cheat="scaled")
+
+    assert run("optimistic").val_loss == run("synchronous").val_loss
+    with pytest.raises(ValueError, match="cheat"):
+        simulate(spec, dataset, "diloco", workers=3, steps=16, cheaters=1, cheat="noise")
