@@ -137,3 +137,50 @@ def test_an_honest_host_passes_the_leaf_zero_check_at_any_split(spec, dataset, t
     last = spec.train.segments - 1
     report = check_challenge(spec, dataset, served.challenge(last), source, served.theta, served.ctx.prev_epoch_seed)
     assert report.outcome == "pass" and report.measurements["leaf0_checked"] is True, report.reason
+
+
+def test_stronger_jump_directions_move_along_the_gradient_and_where_the_bound_leaves_room(spec, dataset,
+                                                                                          tmp_path) -> None:
+    # `gradient` displaces θ along ∇ of the validation loss itself (the first-order strongest move
+    # under a per-tensor L2 bound), `ascent` along its sign; `matrices` only the tensors the peer
+    # bound compares one by one, leaving the pooled and clipped small ones honest.
+    import torch
+
+    from trainer.delta import dequantize
+    from trainer.model import parameter_shapes
+    from trainer.outer import GlobalState
+    from verifier.adversaries.unseen import validation_gradient
+    from verifier.measure import PEER_POOL_COORDINATES
+
+    grad = validation_gradient(spec, dataset, GlobalState.initial(spec).params)
+    large = [n for n in grad if grad[n].numel() >= PEER_POOL_COORDINATES]
+    moved = {}
+    for i, direction in enumerate(("ascent", "gradient", "matrices")):
+        adversary = Jump(1, 1.4, direction)
+        served = serve_epoch(spec, dataset, adversary, tmp_path / str(i))
+        forged = dequantize(served.result.payload, parameter_shapes(spec), spec.quantization)
+        honest = adversary.honest_delta[0]
+        moved[direction] = {n: honest[n] - forged[n] for n in honest}
+
+    def alignment(direction: str) -> float:  # mean cosine of the matrices' displacement with ∇
+        d = moved[direction]
+        return sum(float((d[n] * grad[n]).sum() / (d[n].norm() * grad[n].norm())) for n in large) / len(large)
+
+    def small_share(direction: str) -> float:  # the small tensors' share of the squared displacement
+        d = moved[direction]
+        total = sum(float(t.pow(2).sum()) for t in d.values())
+        return sum(float(d[n].pow(2).sum()) for n in d if n not in large) / total
+
+    assert alignment("gradient") > alignment("ascent") + 0.1
+    assert small_share("matrices") < small_share("gradient") / 4
+    # aim "first": the first epoch's direction every epoch, so the pushes add up; "each": its own
+    first, each = Jump(1, 1.4, "gradient", "first"), Jump(1, 1.4, "gradient")
+    ctx = served.ctx
+    theta0 = GlobalState.initial(spec).params
+    theta1 = {n: t - moved["gradient"][n] for n, t in theta0.items()}
+    assert all(torch.equal(a, b) for a, b in zip(first._direction(spec, dataset, ctx, theta0).values(),
+                                                 first._direction(spec, dataset, ctx, theta1).values(), strict=True))
+    assert not all(torch.equal(a, b) for a, b in zip(each._direction(spec, dataset, ctx, theta0).values(),
+                                                     each._direction(spec, dataset, ctx, theta1).values(), strict=True))
+    with pytest.raises(ValueError, match="aim"):
+        make_adversary("jump:1,1.4,gradient,last")

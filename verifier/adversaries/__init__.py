@@ -85,9 +85,11 @@ Host adversaries (``ADVERSARIES``, parameters in the order ``name:a,b`` gives th
 ``fake_train_loss:factor``  trains honestly, reports ``factor`` × its train loss
 ``shifted_start:scale``  trains honestly from θ_e + a shift (``scale`` × lr per coordinate),
                     commits its Δ against θ_e: only leaf 0 is wrong
-``jump:segments,ratio,direction``  fakes ``segments`` segments before the last by displacing their
-                    end along ``direction`` so that the committed Δ is ``ratio`` × honest (0: the
-                    edge of the per-coordinate bound); every other segment and the Δ pass
+``jump:segments,ratio,direction,aim``  fakes ``segments`` segments before the last by displacing
+                    their end along ``direction`` (``ascent``, ``gradient``, ``matrices``,
+                    ``random``) so that the committed Δ is ``ratio`` × honest (0: the edge of the
+                    per-coordinate bound), each epoch's direction or the ``first`` one's; every
+                    other segment and the Δ pass
 ==================  ==========================================================================
 
 Validator behaviours (``VALIDATORS``): ``honest``, ``always_pass``, ``always_fail``, ``silent`` —

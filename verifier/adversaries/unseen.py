@@ -7,20 +7,27 @@ the start of the leaf chain.
                                     Δ = θ_e − θ_S against the agreed θ_e. Every segment but 0
                                     replays exactly; leaf 0 is not θ_e's, which the last segment's
                                     validators check every epoch (``verifier.replay``)
-``jump:segments,ratio,direction``   trains honestly, except that ``segments`` segments before the
-                                    last end displaced along ``direction`` (``ascent``: up the
-                                    validation loss at θ_e; ``random``), together by the
-                                    per-tensor shift that makes the committed Δ ``ratio`` × its
-                                    honest norm (0: as far as the epoch's per-coordinate bound
-                                    allows); honest moments and losses, and the last segment
-                                    trained honestly from there. Each faked segment fails its
-                                    replay; the others, the last one and the Δ pass
+``jump:segments,ratio,direction,aim`` trains honestly, except that ``segments`` segments before the
+                                    last end displaced along ``direction`` (``ascent``: the sign of
+                                    the validation-loss gradient at θ_e; ``gradient``: the gradient
+                                    itself, per tensor; ``matrices``: the gradient on the tensors of
+                                    at least 4,096 coordinates only, small tensors left honest;
+                                    ``random``), together by the per-tensor shift that makes the
+                                    committed Δ ``ratio`` × its honest norm (0: as far as the
+                                    epoch's per-coordinate bound allows); honest moments and losses,
+                                    and the last segment trained honestly from there. ``aim``:
+                                    ``each`` epoch's own direction, or the ``first`` epoch's reused
+                                    every epoch (pushes that accumulate). Each faked segment fails
+                                    its replay; the others, the last one and the Δ pass
 ==================================  ===============================================================
 
 ``jump`` is the issue-28 attack: a host caught only when a faked segment is drawn, with probability
 ``1 − C(S − 1 − m, k) / C(S − 1, k)`` per epoch (``m`` = ``segments``), and whose committed Δ
 aggregation must bound (``verifier.measure.within_peer_bound``: the peer bound, small tensors
-clipped; ``bench/unreplayed_segments.py``).
+clipped; ``bench/unreplayed_segments.py``). Under a per-tensor L2 bound the gradient itself is the
+first-order strongest direction (its sign spreads the same norm over coordinates that matter less);
+``matrices`` puts it where the peer bound leaves room (each matrix just under 1.5× the median) and
+the clip would take it back (small tensors, clipped to 1.5× their median, pooled for exclusion).
 """
 
 from __future__ import annotations
@@ -41,7 +48,14 @@ from trainer.inner import EpochContext, EpochResult, StepCallback, epoch_delta, 
 from trainer.model import build_model
 from trainer.step import Stepper, decays, uses_muon
 from verifier.adversaries.base import Adversary, clone_state, commit_leaves
-from verifier.measure import MOMENT_SLACK, muon_spectral_excess, muon_update_limit, segment_movements, update_limit
+from verifier.measure import (
+    MOMENT_SLACK,
+    PEER_POOL_COORDINATES,
+    muon_spectral_excess,
+    muon_update_limit,
+    segment_movements,
+    update_limit,
+)
 
 Tensors = dict[str, torch.Tensor]
 
@@ -154,18 +168,22 @@ class Jump(Adversary):
     """Fakes ``segments`` segments before the last by displacing their end leaves (see the module)."""
 
     name = "jump"
-    PARAMS = ("segments", "ratio", "direction")
+    PARAMS = ("segments", "ratio", "direction", "aim")
 
     def __init__(self, segments: int = 1, ratio: float = 0.0,
-                 direction: Literal["ascent", "random"] = "ascent", seed: int = 0) -> None:
+                 direction: Literal["ascent", "gradient", "matrices", "random"] = "ascent",
+                 aim: Literal["each", "first"] = "each", seed: int = 0) -> None:
         super().__init__(seed)
         if segments < 1:
             raise ValueError("segments must be at least 1")
         if ratio != 0 and not ratio >= 1:
             raise ValueError("ratio is 0 (the edge of the bound) or at least 1")
-        if direction not in ("ascent", "random"):
-            raise ValueError("direction is ascent or random")
-        self.segments, self.ratio, self.direction = int(segments), float(ratio), direction
+        if direction not in ("ascent", "gradient", "matrices", "random"):
+            raise ValueError("direction is ascent, gradient, matrices or random")
+        if aim not in ("each", "first"):
+            raise ValueError("aim is each or first")
+        self.segments, self.ratio, self.direction, self.aim = int(segments), float(ratio), direction, aim
+        self._first: Tensors | None = None  # aim "first": the direction of the first epoch it forged
         self.honest_delta: dict[int, Tensors] = {}
         """epoch -> the unquantized Δ this host would have committed honestly (for the benchmark)."""
         self.movements: dict[int, tuple[list[dict[str, float]], list[dict[str, float]]]] = {}
@@ -182,24 +200,39 @@ class Jump(Adversary):
 
     def _direction(self, spec: RunSpec, dataset: Dataset, ctx: EpochContext,
                    theta: Mapping[str, torch.Tensor]) -> Tensors:
-        if self.direction == "ascent":
-            return validation_gradient(spec, dataset, theta)
-        gen = self.torch_generator(ctx, "direction")
-        return {n: torch.randn(t.shape, generator=gen) for n, t in theta.items()}
+        """Per tensor, the way to move θ (its sign for ``ascent``; zero where θ is to stay honest)."""
+        if self.aim == "first" and self._first is not None:
+            return self._first
+        if self.direction == "random":
+            gen = self.torch_generator(ctx, "direction")
+            out = {n: torch.randn(t.shape, generator=gen) for n, t in theta.items()}
+        else:
+            grad = validation_gradient(spec, dataset, theta)
+            if self.direction == "ascent":
+                out = {n: torch.sign(g) for n, g in grad.items()}
+            elif self.direction == "gradient":
+                out = grad
+            else:  # matrices: the small tensors are pooled and clipped, so leave them honest
+                out = {n: g if g.numel() >= PEER_POOL_COORDINATES else torch.zeros_like(g) for n, g in grad.items()}
+        if self.aim == "first":
+            self._first = out
+        return out
 
     def _shift(self, spec: RunSpec, theta: Mapping[str, torch.Tensor], honest: list[Checkpoint],
                direction: Tensors) -> Tensors:
-        """The total displacement of θ: per tensor, along the sign of ``direction``, sized by ``ratio``
-        (or to :data:`EDGE` of the bound of ``(S − 1)·c`` steps from θ_e, measured from the honest
-        leaf ``S − 1``)."""
+        """The total displacement of θ: per tensor, along ``direction``, sized by ``ratio`` (or to
+        :data:`EDGE` of the bound of ``(S − 1)·c`` steps from θ_e, measured from the honest leaf
+        ``S − 1``). A tensor whose direction is 0 is not moved."""
         before_last = honest[-2].state.params
         out = {}
         for n, d in direction.items():
-            sign = torch.sign(d)
-            if self.ratio == 0:
-                out[n] = sign * 1e30  # clamped to the edge below (0 where the gradient is 0)
+            top = float(d.abs().max()) if d.numel() else 0.0
+            if top == 0:
+                out[n] = torch.zeros_like(d)
+            elif self.ratio == 0:
+                out[n] = d / top * 1e30  # clamped to the edge below (0 where the direction is 0)
             else:
-                unit = sign / max(_norm(sign), 1e-30)
+                unit = d / max(_norm(d), 1e-30)
                 out[n] = unit * jump_size(theta[n] - honest[-1].state.params[n], unit, self.ratio)
         return _within_edge(spec, theta, before_last, out)
 
