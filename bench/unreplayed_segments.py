@@ -16,9 +16,14 @@ clipped to the peer factor × their median (``verifier.measure.within_peer_bound
    ``max_s m_{s,n} / ‖Δ_n‖``, and how far the segment that moved most (``Σ_n m_{s,n}``, the first
    S − 1) stands above the median segment (what a top-Q challenge rule would sort by).
 3. **Attacks** (``attacks``): host 0 of ``--hosts`` runs a ``jump`` (``verifier.adversaries.unseen``)
-   in every epoch; the others are honest. Per attack: the probability of passing an epoch from the
-   challenge rule (``C(S − 1 − m, k) / C(S − 1, k)`` for ``m`` faked segments before the last and
-   ``k`` uniform challenges, plus the last segment, always challenged; with several pickers each
+   in every epoch; the others are honest. Its direction: the sign of the validation-loss gradient
+   (``ascent``, the default), the gradient itself per tensor (``gradient``), the gradient on the
+   matrices only (``matrices``, sized just under the peer factor, e.g. ``jump:1,1.49,matrices``), or
+   random; each epoch's own or the first epoch's every epoch (``…,first``: pushes that accumulate,
+   seen in ``damage``, the whole run against the all-honest one). Per attack: the probability of
+   passing an epoch from the challenge rule (``C(S − 1 − m, k) / C(S − 1, k)`` for ``m`` faked
+   segments before the last and ``k`` uniform challenges, plus the last segment, always challenged;
+   with several pickers each
    drawing ``k``, at least one of them honest, it is at most this), the verdicts of every segment's
    replay in epoch 0 (the faked ones must fail, the rest pass), the committed Δ's largest per-tensor
    norm against the host's own honest Δ and against the peers' median, whether the aggregation
@@ -228,6 +233,16 @@ def movement_stats(spec: RunSpec, dataset: Dataset, hosts: int, epochs: int, roo
     return rows
 
 
+def coordinate_peak(deltas: dict, host: str) -> tuple[float, str]:
+    """``host``'s largest ``|Δ_i|`` in a tensor over the largest the other Δs have there, at its
+    tensor of most excess (how concentrated a forgery is, which no L2 bound per tensor sees)."""
+    others = [d for h, d in deltas.items() if h != host]
+    ratios = {n: float(t.abs().max()) / max(max(float(d[n].abs().max()) for d in others), 1e-30)
+              for n, t in deltas[host].items() if t.numel()}
+    top = max(ratios, key=lambda n: ratios[n])
+    return round(ratios[top], 3), top
+
+
 def movement_rule(forger: Jump, epoch: int, forged: dict[str, torch.Tensor]) -> tuple[int, float]:
     """The faked segments' best rank by committed movement ``Σ_n m_{s,n}`` among the first S − 1 (1:
     moved most), and ``max_n ‖Δ_n‖ / Σ_s m_{s,n}`` with the faked rows reported as the honest ones."""
@@ -246,6 +261,7 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
     model = build_model(spec)
     forger = make_adversary(attack) if attack else HostBehaviour()
     losses, verdicts, ratios, medians, left_out, diverged = [], [], [], [], [], []
+    peaks: list[tuple[float, str]] = []
     ranks: list[int] = []
     under: list[float] = []
     paired: list[float] = []
@@ -278,6 +294,7 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
             forged = deltas[address(0)]
             ratios.append(max(tensor_norm(forged[n]) / max(tensor_norm(honest[n]), 1e-30) for n in honest))
             medians.append(peers.get(address(0), (math.inf, ""))[0] * DELTA_PEER_FACTOR)  # inf: beyond H steps
+            peaks.append(coordinate_peak(deltas, address(0)))
             left_out.append(address(0) not in kept)
             if address(0) in kept:
                 small_in.append(small_ratios(with_clip.kept, address(0), honest))
@@ -312,6 +329,7 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
         out.update({"faked": faked, "pass_probability": pass_probability(spec, faked),
                     "epoch0_verdicts": verdicts, "norm_ratio_to_honest_max": ratios,
                     "norm_ratio_to_peer_median_max": medians, "left_out": left_out,
+                    "largest_coordinate_over_peers": peaks,
                     "faked_movement_rank": ranks, "under_report_triangle": under,
                     "paired_damage": paired, "paired_damage_max": max(paired, default=0.0),
                     "paired_damage_unclipped": paired_unclipped,
