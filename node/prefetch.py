@@ -10,6 +10,12 @@ into a :class:`Spool` — files on disk for leaves and Δ (a large model's leaf 
 memory), the small JSON answers in memory — and replays a challenge only once its spool is
 complete. A slow host then holds one fetch thread, never the replay thread or another host.
 
+The end leaf is not fetched ahead when its chunk digests are (``digests``): the list is checked
+with the leaf's proof as the replay checks it, and the replay then reads from the host only the
+chunks its own end leaf does not reproduce (none when bitwise), as a replay without a spool does
+(``trainer.leaf_digests``); a list not served or not the committed leaf's is dropped and the leaf
+fetched whole ahead.
+
 A :class:`Spool` is an :class:`~trainer.artifacts.ArtifactSource`: the replay
 (``verifier.replay.check_challenge``) reads it exactly as it would read the host, in the same
 order, with every failure kept where it happened (a body that broke after N bytes hands over
@@ -29,6 +35,7 @@ from typing import NoReturn
 from protocol.rules.merkle import MerkleProof
 from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
+from trainer.leaf_digests import LeafDigests
 
 CHUNK = 1 << 20
 
@@ -71,6 +78,9 @@ class Spool(ArtifactSource):
     origin: str = "host"
     """Who served it: ``host``, or the address of the seat whose kept leaves it holds
     (``node.leaf_holding``: seats in turn)."""
+    digests_refused: str | None = None
+    """Why the end leaf's chunk digests were not kept (not served, or not the committed leaf's):
+    its leaf was fetched whole instead."""
 
     @property
     def failure(self) -> str | None:
@@ -134,6 +144,20 @@ class Spool(ArtifactSource):
     def proof(self, epoch: int, leaf: int) -> MerkleProof | UntrustedJson:
         return self._value("proof", leaf)  # type: ignore[return-value]
 
+    def leaf_digests(self, epoch: int, leaf: int) -> LeafDigests | UntrustedJson:
+        # Only the digests fetched ahead and checked: never asked of the host on the replay's thread.
+        item = self.items.get(("digests", leaf))
+        if item is None:
+            raise ArtifactUnavailable(self.digests_refused or f"no chunk digests of leaf {leaf} fetched ahead")
+        return item.value  # type: ignore[return-value]
+
+    def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
+        # The chunks the replay does not reproduce, read from the host as the replay finds them
+        # (the validator bounds its fallback's time: ``ValidatorNode._source``).
+        if self.fallback is None:
+            raise ArtifactUnavailable(f"chunks of leaf {leaf} are not fetched ahead")
+        return self.fallback.leaf_chunk(epoch, leaf, tensor, chunk)
+
     def delta(self, epoch: int) -> bytes:
         return b"".join(_bytes(self._stream("delta", 0)))
 
@@ -155,8 +179,15 @@ def _bytes(pieces: Iterable[object]) -> Iterator[bytes]:
 
 
 def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Path, deadline: float | None,
-                    stop: Callable[[], bool] = lambda: False, whole: bool = False) -> Spool:
+                    stop: Callable[[], bool] = lambda: False, whole: bool = False,
+                    digests: Callable[[object, MerkleProof | UntrustedJson], object] | None = None) -> Spool:
     """Fetch what replaying ``challenge`` reads, in the order it reads it, into a :class:`Spool`.
+
+    With ``digests``, the end leaf is not fetched: its chunk digest list is, checked with its proof
+    by ``digests`` (``verifier.replay.trusted_end_digests``: of the leaf's layout and under the
+    committed root, else it raises), and the replay reads from the host only the chunks it does not
+    reproduce (none when bitwise), as a replay without the spool does. A list not served, or not
+    the committed leaf's, is dropped and the end leaf fetched whole, as without ``digests``.
 
     Args:
         source: the host's artifacts.
@@ -167,6 +198,8 @@ def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Pat
             once it passed, what is left is not asked for (:class:`BudgetSpent`).
         stop: returns True to abandon the fetch (the daemon is stopping).
         whole: stop at the first answer missing (a holder's kept leaves are of use only whole).
+        digests: check a served digest list and proof of the end leaf (raises ``ValueError``);
+            None: the end leaf is fetched whole.
     """
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
@@ -176,8 +209,10 @@ def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Pat
     plan: list[tuple[str, int, Callable[[], object]]] = [
         ("checkpoint", g, lambda: source.checkpoint_chunks(e, g)),
         ("proof", g, lambda: source.proof(e, g)),
-        ("checkpoint", g + 1, lambda: source.checkpoint_chunks(e, g + 1)),
+        *([("digests", g + 1, lambda: source.leaf_digests(e, g + 1))] if digests is not None else
+          [("checkpoint", g + 1, lambda: source.checkpoint_chunks(e, g + 1))]),
         ("proof", g + 1, lambda: source.proof(e, g + 1)),
+        *([("end", g + 1, lambda: source.checkpoint_chunks(e, g + 1))] if digests is not None else []),
         ("losses", 0, lambda: source.losses(e)),
         *([("delta", 0, lambda: source.delta_chunks(e))] if last else []),
         *([("proof", 0, lambda: source.proof(e, 0))] if last and g else []),
@@ -192,6 +227,10 @@ def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Pat
         return None
 
     for kind, index, call in plan:
+        if kind == "end":  # the end leaf whole only when its digest list is not to be used
+            if digests is not None and _trusted(spool, index, digests):
+                continue
+            kind = "checkpoint"
         item = spool.items[kind, index] = _Item()
         why = out_of_time()
         if why is not None:
@@ -202,7 +241,7 @@ def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Pat
         except Exception as exc:  # noqa: BLE001 - kept, raised where the replay asks for it
             item.error = exc
         else:
-            if kind in ("proof", "losses"):
+            if kind in ("proof", "losses", "digests"):
                 item.value = answer
             else:
                 item.path = directory / f"{kind}-{index}"
@@ -211,6 +250,27 @@ def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Pat
             break
     spool.seconds = time.monotonic() - t0
     return spool
+
+
+def _trusted(spool: Spool, leaf: int, check: Callable[[object, MerkleProof | UntrustedJson], object]) -> bool:
+    """Whether the spool's digest list of ``leaf`` passes ``check`` with the leaf's proof; if not,
+    the list is dropped from the spool (the replay then reads the leaf whole) with why."""
+    listed, proof = spool.items.get(("digests", leaf)), spool.items.get(("proof", leaf))
+    why = None
+    if listed is None or listed.error is not None:
+        why = f"not served: {listed.error if listed is not None else 'not asked'}"
+    elif proof is None or proof.error is not None:
+        why = "its proof was not served"
+    else:
+        try:
+            check(listed.value, proof.value)  # type: ignore[arg-type]
+        except ValueError as exc:
+            why = f"refused: {str(exc).splitlines()[0][:200]}"
+    if why is None:
+        return True
+    spool.items.pop(("digests", leaf), None)
+    spool.digests_refused = f"chunk digests of leaf {leaf} {why}"
+    return False
 
 
 def _drain(answer: object, item: _Item, spool: Spool, out_of_time: Callable[[], str | None]) -> None:

@@ -93,7 +93,7 @@ from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
-from verifier.replay import ReplayFault, VerdictReport, check_challenge
+from verifier.replay import ReplayFault, VerdictReport, check_challenge, trusted_end_digests
 
 
 @dataclass(frozen=True)
@@ -230,12 +230,14 @@ class ValidatorNode(Participant):
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
         self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
+        self._whole_end: set[tuple[int, str]] = set()  # (epoch, host) whose end-leaf chunks did not arrive
         self._refused: set[tuple[int, str, int, int]] = set()  # round-0 challenges its host did not deliver to it
         self._seen: dict[tuple[int, str, str], dict[tuple[str, int], object]] = {}  # (epoch, root, seat) -> JSON read
         # Fetch threads add to _seen while the tick prunes it: a dict iterated while another thread
         # inserts raises "changed size during iteration".
         self._seen_lock = threading.Lock()
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
+        self.end_by_digests = True  # prefetch the end leaf's digest list, not the leaf; off: whole (as before)
         self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
 
     def tick(self) -> bool:
@@ -430,8 +432,12 @@ class ValidatorNode(Participant):
         for challenge, first in jobs:
             directory = self._spool_root / f"{challenge.epoch}-{challenge.host}-{challenge.segment}-r{challenge.round}"
             if first is None:
+                # The end leaf by its chunk digests (checked here as the replay checks them), unless
+                # its chunks did not arrive this epoch: then whole, ahead, as before.
+                by_digests = self.end_by_digests and (challenge.epoch, challenge.host) not in self._whole_end
+                check = partial(self._trusted_digests, challenge) if by_digests else None
                 spools.append(fetch_challenge(self._peer(challenge), challenge, directory, deadline,
-                                              self.stopping.is_set))
+                                              self.stopping.is_set, digests=check))
                 continue
             spool = self._fetch_from_seats(challenge, first, directory, files)
             if spool is not None:
@@ -439,6 +445,10 @@ class ValidatorNode(Participant):
             elif first.settled:  # they all voted and none serves it: a definite "not held"
                 self._declined.add((challenge.epoch, challenge.host, challenge.segment, challenge.round))
         return spools
+
+    def _trusted_digests(self, challenge: Challenge, served: object, proof: MerkleProof | UntrustedJson) -> object:
+        """The replay's check of an end leaf's digest list, for the prefetch (raises ``ValueError``)."""
+        return trusted_end_digests(self.spec.for_epoch(challenge.epoch), challenge, served, proof)
 
     def _fetch_from_seats(self, challenge: Challenge, first: _SeatsFirst, directory: Path,
                           files: dict[str, dict[int, Path]]) -> Spool | None:
@@ -497,6 +507,7 @@ class ValidatorNode(Participant):
         with self._seen_lock:
             for seen in [k for k in self._seen if k[0] < status.epoch - 1]:
                 del self._seen[seen]
+        self._whole_end = {k for k in self._whole_end if k[0] >= status.epoch - 1}
 
     def _kept(self, status: ParticipantStatus, challenge: Challenge) -> VerdictOpening | None:
         """The opening kept for ``challenge`` in its round (a re-vote's apart), if any."""
@@ -577,6 +588,8 @@ class ValidatorNode(Participant):
                 source.discard()
         if report.verdict.outcome == "unavailable" and isinstance(source, Spool) and source.origin == "host":
             self._refused.add(key)  # with fetch threads: read from the seats that committed (_prefetch_plan)
+            if str(report.transfer.get("end_leaf_chunks", "")).startswith("failed"):
+                self._whole_end.add((challenge.epoch, challenge.host))  # its next fetch: the end leaf whole
         in_turn = self.holders_first and self._threads > 0 and challenge.round == 0
         if report.verdict.outcome == "unavailable" and (not in_turn or self._give_up(status)):
             held = self._from_holders(status, challenge, theta)
@@ -651,6 +664,10 @@ class ValidatorNode(Participant):
         if spool is not None:
             if spool.origin != "host":
                 self._declined.add(key)  # a seat's leaves are read once: if they do not decide, the host
+            elif spool.fallback is not None:
+                # What the replay reads of the host itself on this thread (the end leaf's differing
+                # chunks, the leaf whole if one is refused) gets the inline budget, as without threads.
+                spool.fallback = _Budgeted(spool.fallback, self._inline_budget_s())
             return spool
         if self._threads == 0:
             return _Budgeted(self._peer(challenge), self._inline_budget_s())

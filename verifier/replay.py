@@ -222,6 +222,28 @@ class _Replayed:
     error: str | None
 
 
+def trusted_end_digests(epoch_spec: RunSpec, challenge: Challenge, served: object,
+                        served_proof: MerkleProof | UntrustedJson) -> LeafDigests:
+    """The end leaf's served chunk digests (leaf ``segment + 1``), once they are the committed leaf's:
+    of its exact layout under ``epoch_spec`` (the run spec resolved for the challenge's epoch), and
+    hashing to a leaf under the challenge's committed root by the served proof. The one check of a
+    digest list, for the replay and for the daemons' prefetch (``node.prefetch``).
+
+    Raises:
+        ValueError: why they are not to be used (the leaf is then read whole).
+    """
+    leaf, leaves = challenge.segment + 1, challenge.segments + 1
+    try:
+        found, leaf_hash = check_leaf_digests(served, checkpoint_layout(epoch_spec, leaf))
+        proof = served_proof if isinstance(served_proof, MerkleProof) else MerkleProof.model_validate(served_proof)
+    except (ValidationError, TypeError) as exc:
+        raise ValueError(str(exc).splitlines()[0]) from None
+    if (proof.index, proof.leaf_count) != (leaf, leaves) or not verify_proof(
+            leaf_hash, proof, bytes.fromhex(challenge.checkpoint_root), leaves):
+        raise ValueError("they do not hash to a leaf under the committed root")
+    return found
+
+
 class _Run:
     """The checks of one challenge, accumulating measurements."""
 
@@ -282,18 +304,11 @@ class _Run:
         """Whether the served chunk digests of the end leaf are the committed leaf's: of its exact
         layout, and hashing to a leaf under the committed root at index ``g + 1`` by the served
         proof. Otherwise they are never used (the leaf is read whole)."""
-        leaf = self.g + 1
         try:
-            found, leaf_hash = check_leaf_digests(self.end_digests, checkpoint_layout(self.spec, leaf))
-            proof = served_proof if isinstance(served_proof, MerkleProof) else MerkleProof.model_validate(served_proof)
-        except (ValueError, ValidationError, TypeError) as exc:
+            self.end_checked = trusted_end_digests(self.spec, self.challenge, self.end_digests, served_proof)
+        except ValueError as exc:
             self.transfer["end_leaf_digests"] = f"refused: {str(exc).splitlines()[0][:200]}"
             return False
-        if (proof.index, proof.leaf_count) != (leaf, self.leaves) or not verify_proof(leaf_hash, proof, self.root,
-                                                                                       self.leaves):
-            self.transfer["end_leaf_digests"] = "refused: they do not hash to a leaf under the committed root"
-            return False
-        self.end_checked = found
         return True
 
     def end_leaf(self, replayed: Checkpoint | None) -> Iterable[object]:

@@ -25,8 +25,10 @@ from protocol.views import EpochReport
 from trainer.behaviour import HostBehaviour
 from trainer.presets import tiny
 
-# A host's challenged leaves, their proofs and its losses; the same kept by a holder.
-LEAF_PATH = re.compile(r"^/v1/(epochs/\d+|held/\d+/[0-9a-f]{64})/((checkpoints|proofs)/\d+|losses)$")
+# A host's challenged leaves (whole, their chunk digests, single chunks), their proofs and its
+# losses; the same kept by a holder.
+LEAF_PATH = re.compile(r"^/v1/(epochs/\d+|held/\d+/[0-9a-f]{64})/"
+                       r"(checkpoints/\d+(/digests|/chunks/\d+/\d+)?|proofs/\d+|losses)$")
 VALIDATORS = [key(f"validator-{i}").address() for i in range(3)]
 
 
@@ -82,9 +84,10 @@ def silent_holder(app: Any, silent: Callable[[], bool]) -> Any:
 
 def network(tmp_path, dataset, holders_first: bool, sent: Counter[str] | None = None,
             refuse: Callable[[str], bool] = lambda _: False,
-            silent: Callable[[str], bool] = lambda _: False) -> HttpNetwork:
+            silent: Callable[[str], bool] = lambda _: False, end_by_digests: bool = True) -> HttpNetwork:
     """One host and 3 validators over HTTP, every member's leaf bytes counted in ``sent``; the
-    host refuses the readers ``refuse`` names; a validator ``silent`` names holds its held leaves."""
+    host refuses the readers ``refuse`` names; a validator ``silent`` names holds its held leaves;
+    ``end_by_digests`` off: the validators prefetch the end leaf whole (how the daemons were)."""
     sent = Counter() if sent is None else sent
     wrap: dict[int, Callable[[Any], Any]] = {0: lambda app: counting(app, sent, "host-0", refuse)}
     for i, address in enumerate(VALIDATORS):
@@ -95,6 +98,7 @@ def network(tmp_path, dataset, holders_first: bool, sent: Counter[str] | None = 
     for node in net.nodes:
         if isinstance(node, ValidatorNode):
             node.holders_first = holders_first
+            node.end_by_digests = end_by_digests
     return net
 
 

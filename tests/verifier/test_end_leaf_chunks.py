@@ -10,6 +10,7 @@ import pytest
 import torch
 from verifier_env import Served, commit_leaves, leaves_of
 
+from node.prefetch import Spool, fetch_challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.checkpoint import FORMAT, checkpoint_layout
 from trainer.leaf_digests import (
@@ -24,7 +25,7 @@ from trainer.leaf_digests import (
 )
 from trainer.tensorfile import encode_tensors
 from verifier.adversaries.base import clone_state
-from verifier.replay import VerdictReport, check_challenge
+from verifier.replay import VerdictReport, check_challenge, trusted_end_digests
 
 DATA: list = []  # the session's dataset (set by the module's fixture)
 
@@ -190,3 +191,50 @@ def test_digest_lists_of_files_and_tensors_agree_and_are_checked(spec, honest) -
         assemble({}, digests, lambda t, c: bytes(len(file_chunk(path, t, c))))
     # What the replay checks is encoded as the host stores it: the same bytes, in 1 MiB pieces.
     assert b"".join(encoded_chunks(tensors, FORMAT)) == encode_tensors(tensors, FORMAT) == path.read_bytes()
+
+
+# -- the daemons' prefetch (node.prefetch): the digest list ahead, the differing chunks at replay --
+
+
+def _ahead(served: Served, source: ArtifactSource, directory) -> Spool:
+    challenge = served.challenge(0)
+    return fetch_challenge(source, challenge, directory, None,
+                           digests=lambda d, p: trusted_end_digests(served.spec.for_epoch(0), challenge, d, p))
+
+
+@pytest.mark.parametrize("kind", ["honest", "within"])
+def test_the_prefetch_fetches_the_digest_list_not_the_end_leaf(honest, perturbed, kind, tmp_path) -> None:
+    served = honest if kind == "honest" else perturbed[kind]
+    via = Via(served.source)
+    spool = _ahead(served, via, tmp_path)
+    assert ("checkpoint", 1) not in spool.items and ("digests", 1) in spool.items and spool.failure is None
+    assert via.leaves_read == [0] and via.chunks_read == 0
+    a, b = _check(served, 0, spool), _check(served, 0, Via(served.source, digests=None))
+    _same(a, b)
+    assert a.outcome == "pass" and 1 not in via.leaves_read  # the differing chunks only, read at replay
+    assert a.transfer["end_leaf"] == ("own" if kind == "honest" else "chunks")
+    assert via.chunks_read == (0 if kind == "honest" else 3)
+
+
+@pytest.mark.parametrize("lie", [_flip_one, _reshaped, None])
+def test_a_digest_list_refused_ahead_fetches_the_end_leaf_whole_ahead(perturbed, lie, tmp_path) -> None:
+    served = perturbed["within"]
+    spool = _ahead(served, Via(served.source, digests=lie), tmp_path)
+    assert ("checkpoint", 1) in spool.items and ("digests", 1) not in spool.items and spool.failure is None
+    assert spool.digests_refused is not None
+    assert ("refused" if lie else "not served") in spool.digests_refused
+    spool.fallback = None  # the replay asks the host for nothing: all it reads was fetched ahead
+    a, b = _check(served, 0, spool), _check(served, 0, Via(served.source, digests=None))
+    _same(a, b)
+    assert a.outcome == "pass" and a.transfer["end_leaf_digests"].startswith("not served")
+
+
+def test_a_wrong_chunk_at_replay_reads_the_end_leaf_whole_from_the_host(perturbed, tmp_path) -> None:
+    served = perturbed["within"]
+    wrong = Via(served.source, chunk=lambda b: bytes(len(b)))
+    spool = _ahead(served, wrong, tmp_path)
+    a, b = _check(served, 0, spool), _check(served, 0, Via(served.source, digests=None))
+    _same(a, b)
+    assert a.outcome == "pass" and a.transfer["end_leaf"] == "whole" and wrong.leaves_read == [0, 1]
+    spool = _ahead(served, Via(served.source, chunk=lambda b: bytes(len(b)), checkpoint=False), tmp_path)
+    assert _check(served, 0, spool).outcome == "unavailable"  # nor the leaf whole: as inline
