@@ -42,6 +42,23 @@ def test_replay_in_the_same_process_is_bitwise_equal(spec, dataset, ctx, device)
     assert not torch.equal(a.state.params["tok.weight"], _start(spec).state.params["tok.weight"])
 
 
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])  # on the CPU: tests/verifier/test_muon.py
+def test_a_muon_replay_on_the_gpu_is_bitwise_equal(dataset, ctx, device) -> None:
+    # Muon's Newton–Schulz runs in bfloat16 on the device: its replays must still agree bit for bit,
+    # with accumulation too, and differ from AdamW's segment (Muon did step the matrices).
+    muon = small_spec(train={"inner_steps": 16, "segment_steps": 4, "batch_size": 8, "inner_optimizer": "muon"})
+    ends = []
+    for micro in (1, 2):
+        start = start_checkpoint(muon, GlobalState.initial(muon).params, 0, micro_batches=micro)
+        a, b = (replay_segment(muon, dataset, ctx, start, stepper=Stepper(muon, device=device)) for _ in range(2))
+        assert a.leaf_hash() == b.leaf_hash()
+        ends.append(a)
+    adamw = small_spec()
+    plain = replay_segment(adamw, dataset, ctx, _start(adamw), stepper=Stepper(adamw, device=device))
+    name = "blocks.0.mlp.fc.weight"
+    assert not torch.equal(ends[0].state.params[name], plain.state.params[name])
+
+
 CHILD = """
 import sys
 from protocol.rules.spec import RunSpec
