@@ -57,13 +57,15 @@ from verifier.tolerance import Setup, measure_pairs, train_honest
 HOST = encode_address(bytes([7] * 20))
 
 
-def warm(spec: RunSpec, dataset: Dataset, ctx: EpochContext, steps: int) -> dict[str, torch.Tensor]:
-    """θ after ``steps`` honest single-thread steps from θ_0, as a new epoch's start."""
+def warm(spec: RunSpec, dataset: Dataset, ctx: EpochContext, steps: int,
+         device: str = "cpu") -> dict[str, torch.Tensor]:
+    """θ after ``steps`` honest single-thread steps from θ_0 on ``device``, as a new epoch's start
+    (CPU tensors)."""
     theta = GlobalState.initial(spec).params
     if steps == 0:
         return theta
-    configure(1)
-    stepper = Stepper(spec)
+    configure(1, device)
+    stepper = Stepper(spec, device=device)
     stepper.load(start_checkpoint(spec, theta, 0).state)
     long = spec.with_changes(train={"inner_steps": steps, "segment_steps": steps})
     train_steps(stepper, dataset, long, EpochContext(ctx.run_id, 99, ctx.host, ctx.prev_epoch_seed), range(steps), 1)
