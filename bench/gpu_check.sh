@@ -45,8 +45,13 @@ cpus=$(nproc)
 waitfor() {  # waitfor PID NAME SECONDS: wait for a background job, stopping it after SECONDS
     local t=0
     while kill -0 "$1" 2>/dev/null && (( t < $3 )); do sleep 2; t=$((t + 2)); done
-    if kill -0 "$1" 2>/dev/null; then echo "== $2 still running after $3 s more: stopped"; kill -- -"$1" 2>/dev/null; fi
+    if kill -0 "$1" 2>/dev/null; then
+        echo "== $2 still running after $3 s more: stopped"; kill -- -"$1" 2>/dev/null || kill "$1"
+    fi
     wait "$1"; echo "== $2 exit $? (at $SECONDS s)"
+}
+background() {  # in a session of its own where setsid exists, so waitfor can stop the whole job
+    if command -v setsid >/dev/null; then setsid "$@" & else "$@" & fi
 }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/env.txt"
@@ -57,14 +62,14 @@ $py -c 'import torch, os; print("torch", torch.__version__, "cuda", torch.versio
 bg10=""; bgx=""
 if want 10; then
     echo "== 10. thread invariance on this CPU, in the background"
-    pin=""; (( cpus >= 16 )) && pin="taskset -c 8-15"
-    setsid timeout 300 $pin $py bench/thread_invariance.py --cbwr "" AUTO,STRICT COMPATIBLE --time-steps 20 \
-        --json "$out/thread_invariance.json" >"$out/thread_invariance.log" 2>&1 &
+    pin=""; (( cpus >= 16 )) && command -v taskset >/dev/null && pin="taskset -c 8-15"
+    background timeout 300 $pin $py bench/thread_invariance.py --cbwr "" AUTO,STRICT COMPATIBLE --time-steps 20 \
+        --json "$out/thread_invariance.json" >"$out/thread_invariance.log" 2>&1
     bg10=$!
 fi
 if [[ -n "${BESIDE:-}" ]]; then
     echo "== beside: $BESIDE"
-    setsid bash -c "$BESIDE" >"$out/beside.log" 2>&1 &
+    background bash -c "$BESIDE" >"$out/beside.log" 2>&1
     bgx=$!
 fi
 
