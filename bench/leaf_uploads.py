@@ -88,8 +88,8 @@ class Counted(ArtifactSource):
     def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
         return self._count(self.inner.delta_chunks(epoch))
 
-    def delta_by_hash_chunks(self, delta_hash: str) -> Iterable[bytes | object]:
-        return self._count(self.inner.delta_by_hash_chunks(delta_hash))
+    def delta_by_hash_chunks(self, delta_hash: str, epoch: int | None = None) -> Iterable[bytes | object]:
+        return self._count(self.inner.delta_by_hash_chunks(delta_hash, epoch))
 
     def losses(self, epoch: int) -> list[int] | UntrustedJson:
         return self._small(self.inner.losses(epoch))

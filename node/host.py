@@ -651,10 +651,11 @@ class HostNode(Participant):
         yield accepted.address, lambda: self.peers(accepted.endpoint).delta_chunks(epoch)
         others = ((h.address, h.endpoint) for h in inputs)
         for address, endpoint in holders(self.ledger, {self.address, accepted.address}, others, ("validator",)):
-            yield address, partial(self._by_hash, endpoint, accepted.delta_hash)
+            yield address, partial(self._by_hash, endpoint, accepted.delta_hash, epoch)
 
-    def _by_hash(self, endpoint: str, delta_hash: str) -> Iterable[bytes | object]:
-        return self.peers(endpoint).delta_by_hash_chunks(delta_hash)
+    def _by_hash(self, endpoint: str, delta_hash: str, epoch: int) -> Iterable[bytes | object]:
+        # The epoch is known here: the body is capped by its scheme's size, not the schedule's largest.
+        return self.peers(endpoint).delta_by_hash_chunks(delta_hash, epoch)
 
     def _verify_delta(self, epoch: int, accepted: AggregationInput, chunks: Iterable[object],
                       who: str) -> dict[str, torch.Tensor]:

@@ -46,13 +46,14 @@ validator keeps retrying a challenge on later ticks until its phase deadline is 
 (``node.validator``)."""
 
 
-def artifact_limits(spec: RunSpec) -> dict[str, int]:
+def artifact_limits(spec: RunSpec, epoch: int | None = None) -> dict[str, int]:
     """The most bytes each kind of answer may have under ``spec`` (exact tensor bytes plus a header).
 
-    With a ``quantization.schedule`` a cap is the largest over the schedule's schemes (a Δ fetched
-    by hash names no epoch); the reader then checks the exact layout of the Δ's or leaf's epoch."""
+    With a ``quantization.schedule`` the Δ and leaf caps follow ``epoch``'s scheme when the caller
+    names the epoch (a Δ or leaf of that epoch), else the largest over the schedule's schemes (a Δ
+    fetched by hash alone names no epoch); the reader then checks the exact layout."""
     shapes = parameter_shapes(spec)
-    epochs = [0, *(step.from_epoch for step in spec.quantization.schedule)]
+    epochs = [0, *(step.from_epoch for step in spec.quantization.schedule)] if epoch is None else [epoch]
     schemes = [spec.for_epoch(e) for e in epochs]
     return {
         "checkpoint": max(expected_size(checkpoint_layout(s, leaf)) for s in schemes
@@ -93,7 +94,10 @@ class HttpArtifacts(ArtifactSource):
             raise ArtifactUnavailable(f"endpoint {str(endpoint)[:100]!r} refused: {exc}") from None
         self._key = key
         self._run_id = spec.run_id().hex()
+        self._spec = spec
         self._limits = artifact_limits(spec)
+        # Per-epoch caps, only where a schedule makes them differ (kept for the epochs asked for).
+        self._by_epoch: dict[int, dict[str, int]] = {}
         self._prefix = prefix
         self._budget = retry_budget_s
         self._client = SafeClient(limits)
@@ -101,9 +105,22 @@ class HttpArtifacts(ArtifactSource):
     def close(self) -> None:
         self._client.close()
 
-    def chunks(self, path: str, kind: str) -> Body:
+    def limits_at(self, epoch: int | None) -> dict[str, int]:
+        """The caps of an answer about ``epoch`` (its scheme's under a ``quantization.schedule``), or
+        the run's largest when the epoch is not known (None)."""
+        if epoch is None or not self._spec.quantization.schedule:
+            return self._limits
+        if epoch not in self._by_epoch:
+            if len(self._by_epoch) >= 64:  # a long-lived reader: keep the few recent epochs
+                self._by_epoch.pop(next(iter(self._by_epoch)))
+            self._by_epoch[epoch] = artifact_limits(self._spec, epoch)
+        return self._by_epoch[epoch]
+
+    def chunks(self, path: str, kind: str, epoch: int | None = None) -> Body:
         """One answer as it arrives, chunk by chunk, under the cap of ``kind`` (``checkpoint``,
-        ``delta``, ``model`` or ``json``): what the streaming readers (``trainer.tensorstream``)
+        ``delta``, ``model`` or ``json``; of ``epoch``'s scheme when given, :meth:`limits_at`:
+        a Δ or leaf larger than its epoch's layout is refused at its ``Content-Length``, before
+        its body is read): what the streaming readers (``trainer.tensorstream``)
         pull, so a remote leaf, Δ or global state is checked, hashed and decoded as its bytes
         arrive and never held whole here.
 
@@ -115,7 +132,7 @@ class HttpArtifacts(ArtifactSource):
         Raises (while iterating):
             ArtifactUnavailable: not delivered within the caps and the retry budget.
         """
-        limit = self._limits[kind]
+        limit = self.limits_at(epoch)[kind]
 
         def attempt() -> Body:
             headers = sign_request(self._key, "GET", path, self._run_id, prefix=self._prefix)
@@ -136,8 +153,8 @@ class HttpArtifacts(ArtifactSource):
         finally:
             body.close()
 
-    def _get(self, path: str, kind: str) -> bytes:
-        return b"".join(self.chunks(path, kind))
+    def _get(self, path: str, kind: str, epoch: int | None = None) -> bytes:
+        return b"".join(self.chunks(path, kind, epoch))
 
     def _json(self, path: str, kind: str = "json") -> UntrustedJson:
         # What the host sent, decoded no further than JSON (raw bytes if not even that, or if too
@@ -151,19 +168,19 @@ class HttpArtifacts(ArtifactSource):
         return decoded
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
-        return self._get(f"/v1/epochs/{epoch}/checkpoints/{leaf}", "checkpoint")
+        return self._get(f"/v1/epochs/{epoch}/checkpoints/{leaf}", "checkpoint", epoch)
 
     def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterator[bytes]:
-        return self.chunks(f"/v1/epochs/{epoch}/checkpoints/{leaf}", "checkpoint")
+        return self.chunks(f"/v1/epochs/{epoch}/checkpoints/{leaf}", "checkpoint", epoch)
 
     def delta_chunks(self, epoch: int) -> Iterator[bytes]:
-        return self.chunks(f"/v1/epochs/{epoch}/delta", "delta")
+        return self.chunks(f"/v1/epochs/{epoch}/delta", "delta", epoch)
 
     def global_state_chunks(self, model_hash: str) -> Iterator[bytes]:
         return self.chunks(f"/v1/models/{model_hash}", "model")
 
-    def delta_by_hash_chunks(self, delta_hash: str) -> Iterator[bytes]:
-        return self.chunks(f"/v1/deltas/{delta_hash}", "delta")
+    def delta_by_hash_chunks(self, delta_hash: str, epoch: int | None = None) -> Iterator[bytes]:
+        return self.chunks(f"/v1/deltas/{delta_hash}", "delta", epoch)
 
     def leaf_digests(self, epoch: int, leaf: int) -> UntrustedJson:
         """The leaf's chunk digests as served (untrusted; ``verifier.replay`` checks them against the root)."""
@@ -177,7 +194,7 @@ class HttpArtifacts(ArtifactSource):
         return self._json(f"/v1/epochs/{epoch}/proofs/{leaf}")
 
     def delta(self, epoch: int) -> bytes:
-        return self._get(f"/v1/epochs/{epoch}/delta", "delta")
+        return self._get(f"/v1/epochs/{epoch}/delta", "delta", epoch)
 
     def losses(self, epoch: int) -> UntrustedJson:
         """The host's loss list as served (untrusted; ``verifier.replay`` validates it)."""
@@ -213,10 +230,10 @@ class _HeldOver(ArtifactSource):
         return self._prefix + rest
 
     def checkpoint(self, epoch: int, leaf: int) -> bytes:
-        return self._client._get(self._at(epoch, f"/checkpoints/{leaf}"), "checkpoint")
+        return self._client._get(self._at(epoch, f"/checkpoints/{leaf}"), "checkpoint", epoch)
 
     def checkpoint_chunks(self, epoch: int, leaf: int) -> Iterator[bytes]:
-        return self._client.chunks(self._at(epoch, f"/checkpoints/{leaf}"), "checkpoint")
+        return self._client.chunks(self._at(epoch, f"/checkpoints/{leaf}"), "checkpoint", epoch)
 
     def leaf_digests(self, epoch: int, leaf: int) -> UntrustedJson:
         return self._client._json(self._at(epoch, f"/checkpoints/{leaf}/digests"), "digests")

@@ -205,7 +205,8 @@ class FromHolder(ArtifactSource):
     """``challenge``'s artifacts read from a holder instead of its host: the leaves, proofs and
     losses it kept under the host's root (:meth:`ArtifactSource.held`), the Δ by its hash, and the
     host's Δ of the epoch before by ``previous_delta`` when given (``topk2`` runs chain their
-    error-feedback residual from it)."""
+    error-feedback residual from it). Every Δ is asked for with its epoch, so a remote holder caps
+    it by that epoch's scheme."""
 
     def __init__(self, holder: ArtifactSource, challenge: Challenge, previous_delta: str | None = None) -> None:
         self.holder, self.challenge, self.previous_delta = holder, challenge, previous_delta
@@ -245,7 +246,7 @@ class FromHolder(ArtifactSource):
         return self.holder.delta_by_hash(self._delta_hash(epoch))
 
     def delta_chunks(self, epoch: int) -> Iterable[bytes | object]:
-        return self.holder.delta_by_hash_chunks(self._delta_hash(epoch))
+        return self.holder.delta_by_hash_chunks(self._delta_hash(epoch), epoch)
 
     def global_state(self, model_hash: str) -> bytes:
         raise ArtifactUnavailable("a holder's view of a challenge holds no global state")

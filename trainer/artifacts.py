@@ -101,8 +101,10 @@ class ArtifactSource(ABC):
         a Δ content-addressed, so that one honest holder is enough. None held by default."""
         raise ArtifactUnavailable(f"no Δ {delta_hash[:12]}… held here")
 
-    def delta_by_hash_chunks(self, delta_hash: str) -> Iterable[bytes | object]:
-        """:meth:`delta_by_hash` as an iterable of byte chunks (see :meth:`checkpoint_chunks`)."""
+    def delta_by_hash_chunks(self, delta_hash: str, epoch: int | None = None) -> Iterable[bytes | object]:
+        """:meth:`delta_by_hash` as an iterable of byte chunks (see :meth:`checkpoint_chunks`).
+        ``epoch``: the epoch whose Δ the caller expects, when it knows it; a remote reader caps the
+        body by that epoch's scheme (``node.http_client``) instead of the largest of the run's."""
         return _chunks_of(self.delta_by_hash(delta_hash))
 
     def held(self, epoch: int, checkpoint_root: str) -> ArtifactSource:
@@ -388,5 +390,5 @@ class LocalArtifacts(ArtifactSource):
             raise ArtifactUnavailable(f"no leaves of epoch {epoch} under root {checkpoint_root[:12]}… held here")
         return HeldLeaves(directory, epoch)
 
-    def delta_by_hash_chunks(self, delta_hash: str) -> Iterable[bytes]:
+    def delta_by_hash_chunks(self, delta_hash: str, epoch: int | None = None) -> Iterable[bytes]:
         return self._stream(self._path("held_delta", delta_hash))

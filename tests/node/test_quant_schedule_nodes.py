@@ -1,20 +1,25 @@
 """The nodes follow a run's ``quantization.schedule`` epoch by epoch (the network run that switches
 from int8 to topk2 is in ``tests/e2e/test_compressed_network.py``); here the paths that refuse:
-a pipelined run whose schedule reaches topk2, and a Δ in another scheme than its epoch's."""
+a pipelined run whose schedule reaches topk2, a Δ in another scheme than its epoch's, and one larger
+than its epoch's scheme (refused at its ``Content-Length``, before its body is read)."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pytest
 import torch
+from fastapi import FastAPI
+from fastapi.responses import Response, StreamingResponse
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
 from node.host import HostNode
-from node.http_client import artifact_limits
+from node.http_client import HEADER_ALLOWANCE, HttpArtifacts, artifact_limits
+from node.leaf_holding import FromHolder
+from node.server import ServerThread
 from node.validator import ValidatorNode
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
-from protocol.views import AggregationInput
+from protocol.views import AggregationInput, Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.checkpoint import checkpoint_layout
 from trainer.delta import delta_hash, encode_delta, payload_layout, quantize
@@ -100,3 +105,53 @@ def test_served_size_caps_cover_every_scheme_of_the_schedule() -> None:
     assert limits["delta"] >= expected_size(payload_layout(shapes, spec.quantization.at(0)))
     assert limits["checkpoint"] >= expected_size(checkpoint_layout(spec.for_epoch(1), s))
     assert expected_size(checkpoint_layout(spec.for_epoch(1), s)) > artifact_limits(tiny())["checkpoint"]
+
+
+def oversized(size: int) -> FastAPI:
+    """A host's server that answers every Δ request, by epoch or by hash, with ``size`` zero bytes
+    and a ``Content-Length`` saying so."""
+    app = FastAPI()
+
+    def body() -> Iterator[bytes]:
+        for start in range(0, size, 4096):
+            yield bytes(min(4096, size - start))
+
+    def send() -> Response:
+        return StreamingResponse(body(), media_type="application/octet-stream", headers={"content-length": str(size)})
+
+    app.get("/v1/epochs/{epoch}/delta")(lambda epoch: send())
+    app.get("/v1/deltas/{delta_hash}")(lambda delta_hash: send())
+    return app
+
+
+def test_a_delta_larger_than_its_epochs_scheme_is_refused_before_its_body(tmp_path, dataset) -> None:
+    spec = tiny().with_changes(quantization=SCHEDULE)
+    host, peer = PrivateKey(bytes([0x42]) * 32), PrivateKey(bytes([0x44]) * 32)
+    shapes = parameter_shapes(spec)
+    int8_bytes = expected_size(payload_layout(shapes, spec.quantization.at(0)))
+    topk2_bytes = expected_size(payload_layout(shapes, spec.quantization.at(1)))
+    # epoch 1's cap is topk2's size; unnamed, the schedule's largest (int8's)
+    assert artifact_limits(spec, 1)["delta"] == topk2_bytes + HEADER_ALLOWANCE < artifact_limits(spec)["delta"]
+    assert artifact_limits(spec, 0)["delta"] == artifact_limits(spec)["delta"] == int8_bytes + HEADER_ALLOWANCE
+    # A host serving an int8-sized body for topk2's epoch 1 (24× its Δ at tiny): under the
+    # largest cap, over epoch 1's, so refused at its header wherever the reader names the epoch.
+    size = int8_bytes
+    assert artifact_limits(spec, 1)["delta"] < size < artifact_limits(spec)["delta"]
+    with ServerThread(oversized(size)) as server:
+        reader = HttpArtifacts(server.url, host, spec, allow_private=True, retry_budget_s=0.5)
+        # validators read the host's Δ by epoch, and a holder's by hash with the epoch named
+        with pytest.raises(ArtifactUnavailable, match=r"Content-Length \d+ exceeds the limit"):
+            list(reader.delta_chunks(1))
+        challenge = Challenge(epoch=1, host=peer.address(), segment=1, segments=2, checkpoint_root="00" * 32,
+                              delta_hash="ab" * 32, loss_digest="00" * 32, train_loss_micro=0, endpoint=server.url,
+                              validators=[])
+        with pytest.raises(ArtifactUnavailable, match=r"Content-Length \d+ exceeds the limit"):
+            list(FromHolder(reader, challenge).delta_chunks(1))
+        # the proposer's read of a peer's Δ of epoch 1 (by epoch, then by hash from holders)
+        node = HostNode(deployed(spec, host, peer), host, spec, dataset, tmp_path,
+                        lambda endpoint: HttpArtifacts(endpoint, host, spec, allow_private=True, retry_budget_s=0.5))
+        committed = AggregationInput(address=peer.address(), endpoint=server.url, delta_hash="ab" * 32, segments=2)
+        with pytest.raises(ArtifactUnavailable, match=r"exceeds the limit"):
+            node._checked_delta(1, GlobalState.initial(spec), committed, [committed])
+        # the same body by hash with no epoch named is under the run's largest cap: it is read
+        assert sum(len(chunk) for chunk in reader.delta_by_hash_chunks("ab" * 32)) == size
