@@ -62,6 +62,7 @@ from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.http import ClientLimits
 from node.leaf_holding import (
+    HOLDER_WAIT_SHARE,
     HOLDERS_FIRST,
     MAX_OTHER_HOLDERS,
     FromHolder,
@@ -142,6 +143,11 @@ FETCH_THREADS = 4
 INLINE_BUDGET_S = 5.0
 """Seconds a validator without patience (``simulate``: artifacts in-process) gives a host for one
 challenge, on top of the challenge's bytes at ``ClientLimits.min_rate``: a host that drips is cut."""
+
+
+SLOW_HOLDER_S = 1.0
+"""A holder read inline that took this long and served nothing stalled (one that does not hold the
+leaves answers at once): it is asked after the others next time (``ValidatorNode._from_holders``)."""
 
 
 class _NotFetched(Exception):
@@ -231,10 +237,11 @@ class ValidatorNode(Participant):
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
         self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
         self._whole_end: set[tuple[int, str]] = set()  # (epoch, host) whose end-leaf chunks did not arrive
+        self._slow_holders: dict[tuple[int, str, int, int], set[str]] = {}  # challenge -> holders that stalled
         self._refused: set[tuple[int, str, int, int]] = set()  # round-0 challenges its host did not deliver to it
         self._seen: dict[tuple[int, str, str], dict[tuple[str, int], object]] = {}  # (epoch, root, seat) -> JSON read
-        # Fetch threads add to _seen while the tick prunes it: a dict iterated while another thread
-        # inserts raises "changed size during iteration".
+        # Fetch threads add to _seen and _declined while the tick prunes them: a dict or set iterated
+        # while another thread inserts raises "changed size during iteration".
         self._seen_lock = threading.Lock()
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self.end_by_digests = True  # prefetch the end leaf's digest list, not the leaf; off: whole (as before)
@@ -362,6 +369,8 @@ class ValidatorNode(Participant):
         it; a challenge its host did not deliver to this seat, from every other seat that
         committed. ``committed`` caches the chain's answers for one tick."""
         key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        if self.holders_first and self.patience is not None and challenge.round != 0:
+            return self._holders_first_plan(challenge, key, deadline)
         if (not self.holders_first or self.patience is None or challenge.round != 0
                 or self.address not in challenge.validators):
             return None
@@ -390,6 +399,22 @@ class ValidatorNode(Participant):
             until = time.monotonic() + (left if left is not None else MIN_REQUEST_S)  # block time unknown: re-planned
         seats = [(a, m.endpoint) for a in done if (m := self.ledger.member(a)) is not None]
         return _SeatsFirst(seats, until, not refused and len(done) == len(asked), self._previous_delta(challenge))
+
+    def _holders_first_plan(self, challenge: Challenge, key: tuple[int, str, int, int],
+                            deadline: float | None) -> _SeatsFirst | None:
+        """A dispute round's (or re-vote's) challenge: its holders first, once (the round-0 seats,
+        then :data:`HOLDERS_FIRST` other validators, ``node.leaf_holding``), on a fetch thread, for
+        at most :data:`~node.leaf_holding.HOLDER_WAIT_SHARE` of the host's fetch budget (at least
+        one request's fixed deadline); None: from the host (asked already, or none served)."""
+        if key in self._holders_asked or key in self._declined:
+            return None
+        self._holders_asked.add(key)
+        holders = list(holder_addresses(self.ledger, challenge, self.address, HOLDERS_FIRST))
+        if not holders:
+            return None
+        now = time.monotonic()
+        share = HOLDER_WAIT_SHARE * (deadline - now) if deadline is not None else 0.0
+        return _SeatsFirst(holders, now + max(MIN_REQUEST_S, share), True, self._previous_delta(challenge))
 
     def fetch_budget_s(self, status: ParticipantStatus, hosts: int) -> float | None:
         """Seconds one host's fetch job may take now: the time left before this validator gives up
@@ -443,7 +468,8 @@ class ValidatorNode(Participant):
             if spool is not None:
                 spools.append(spool)
             elif first.settled:  # they all voted and none serves it: a definite "not held"
-                self._declined.add((challenge.epoch, challenge.host, challenge.segment, challenge.round))
+                with self._seen_lock:
+                    self._declined.add((challenge.epoch, challenge.host, challenge.segment, challenge.round))
         return spools
 
     def _trusted_digests(self, challenge: Challenge, served: object, proof: MerkleProof | UntrustedJson) -> object:
@@ -507,7 +533,13 @@ class ValidatorNode(Participant):
         with self._seen_lock:
             for seen in [k for k in self._seen if k[0] < status.epoch - 1]:
                 del self._seen[seen]
+            self._declined = {k for k in self._declined if k[0] >= status.epoch - 1}
+        # The tick thread's own memories of challenges, pruned alike.
+        self._refused = {k for k in self._refused if k[0] >= status.epoch - 1}
+        self._waited = {k for k in self._waited if k[0] >= status.epoch - 1}
+        self._holders_asked = {k for k in self._holders_asked if k[0] >= status.epoch - 1}
         self._whole_end = {k for k in self._whole_end if k[0] >= status.epoch - 1}
+        self._slow_holders = {k: v for k, v in self._slow_holders.items() if k[0] >= status.epoch - 1}
 
     def _kept(self, status: ParticipantStatus, challenge: Challenge) -> VerdictOpening | None:
         """The opening kept for ``challenge`` in its round (a re-vote's apart), if any."""
@@ -570,7 +602,10 @@ class ValidatorNode(Participant):
         if self._stepper is None:
             self._stepper = Stepper(self.spec, device=self.device)
         key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
-        inline_first = self._threads == 0 or challenge.round != 0  # round 0 with threads: seats in turn
+        # With fetch threads every round asks its holders there (round 0: seats in turn; later
+        # rounds: holders first, _prefetch_plan), never on this thread: a holder that does not
+        # answer would hold the tick a request deadline and its retries per holder asked.
+        inline_first = self._threads == 0
         if self.holders_first and inline_first and key not in self._spools and key not in self._holders_asked:
             # Holders first: a validator that already checked these leaves serves them, so the
             # host uploads them about once (asked once per challenge, a few holders at most).
@@ -626,16 +661,31 @@ class ValidatorNode(Participant):
         seats, then at most ``others`` other validators). ``refused``: the host refused it (asked
         after the host), else asked before the host."""
         why = "the host refused" if refused else "holders first"
-        for address, endpoint in holder_addresses(self.ledger, challenge, self.address, others):
-            if self.stopping.is_set():
+        # This runs on the tick thread (without fetch threads; with them, only once the host did not
+        # deliver). A holder that does not hold it answers at once, one that stalls holds the tick
+        # up to a request deadline and its retries: the holders that did not serve may take at most
+        # one request's fixed deadline in all; the next are asked on a later tick, a holder that
+        # stalled after the others (_slow_holders).
+        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        slow = self._slow_holders.setdefault(key, set())
+        lost, bound = 0.0, math.inf if self.patience is None else self.client_limits().deadline_s
+        listed = list(holder_addresses(self.ledger, challenge, self.address, others))
+        for address, endpoint in sorted(listed, key=lambda holder: holder[0] in slow):  # stable: chain order kept
+            if self.stopping.is_set() or lost >= bound:
                 return None
             try:
                 holder = self.peers(endpoint)
             except ArtifactUnavailable:
                 continue
             view = FromHolder(holder, challenge, self._previous_delta(challenge))
+            started = time.monotonic()
             report = self._check(status, challenge, view, theta, previous_source=view)
-            if report.verdict.outcome != "unavailable":
+            if report.verdict.outcome == "unavailable":
+                took = time.monotonic() - started
+                lost += took
+                if took >= SLOW_HOLDER_S:
+                    slow.add(address)
+            else:
                 self.event(status.epoch, EventKind.READ_FROM_HOLDER,
                            f"{_about(challenge)}: {why}; read from {address[:12]}…")
                 return replace(report, reason=f"{report.reason} ({why}; read from holder {address})")
@@ -663,7 +713,8 @@ class ValidatorNode(Participant):
         spool = self._spools.pop(key, None)
         if spool is not None:
             if spool.origin != "host":
-                self._declined.add(key)  # a seat's leaves are read once: if they do not decide, the host
+                with self._seen_lock:
+                    self._declined.add(key)  # a seat's leaves are read once: if they do not decide, the host
             elif spool.fallback is not None:
                 # What the replay reads of the host itself on this thread (the end leaf's differing
                 # chunks, the leaf whole if one is refused) gets the inline budget, as without threads.

@@ -177,3 +177,30 @@ def test_a_silent_first_seat_or_a_refusing_host_lets_every_seat_post_in_time(tmp
         for node in net.nodes:
             node.close()
         net.close()
+
+
+@pytest.mark.slow
+def test_a_dispute_voter_reads_the_round_0_seats_not_the_host(tmp_path, dataset) -> None:
+    # Every host traps one segment: its challenge fails in round 0 and goes to a dispute round,
+    # whose voter (the validator that is not one of the host's 2 pickers) asks the holders first on
+    # its fetch threads: it reads the round-0 seats' kept leaves and never asks the host.
+    readers: list[str] = []
+
+    def note(address: str) -> bool:
+        readers.append(address)
+        return False
+
+    net = HttpNetwork(seats_spec().with_changes(verification={"trap_probability": "1"}), tmp_path, dataset,
+                      [HostBehaviour()], validators=3, wrap={0: lambda app: counting(app, Counter(), "host-0", note)})
+    try:
+        report = net.run_epoch()
+        trapped = [c for c in report.challenges if c.trap]
+        assert len(trapped) == 1 and trapped[0].rounds >= 1
+        voters = {v.validator for v in trapped[0].votes if v.round >= 1}
+        assert voters and readers and not voters & set(readers)
+        assert [h.outcome for h in report.hosts] == ["accepted"]
+        assert all(v.slashed == "0" for v in report.validators) and net.total_funds() == net.initial_funds
+    finally:
+        for node in net.nodes:
+            node.close()
+        net.close()
