@@ -18,8 +18,10 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -29,6 +31,10 @@ if TYPE_CHECKING:
     from trainer.island import IslandBehaviour
 
 _SPEC_BYTES = 1 << 20  # a run spec's canonical JSON is a few kB
+
+STOP_WAIT_S = 300.0
+"""How long rank 0 waits, once its daemon stopped, for a pipelined training thread to end (at its
+next step, the ranks agreeing on the stop) before it would tell the other ranks to leave (:func:`stop`)."""
 
 
 def island_world() -> int | None:
@@ -121,6 +127,28 @@ def lead(spec_json: bytes, device: str, threads: int | None, accumulate: int = 1
     group, where = join_island(device, threads)
     broadcast_bytes(spec_json, side_group(tuple(dist.get_process_group_ranks(group))), _SPEC_BYTES)
     return IslandBehaviour(RunSpec.from_canonical(spec_json), group, where, accumulate)
+
+
+def stop(island: IslandBehaviour, training: Future[Any] | None, wait_s: float = STOP_WAIT_S) -> bool:
+    """Rank 0, its daemon stopped (``HostNode.close`` stops a pipelined training thread at its next
+    step without waiting for it): wait up to ``wait_s`` for that training to end, then tell the
+    other ranks to leave. Never while it trains: the stop order travels on the group the training
+    thread sends its orders on and the other ranks read it only between epochs, so sent beside the
+    training's collectives it would interleave with them.
+
+    Returns:
+        whether the order was sent (False: the training still ran after ``wait_s``; the process
+        leaves without it, and the other ranks' collectives fail once rank 0 is gone).
+    """
+    if training is not None:
+        try:
+            training.result(timeout=wait_s)
+        except FutureTimeout:
+            return False
+        except Exception:  # noqa: BLE001 - an interrupted or failed epoch: the host logged it
+            pass
+    island.stop()
+    return True
 
 
 def follow(root: Path, device: str, threads: int | None) -> None:

@@ -298,6 +298,7 @@ def make_app(role: Role) -> typer.Typer:
         configure(threads, device)
         servers: list[ServerThread] = []
         island = None  # rank 0's island behaviour: the other ranks leave when it stops
+        host_node = None  # rank 0's host: its pipelined training ends before the island stops
         try:
             with open_ledger(net) as ledger:
                 compute_class = report_profile(ledger.spec(), device, f"{role} {key}")
@@ -320,6 +321,7 @@ def make_app(role: Role) -> typer.Typer:
                                                behaviour=behaviour, name=key, device=device,
                                                full_leaf_every=full_leaf_every, keep_epochs=keep_epochs,
                                                allow_private=private)
+                    host_node = node
                     servers.append(server)
                     err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
                 else:
@@ -340,8 +342,13 @@ def make_app(role: Role) -> typer.Typer:
         finally:
             for running in servers:  # after the drain: a host serves until it stops
                 running.stop()
-            if island is not None:
-                island.stop()
+            if island is not None:  # the daemon closed its node: training stops at its next step
+                from veriloco import island_launch  # noqa: PLC0415 (as above)
+
+                training = host_node.training if host_node is not None else None
+                if not island_launch.stop(island, training):
+                    err_console.print(f"host {key}: the island's training did not stop within "
+                                      f"{island_launch.STOP_WAIT_S:.0f} s; leaving without it", highlight=False)
         leave_without_threads()
 
     return tx_flags.on_group(app, read_only={"status"})  # --node, --gas, … after the command
