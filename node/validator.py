@@ -478,8 +478,8 @@ class ValidatorNode(Participant):
 
     def _fetch_from_seats(self, challenge: Challenge, first: _SeatsFirst, directory: Path,
                           files: dict[str, dict[int, Path]]) -> Spool | None:
-        """``challenge``'s kept leaves fetched whole from the first of ``first.seats`` that serves
-        them all before ``first.until``, or None; what was read of a seat before (its proofs and
+        """``challenge``'s kept leaves (the end leaf by its digest list, as from a host) fetched from
+        the first of ``first.seats`` that serves them all before ``first.until``, or None; what was read of a seat before (its proofs and
         losses this epoch, the leaves in ``files`` this job) is not asked for again."""
         for address, endpoint in first.seats:
             if self.stopping.is_set() or time.monotonic() >= first.until:
@@ -491,7 +491,9 @@ class ValidatorNode(Participant):
             with self._seen_lock:
                 seen = self._seen.setdefault((challenge.epoch, challenge.checkpoint_root, address), {})
             view = Reusing(FromHolder(holder, challenge, first.previous_delta), seen, files.setdefault(address, {}))
-            spool = fetch_challenge(view, challenge, directory, first.until, self.stopping.is_set, whole=True)
+            check = partial(self._trusted_digests, challenge) if self.end_by_digests else None
+            spool = fetch_challenge(view, challenge, directory, first.until, self.stopping.is_set, whole=True,
+                                    digests=check)
             if spool.failure is None and all(item.odd is None for item in spool.items.values()):
                 spool.origin = address
                 view.remember(spool)
@@ -715,9 +717,9 @@ class ValidatorNode(Participant):
             if spool.origin != "host":
                 with self._seen_lock:
                     self._declined.add(key)  # a seat's leaves are read once: if they do not decide, the host
-            elif spool.fallback is not None:
-                # What the replay reads of the host itself on this thread (the end leaf's differing
-                # chunks, the leaf whole if one is refused) gets the inline budget, as without threads.
+            if spool.fallback is not None:
+                # What the replay reads of the host (or seat) itself on this thread (the end leaf's
+                # differing chunks, the leaf whole if one is refused) gets the inline budget.
                 spool.fallback = _Budgeted(spool.fallback, self._inline_budget_s())
             return spool
         if self._threads == 0:
