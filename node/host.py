@@ -86,7 +86,7 @@ from protocol.views import AggregationInput, ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, LocalArtifacts, held_delta_path
 from trainer.behaviour import HostBehaviour, HostEpoch
 from trainer.data import Dataset
-from trainer.delta import carried_into, carries_residual, dequantize, residual_from, stream_delta
+from trainer.delta import carried_from, carries_residual, dequantize, residual_epochs_kept, stream_delta
 from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
@@ -143,12 +143,6 @@ class HostNode(Participant):
                  on_event: EventSink | None = None, on_step: StepCallback | None = None,
                  device: str = "cpu", full_leaf_every: int = 1, keep_epochs: int | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
-        topk_from = residual_from(spec.quantization)
-        if spec.phases.pipelined and topk_from is not None:
-            # Its residual rule reads e − 1's accepted hosts, unknown while e trains (Not yet).
-            when = "" if topk_from == 0 else f" (quantization.schedule reaches topk2 at epoch {topk_from})"
-            raise ValueError(f"a pipelined run cannot use topk2 Δs{when}: a host's error-feedback residual "
-                             "depends on the previous epoch's settlement; run it with phases.pipelined false")
         if full_leaf_every < 1 or (keep_epochs is not None and keep_epochs < 0):
             raise ValueError("full_leaf_every must be >= 1 and keep_epochs >= 0")
         self.dataset = dataset
@@ -241,8 +235,9 @@ class HostNode(Participant):
             log.info("%s pruned %d global states no epoch can need any more", self.name, len(states))
         if current <= self._pruned_before:
             return
-        # topk2: epoch e − 1's residual starts epoch e, and its Δ is what e's validators chain from.
-        keep = max(self.keep_epochs, 1) if residual_from(self.spec.quantization) is not None else self.keep_epochs
+        # topk2: the residual of e − 1 (e − 2 pipelined) starts epoch e, and its Δ is what e's
+        # validators chain from (trainer.delta.carried_from), pipelined while e + 1 is current.
+        keep = max(self.keep_epochs, residual_epochs_kept(self.spec))
         deleted = self.epochs.prune(keep, current, self._windows_closed)
         self._pruned_before = current
         if deleted:
@@ -399,12 +394,15 @@ class HostNode(Participant):
         return stop
 
     def _accepted_before(self, epoch: int) -> bool:
-        """``topk2`` epochs: whether this host was accepted in ``epoch − 1``, so that its error-feedback
-        residual carries over (the rule its validators apply: ``verifier.replay``, the Δ check); never
-        into an epoch 0 or the first ``topk2`` epoch after a dense one (``trainer.delta.carried_into``)."""
-        if not carried_into(self.spec.quantization, epoch):
+        """``topk2`` epochs: whether this host was accepted in the epoch ``epoch`` carries from
+        (``trainer.delta.carried_from``: ``epoch − 1``; ``epoch − 2`` in a pipelined run, the last
+        one settled when ``epoch`` trains), so that its error-feedback residual carries over (the
+        rule its validators apply: ``verifier.replay``, the Δ check); never into the first epochs,
+        nor the first ``topk2`` ones after a dense one."""
+        source = carried_from(self.spec, epoch)
+        if source is None:
             return False
-        return any(a.address == self.address for a in self.ledger.aggregation_inputs(epoch - 1))
+        return any(a.address == self.address for a in self.ledger.aggregation_inputs(source))
 
     def _first_segment_watch(self, epoch: int, deadline: int) -> Callable[[int], None]:
         """A step check while the first segment trains: when it would end after the commit deadline

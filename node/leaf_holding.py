@@ -204,12 +204,14 @@ class Keeping(ArtifactSource):
 class FromHolder(ArtifactSource):
     """``challenge``'s artifacts read from a holder instead of its host: the leaves, proofs and
     losses it kept under the host's root (:meth:`ArtifactSource.held`), the Δ by its hash, and the
-    host's Δ of the epoch before by ``previous_delta`` when given (``topk2`` runs chain their
-    error-feedback residual from it). Every Δ is asked for with its epoch, so a remote holder caps
-    it by that epoch's scheme."""
+    host's Δ of epoch ``previous_epoch`` by ``previous_delta`` when given (``topk2`` runs chain
+    their error-feedback residual from it: ``trainer.delta.carried_from``). Every Δ is asked for
+    with its epoch, so a remote holder caps it by that epoch's scheme."""
 
-    def __init__(self, holder: ArtifactSource, challenge: Challenge, previous_delta: str | None = None) -> None:
-        self.holder, self.challenge, self.previous_delta = holder, challenge, previous_delta
+    def __init__(self, holder: ArtifactSource, challenge: Challenge, previous_delta: str | None = None,
+                 previous_epoch: int | None = None) -> None:
+        self.holder, self.challenge = holder, challenge
+        self.previous_delta, self.previous_epoch = previous_delta, previous_epoch
         self._held: ArtifactSource | None = None
 
     def _kept(self) -> ArtifactSource:
@@ -238,7 +240,7 @@ class FromHolder(ArtifactSource):
     def _delta_hash(self, epoch: int) -> str:
         if epoch == self.challenge.epoch:
             return self.challenge.delta_hash
-        if epoch == self.challenge.epoch - 1 and self.previous_delta is not None:
+        if self.previous_delta is not None and epoch == self.previous_epoch:
             return self.previous_delta
         raise ArtifactUnavailable(f"a holder's view of epoch {self.challenge.epoch} has no Δ of epoch {epoch}")
 

@@ -87,7 +87,7 @@ from protocol.views import (
 )
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.data import Dataset
-from trainer.delta import carried_into
+from trainer.delta import carried_from
 from trainer.fingerprint import check_fingerprint
 from trainer.leaf_digests import LeafDigests
 from trainer.model import parameter_shapes
@@ -163,13 +163,15 @@ class _SeatsFirst:
         seats: (address, endpoint) of the seats before this one, in the chain's order.
         until: ``time.monotonic()`` at which the wait ends (no holder read goes on past it).
         settled: every one of them has committed its verdict: if none serves, none will.
-        previous_delta: the Δ hash of the host's epoch before (``topk2``), for the holder's view.
+        previous_delta: the Δ hash of the host's epoch its residual carries from (``topk2``), for
+            the holder's view, and that epoch (``trainer.delta.carried_from``).
     """
 
     seats: list[tuple[str, str]]
     until: float
     settled: bool
     previous_delta: str | None
+    previous_epoch: int | None
 
 
 log = logging.getLogger("veriloco.node")
@@ -398,7 +400,8 @@ class ValidatorNode(Participant):
             left = self.clock.seconds(end - height)
             until = time.monotonic() + (left if left is not None else MIN_REQUEST_S)  # block time unknown: re-planned
         seats = [(a, m.endpoint) for a in done if (m := self.ledger.member(a)) is not None]
-        return _SeatsFirst(seats, until, not refused and len(done) == len(asked), self._previous_delta(challenge))
+        return _SeatsFirst(seats, until, not refused and len(done) == len(asked), self._previous_delta(challenge),
+                           carried_from(self.spec, challenge.epoch))
 
     def _holders_first_plan(self, challenge: Challenge, key: tuple[int, str, int, int],
                             deadline: float | None) -> _SeatsFirst | None:
@@ -414,7 +417,8 @@ class ValidatorNode(Participant):
             return None
         now = time.monotonic()
         share = HOLDER_WAIT_SHARE * (deadline - now) if deadline is not None else 0.0
-        return _SeatsFirst(holders, now + max(MIN_REQUEST_S, share), True, self._previous_delta(challenge))
+        return _SeatsFirst(holders, now + max(MIN_REQUEST_S, share), True, self._previous_delta(challenge),
+                           carried_from(self.spec, challenge.epoch))
 
     def fetch_budget_s(self, status: ParticipantStatus, hosts: int) -> float | None:
         """Seconds one host's fetch job may take now: the time left before this validator gives up
@@ -479,8 +483,9 @@ class ValidatorNode(Participant):
     def _fetch_from_seats(self, challenge: Challenge, first: _SeatsFirst, directory: Path,
                           files: dict[str, dict[int, Path]]) -> Spool | None:
         """``challenge``'s kept leaves (the end leaf by its digest list, as from a host) fetched from
-        the first of ``first.seats`` that serves them all before ``first.until``, or None; what was read of a seat before (its proofs and
-        losses this epoch, the leaves in ``files`` this job) is not asked for again."""
+        the first of ``first.seats`` that serves them all before ``first.until``, or None; what was
+        read of a seat before (its proofs and losses this epoch, the leaves in ``files`` this job)
+        is not asked for again."""
         for address, endpoint in first.seats:
             if self.stopping.is_set() or time.monotonic() >= first.until:
                 return None
@@ -490,7 +495,8 @@ class ValidatorNode(Participant):
                 continue
             with self._seen_lock:
                 seen = self._seen.setdefault((challenge.epoch, challenge.checkpoint_root, address), {})
-            view = Reusing(FromHolder(holder, challenge, first.previous_delta), seen, files.setdefault(address, {}))
+            view = Reusing(FromHolder(holder, challenge, first.previous_delta, first.previous_epoch), seen,
+                           files.setdefault(address, {}))
             check = partial(self._trusted_digests, challenge) if self.end_by_digests else None
             spool = fetch_challenge(view, challenge, directory, first.until, self.stopping.is_set, whole=True,
                                     digests=check)
@@ -679,7 +685,8 @@ class ValidatorNode(Participant):
                 holder = self.peers(endpoint)
             except ArtifactUnavailable:
                 continue
-            view = FromHolder(holder, challenge, self._previous_delta(challenge))
+            view = FromHolder(holder, challenge, self._previous_delta(challenge),
+                              carried_from(self.spec, challenge.epoch))
             started = time.monotonic()
             report = self._check(status, challenge, view, theta, previous_source=view)
             if report.verdict.outcome == "unavailable":
@@ -694,13 +701,15 @@ class ValidatorNode(Participant):
         return None
 
     def _previous_delta(self, challenge: Challenge) -> str | None:
-        """``topk2`` runs, a last segment: the Δ hash the challenged host committed in the epoch before
-        if it was accepted then (its error-feedback residual chains from that Δ), else None."""
-        if not carried_into(self.spec.quantization, challenge.epoch):  # also: topk2 right after a dense epoch
+        """``topk2`` runs, a last segment: the Δ hash the challenged host committed in the epoch its
+        residual carries from (``trainer.delta.carried_from``: the one before; two before in a
+        pipelined run, settled when this one trained) if it was accepted then, else None."""
+        source = carried_from(self.spec, challenge.epoch)
+        if source is None:  # also: topk2 right after a dense epoch
             return None
         if challenge.segment != challenge.segments - 1:
             return None
-        before = self.ledger.aggregation_inputs(challenge.epoch - 1)
+        before = self.ledger.aggregation_inputs(source)
         return next((a.delta_hash for a in before if a.address == challenge.host), None)
 
     def _source(self, challenge: Challenge, status: ParticipantStatus) -> ArtifactSource:

@@ -64,11 +64,39 @@ def carries_residual(quant: QuantizationSpec) -> bool:
     return quant.scheme == compress.SCHEME
 
 
-def carried_into(quant: QuantizationSpec, epoch: int) -> bool:
-    """Whether epoch ``epoch`` starts from the residual epoch ``epoch − 1`` left (when that epoch was
-    accepted): both use ``topk2`` (``quantization.schedule``). The first ``topk2`` epoch after a
-    switch from a dense scheme starts from zeros, as epoch 0 does: a dense scheme leaves none."""
-    return epoch > 0 and carries_residual(quant.at(epoch - 1)) and carries_residual(quant.at(epoch))
+def residual_lag(spec: RunSpec) -> int:
+    """How many epochs back a ``topk2`` host's error-feedback residual comes from: 1 in a synchronous
+    run; 2 in a pipelined one (``phases.pipelined``), whose epoch ``e`` trains and commits while
+    ``e − 1`` still settles, so only ``e − 2``'s outcome is known then (docs/training.md, "Pipelined
+    runs with topk2"): its epochs form two residual chains, the even and the odd ones."""
+    return 2 if spec.phases.pipelined else 1
+
+
+def residual_epochs_kept(spec: RunSpec) -> int:
+    """How many epochs before the current one a host of a run that reaches ``topk2`` must keep
+    whatever its ``keep_epochs``: the epoch its next residual comes from, whose Δ its validators
+    chain from. Synchronous: 1. Pipelined: 3, since epoch e's validators check e (and read e − 2's
+    Δ) while e + 1 is already current. 0 for a run without ``topk2``."""
+    if residual_from(spec.quantization) is None:
+        return 0
+    return residual_lag(spec) + (1 if spec.phases.pipelined else 0)
+
+
+def carried_from(spec: RunSpec, epoch: int) -> int | None:
+    """The epoch whose residual epoch ``epoch`` goes on from when the host was accepted in it, or
+    None when ``epoch`` starts from zeros whatever happened before. The one rule the host
+    (``trainer.inner``), its validators' replay (``verifier.replay``) and the nodes that find the
+    Δ to chain from (``node.validator``, ``node.host``) apply.
+
+    ``spec`` is the run's (its ``quantization.schedule`` unresolved). The source is
+    ``epoch − residual_lag(spec)`` when both it and ``epoch`` use ``topk2``; before it, and in the
+    first ``topk2`` epochs after a switch from a dense scheme (which leaves none), zeros. A schedule
+    never steps from ``topk2`` back to a dense scheme, so every epoch in between is ``topk2`` too."""
+    source = epoch - residual_lag(spec)
+    quant = spec.quantization
+    if source < 0 or not carries_residual(quant.at(source)) or not carries_residual(quant.at(epoch)):
+        return None
+    return source
 
 
 def residual_from(quant: QuantizationSpec) -> int | None:

@@ -26,7 +26,7 @@ from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint
 from trainer.compress import zero_residual
 from trainer.data import Dataset
-from trainer.delta import carried_into, carries_residual, encode_pseudo_gradient, pseudo_gradient
+from trainer.delta import carried_from, carries_residual, encode_pseudo_gradient, pseudo_gradient
 from trainer.epoch_store import EpochStore, Progress
 from trainer.island_leaf import ShardedLeafWriter, gather_whole, side_group
 from trainer.model import parameter_shapes
@@ -211,9 +211,10 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
         on_step: progress callback.
         full_leaf_every: ``K``: store leaf 0, every ``K``-th leaf and the last in full (1: all).
         stats: filled with what the background writer did (hash and write seconds, bytes).
-        carry_residual: ``topk2`` runs: the host's previous epoch was accepted, so this epoch starts
-            from the residual that epoch committed to (in this store); otherwise from zeros. Leaf
-            ``S`` carries it and the Δ is computed with it.
+        carry_residual: ``topk2`` runs: the host was accepted in the epoch this one carries from
+            (``trainer.delta.carried_from``: the one before, two before in a pipelined run), so
+            this epoch starts from the residual that epoch committed to (in this store); otherwise
+            from zeros. Leaf ``S`` carries it and the Δ is computed with it.
         stop: asked after each segment with the segments done; True ends the epoch there, a
             partial epoch of ``s < S`` segments (its last leaf is stored in full). Not with
             ``topk2``, whose residual rides on leaf ``S``. Every rank of an island passes one, and
@@ -235,8 +236,8 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
             writer is joined first), and a later call resumes from the last stored one.
         ResidualUnavailable: ``carry_residual`` but the previous epoch's residual is missing or damaged.
     """
-    # quantization.schedule: the epoch's scheme, and whether it goes on from e − 1's residual.
-    carry_residual = carry_residual and carried_into(spec.quantization, ctx.epoch)
+    # quantization.schedule: the epoch's scheme, and whether it goes on from an earlier residual.
+    carry_residual = carry_residual and carried_from(spec, ctx.epoch) is not None
     run_spec, spec = spec, spec.for_epoch(ctx.epoch)
     stepper = stepper if stepper is not None else Stepper(spec)
     trapped = set(traps.segments) if traps is not None else set()
@@ -306,24 +307,26 @@ def run_epoch(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start_params: 
 
 
 def carried_residual(spec: RunSpec, store: EpochStore, epoch: int, carry: bool) -> dict[str, torch.Tensor] | None:
-    """The residual a ``topk2`` epoch starts from: what the previous epoch's Δ left when ``carry``
-    (that epoch was accepted), zeros otherwise; ``None`` for a scheme without one.
+    """The residual a ``topk2`` epoch starts from: what the Δ of the epoch it carries from left
+    (``trainer.delta.carried_from``: e − 1, or e − 2 in a pipelined run) when ``carry`` (the host
+    was accepted in that epoch), zeros otherwise; ``None`` for a scheme without one.
 
-    ``spec`` is the run's (its ``quantization.schedule`` unresolved): the previous Δ, whose ``ef/next``
-    the residual must match, is read in the previous epoch's scheme (a schedule may change
-    ``topk2``'s block size, and with it the Δ's layout).
+    ``spec`` is the run's (its ``quantization.schedule`` unresolved): the earlier Δ, whose ``ef/next``
+    the residual must match, is read in that epoch's scheme (a schedule may change ``topk2``'s
+    block size, and with it the Δ's layout).
 
     Raises:
-        ResidualUnavailable: ``carry`` but the previous epoch's residual is missing or damaged.
+        ResidualUnavailable: ``carry`` but that epoch's residual is missing or damaged.
     """
     if not carries_residual(spec.quantization.at(epoch)):
         return None
-    if not carry or epoch == 0:
+    source = carried_from(spec, epoch)
+    if not carry or source is None:
         return zero_residual(parameter_shapes(spec))
     try:
-        return store.read_residual(spec.for_epoch(epoch - 1), epoch - 1)
+        return store.read_residual(spec.for_epoch(source), source)
     except (OSError, ValueError) as exc:
-        raise ResidualUnavailable(f"epoch {epoch - 1} was accepted but its residual cannot be read: {exc}") from None
+        raise ResidualUnavailable(f"epoch {source} was accepted but its residual cannot be read: {exc}") from None
 
 
 def epoch_payload(spec: RunSpec, start: TrainState, end: TrainState, residual: dict[str, torch.Tensor] | None

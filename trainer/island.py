@@ -45,7 +45,7 @@ from protocol.rules.spec import RunSpec
 from protocol.types import Boundary
 from trainer.behaviour import HostBehaviour, HostEpoch
 from trainer.data import Dataset
-from trainer.delta import carried_into, carries_residual
+from trainer.delta import carried_from, carries_residual
 from trainer.determinism import configure
 from trainer.epoch_store import EpochRecord, EpochStore
 from trainer.inner import (
@@ -316,7 +316,7 @@ class IslandBehaviour(HostBehaviour):
         # Read before the order goes out: a missing residual must fail here, not in the middle of
         # the collectives the other ranks are already waiting in (the epoch's scheme, as run_epoch).
         carried_residual(spec, EpochStore(root, ctx.run_id, ctx.host), ctx.epoch,
-                         setup.carry_residual and carried_into(spec.quantization, ctx.epoch))
+                         setup.carry_residual and carried_from(spec, ctx.epoch) is not None)
         traps = setup.traps
         send_order(IslandOrder(kind="epoch", run_id=ctx.run_id.hex(), epoch=ctx.epoch, host=ctx.host,
                                prev_epoch_seed=ctx.prev_epoch_seed.hex(), full_leaf_every=setup.full_leaf_every,

@@ -25,7 +25,8 @@ measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challeng
    dequantized, equal ``θ_e − θ_S`` of the committed leaf ``S`` within the quantization bound. For
    ``topk2`` (error feedback) it must be, byte for byte, the compression of ``θ_e − θ_S + r`` where
    ``r`` is the residual leaf ``S`` carries, and ``r`` must be the one the host's accepted Δ of
-   epoch ``e − 1`` committed to (its ``ef/next``; zeros if the host was not accepted then).
+   epoch ``e − 1`` (``e − 2`` in a pipelined run: ``trainer.delta.carried_from``) committed to (its
+   ``ef/next``; zeros if the host was not accepted then).
 6. **Replay.** ``c`` steps from leaf ``g`` on the protocol's batches with the trainer's one step
    function (:func:`trainer.inner.replay_segment`), then (:func:`verifier.measure.compare`): the
    relative distance of every tensor of the parameters and of both AdamW moments ``≤ tau``, every
@@ -80,7 +81,7 @@ from trainer.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from trainer.checkpoint import Checkpoint, checkpoint_layout, stream_checkpoint
 from trainer.compress import NEXT, compress, residual_digest, zero_residual
 from trainer.data import Dataset
-from trainer.delta import carried_into, carries_residual, delta_hash, dequantize, pseudo_gradient, stream_delta
+from trainer.delta import carried_from, carries_residual, delta_hash, dequantize, pseudo_gradient, stream_delta
 from trainer.inner import EpochContext, run_segment, start_checkpoint
 from trainer.leaf_digests import LeafDigests, assemble, check_leaf_digests, encoded_chunks
 from trainer.model import parameter_shapes
@@ -253,9 +254,12 @@ class _Run:
         # The epoch's quantization (quantization.schedule resolved); the run id is the deployed spec's.
         self.spec, self.run_id = spec.for_epoch(challenge.epoch), spec.run_id()
         self.dataset, self.challenge, self.source = dataset, challenge, source
-        # Whether the host goes on from e − 1's residual (both epochs topk2), and e − 1's scheme.
-        self.carries = carried_into(spec.quantization, challenge.epoch)
-        self.previous_spec = spec.for_epoch(max(challenge.epoch - 1, 0))
+        # The epoch whose residual the host goes on from (e − 1; e − 2 pipelined; None: zeros)
+        # and its scheme: the one rule, trainer.delta.carried_from.
+        self.source_epoch = carried_from(spec, challenge.epoch)
+        self.carries = self.source_epoch is not None
+        self.previous_spec = spec.for_epoch(self.source_epoch if self.source_epoch is not None
+                                            else max(challenge.epoch - 1, 0))
         self.previous_delta = previous_delta
         self.previous_source = previous_source if previous_source is not None else source
         self.previous_raw: Iterable[object] | None = None
@@ -296,8 +300,9 @@ class _Run:
         losses = _fetch("losses", lambda: self.source.losses(e))
         delta = _fetch("Δ", lambda: self.source.delta_chunks(e)) if self.last else None
         self.proof0 = _fetch("proof of leaf 0", lambda: self.source.proof(e, 0)) if self.last and g else None
-        if self.last and self.previous_delta is not None and self.carries:
-            self.previous_raw = _fetch(f"Δ of epoch {e - 1}", lambda: self.previous_source.delta_chunks(e - 1))
+        source = self.source_epoch
+        if self.last and self.previous_delta is not None and source is not None:
+            self.previous_raw = _fetch(f"Δ of epoch {source}", lambda: self.previous_source.delta_chunks(source))
         return raw_start, proof_start, raw_end, proof_end, losses, delta
 
     def trusted_digests(self, served_proof: MerkleProof | UntrustedJson) -> bool:
@@ -480,15 +485,16 @@ class _Run:
 
     def carried_digest(self) -> bytes:
         """The digest of the residual the host must start epoch e from: ``ef/next`` of its accepted Δ
-        of epoch e − 1 (read from the host and checked against that epoch's committed hash), or of
-        zeros when it was not accepted then or used a scheme that leaves no residual."""
-        if self.previous_delta is None or not self.carries:
+        of the epoch it carries from (e − 1, e − 2 pipelined; read from the host and checked against
+        that epoch's committed hash), or of zeros when it was not accepted then or there is no such
+        epoch (the first ones, or a scheme that leaves no residual)."""
+        if self.previous_delta is None or self.source_epoch is None:
             return residual_digest(zero_residual(_parameter_shapes(self.spec)))
-        what = f"Δ of epoch {self.epoch - 1}"
+        what = f"Δ of epoch {self.source_epoch}"
         try:
             previous, digest = stream_delta(self.chunks(self.previous_raw, what, "previous_delta_bytes"),
                                             self.previous_spec,
-                                            what=f"{self.host} epoch {self.epoch - 1} Δ")
+                                            what=f"{self.host} epoch {self.source_epoch} Δ")
         except (TensorFileError, ValueError) as exc:
             raise _unserved("delta", f"{what} is malformed: {exc}") from None
         if digest.hex() != self.previous_delta:
@@ -504,11 +510,11 @@ class _Run:
         carried, expected = residual_digest(end.residual), self.carried_digest()
         self.m["residual_hash"], self.m["expected_residual_hash"] = carried.hex(), expected.hex()
         if carried != expected:
-            source = (f"the one its accepted Δ of epoch {self.epoch - 1} committed to"
-                      if self.previous_delta is not None and self.carries
-                      else f"zero (epoch {self.epoch - 1} used {self.previous_spec.quantization.scheme})"
-                      if self.previous_delta is not None
-                      else "zero (it was not accepted in the previous epoch)")
+            source = (f"the one its accepted Δ of epoch {self.source_epoch} committed to"
+                      if self.previous_delta is not None and self.source_epoch is not None
+                      else f"zero (epoch {self.epoch} carries no residual from an earlier epoch)"
+                      if self.source_epoch is None
+                      else f"zero (it was not accepted in epoch {self.source_epoch})")
             raise _fail("residual", f"leaf {self.g + 1} computes its Δ from an error-feedback residual that is not "
                                     f"{source}")
         recomputed, _ = compress(pseudo_gradient(self.theta.params, end.state.params), end.residual,
@@ -701,10 +707,11 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
         theta: the agreed global state θ_e of the challenge's epoch.
         prev_epoch_seed: the seed of epoch ``e − 1`` (the genesis seed for ``e = 0``).
         stepper: a single-process :class:`~trainer.step.Stepper` to reuse across challenges.
-        previous_delta: ``topk2`` runs: the Δ hash the host committed in epoch ``e − 1`` if it was
+        previous_delta: ``topk2`` runs: the Δ hash the host committed in the epoch ``e`` carries
+            from (``trainer.delta.carried_from``: ``e − 1``, ``e − 2`` pipelined) if it was
             accepted then (``Ledger.aggregation_inputs``), else None: its error-feedback residual
             chains from that Δ or starts from zero.
-        previous_source: where that Δ is read from (``delta(e − 1)``; untrusted, checked against
+        previous_source: where that Δ is read from (``delta(source)``; untrusted, checked against
             ``previous_delta``): the host itself when ``source`` is a view of one challenge only
             (a validator's spool or tee); ``source`` when omitted.
 

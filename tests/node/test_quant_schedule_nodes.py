@@ -1,7 +1,8 @@
-"""The nodes follow a run's ``quantization.schedule`` epoch by epoch (the network run that switches
-from int8 to topk2 is in ``tests/e2e/test_compressed_network.py``); here the paths that refuse:
-a pipelined run whose schedule reaches topk2, a Δ in another scheme than its epoch's, and one larger
-than its epoch's scheme (refused at its ``Content-Length``, before its body is read)."""
+"""The nodes follow a run's ``quantization.schedule`` epoch by epoch (the network runs that switch
+from int8 to topk2 are in ``tests/e2e/test_compressed_network.py`` and, pipelined,
+``tests/e2e/test_pipelined_topk2_network.py``); here the residual rule a pipelined run follows, and
+the paths that refuse: a Δ in another scheme than its epoch's, and one larger than its epoch's
+scheme (refused at its ``Content-Length``, before its body is read)."""
 
 from collections.abc import Iterable, Iterator
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 from fastapi import FastAPI
 from fastapi.responses import Response, StreamingResponse
+from http_network import HttpNetwork
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
@@ -21,8 +23,11 @@ from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
 from protocol.views import AggregationInput, Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
-from trainer.checkpoint import checkpoint_layout
-from trainer.delta import delta_hash, encode_delta, payload_layout, quantize
+from trainer.behaviour import HostBehaviour
+from trainer.checkpoint import checkpoint_layout, load_checkpoint
+from trainer.compress import NEXT, residual_digest
+from trainer.delta import carried_from, delta_hash, encode_delta, payload_layout, quantize
+from trainer.epoch_store import EpochStore
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.presets import tiny
@@ -66,19 +71,33 @@ def deployed(spec, *keys):
     return deploy_embedded(chain, operator, spec, "00" * 32, operator.address())
 
 
-def test_a_pipelined_run_whose_schedule_reaches_topk2_is_refused_with_the_epoch(tmp_path, dataset) -> None:
-    host, validator = PrivateKey(bytes([0x42]) * 32), PrivateKey(bytes([0x43]) * 32)
-    pipelined = tiny().with_changes(quantization=SCHEDULE, phases={"pipelined": True})
-    ledger = deployed(pipelined, host, validator)
-    with pytest.raises(ValueError, match=r"pipelined run cannot use topk2 .*reaches topk2 at epoch 1.*pipelined false"):
-        HostNode(ledger, host, pipelined, dataset, tmp_path, no_peers)
-    # the same schedule runs synchronously, and a pipelined schedule that stays dense is fine
+def test_a_pipelined_run_carries_each_residual_from_two_epochs_back(tmp_path, dataset) -> None:
+    # Synchronous: from e − 1 once both are topk2. Pipelined: from e − 2, the last epoch settled
+    # when e trains; the first topk2 epochs after a dense one (or epoch 0 and 1) start from zeros.
     synchronous = tiny().with_changes(quantization=SCHEDULE)
-    HostNode(deployed(synchronous, host), host, synchronous, dataset, tmp_path / "sync", no_peers)
-    ValidatorNode(deployed(synchronous, validator), validator, synchronous, dataset, tmp_path / "v", no_peers)
-    dense = tiny().with_changes(quantization={"scheme": "int8", "block_size": 64, "schedule": [
-        {"from_epoch": 2, "scheme": "int4", "block_size": 64}]}, phases={"pipelined": True})
-    HostNode(deployed(dense, host), host, dense, dataset, tmp_path / "dense", no_peers)
+    pipelined = synchronous.with_changes(phases={"pipelined": True})
+    assert [carried_from(synchronous, e) for e in range(5)] == [None, None, 1, 2, 3]
+    assert [carried_from(pipelined, e) for e in range(5)] == [None, None, None, 1, 2]
+    topk2 = tiny().with_changes(quantization={"scheme": "topk2", "block_size": 1024}, phases={"pipelined": True})
+    assert [carried_from(topk2, e) for e in range(4)] == [None, None, 0, 1]
+    dense = tiny().with_changes(phases={"pipelined": True})
+    assert [carried_from(dense, e) for e in range(4)] == [None] * 4
+    # Hosts and validators of such a run start (a pipelined topk2 run was refused before).
+    host, validator = PrivateKey(bytes([0x42]) * 32), PrivateKey(bytes([0x43]) * 32)
+    ledger = deployed(pipelined, host, validator)
+    node = HostNode(ledger, host, pipelined, dataset, tmp_path, no_peers)
+    ValidatorNode(ledger, validator, pipelined, dataset, tmp_path / "v", no_peers)
+    assert not node._accepted_before(2)  # epoch 0 was int8: epoch 2 starts from zeros, no chain read
+    # Kept whatever keep_epochs: the Δ e's validators chain from, e − 2 pipelined, read while e + 1
+    # is current (3 before it); synchronous: e − 1 while e is current.
+    for spec, kept in ((synchronous, [4]), (pipelined, [2, 3, 4])):
+        ledger = deployed(spec, host)
+        node = HostNode(ledger, host, spec, dataset, tmp_path / str(len(kept)), no_peers, keep_epochs=0)
+        for e in range(5):
+            node.epochs.directory(e).mkdir(parents=True)
+        node._windows_closed = lambda epoch: True  # type: ignore[method-assign]
+        node._prune(5)
+        assert node.epochs.epochs_on_disk() == kept
 
 
 def test_a_delta_in_another_scheme_than_its_epoch_is_refused_by_the_proposer(tmp_path, dataset) -> None:
@@ -155,3 +174,35 @@ def test_a_delta_larger_than_its_epochs_scheme_is_refused_before_its_body(tmp_pa
             node._checked_delta(1, GlobalState.initial(spec), committed, [committed])
         # the same body by hash with no epoch named is under the run's largest cap: it is read
         assert sum(len(chunk) for chunk in reader.delta_by_hash_chunks("ab" * 32)) == size
+
+
+@pytest.mark.slow
+def test_a_scheduled_run_over_real_http_accepts_every_host(tmp_path, dataset) -> None:
+    # Every read between the nodes goes through their real servers and the hardened client, capped
+    # by the epoch's scheme: int8 in epoch 0, topk2 from epoch 1, epoch 2 chaining epoch 1's residual
+    # (its validators read the host's epoch-1 Δ over HTTP to check it).
+    spec = tiny("quant-schedule-http").with_changes(
+        train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}, quantization=SCHEDULE,
+        verification={"challenges_k": 1, "validators_r": 1},
+        phases={"min_hosts": 2, "min_validators": 2, "join_blocks": 20, "train_blocks": 60, "reveal_blocks": 20,
+                "verify_blocks": 60, "verdict_reveal_blocks": 30, "propose_blocks": 30})
+    net = HttpNetwork(spec, tmp_path, dataset, [HostBehaviour(), HostBehaviour()], validators=2)
+    try:
+        reports = [net.run_epoch() for _ in range(3)]
+    finally:
+        net.close()
+    for report in reports:
+        assert {h.outcome for h in report.hosts} == {"accepted"} and len(report.hosts) == 2, report.epoch
+        last = [c for c in report.challenges if c.segment == spec.train.segments - 1]
+        assert len(last) == 2 and {c.outcome for c in last} == {"pass"}  # each host's Δ checked
+        assert report.next_model_hash is not None
+    s = spec.train.segments
+    for i in range(2):
+        node = net.host(i).node
+        store = EpochStore(node.root, spec.run_id(), node.address)
+        sizes = [store.delta_path(e).stat().st_size for e in range(3)]
+        assert sizes[0] > 10 * sizes[1] and sizes[1] == sizes[2]
+        carried = load_checkpoint(store.leaf_path(2, s), spec.for_epoch(2), s).residual
+        assert carried is not None and any(bool(t.any()) for t in carried.values())
+        assert residual_digest(carried) == bytes(store.read_delta(spec.for_epoch(1), 1)[NEXT].tolist())
+    assert net.total_funds() == net.initial_funds
