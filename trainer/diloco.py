@@ -12,7 +12,10 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
             proposers' peer bound first (``verifier.measure.within_peer_bound``, as
             ``node/host.py`` applies it): from 3 Δs on, one beyond 1.5× the median norm in some
             tensor is left out and small tensors are clipped to 1.5× their median. With ``topk2`` each
-            worker carries its error-feedback residual from round to round, as a host does.
+            worker carries its error-feedback residual from round to round, as a host does
+            (``trainer.delta.carried_from``: from the round before under the ``synchronous``
+            schedule; from two rounds before under the pipelined ones, as a pipelined run's
+            hosts do, whatever ``spec.phases.pipelined`` says, so the run id stays the spec's).
             ``schedule`` says
             which model a round trains from (pipelined epochs, docs/training.md):
             ``synchronous``: the global model after the previous round's outer step.
@@ -51,7 +54,14 @@ from protocol.rules.beacon import epoch_seed, genesis_seed
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
 from trainer.data import Dataset
-from trainer.delta import dequantize, encode_pseudo_gradient, payload_bytes, pseudo_gradient, relative_error
+from trainer.delta import (
+    carried_from,
+    dequantize,
+    encode_pseudo_gradient,
+    payload_bytes,
+    pseudo_gradient,
+    relative_error,
+)
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState, outer_step
@@ -178,7 +188,8 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
         settled = GlobalState.initial(spec)  # the agreed model: accepted Δs only
         state = settled  # what the next round trains from
         kept: dict[int, TrainState] = {}
-        residuals: dict[int, dict[str, torch.Tensor] | None] = {}
+        residuals: dict[tuple[int, int], dict[str, torch.Tensor] | None] = {}  # (worker, round) -> left
+        rule = spec.with_changes(phases={"pipelined": schedule != "synchronous"})  # whose residual lag
         pending: list[dict[str, torch.Tensor]] = []  # delayed: aggregates not applied yet, oldest first
         for e in range(steps // h):
             since, deltas = done, {}
@@ -195,10 +206,11 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
                 if k < cheaters:
                     factor = -1.0 if cheat == "sign_flip" else CHEAT_SCALE
                     delta = {n: factor * t for n, t in delta.items()}
-                # The epoch's scheme (quantization.schedule); a scheme without a residual leaves
-                # None, so the first topk2 epoch after a switch starts from zeros.
-                quant = spec.quantization.at(e)
-                payload, residuals[k] = encode_pseudo_gradient(delta, quant, residuals.get(k))
+                # The epoch's scheme (quantization.schedule), and the residual it goes on from (the
+                # host's rule; each is read once): None, i.e. zeros, in the first topk2 epochs.
+                quant, source = spec.quantization.at(e), carried_from(rule, e)
+                carried = residuals.pop((k, source), None) if source is not None else None
+                payload, residuals[(k, e)] = encode_pseudo_gradient(delta, quant, carried)
                 bytes_sent += payload_bytes(payload)
                 deltas[ctx.host] = dequantize(payload, shapes, quant)
                 errors.append(relative_error(delta, deltas[ctx.host]))

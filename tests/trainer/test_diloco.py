@@ -133,3 +133,20 @@ def test_an_optimistic_start_leaves_out_a_delta_beyond_the_peer_bound(dataset) -
     assert run("optimistic").val_loss == run("synchronous").val_loss
     with pytest.raises(ValueError, match="cheat"):
         simulate(spec, dataset, "diloco", workers=3, steps=16, cheaters=1, cheat="noise")
+
+
+def test_a_pipelined_topk2_worker_carries_its_residual_from_two_rounds_back(dataset) -> None:
+    # trainer.delta.carried_from: round 1 of a synchronous run goes on from round 0's residual, of a
+    # pipelined run (the optimistic schedule) from zeros; round 0 is the same in both. A dense scheme
+    # carries none: the optimistic schedule without cheaters is the synchronous one bit for bit.
+    spec = small_spec(train={"inner_steps": 4, "segment_steps": 4}, outer={"lr": "1", "momentum": "0"},
+                      quantization={"scheme": "topk2", "block_size": 1024})
+
+    def loss(schedule, rounds, s=spec):
+        return simulate(s, dataset, "diloco", workers=1, steps=4 * rounds, evals=1, eval_windows=64,
+                        schedule=schedule).val_loss
+
+    assert loss("synchronous", 1) == loss("optimistic", 1)
+    assert loss("synchronous", 2) != loss("optimistic", 2)
+    dense = spec.with_changes(quantization={"scheme": "int8", "block_size": 64})
+    assert loss("synchronous", 2, dense) == loss("optimistic", 2, dense)
