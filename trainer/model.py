@@ -16,7 +16,9 @@ string from a spec is ever imported or called. Initialization is deterministic f
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 
 import torch
@@ -26,6 +28,41 @@ from torch import nn
 from protocol.rules.models import ARCHITECTURES, check_model
 from protocol.rules.spec import RunSpec
 from trainer.data import VOCAB_SIZE
+
+_draws = threading.local()  # this thread's dropout generator while a step runs (:func:`drawing_from`)
+
+
+@contextmanager
+def drawing_from(generator: torch.Generator) -> Iterator[None]:
+    """Dropout masks drawn on this thread come from ``generator`` for the block.
+
+    Not the process-wide default generator: a pipelined host trains on one thread while another
+    recomputes a challenged leaf, and a simulation replays beside its hosts' trainings; seeding a
+    generator they all share would let one thread's seed reach another's masks."""
+    before = getattr(_draws, "generator", None)
+    _draws.generator = generator
+    try:
+        yield
+    finally:
+        _draws.generator = before
+
+
+class Dropout(nn.Module):
+    """Inverted dropout whose mask comes from the generator :func:`drawing_from` set on this thread
+    (the step's per-micro-batch generator); outside such a block, torch's own dropout."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        generator = getattr(_draws, "generator", None)
+        if generator is None:
+            return F.dropout(x, self.p, training=True)
+        keep = torch.empty_like(x).bernoulli_(1.0 - self.p, generator=generator)
+        return x * keep / (1.0 - self.p)
 
 
 class LayerNorm(nn.Module):
@@ -72,7 +109,7 @@ class CausalSelfAttention(nn.Module):
         self.q_bias = nn.Parameter(torch.zeros(d_model))
         self.v_bias = nn.Parameter(torch.zeros(d_model))
         self.proj = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         mask = torch.tril(torch.ones(block_size, block_size, dtype=torch.bool))
         self.register_buffer("mask", mask.view(1, 1, block_size, block_size), persistent=False)
 
@@ -96,7 +133,7 @@ class MLP(nn.Module):
         super().__init__()
         self.fc = nn.Linear(d_model, 4 * d_model)
         self.proj = nn.Linear(4 * d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.proj(F.gelu(self.fc(x))))
@@ -126,7 +163,7 @@ class GPT(nn.Module):
         self.block_size = block_size
         self.tok = nn.Embedding(vocab_size, d_model)
         self.pos = nn.Embedding(block_size, d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.blocks = nn.ModuleList(Block(d_model, n_head, block_size, dropout) for _ in range(n_layer))
         self.ln_f = LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
@@ -186,13 +223,18 @@ def _construct(spec: RunSpec) -> nn.Module:
     return BUILDERS[spec.model.architecture](**params.model_dump())
 
 
+_INIT = threading.Lock()
+"""Held while a model is built: its initial weights come from torch's process-wide generator, seeded
+inside a fork, so two threads building at once must take turns."""
+
+
 def build_model(spec: RunSpec) -> nn.Module:
     """The run's model with its initial weights θ_0, deterministic from ``spec.train.seed``.
 
-    The global RNG is seeded inside a fork, so building a model neither depends on nor disturbs
-    the caller's random state.
+    The global RNG is seeded inside a fork (and under :data:`_INIT`, for threads building at once),
+    so building a model neither depends on nor disturbs the caller's random state.
     """
-    with torch.random.fork_rng(devices=[]):
+    with _INIT, torch.random.fork_rng(devices=[]):
         torch.manual_seed(spec.train.seed)
         model = _construct(spec)
     block = getattr(model, "block_size", None)

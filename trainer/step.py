@@ -51,7 +51,7 @@ from torch import nn
 
 from protocol.rules.spec import RunSpec, TrainSpec
 from trainer.determinism import ADAMW_IMPL
-from trainer.model import build_model
+from trainer.model import build_model, drawing_from
 from trainer.reduction import TreeSum, tree_sum
 from trainer.sharding import chunk_of, clip_gradients, local, shard_model, whole
 
@@ -81,21 +81,13 @@ def micro_seed(rng_key: int, step: int, micro: int) -> int:
 
 @contextmanager
 def _seeded(seed: int, device: torch.device) -> Iterator[None]:
-    # Seed the generator that draws on `device` (dropout masks are drawn where the activations
-    # live) for the block and restore the caller's state afterwards. On CPU this is what
-    # torch.random.fork_rng does, minus its per-device bookkeeping (its cost: docs/training.md,
-    # "The inner step").
-    if device.type == "cpu":
-        generator = torch.default_generator
-        saved = generator.get_state()
-        generator.manual_seed(seed)
-        try:
-            yield
-        finally:
-            generator.set_state(saved)
-        return
-    with torch.random.fork_rng(devices=[device], device_type=device.type):
-        torch.manual_seed(seed)  # every device's generator, the one `device` draws from included
+    # The micro-batch's dropout masks come from a generator of its own on `device` (where the
+    # activations live), seeded here: never torch's process-wide generator, which a thread training
+    # beside another (a pipelined host recomputing a challenged leaf, a simulation replaying beside
+    # its hosts) would re-seed under the other's feet.
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    with drawing_from(generator):
         yield
 
 

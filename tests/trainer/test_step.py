@@ -123,6 +123,32 @@ def test_randomness_comes_from_the_committed_key_only(dataset, ctx) -> None:
     assert len({micro_seed(5, s, m) for s in range(8) for m in range(8)}) == 64
 
 
+def test_threads_training_at_once_each_draw_their_own_masks(dataset, ctx) -> None:
+    """A pipelined host trains on one thread while another recomputes a challenged leaf, and a
+    simulation replays beside its hosts' trainings: with dropout, each segment still draws the
+    masks of its own committed key, and a model built meanwhile still starts at θ_0."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trainer.model import build_model
+
+    spec = small_spec(model={"params": {"n_layer": 1, "n_head": 4, "d_model": 64, "block_size": 64,
+                                        "dropout": "0.2"}})
+    theta_0 = GlobalState.initial(spec).params
+
+    def segment(key_epoch: int) -> str:
+        return replay_segment(spec, dataset, ctx, _start(spec, key_epoch)).leaf_hash()
+
+    def built() -> bool:
+        return all(torch.equal(p, theta_0[n]) for n, p in build_model(spec).state_dict().items() if n in theta_0)
+
+    alone = [segment(0), segment(1)]
+    with ThreadPoolExecutor(3) as pool:
+        runs = [pool.submit(segment, k) for k in (0, 1, 0, 1)]
+        builds = [pool.submit(built) for _ in range(20)]
+        assert [r.result() for r in runs] == alone * 2
+        assert all(b.result() for b in builds)
+
+
 def test_a_diverged_step_raises(spec, dataset, ctx) -> None:
     stepper = Stepper(spec)
     state = _start(spec).state
