@@ -16,6 +16,7 @@ import pytest
 from ledger_env import DEFAULT_NAMES, VALIDATOR_STAKE, LedgerEnv, make_spec
 
 from chain.ledger import ContractBackend, ContractError, Ledger, LedgerError
+from protocol.rules.limits import REPORT_PAGE
 from protocol.views import Challenge
 
 HOSTS = ("host1", "host2", "host3", "host4")
@@ -113,6 +114,29 @@ def test_a_paged_settlement_ends_exactly_like_the_one_shot_settlement(make_ledge
     assert voters["validator5"] == "no_reveal"
     for env in (one_shot, paged):
         env.assert_books()
+    check_report_pages(paged, int(b["report"]["epoch"]))
+
+
+def check_report_pages(env: LedgerEnv, epoch: int) -> None:
+    """The report read a participant a page equals it read in the default pages (the same hosts,
+    validators with their counts summed over the pages, challenges), and bad paging is refused."""
+    raw: list[dict[str, Any]] = []
+    start: str | None = None
+    while True:
+        raw.append(env.ledger.backend.query({"report": {"epoch": epoch, "start_after": start, "limit": 1}}))
+        start = raw[-1].get("next")
+        if start is None:
+            break
+    assert len(raw) == len(HOSTS) + len(VALIDATORS), "9 participants of one unit each, a page each"
+    assert sum(len(p["challenges"]) for p in raw) > 0 and all("counts" in p for p in raw)
+    whole = env.report(epoch)
+    assert env.ledger.report(epoch, page=1) == whole
+    assert sum(v.assigned for v in whole.validators) == sum(len(c.votes) for c in whole.challenges)
+    for page in (0, REPORT_PAGE + 1):
+        with pytest.raises(ContractError, match=f"report: limit must be between 1 and {REPORT_PAGE}, got {page}"):
+            env.ledger.backend.query({"report": {"epoch": epoch, "limit": page}})
+        with pytest.raises(ValueError, match=f"a report page is between 1 and {REPORT_PAGE} units, got {page}"):
+            env.ledger.report(epoch, page=page)
 
 
 def test_while_a_close_runs_its_phase_is_due_refuses_its_messages_and_names_its_stage(make_ledger_env) -> None:
