@@ -344,7 +344,7 @@ class Ledger:
                 if any(p.header() != pages[0].header() for p in pages):
                     continue  # the epoch moved between two pages: read it again
                 raise LedgerError(f"malformed report from the contract: {exc}") from None
-        raise LedgerError(f"epoch {epoch} changed while its report was read, {attempts} times in a row")
+        raise LedgerError(f"epoch {epoch} changed while its report was read, in each of {attempts} tries")
 
     def _report_pages(self, epoch: int, page: int) -> list[ReportPage]:
         """Every page of the report of ``epoch``, from the first to the one without ``next``."""
