@@ -18,6 +18,9 @@ message), on a contract instantiated with ``settle_page`` = ``--page``:
   (wasmd's KV and wasm constants, transaction overhead and bank sends calibrated on the devnet);
   ``--one-shot-hosts`` repeats the epoch with one page holding everything (the close in one
   transaction, as before paging) for comparison;
+* **report pages** (embedded chain, every host count): after finalize, the operator's ``report``
+  read in pages of ``REPORT_PAGE`` units, the largest page's estimated SDK gas and bytes
+  (``report_pages``);
 * **devnet** (``--devnet-hosts``, each with every page size of ``--devnet-pages``): the same
   epoch on a local injectived node, the gas each of those messages used, against the estimate of
   the same message on the embedded chain (the calibration check), and whether the largest fits
@@ -39,17 +42,20 @@ from pathlib import Path
 from typing import Any
 
 from chain_devnet import Capture, Run, digest, key, opening, secret, trap_opening
-from embedded_chain import cost_of
+from embedded_chain import INSTANCE_COST, INSTRUCTIONS_PER_SDK_GAS, Cost, cost_of, measured
 
+import chain.embedded.vm as embedded_vm
 from chain.cosmos import CosmosBackend, CosmosChain
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.embedded import EmbeddedChain, deploy_embedded
+from chain.embedded.backend import EmbeddedBackend
 from chain.embedded.errors import VmError
 from chain.ledger import Ledger, LedgerError, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment, Objection, Ready, VerdictCommit
 from protocol.rules.beacon import beacon_commit
+from protocol.rules.limits import REPORT_PAGE
 from protocol.rules.spec import RunSpec
 
 # The minimum stakes below are at least each role's part of the default --reward (the spec rule).
@@ -179,6 +185,53 @@ def reads(ledger: Ledger, e: int, host: str, validator: str) -> dict[str, str]:
     return out
 
 
+_FUEL: list[int] = []  # the fuel of every wasm call while report_pages() listens
+_call_entry = embedded_vm.WasmCode.call_entry
+
+
+def _counted_call_entry(self: embedded_vm.WasmCode, *args: Any, **kwargs: Any) -> tuple[bytes, int]:
+    result, gas = _call_entry(self, *args, **kwargs)
+    _FUEL.append(gas)
+    return result, gas
+
+
+embedded_vm.WasmCode.call_entry = _counted_call_entry  # type: ignore[method-assign]
+
+
+def report_pages(ledger: Ledger, e: int) -> dict[str, Any]:
+    """The operator's paged ``report`` of epoch ``e`` on the embedded chain, in pages of
+    ``REPORT_PAGE`` units: how many, and the largest page's Cosmos SDK gas estimated with
+    ``bench/embedded_chain.py``'s model (wasm fuel, storage traffic and the instance; a query pays
+    no transaction overhead) against the 3,000,000 a node allows a smart query by default, and its
+    answer's bytes; and that ``Ledger.report`` assembles them to every participant."""
+    assert isinstance(ledger.backend, EmbeddedBackend)
+    chain = ledger.backend.chain
+    cache, chain.cache_queries = chain.cache_queries, False  # every page runs the contract
+    out: list[dict[str, int]] = []
+    start: str | None = None
+    try:
+        while True:
+            cost = Cost()
+            _FUEL.clear()
+            with measured(cost):
+                raw = chain.query_raw(ledger.backend.contract_address,
+                                      {"report": {"epoch": e, "start_after": start, "limit": REPORT_PAGE}})
+            (fuel,) = _FUEL
+            out.append({"sdk_gas": INSTANCE_COST + round(fuel / INSTRUCTIONS_PER_SDK_GAS) + cost.traffic.kv_gas(),
+                        "bytes": len(raw), "records_read": cost.traffic.reads + cost.traffic.iterated})
+            start = json.loads(raw).get("next")
+            if start is None:
+                break
+    finally:
+        chain.cache_queries = cache
+    whole = ledger.report(e)
+    return {"pages": len(out), "participants": len(whole.hosts) + len(whole.validators),
+            "challenges": len(whole.challenges), "votes": sum(len(c.votes) for c in whole.challenges),
+            "max_page_sdk_gas": max(p["sdk_gas"] for p in out), "max_page_bytes": max(p["bytes"] for p in out),
+            "max_page_records_read": max(p["records_read"] for p in out),
+            "all_pages_sdk_gas": sum(p["sdk_gas"] for p in out), "all_pages_bytes": sum(p["bytes"] for p in out)}
+
+
 def pages(ledger: Ledger, measure: Measure) -> list[dict[str, Any]]:
     """``advance`` until the close in progress is done, each measured with the stage it ran in."""
     out = []
@@ -223,9 +276,10 @@ def embedded(hosts: int, page: int | None, reward: int, disputed: bool = False) 
 
     t0 = time.perf_counter()
     run = play(ledger, send, measure, host_names, validator_names, disputed)
+    wall_s = round(time.perf_counter() - t0, 1)
     return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "disputed": disputed,
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "estimated_sdk_gas": summary(run, "sdk_gas_estimate"), "messages": run}
+            "wall_s": wall_s, "estimated_sdk_gas": summary(run, "sdk_gas_estimate"),
+            "report_pages": report_pages(ledger, 0), "messages": run}
 
 
 def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,

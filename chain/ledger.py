@@ -38,7 +38,7 @@ from protocol.messages import (
     VerdictCommit,
     VerdictOpening,
 )
-from protocol.rules.limits import AGGREGATION_PAGE, CHALLENGES_PAGE, EPOCHS_PAGE, MEMBERS_PAGE
+from protocol.rules.limits import AGGREGATION_PAGE, CHALLENGES_PAGE, EPOCHS_PAGE, MEMBERS_PAGE, REPORT_PAGE
 from protocol.rules.spec import RunSpec
 from protocol.views import (
     Accounting,
@@ -50,6 +50,8 @@ from protocol.views import (
     EpochReport,
     Member,
     ParticipantStatus,
+    ReportPage,
+    assemble_report,
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -318,8 +320,44 @@ class Ledger:
                 raise LedgerError(f"malformed answer from the contract: a challenges page ends at {after!r}")
             start = after
 
-    def report(self, epoch: int) -> EpochReport:
-        return self._read(EpochReport, {"report": {"epoch": epoch}})
+    def report(self, epoch: int, page: int = REPORT_PAGE, attempts: int = 3) -> EpochReport:
+        """Everything about ``epoch``, read in pages of ``page`` units (at most ``REPORT_PAGE``: one
+        query cannot hold a large disputed epoch) and assembled (:func:`assemble_report`).
+
+        The pages are read one after another, so a transaction may land between two of them; when
+        the epoch's header moved meanwhile (another phase, round or payout total) the report is
+        read again from its first page, at most ``attempts`` times in all.
+
+        Raises:
+            ValueError: ``page`` or ``attempts`` out of range.
+            LedgerError: malformed pages, or the epoch moved during every attempt.
+        """
+        if not 1 <= page <= REPORT_PAGE:
+            raise ValueError(f"a report page is between 1 and {REPORT_PAGE} units, got {page}")
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {attempts}")
+        for _ in range(attempts):
+            pages = self._report_pages(epoch, page)
+            try:
+                return assemble_report(pages)
+            except ValueError as exc:
+                if any(p.header() != pages[0].header() for p in pages):
+                    continue  # the epoch moved between two pages: read it again
+                raise LedgerError(f"malformed report from the contract: {exc}") from None
+        raise LedgerError(f"epoch {epoch} changed while its report was read, in each of {attempts} tries")
+
+    def _report_pages(self, epoch: int, page: int) -> list[ReportPage]:
+        """Every page of the report of ``epoch``, from the first to the one without ``next``."""
+        pages: list[ReportPage] = []
+        start: str | None = None
+        while True:
+            answer = self._read(ReportPage, {"report": {"epoch": epoch, "start_after": start, "limit": page}})
+            pages.append(answer)
+            if answer.next is None:
+                return pages
+            if start is not None and answer.next <= start:
+                raise LedgerError(f"malformed answer from the contract: a report page ends at {answer.next!r}")
+            start = answer.next
 
     def spec(self) -> RunSpec:
         """The run spec the contract was deployed with."""

@@ -274,8 +274,113 @@ class ValidatorReport(Boundary):
     compute_class: str = Field(default="", pattern=CLASS_PATTERN)
 
 
+class ValidatorPart(Boundary):
+    """An item of a :class:`ReportPage`'s ``validators``: a :class:`ValidatorReport` without the
+    counts, which each page gives for its own challenges (:class:`ValidatorCounts`)."""
+
+    address: Address
+    stake: Amount
+    revealed: bool
+    outcome: ValidatorOutcome
+    slashed: Amount = "0"
+    reward: Amount = "0"
+    catcher_reward: Amount = "0"
+    compute_class: str = Field(default="", pattern=CLASS_PATTERN)
+
+
+class ValidatorCounts(Boundary):
+    """How a validator did on the challenges of one :class:`ReportPage`'s hosts; summed over every
+    page they are its :class:`ValidatorReport` counts (a challenge is on its host's page only)."""
+
+    validator: Address
+    assigned: Count = 0
+    committed: Count = 0
+    voted: Count = 0
+    against: Count = 0
+    unavailable: Count = 0
+    unserved: Count = 0
+
+
+COUNT_FIELDS = ("assigned", "committed", "voted", "against", "unavailable", "unserved")
+"""The fields of :class:`ValidatorCounts` that :func:`assemble_report` sums."""
+
+REPORT_HEADER = ("run_id", "epoch", "phase", "phase_deadline", "started_at", "model_hash", "next_model_hash",
+                 "agreed", "seed", "round", "abandoned", "slashed_total", "to_treasury", "to_catchers",
+                 "rewards_total")
+"""The fields of :class:`EpochReport` that every :class:`ReportPage` repeats."""
+
+
+class ReportPage(Boundary):
+    """One page of the contract's ``report`` query: the epoch's header, and the participants after
+    the page's cursor in address order (each host with its challenges, each validator without its
+    counts, and the counts the page's challenges give their validators). ``next``: the last
+    participant the page covered, when more follow. :func:`assemble_report` builds the
+    :class:`EpochReport` from every page."""
+
+    run_id: HexDigest
+    epoch: Count
+    phase: Phase
+    phase_deadline: Count = 0
+    started_at: Count
+    model_hash: HexDigest
+    next_model_hash: HexDigest | None = None
+    agreed: bool | None = None
+    seed: HexDigest | None = None
+    round: Count = 0
+    abandoned: bool = False
+    slashed_total: Amount = "0"
+    to_treasury: Amount = "0"
+    to_catchers: Amount = "0"
+    rewards_total: Amount = "0"
+    hosts: list[HostReport]
+    validators: list[ValidatorPart]
+    challenges: list[ChallengeReport]
+    counts: list[ValidatorCounts]
+    next: Address | None = None
+
+    def header(self) -> dict[str, object]:
+        """The epoch's fields this page repeats (:data:`REPORT_HEADER`)."""
+        return {name: getattr(self, name) for name in REPORT_HEADER}
+
+
+def assemble_report(pages: list[ReportPage]) -> EpochReport:
+    """The whole report of an epoch from its pages, read in order from the first (no cursor) to the
+    last (no ``next``): the header they all carry, the hosts, validators and challenges in page
+    order, and each validator's counts summed over the pages.
+
+    Raises:
+        ValueError: no pages, pages of different epochs or headers (the epoch moved between two
+            reads), a page that is not the last without ``next``, or a participant listed twice.
+    """
+    if not pages:
+        raise ValueError("a report needs at least one page")
+    header = pages[0].header()
+    for i, page in enumerate(pages):
+        if page.header() != header:
+            raise ValueError(f"report page {i} shows another state of epoch {header['epoch']} than page 0")
+        if (page.next is None) != (i == len(pages) - 1):
+            raise ValueError(f"report page {i} of {len(pages)} {'ends' if page.next is None else 'goes on'}")
+    hosts = [h for p in pages for h in p.hosts]
+    parts = [v for p in pages for v in p.validators]
+    addresses = [h.address for h in hosts] + [v.address for v in parts]
+    if len(set(addresses)) != len(addresses):
+        raise ValueError("a participant is listed twice in the report's pages")
+    sums: dict[str, dict[str, int]] = {}
+    for page in pages:
+        for c in page.counts:
+            total = sums.setdefault(c.validator, dict.fromkeys(COUNT_FIELDS, 0))
+            for name in COUNT_FIELDS:
+                total[name] += getattr(c, name)
+    # Counts of an address that is not among the validators are dropped, as the whole-epoch
+    # report dropped them (only a participant has a line).
+    validators = [ValidatorReport.model_validate({**v.model_dump(), **sums.get(v.address, {})}) for v in parts]
+    return EpochReport.model_validate({**header, "hosts": hosts, "validators": validators,
+                                       "challenges": [c for p in pages for c in p.challenges]})
+
+
 class EpochReport(Boundary):
-    """Everything an operator wants to see about one epoch, straight from the contract."""
+    """Everything an operator wants to see about one epoch, straight from the contract (the
+    ``report`` query's pages, assembled by :func:`assemble_report`)."""
 
     run_id: HexDigest
     epoch: Count

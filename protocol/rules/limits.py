@@ -46,6 +46,14 @@ challenges at 1,024 hosts do not fit one query's gas on a real node)."""
 CHALLENGES_PAGE_DEFAULT = 64
 """Challenged hosts one page of ``challenges`` scans when the caller gives no limit."""
 
+REPORT_PAGE = 32
+"""Largest page of the contract's ``report`` query, in units: a host costs one plus one per 16 votes
+its challenges hold, a validator one (a whole report of a disputed epoch of 1,024 hosts does not fit
+one query on a real node)."""
+
+REPORT_PAGE_DEFAULT = 32
+"""Units one page of ``report`` holds when the caller gives no limit."""
+
 MAX_ENDPOINT_LEN = 256
 """Longest endpoint a member may advertise, in bytes."""
 

@@ -9,6 +9,7 @@ page by page equal them read at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from ledger_env import DEFAULT_NAMES, VALIDATOR_STAKE, LedgerEnv, make_spec
 
 from chain.ledger import ContractBackend, ContractError, Ledger, LedgerError
+from protocol.rules.limits import REPORT_PAGE
 from protocol.views import Challenge
 
 HOSTS = ("host1", "host2", "host3", "host4")
@@ -113,6 +115,29 @@ def test_a_paged_settlement_ends_exactly_like_the_one_shot_settlement(make_ledge
     assert voters["validator5"] == "no_reveal"
     for env in (one_shot, paged):
         env.assert_books()
+    check_report_pages(paged, int(b["report"]["epoch"]))
+
+
+def check_report_pages(env: LedgerEnv, epoch: int) -> None:
+    """The report read a participant a page equals it read in the default pages (the same hosts,
+    validators with their counts summed over the pages, challenges), and bad paging is refused."""
+    raw: list[dict[str, Any]] = []
+    start: str | None = None
+    while True:
+        raw.append(env.ledger.backend.query({"report": {"epoch": epoch, "start_after": start, "limit": 1}}))
+        start = raw[-1].get("next")
+        if start is None:
+            break
+    assert len(raw) == len(HOSTS) + len(VALIDATORS), "9 participants of one unit each, a page each"
+    assert sum(len(p["challenges"]) for p in raw) > 0 and all("counts" in p for p in raw)
+    whole = env.report(epoch)
+    assert env.ledger.report(epoch, page=1) == whole
+    assert sum(v.assigned for v in whole.validators) == sum(len(c.votes) for c in whole.challenges)
+    for page in (0, REPORT_PAGE + 1):
+        with pytest.raises(ContractError, match=f"report: limit must be between 1 and {REPORT_PAGE}, got {page}"):
+            env.ledger.backend.query({"report": {"epoch": epoch, "limit": page}})
+        with pytest.raises(ValueError, match=f"a report page is between 1 and {REPORT_PAGE} units, got {page}"):
+            env.ledger.report(epoch, page=page)
 
 
 def test_while_a_close_runs_its_phase_is_due_refuses_its_messages_and_names_its_stage(make_ledger_env) -> None:
@@ -179,8 +204,9 @@ def test_a_validators_challenges_read_in_pages_equal_them_read_at_once(make_ledg
 
 
 class StuckCursorNode(ContractBackend):
-    """A node (or an RPC proxy in front of one) that answers every ``challenges`` page with a
-    cursor that does not move on: a validator that follows it would read forever."""
+    """A node (or an RPC proxy in front of one) that answers every ``challenges`` page, and every
+    ``report`` page after the first, with a cursor that does not move on: a validator or an
+    operator that follows it would read forever."""
 
     def __init__(self, backend: ContractBackend) -> None:
         self.inner = backend
@@ -195,6 +221,8 @@ class StuckCursorNode(ContractBackend):
         answer = self.inner.query(msg)
         if "challenges" in msg:
             answer = {**answer, "next": msg["challenges"]["start_after"] or "inj1"}
+        if "report" in msg and msg["report"].get("start_after"):
+            answer = {**answer, "next": msg["report"]["start_after"]}
         return answer
 
     def height(self):
@@ -210,7 +238,23 @@ class StuckCursorNode(ContractBackend):
         return self.inner.raw(key)
 
 
-def test_a_challenges_cursor_that_does_not_advance_is_refused(embedded_ledger_driver) -> None:
+class LandsBetweenPagesNode(StuckCursorNode):
+    """A real node on which a transaction (``land``) lands right after the first ``report`` page that
+    has more to follow, once: the pages read before and after it show two states of the epoch."""
+
+    def __init__(self, backend: ContractBackend, land: Callable[[], object]) -> None:
+        super().__init__(backend)
+        self.land: Callable[[], object] | None = land
+
+    def query(self, msg):
+        answer = self.inner.query(msg)
+        if "report" in msg and answer.get("next") and self.land is not None:
+            land, self.land = self.land, None
+            land()
+        return answer
+
+
+def test_a_challenges_or_report_cursor_that_does_not_advance_is_refused(embedded_ledger_driver) -> None:
     # A lying or broken node must not keep a validator's daemon paging forever: the second page's
     # cursor equals the first's, and the read stops with a clear error.
     env = LedgerEnv(embedded_ledger_driver(SPEC, DEFAULT_NAMES))
@@ -219,3 +263,21 @@ def test_a_challenges_cursor_that_does_not_advance_is_refused(embedded_ledger_dr
     assert env.ledger.challenges(e, env.addr("validator1"))  # the honest node's answer reads fine
     with pytest.raises(LedgerError, match="a challenges page ends at 'inj1'"):
         Ledger(StuckCursorNode(env.ledger.backend)).challenges(e, env.addr("validator1"))
+    # The same for the report's pages (a participant a page here).
+    with pytest.raises(LedgerError, match="a report page ends at 'inj1"):
+        Ledger(StuckCursorNode(env.ledger.backend)).report(e, page=1)
+    # A transaction that moves the epoch on between two pages (its phase closes at its deadline):
+    # the report is read again from its first page and shows one state, the new one; with one try
+    # the read says so instead of mixing two states.
+    assert env.report(e).phase == "verify"
+
+    def close_phase() -> None:
+        env.wait_past_deadline()
+        env.advance()
+
+    moved = Ledger(LandsBetweenPagesNode(env.ledger.backend, close_phase)).report(e, page=1)
+    assert moved.phase == env.epoch(e).phase != "verify"
+    assert moved == env.report(e)
+    with pytest.raises(LedgerError, match=f"epoch {e} changed while its report was read, in each of 1 tries"):
+        Ledger(LandsBetweenPagesNode(env.ledger.backend, close_phase)).report(e, page=1, attempts=1)
+    assert env.epoch(e).phase != moved.phase

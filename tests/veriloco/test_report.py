@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from rich.console import Console
 
 from protocol.keys import PrivateKey
 from protocol.messages import ModelProposal
 from protocol.rules.spec import PhaseSpec
-from protocol.views import ChallengeReport, EpochReport, HostReport, ValidatorReport, Vote
+from protocol.views import (
+    ChallengeReport,
+    EpochReport,
+    HostReport,
+    ReportPage,
+    ValidatorCounts,
+    ValidatorPart,
+    ValidatorReport,
+    Vote,
+    assemble_report,
+)
 from veriloco.report import (
     MEMBER_COLUMNS,
     OUTCOME_COLOUR,
@@ -97,3 +108,45 @@ def test_a_challenge_shows_its_objections_and_both_rounds_and_validators_their_u
     assert {"unavailable", "unserved"} <= set(MEMBER_COLUMNS)
     assert [(row["unavailable"], row["unserved"], row["outcome"]) for row in rows] == [
         (1, 1, "unserved"), (0, 0, "diligent")]
+
+
+def page(hosts: list[HostReport], validators: list[ValidatorPart], challenges: list[ChallengeReport],
+         counts: list[ValidatorCounts], next: str | None, phase: str = "closed") -> ReportPage:
+    return ReportPage(run_id=THETA, epoch=3, phase=phase, started_at=1, model_hash=THETA, agreed=True,
+                      hosts=hosts, validators=validators, challenges=challenges, counts=counts, next=next)
+
+
+def test_report_pages_assemble_to_one_report_with_each_validators_counts_summed() -> None:
+    """What `Ledger.report` returns from the contract's pages: the shape of the unpaged report."""
+    a_challenge = ChallengeReport(host=A, segment=0, outcome="pass", votes=[
+        Vote(validator=B, round=0, outcome="pass"), Vote(validator=C, round=1, outcome="fail")])
+    c_challenge = ChallengeReport(host=C, segment=1, outcome="pass", votes=[Vote(validator=B, round=0)])
+    pages = [page([host(A, 10)], [ValidatorPart(address=B, stake="5", revealed=True, outcome="wrong")], [a_challenge],
+                  [ValidatorCounts(validator=B, assigned=1, committed=1, voted=1),
+                   ValidatorCounts(validator=C, assigned=1, committed=1, voted=1, against=1)], next=B),
+             page([host(C, 20)], [], [c_challenge], [ValidatorCounts(validator=B, assigned=1, committed=1)], next=None)]
+    whole = assemble_report(pages)
+    assert whole == EpochReport(
+        run_id=THETA, epoch=3, phase="closed", started_at=1, model_hash=THETA, agreed=True,
+        hosts=[host(A, 10), host(C, 20)], challenges=[a_challenge, c_challenge],
+        validators=[ValidatorReport(address=B, stake="5", revealed=True, outcome="wrong", assigned=2, committed=2,
+                                    voted=1)])
+    # One page is the whole report; C's counts name no validator of the epoch and are dropped.
+    only = page([host(A, 10)], [], [a_challenge], pages[0].counts, next=None)
+    assert assemble_report([only]).validators == []
+
+
+def test_report_pages_that_do_not_fit_together_are_refused() -> None:
+    first = page([host(A, 10)], [], [], [], next=A)
+    last = page([host(B, 10)], [], [], [], next=None)
+    with pytest.raises(ValueError, match="at least one page"):
+        assemble_report([])
+    with pytest.raises(ValueError, match="page 1 shows another state of epoch 3"):
+        assemble_report([first, page([host(B, 10)], [], [], [], next=None, phase="propose")])
+    with pytest.raises(ValueError, match="page 0 of 2 ends"):
+        assemble_report([last, last])
+    with pytest.raises(ValueError, match="page 1 of 2 goes on"):
+        assemble_report([first, first])
+    with pytest.raises(ValueError, match="listed twice"):
+        assemble_report([first, page([host(A, 10)], [], [], [], next=None)])
+    assert [h.address for h in assemble_report([first, last]).hosts] == [A, B]

@@ -285,7 +285,16 @@ pub fn query(deps: Deps, _env: Env, msg: QueryMsg) -> Result<Binary, ContractErr
                 queries::challenges(deps, epoch, &validator, start_after.as_deref(), limit)?;
             to_json(&ChallengesResponse { challenges, next })
         }
-        QueryMsg::Report { epoch } => to_json(&queries::report(deps, epoch)?),
+        QueryMsg::Report {
+            epoch,
+            start_after,
+            limit,
+        } => to_json(&queries::report(
+            deps,
+            epoch,
+            start_after.as_deref(),
+            limit,
+        )?),
         QueryMsg::Participant { address, epoch } => {
             to_json(&queries::participant(deps, &address, epoch)?)
         }

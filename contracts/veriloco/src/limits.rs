@@ -24,6 +24,10 @@ pub const AGGREGATION_PAGE_DEFAULT: u32 = 30;
 /// Largest and default number of challenged hosts one page of `challenges` scans.
 pub const CHALLENGES_PAGE: u32 = 128;
 pub const CHALLENGES_PAGE_DEFAULT: u32 = 64;
+/// Largest and default page of `report`, in units: a host costs one plus one per 16 votes its
+/// challenges hold (`query::report_cost`), a validator one.
+pub const REPORT_PAGE: u32 = 32;
+pub const REPORT_PAGE_DEFAULT: u32 = 32;
 /// Longest member endpoint, in bytes.
 pub const MAX_ENDPOINT_LEN: usize = 256;
 /// Longest address, in bytes (the VM's limit on a human address).

@@ -159,9 +159,16 @@ pub enum QueryMsg {
         #[serde(default)]
         limit: Option<u32>,
     },
-    /// Everything about one epoch (`protocol.views.EpochReport`).
+    /// Everything about one epoch, a page at a time: the participants after `start_after` in
+    /// address order, as many as a page of `limit` units holds (`ReportPage`); `next` in the
+    /// answer is where the next page starts (absent after the last). The pages assemble to
+    /// `protocol.views.EpochReport`.
     Report {
         epoch: u64,
+        #[serde(default)]
+        start_after: Option<String>,
+        #[serde(default)]
+        limit: Option<u32>,
     },
     /// One participant's part in an epoch (the current one when `epoch` is omitted): what a node
     /// polls to know what it has done and what is due.
@@ -362,19 +369,13 @@ pub struct HostReport {
     pub compute_class: String,
 }
 
-/// `protocol.views.ValidatorReport`.
+/// An item of a `report` page's `validators` (`protocol.views.ValidatorPart`): a validator's
+/// part in the epoch but its counts, which a page gives for its own challenges (`counts`).
 #[derive(Serialize)]
-pub struct ValidatorReport {
+pub struct ValidatorPart {
     pub address: String,
     pub stake: Uint128,
     pub revealed: bool,
-    pub assigned: u32,
-    pub committed: u32,
-    pub voted: u32,
-    pub against: u32,
-    pub unavailable: u32,
-    /// `unavailable` votes the final vote contradicted (decided pass or fail).
-    pub unserved: u32,
     pub outcome: &'static str,
     pub slashed: Uint128,
     pub reward: Uint128,
@@ -383,9 +384,26 @@ pub struct ValidatorReport {
     pub compute_class: String,
 }
 
-/// Answer to `report {}` (`protocol.views.EpochReport`).
+/// An item of a `report` page's `counts` (`protocol.views.ValidatorCounts`): how a validator did
+/// on the challenges of that page's hosts. Summed over every page they are its counts in
+/// `protocol.views.ValidatorReport` (each challenge counts on the page of its host only).
 #[derive(Serialize)]
-pub struct EpochReport {
+pub struct ValidatorCounts {
+    pub validator: String,
+    pub assigned: u32,
+    pub committed: u32,
+    pub voted: u32,
+    pub against: u32,
+    pub unavailable: u32,
+    /// `unavailable` votes the final vote contradicted (decided pass or fail).
+    pub unserved: u32,
+}
+
+/// Answer to `report {...}` (`protocol.views.ReportPage`): the epoch's header on every page, and
+/// the page's participants: its hosts with their challenges, its validators, and the counts the
+/// page's challenges give each validator that sat on them.
+#[derive(Serialize)]
+pub struct ReportPage {
     pub run_id: String,
     pub epoch: u64,
     pub phase: &'static str,
@@ -397,13 +415,17 @@ pub struct EpochReport {
     pub seed: Option<String>,
     pub round: u32,
     pub abandoned: bool,
-    pub hosts: Vec<HostReport>,
-    pub validators: Vec<ValidatorReport>,
-    pub challenges: Vec<ChallengeReport>,
     pub slashed_total: Uint128,
     pub to_treasury: Uint128,
     pub to_catchers: Uint128,
     pub rewards_total: Uint128,
+    pub hosts: Vec<HostReport>,
+    pub validators: Vec<ValidatorPart>,
+    pub challenges: Vec<ChallengeReport>,
+    pub counts: Vec<ValidatorCounts>,
+    /// The last participant this page covered, when more follow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// Answer to `participant {...}` (`protocol.views.ParticipantStatus`).

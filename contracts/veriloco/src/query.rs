@@ -4,28 +4,29 @@
 //! Run-wide: `config`, `accounting`, `member`, `members`. Per epoch: `epoch`, `epochs`,
 //! `challenges` (one validator's work), `participant` (one participant's part: what a node
 //! polls), `aggregation_inputs` (the accepted hosts' endpoints and Δ hashes, paged), `report`
-//! (everything). A new query is a `QueryMsg` variant, its answer in `msg.rs`, a function here
+//! (everything, paged). A new query is a `QueryMsg` variant, its answer in `msg.rs`, a function here
 //! and a line in `contract::query`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::classes;
 use crate::deps::{Deps, Order, Storage};
-use crate::epoch::tally::Tally;
+use crate::epoch::tally::{votes_read, ChallengeTally, Tally, ValidatorStats};
 use crate::error::{refuse, ContractError};
 use crate::limits::{
     AGGREGATION_PAGE, AGGREGATION_PAGE_DEFAULT, CHALLENGES_PAGE, CHALLENGES_PAGE_DEFAULT,
     EPOCHS_PAGE, EPOCHS_PAGE_DEFAULT, MAX_ADDRESS_LEN, MEMBERS_PAGE, MEMBERS_PAGE_DEFAULT,
+    REPORT_PAGE, REPORT_PAGE_DEFAULT,
 };
 use crate::msg::{
     AccountingResponse, AggregationInput, ChallengeInfo, ChallengeReport, CommitmentView,
-    ComputeClassStatus, ConfigResponse, EpochInfo, EpochReport, HostReport, ParticipantStatus,
-    ProposalView, ValidatorReport, VoteView,
+    ComputeClassStatus, ConfigResponse, EpochInfo, HostReport, ParticipantStatus, ProposalView,
+    ReportPage, ValidatorCounts, ValidatorPart, VoteView,
 };
 use crate::records::{
-    self, Assignment, Commitment, EpochHeader, Outcome, Phase, Proposal, ASSIGNMENTS, COMMITMENTS,
-    HEADERS, PARTICIPANTS, PAYOUTS, PROPOSALS, READY, REVEALS, REVOTE, REVOTE_COMMITS, SEATED,
-    TRAPS, VERDICT_COMMITS, VOTES,
+    self, Assignment, EpochHeader, Outcome, Phase, ASSIGNMENTS, COMMITMENTS, HEADERS, PARTICIPANTS,
+    PAYOUTS, PROPOSALS, READY, REVEALS, REVOTE, REVOTE_COMMITS, SEATED, TRAPS, VERDICT_COMMITS,
+    VOTES,
 };
 use crate::state::{self, MemberView, Role, CONFIG, SPEC, TOTALS};
 use crate::types::Uint128;
@@ -484,113 +485,97 @@ pub fn aggregation_inputs(
     Ok(out)
 }
 
-pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
+/// Votes one unit of a `report` page pays for: each is read with its commitment (and a re-vote's),
+/// and answered with its salt, evidence and distance.
+pub const REPORT_VOTES_PER_UNIT: usize = 16;
+
+/// What a host costs a `report` page: 1, plus one unit per [`REPORT_VOTES_PER_UNIT`] votes read.
+pub fn report_cost(votes_read: usize) -> u32 {
+    1 + (votes_read / REPORT_VOTES_PER_UNIT) as u32
+}
+
+/// A page of the report of `epoch`: its participants after `start_after` in address order, each
+/// host with its challenges (every vote) and the counts they give the validators that sat on
+/// them, until the page's `limit` units are spent (a host costs [`report_cost`] of the votes it
+/// reads, a validator 1; a page holds at least one participant), so no page grows with the epoch.
+pub fn report(
+    deps: Deps,
+    epoch: u64,
+    start_after: Option<&str>,
+    limit: Option<u32>,
+) -> Result<ReportPage, ContractError> {
+    const ACTION: &str = "report";
     let storage = deps.storage;
-    let h = header(storage, "report", epoch)?;
+    check_start_after(ACTION, start_after)?;
+    let limit = limit.unwrap_or(REPORT_PAGE_DEFAULT);
+    if limit == 0 || limit > REPORT_PAGE {
+        refuse!(
+            ACTION,
+            "limit must be between 1 and {REPORT_PAGE}, got {limit}"
+        );
+    }
+    let h = header(storage, ACTION, epoch)?;
     let config = CONFIG.load(storage)?;
-    let tally = Tally::of_epoch(storage, epoch)?;
-    let revealed: BTreeSet<String> = REVEALS
+    let mut set: Option<Vec<String>> = None; // V, read once a challenged host needs it
+    let (mut hosts, mut validators, mut challenges) = (Vec::new(), Vec::new(), Vec::new());
+    let mut counts: BTreeMap<String, ValidatorStats> = BTreeMap::new();
+    let (mut spent, mut last, mut next) = (0u32, None::<String>, None);
+    for record in PARTICIPANTS
         .prefix(epoch)
-        .all(storage)?
-        .into_iter()
-        .map(|(a, _)| a)
-        .collect();
-    let mut commitments: BTreeMap<String, Commitment> = COMMITMENTS
-        .prefix(epoch)
-        .all(storage)?
-        .into_iter()
-        .collect();
-    let mut proposals: BTreeMap<String, Proposal> =
-        PROPOSALS.prefix(epoch).all(storage)?.into_iter().collect();
-    let mut payouts = records::payouts(storage, epoch)?;
-    let mut hosts = Vec::new();
-    let mut validators = Vec::new();
-    for (address, p) in PARTICIPANTS.prefix(epoch).all(storage)? {
-        let was_revealed = revealed.contains(&address);
-        let pay = payouts.remove(&address).unwrap_or_default();
+        .range(storage, start_after, Order::Ascending)
+    {
+        let (address, p) = record?;
+        if spent >= limit {
+            next = last; // a participant follows the page
+            break;
+        }
+        let revealed = REVEALS.has(storage, (epoch, &address));
+        let pay = records::load_payout(storage, epoch, &address)?;
         match p.role {
-            Role::Host => hosts.push(HostReport {
-                compute_class: p.class.clone(),
-                stake: p.stake,
-                revealed: was_revealed,
-                commitment: commitments.remove(&address).map(|c| CommitmentView {
+            Role::Host => {
+                let tally = if ASSIGNMENTS.has(storage, (epoch, &address)) {
+                    if set.is_none() {
+                        set = Some(records::load_validator_set(storage, epoch)?);
+                    }
+                    let v = set.as_deref().unwrap_or_default();
+                    Tally::of_host(storage, epoch, &address, v)?
+                } else {
+                    None
+                };
+                spent =
+                    spent.saturating_add(tally.as_ref().map_or(1, |t| report_cost(votes_read(t))));
+                if let Some(t) = tally {
+                    for (v, stats) in t.validators.iter() {
+                        counts.entry(v.clone()).or_default().add(stats);
+                    }
+                    challenges.extend(t.challenges.into_iter().map(challenge_report));
+                }
+                hosts.push(host_report(
+                    storage,
                     epoch,
-                    checkpoint_root: c.checkpoint_root,
-                    delta_hash: c.delta_hash,
-                    loss_digest: c.loss_digest,
-                    segments: c.segments,
-                    train_loss_micro: c.train_loss_micro,
-                    trap_commit: c.trap_commit,
-                }),
-                outcome: pay.outcome.as_str(),
-                slashed: pay.slashed,
-                reward: pay.reward,
-                catcher_reward: pay.catcher,
-                traps: tally.traps.get(&address).cloned(),
-                proposal: proposals.remove(&address).map(|m| ProposalView {
-                    epoch,
-                    model_hash: m.model_hash,
-                    val_loss_micro: m.val_loss_micro,
-                    excluded: m.excluded,
-                }),
-                address,
-            }),
+                    address.clone(),
+                    p,
+                    revealed,
+                    pay,
+                )?);
+            }
             Role::Validator => {
-                // Counts are live; the outcome is decided (and stored) by finalize.
-                let stats = tally.validators.get(&address).copied().unwrap_or_default();
-                validators.push(ValidatorReport {
-                    compute_class: p.class.clone(),
+                spent += 1;
+                validators.push(ValidatorPart {
+                    address: address.clone(),
+                    compute_class: p.class,
                     stake: p.stake,
-                    revealed: was_revealed,
-                    assigned: stats.assigned,
-                    committed: stats.committed,
-                    voted: stats.voted,
-                    against: stats.against,
-                    unavailable: stats.unavailable,
-                    unserved: stats.unserved,
+                    revealed,
                     outcome: pay.outcome.as_str(),
                     slashed: pay.slashed,
                     reward: pay.reward,
                     catcher_reward: pay.catcher,
-                    address,
                 });
             }
         }
+        last = Some(address);
     }
-    let challenges = tally
-        .challenges
-        .into_iter()
-        .map(|((host, segment), c)| {
-            let mut votes = c.votes;
-            let mut commitments = c.committed;
-            let rounds = u32::from(c.disputed);
-            ChallengeReport {
-                host,
-                segment,
-                trap: c.trap,
-                rounds,
-                objectors: c.objectors.into_iter().collect(),
-                votes: c
-                    .members
-                    .into_iter()
-                    .map(|(round, v)| {
-                        let vote = votes.remove(&v);
-                        VoteView {
-                            round,
-                            commitment: commitments.remove(&v),
-                            outcome: vote.as_ref().map(|x| x.outcome),
-                            distance: vote.as_ref().map(|x| x.distance.clone()),
-                            evidence: vote.as_ref().map(|x| x.evidence.clone()),
-                            salt: vote.map(|x| x.salt),
-                            validator: v,
-                        }
-                    })
-                    .collect(),
-                outcome: c.outcome,
-            }
-        })
-        .collect();
-    Ok(EpochReport {
+    Ok(ReportPage {
         run_id: config.run_id,
         epoch,
         phase: h.phase.as_str(),
@@ -602,12 +587,94 @@ pub fn report(deps: Deps, epoch: u64) -> Result<EpochReport, ContractError> {
         seed: h.seed,
         round: h.round,
         abandoned: h.abandoned,
-        hosts,
-        validators,
-        challenges,
         slashed_total: h.slashed_total,
         to_treasury: h.to_treasury,
         to_catchers: h.to_catchers,
         rewards_total: h.rewards_total,
+        hosts,
+        validators,
+        challenges,
+        counts: counts
+            .into_iter()
+            .map(|(validator, c)| ValidatorCounts {
+                validator,
+                assigned: c.assigned,
+                committed: c.committed,
+                voted: c.voted,
+                against: c.against,
+                unavailable: c.unavailable,
+                unserved: c.unserved,
+            })
+            .collect(),
+        next,
     })
+}
+
+/// A host's line of the report: its stake, commitment, traps, proposal and payout.
+fn host_report(
+    storage: &dyn Storage,
+    epoch: u64,
+    address: String,
+    p: records::Participant,
+    revealed: bool,
+    pay: records::Payout,
+) -> Result<HostReport, ContractError> {
+    let commitment = COMMITMENTS.may_load(storage, (epoch, &address))?;
+    let proposal = PROPOSALS.may_load(storage, (epoch, &address))?;
+    Ok(HostReport {
+        compute_class: p.class,
+        stake: p.stake,
+        revealed,
+        commitment: commitment.map(|c| CommitmentView {
+            epoch,
+            checkpoint_root: c.checkpoint_root,
+            delta_hash: c.delta_hash,
+            loss_digest: c.loss_digest,
+            segments: c.segments,
+            train_loss_micro: c.train_loss_micro,
+            trap_commit: c.trap_commit,
+        }),
+        outcome: pay.outcome.as_str(),
+        slashed: pay.slashed,
+        reward: pay.reward,
+        catcher_reward: pay.catcher,
+        traps: TRAPS.may_load(storage, (epoch, &address))?,
+        proposal: proposal.map(|m| ProposalView {
+            epoch,
+            model_hash: m.model_hash,
+            val_loss_micro: m.val_loss_micro,
+            excluded: m.excluded,
+        }),
+        address,
+    })
+}
+
+/// A challenge of the report: its seats and final voters with their commitments and votes.
+fn challenge_report(((host, segment), c): ((String, u32), ChallengeTally)) -> ChallengeReport {
+    let mut votes = c.votes;
+    let mut commitments = c.committed;
+    ChallengeReport {
+        host,
+        segment,
+        trap: c.trap,
+        rounds: u32::from(c.disputed),
+        objectors: c.objectors.into_iter().collect(),
+        votes: c
+            .members
+            .into_iter()
+            .map(|(round, v)| {
+                let vote = votes.remove(&v);
+                VoteView {
+                    round,
+                    commitment: commitments.remove(&v),
+                    outcome: vote.as_ref().map(|x| x.outcome),
+                    distance: vote.as_ref().map(|x| x.distance.clone()),
+                    evidence: vote.as_ref().map(|x| x.evidence.clone()),
+                    salt: vote.map(|x| x.salt),
+                    validator: v,
+                }
+            })
+            .collect(),
+        outcome: c.outcome,
+    }
 }

@@ -7,6 +7,7 @@
 //! The game: verdicts committed then opened, disputes decided by committees, traps, the phase
 //! windows counted from the block a phase actually opened, bounded join extensions.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
@@ -14,9 +15,13 @@ use serde_json::{json, Value};
 use crate::beacon;
 use crate::commitments::{trap_commitment, verdict_commitment};
 use crate::contract;
+use crate::deps::{Deps, Order, Record, Storage};
+use crate::epoch::tally::Tally;
 use crate::error::ContractError;
 use crate::hashing::{hex, tagged_hash};
-use crate::msg::parse_json;
+use crate::limits::REPORT_PAGE;
+use crate::msg::{parse_json, QueryMsg};
+use crate::query::REPORT_VOTES_PER_UNIT;
 use crate::testing::MockDeps;
 use crate::types::{BankMsg, CosmosMsg, Env, MessageInfo, Response};
 
@@ -193,8 +198,26 @@ impl Chain {
         self.query(json!({"epoch": {}}))
     }
 
+    /// The report of `epoch`, read in pages of the default size and assembled.
     fn report(&self, epoch: u64) -> Value {
-        self.query(json!({"report": {"epoch": epoch}}))
+        assemble(&self.report_pages(epoch, None))
+    }
+
+    /// Every page of the report of `epoch`, in pages of `limit` units (None: the default).
+    fn report_pages(&self, epoch: u64, limit: Option<u32>) -> Vec<Value> {
+        let mut pages: Vec<Value> = Vec::new();
+        let mut start_after = Value::Null;
+        loop {
+            let page = self.query(json!({"report": {
+                "epoch": epoch, "start_after": start_after, "limit": limit}}));
+            let next = page.get("next").cloned();
+            pages.push(page);
+            match next {
+                Some(n) => start_after = n,
+                None => return pages,
+            }
+            assert!(pages.len() < 10_000, "the report does not end");
+        }
     }
 
     fn status(&self, address: &str) -> Value {
@@ -239,6 +262,61 @@ impl Chain {
             self.balance
         );
     }
+}
+
+/// The counts a report page gives per validator (`ValidatorCounts`), summed over the pages.
+const COUNTS: [&str; 6] = [
+    "assigned",
+    "committed",
+    "voted",
+    "against",
+    "unavailable",
+    "unserved",
+];
+
+/// The whole report from its pages, as `Ledger.report` assembles it: the header every page
+/// carries (the same on each), the hosts, validators and challenges in page order, and each
+/// validator's counts summed over the pages.
+fn assemble(pages: &[Value]) -> Value {
+    let header = |page: &Value| -> Value {
+        let mut h = page.clone();
+        let h_obj = h.as_object_mut().unwrap();
+        for key in ["hosts", "validators", "challenges", "counts", "next"] {
+            h_obj.remove(key);
+        }
+        h
+    };
+    let mut report = header(&pages[0]);
+    let (mut hosts, mut validators, mut challenges) = (Vec::new(), Vec::new(), Vec::new());
+    let mut sums: BTreeMap<String, [u64; 6]> = BTreeMap::new();
+    for page in pages {
+        assert_eq!(header(page), report, "every page carries the same header");
+        hosts.extend(page["hosts"].as_array().unwrap().iter().cloned());
+        validators.extend(page["validators"].as_array().unwrap().iter().cloned());
+        challenges.extend(page["challenges"].as_array().unwrap().iter().cloned());
+        for c in page["counts"].as_array().unwrap() {
+            let sum = sums
+                .entry(c["validator"].as_str().unwrap().to_string())
+                .or_default();
+            for (i, key) in COUNTS.iter().enumerate() {
+                sum[i] += c[*key].as_u64().unwrap();
+            }
+        }
+    }
+    for v in validators.iter_mut() {
+        let sum = sums
+            .get(v["address"].as_str().unwrap())
+            .copied()
+            .unwrap_or_default();
+        for (i, key) in COUNTS.iter().enumerate() {
+            v[*key] = json!(sum[i]);
+        }
+    }
+    let r = report.as_object_mut().unwrap();
+    r.insert("hosts".into(), Value::Array(hosts));
+    r.insert("validators".into(), Value::Array(validators));
+    r.insert("challenges".into(), Value::Array(challenges));
+    report
 }
 
 fn parse<T: serde::de::DeserializeOwned>(msg: Value) -> T {
@@ -1689,6 +1767,202 @@ fn participant_status_follows_one_member_through_the_epoch() {
         err.to_string().starts_with("participant: invalid address"),
         "{err}"
     );
+}
+
+/// A store that counts the records a query reads (point reads and iterated records).
+struct CountingStorage<'a> {
+    inner: &'a dyn Storage,
+    reads: Cell<usize>,
+}
+
+impl Storage for CountingStorage<'_> {
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.reads.set(self.reads.get() + 1);
+        self.inner.get(key)
+    }
+
+    fn range<'b>(
+        &'b self,
+        start: Option<&[u8]>,
+        end: Option<&[u8]>,
+        order: Order,
+    ) -> Box<dyn Iterator<Item = Record> + 'b> {
+        let reads = &self.reads;
+        Box::new(self.inner.range(start, end, order).inspect(move |_| {
+            reads.set(reads.get() + 1);
+        }))
+    }
+
+    fn set(&mut self, _: &[u8], _: &[u8]) {
+        unreachable!("a query writes nothing")
+    }
+
+    fn remove(&mut self, _: &[u8]) {
+        unreachable!("a query writes nothing")
+    }
+}
+
+/// An epoch of `hosts` hosts and 4 validators in which every challenge is disputed (every seat
+/// but v0's says `fail` and objects; v0 passes everything), played to its end (every host
+/// invalid: the epoch closes without a proposal).
+fn disputed_epoch(hosts: usize) -> Net {
+    // Windows long enough for a transaction per block from every member.
+    let blocks = json!(1000);
+    let phases = json!({"phases": {"join_blocks": blocks, "train_blocks": blocks,
+        "reveal_blocks": blocks, "verify_blocks": blocks, "verdict_reveal_blocks": blocks,
+        "propose_blocks": blocks}});
+    let mut net = Net::new(&spec_with(phases), hosts, 4);
+    net.play_to_verify();
+    let lazy = net.validators[0].clone();
+    let decide = move |v: &str, _: &str, _: u64| Some(if v == lazy { "pass" } else { "fail" });
+    net.play_verdicts(&decide);
+    net
+}
+
+#[test]
+fn a_report_of_many_hosts_is_served_in_bounded_pages_that_assemble_to_the_whole_epoch() {
+    let net = disputed_epoch(24);
+    let chain = &net.chain;
+    let whole = chain.report(0);
+    let challenges = whole["challenges"].as_array().unwrap();
+    assert!(challenges.len() >= 24, "every host challenged");
+    assert!(
+        challenges.iter().all(|c| c["rounds"] == 1),
+        "every challenge disputed"
+    );
+    assert_eq!(whole["hosts"].as_array().unwrap().len(), 24);
+    assert_eq!(whole["phase"], "closed");
+    assert_eq!(whole["validators"].as_array().unwrap().len(), 4);
+    // The assembled report is what one whole-epoch tally gives (what the unpaged report showed):
+    // every validator's counts, every challenge in (host, segment) order.
+    let tally = Tally::of_epoch(&chain.deps.storage, 0).unwrap();
+    let keys: Vec<(String, u64)> = challenges
+        .iter()
+        .map(|c| {
+            (
+                c["host"].as_str().unwrap().to_string(),
+                c["segment"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64)> = tally
+        .challenges
+        .keys()
+        .map(|(h, s)| (h.clone(), u64::from(*s)))
+        .collect();
+    assert_eq!(keys, expected);
+    for v in whole["validators"].as_array().unwrap() {
+        let stats = tally.validators[v["address"].as_str().unwrap()];
+        let want = [
+            stats.assigned,
+            stats.committed,
+            stats.voted,
+            stats.against,
+            stats.unavailable,
+            stats.unserved,
+        ];
+        for (key, n) in COUNTS.iter().zip(want) {
+            assert_eq!(v[*key], json!(n), "{key} of {}", v["address"]);
+        }
+        assert!(stats.assigned > 10);
+    }
+    assert_eq!(
+        row(&whole, "validators", &net.validators[0])["outcome"],
+        "wrong"
+    );
+    // Any page size assembles to the same report; small pages take many queries.
+    for limit in [1, 2, 7, REPORT_PAGE] {
+        let pages = chain.report_pages(0, Some(limit));
+        assert_eq!(assemble(&pages), whole, "pages of {limit}");
+        if limit < 28 {
+            assert!(
+                pages.len() as u32 >= 28 / limit,
+                "{} pages of {limit}",
+                pages.len()
+            );
+        }
+    }
+    // No page grows with the epoch: a page of `limit` units reads at most a fixed number of
+    // records per unit (a unit pays for 16 votes, each read with its commitment and re-vote), and
+    // its answer stays far below a node's 32 MiB query memory, while the whole epoch reads many
+    // pages' worth.
+    let read = |start_after: &Value, limit: u32| -> (usize, usize, Value) {
+        let counting = CountingStorage {
+            inner: &chain.deps.storage,
+            reads: Cell::new(0),
+        };
+        let deps = Deps {
+            storage: &counting,
+            api: &chain.deps.api,
+        };
+        let msg = json!({"report": {"epoch": 0, "start_after": start_after, "limit": limit}});
+        let msg = parse_json("query message", msg.to_string().as_bytes()).unwrap();
+        let answer = contract::query(deps, chain.env(), msg).unwrap();
+        let page: Value = serde_json::from_slice(&answer.0).unwrap();
+        (counting.reads.get(), answer.0.len(), page)
+    };
+    let per_unit = 16 + 3 * REPORT_VOTES_PER_UNIT;
+    for limit in [4, 16] {
+        let bound = 16 + (limit as usize + 1) * per_unit;
+        let (mut start_after, mut total, mut most) = (Value::Null, 0, 0);
+        loop {
+            let (reads, bytes, page) = read(&start_after, limit);
+            assert!(reads <= bound, "{reads} records read by a page of {limit}");
+            assert!(bytes <= 64 * 1024 * (limit as usize + 1), "{bytes} bytes");
+            total += reads;
+            most = most.max(reads);
+            match page.get("next") {
+                Some(n) => start_after = n.clone(),
+                None => break,
+            }
+        }
+        assert!(
+            total > 28 / limit as usize * most / 2,
+            "{total} records, {most} at most a page"
+        );
+    }
+}
+
+#[test]
+fn bad_report_pages_are_refused_with_the_reason() {
+    let mut net = Net::new(&spec_with(json!({})), 2, 1);
+    net.play_to_verify();
+    let refused = |msg: Value| -> String {
+        let msg = parse_json("query message", msg.to_string().as_bytes()).unwrap();
+        match contract::query(net.chain.deps.as_ref(), net.chain.env(), msg) {
+            Ok(_) => panic!("answered"),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert_eq!(
+        refused(json!({"report": {"epoch": 0, "limit": 0}})),
+        format!("report: limit must be between 1 and {REPORT_PAGE}, got 0")
+    );
+    assert_eq!(
+        refused(json!({"report": {"epoch": 0, "limit": REPORT_PAGE + 1}})),
+        format!(
+            "report: limit must be between 1 and {REPORT_PAGE}, got {}",
+            REPORT_PAGE + 1
+        )
+    );
+    assert!(
+        refused(json!({"report": {"epoch": 0, "start_after": "x".repeat(300)}}))
+            .starts_with("report: start_after is longer than an address")
+    );
+    assert!(refused(json!({"report": {"epoch": 3}})).contains("epoch 3 has not started"));
+    let negative = json!({"report": {"epoch": 0, "limit": -1}}).to_string();
+    let error = parse_json::<QueryMsg>("query message", negative.as_bytes()).unwrap_err();
+    assert!(
+        error.to_string().contains("invalid value: integer `-1`"),
+        "{error}"
+    );
+    // A cursor past every participant is an empty last page, with the header.
+    let last = net
+        .chain
+        .query(json!({"report": {"epoch": 0, "start_after": "z"}}));
+    assert_eq!(last["hosts"], json!([]));
+    assert_eq!(last["phase"], "verify");
+    assert!(last.get("next").is_none());
 }
 
 #[test]

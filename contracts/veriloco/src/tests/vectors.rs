@@ -650,6 +650,11 @@ fn limits_equal_the_python_definitions() {
             "CHALLENGES_PAGE_DEFAULT",
             u64::from(limits::CHALLENGES_PAGE_DEFAULT),
         ),
+        ("REPORT_PAGE", u64::from(limits::REPORT_PAGE)),
+        (
+            "REPORT_PAGE_DEFAULT",
+            u64::from(limits::REPORT_PAGE_DEFAULT),
+        ),
         ("MAX_ENDPOINT_LEN", limits::MAX_ENDPOINT_LEN as u64),
         ("MAX_ADDRESS_LEN", limits::MAX_ADDRESS_LEN as u64),
         ("MAX_DECIMAL_LEN", limits::MAX_DECIMAL_LEN as u64),
