@@ -32,9 +32,13 @@ REVOTE_ROUND = 2
 (after reading the leaves again, from the host or a holder) and opens it after its round-0 verdict in
 ``dispute_reveal``; it replaces a round-0 ``unavailable`` and must repeat a round-0 ``fail``."""
 ChallengeOutcome = Literal["pending", "pass", "fail", "unavailable", "unresolved"]
-HostOutcome = Literal["pending", "accepted", "invalid", "unavailable", "excluded", "absent", "sat_out", "no_reveal"]
+HostOutcome = Literal["pending", "accepted", "invalid", "unavailable", "excluded", "absent", "absent_excused",
+                      "sat_out", "no_reveal"]
 """``sat_out``: the host sent ``sit_out`` in ``train`` (it would finish no segment): not challenged,
-paid or slashed in the epoch (``no_reveal`` instead when it then withheld its beacon reveal)."""
+paid or slashed in the epoch (``no_reveal`` instead when it then withheld its beacon reveal).
+``absent_excused``: it sent nothing in ``train`` (a machine that was down), its first miss in the last
+``economics.miss_window_epochs`` epochs: treated as a sit-out (``no_reveal`` when it did not reveal
+either); ``absent`` is a repeated miss, slashed ``slash_absent_bps``."""
 ValidatorOutcome = Literal["pending", "diligent", "unserved", "wrong", "silent", "no_reveal", "idle"]
 
 
@@ -142,8 +146,8 @@ class ParticipantStatus(Boundary):
     ``ready_due`` says it holds round-0 seats and owes its ``ready`` (in ``objection``).
     ``challenged`` says a host has challenges (so it opens its trap commitment in ``objection``),
     ``traps_opened`` that it did. ``outcome`` is ``pending`` until the
-    contract decides it (at ``sit_out`` for a host that sat out, at the close of reveal for absent and
-    non-revealing participants, at finalize for everyone else).
+    contract decides it (at ``sit_out`` for a host that sat out, at the close of reveal for absent (or
+    absent_excused) and non-revealing participants, at finalize for everyone else).
     """
 
     epoch: Count

@@ -24,7 +24,8 @@ from protocol.views import EpochReport, HostReport, ValidatorReport
 OUTCOME_STYLE = {
     "accepted": "green", "diligent": "green", "pass": "green",
     "invalid": "bold red", "wrong": "bold red", "fail": "bold red",
-    "unavailable": "red", "absent": "magenta", "sat_out": "dim", "no_reveal": "yellow", "silent": "red",
+    "unavailable": "red", "absent": "magenta", "absent_excused": "dim magenta",
+    "sat_out": "dim", "no_reveal": "yellow", "silent": "red",
     "excluded": "yellow", "unresolved": "yellow", "unserved": "yellow",
     "pending": "dim", "idle": "dim",
 }
@@ -32,7 +33,8 @@ OUTCOME_STYLE = {
 # Host outcomes in the plot: every outcome its own colour (colour-blind-safe where possible).
 OUTCOME_COLOUR = {
     "accepted": "#009E73", "invalid": "#D55E00", "unavailable": "#E69F00", "absent": "#CC79A7",
-    "sat_out": "#999999", "no_reveal": "#56B4E9", "excluded": "#F0E442", "pending": "#BBBBBB",
+    "absent_excused": "#E8C4DA", "sat_out": "#999999", "no_reveal": "#56B4E9", "excluded": "#F0E442",
+    "pending": "#BBBBBB",
 }
 
 VOTE_MARK = {"pass": "✓", "fail": "✗", "unavailable": "?"}

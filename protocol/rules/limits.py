@@ -66,6 +66,11 @@ settled by its finalize, before the next epoch opens; stake unbonded in epoch ``
 ``e + unbonding_epochs``, so with at least 1 it is claimable only once every epoch it could have
 taken part in is settled (0 let a cheater unbond and claim during verify, escaping every slash)."""
 
+MAX_MISS_WINDOW_EPOCHS = 64
+"""Longest ``economics.miss_window_epochs``: the contract keeps a host's misses (epochs it joined and
+trained nothing in) of this many epochs before its last one in one 64-bit word of its member record,
+so the record stays O(1) whatever its history."""
+
 MIN_STAKE = 10**6
 """Smallest ``min_host_stake`` and ``min_validator_stake`` a spec may set, in base units: a
 one-basis-point slash of a minimum stake is then at least 100 base units, so flooring it loses

@@ -20,6 +20,7 @@ from protocol.rules.limits import (
     BPS_DENOMINATOR,
     MAX_HELD_BITS,
     MAX_JOIN_EXTENSIONS,
+    MAX_MISS_WINDOW_EPOCHS,
     MAX_PARTICIPANTS,
     MAX_SEATS_CAP,
     MAX_SEGMENTS,
@@ -38,6 +39,8 @@ QuantScheme = Literal["none", "int8", "int4", "topk2"]
 InnerOptimizer = Literal["adamw", "muon"]
 TOPK_KEEP_DIVISOR = 64
 """A ``topk2`` block keeps ``block_size / TOPK_KEEP_DIVISOR`` values (``trainer.compress``)."""
+DEFAULT_MISS_WINDOW_EPOCHS = 8
+"""The default W of ``economics.miss_window_epochs`` (the contract's ``DEFAULT_MISS_WINDOW_EPOCHS``)."""
 TOPK_MAX_BLOCK = 32_768
 """A ``topk2`` block's offsets are int16."""
 
@@ -357,6 +360,18 @@ class EconomicsSpec(Boundary):
     catcher_share_bps: Bps = 5_000
     reward_per_epoch: Amount = "0"
     host_reward_share_bps: Bps = 8_000
+    # W (docs/contract.md, "Absences"): a host's misses (epochs it joined and trained nothing in:
+    # sat out or absent) of the last W epochs rank its seat at join, and an absence is excused (not
+    # slashed) only when it missed none of them. Omitted from the canonical JSON at its default, so
+    # specs (and run ids) from before the field are unchanged.
+    miss_window_epochs: int = Field(default=DEFAULT_MISS_WINDOW_EPOCHS, ge=1, le=MAX_MISS_WINDOW_EPOCHS, strict=True)
+
+    @model_serializer(mode="wrap")
+    def _omit_default_miss_window(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("miss_window_epochs") == DEFAULT_MISS_WINDOW_EPOCHS:
+            del data["miss_window_epochs"]
+        return data
 
     @field_validator("denom")
     @classmethod
@@ -515,7 +530,8 @@ class RunSpec(Boundary):
 
         Raises:
             EncodingError: also when the bytes spell out a field the canonical form omits
-                (``train.inner_optimizer``, ``verification.trap_probability`` at their defaults).
+                (``train.inner_optimizer``, ``verification.trap_probability``,
+                ``economics.miss_window_epochs`` at their defaults).
         """
         spec = cls.model_validate(parse_canonical(data))
         if spec.canonical() != (data.encode() if isinstance(data, str) else data):

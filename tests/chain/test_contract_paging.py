@@ -30,9 +30,10 @@ VALIDATORS = ("validator1", "validator2", "validator3", "validator4", "validator
 
 def play_mixed_epoch(env: LedgerEnv) -> int:
     """One epoch with most outcomes: host1 trained nothing (its segments fail), host2 never
-    commits (absent), host3 sets a trap on segment 1 (a valid one: it stays accepted), host4 is
-    honest; validator1 passes everything without replaying (wrong), validator2 stays silent,
-    validator5 never reveals (no_reveal), validator3 and validator4 are honest. validator3 holds
+    commits (absent; its first miss, so excused), host3 sets a trap on segment 1 (a valid one: it
+    stays accepted), host4 is honest; validator1 passes everything without replaying (wrong),
+    validator2 stays silent, validator5 never reveals (no_reveal), validator3 and validator4 are
+    honest. validator3 holds
     more than 2/3 of the validators' stake, so it picks for every host on every backend (the
     others together never hold the 1/3 that ends the draw) and the final vote follows it."""
     env.bond_all([*HOSTS, *VALIDATORS])
@@ -107,7 +108,7 @@ def test_a_paged_settlement_ends_exactly_like_the_one_shot_settlement(make_ledge
     outcomes = {h["address"]: h["outcome"] for h in b["report"]["hosts"]}
     # No `audit` any more: a valid trap (decided fail within [tau, trap_max_distance]) keeps its
     # host accepted, and its challenge went to the final vote like any objected one.
-    assert outcomes == {"host1": "invalid", "host2": "absent", "host3": "accepted", "host4": "accepted"}
+    assert outcomes == {"host1": "invalid", "host2": "absent_excused", "host3": "accepted", "host4": "accepted"}
     (trap,) = [c for c in b["report"]["challenges"] if (c["host"], c["segment"]) == ("host3", 1)]
     assert (trap["trap"], trap["outcome"], trap["rounds"]) == (True, "fail", 1)
     voters = {v["address"]: v["outcome"] for v in b["report"]["validators"]}

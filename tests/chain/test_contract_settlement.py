@@ -13,8 +13,9 @@ pass; an objected, unseated, uncommitted or trap challenge is disputed and decid
 vote of every validator of V, by stake (a group with more than 1/2 of V's stake decides).
 
 Test spec (``ledger_env.make_spec``): hosts bond 10^7, validators 4·10^6; slash bps: invalid 5000,
-unavailable 6000, absent 500, no_reveal 7000, validator wrong 2000, silent 2500, unserved 500;
-catcher share 5000; host reward share 8000; S = 2 and k = 1 (every picker sits on both segments).
+unavailable 6000, absent 500 (a host's first miss in W = 8 epochs is excused), no_reveal 7000,
+validator wrong 2000, silent 2500, unserved 500; catcher share 5000; host reward share 8000; S = 2
+and k = 1 (every picker sits on both segments).
 """
 
 from __future__ import annotations
@@ -121,20 +122,27 @@ def test_a_host_unavailable_to_the_committee_is_slashed_and_no_voter_pays(make_l
     check_conserved(env, total)
 
 
-def test_absent_hosts_are_slashed_more_when_they_did_not_reveal_either(ledger_env) -> None:
+def test_a_first_absence_is_excused_a_repeated_one_slashed_and_a_withheld_reveal_never_free(ledger_env) -> None:
     env = ledger_env
     hosts = ["host1", "host2", "host3"]
     total, before = setup(env, hosts=hosts)
-    # host2 joins but never commits (reveals); host3 neither commits nor reveals.
-    env.play_epoch(hosts, VALIDATORS, commit=["host1"], reveal=["host1", "host2", *VALIDATORS])
+    # Epoch 0, the first miss of each: host2 joins but never commits (it reveals): excused, as if it
+    # had sat out; host3 neither commits nor reveals: the no-reveal slash (70 %) stays.
+    absent_epoch = {"commit": ["host1"], "reveal": ["host1", "host2", *VALIDATORS]}
+    env.play_epoch(hosts, VALIDATORS, **absent_epoch)
     report = env.report(0)
     rows = by_name(env, report.hosts)
-    assert (rows["host2"].outcome, rows["host2"].slashed, rows["host2"].revealed) == ("absent", "500000", True)
-    # 5 % absent + 70 % no reveal.
-    assert (rows["host3"].outcome, rows["host3"].slashed, rows["host3"].revealed) == ("absent", "7500000", False)
+    assert (rows["host2"].outcome, rows["host2"].slashed, rows["host2"].reward, rows["host2"].revealed) == (
+        "absent_excused", "0", "0", True)
+    assert (rows["host3"].outcome, rows["host3"].slashed, rows["host3"].revealed) == ("no_reveal", "7000000", False)
     assert rows["host1"].outcome == "accepted"
     assert {c.host for c in report.challenges} == {env.addr("host1")}  # the absent are not challenged
-    assert gained(env, before)["treasury"] == 8_000_000
+    # Epoch 1, a second miss within the window: host2 pays 5 %; host3 5 % + 70 % of its 3·10^6 left.
+    env.play_epoch(hosts, VALIDATORS, **absent_epoch)
+    rows = by_name(env, env.report(1).hosts)
+    assert (rows["host2"].outcome, rows["host2"].slashed, rows["host2"].revealed) == ("absent", "500000", True)
+    assert (rows["host3"].outcome, rows["host3"].slashed, rows["host3"].revealed) == ("absent", "2250000", False)
+    assert gained(env, before)["treasury"] == 7_000_000 + 500_000 + 2_250_000
     check_conserved(env, total)
 
 
@@ -541,18 +549,21 @@ def test_shares_nobody_earns_stay_in_the_pool(make_ledger_env) -> None:
 def test_unbonding_stake_is_slashed_and_the_rest_claimed_after_the_unbonding_period(make_ledger_env) -> None:
     env = make_ledger_env(make_spec(unbonding_epochs=1))
     total, _ = setup(env)
+    # host2's first absence (epoch 0) is excused; the second, in the window, is slashed.
+    env.play_epoch(HOSTS, VALIDATORS, commit=["host1"])
+    assert env.member("host2").slashed_total == "0"
     env.play_epoch(HOSTS, VALIDATORS, stop_after="join")
-    env.unbond("host2", HOST_STAKE)  # all of it, while joined: release at epoch 0 + 1
-    assert env.member("host2").unbonding[0].release_epoch == 1
-    # host2 never commits: absent, 5 % of its total stake (all unbonding) is slashed.
+    env.unbond("host2", HOST_STAKE)  # all of it, while joined: release at epoch 1 + 1
+    assert env.member("host2").unbonding[0].release_epoch == 2
+    # host2 never commits again: absent, 5 % of its total stake (all unbonding) is slashed.
     env.play_epoch(HOSTS, VALIDATORS, commit=["host1"])
     host2 = env.member("host2")
     assert (host2.bonded, host2.slashed_total) == ("0", "500000")
-    assert [(u.amount, u.release_epoch) for u in host2.unbonding] == [("9500000", 1)]
+    assert [(u.amount, u.release_epoch) for u in host2.unbonding] == [("9500000", 2)]
     assert env.accounting()["unbonding"] == 9_500_000
     check_conserved(env, total)
-    # Epoch 1 is current: the entry has matured.
-    assert env.current() == 1
+    # Epoch 2 is current: the entry has matured.
+    assert env.current() == 2
     balance = env.net_balance("host2")
     r = env.claim("host2")
     assert env.net_balance("host2") == balance + 9_500_000
@@ -619,7 +630,7 @@ def test_a_full_epoch_with_eight_hosts_and_five_validators(make_ledger_env) -> N
     report = env.report(0)
     hosts, validators = by_name(env, report.hosts), by_name(env, report.validators)
     assert {n: r.outcome for n, r in hosts.items()} == {
-        "host1": "invalid", "host2": "unavailable", "host3": "absent", "host4": "no_reveal",
+        "host1": "invalid", "host2": "unavailable", "host3": "absent_excused", "host4": "no_reveal",
         **{f"host{i}": "accepted" for i in range(5, 9)}}
     # Every committed, revealed host: the union of its pickers' picks (k = 2 of the first 3 each)
     # plus the last; with five equal stakes each host has two pickers, seated on what they picked.
@@ -642,9 +653,9 @@ def test_a_full_epoch_with_eight_hosts_and_five_validators(make_ledger_env) -> N
         assert v.voted == v.assigned and v.against == 0 and v.unserved == 0 and v.slashed == "0"
         # An unavailable the decision backs (host2) is against nothing.
         assert v.outcome == "diligent"
-    # Slashes: 50 % (invalid), 60 % (unavailable), 5 % (absent) and 70 % (no reveal) of 10^7, and
-    # 25 % of 4·10^6 for the silent validator5.
-    slashed = 5_000_000 + 6_000_000 + 500_000 + 7_000_000 + 1_000_000
+    # Slashes: 50 % (invalid), 60 % (unavailable) and 70 % (no reveal) of 10^7 (host3's absence,
+    # its first miss, is excused), and 25 % of 4·10^6 for the silent validator5.
+    slashed = 5_000_000 + 6_000_000 + 7_000_000 + 1_000_000
     assert report.slashed_total == str(slashed)
     assert int(report.to_treasury) + int(report.to_catchers) == slashed
     # The catchers: validators 1-4, the deciding group of host1's final votes.

@@ -34,6 +34,22 @@ def test_canonical_round_trip_and_run_id() -> None:
     assert spec.train.segments == 4
 
 
+def test_the_miss_window_is_omitted_at_its_default_and_bounded_by_what_a_member_record_keeps() -> None:
+    # economics.miss_window_epochs (W, docs/contract.md "Absences"): omitted from the canonical JSON
+    # at its default 8, so run ids from before the field stay; spelled out otherwise.
+    plain = make_spec()
+    assert plain.economics.miss_window_epochs == 8 and b"miss_window_epochs" not in plain.canonical()
+    wide = make_spec(economics={"miss_window_epochs": 64})
+    assert b'"miss_window_epochs":64' in wide.canonical() and wide.run_id() != plain.run_id()
+    assert RunSpec.from_canonical(wide.canonical()) == wide
+    spelled = plain.canonical().replace(b'"reward_per_epoch"', b'"miss_window_epochs":8,"reward_per_epoch"')
+    with pytest.raises(EncodingError, match="default-omitted field is spelled out"):
+        RunSpec.from_canonical(spelled)
+    for bad in (0, 65):
+        with pytest.raises(ValidationError, match="miss_window_epochs"):
+            make_spec(economics={"miss_window_epochs": bad})
+
+
 def test_non_canonical_spec_bytes_refused() -> None:
     text = spec_text = make_spec().canonical().decode()
     with pytest.raises(EncodingError):

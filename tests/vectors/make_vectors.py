@@ -22,7 +22,14 @@ from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal, canonical_json
 from protocol.rules.endpoints import EndpointError, endpoint_syntax
 from protocol.rules.hashing import Tag, tagged_hash
-from protocol.rules.limits import BPS_DENOMINATOR, MAX_DECIMAL_LEN, MAX_SEGMENTS, MIN_STAKE, all_limits
+from protocol.rules.limits import (
+    BPS_DENOMINATOR,
+    MAX_DECIMAL_LEN,
+    MAX_MISS_WINDOW_EPOCHS,
+    MAX_SEGMENTS,
+    MIN_STAKE,
+    all_limits,
+)
 from protocol.rules.losses import loss_digest, train_loss_micro
 from protocol.rules.merkle import merkle_proof, merkle_root
 from protocol.rules.models import architecture_names
@@ -275,6 +282,8 @@ def spec() -> dict:
             variant(economics={"slash_validator_unserved_bps": 2_001}),  # unserved above wrong
             variant(model={"architecture": "subprocess:run"}),  # not an architecture the project ships
             variant(economics={"unbonding_epochs": 0}),  # stake claimable before its epoch is settled
+            variant(economics={"miss_window_epochs": 0}),  # no window: every absence excused
+            variant(economics={"miss_window_epochs": MAX_MISS_WINDOW_EPOCHS + 1}),  # longer than a record keeps
             variant(economics={"reward_per_epoch": str(2**96 + 1)}),  # more than the contract may hold
             variant(economics={"min_host_stake": str(MIN_STAKE - 1)}),  # sybil hosts too cheap
             variant(economics={"min_validator_stake": "1"}),  # sybil validators too cheap

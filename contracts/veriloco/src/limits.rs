@@ -45,6 +45,10 @@ pub const MAX_JOIN_EXTENSIONS: u32 = 1000;
 /// sender's last.
 pub const MAX_OBJECTIONS_PER_READY: usize = 64;
 
+/// Longest `economics.miss_window_epochs` (`MAX_MISS_WINDOW_EPOCHS`): a member record keeps its
+/// misses of this many epochs before its last one (one 64-bit word).
+pub const MAX_MISS_WINDOW_EPOCHS: u64 = 64;
+
 /// Fewest epochs of `unbonding_epochs` (`MIN_UNBONDING_EPOCHS`): stake unbonded in an epoch is
 /// released only once that epoch is settled.
 pub const MIN_UNBONDING_EPOCHS: u64 = 1;

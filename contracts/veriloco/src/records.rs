@@ -9,10 +9,10 @@
 //! | `ep/` e | [`EpochHeader`] (phase, deadline, hashes, seed, settlement totals) | phase changes |
 //! | `en/` e | [`Counts`] (how many joined, committed, revealed, voted, proposed) | every epoch message |
 //! | `pa/` e addr | [`Participant`] (role, stake at join, beacon commitment) | join |
-//! | `po/` e addr | [`Payout`] (outcome, slashed, reward, catcher share) | sit_out, reveal close (absent, no_reveal), finalize |
+//! | `po/` e addr | [`Payout`] (outcome, slashed, reward, catcher share) | sit_out, reveal close (absent, absent_excused, no_reveal), finalize |
 //! | `cm/` e addr | [`Commitment`] | commit |
 //! | `rv/` e addr | the 32-byte beacon secret | reveal |
-//! | `js/` e role key | a joined member's seat, keyed `[-] || hex32(stake) || hex(seat rank) || address` (`-`: a host that sat out e − 1) so the smallest seat comes first | join (and eviction) |
+//! | `js/` e role key | a joined member's seat, keyed `[mark] || hex32(stake) || hex(seat rank) || address` (mark: `-` for a host that missed one of the last W epochs, `-!` `hex2(255 − m)` for m > 1) so the smallest seat comes first | join (and eviction) |
 //! | `vj/` e | the validators that joined, in address order, with their stake at join | close of join |
 //! | `vs/` e | the epoch's validators V (joined and revealed), in address order | reveal close |
 //! | `vw/` e | the stake at join of each member of V (same order) | reveal close |
@@ -157,7 +157,12 @@ pub enum Outcome {
     Unavailable,
     /// A host with a challenge no dispute could decide: its Δ is excluded, it is not slashed.
     Excluded,
+    /// Joined and sent nothing in `train` (no commitment, no `sit_out`) and missed another
+    /// epoch of the last `miss_window_epochs`: slashed `slash_absent_bps`.
     Absent,
+    /// Absent, but its first miss in `miss_window_epochs` epochs (a machine that fails now and
+    /// then), and it revealed: treated as a sit-out, neither paid nor slashed.
+    AbsentExcused,
     /// Sent `sit_out` in `train` (it would finish no segment): committed nothing, not
     /// challenged, not paid, not slashed (as long as it reveals its beacon secret).
     SatOut,
@@ -182,6 +187,7 @@ impl Outcome {
             Outcome::Unavailable => "unavailable",
             Outcome::Excluded => "excluded",
             Outcome::Absent => "absent",
+            Outcome::AbsentExcused => "absent_excused",
             Outcome::SatOut => "sat_out",
             Outcome::NoReveal => "no_reveal",
             Outcome::Diligent => "diligent",

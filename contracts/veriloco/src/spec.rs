@@ -13,7 +13,8 @@ use crate::error::ContractError;
 use crate::hashing::{hex, tag, tagged_hash};
 use crate::limits::{
     ARCHITECTURES, BPS_DENOMINATOR, MAX_BLOCKS, MAX_HELD, MAX_HELD_BITS, MAX_JOIN_EXTENSIONS,
-    MAX_PARTICIPANTS, MAX_SEATS_CAP, MAX_SEGMENTS, MIN_STAKE, MIN_UNBONDING_EPOCHS,
+    MAX_MISS_WINDOW_EPOCHS, MAX_PARTICIPANTS, MAX_SEATS_CAP, MAX_SEGMENTS, MIN_STAKE,
+    MIN_UNBONDING_EPOCHS,
 };
 use crate::types::Uint128;
 
@@ -43,10 +44,30 @@ pub struct Economics {
     pub catcher_share_bps: u16,
     pub reward_per_epoch: Uint128,
     pub host_reward_share_bps: u16,
+    /// W: a host's misses (epochs it joined and trained nothing) of the last W epochs rank its
+    /// seat, and its absence is excused only when it missed none of them (`docs/contract.md`,
+    /// "Absences"). 1 ..= `MAX_MISS_WINDOW_EPOCHS`; omitted at its default, so specs and run ids
+    /// from before the field are unchanged.
+    #[serde(
+        default = "default_miss_window",
+        skip_serializing_if = "is_default_miss_window"
+    )]
+    pub miss_window_epochs: u64,
 }
 
 fn default_unserved_bps() -> u16 {
     500
+}
+
+/// The default W (`protocol.rules.spec.DEFAULT_MISS_WINDOW_EPOCHS`).
+pub const DEFAULT_MISS_WINDOW_EPOCHS: u64 = 8;
+
+fn default_miss_window() -> u64 {
+    DEFAULT_MISS_WINDOW_EPOCHS
+}
+
+fn is_default_miss_window(w: &u64) -> bool {
+    *w == DEFAULT_MISS_WINDOW_EPOCHS
 }
 
 impl Economics {
@@ -105,6 +126,12 @@ impl Economics {
                 "economics.slash_validator_unserved_bps ({}) must be at most slash_validator_wrong_bps ({})",
                 self.slash_validator_unserved_bps,
                 self.slash_validator_wrong_bps
+            );
+        }
+        if self.miss_window_epochs < 1 || self.miss_window_epochs > MAX_MISS_WINDOW_EPOCHS {
+            invalid!(
+                "economics.miss_window_epochs is {}, outside 1..={MAX_MISS_WINDOW_EPOCHS}",
+                self.miss_window_epochs
             );
         }
         if self.unbonding_epochs < MIN_UNBONDING_EPOCHS {

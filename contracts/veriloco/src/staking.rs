@@ -160,7 +160,8 @@ pub fn bond(
             endpoint: endpoint.clone(),
             bonded: Uint128::zero(),
             unbonding: Vec::new(),
-            sat_out: None,
+            last_miss: None,
+            earlier_misses: 0,
         },
     };
     TOTALS.load(deps.storage)?.admit(amount, "bond")?;
@@ -318,6 +319,7 @@ pub fn take(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::MISS_HISTORY;
 
     fn member(bonded: u128, unbonding: &[(u128, u64)]) -> Member {
         Member {
@@ -332,7 +334,8 @@ mod tests {
                     release_epoch: *r,
                 })
                 .collect(),
-            sat_out: None,
+            last_miss: None,
+            earlier_misses: 0,
         }
     }
 
@@ -341,15 +344,79 @@ mod tests {
         // The record as a build before the sit-out rank stored it (state compatibility).
         let old = r#"{"role":"host","endpoint":"http://x","bonded":"7","unbonding":[]}"#;
         let read: Member = serde_json::from_str(old).unwrap();
-        assert_eq!(read.sat_out, None);
+        assert_eq!((read.last_miss, read.earlier_misses), (None, 0));
         assert_eq!(serde_json::to_string(&read).unwrap(), old);
         let mut sat = read;
-        sat.sat_out = Some(3);
+        sat.record_miss(3);
         let stored = serde_json::to_string(&sat).unwrap();
         assert!(
             stored.ends_with(r#""unbonding":[],"sat_out":3}"#),
             "{stored}"
         );
+    }
+
+    #[test]
+    fn a_member_stored_by_the_sit_out_build_reads_as_one_miss_and_is_stored_unchanged() {
+        let old =
+            r#"{"role":"host","endpoint":"http://x","bonded":"7","unbonding":[],"sat_out":4}"#;
+        let read: Member = serde_json::from_str(old).unwrap();
+        assert_eq!(serde_json::to_string(&read).unwrap(), old);
+        assert_eq!(read.misses_before(5, 1), 1);
+        assert_eq!(read.misses_before(5, 8), 1);
+        assert_eq!(
+            read.misses_before(4, 8),
+            0,
+            "a miss counts from the next epoch on"
+        );
+        assert_eq!(read.misses_before(13, 8), 0, "out of the window");
+        assert_eq!(read.misses_before(12, 8), 1);
+        // A second miss adds the history word.
+        let mut again = read;
+        again.record_miss(6);
+        let stored = serde_json::to_string(&again).unwrap();
+        assert!(stored.ends_with(r#""sat_out":6,"mb":2}"#), "{stored}");
+        let back: Member = serde_json::from_str(&stored).unwrap();
+        assert_eq!(back.misses_before(7, 8), 2);
+        assert_eq!(back.misses_before(7, 1), 1);
+    }
+
+    #[test]
+    fn misses_are_counted_exactly_in_any_window_and_any_order() {
+        // Against a plain set of epochs: every window up to the longest, misses recorded in
+        // order, out of order, twice, and spread wider than the history.
+        let patterns: [&[u64]; 5] = [
+            &[0, 1, 2, 3],
+            &[10, 3, 7, 7, 70, 69, 5],
+            &[100, 36, 37, 99, 163, 164],
+            &[1, 200, 201, 202, 400],
+            &[64, 0, 128, 127, 63],
+        ];
+        for pattern in patterns {
+            let mut m = member(1, &[]);
+            let mut seen: Vec<u64> = Vec::new();
+            for &e in pattern {
+                m.record_miss(e);
+                seen.push(e);
+                let last = *seen.iter().max().unwrap();
+                for epoch in last + 1..last + 70 {
+                    for window in 1..=MISS_HISTORY {
+                        let want = seen
+                            .iter()
+                            .copied()
+                            .collect::<std::collections::BTreeSet<u64>>()
+                            .into_iter()
+                            .filter(|&x| x + window >= epoch && x < epoch)
+                            .filter(|&x| x + MISS_HISTORY >= last)
+                            .count() as u32;
+                        assert_eq!(
+                            m.misses_before(epoch, window),
+                            want,
+                            "{pattern:?} at {epoch}, window {window}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -157,11 +157,26 @@ pub struct Member {
     pub bonded: Uint128,
     /// Ordered by release epoch; still slashable until claimed.
     pub unbonding: Vec<UnbondingEntry>,
-    /// The last epoch this host sent `sit_out` in: at the next epoch's `join` its seat ranks
-    /// below every host that did not sit out (`docs/contract.md`, "Seats by stake"). Absent in
-    /// members stored before the rule, and never set for one that has not sat out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sat_out: Option<u64>,
+    /// The last epoch this host missed: it joined and trained nothing (sent `sit_out`, or was
+    /// absent). Its misses of the last `economics.miss_window_epochs` epochs rank its seat at
+    /// `join` and decide whether an absence is excused (`docs/contract.md`, "Seats by stake",
+    /// "Absences"). Stored under `sat_out`, the key of the build that counted sit-outs only, so a
+    /// member it stored reads as one miss at that epoch; absent for a host that never missed.
+    #[serde(rename = "sat_out", default, skip_serializing_if = "Option::is_none")]
+    pub last_miss: Option<u64>,
+    /// The misses of the [`MISS_HISTORY`] epochs before `last_miss`: bit i set = missed epoch
+    /// `last_miss − 1 − i` (O(1) per member, whatever its history). Omitted while 0, so a
+    /// member with one miss is stored as that build stored it.
+    #[serde(rename = "mb", default, skip_serializing_if = "is_zero_u64")]
+    pub earlier_misses: u64,
+}
+
+/// How many epochs before its last miss a member record remembers: the longest
+/// `economics.miss_window_epochs` (`MAX_MISS_WINDOW_EPOCHS`).
+pub const MISS_HISTORY: u64 = crate::limits::MAX_MISS_WINDOW_EPOCHS;
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Everything ever slashed from and paid to a member, under `mt/<address>`.
@@ -186,6 +201,53 @@ pub struct MemberView {
 }
 
 impl Member {
+    /// Record a miss in `epoch` (idempotent, in any order; a miss more than [`MISS_HISTORY`]
+    /// epochs before the last one is forgotten, as no window reaches it).
+    pub fn record_miss(&mut self, epoch: u64) {
+        let last = match self.last_miss {
+            None => {
+                self.last_miss = Some(epoch);
+                self.earlier_misses = 0;
+                return;
+            }
+            Some(last) => last,
+        };
+        if epoch > last {
+            let gap = epoch - last;
+            let shifted = if gap < 64 {
+                self.earlier_misses << gap
+            } else {
+                0
+            };
+            let old_last = if gap <= MISS_HISTORY {
+                1u64 << (gap - 1)
+            } else {
+                0
+            };
+            self.earlier_misses = shifted | old_last;
+            self.last_miss = Some(epoch);
+        } else if epoch < last && last - epoch <= MISS_HISTORY {
+            self.earlier_misses |= 1u64 << (last - epoch - 1);
+        }
+    }
+
+    /// How many of the `window` epochs before `epoch` (`epoch − window ..= epoch − 1`) this
+    /// member missed. Exact for every `window ≤ MISS_HISTORY`.
+    pub fn misses_before(&self, epoch: u64, window: u64) -> u32 {
+        let last = match self.last_miss {
+            Some(last) => last,
+            None => return 0,
+        };
+        let first = epoch.saturating_sub(window);
+        let in_window = |m: u64| m >= first && m < epoch;
+        let earlier = (0..MISS_HISTORY)
+            .filter(|i| (self.earlier_misses >> i) & 1 == 1)
+            .filter_map(|i| last.checked_sub(i + 1))
+            .filter(|m| in_window(*m))
+            .count();
+        earlier as u32 + u32::from(in_window(last))
+    }
+
     /// Sum of entries released at or before `epoch`.
     pub fn claimable(&self, epoch: u64) -> Result<Uint128, ContractError> {
         self.unbonding

@@ -22,7 +22,7 @@ use crate::records::{
     VALIDATOR_STAKES,
 };
 use crate::sampling::{pickers, picks};
-use crate::state::{Config, Role};
+use crate::state::{self, Config, Role};
 use crate::types::{Event, Response};
 
 use super::{end_page, run_id_bytes, split_page, Epoch, Page};
@@ -199,8 +199,8 @@ struct PickContext {
     v_classes: Vec<String>,
 }
 
-/// One participant at the close of `reveal`: `absent` (a host without a commitment and without
-/// `sit_out`) or `no_reveal` (a sat-out host included) stored as its payout (a sat-out host that
+/// One participant at the close of `reveal`: `absent` or `absent_excused` (a host without a
+/// commitment and without `sit_out`, [`absence`]) or `no_reveal` (a sat-out host included) stored as its payout (a sat-out host that
 /// revealed keeps `sat_out`), or, for a committed and revealed host with verification
 /// enabled, its challenges stored (their seats added to `seated`); returns the verdicts they
 /// expect for a challenged host.
@@ -220,7 +220,7 @@ fn settle_participant(
     } else if sat_out {
         Outcome::NoReveal // sitting out never excuses a withheld reveal
     } else if participant.role == Role::Host && !COMMITMENTS.has(storage, (e, address)) {
-        Outcome::Absent
+        absence(storage, config, e, address)?
     } else if !REVEALS.has(storage, (e, address)) {
         Outcome::NoReveal
     } else {
@@ -243,6 +243,31 @@ fn settle_participant(
     };
     PAYOUTS.save(storage, (e, address), &payout);
     Ok(None)
+}
+
+/// The outcome of a host that joined `e` and sent nothing in `train` (no commitment, no
+/// `sit_out`), with the miss recorded on its member record. Its first miss in the last
+/// `miss_window_epochs` epochs is excused (a machine that fails now and then: `absent_excused`,
+/// neither paid nor slashed); another is `absent` (slashed: joining and doing nothing, to hold a
+/// seat or to stall `train` to its deadline, is not free). Either way a withheld reveal is paid
+/// for: `no_reveal` when excused, `absent` with the no-reveal slash added when not.
+fn absence(
+    storage: &mut dyn Storage,
+    config: &Config,
+    e: u64,
+    address: &str,
+) -> Result<Outcome, ContractError> {
+    let mut member = state::load_member(storage, address)?.ok_or_else(|| {
+        ContractError::Corrupt(format!("corrupt state: {address} joined without a member"))
+    })?;
+    let excused = member.misses_before(e, config.economics.miss_window_epochs) == 0;
+    member.record_miss(e);
+    state::save_member(storage, &member);
+    Ok(match (excused, REVEALS.has(storage, (e, address))) {
+        (true, true) => Outcome::AbsentExcused,
+        (true, false) => Outcome::NoReveal,
+        (false, _) => Outcome::Absent,
+    })
 }
 
 /// `wasm-seed`, at the end of the close of `reveal`.

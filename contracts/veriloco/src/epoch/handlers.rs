@@ -232,48 +232,62 @@ pub fn join(
         Role::Validator => (ep.counts.validators, config.phases.max_validators),
     };
     // Seats go by stake, never by arrival: a full role admits a newcomer only in place of its
-    // smallest seat (stake at join, then seat rank), which it must out-stake. A host that sat
-    // out the epoch before ranks below every host that did not (issue 30), whatever its stake.
+    // smallest seat (misses, stake at join, then seat rank), which it must out-rank. A host ranks
+    // below every host that missed fewer of the last `miss_window_epochs` epochs (issue 30),
+    // whatever its stake.
     let prev_seed = stored_digest(
         Some(&ep.header.prev_seed),
         "corrupt state: an epoch without its previous seed",
     )?;
-    let sat_out = sat_out_before(&member, role, epoch);
+    let window = config.economics.miss_window_epochs;
+    let misses = match role {
+        Role::Host => member.misses_before(epoch, window),
+        Role::Validator => 0,
+    };
     let key = seat_key(
         member.bonded,
         &seat_rank(&prev_seed, sender),
         sender,
-        sat_out.is_some(),
+        misses,
     );
     let role_key = seat_role(role);
     let mut evicted: Option<String> = None;
     if joined >= cap {
         let smallest = SEATS.prefix2(epoch, role_key).page(deps.storage, None, 1)?;
+        // What a refusal says of a newcomer that missed epochs.
+        let missed = || {
+            format!(
+                "epoch {epoch} is full and {sender} missed {misses} of the last {window} epochs \
+                 (the last: epoch {})",
+                member.last_miss.unwrap_or_default()
+            )
+        };
         match smallest.first() {
             Some((seat, _)) if key.as_str() > seat.as_str() => {
-                let (_, address) = parse_seat_key(seat)?;
+                let (_, _, address) = parse_seat_key(seat)?;
                 PARTICIPANTS.remove(deps.storage, (epoch, address.as_str()));
                 SEATS.remove(deps.storage, (epoch, role_key, seat.as_str()));
                 evicted = Some(address);
             }
-            Some((seat, _)) if sat_out.is_some() && !seat.starts_with(SAT_OUT_MARK) => refuse!(
-                ACTION,
-                "epoch {epoch} is full and {sender} sat out epoch {}: a host that sat out ranks \
-                 below every host that did not",
-                sat_out.unwrap_or_default()
-            ),
-            Some((seat, _)) if sat_out.is_some() => {
-                let (stake, _) = parse_seat_key(seat)?;
+            Some((seat, _)) if misses > 0 => {
+                let (seat_misses, stake, _) = parse_seat_key(seat)?;
+                if seat_misses < misses {
+                    refuse!(
+                        ACTION,
+                        "{}: a host ranks below every host that missed fewer",
+                        missed()
+                    );
+                }
                 refuse!(
                     ACTION,
-                    "epoch {epoch} is full and {sender} sat out epoch {}: it ranks below every \
-                     host that did not, and the smallest seat of one that sat out holds {stake}{}",
-                    sat_out.unwrap_or_default(),
+                    "{}: it ranks below every host that missed fewer, and the smallest seat of a \
+                     host that missed as many holds {stake}{}",
+                    missed(),
                     config.denom
                 );
             }
             Some((seat, _)) => {
-                let (stake, _) = parse_seat_key(seat)?;
+                let (_, stake, _) = parse_seat_key(seat)?;
                 refuse!(
                     ACTION,
                     "epoch {epoch} is full: its {cap} {} seats are held by stakes of at least \
@@ -319,33 +333,26 @@ pub fn join(
     Ok(response)
 }
 
-/// The mark that leads the seat key of a host that sat out the epoch before: `-` sorts below
+/// The mark that leads the seat key of a host that missed epochs of the window: `-` sorts below
 /// every hex digit, so such a seat is smaller than any seat without it. Keys without it are the
-/// keys stored before the rule, so seats saved by an older build still parse.
-const SAT_OUT_MARK: char = '-';
+/// keys stored before the rule, and `-` alone (one miss) is the key of the build that marked a
+/// sit-out of the epoch before, so seats saved by older builds still parse and sort.
+const MISS_MARK: char = '-';
+/// After [`MISS_MARK`], the mark of two or more misses, then `hex2(255 − misses)`: `!` sorts
+/// below every hex digit (so below one miss), and more misses below fewer.
+const MISSES_MARK: char = '!';
 
-/// The key of a seat: `[-] || hex32(stake) || hex(rank) || address`, so that seats sort by the
-/// sat-out mark (marked first), then stake, then rank (the smallest first: the one a newcomer of
-/// a full epoch must out-rank).
-fn seat_key(stake: Uint128, rank: &[u8; 32], address: &str, sat_out: bool) -> String {
-    let mark = if sat_out {
-        SAT_OUT_MARK.to_string()
-    } else {
-        String::new()
+/// The key of a seat: `[mark] || hex32(stake) || hex(rank) || address`, so that seats sort by
+/// misses (the most first), then stake, then rank (the smallest first: the one a newcomer of a
+/// full epoch must out-rank). The mark: none for no miss, `-` for one, `-!` and
+/// `hex2(255 − misses)` for more.
+fn seat_key(stake: Uint128, rank: &[u8; 32], address: &str, misses: u32) -> String {
+    let mark = match misses {
+        0 => String::new(),
+        1 => MISS_MARK.to_string(),
+        m => format!("{MISS_MARK}{MISSES_MARK}{:02x}", 255 - m.min(255)),
     };
     format!("{mark}{:032x}{}{}", stake.0, hex(rank), address)
-}
-
-/// The epoch a host joining `epoch` sat out, when that ranks it last (`None` for validators and
-/// for hosts that did not). One epoch back is enough: `sit_out` is accepted only in `train`,
-/// and epoch e + 1 opens only after e's train closed (synchronously at e's close; pipelined once
-/// e's seed is fixed at its reveal close, `pipeline::open_next`), so every sit-out of e is on
-/// record before the first join of e + 1, and a host cannot join e + 1 and then sit out e.
-fn sat_out_before(member: &state::Member, role: Role, epoch: u64) -> Option<u64> {
-    match (role, member.sat_out) {
-        (Role::Host, Some(e)) if e.checked_add(1) == Some(epoch) => Some(e),
-        _ => None,
-    }
 }
 
 fn seat_role(role: Role) -> &'static str {
@@ -355,15 +362,27 @@ fn seat_role(role: Role) -> &'static str {
     }
 }
 
-/// A seat key's stake and address (the sat-out mark, if any, skipped).
-fn parse_seat_key(full: &str) -> Result<(Uint128, String), ContractError> {
+/// A seat key's misses, stake and address ([`seat_key`]).
+fn parse_seat_key(full: &str) -> Result<(u32, Uint128, String), ContractError> {
     let corrupt = || ContractError::Corrupt(format!("corrupt seat key {full:?}"));
-    let key = full.strip_prefix(SAT_OUT_MARK).unwrap_or(full);
+    let (misses, key) = match full.strip_prefix(MISS_MARK) {
+        None => (0, full),
+        Some(rest) => match rest.strip_prefix(MISSES_MARK) {
+            None => (1, rest),
+            Some(rest) => {
+                let inverted = rest
+                    .get(..2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(corrupt)?;
+                (255 - u32::from(inverted), &rest[2..])
+            }
+        },
+    };
     if key.len() <= 96 || !key.is_char_boundary(96) {
         return Err(corrupt());
     }
     let stake = u128::from_str_radix(&key[..32], 16).map_err(|_| corrupt())?;
-    Ok((Uint128(stake), key[96..].to_string()))
+    Ok((misses, Uint128(stake), key[96..].to_string()))
 }
 
 /// At the close of `join`: the validators that joined, in address order with their stake at
@@ -378,7 +397,7 @@ pub fn record_joined_validators(
         .prefix2(epoch, seat_role(Role::Validator))
         .all(storage)?
     {
-        let (stake, address) = parse_seat_key(&key)?;
+        let (_, stake, address) = parse_seat_key(&key)?;
         joined.push((address, stake));
     }
     joined.sort();
@@ -495,9 +514,10 @@ pub fn sit_out(
     };
     records::PAYOUTS.save(deps.storage, (epoch, sender), &payout);
     ep.counts_mut().sat_out += 1;
-    // Its seat ranks last at the next join (so sitting out never holds a seat for free).
+    // A miss: its seat ranks below hosts that missed fewer at the next joins (so sitting out
+    // never holds a seat for free), and an absence soon after is not excused.
     if let Some(mut member) = state::load_member(deps.storage, sender)? {
-        member.sat_out = Some(epoch);
+        member.record_miss(epoch);
         state::save_member(deps.storage, &member);
     }
     Ok(Response::new()

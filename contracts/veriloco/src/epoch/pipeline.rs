@@ -18,7 +18,7 @@
 use crate::deps::{DepsMut, Storage};
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
-use crate::records::{Phase, COMMITMENTS, PARTICIPANTS, START_BACKING, START_PROPOSALS};
+use crate::records::{Phase, Stage, COMMITMENTS, PARTICIPANTS, START_BACKING, START_PROPOSALS};
 use crate::state::{Config, Role, CURRENT_EPOCH, SETTLING};
 use crate::types::{Event, MessageInfo, Response, SubMsg};
 
@@ -132,6 +132,11 @@ impl Epochs {
         }
         let cur = &self.current;
         if cur.header.phase == Phase::Closed || cur.header.start_model_hash.is_some() {
+            return Ok(false);
+        }
+        // Not while e's reveal close still records its absences (stage `assign`, after the
+        // seed): every miss of e is on its host's record before anyone joins e + 1.
+        if matches!(&cur.header.closing, Some(c) if c.stage == Stage::Assign) {
             return Ok(false);
         }
         let (start, seed) = match (agreed_start(cur), cur.header.seed.clone()) {

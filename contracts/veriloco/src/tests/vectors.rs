@@ -669,6 +669,7 @@ fn limits_equal_the_python_definitions() {
             u64::from(limits::MAX_JOIN_EXTENSIONS),
         ),
         ("MIN_UNBONDING_EPOCHS", limits::MIN_UNBONDING_EPOCHS),
+        ("MAX_MISS_WINDOW_EPOCHS", limits::MAX_MISS_WINDOW_EPOCHS),
         ("MIN_STAKE", u64::try_from(limits::MIN_STAKE).unwrap()),
         ("MAX_HELD_BITS", u64::from(limits::MAX_HELD_BITS)),
     ];
