@@ -38,7 +38,14 @@ from protocol.messages import (
     VerdictCommit,
     VerdictOpening,
 )
-from protocol.rules.limits import AGGREGATION_PAGE, CHALLENGES_PAGE, EPOCHS_PAGE, MEMBERS_PAGE, REPORT_PAGE
+from protocol.rules.limits import (
+    AGGREGATION_PAGE,
+    CHALLENGES_PAGE,
+    EPOCHS_PAGE,
+    MAX_PARTICIPANTS,
+    MEMBERS_PAGE,
+    REPORT_PAGE,
+)
 from protocol.rules.spec import RunSpec
 from protocol.views import (
     Accounting,
@@ -350,11 +357,21 @@ class Ledger:
         """Every page of the report of ``epoch``, from the first to the one without ``next``."""
         pages: list[ReportPage] = []
         start: str | None = None
+        listed = 0
         while True:
             answer = self._read(ReportPage, {"report": {"epoch": epoch, "start_after": start, "limit": page}})
             pages.append(answer)
+            # Bounded whatever the node answers: the contract puts at least one participant on
+            # every page and an epoch holds at most MAX_PARTICIPANTS of each role, so a node whose
+            # cursor only creeps on (pages listing nobody) cannot keep the reader paging forever.
+            listed += len(answer.hosts) + len(answer.validators)
+            if listed > 2 * MAX_PARTICIPANTS:
+                raise LedgerError(f"malformed answer from the contract: a report of more than "
+                                  f"{2 * MAX_PARTICIPANTS} participants")
             if answer.next is None:
                 return pages
+            if not answer.hosts and not answer.validators:
+                raise LedgerError("malformed answer from the contract: a report page that goes on lists nobody")
             if start is not None and answer.next <= start:
                 raise LedgerError(f"malformed answer from the contract: a report page ends at {answer.next!r}")
             start = answer.next

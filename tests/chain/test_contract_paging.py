@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import bech32
 import pytest
 from ledger_env import DEFAULT_NAMES, VALIDATOR_STAKE, LedgerEnv, make_spec
 
@@ -282,3 +283,49 @@ def test_a_challenges_or_report_cursor_that_does_not_advance_is_refused(embedded
     with pytest.raises(LedgerError, match=f"epoch {e} changed while its report was read, in each of 1 tries"):
         Ledger(LandsBetweenPagesNode(env.ledger.backend, close_phase)).report(e, page=1, attempts=1)
     assert env.epoch(e).phase != moved.phase
+
+
+class CreepingCursorNode(StuckCursorNode):
+    """A node that answers every ``report`` page with nobody on it and a cursor one character past
+    the one asked after: it always moves on, so only a bound on the pages stops a reader. It gives
+    up itself after ``most`` report queries (a reader without the bound would read forever)."""
+
+    def __init__(self, backend: ContractBackend, most: int = 5000) -> None:
+        super().__init__(backend)
+        self.asked, self.most = 0, most
+
+    def query(self, msg):
+        answer = self.inner.query(msg)
+        if "report" in msg:
+            self.asked += 1
+            if self.asked > self.most:
+                raise AssertionError(f"the reader asked for {self.asked} report pages")
+            answer = {**answer, "hosts": [], "validators": [], "challenges": [], "counts": [],
+                      "next": _address_after(msg["report"]["start_after"])}
+        return answer
+
+
+def _address_after(address: str | None) -> str:
+    """A valid bech32 address that sorts just after ``address`` (its 32 data characters read as
+    one number in the charset's ASCII order, plus one; 20 bytes are 32 characters, no padding)."""
+    digits = sorted(bech32.CHARSET)
+    hrp, words = bech32.bech32_decode(address) if address is not None else ("inj", [0] * 32)
+    assert hrp is not None and words is not None
+    places = [digits.index(bech32.CHARSET[w]) for w in words]
+    for i in reversed(range(len(places))):
+        places[i] = (places[i] + 1) % 32
+        if places[i]:
+            break
+    return bech32.bech32_encode(hrp, [bech32.CHARSET.index(digits[p]) for p in places])
+
+
+def test_a_report_cursor_that_creeps_on_over_empty_pages_is_refused(embedded_ledger_driver) -> None:
+    # Every cursor is past the one before, yet no page lists anyone: the read stops at the first
+    # such page instead of paging (and holding pages) without end.
+    env = LedgerEnv(embedded_ledger_driver(SPEC, DEFAULT_NAMES))
+    env.bond_all([*HOSTS, *VALIDATORS])
+    e = env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    node = CreepingCursorNode(env.ledger.backend)
+    with pytest.raises(LedgerError, match="a report page that goes on lists nobody"):
+        Ledger(node).report(e, page=1)
+    assert node.asked == 1
