@@ -39,6 +39,9 @@ Aggregation (every honest proposer alike, on the accepted Δs' bytes):
   median (the pool of :func:`peer_excess` compares them together);
 * :func:`within_peer_bound` — both, as every proposer applies them before aggregating.
 
+Direction (measured, not a check): :func:`direction_cosines` — each Δ's cosine with the other Δs'
+coordinate-wise median (the norms bound how far a Δ moves, not which way).
+
 Segment movements (what a commitment of per-segment movements could bound; measured, not a check):
 
 * :func:`segment_movements` — ``‖θ_{s+1,n} − θ_{s,n}‖`` per segment and tensor;
@@ -497,6 +500,63 @@ def peer_clip(deltas: Mapping[str, Mapping[str, torch.Tensor]], factor: float = 
                 out[h][name] = (t.double() * scale).to(t.dtype)
                 scales.setdefault(h, {})[name] = scale
     return out, scales
+
+
+DIRECTION_MIN_PEERS = 4
+""":func:`direction_cosines` compares from this many Δs: each with the median of at least 3 others,
+which one forged Δ among them cannot turn. With 3, the others' median is the mean of 2, and a
+sign-flipped Δ of honest size cancels an honest one in it."""
+
+
+def direction_cosines(deltas: Mapping[str, Mapping[str, torch.Tensor]], min_peers: int = DIRECTION_MIN_PEERS
+                      ) -> dict[str, float]:
+    """Each Δ's cosine with the coordinate-wise median of the OTHER Δs, over the whole Δ: a
+    measurement (``bench/unreplayed_segments.py``), not a check any proposer applies.
+
+    The peer bound limits how far a Δ moves, not which way: what no replay saw can point a Δ of
+    honest size anywhere (measured: a jump along the validation gradient, admitted, +1.41 nats in
+    one epoch at tiny; docs/verification.md). The others' median is the direction honest training
+    took this epoch, robust to one forger among them; a cosine is scale-free, so a partial epoch
+    would not score lower for its size. Measured, no threshold on it separates honest Δs from that
+    jump (at tiny, honest Δs score down to 0.60 under int8 and 0.25 under ``topk2``; admitted
+    gradient jumps scored 0.34 (+1.41 nats) and 0.71 (+0.18 nats under ``mean``);
+    docs/benchmarks.md), so no direction bound is built on it.
+
+    The same bits at any thread count and arrival order: tensors in name order, each in float64 on
+    the CPU; each coordinate's median from the others' values sorted (odd: the middle one; even:
+    the mean of the two middle ones); dot products and squared norms summed by numpy's
+    single-threaded pairwise reduction per tensor, then over the tensors in name order.
+
+    Args:
+        deltas: address -> dequantized Δ (finite).
+        min_peers: fewer Δs than this: nothing is compared (every cosine is 1).
+
+    Returns:
+        address -> cosine in [-1, 1]; 1 for a Δ of zero norm or an others' median of zero norm
+        (no direction to compare).
+
+    Raises:
+        ValueError: a Δ is not finite.
+    """
+    hosts = sorted(deltas)
+    if len(hosts) < max(min_peers, 2):
+        return dict.fromkeys(hosts, 1.0)
+    dot = dict.fromkeys(hosts, 0.0)
+    own = dict.fromkeys(hosts, 0.0)
+    ref = dict.fromkeys(hosts, 0.0)
+    for name in sorted(deltas[hosts[0]]):
+        rows = np.stack([deltas[h][name].detach().to("cpu", torch.float64).reshape(-1).numpy() for h in hosts])
+        if not np.isfinite(rows).all():
+            raise ValueError(f"a Δ of {name} is not finite")
+        for i, h in enumerate(hosts):
+            others = np.sort(np.delete(rows, i, axis=0), axis=0)
+            mid = others.shape[0] // 2
+            median = others[mid] if others.shape[0] % 2 else (others[mid - 1] + others[mid]) / 2
+            x = rows[i]
+            dot[h] += float(np.add.reduce(x * median))
+            own[h] += float(np.add.reduce(x * x))
+            ref[h] += float(np.add.reduce(median * median))
+    return {h: dot[h] / math.sqrt(own[h] * ref[h]) if own[h] > 0 and ref[h] > 0 else 1.0 for h in hosts}
 
 
 @dataclass(frozen=True)

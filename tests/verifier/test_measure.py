@@ -309,3 +309,48 @@ def test_segment_movements_refuse_leaves_of_different_layouts() -> None:
         segment_movements([{"w": torch.zeros(2)}, {"w": torch.zeros(3)}])
     with pytest.raises(ValueError, match="layouts"):
         segment_movements([{"w": torch.zeros(2)}, {"v": torch.zeros(2)}])
+
+
+
+def _aimed(signs: list[float], scales: list[float] | None = None) -> dict[str, dict[str, torch.Tensor]]:
+    """Δs of one common direction (a matrix and a bias) plus their own noise, each times its sign and scale."""
+    gen = torch.Generator().manual_seed(5)
+    common = {"a": torch.randn(4096, generator=gen), "b": torch.randn(8, generator=gen)}
+    scales = scales or [1.0] * len(signs)
+    return {f"host{i}": {n: s * x * (t + 0.6 * torch.randn(t.shape, generator=gen)) for n, t in common.items()}
+            for i, (s, x) in enumerate(zip(signs, scales, strict=True))}
+
+
+def test_direction_cosines_score_a_delta_pointing_against_its_peers_below_honest_ones() -> None:
+    from verifier.measure import direction_cosines, peer_excess
+
+    deltas = _aimed([1, 1, 1, 1, -1])
+    found = direction_cosines(deltas)
+    assert found["host4"] < -0.5 and min(found[f"host{i}"] for i in range(4)) > 0.5
+    # Its norm is an honest one: the peer bound does not see it.
+    assert all(x <= 1 for x, _ in peer_excess(deltas).values())
+    # Scale-free: half the movement the same way (a partial epoch) scores as the whole one.
+    half = direction_cosines(_aimed([1, 1, 1, 1, -1], [0.5, 1, 1, 1, 1]))
+    assert half["host0"] == pytest.approx(found["host0"], rel=1e-12)
+
+
+def test_direction_cosines_are_the_same_bits_in_any_order_and_at_any_thread_count(threads) -> None:
+    from verifier.measure import direction_cosines
+
+    deltas = _aimed([1, 1, -1, 1, 1, 1])
+    seen = set()
+    for n, order in ((1, deltas), (2, dict(reversed(list(deltas.items())))), (3, dict(sorted(deltas.items())))):
+        threads(n)
+        seen.add(tuple(sorted(direction_cosines(order).items())))
+    assert len(seen) == 1
+
+
+def test_direction_cosines_need_four_deltas_and_refuse_non_finite_ones() -> None:
+    from verifier.measure import direction_cosines
+
+    # Three: a flipped Δ would cancel an honest one in the others' median (the mean of two).
+    assert direction_cosines(_aimed([1, 1, -1])) == dict.fromkeys(["host0", "host1", "host2"], 1.0)
+    bad = _aimed([1, 1, 1, 1])
+    bad["host0"]["a"][0] = math.nan
+    with pytest.raises(ValueError, match="not finite"):
+        direction_cosines(bad)
