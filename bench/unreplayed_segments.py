@@ -38,10 +38,16 @@ clipped to the peer factor × their median (``verifier.measure.within_peer_bound
    small tensor after it against its own honest norm and the kept Δs' median, and in the all-honest
    run the small tensors it scaled, the paired loss it cost every epoch, and (``none (all honest),
    no clip``) the whole honest run without it.
+   Direction (``verifier.measure.direction_cosines``, issue 28; no proposer applies it): every
+   epoch, each Δ the norms' bounds kept against the coordinate-wise median of the others (cosine,
+   whole Δ, from 4 Δs), and what a direction bound at ``--direction-min`` would do, paired: the
+   honest Δs it would leave out and their cost, the forger's damage were its Δ left out, and the
+   damage of the forger's best reply (its forged Δ mixed with its honest one until the cosine is
+   just at the threshold, each tensor at the forged norm). ``--quantization topk2@0``: another scheme.
 
 Run: ``.venv/bin/python bench/unreplayed_segments.py --preset tiny [--epochs 6] [--hosts 4] [--inner-steps H]
 [--only honest,movements,attacks] [--rules mean,centered_clip] [--attacks 'jump:1;…'|none] [--no-unclipped]
-[--json out.json]``
+[--direction-min 0.3] [--quantization topk2@0] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ from pathlib import Path
 import torch
 
 from protocol.keys import encode_address
-from protocol.rules.spec import RunSpec
+from protocol.rules.spec import RunSpec, parse_quant_schedule
 from protocol.tensors.aggregation import aggregate
 from protocol.views import Challenge
 from trainer import presets
@@ -83,6 +89,7 @@ from verifier.measure import (
     DELTA_PEER_FACTOR,
     SMALL_TENSORS,
     delta_excess,
+    direction_cosines,
     peer_excess,
     segment_movements,
     tensor_norm,
@@ -255,8 +262,34 @@ def movement_rule(forger: Jump, epoch: int, forged: dict[str, torch.Tensor]) -> 
             max(tensor_norm(forged[n]) / max(sum(row[n] for row in reported), 1e-30) for n in forged))
 
 
+def blend_at(bounded: dict, host: str, forged: dict[str, torch.Tensor], own: dict[str, torch.Tensor],
+             threshold: float) -> tuple[dict[str, torch.Tensor], float, float]:
+    """The forger's best reply to a direction bound at ``threshold``: its forged Δ mixed with its own
+    honest Δ, ``α · forged + (1 − α) · own``, each tensor rescaled to the forged tensor's norm (the
+    peer bound admitted those), with the largest ``α`` (bisection, 20 steps) whose cosine with the
+    others' median (``direction_cosines``) is at least ``threshold``. Returns it, ``α``, its cosine."""
+    def mix(a: float) -> dict[str, torch.Tensor]:
+        out = {}
+        for n in forged:
+            b = a * forged[n].double() + (1 - a) * own[n].double()
+            nb = tensor_norm(b)
+            out[n] = (b * (tensor_norm(forged[n]) / nb) if nb > 0 else b).to(forged[n].dtype)
+        return out
+
+    def cos(a: float) -> float:
+        return direction_cosines({**bounded, host: mix(a)})[host]
+    lo, hi = 0.0, 1.0
+    if cos(hi) >= threshold:
+        lo = hi
+    else:
+        for _ in range(20):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if cos(mid) >= threshold else (lo, mid)
+    return mix(lo), lo, cos(lo)
+
+
 def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs: int, root: Path,
-        clip: bool = True) -> dict:
+        clip: bool = True, direction_min: float = 0.0) -> dict:
     theta = GlobalState.initial(spec)
     model = build_model(spec)
     forger = make_adversary(attack) if attack else HostBehaviour()
@@ -271,6 +304,12 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
     clip_cost: list[float] = []
     clipped: list[int] = []
     clip_scale: list[float] = []
+    cosines: list[list[float]] = []  # per epoch, every peer-kept Δ's direction_cosines, address order
+    paired_excluded: list[float] = []
+    direction_left: list[int] = []  # all honest: Δs the direction bound leaves out, per epoch
+    direction_cost: list[float] = []
+    forger_cos: list[float | None] = []  # None: left out by the peer bound before
+    blend: list[tuple[float, float, float]] = []  # (α, cosine, paired damage) at direction_min
 
     def loss_of(kept: dict) -> float:
         return validation_loss(model, dataset, params=outer_step(theta, aggregate(spec.aggregation, kept),
@@ -287,6 +326,8 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
         peers = peer_excess(bounded)
         with_clip, without = within_peer_bound(bounded), within_peer_bound(bounded, clip=False)
         kept = with_clip.kept if clip else without.kept
+        found = direction_cosines(without.kept)
+        cosines.append([round(found[h], 4) for h in sorted(found)])
         if isinstance(forger, Jump) and address(0) in results:
             if e == 0:
                 verdicts = replay_all(spec, dataset, ctxs[0], results[address(0)], theta, root)
@@ -314,16 +355,34 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
             for out_list, on in ((paired, True), (paired_unclipped, False)):
                 forged_loss = loss_of(with_clip.kept if on else without.kept)
                 out_list.append(round(forged_loss - loss_of(within_peer_bound(honest_set, on).kept), 5))
+            # A direction bound's two outcomes, paired the same way: the forged Δ left out, and the
+            # forger's best reply at direction_min admitted in its place (peer bound and clip as above).
+            honest_loss = loss_of(within_peer_bound(honest_set).kept)
+            forger_cos.append(round(found[address(0)], 4) if address(0) in found else None)
+            others = {h: d for h, d in bounded.items() if h != address(0)}
+            paired_excluded.append(round(loss_of(within_peer_bound(others).kept) - honest_loss, 5))
+            if address(0) in without.kept:
+                mixed, alpha, c = blend_at(dict(without.kept), address(0), forged, own, direction_min)
+                kept_mixed = within_peer_bound({**others, address(0): mixed}).kept
+                blend.append((round(alpha, 4), round(c, 4), round(loss_of(kept_mixed) - honest_loss, 5)))
         elif attack is None and clip:
             # The clip's cost to honest training, paired: the same θ_e and Δs without it.
             clip_cost.append(round(losses[-1] - loss_of(without.kept), 6))
             clipped.append(sum(len(v) for v in with_clip.clipped.values()))
             clip_scale.append(round(min((x for v in with_clip.clipped.values() for x in v.values()), default=1.0), 4))
+            # What a direction bound at direction_min would cost honest training: the Δs it would
+            # leave out (of 4 or more), and the loss without them against the loss with them, paired.
+            directed = {h: d for h, d in without.kept.items() if not found[h] < direction_min}
+            direction_left.append(len(without.kept) - len(directed))
+            direction_cost.append(round(loss_of(within_peer_bound(directed).kept) - losses[-1], 6)
+                                  if len(directed) < len(without.kept) else 0.0)
         theta = after
     out: dict = {"attack": (attack or "none (all honest)") + ("" if clip else ", no clip"),
-                 "rule": spec.aggregation.rule, "val_loss": losses, "diverged": diverged}
+                 "rule": spec.aggregation.rule, "val_loss": losses, "diverged": diverged,
+                 "direction_cosines": cosines}
     if attack is None and clip:
-        out.update({"clip_paired_cost": clip_cost, "clipped_small_tensors": clipped, "clip_scale_min": clip_scale})
+        out.update({"clip_paired_cost": clip_cost, "clipped_small_tensors": clipped, "clip_scale_min": clip_scale,
+                    "direction_left_out": direction_left, "direction_paired_cost": direction_cost})
     if isinstance(forger, Jump):
         faked = min(forger.segments, spec.train.segments - 1)
         out.update({"faked": faked, "pass_probability": pass_probability(spec, faked),
@@ -334,7 +393,14 @@ def run(spec: RunSpec, dataset: Dataset, attack: str | None, hosts: int, epochs:
                     "paired_damage": paired, "paired_damage_max": max(paired, default=0.0),
                     "paired_damage_unclipped": paired_unclipped,
                     "paired_damage_unclipped_max": max(paired_unclipped, default=0.0),
-                    "small_admitted_own_median": small_in, "small_unclipped_own_median": small_unclipped})
+                    "small_admitted_own_median": small_in, "small_unclipped_own_median": small_unclipped,
+                    "forger_cosine": forger_cos,
+                    "paired_damage_excluded": paired_excluded,
+                    # under a direction bound at direction_min: left out below it, else admitted
+                    "paired_damage_direction": [
+                        x if c is not None and c < direction_min else y
+                        for c, x, y in zip(forger_cos, paired_excluded, paired, strict=True)],
+                    "direction_min": direction_min, "blend_alpha_cosine_damage": blend})
     return out
 
 
@@ -347,13 +413,15 @@ def with_damage(found: dict, base: dict) -> dict:
 
 
 def attack_runs(spec: RunSpec, dataset: Dataset, plan: list[str], hosts: int, epochs: int, root: Path,
-                rules: tuple[str, ...] = ("mean", "centered_clip"), unclipped: bool = True) -> list[dict]:
+                rules: tuple[str, ...] = ("mean", "centered_clip"), unclipped: bool = True,
+                direction_min: float = 0.0) -> list[dict]:
     """The all-honest run (``unclipped``: also without the clip) and every attack of ``plan``, under
     each of ``rules``."""
     runs = []
     for rule in rules:
         ruled = spec.with_changes(aggregation={"rule": rule})
-        runs.append(base := run(ruled, dataset, None, hosts, epochs, root / f"{rule}-base"))
+        runs.append(base := run(ruled, dataset, None, hosts, epochs, root / f"{rule}-base",
+                                direction_min=direction_min))
         print(json.dumps(base), flush=True)
         if unclipped:
             runs.append(with_damage(run(ruled, dataset, None, hosts, epochs, root / f"{rule}-noclip", clip=False),
@@ -361,7 +429,8 @@ def attack_runs(spec: RunSpec, dataset: Dataset, plan: list[str], hosts: int, ep
             print(json.dumps(runs[-1]), flush=True)
         for attack in plan:
             where = root / f"{rule}-{attack}".replace(":", "_").replace(",", "_")
-            runs.append(with_damage(run(ruled, dataset, attack, hosts, epochs, where), base))
+            runs.append(with_damage(run(ruled, dataset, attack, hosts, epochs, where,
+                                        direction_min=direction_min), base))
             print(json.dumps(runs[-1]), flush=True)
     return runs
 
@@ -377,6 +446,10 @@ def main() -> None:
     parser.add_argument("--attacks", default="",
                         help="';'-separated adversary texts (default: the catalogue's jumps; none: honest runs only)")
     parser.add_argument("--no-unclipped", action="store_true", help="skip the all-honest run without the clip")
+    parser.add_argument("--direction-min", type=float, default=0.3,
+                        help="the threshold of a direction bound (not built) measured in the same run")
+    parser.add_argument("--quantization", default="", help="a quantization schedule (SCHEME[/BLOCK]@0,...) "
+                        "in place of the preset's, e.g. topk2@0")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
@@ -385,6 +458,8 @@ def main() -> None:
     spec = getattr(presets, args.preset)()
     if args.inner_steps:
         spec = spec.with_changes(train={"inner_steps": args.inner_steps})
+    if args.quantization:
+        spec = spec.with_changes(quantization=parse_quant_schedule(args.quantization).model_dump())
     dataset = Dataset.load(spec.data)
     parts = set(args.only.split(",")) if args.only else {"honest", "movements", "attacks"}
     out: dict = {"spec": {"preset": args.preset, "H": spec.train.inner_steps, "c": spec.train.segment_steps,
@@ -400,7 +475,7 @@ def main() -> None:
         if "attacks" in parts:
             plan = [] if args.attacks == "none" else args.attacks.split(";") if args.attacks else attacks(spec)
             out["attacks"] = attack_runs(spec, dataset, plan, args.hosts, args.epochs, root,
-                                         tuple(args.rules.split(",")), not args.no_unclipped)
+                                         tuple(args.rules.split(",")), not args.no_unclipped, args.direction_min)
     if args.json:
         args.json.write_text(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 1)}, indent=1))
 
