@@ -299,7 +299,9 @@ class HostNode(Participant):
                             # A topk2 residual rides on leaf S: such an epoch is whole or not committed.
                             stop=None if carries_residual(self.spec.quantization.at(info.epoch))
                             else self._deadline_stop(info.phase_deadline), traps=self.trap_draw(info.epoch))
-            # Read here, on the tick's thread: the chain client is not shared with the training thread.
+            # Read here, on the tick's thread. The training thread asks the chain for its height only
+            # (the deadline checks, _first_segment_watch and _deadline_stop): an attribute of the
+            # embedded chain, one gRPC/REST query of a node, which either client answers from any thread.
             settling = self.ledger.epoch().settling if self.spec.phases.pipelined else None
             train = partial(self._timed, info.epoch, settling, torch.get_num_threads(), partial(
                 self.behaviour.train_epoch, self.spec, self.dataset, ctx, theta.params, self.root,

@@ -16,6 +16,7 @@ the body ever being gathered here.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import cast
@@ -98,6 +99,7 @@ class HttpArtifacts(ArtifactSource):
         self._limits = artifact_limits(spec)
         # Per-epoch caps, only where a schedule makes them differ (kept for the epochs asked for).
         self._by_epoch: dict[int, dict[str, int]] = {}
+        self._by_epoch_lock = threading.Lock()
         self._prefix = prefix
         self._budget = retry_budget_s
         self._client = SafeClient(limits)
@@ -110,11 +112,15 @@ class HttpArtifacts(ArtifactSource):
         the run's largest when the epoch is not known (None)."""
         if epoch is None or not self._spec.quantization.schedule:
             return self._limits
-        if epoch not in self._by_epoch:
-            if len(self._by_epoch) >= 64:  # a long-lived reader: keep the few recent epochs
-                self._by_epoch.pop(next(iter(self._by_epoch)))
-            self._by_epoch[epoch] = artifact_limits(self._spec, epoch)
-        return self._by_epoch[epoch]
+        limits = self._by_epoch.get(epoch)
+        if limits is None:
+            limits = artifact_limits(self._spec, epoch)
+            # The validator's fetch threads and its tick share one reader per endpoint.
+            with self._by_epoch_lock:
+                while len(self._by_epoch) >= 64:  # a long-lived reader: keep the few recent epochs
+                    self._by_epoch.pop(next(iter(self._by_epoch)))
+                self._by_epoch[epoch] = limits
+        return limits
 
     def chunks(self, path: str, kind: str, epoch: int | None = None) -> Body:
         """One answer as it arrives, chunk by chunk, under the cap of ``kind`` (``checkpoint``,
