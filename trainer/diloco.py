@@ -9,7 +9,7 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
             paper), then the Δs are quantized
             (``spec.quantization``), dequantized, averaged with ``spec.aggregation`` and applied
             with the outer Nesterov step (``spec.outer``). ``T / H`` rounds. The Δs pass the
-            proposers' peer bound first (``verifier.measure.within_peer_bound``, as
+            proposers' peer bound first (``trainer.peer_bound.within_peer_bound``, as
             ``node/host.py`` applies it): from 3 Δs on, one beyond 1.5× the median norm in some
             tensor is left out and small tensors are clipped to 1.5× their median. With ``topk2`` each
             worker carries its error-feedback residual from round to round, as a host does
@@ -65,8 +65,8 @@ from trainer.delta import (
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState, outer_step
+from trainer.peer_bound import within_peer_bound
 from trainer.step import Stepper, TrainState
-from verifier.measure import within_peer_bound
 
 Mode = Literal["diloco", "ddp", "single"]
 MODES: tuple[Mode, ...] = ("diloco", "ddp", "single")
@@ -118,7 +118,7 @@ def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int
 
 def proposers_aggregate(spec: RunSpec, deltas: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """The aggregate a proposer takes the outer step with (``node/host.py``): the peer bound and the
-    small-tensor clip (:func:`verifier.measure.within_peer_bound`), then the run's rule over the kept
+    small-tensor clip (:func:`trainer.peer_bound.within_peer_bound`), then the run's rule over the kept
     Δs. Whole epochs only, so every Δ weighs the same (the unweighted rule, bit for bit)."""
     return aggregate(spec.aggregation, within_peer_bound(deltas).kept)
 

@@ -354,3 +354,12 @@ def test_direction_cosines_need_four_deltas_and_refuse_non_finite_ones() -> None
     bad["host0"]["a"][0] = math.nan
     with pytest.raises(ValueError, match="not finite"):
         direction_cosines(bad)
+
+
+def test_the_peer_bound_splits_small_tensors_where_the_checks_floor_them() -> None:
+    """One split of small and large tensors: the peer bound's pool (an aggregation rule, in
+    ``trainer``) and the checks' parameter floor (``verifier``) name the same size."""
+    from trainer.peer_bound import PEER_POOL_COORDINATES
+    from verifier.measure import PARAM_FLOOR_COORDINATES
+
+    assert PEER_POOL_COORDINATES == PARAM_FLOOR_COORDINATES
