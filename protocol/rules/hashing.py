@@ -40,6 +40,8 @@ class Tag:
     SAMPLE_SEGMENTS = "sample/segments"
     SAMPLE_PICKERS = "sample/pickers"
     SAMPLE_PICKS = "sample/picks"
+    PROBE_SEED = "probe/seed"
+    SAMPLE_PROBE = "sample/probe"
     SEAT = "seat"
     VERDICT = "verdict"
     TRAPS = "traps"

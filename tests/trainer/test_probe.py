@@ -1,0 +1,148 @@
+"""The probe: deterministic windows from the beacon, a Δ's gain on a real model, the outlier rule."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from protocol.rules.hashing import Tag, tagged_hash
+from trainer.data import Dataset
+from trainer.delta import pseudo_gradient
+from trainer.inner import EpochContext, start_checkpoint, train_steps
+from trainer.outer import GlobalState
+from trainer.probe import (
+    GAIN_MICRO_BOUND,
+    gain_micro,
+    probe_gain,
+    probe_loss,
+    probe_outliers,
+    probe_seed,
+    probe_starts,
+)
+from trainer.step import Stepper
+
+BEACON = bytes(range(32))
+
+
+def test_probe_seed_is_per_epoch_and_apart_from_the_challenge_draw() -> None:
+    seeds = {probe_seed(BEACON, e) for e in range(5)} | {probe_seed(bytes(32), 0)}
+    assert len(seeds) == 6 and all(len(s) == 32 for s in seeds)
+    assert probe_seed(BEACON, 3) == probe_seed(BEACON, 3)
+    assert probe_seed(BEACON, 0) not in {tagged_hash(t, BEACON) for t in (Tag.SAMPLE_SEGMENTS, Tag.SAMPLE_PICKERS)}
+    for beacon, epoch in ((b"short", 0), (BEACON, -1), (BEACON, 1 << 64), (BEACON, True)):
+        with pytest.raises(ValueError):
+            probe_seed(beacon, epoch)  # type: ignore[arg-type]
+
+
+def test_probe_starts_are_distinct_in_range_and_follow_the_seed(dataset: Dataset) -> None:
+    span = len(dataset.val) - dataset.seq_len
+    a = probe_starts(dataset, probe_seed(BEACON, 0), 64)
+    assert a == probe_starts(dataset, probe_seed(BEACON, 0), 64)
+    assert len(set(a)) == 64 and all(0 <= s < span for s in a)
+    assert a[:8] == probe_starts(dataset, probe_seed(BEACON, 0), 8)  # a prefix: more windows draw on
+    assert a != probe_starts(dataset, probe_seed(BEACON, 1), 64)
+    for seed, n in ((b"x" * 31, 4), (BEACON, 0), (BEACON, span + 1)):
+        with pytest.raises(ValueError):
+            probe_starts(dataset, seed, n)
+
+
+def test_probe_starts_draw_every_start_of_a_short_split_once(dataset: Dataset) -> None:
+    short = Dataset(dataset.train, dataset.val[: dataset.seq_len + 7], dataset.seq_len, dataset.hash)
+    assert sorted(probe_starts(short, BEACON, 7)) == list(range(7))  # duplicates drawn are skipped
+
+
+def test_gain_micro_rounds_half_to_even_and_clamps() -> None:
+    assert [gain_micro(g) for g in (2.5e-6, 3.5e-6, 0.5e-6, -1.5e-6)] == [2, 4, 0, -2]
+    assert gain_micro(0.0123456789) == 12346 and gain_micro(-1.41) == -1_410_000
+    assert gain_micro(2e6) == GAIN_MICRO_BOUND and gain_micro(float("inf")) == GAIN_MICRO_BOUND
+    assert gain_micro(-float("inf")) == -GAIN_MICRO_BOUND == gain_micro(float("nan"))
+
+
+def test_outliers_leave_out_the_low_gain_only_beyond_the_margin() -> None:
+    gains = {"a": 50_000, "b": 52_000, "c": 48_000, "d": 20_000}  # median 49,000
+    assert probe_outliers(gains, 10_000) == {"d"}
+    assert probe_outliers(gains, 29_000) == set()  # exactly at the margin: kept
+    assert probe_outliers(gains, 28_999) == {"d"}
+    assert probe_outliers({**gains, "d": 90_000}, 1_000) == {"c"}  # median 51,000; a high gain never
+    assert probe_outliers({"a": 50_000, "d": -10**9}, 0) == set()  # fewer than 3: no peers
+    assert probe_outliers({"a": 50_000, "d": -10**9}, 0, min_peers=2) == {"d"}
+
+
+def test_outliers_do_not_depend_on_arrival_order() -> None:
+    rng = random.Random(7)
+    for _ in range(50):
+        n = rng.randint(3, 9)
+        gains = {f"h{i}": rng.randint(-100_000, 100_000) for i in range(n)}
+        segs = {h: rng.randint(1, 8) for h in gains}
+        want = probe_outliers(gains, 5_000, segs)
+        items = list(gains.items())
+        rng.shuffle(items)
+        assert probe_outliers(dict(items), 5_000, dict(reversed(list(segs.items())))) == want
+
+
+def test_a_partial_host_is_not_left_out_for_training_less() -> None:
+    whole = {"a": 60_000, "b": 62_000, "c": 58_000}
+    # Half the segments, half the gain: without segments it is an outlier, with them it is not.
+    assert probe_outliers({**whole, "p": 30_000}, 10_000) == {"p"}
+    segs = {"a": 8, "b": 8, "c": 8, "p": 4}
+    assert probe_outliers({**whole, "p": 30_000}, 10_000, segs) == set()
+    # ... but a partial host whose gain is far below what its share predicts still is.
+    assert probe_outliers({**whole, "p": 5_000}, 10_000, segs) == {"p"}
+    # Negative peer gains are never raised by the scaling (which would be harsher on the partial host).
+    assert probe_outliers({"a": -40_000, "b": -40_000, "c": -40_000, "p": -45_000}, 10_000, segs) == set()
+    # A whole host among partial ones is compared with their smaller gains as they are.
+    assert probe_outliers({"p1": 30_000, "p2": 31_000, "p3": 29_000, "w": 60_000}, 0,
+                          {"p1": 4, "p2": 4, "p3": 4, "w": 8}) == {"p3"}
+
+
+@pytest.mark.parametrize("bad", [
+    ({"a": 1.5, "b": 0, "c": 0}, 0, None),
+    ({"a": True, "b": 0, "c": 0}, 0, None),
+    ({"a": GAIN_MICRO_BOUND + 1, "b": 0, "c": 0}, 0, None),
+    ({"a": 0, "b": 0, "c": 0}, -1, None),
+    ({"a": 0, "b": 0, "c": 0}, 0, {"a": 1, "b": 1}),
+    ({"a": 0, "b": 0, "c": 0}, 0, {"a": 1, "b": 1, "c": 0}),
+])
+def test_outliers_refuse_malformed_input(bad) -> None:
+    with pytest.raises(ValueError):
+        probe_outliers(*bad)
+
+
+@pytest.fixture(scope="module")
+def trained(spec, dataset):
+    """θ_0 and the honest Δ of 4 inner steps of the small spec, and the stepper's model."""
+    theta = GlobalState.initial(spec).params
+    stepper = Stepper(spec)
+    stepper.load(start_checkpoint(spec, theta, 0).state)
+    run_id = spec.run_id()
+    train_steps(stepper, dataset, spec, EpochContext(run_id, 0, "worker-0", run_id), range(4), 1)
+    return stepper.model, theta, pseudo_gradient(theta, stepper.export().params)
+
+
+def test_an_honest_delta_gains_and_its_reverse_loses(trained, dataset) -> None:
+    model, theta, delta = trained
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    starts = probe_starts(dataset, probe_seed(BEACON, 0), 16)
+    gain = probe_gain(model, dataset, theta, delta, starts)
+    assert gain > 0.01  # four AdamW steps from θ_0 lower the validation loss
+    assert probe_gain(model, dataset, theta, {n: -t for n, t in delta.items()}, starts) < 0
+    assert probe_gain(model, dataset, theta, delta, starts) == gain  # deterministic
+    base = probe_loss(model, dataset, theta, starts)
+    assert probe_gain(model, dataset, theta, delta, starts, base=base) == gain
+    assert 0 < probe_gain(model, dataset, theta, delta, starts, scale=0.25) < gain
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())  # the model is untouched
+    assert model.training
+
+
+def test_probe_gain_refuses_what_is_not_the_models(trained, dataset) -> None:
+    model, theta, delta = trained
+    starts = probe_starts(dataset, BEACON, 4)
+    name = next(iter(delta))
+    for kwargs in ({"delta": {n: t for n, t in delta.items() if n != name}},
+                   {"delta": {**delta, name: delta[name].reshape(-1)[:1]}},
+                   {"starts": []}, {"starts": [len(dataset.val)]}, {"scale": 0.0}, {"scale": float("nan")}):
+        args = {"delta": delta, "starts": starts, **kwargs}
+        with pytest.raises(ValueError):
+            probe_gain(model, dataset, theta, args.pop("delta"), **args)

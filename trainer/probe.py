@@ -1,0 +1,224 @@
+"""The probe: what a committed Δ does to the model, measured by the validators who already hold it.
+
+The peer bound (:mod:`trainer.peer_bound`) limits how far a Δ moves, not which way: a host that
+trains honestly and jumps in a segment nobody replays, along the validation gradient, passes every
+bound at peer size and moved the agreed model +1.41 nats in one epoch at tiny under the default
+centered clipping (docs/verification.md, "What no replay sees"). The probe looks at the effect.
+
+The validators of a host's last segment hold θ_e and the host's committed, dequantized Δ̂ bitwise
+(within its compute class). Each posts with its verdict the host's **probe gain**
+``L(θ_e) − L(θ_e − scale · Δ̂)`` on validation windows drawn from the epoch's beacon
+(:func:`probe_seed`, :func:`probe_starts`), which is revealed after the host committed, so the
+host cannot tune its Δ to the probe batch. The chain records the decided gain as integer
+micro-nats (:func:`gain_micro`); every proposer then leaves out of the aggregate an accepted Δ
+whose gain is below its peers' by more than the run's margin (:func:`probe_outliers`), a pure
+function of those integers.
+
+Everything here is deterministic: windows from a SHA-256 stream, the model in eval mode, a fixed
+batch of :data:`PROBE_BATCH` windows per forward pass and the sum in float64 in a fixed order, so
+two validators of one compute class post the same integer; the outlier rule is exact rational
+arithmetic on integers, the same in any arrival order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+from protocol.rules.hashing import DIGEST_SIZE, Tag, tagged_hash, u64be
+from protocol.rules.sampling import Stream, uniform
+from trainer.data import Dataset
+from trainer.peer_bound import DELTA_PEER_MIN
+
+PROBE_BATCH = 64
+"""Windows per forward pass. Fixed, because the float sum of a batch depends on its size: every
+validator must post the same integer for the same model."""
+
+GAIN_MICRO_BOUND = 10**12
+""":func:`gain_micro` clamps to ``[−GAIN_MICRO_BOUND, GAIN_MICRO_BOUND]`` micro-nats (±10⁶ nats per
+byte, far beyond any model's loss; an i64 holds it and JSON numbers below 2⁵³ carry it exactly). A
+gain that is not a number (the probed model's loss is NaN or infinite) counts as the lower bound:
+such a Δ earns no credit."""
+
+
+def probe_seed(beacon: bytes, epoch: int) -> bytes:
+    """The probe's seed for ``epoch``: ``H("probe/seed", beacon || u64be(epoch))``.
+
+    ``beacon`` is the epoch's beacon (the seed the challenges are drawn from, revealed after the
+    hosts committed). The tag separates the probe's draw from every challenge draw made from the
+    same beacon (``sample/segments``, ``sample/pickers``, ``sample/picks``).
+
+    Raises:
+        ValueError: ``beacon`` is not 32 bytes, or ``epoch`` is not in ``[0, 2⁶⁴)``.
+    """
+    if not isinstance(beacon, bytes) or len(beacon) != DIGEST_SIZE:
+        raise ValueError(f"beacon must be {DIGEST_SIZE} bytes")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or not 0 <= epoch < 1 << 64:
+        raise ValueError("epoch must be an integer in [0, 2^64)")
+    return tagged_hash(Tag.PROBE_SEED, beacon, u64be(epoch))
+
+
+def probe_starts(dataset: Dataset, seed: bytes, windows: int) -> list[int]:
+    """``windows`` distinct window starts in the validation split, drawn from ``seed``.
+
+    Draws are ``uniform(Stream("sample/probe", seed), len(val) − seq_len)`` in order, a start that
+    was already drawn is skipped; the starts are returned in the order drawn.
+
+    Raises:
+        ValueError: ``seed`` is not 32 bytes, ``windows`` < 1, or the split has fewer than
+            ``windows`` distinct starts.
+    """
+    if not isinstance(seed, bytes) or len(seed) != DIGEST_SIZE:
+        raise ValueError(f"seed must be {DIGEST_SIZE} bytes")
+    span = len(dataset.val) - dataset.seq_len  # valid starts: 0 .. span - 1
+    if not isinstance(windows, int) or isinstance(windows, bool) or not 1 <= windows <= span:
+        raise ValueError(f"windows must be an integer in [1, {span}]")
+    stream = Stream(Tag.SAMPLE_PROBE, seed)
+    seen: set[int] = set()
+    out: list[int] = []
+    while len(out) < windows:
+        s = uniform(stream, span)
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out
+
+
+def _check_params(model: nn.Module, params: Mapping[str, torch.Tensor], what: str) -> None:
+    named = dict(model.named_parameters())
+    if set(params) != set(named):
+        raise ValueError(f"{what} must name exactly the model's parameters")
+    for name, value in params.items():
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != tuple(named[name].shape):
+            raise ValueError(f"{what}[{name!r}] must be a tensor of shape {tuple(named[name].shape)}")
+
+
+@torch.no_grad()
+def probe_loss(model: nn.Module, dataset: Dataset, params: Mapping[str, torch.Tensor], starts: list[int]) -> float:
+    """Mean cross-entropy (nats per byte) of ``model`` with ``params`` on the validation windows at
+    ``starts``, in eval mode, :data:`PROBE_BATCH` windows per pass, summed in float64 in order.
+    ``model``'s own parameters and mode are left as they were."""
+    if not starts:
+        raise ValueError("starts must not be empty")
+    span = len(dataset.val) - dataset.seq_len
+    if any(not isinstance(s, int) or isinstance(s, bool) or not 0 <= s < span for s in starts):
+        raise ValueError(f"every start must be an integer in [0, {span})")
+    _check_params(model, params, "params")
+    device = next(model.parameters()).device
+    on_device = {n: t.to(device, torch.float32) for n, t in params.items()}
+    was_training = model.training
+    model.eval()
+    try:
+        total = 0.0
+        for i in range(0, len(starts), PROBE_BATCH):
+            x, y = (t.to(device) for t in dataset.windows(starts[i:i + PROBE_BATCH], split="val"))
+            logits = functional_call(model, on_device, (x,))
+            total += float(F.cross_entropy(logits.reshape(-1, logits.size(-1)).double(), y.reshape(-1),
+                                           reduction="sum"))
+    finally:
+        model.train(was_training)
+    return total / (len(starts) * dataset.seq_len)
+
+
+def probed_params(start: Mapping[str, torch.Tensor], delta: Mapping[str, torch.Tensor],
+                  scale: float = 1.0) -> dict[str, torch.Tensor]:
+    """``start − scale · delta`` per parameter in float32 (the model the probe scores)."""
+    if set(start) != set(delta):
+        raise ValueError("start and delta must name the same parameters")
+    return {n: start[n].to(torch.float32) - scale * delta[n].to(torch.float32) for n in sorted(start)}
+
+
+def probe_gain(model: nn.Module, dataset: Dataset, start: Mapping[str, torch.Tensor],
+               delta: Mapping[str, torch.Tensor], starts: list[int], scale: float = 1.0,
+               base: float | None = None) -> float:
+    """``L(start) − L(start − scale · delta)`` on the validation windows at ``starts`` (mean nats per
+    byte, :func:`probe_loss`): how much the committed Δ improves the agreed model, from where the
+    epoch started. Δ = θ_e − θ_S, so at ``scale`` 1 it scores the host's own end model.
+
+    Args:
+        model: the run's model (its parameters are not read or changed).
+        dataset: the run's dataset.
+        start: θ_e, the epoch's agreed model.
+        delta: the host's committed Δ, dequantized.
+        starts: the probe's windows (:func:`probe_starts`).
+        scale: how far along −Δ to probe (> 0, finite).
+        base: ``L(start)`` on ``starts`` when already computed (a validator probes several hosts
+            from one θ_e); ``None``: computed here.
+
+    Raises:
+        ValueError: names or shapes that are not the model's, an empty or out-of-range ``starts``,
+            or a ``scale`` that is not positive and finite.
+    """
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not (math.isfinite(scale) and scale > 0):
+        raise ValueError("scale must be a positive finite number")
+    _check_params(model, delta, "delta")
+    l0 = probe_loss(model, dataset, start, starts) if base is None else base
+    return l0 - probe_loss(model, dataset, probed_params(start, delta, scale), starts)
+
+
+def gain_micro(gain: float) -> int:
+    """``gain`` in integer micro-nats, rounded half to even, clamped to ±:data:`GAIN_MICRO_BOUND`
+    (NaN counts as the lower bound)."""
+    if gain != gain:
+        return -GAIN_MICRO_BOUND
+    scaled = gain * 1_000_000
+    if not -GAIN_MICRO_BOUND < scaled < GAIN_MICRO_BOUND:  # ±inf too
+        return GAIN_MICRO_BOUND if scaled > 0 else -GAIN_MICRO_BOUND
+    return round(scaled)  # half to even
+
+
+def _median(values: list[Fraction]) -> Fraction:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def probe_outliers(gains: Mapping[str, int], margin_micro: int, segments: Mapping[str, int] | None = None,
+                   min_peers: int = DELTA_PEER_MIN) -> set[str]:
+    """The hosts whose probe gain is below the median of all gains by more than ``margin_micro``.
+
+    Host ``h`` is left out when ``gains[h] < median_p(g'_p) − margin_micro``, the median over every
+    host of ``gains`` (``h`` among them) of its peers' gains as ``h`` is compared with them: a peer
+    ``p`` that trained more segments than ``h`` counts at ``min(g_p, g_p · s_h / s_p)``, every other
+    peer at ``g_p``. So a partial host is never left out for training less: a positive gain is
+    scaled down by the share of segments (the gain of a shorter run of the same training, at most
+    proportional where loss falls fastest first), and a negative one is never raised. A whole host
+    among partial peers is compared with their smaller gains as they are, which only favours it.
+    Equal segments (or ``None``) give the plain median.
+
+    Exact: integers and :class:`fractions.Fraction`, so every proposer leaves out the same hosts in
+    any order of ``gains``. Fewer than ``min_peers`` gains: nobody is left out (the median of two is
+    their mean, which one low gain drags down).
+
+    Raises:
+        ValueError: a gain or ``margin_micro`` that is not an integer, a negative margin, a gain
+            beyond ±:data:`GAIN_MICRO_BOUND`, or ``segments`` without every host at >= 1.
+    """
+    if not isinstance(margin_micro, int) or isinstance(margin_micro, bool) or margin_micro < 0:
+        raise ValueError("margin_micro must be a non-negative integer")
+    for h, g in gains.items():
+        if not isinstance(g, int) or isinstance(g, bool) or abs(g) > GAIN_MICRO_BOUND:
+            raise ValueError(f"the gain of {h!r} must be an integer within ±{GAIN_MICRO_BOUND}")
+    hosts = sorted(gains)
+    if segments is not None and any(not isinstance(segments.get(h), int) or isinstance(segments.get(h), bool)
+                                    or segments[h] < 1 for h in hosts):
+        raise ValueError("segments must give every host at least 1 segment")
+    if len(hosts) < max(min_peers, 1):
+        return set()
+    out: set[str] = set()
+    for h in hosts:
+        if segments is None:
+            ref = [Fraction(gains[p]) for p in hosts]
+        else:
+            mine = segments[h]
+            ref = [min(Fraction(gains[p]), Fraction(gains[p] * mine, segments[p])) if segments[p] > mine
+                   else Fraction(gains[p]) for p in hosts]
+        if gains[h] < _median(ref) - margin_micro:
+            out.add(h)
+    return out
