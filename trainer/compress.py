@@ -1,8 +1,15 @@
 """Sparse 2-bit pseudo-gradients with error feedback (scheme ``topk2``): the codec and its bookkeeping.
 
-A host does not send Δ itself but ``a = Δ + r`` compressed, where ``r`` is its **error-feedback
-residual**: what earlier compressions left out. What it did not send this epoch becomes the next
-residual, ``r' = a − decompress(payload)``, so nothing is lost, only delayed (SparseLoCo's scheme).
+A host does not send Δ itself but ``a = Δ + β·r`` compressed, where ``r`` is its **error-feedback
+residual**: what earlier compressions left out, and β the spec's ``quantization.error_decay``. What
+it did not send this epoch becomes the next residual, ``r' = a − decompress(payload)``, so at β = 1
+nothing is lost, only delayed (SparseLoCo's scheme; β < 1 lets old unsent mass fade).
+
+The decay is one exactly specified float32 operation (:func:`decay_residual`): β is rounded to the
+nearest float64, then to the nearest float32 (ties to even both times), and every coordinate is
+``fl32(β₃₂ · r)``, a single IEEE multiplication rounded to nearest even, before the (separate,
+unfused) float32 addition to Δ. At β = 1 it is skipped: ``1 · r`` is ``r`` bit for bit anyway, so
+payloads and residuals are today's.
 
 Format, per parameter tensor, flattened in row-major order and zero-padded to whole blocks of
 ``B = quantization.block_size`` values (a multiple of 256, at most 32,768); each block keeps its
@@ -33,6 +40,7 @@ the next epoch's validators check that the residual the host starts from is that
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 
 import torch
 
@@ -116,14 +124,39 @@ def zero_residual(shapes: Mapping[str, torch.Size]) -> dict[str, torch.Tensor]:
     return {n: torch.zeros(tuple(s), dtype=torch.float32) for n, s in sorted(shapes.items())}
 
 
+def decay_factor(decay: Decimal) -> torch.Tensor:
+    """β as the 0-dimensional float32 tensor every party multiplies by: the float32 nearest the
+    float64 nearest ``decay`` (``float(Decimal)`` is correctly rounded; so is the float32 cast).
+
+    Raises:
+        ValueError: ``decay`` outside ``[0, 1]`` (the spec refuses it first).
+    """
+    if not 0 <= decay <= 1:
+        raise ValueError(f"error decay must be in [0, 1] (got {decay})")
+    return torch.tensor(float(decay), dtype=torch.float64).to(torch.float32)
+
+
+def decay_residual(residual: Mapping[str, torch.Tensor], decay: Decimal) -> dict[str, torch.Tensor]:
+    """β·r, the residual an epoch adds to its Δ: ``fl32(β₃₂ · r)`` per coordinate (module docstring),
+    ``r`` itself at β = 1. The one definition the host, the validators' replay and the simulation
+    reach through :func:`compress`."""
+    if decay == 1:
+        return {n: t.detach().to(torch.float32) for n, t in residual.items()}
+    beta = decay_factor(decay)
+    return {n: t.detach().to(torch.float32) * beta for n, t in residual.items()}
+
+
 def compress(delta: Mapping[str, torch.Tensor], residual: Mapping[str, torch.Tensor],
-             block_size: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """Compress ``a = Δ + r`` and keep what was not sent.
+             block_size: int, decay: Decimal = Decimal(1),
+             ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Compress ``a = Δ + β·r`` and keep what was not sent.
 
     Args:
         delta: Δ = θ_e − θ_H per parameter (float32).
-        residual: the residual ``r`` carried into this epoch, same names and shapes.
+        residual: the residual ``r`` carried into this epoch (the one the previous Δ's ``ef/next``
+            commits to, undecayed), same names and shapes.
         block_size: the scheme's block size (:func:`check_block_size`).
+        decay: β, ``quantization.error_decay`` (:func:`decay_residual`); 1 leaves ``r`` as it is.
 
     Returns:
         The payload (module docstring; ``ef/next`` included) and the next residual
@@ -135,10 +168,11 @@ def compress(delta: Mapping[str, torch.Tensor], residual: Mapping[str, torch.Ten
     check_block_size(block_size)
     if set(delta) != set(residual) or any(delta[n].shape != residual[n].shape for n in delta):
         raise ValueError("the residual does not have Δ's parameter names and shapes")
+    carried = decay_residual(residual, decay)
     payload: dict[str, torch.Tensor] = {}
     nxt: dict[str, torch.Tensor] = {}
     for name in sorted(delta):
-        a = delta[name].detach().to(torch.float32) + residual[name].detach().to(torch.float32)
+        a = delta[name].detach().to(torch.float32) + carried[name]
         flat = a.reshape(-1)
         idx, packed, scale = _encode(flat, block_size)
         payload[f"idx/{name}"], payload[f"q/{name}"], payload[f"scale/{name}"] = idx, packed, scale

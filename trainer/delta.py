@@ -115,15 +115,16 @@ def encode_pseudo_gradient(delta: Mapping[str, torch.Tensor], quant: Quantizatio
     Args:
         delta: θ_e − θ_H.
         quant: the run's scheme.
-        residual: the residual carried into the epoch; ``None`` for a scheme without one (zeros
-            are assumed for ``topk2`` when it is omitted).
+        residual: the residual carried into the epoch, as the previous Δ left it (the spec's
+            ``error_decay`` is applied here, in :func:`trainer.compress.compress`); ``None`` for a
+            scheme without one (zeros are assumed for ``topk2`` when it is omitted).
 
     Returns:
         ``(payload, next residual)``; the residual is ``None`` for ``none``/``int8``/``int4``.
     """
     if carries_residual(quant):
         carried = residual if residual is not None else compress.zero_residual({n: t.shape for n, t in delta.items()})
-        return compress.compress(delta, carried, quant.block_size)
+        return compress.compress(delta, carried, quant.block_size, quant.error_decay)
     if residual is not None:
         raise ValueError(f"scheme {quant.scheme} carries no residual")
     return quantize(delta, quant), None

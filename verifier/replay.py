@@ -23,8 +23,9 @@ measurement). For challenge ``(epoch e, host h, segment g)`` with ``S = challeng
    ``θ_S − θ_e``) within what that many AdamW steps can move it (:func:`verifier.measure.update_excess`).
 5. **Δ** (last segment only). The served Δ must hash to ``challenge.delta_hash`` exactly and, once
    dequantized, equal ``θ_e − θ_S`` of the committed leaf ``S`` within the quantization bound. For
-   ``topk2`` (error feedback) it must be, byte for byte, the compression of ``θ_e − θ_S + r`` where
-   ``r`` is the residual leaf ``S`` carries, and ``r`` must be the one the host's accepted Δ of
+   ``topk2`` (error feedback) it must be, byte for byte, the compression of ``θ_e − θ_S + β·r`` where
+   ``r`` is the residual leaf ``S`` carries and β the spec's ``quantization.error_decay``
+   (``trainer.compress.decay_residual``), and ``r`` must be the one the host's accepted Δ of
    epoch ``e − 1`` (``e − 2`` in a pipelined run: ``trainer.delta.carried_from``) committed to (its
    ``ef/next``; zeros if the host was not accepted then).
 6. **Replay.** ``c`` steps from leaf ``g`` on the protocol's batches with the trainer's one step
@@ -79,9 +80,17 @@ from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
 from trainer.checkpoint import FORMAT as CHECKPOINT_FORMAT
 from trainer.checkpoint import Checkpoint, checkpoint_layout, stream_checkpoint
-from trainer.compress import NEXT, compress, residual_digest, zero_residual
+from trainer.compress import NEXT, residual_digest, zero_residual
 from trainer.data import Dataset
-from trainer.delta import carried_from, carries_residual, delta_hash, dequantize, pseudo_gradient, stream_delta
+from trainer.delta import (
+    carried_from,
+    carries_residual,
+    delta_hash,
+    dequantize,
+    encode_pseudo_gradient,
+    pseudo_gradient,
+    stream_delta,
+)
 from trainer.inner import EpochContext, run_segment, start_checkpoint
 from trainer.leaf_digests import LeafDigests, assemble, check_leaf_digests, encoded_chunks
 from trainer.model import parameter_shapes
@@ -504,7 +513,7 @@ class _Run:
 
     def sparse_delta(self, payload: dict[str, Any], end: Checkpoint) -> None:
         """``topk2``: the residual leaf S carries is the chained one, and the payload is exactly the
-        compression of θ_e − θ_S plus it (the coordinates, codes, scales and next residual)."""
+        compression of θ_e − θ_S plus it decayed by β (the coordinates, codes, scales and next residual)."""
         if end.residual is None:  # the leaf layout of a topk2 run has it: not reached
             raise _fail("delta", f"leaf {self.g + 1} carries no residual")
         carried, expected = residual_digest(end.residual), self.carried_digest()
@@ -517,12 +526,15 @@ class _Run:
                       else f"zero (it was not accepted in epoch {self.source_epoch})")
             raise _fail("residual", f"leaf {self.g + 1} computes its Δ from an error-feedback residual that is not "
                                     f"{source}")
-        recomputed, _ = compress(pseudo_gradient(self.theta.params, end.state.params), end.residual,
-                                 self.spec.quantization.block_size)
+        # The host's own encoder: Δ + β·r (quantization.error_decay) compressed, from the undecayed r
+        # leaf S carries, so a host that skips the decay or applies another β sends other bytes.
+        recomputed, _ = encode_pseudo_gradient(pseudo_gradient(self.theta.params, end.state.params),
+                                               self.spec.quantization, end.residual)
         self.m["recomputed_delta_hash"] = delta_hash(recomputed).hex()
         if self.m["recomputed_delta_hash"] != self.challenge.delta_hash:
             differ = sorted(n for n in recomputed if not torch.equal(recomputed[n], payload[n]))
-            raise _fail("delta", f"Δ is not the compression of θ_e − θ_S plus the carried residual: "
+            raise _fail("delta", f"Δ is not the compression of θ_e − θ_S plus the carried residual × β "
+                                 f"{self.spec.quantization.error_decay}: "
                                  f"{len(differ)} tensors differ ({', '.join(differ[:3])}…)")
         self.m["delta_relative_error"] = 0.0
 

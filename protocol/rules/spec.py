@@ -200,22 +200,34 @@ class QuantizationSpec(Boundary):
     block_size)`` with strictly increasing ``from_epoch >= 1``; epoch ``e`` uses the last step with
     ``from_epoch <= e``, or ``scheme``/``block_size`` before the first (:meth:`at`). Once a run is
     on ``topk2`` it stays on it (a step away would drop the error-feedback residual). Omitted from
-    the canonical JSON when empty, so specs (and run ids) from before the field are unchanged."""
+    the canonical JSON when empty, so specs (and run ids) from before the field are unchanged.
+
+    ``error_decay`` (β, SparseLoCo's decay of the error-feedback accumulator): a ``topk2`` epoch
+    compresses ``Δ + β·r`` (``trainer.compress.decay_residual``); a decimal in ``[0, 1]`` (1: no
+    decay, 0: no error feedback), other than 1 only in a run that reaches ``topk2``. Omitted from
+    the canonical JSON at 1, so specs (and run ids) from before the field are unchanged."""
 
     scheme: QuantScheme = "int8"
     block_size: int = Field(default=64, ge=8, le=65_536, strict=True)
     schedule: tuple[QuantStep, ...] = Field(default=(), max_length=MAX_SCHEDULE_STEPS)
+    error_decay: Dec = Decimal(1)
 
     @model_serializer(mode="wrap")
-    def _omit_empty_schedule(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if not data.get("schedule"):
             data.pop("schedule", None)
+        if "error_decay" in data and Decimal(str(data["error_decay"])) == 1:
+            data.pop("error_decay")
         return data
 
     @model_validator(mode="after")
     def _sparse_block(self) -> QuantizationSpec:
         _check_topk_block(self.scheme, self.block_size)
+        if not 0 <= self.error_decay <= 1:
+            raise ValueError(f"quantization.error_decay must be in [0, 1] (got {self.error_decay})")
+        if self.error_decay != 1 and "topk2" not in {self.scheme, *(step.scheme for step in self.schedule)}:
+            raise ValueError("quantization.error_decay applies to topk2 only (no epoch of this run uses it)")
         previous, scheme = 0, self.scheme
         for step in self.schedule:
             if step.from_epoch <= previous:
@@ -236,7 +248,8 @@ class QuantizationSpec(Boundary):
             if step.from_epoch > epoch:
                 break
             scheme, block_size = step.scheme, step.block_size
-        return QuantizationSpec(scheme=scheme, block_size=block_size)
+        decay = self.error_decay if scheme == "topk2" else Decimal(1)  # the run's β, for its topk2 epochs
+        return QuantizationSpec(scheme=scheme, block_size=block_size, error_decay=decay)
 
 
 def parse_quant_schedule(text: str) -> QuantizationSpec:
@@ -531,7 +544,7 @@ class RunSpec(Boundary):
         Raises:
             EncodingError: also when the bytes spell out a field the canonical form omits
                 (``train.inner_optimizer``, ``verification.trap_probability``,
-                ``economics.miss_window_epochs`` at their defaults).
+                ``economics.miss_window_epochs``, ``quantization.error_decay`` at their defaults).
         """
         spec = cls.model_validate(parse_canonical(data))
         if spec.canonical() != (data.encode() if isinstance(data, str) else data):

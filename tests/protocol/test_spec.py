@@ -205,3 +205,34 @@ def test_bad_quantization_schedules_are_refused(schedule, message) -> None:
 def test_bad_schedule_text_is_refused(text, message) -> None:
     with pytest.raises(ValueError, match=message):
         parse_quant_schedule(text)
+
+
+def test_the_error_decay_is_omitted_at_one_carried_to_topk2_epochs_and_bounded() -> None:
+    # quantization.error_decay (β of topk2's error feedback): absent from the canonical JSON at 1, so
+    # every run id from before the field stays, int8 ones included; spelled out otherwise.
+    sparse = make_spec(quantization={"scheme": "topk2", "block_size": 1024})
+    assert sparse.quantization.error_decay == 1 and b"error_decay" not in sparse.canonical()
+    assert make_spec(quantization={"scheme": "topk2", "block_size": 1024, "error_decay": "1.00"}).run_id() == \
+        sparse.run_id()
+    decayed = make_spec(quantization={"scheme": "topk2", "block_size": 1024, "error_decay": "0.9"})
+    assert b'"error_decay":"0.9"' in decayed.canonical() and decayed.run_id() != sparse.run_id()
+    assert RunSpec.from_canonical(decayed.canonical()) == decayed
+    spelled = sparse.canonical().replace(b'"block_size":1024', b'"block_size":1024,"error_decay":"1"')
+    with pytest.raises(EncodingError, match="default-omitted field is spelled out"):
+        RunSpec.from_canonical(spelled)
+    # A schedule's topk2 epochs get the run's β, its dense ones none (they carry no residual).
+    steps = [{"from_epoch": 2, "scheme": "topk2", "block_size": 1024}]
+    scheduled = make_spec(quantization={"scheme": "int8", "block_size": 64, "schedule": steps, "error_decay": "0.8"})
+    assert [str(scheduled.for_epoch(e).quantization.error_decay) for e in range(4)] == ["1", "1", "0.8", "0.8"]
+
+
+@pytest.mark.parametrize("quant, message", [
+    ({"scheme": "topk2", "block_size": 1024, "error_decay": "1.01"}, r"error_decay must be in \[0, 1\]"),
+    ({"scheme": "topk2", "block_size": 1024, "error_decay": "-0.1"}, r"error_decay must be in \[0, 1\]"),
+    ({"scheme": "topk2", "block_size": 1024, "error_decay": 0.9}, "floats are ambiguous"),
+    ({"scheme": "topk2", "block_size": 1024, "error_decay": "nan"}, "not a decimal string"),
+    ({"scheme": "int8", "block_size": 64, "error_decay": "0.9"}, "applies to topk2 only"),
+])
+def test_bad_error_decays_are_refused(quant, message) -> None:
+    with pytest.raises(ValidationError, match=message):
+        make_spec(quantization=quant)

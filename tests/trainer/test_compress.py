@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from decimal import Decimal
 
+import numpy as np
 import pytest
 import torch
 
@@ -98,10 +100,14 @@ def test_payload_is_a_pure_function_of_its_inputs_at_any_thread_count() -> None:
         "torch.set_num_threads(int(sys.argv[1]));"
         "d={'w':torch.randn(1000,700,generator=torch.Generator().manual_seed(3))};"
         "r={'w':torch.randn(1000,700,generator=torch.Generator().manual_seed(4))*0.1};"
-        "p,n=compress.compress(d,r,4096); print(delta_hash(p).hex(), compress.residual_digest(n).hex())"
+        "from decimal import Decimal; q,m=compress.compress(d,r,4096,Decimal('0.95'));"
+        "p,n=compress.compress(d,r,4096); print(delta_hash(p).hex(), compress.residual_digest(n).hex(),"
+        "delta_hash(q).hex(), compress.residual_digest(m).hex())"
     )
     here = compress.compress(delta, residual, 4096)
-    expected = f"{delta_hash(here[0]).hex()} {compress.residual_digest(here[1]).hex()}"
+    decayed = compress.compress(delta, residual, 4096, Decimal("0.95"))
+    expected = (f"{delta_hash(here[0]).hex()} {compress.residual_digest(here[1]).hex()} "
+                f"{delta_hash(decayed[0]).hex()} {compress.residual_digest(decayed[1]).hex()}")
     for threads in (1, 2):
         out = subprocess.run([sys.executable, "-c", code, str(threads)], capture_output=True, text=True, check=True)
         assert out.stdout.strip() == expected
@@ -161,3 +167,60 @@ def test_a_residual_of_other_shapes_is_refused() -> None:
     delta = _delta()
     with pytest.raises(ValueError, match="residual"):
         compress.compress(delta, {"a.weight": torch.zeros(40, 30)}, BLOCK)
+
+
+def _residual(delta: dict[str, torch.Tensor], seed: int = 1) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {n: torch.randn(t.shape, generator=g) * 0.5 for n, t in delta.items()}
+
+
+def test_no_decay_keeps_the_bits_from_before_the_field() -> None:
+    # Digests of the payload and next residual from the codec before quantization.error_decay
+    # existed (commit af1d5cd, a = Δ + r): β = 1, default or explicit, must reproduce them.
+    delta = _delta()
+    for payload, nxt in (compress.compress(delta, _residual(delta), BLOCK),
+                         compress.compress(delta, _residual(delta), BLOCK, Decimal(1))):
+        assert delta_hash(payload).hex() == "f726b83d24e65101c5fa43b8c1687b9871c4e18f94fbde924e93e4bf0023e4c1"
+        assert compress.residual_digest(nxt).hex() == \
+            "5128950b95f53c2c648defac0cb7aea65662c68541a12c9faeb0f625b8df06c0"
+
+
+@pytest.mark.parametrize("beta", ["0.95", "0.9", "0.8", "0.3333333"])
+def test_the_decay_is_one_float32_multiply_before_the_sum(beta: str) -> None:
+    # The spec'd arithmetic, computed independently in numpy: β to float64 to float32, one float32
+    # product per coordinate, then Δ + β·r in float32; the residual kept is a − decompress(payload).
+    delta, residual = _delta(), _residual(_delta())
+    shapes = {n: t.shape for n, t in delta.items()}
+    beta32 = np.float32(float(beta))
+    decayed = compress.decay_residual(residual, Decimal(beta))
+    for n in residual:
+        want = residual[n].numpy() * beta32
+        assert want.dtype == np.float32 and np.array_equal(decayed[n].numpy().view(np.uint32), want.view(np.uint32))
+    payload, nxt = compress.compress(delta, residual, BLOCK, Decimal(beta))
+    a = {n: torch.from_numpy(delta[n].numpy() + residual[n].numpy() * beta32) for n in delta}
+    reference, _ = compress.compress(a, _zeros(delta), BLOCK)  # a compressed from a zero residual
+    assert all(torch.equal(payload[n], reference[n]) for n in payload if n != compress.NEXT)
+    sent = compress.decompress(payload, shapes, BLOCK)
+    assert all(torch.equal(nxt[n], a[n] - sent[n]) for n in delta)
+    assert bytes(payload[compress.NEXT].tolist()) == compress.residual_digest(nxt)
+    plain, _ = compress.compress(delta, residual, BLOCK)
+    assert delta_hash(payload) != delta_hash(plain)  # another β is another Δ hash
+
+
+def test_the_run_spec_decays_the_residual_through_the_one_encoder() -> None:
+    delta, residual = _delta(), _residual(_delta())
+    quant = QuantizationSpec(scheme="topk2", block_size=BLOCK, error_decay=Decimal("0.9"))
+    payload, nxt = encode_pseudo_gradient(delta, quant, residual)
+    direct, left = compress.compress(delta, residual, BLOCK, Decimal("0.9"))
+    assert delta_hash(payload) == delta_hash(direct) and compress.residual_digest(nxt) == compress.residual_digest(left)
+    # β = 0: no error feedback at all, the residual is ignored (the Δ of a zero residual)
+    none = QuantizationSpec(scheme="topk2", block_size=BLOCK, error_decay=Decimal(0))
+    assert delta_hash(encode_pseudo_gradient(delta, none, residual)[0]) == \
+        delta_hash(compress.compress(delta, _zeros(delta), BLOCK)[0])
+
+
+@pytest.mark.parametrize("beta", ["1.5", "-0.5"])
+def test_a_decay_outside_zero_to_one_is_refused_by_the_codec(beta: str) -> None:
+    delta = _delta()
+    with pytest.raises(ValueError, match="error decay"):
+        compress.compress(delta, _zeros(delta), BLOCK, Decimal(beta))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,9 @@ from verifier_env import Served, Tampered, commit_leaves, leaves_of
 from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
 from trainer.artifacts import ArtifactUnavailable, LocalArtifacts
-from trainer.compress import NEXT, compress, residual_digest, zero_residual
+from trainer.compress import NEXT, compress, decay_residual, residual_digest, zero_residual
 from trainer.data import Dataset
-from trainer.delta import dequantize, pseudo_gradient
+from trainer.delta import delta_hash, dequantize, pseudo_gradient
 from trainer.epoch_store import EpochStore
 from trainer.inner import EpochContext, ResidualUnavailable, run_epoch
 from trainer.model import parameter_shapes
@@ -192,3 +193,52 @@ def test_a_topk2_block_size_change_carries_the_residual_and_passes(spec, dataset
     assert residual_digest(carried) == bytes(first.result.payload[NEXT].tolist())
     report = _check(second, dataset, first.result.commitment.delta_hash)
     assert report.outcome == "pass", report.reason
+
+
+# quantization.error_decay (β): epoch e compresses Δ + β·r from the undecayed r leaf S carries.
+@pytest.fixture(scope="module")
+def decayed(spec: RunSpec, dataset: Dataset, tmp_path_factory: pytest.TempPathFactory) -> tuple[Served, Served]:
+    """An honest topk2 host with β = 0.9: epoch 0, then epoch 1 carrying epoch 0's residual."""
+    beta = spec.with_changes(quantization={"scheme": "topk2", "block_size": 1024, "error_decay": "0.9"})
+    root = tmp_path_factory.mktemp("decayed")
+    first = _epoch(beta, dataset, root, 0, GlobalState.initial(beta), carry=False)
+    theta1 = outer_step(first.theta, dequantize(first.result.payload, parameter_shapes(beta), beta.quantization),
+                        beta.outer)
+    return first, _epoch(beta, dataset, root, 1, theta1, carry=True)
+
+
+def test_an_honest_host_with_a_decayed_residual_passes(decayed, dataset) -> None:
+    first, second = decayed
+    carried = leaves_of(second)[-1].residual
+    assert carried is not None and residual_digest(carried) == bytes(first.result.payload[NEXT].tolist())
+    report = _check(second, dataset, first.result.commitment.delta_hash)
+    assert report.outcome == "pass", report.reason
+    assert report.measurements["bitwise"] is True
+    # the same leaves compressed without the decay are another Δ: β is part of what is checked
+    end = leaves_of(second)[-1]
+    plain, _ = compress(pseudo_gradient(second.theta.params, end.state.params), carried, 1024)
+    assert report.measurements["recomputed_delta_hash"] == second.result.commitment.delta_hash != \
+        delta_hash(plain).hex()
+
+
+@pytest.mark.parametrize("cheat", ["no decay", "beta 0.8", "decayed leaf"])
+def test_a_host_that_skips_or_changes_the_decay_fails(decayed, dataset, tmp_path, cheat) -> None:
+    first, second = decayed
+    leaves = leaves_of(second)
+    end = leaves[-1]
+    assert end.residual is not None
+    delta = pseudo_gradient(second.theta.params, end.state.params)
+    if cheat == "no decay":  # Δ + r: the residual at full weight
+        payload, _ = compress(delta, end.residual, 1024)
+    elif cheat == "beta 0.8":
+        payload, _ = compress(delta, end.residual, 1024, Decimal("0.8"))
+    else:  # leaf S holds β·r itself, and Δ + β·r sent: the honest bytes from a residual nobody committed
+        leaves[-1] = replace(end, residual=decay_residual(end.residual, Decimal("0.9")))
+        payload, _ = compress(delta, leaves[-1].residual, 1024)
+    run_id = second.spec.run_id()
+    shutil.copytree(EpochStore(first.source.root, run_id, HOST).directory(0),  # type: ignore[attr-defined]
+                    EpochStore(tmp_path, run_id, HOST).directory(0))  # the cheater's own epoch 0
+    forged = commit_leaves(second, leaves, tmp_path, payload)
+    report = _check(replace(forged, theta=second.theta), dataset, first.result.commitment.delta_hash)
+    expected = "residual" if cheat == "decayed leaf" else "delta"
+    assert (report.outcome, report.check) == ("fail", expected), report.reason
