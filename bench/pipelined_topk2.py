@@ -1,30 +1,73 @@
-"""What a pipelined run's residual lag costs in loss: topk2 carried from two rounds back against one.
+"""topk2's error feedback: the residual lag of pipelined runs, and the decay β, against the baselines.
 
 A pipelined run's hosts carry their error-feedback residual from epoch e − 2, the last one settled
 when e trains (``trainer.delta.carried_from``; docs/training.md, "Pipelined runs with topk2"); a
-synchronous run's from e − 1. Both runs here are ``trainer.diloco.simulate`` of one spec (one run
-id: the same θ_0, windows and bytes) with no cheater, side by side in one process: the
-``synchronous`` schedule, and the ``optimistic`` one — synchronous DiLoCo bit for bit without a
-cheater, except that its workers carry their residual as a pipelined run's hosts do. The only
-difference is the lag.
+synchronous run's from e − 1. Each topk2 row here is ``trainer.diloco.simulate`` of one spec with
+no cheater, under the ``synchronous`` schedule or the ``optimistic`` one — synchronous DiLoCo bit
+for bit without a cheater, except that its workers carry their residual as a pipelined run's hosts
+do — and one error-feedback decay β (``quantization.error_decay``: epoch e compresses Δ + β·r).
+Beside them, in the same process on the same seed (θ_0, windows): data parallelism and dense DiLoCo
+(int8, block 64) at the same H and outer step. Every row is one run; ``--seed`` moves θ_0 and every
+window, so two processes with two seeds measure the run-to-run noise.
 
 Configuration: the best ``topk2`` row of docs/benchmarks.md ("Compression"): the demo preset with 4
-rows per worker-step and inner lr 0.01, K = 4, H = 10, outer SGD lr 1 without momentum, block 1024.
+rows per worker-step and inner lr 0.01, K = 4, H = 10, outer SGD lr 1 without momentum, block 1024,
+AdamW inner.
 
-Run: ``.venv/bin/python bench/pipelined_topk2.py --steps 1000 --json /tmp/pipelined_topk2.json``.
+Run: ``.venv/bin/python bench/pipelined_topk2.py --steps 1000 --json /tmp/pipelined_topk2.json``
+(β = 1, the lag alone); the decay sweep, one process per seed, then both tables merged::
+
+    .venv/bin/python bench/pipelined_topk2.py --decays 1,0.95,0.9,0.8 --baselines ddp,int8 --seed 0 \\
+        --threads 1 --json /tmp/decay0.json
+    .venv/bin/python bench/pipelined_topk2.py ... --seed 1 --json /tmp/decay1.json
+    .venv/bin/python bench/pipelined_topk2.py --merge /tmp/decay0.json /tmp/decay1.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from trainer.data import Dataset
 from trainer.determinism import configure
 from trainer.diloco import simulate
 from trainer.presets import preset
+
+_LAG = {"synchronous": 1, "optimistic": 2}
+
+
+def _name(row: dict[str, Any]) -> str:
+    if row["mode"] == "ddp":
+        return "data-parallel (every step, 16 rows)"
+    if row["quant"] == "int8":
+        return "DiLoCo, int8 (dense)"
+    return f"topk2, residual from e − {row['lag']}, β = {row['decay']}"
+
+
+def merge(paths: list[Path]) -> None:
+    """One table over several seeds' JSON: each row's loss × its own seed's data parallelism."""
+    runs = [json.loads(p.read_text()) for p in paths]
+    seeds = [r["config"]["seed"] for r in runs]
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        ddp = next((row for row in run["runs"] if row["mode"] == "ddp"), None)
+        for row in run["runs"]:
+            row["ratio"] = row["val_loss"] / ddp["val_loss"] if ddp else None
+            by_name.setdefault(_name(row), []).append(row)
+    print(f"seeds {', '.join(map(str, seeds))}")
+    print("| run | " + " | ".join(f"val loss, seed {s}" for s in seeds) + " | × data-parallel (mean) "
+          "| spread between seeds (× data-parallel) | bytes sent |")
+    print("| --- | " + " | ".join("---" for _ in seeds) + " | --- | --- | --- |")
+    for name, rows in by_name.items():
+        losses = " | ".join(f"{row['val_loss']:.4f}" for row in rows) + " | —" * (len(seeds) - len(rows))
+        ratios = [row["ratio"] for row in rows if row["ratio"] is not None]
+        mean = f"{statistics.mean(ratios):.4f}" if ratios else "—"
+        spread = f"{max(ratios) - min(ratios):.4f}" if len(ratios) > 1 else "—"
+        print(f"| {name} | {losses} | {mean} | {spread} | {rows[0]['bytes_sent'] / 1e6:,.2f} MB |")
 
 
 def main() -> None:
@@ -37,32 +80,57 @@ def main() -> None:
     parser.add_argument("--lr", default="0.01", help="inner learning rate")
     parser.add_argument("--outer", default="1,0", help="outer 'lr,momentum'")
     parser.add_argument("--block", type=int, default=1024)
+    parser.add_argument("--decays", default="1", help="β values of the topk2 runs (quantization.error_decay)")
+    parser.add_argument("--schedules", default="synchronous,optimistic",
+                        help="residual from e − 1 (synchronous), from e − 2 (optimistic: a pipelined run's)")
+    parser.add_argument("--baselines", default="", help="also: ddp (data parallelism), int8 (dense DiLoCo)")
+    parser.add_argument("--seed", type=int, default=0, help="train.seed: θ_0 and every window")
+    parser.add_argument("--evals", type=int, default=10, help="validation measurements per run (the last at the end)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--merge", type=Path, nargs="+", help="only print one table from these runs' JSON files")
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge)
+        return
     configure(args.threads)
     lr, momentum = args.outer.split(",")
     h = args.inner_steps
     base = preset(args.preset).with_changes(
-        train={"batch_size": args.batch, "lr": args.lr, "inner_steps": h, "segment_steps": h},
+        train={"batch_size": args.batch, "lr": args.lr, "inner_steps": h, "segment_steps": h, "seed": args.seed},
         quantization={"scheme": "topk2", "block_size": args.block}, outer={"lr": lr, "momentum": momentum})
     dataset = Dataset.load(base.data)
+    plan: list[tuple[str, str, str, str]] = []  # (mode, scheme, schedule, β)
+    baselines = [b for b in args.baselines.split(",") if b]
+    if "ddp" in baselines:
+        plan.append(("ddp", "int8", "synchronous", "1"))
+    plan += [("diloco", "topk2", schedule, decay) for decay in args.decays.split(",")
+             for schedule in args.schedules.split(",")]
+    if "int8" in baselines:  # no residual: the optimistic schedule is the synchronous one bit for bit
+        plan.append(("diloco", "int8", "synchronous", "1"))
     rows: list[dict[str, object]] = []
     started = time.perf_counter()
-    for schedule in ("synchronous", "optimistic"):
-        run = simulate(base, dataset, "diloco", args.workers, args.steps, schedule=schedule)
-        rows.append({"schedule": schedule, "lag": 1 if schedule == "synchronous" else 2, "val_loss": run.val_loss,
-                     "bytes_sent": run.bytes_sent, "wall_s": run.wall_s, "curve": run.curve})
+    for mode, scheme, schedule, decay in plan:
+        quant: dict[str, object] = {"scheme": scheme, "block_size": args.block if scheme == "topk2" else 64}
+        if scheme == "topk2":
+            quant["error_decay"] = decay
+        spec = base.with_changes(quantization=quant)
+        run = simulate(spec, dataset, mode, args.workers, args.steps, evals=args.evals,  # type: ignore[arg-type]
+                       schedule=schedule)  # type: ignore[arg-type]
+        rows.append({"mode": mode, "quant": scheme, "schedule": schedule, "lag": _LAG[schedule], "decay": decay,
+                     "seed": args.seed, "val_loss": run.val_loss, "bytes_sent": run.bytes_sent,
+                     "wall_s": run.wall_s, "curve": run.curve})
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "curve"}), flush=True)
         if args.json:
             args.json.write_text(json.dumps({"config": vars(args) | {"json": str(args.json)}, "runs": rows}, indent=1))
     print(f"\n{time.perf_counter() - started:.0f} s")
-    print("| residual carried from | final val loss | × synchronous lag | bytes sent |")
+    first = next((row for row in rows if row["mode"] == "ddp"), rows[0])
+    print(f"| run | final val loss | × {_name(first)} | bytes sent |")
     print("| --- | --- | --- | --- |")
-    first = float(str(rows[0]["val_loss"]))
     for row in rows:
         loss = float(str(row["val_loss"]))
-        print(f"| e − {row['lag']} | {loss:.4f} | {loss / first:.3f} | {int(str(row['bytes_sent'])) / 1e6:.2f} MB |")
+        print(f"| {_name(row)} | {loss:.4f} | {loss / float(str(first['val_loss'])):.3f} | "
+              f"{int(str(row['bytes_sent'])) / 1e6:.2f} MB |")
 
 
 if __name__ == "__main__":
