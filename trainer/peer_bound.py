@@ -13,7 +13,7 @@ same bits at any thread count and in any arrival order.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -246,21 +246,27 @@ class PeerBound:
     kept: dict[str, dict[str, torch.Tensor]]
     left_out: dict[str, tuple[float, str]]
     clipped: dict[str, dict[str, float]]
+    excluded: frozenset[str] = frozenset()
+    """Hosts another rule left out before the clip (``exclude``: the probe, :mod:`trainer.probe`),
+    whether or not the peer bound would have too."""
 
 
 def within_peer_bound(deltas: Mapping[str, Mapping[str, torch.Tensor]], clip: bool = True,
-                      segments: Mapping[str, int] | None = None) -> PeerBound:
+                      segments: Mapping[str, int] | None = None, exclude: Collection[str] = ()) -> PeerBound:
     """The peer bound as every proposer applies it to the accepted Δs (each within the per-coordinate
     bound): leave out a Δ beyond :data:`DELTA_PEER_FACTOR` × the median in some tensor or in the pool
     of small ones (:func:`peer_excess`), then clip every small tensor of the rest to that factor × its
     own median over the kept Δs (:func:`peer_clip`; ``clip=False``: not, for measuring what it does).
     A pure function of the Δs' bytes (and of ``segments``, the segments each Δ covers, from the
     chain: partial epochs compared fairly, :func:`peer_excess`): every honest proposer aggregates
-    the same tensors."""
+    the same tensors. ``exclude``: hosts another rule leaves out (``trainer.probe.admitted``); the
+    peer excess is still measured over every accepted Δ (each rule on the same peers), the clip over
+    what both rules keep."""
     excess = peer_excess(deltas, segments=segments)
     left_out = {h: found for h, found in excess.items() if not found[0] <= 1}
-    kept = {h: deltas[h] for h in sorted(deltas) if h not in left_out}
+    excluded = frozenset(h for h in exclude if h in deltas)
+    kept = {h: deltas[h] for h in sorted(deltas) if h not in left_out and h not in excluded}
     if not clip:
-        return PeerBound({h: dict(d) for h, d in kept.items()}, left_out, {})
+        return PeerBound({h: dict(d) for h, d in kept.items()}, left_out, {}, excluded)
     clipped, scales = peer_clip(kept, segments=segments)
-    return PeerBound(clipped, left_out, scales)
+    return PeerBound(clipped, left_out, scales, excluded)

@@ -34,7 +34,7 @@ from torch.func import functional_call
 from protocol.rules.hashing import DIGEST_SIZE, Tag, tagged_hash, u64be
 from protocol.rules.sampling import Stream, uniform
 from trainer.data import Dataset
-from trainer.peer_bound import DELTA_PEER_MIN
+from trainer.peer_bound import DELTA_PEER_MIN, PeerBound, within_peer_bound
 
 PROBE_BATCH = 64
 """Windows per forward pass. Fixed, because the float sum of a batch depends on its size: every
@@ -179,6 +179,22 @@ def _median(values: list[Fraction]) -> Fraction:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+def probe_deficits(gains: Mapping[str, int], segments: Mapping[str, int] | None = None) -> dict[str, Fraction]:
+    """How far each host's gain is below the median of its peers' gains as :func:`probe_outliers`
+    compares them (negative: above it), exactly. No checks: :func:`probe_outliers` validates."""
+    hosts = sorted(gains)
+    out: dict[str, Fraction] = {}
+    for h in hosts:
+        if segments is None:
+            ref = [Fraction(gains[p]) for p in hosts]
+        else:
+            mine = segments[h]
+            ref = [min(Fraction(gains[p]), Fraction(gains[p] * mine, segments[p])) if segments[p] > mine
+                   else Fraction(gains[p]) for p in hosts]
+        out[h] = _median(ref) - gains[h]
+    return out
+
+
 def probe_outliers(gains: Mapping[str, int], margin_micro: int, segments: Mapping[str, int] | None = None,
                    min_peers: int = DELTA_PEER_MIN) -> set[str]:
     """The hosts whose probe gain is below the median of all gains by more than ``margin_micro``.
@@ -190,7 +206,7 @@ def probe_outliers(gains: Mapping[str, int], margin_micro: int, segments: Mappin
     scaled down by the share of segments (the gain of a shorter run of the same training, at most
     proportional where loss falls fastest first), and a negative one is never raised. A whole host
     among partial peers is compared with their smaller gains as they are, which only favours it.
-    Equal segments (or ``None``) give the plain median.
+    Equal segments (or ``None``) give the plain median (:func:`probe_deficits`).
 
     Exact: integers and :class:`fractions.Fraction`, so every proposer leaves out the same hosts in
     any order of ``gains``. Fewer than ``min_peers`` gains: nobody is left out (the median of two is
@@ -205,20 +221,37 @@ def probe_outliers(gains: Mapping[str, int], margin_micro: int, segments: Mappin
     for h, g in gains.items():
         if not isinstance(g, int) or isinstance(g, bool) or abs(g) > GAIN_MICRO_BOUND:
             raise ValueError(f"the gain of {h!r} must be an integer within ±{GAIN_MICRO_BOUND}")
-    hosts = sorted(gains)
     if segments is not None and any(not isinstance(segments.get(h), int) or isinstance(segments.get(h), bool)
-                                    or segments[h] < 1 for h in hosts):
+                                    or segments[h] < 1 for h in gains):
         raise ValueError("segments must give every host at least 1 segment")
-    if len(hosts) < max(min_peers, 1):
+    if len(gains) < max(min_peers, 1):
         return set()
+    return {h for h, d in probe_deficits(gains, segments).items() if d > margin_micro}
+
+
+def probe_gains(model: nn.Module, dataset: Dataset, start: Mapping[str, torch.Tensor],
+                deltas: Mapping[str, Mapping[str, torch.Tensor]], starts: list[int], scale: float = 1.0
+                ) -> dict[str, int]:
+    """Every host's :func:`probe_gain` of its Δ from ``start``, in micro-nats (:func:`gain_micro`),
+    ``L(start)`` computed once: what the validators of each host's last segment post."""
+    base = probe_loss(model, dataset, start, starts)
+    return {h: gain_micro(probe_gain(model, dataset, start, deltas[h], starts, scale, base=base))
+            for h in sorted(deltas)}
+
+
+def admitted(deltas: Mapping[str, Mapping[str, torch.Tensor]], gains: Mapping[str, int] | None = None,
+             margin_micro: int = 0, segments: Mapping[str, int] | None = None, clip: bool = True) -> PeerBound:
+    """What every proposer aggregates of the accepted Δs: the peer bound (how far a Δ moves,
+    :func:`trainer.peer_bound.within_peer_bound`) and the probe (what it does to the model,
+    :func:`probe_outliers` on the decided gains); a Δ either rule leaves out is left out, the
+    small tensors of the rest clipped. ``gains`` ``None``: the probe is off (the peer bound alone).
+
+    Raises:
+        ValueError: ``gains`` lacks a host of ``deltas``, or as :func:`probe_outliers`.
+    """
     out: set[str] = set()
-    for h in hosts:
-        if segments is None:
-            ref = [Fraction(gains[p]) for p in hosts]
-        else:
-            mine = segments[h]
-            ref = [min(Fraction(gains[p]), Fraction(gains[p] * mine, segments[p])) if segments[p] > mine
-                   else Fraction(gains[p]) for p in hosts]
-        if gains[h] < _median(ref) - margin_micro:
-            out.add(h)
-    return out
+    if gains is not None:
+        if any(h not in gains for h in deltas):
+            raise ValueError("gains must hold every accepted Δ's host")
+        out = probe_outliers({h: gains[h] for h in deltas}, margin_micro, segments)
+    return within_peer_bound(deltas, clip, segments, exclude=out)

@@ -43,6 +43,13 @@ DEFAULT_MISS_WINDOW_EPOCHS = 8
 """The default W of ``economics.miss_window_epochs`` (the contract's ``DEFAULT_MISS_WINDOW_EPOCHS``)."""
 TOPK_MAX_BLOCK = 32_768
 """A ``topk2`` block's offsets are int16."""
+DEFAULT_PROBE_WINDOWS = 64
+"""The default ``verification.probe_windows`` (``trainer.probe``; docs/verification.md, "The probe")."""
+MAX_PROBE_WINDOWS = 4096
+"""The most validation windows a probe may score (a validator's forward passes per host)."""
+DEFAULT_PROBE_MARGIN = Decimal("0.05")
+"""The default ``aggregation.probe_margin`` in nats (docs/verification.md, "The probe")."""
+MAX_PROBE_MARGIN = Decimal("1000")
 
 
 class ModelSpec(Boundary):
@@ -158,6 +165,23 @@ class AggregationSpec(Boundary):
     clip_iters: int = Field(default=3, ge=1, le=100, strict=True)
     gm_iters: int = Field(default=16, ge=1, le=1000, strict=True)
     gm_eps: Dec = Decimal("1e-8")
+    # The probe rule (trainer.probe.probe_outliers): proposers leave out an accepted Δ whose decided
+    # probe gain is below its peers' median by more than this many nats (a multiple of 1e-6: the
+    # chain records micro-nats). Applies when verification.probe_windows > 0. Omitted from the
+    # canonical JSON at its default, so specs (and run ids) from before the field are unchanged.
+    probe_margin: Dec = DEFAULT_PROBE_MARGIN
+
+    @model_serializer(mode="wrap")
+    def _omit_default_probe_margin(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if "probe_margin" in data and Decimal(str(data["probe_margin"])) == DEFAULT_PROBE_MARGIN:
+            del data["probe_margin"]
+        return data
+
+    @property
+    def probe_margin_micro(self) -> int:
+        """``probe_margin`` in integer micro-nats (exact: the validator allows only multiples of 1e-6)."""
+        return int(self.probe_margin * 1_000_000)
 
     @model_validator(mode="after")
     def _ranges(self) -> AggregationSpec:
@@ -165,6 +189,8 @@ class AggregationSpec(Boundary):
             raise ValueError("trim_fraction must be in [0, 0.5)")
         if self.clip_radius <= 0 or self.gm_eps <= 0:
             raise ValueError("clip_radius and gm_eps must be positive")
+        if not 0 <= self.probe_margin <= MAX_PROBE_MARGIN or (self.probe_margin * 1_000_000) % 1:
+            raise ValueError(f"probe_margin must be in [0, {MAX_PROBE_MARGIN}] nats, a multiple of 0.000001")
         return self
 
 
@@ -320,12 +346,19 @@ class VerificationSpec(Boundary):
     # drawn from its own secret. Hosts only; the contract ignores it. Omitted from the canonical
     # JSON at its default, so specs (and run ids) from before the field are unchanged.
     trap_probability: Dec = Decimal("0.2")
+    # The probe (trainer.probe): the validators of each host's last segment post with their verdict
+    # the host's probe gain L(θ_e) − L(θ_e − Δ̂) on this many validation windows drawn from the
+    # epoch's beacon; 0 turns the probe (and the probe rule, aggregation.probe_margin) off. Omitted
+    # from the canonical JSON at its default, so specs (and run ids) from before the field are unchanged.
+    probe_windows: int = Field(default=DEFAULT_PROBE_WINDOWS, ge=0, le=MAX_PROBE_WINDOWS, strict=True)
 
     @model_serializer(mode="wrap")
-    def _omit_default_trap_probability(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if "trap_probability" in data and Decimal(str(data["trap_probability"])) == Decimal("0.2"):
             del data["trap_probability"]
+        if data.get("probe_windows") == DEFAULT_PROBE_WINDOWS:
+            del data["probe_windows"]
         return data
 
     @model_validator(mode="before")
@@ -544,7 +577,8 @@ class RunSpec(Boundary):
         Raises:
             EncodingError: also when the bytes spell out a field the canonical form omits
                 (``train.inner_optimizer``, ``verification.trap_probability``,
-                ``economics.miss_window_epochs``, ``quantization.error_decay`` at their defaults).
+                ``economics.miss_window_epochs``, ``quantization.error_decay``,
+                ``verification.probe_windows``, ``aggregation.probe_margin`` at their defaults).
         """
         spec = cls.model_validate(parse_canonical(data))
         if spec.canonical() != (data.encode() if isinstance(data, str) else data):

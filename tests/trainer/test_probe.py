@@ -146,3 +146,45 @@ def test_probe_gain_refuses_what_is_not_the_models(trained, dataset) -> None:
         args = {"delta": delta, "starts": starts, **kwargs}
         with pytest.raises(ValueError):
             probe_gain(model, dataset, theta, args.pop("delta"), **args)
+
+
+def test_the_probe_fields_are_omitted_at_their_defaults_and_validated() -> None:
+    from decimal import Decimal
+
+    from pydantic import ValidationError
+    from suite_env import small_spec
+
+    from protocol.rules.encoding import EncodingError
+    from protocol.rules.spec import RunSpec
+
+    plain = small_spec()
+    assert plain.verification.probe_windows == 64 and plain.aggregation.probe_margin == Decimal("0.05")
+    assert b"probe_windows" not in plain.canonical() and b"probe_margin" not in plain.canonical()
+    assert plain.aggregation.probe_margin_micro == 50_000
+    off = small_spec(verification={"probe_windows": 0}, aggregation={"probe_margin": "0.125"})
+    assert b'"probe_windows":0' in off.canonical() and b'"probe_margin":"0.125"' in off.canonical()
+    assert off.run_id() != plain.run_id() and RunSpec.from_canonical(off.canonical()) == off
+    assert off.aggregation.probe_margin_micro == 125_000
+    spelled = plain.canonical().replace(b'"rule":', b'"probe_margin":"0.05","rule":')
+    with pytest.raises(EncodingError, match="default-omitted"):
+        RunSpec.from_canonical(spelled)
+    for bad in ({"verification": {"probe_windows": -1}}, {"verification": {"probe_windows": 4097}},
+                {"verification": {"probe_windows": 1.0}}, {"aggregation": {"probe_margin": "-0.01"}},
+                {"aggregation": {"probe_margin": "0.0000001"}}, {"aggregation": {"probe_margin": "1001"}}):
+        with pytest.raises(ValidationError, match="probe_"):
+            small_spec(**bad)
+
+
+def test_admitted_leaves_out_what_either_rule_does() -> None:
+    from trainer.probe import admitted
+
+    g = torch.Generator().manual_seed(1)
+    deltas = {h: {"w": torch.randn(64, 64, generator=g), "b": torch.randn(8, generator=g)} for h in "abcd"}
+    deltas["e"] = {"w": 3 * torch.randn(64, 64, generator=g), "b": torch.randn(8, generator=g)}  # beyond 1.5×
+    gains = {"a": 50_000, "b": 51_000, "c": 49_000, "d": 1_000, "e": 50_000}
+    both = admitted(deltas, gains, 10_000)
+    assert set(both.kept) == {"a", "b", "c"} and set(both.left_out) == {"e"} and both.excluded == {"d"}
+    assert set(admitted(deltas, None).kept) == {"a", "b", "c", "d"}  # the probe off: the peer bound alone
+    assert set(admitted(deltas, gains, 50_000).kept) == {"a", "b", "c", "d"}  # within a wide margin
+    with pytest.raises(ValueError, match="gains"):
+        admitted(deltas, {h: gains[h] for h in "abcd"}, 10_000)
