@@ -150,3 +150,26 @@ def test_a_pipelined_topk2_worker_carries_its_residual_from_two_rounds_back(data
     assert loss("synchronous", 2) != loss("optimistic", 2)
     dense = spec.with_changes(quantization={"scheme": "int8", "block_size": 64})
     assert loss("synchronous", 2, dense) == loss("optimistic", 2, dense)
+
+
+def test_the_simulation_decays_the_carried_residual_by_the_specs_beta(dataset, monkeypatch) -> None:
+    # quantization.error_decay reaches the simulated workers through the hosts' one encoder, with the
+    # residual the round before left (undecayed: the encoder decays it). Every β is its own run id
+    # (other windows), so the losses alone cannot show it: the encoder's inputs are recorded.
+    from trainer import diloco
+    from trainer.delta import encode_pseudo_gradient
+
+    seen = []
+
+    def recorded(delta, quant, residual=None):
+        payload, left = encode_pseudo_gradient(delta, quant, residual)
+        seen.append((quant.error_decay, residual, left))
+        return payload, left
+
+    monkeypatch.setattr(diloco, "encode_pseudo_gradient", recorded)
+    spec = small_spec(train={"inner_steps": 4, "segment_steps": 4}, outer={"lr": "1", "momentum": "0"},
+                      quantization={"scheme": "topk2", "block_size": 1024, "error_decay": "0.9"})
+    simulate(spec, dataset, "diloco", workers=1, steps=8, evals=1, eval_windows=64)
+    (beta0, carried0, left0), (beta1, carried1, _) = seen
+    assert str(beta0) == str(beta1) == "0.9"
+    assert carried0 is None and carried1 is left0  # round 1 goes on from round 0's r', as a host does
