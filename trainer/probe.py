@@ -40,6 +40,10 @@ PROBE_BATCH = 64
 """Windows per forward pass. Fixed, because the float sum of a batch depends on its size: every
 validator must post the same integer for the same model."""
 
+PROBE_SCALE = 1.0
+"""How far along −Δ̂ the probe scores (``probe_gain``'s ``scale``): the host's own end model
+(docs/verification.md, "The probe", says why this one)."""
+
 GAIN_MICRO_BOUND = 10**12
 """:func:`gain_micro` clamps to ``[−GAIN_MICRO_BOUND, GAIN_MICRO_BOUND]`` micro-nats (±10⁶ nats per
 byte, far beyond any model's loss; an i64 holds it and JSON numbers below 2⁵³ carry it exactly). A

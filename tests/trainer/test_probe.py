@@ -188,3 +188,41 @@ def test_admitted_leaves_out_what_either_rule_does() -> None:
     assert set(admitted(deltas, gains, 50_000).kept) == {"a", "b", "c", "d"}  # within a wide margin
     with pytest.raises(ValueError, match="gains"):
         admitted(deltas, {h: gains[h] for h in "abcd"}, 10_000)
+
+
+def test_the_simulation_aggregates_through_the_probe_rule(dataset, monkeypatch) -> None:
+    # trainer.diloco.proposers_aggregate: a Δ whose decided gain is below the median by more than
+    # the run's margin is left out, as node/host.py leaves it out; probe_windows 0 ignores gains.
+    from suite_env import small_spec
+
+    from protocol.tensors.aggregation import aggregate
+    from trainer.diloco import proposers_aggregate, simulate
+
+    spec = small_spec(aggregation={"rule": "mean"})
+    g = torch.Generator().manual_seed(5)
+    deltas = {f"worker-{k}": {n: 1e-2 * torch.randn(t.shape, generator=g) for n, t in
+                              GlobalState.initial(spec).params.items()} for k in range(4)}
+    gains = {"worker-0": -200_000, "worker-1": 40_000, "worker-2": 42_000, "worker-3": 41_000}
+    got = proposers_aggregate(spec, deltas, gains)
+    want = aggregate(spec.aggregation, {h: d for h, d in deltas.items() if h != "worker-0"})
+    assert all(torch.equal(got[n], want[n]) for n in want)
+    off = proposers_aggregate(spec.with_changes(verification={"probe_windows": 0}), deltas, gains)
+    plain = aggregate(spec.aggregation, deltas)
+    assert all(torch.equal(off[n], plain[n]) for n in plain)
+    # Honest workers are not left out: the run is the same with no gains posted (the same spec, so
+    # the same run id and batches).
+    import trainer.diloco
+
+    short = small_spec(train={"inner_steps": 8, "segment_steps": 8})
+    posted: list[dict[str, int] | None] = []
+
+    real = trainer.diloco.epoch_gains
+
+    def record(*args, **kwargs):
+        posted.append(real(*args, **kwargs))
+        return posted[-1]
+    monkeypatch.setattr(trainer.diloco, "epoch_gains", record)
+    probed = simulate(short, dataset, "diloco", workers=3, steps=16, evals=1, eval_windows=64).val_loss
+    assert len(posted) == 2 and all(len(p or {}) == 3 and min((p or {}).values()) > 0 for p in posted)
+    monkeypatch.setattr(trainer.diloco, "epoch_gains", lambda *args, **kwargs: None)
+    assert simulate(short, dataset, "diloco", workers=3, steps=16, evals=1, eval_windows=64).val_loss == probed
