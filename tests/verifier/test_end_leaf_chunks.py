@@ -279,3 +279,20 @@ def test_chunks_fetched_after_the_replay_give_the_inline_verdict(perturbed, kind
     late = check_challenge(served.spec, DATA[0], cut.challenge, cut, served.theta, served.ctx.prev_epoch_seed,
                            replayed=stopped.value.replayed)
     assert late.outcome == "unavailable" and "give-up height" in late.reason
+
+
+def test_chunks_past_their_deadline_are_not_asked_for_and_the_leaf_is_unserved(perturbed, tmp_path) -> None:
+    served = perturbed["within"]
+    via = Via(served.source)
+    spool = _ahead(served, via, tmp_path)
+    with pytest.raises(ChunksWanted) as stopped:
+        check_challenge(served.spec, DATA[0], spool.challenge, spool, served.theta, served.ctx.prev_epoch_seed,
+                        defer_chunks=True)
+    wanted = stopped.value
+    assert len(wanted.wanted) == 3 and via.chunks_read == 0  # the replay named them, read none
+    spool.end = fetch_end_chunks(via, spool.challenge, wanted.digests, wanted.wanted, tmp_path / "end",
+                                 deadline=0.0)  # long passed: nothing is asked, not even the leaf whole
+    assert via.chunks_read == 0 and via.leaves_read == [0] and spool.end.failure is not None
+    late = check_challenge(served.spec, DATA[0], spool.challenge, spool, served.theta, served.ctx.prev_epoch_seed,
+                           replayed=wanted.replayed)
+    assert late.outcome == "unavailable" and "budget" in late.reason
