@@ -158,14 +158,14 @@ def test_the_probe_fields_are_omitted_at_their_defaults_and_validated() -> None:
     from protocol.rules.spec import RunSpec
 
     plain = small_spec()
-    assert plain.verification.probe_windows == 64 and plain.aggregation.probe_margin == Decimal("0.05")
+    assert plain.verification.probe_windows == 64 and plain.aggregation.probe_margin == Decimal("0.02")
     assert b"probe_windows" not in plain.canonical() and b"probe_margin" not in plain.canonical()
-    assert plain.aggregation.probe_margin_micro == 50_000
+    assert plain.aggregation.probe_margin_micro == 20_000
     off = small_spec(verification={"probe_windows": 0}, aggregation={"probe_margin": "0.125"})
     assert b'"probe_windows":0' in off.canonical() and b'"probe_margin":"0.125"' in off.canonical()
     assert off.run_id() != plain.run_id() and RunSpec.from_canonical(off.canonical()) == off
     assert off.aggregation.probe_margin_micro == 125_000
-    spelled = plain.canonical().replace(b'"rule":', b'"probe_margin":"0.05","rule":')
+    spelled = plain.canonical().replace(b'"rule":', b'"probe_margin":"0.02","rule":')
     with pytest.raises(EncodingError, match="default-omitted"):
         RunSpec.from_canonical(spelled)
     for bad in ({"verification": {"probe_windows": -1}}, {"verification": {"probe_windows": 4097}},
