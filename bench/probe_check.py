@@ -68,6 +68,7 @@ from trainer.outer import GlobalState, outer_step
 from trainer.probe import (
     admitted,
     gain_micro,
+    probe_allowance,
     probe_deficits,
     probe_gain,
     probe_loss,
@@ -316,11 +317,12 @@ def main() -> None:
                 print(json.dumps(found), flush=True)
                 # The oracle blend: the largest λ whose gain on the probe's windows sits at the margin.
                 med_ref = found["gain"][0] + found["deficit"][0]  # the peers' median the rule compares with
-                if found["deficit"][0] > margin:
+                floor = med_ref - probe_allowance(med_ref, margin)
+                if found["probe_left_out"]:
                     lo, hi = 0.0, 1.0
                     for _ in range(10):
                         mid = (lo + hi) / 2
-                        lo, hi = (mid, hi) if probe.gains(ep.blend(forged, mid))[0] >= med_ref - margin else (lo, mid)
+                        lo, hi = (mid, hi) if probe.gains(ep.blend(forged, mid))[0] >= floor else (lo, mid)
                     mixed = ep.judge(ep.blend(forged, lo), f"{attack}+blend", e)
                     mixed["lambda"] = round(lo, 4)
                     attack_rows.append(mixed)

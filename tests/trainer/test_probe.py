@@ -15,6 +15,7 @@ from trainer.outer import GlobalState
 from trainer.probe import (
     GAIN_MICRO_BOUND,
     gain_micro,
+    probe_allowance,
     probe_gain,
     probe_loss,
     probe_outliers,
@@ -61,11 +62,12 @@ def test_gain_micro_rounds_half_to_even_and_clamps() -> None:
 
 
 def test_outliers_leave_out_the_low_gain_only_beyond_the_margin() -> None:
-    gains = {"a": 50_000, "b": 52_000, "c": 48_000, "d": 20_000}  # median 49,000
+    gains = {"a": 50_000, "b": 52_000, "c": 48_000, "d": 20_000}  # median 49,000: 5 % of it is 2,450
     assert probe_outliers(gains, 10_000) == {"d"}
-    assert probe_outliers(gains, 29_000) == set()  # exactly at the margin: kept
-    assert probe_outliers(gains, 28_999) == {"d"}
-    assert probe_outliers({**gains, "d": 90_000}, 1_000) == {"c"}  # median 51,000; a high gain never
+    assert probe_outliers(gains, 26_550) == set()  # exactly at the allowance (29,000 below): kept
+    assert probe_outliers(gains, 26_549) == {"d"}
+    assert probe_allowance(49_000, 26_550) == 29_000 and probe_allowance(-49_000, 7) == 7
+    assert probe_outliers({**gains, "d": 90_000}, 0) == {"c"}  # median 51,000, allowance 2,550; a high gain never
     assert probe_outliers({"a": 50_000, "d": -10**9}, 0) == set()  # fewer than 3: no peers
     assert probe_outliers({"a": 50_000, "d": -10**9}, 0, min_peers=2) == {"d"}
 
@@ -93,7 +95,7 @@ def test_a_partial_host_is_not_left_out_for_training_less() -> None:
     # Negative peer gains are never raised by the scaling (which would be harsher on the partial host).
     assert probe_outliers({"a": -40_000, "b": -40_000, "c": -40_000, "p": -45_000}, 10_000, segs) == set()
     # A whole host among partial ones is compared with their smaller gains as they are.
-    assert probe_outliers({"p1": 30_000, "p2": 31_000, "p3": 29_000, "w": 60_000}, 0,
+    assert probe_outliers({"p1": 30_000, "p2": 31_000, "p3": 27_000, "w": 60_000}, 0,
                           {"p1": 4, "p2": 4, "p3": 4, "w": 8}) == {"p3"}
 
 
