@@ -15,12 +15,15 @@ rows per worker-step and inner lr 0.01, K = 4, H = 10, outer SGD lr 1 without mo
 AdamW inner.
 
 Run: ``.venv/bin/python bench/pipelined_topk2.py --steps 1000 --json /tmp/pipelined_topk2.json``
-(β = 1, the lag alone); the decay sweep, one process per seed, then both tables merged::
+(β = 1, the lag alone); the decay sweep, split over processes (each seed's data parallelism in one
+of them), then one table from all their JSON files::
 
-    .venv/bin/python bench/pipelined_topk2.py --decays 1,0.95,0.9,0.8 --baselines ddp,int8 --seed 0 \\
+    .venv/bin/python bench/pipelined_topk2.py --decays 1,0.95,0.9 --baselines ddp --seed 0 \\
         --threads 1 --json /tmp/decay0.json
-    .venv/bin/python bench/pipelined_topk2.py ... --seed 1 --json /tmp/decay1.json
-    .venv/bin/python bench/pipelined_topk2.py --merge /tmp/decay0.json /tmp/decay1.json
+    .venv/bin/python bench/pipelined_topk2.py --decays 0.8 --baselines int8 --seed 0 --threads 1 \\
+        --json /tmp/decay0b.json
+    (the same two with --seed 1)
+    .venv/bin/python bench/pipelined_topk2.py --merge /tmp/decay0.json /tmp/decay0b.json ...
 """
 
 from __future__ import annotations
@@ -49,25 +52,25 @@ def _name(row: dict[str, Any]) -> str:
 
 
 def merge(paths: list[Path]) -> None:
-    """One table over several seeds' JSON: each row's loss × its own seed's data parallelism."""
-    runs = [json.loads(p.read_text()) for p in paths]
-    seeds = [r["config"]["seed"] for r in runs]
-    by_name: dict[str, list[dict[str, Any]]] = {}
-    for run in runs:
-        ddp = next((row for row in run["runs"] if row["mode"] == "ddp"), None)
-        for row in run["runs"]:
-            row["ratio"] = row["val_loss"] / ddp["val_loss"] if ddp else None
-            by_name.setdefault(_name(row), []).append(row)
+    """One table over several processes' JSON (one or more per seed): each row's loss × its own
+    seed's data parallelism, their mean over the seeds, and the spread between the seeds."""
+    rows = [row for p in paths for row in json.loads(p.read_text())["runs"]]
+    seeds = sorted({int(row["seed"]) for row in rows})
+    ddp = {int(row["seed"]): float(row["val_loss"]) for row in rows if row["mode"] == "ddp"}
+    by_name: dict[str, dict[int, dict[str, Any]]] = {}
+    for row in rows:
+        by_name.setdefault(_name(row), {})[int(row["seed"])] = row
     print(f"seeds {', '.join(map(str, seeds))}")
-    print("| run | " + " | ".join(f"val loss, seed {s}" for s in seeds) + " | × data-parallel (mean) "
+    print("| run | " + " | ".join(f"val loss, seed {s}" for s in seeds) + " | × data-parallel, mean over seeds "
           "| spread between seeds (× data-parallel) | bytes sent |")
     print("| --- | " + " | ".join("---" for _ in seeds) + " | --- | --- | --- |")
-    for name, rows in by_name.items():
-        losses = " | ".join(f"{row['val_loss']:.4f}" for row in rows) + " | —" * (len(seeds) - len(rows))
-        ratios = [row["ratio"] for row in rows if row["ratio"] is not None]
+    for name, found in by_name.items():
+        losses = " | ".join(f"{found[s]['val_loss']:.4f}" if s in found else "—" for s in seeds)
+        ratios = [found[s]["val_loss"] / ddp[s] for s in seeds if s in found and s in ddp]
         mean = f"{statistics.mean(ratios):.4f}" if ratios else "—"
         spread = f"{max(ratios) - min(ratios):.4f}" if len(ratios) > 1 else "—"
-        print(f"| {name} | {losses} | {mean} | {spread} | {rows[0]['bytes_sent'] / 1e6:,.2f} MB |")
+        sent = next(iter(found.values()))["bytes_sent"]
+        print(f"| {name} | {losses} | {mean} | {spread} | {sent / 1e6:,.2f} MB |")
 
 
 def main() -> None:

@@ -61,7 +61,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -101,6 +101,10 @@ from trainer.trap import Traps, draw
 from verifier.measure import DELTA_PEER_FACTOR, EPSILON, delta_excess, param_floor
 
 log = logging.getLogger("veriloco.node")
+
+TRAINING_STOP_S = 300.0
+"""How long :meth:`HostNode.close` waits for a pipelined training thread to stop at its next step
+(``veriloco.island_launch.STOP_WAIT_S`` alike: a step of a large model on a CPU takes minutes)."""
 
 
 @dataclass(frozen=True)
@@ -362,11 +366,16 @@ class HostNode(Participant):
                             lambda: self.ledger.commit(self.key, result.commitment, traps.commitment(self.address)),
                             f"root {result.commitment.checkpoint_root[:12]}… train loss {loss:.4f}{partial_note}")
 
-    def close(self) -> None:
-        """Stop a pipelined training thread at its next step (the restart resumes from its last leaf)."""
+    def close(self, wait_s: float = TRAINING_STOP_S) -> None:
+        """Stop a pipelined training thread at its next step (the restart resumes from its last leaf)
+        and wait up to ``wait_s`` for it to end; one still running then is left behind, said in the
+        log (the daemon's process then leaves without it: ``leave_without_threads``)."""
         self.stopping.set()
         if self._trainer is not None:
-            self._trainer.shutdown(wait=False, cancel_futures=True)
+            _, running = wait([job for job in self._training.values() if not job.done()], timeout=wait_s)
+            if running:
+                log.warning("%s: its training did not stop within %.0f s; leaving without it", self.name, wait_s)
+            self._trainer.shutdown(wait=not running, cancel_futures=True)  # its worker exits once idle
             self._trainer = None
         super().close()
 

@@ -11,10 +11,14 @@ memory), the small JSON answers in memory — and replays a challenge only once 
 complete. A slow host then holds one fetch thread, never the replay thread or another host.
 
 The end leaf is not fetched ahead when its chunk digests are (``digests``): the list is checked
-with the leaf's proof as the replay checks it, and the replay then reads from the host only the
-chunks its own end leaf does not reproduce (none when bitwise), as a replay without a spool does
-(``trainer.leaf_digests``); a list not served or not the committed leaf's is dropped and the leaf
-fetched whole ahead.
+with the leaf's proof as the replay checks it, and the replay then needs only the chunks its own
+end leaf does not reproduce (none when bitwise; ``trainer.leaf_digests``); a list not served or
+not the committed leaf's is dropped and the leaf fetched whole ahead. Those chunks are known only
+once the replay ran: it stops there (``verifier.replay.ChunksWanted``), a fetch thread fetches them
+(:func:`fetch_end_chunks`, the same budget, to disk; the end leaf whole too if one of them does not
+check, as the replay would read it next) into the spool (:attr:`Spool.end`), and the check goes on
+from the same replay on a later tick. So nothing of a host is read on the replay's thread but
+leaf 0, which the replay reads only when its proof does not check.
 
 A :class:`Spool` is an :class:`~trainer.artifacts.ArtifactSource`: the replay
 (``verifier.replay.check_challenge``) reads it exactly as it would read the host, in the same
@@ -35,7 +39,7 @@ from typing import NoReturn
 from protocol.rules.merkle import MerkleProof
 from protocol.views import Challenge
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
-from trainer.leaf_digests import LeafDigests
+from trainer.leaf_digests import LeafDigests, check_chunk
 
 CHUNK = 1 << 20
 
@@ -53,6 +57,40 @@ class _Item:
     value: object = None
     odd: object | None = None
     error: Exception | None = None
+
+
+@dataclass
+class EndChunks:
+    """The end leaf's chunks that a replay did not reproduce, as a host (or seat) served them
+    (:func:`fetch_end_chunks`): each on disk (``chunks``, in the replay's order, up to the first one
+    that did not check), and the leaf whole (``whole``) when one did not.
+
+    Attributes:
+        challenge: the challenge.
+        leaf: the end leaf's index.
+        seconds: how long fetching took.
+        nbytes: bytes fetched.
+    """
+
+    challenge: Challenge
+    leaf: int
+    chunks: dict[tuple[int, int], _Item] = field(default_factory=dict)
+    whole: _Item | None = None
+    seconds: float = 0.0
+    nbytes: int = 0
+    missing: str = "not fetched"
+    """Why a chunk not in ``chunks`` is not there."""
+
+    @property
+    def failure(self) -> str | None:
+        """Why the leaf whole was not served, if it was needed and not."""
+        return str(self.whole.error) if self.whole is not None and self.whole.error is not None else None
+
+    @classmethod
+    def cut(cls, challenge: Challenge, why: str) -> EndChunks:
+        """Nothing fetched, with ``why`` (the validator gave up on the host before they arrived)."""
+        return cls(challenge, challenge.segment + 1, missing=f"the end leaf's chunks {why}",
+                   whole=_Item(error=BudgetSpent(f"leaf {challenge.segment + 1} {why}")))
 
 
 @dataclass
@@ -81,6 +119,9 @@ class Spool(ArtifactSource):
     digests_refused: str | None = None
     """Why the end leaf's chunk digests were not kept (not served, or not the committed leaf's):
     its leaf was fetched whole instead."""
+    end: EndChunks | None = None
+    """The end leaf's differing chunks, once fetched (:func:`fetch_end_chunks`): what the replay
+    reads of the end leaf then (never the host)."""
 
     @property
     def failure(self) -> str | None:
@@ -100,6 +141,10 @@ class Spool(ArtifactSource):
 
     def _item(self, kind: str, index: int) -> _Item | None:
         item = self.items.get((kind, index))
+        if item is None and kind == "checkpoint" and self.end is not None and index == self.end.leaf:
+            item = self.end.whole  # read whole after a chunk that did not check: fetched with the chunks
+            if item is None:
+                raise ArtifactUnavailable(f"leaf {index} was not fetched whole (its chunks checked)")
         if item is None and self.fallback is None:
             raise ArtifactUnavailable(f"{kind} {index} was not fetched")
         return item
@@ -152,11 +197,18 @@ class Spool(ArtifactSource):
         return item.value  # type: ignore[return-value]
 
     def leaf_chunk(self, epoch: int, leaf: int, tensor: int, chunk: int) -> bytes:
-        # The chunks the replay does not reproduce, read from the host as the replay finds them
-        # (the validator bounds its fallback's time: ``ValidatorNode._source``).
-        if self.fallback is None:
+        # Only the chunks fetched on a fetch thread (:attr:`end`): never asked of the host here.
+        if self.end is None or leaf != self.end.leaf:
             raise ArtifactUnavailable(f"chunks of leaf {leaf} are not fetched ahead")
-        return self.fallback.leaf_chunk(epoch, leaf, tensor, chunk)
+        item = self.end.chunks.get((tensor, chunk))
+        if item is None:
+            raise ArtifactUnavailable(f"chunk {chunk} of tensor {tensor}: {self.end.missing}")
+        if item.error is not None:
+            raise item.error
+        if item.odd is not None:
+            return item.odd  # type: ignore[return-value]  # handed on as served: the replay refuses it
+        assert item.path is not None
+        return item.path.read_bytes()
 
     def delta(self, epoch: int) -> bytes:
         return b"".join(_bytes(self._stream("delta", 0)))
@@ -252,6 +304,82 @@ def fetch_challenge(source: ArtifactSource, challenge: Challenge, directory: Pat
     return spool
 
 
+def fetch_end_chunks(source: ArtifactSource, challenge: Challenge, digests: LeafDigests,
+                     wanted: list[tuple[int, int]], directory: Path, deadline: float | None,
+                     stop: Callable[[], bool] = lambda: False) -> EndChunks:
+    """Fetch the end leaf's chunks in ``wanted`` (``verifier.replay.ChunksWanted``: in the order the
+    replay reads them) from ``source``, each to a file under ``directory``, checked against
+    ``digests`` as the replay checks it (``trainer.leaf_digests.check_chunk``). At the first one
+    refused, cut by the deadline or not the chunk its digest names, the rest are not asked for and
+    the leaf is fetched whole instead, under the same deadline (the replay reads it whole then).
+    What is kept is what was served, so the replay reaches the verdict it reaches reading inline;
+    it holds at most one chunk in memory.
+
+    Args:
+        deadline: ``time.monotonic()`` by which the host must have delivered (as
+            :func:`fetch_challenge`: checked between chunks).
+        stop: returns True to abandon the fetch (the daemon is stopping).
+
+    Raises:
+        OSError: ``directory`` could not be written (this validator's disk, never the host's fault).
+    """
+    end = EndChunks(challenge, challenge.segment + 1)
+    t0 = time.monotonic()
+    directory.mkdir(exist_ok=True)  # in the spool's directory (none if the spool was discarded meanwhile)
+    _fetch_end(source, end, digests, wanted, directory, deadline, stop, t0)
+    end.seconds = time.monotonic() - t0
+    return end
+
+
+def _fetch_end(source: ArtifactSource, end: EndChunks, digests: LeafDigests, wanted: list[tuple[int, int]],
+               directory: Path, deadline: float | None, stop: Callable[[], bool], t0: float) -> None:
+    leaf, e = end.leaf, end.challenge.epoch
+
+    def out_of_time() -> str | None:
+        if stop():
+            return "the validator is stopping"
+        if deadline is not None and time.monotonic() >= deadline:
+            return f"its budget of {deadline - t0:.1f} s was spent after {end.nbytes} bytes"
+        return None
+
+    for tensor, chunk in wanted:
+        item = end.chunks[tensor, chunk] = _Item()
+        why = out_of_time()
+        if why is not None:
+            item.error = BudgetSpent(f"chunk {chunk} of tensor {tensor} not fetched: {why}")
+            break
+        try:
+            piece = source.leaf_chunk(e, leaf, tensor, chunk)
+        except Exception as exc:  # noqa: BLE001 - kept, raised where the replay asks for it
+            item.error = exc
+            break
+        if not isinstance(piece, (bytes, bytearray, memoryview)):
+            item.odd = piece
+            break
+        item.path = directory / f"chunk-{tensor}-{chunk}"
+        item.path.write_bytes(piece)
+        end.nbytes += len(piece)
+        try:
+            check_chunk(digests, tensor, chunk, piece)
+        except ValueError:
+            break
+    else:
+        return
+    # A chunk the replay will refuse: it reads the leaf whole next, so that is fetched too.
+    whole = end.whole = _Item()
+    why = out_of_time()
+    if why is not None:
+        whole.error = BudgetSpent(f"leaf {leaf} not fetched whole: {why}")
+    else:
+        try:
+            answer = source.checkpoint_chunks(e, leaf)
+        except Exception as exc:  # noqa: BLE001 - kept, raised where the replay asks for it
+            whole.error = exc
+        else:
+            whole.path = directory / f"checkpoint-{leaf}"
+            _drain(answer, whole, end, out_of_time)
+
+
 def _trusted(spool: Spool, leaf: int, check: Callable[[object, MerkleProof | UntrustedJson], object]) -> bool:
     """Whether the spool's digest list of ``leaf`` passes ``check`` with the leaf's proof; if not,
     the list is dropped from the spool (the replay then reads the leaf whole) with why."""
@@ -273,7 +401,7 @@ def _trusted(spool: Spool, leaf: int, check: Callable[[object, MerkleProof | Unt
     return False
 
 
-def _drain(answer: object, item: _Item, spool: Spool, out_of_time: Callable[[], str | None]) -> None:
+def _drain(answer: object, item: _Item, spool: Spool | EndChunks, out_of_time: Callable[[], str | None]) -> None:
     """Write a streamed answer to ``item.path`` chunk by chunk, checking the budget between chunks."""
     assert item.path is not None
     if not isinstance(answer, Iterable) or isinstance(answer, (bytes, bytearray, memoryview)):

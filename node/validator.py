@@ -74,7 +74,7 @@ from node.leaf_holding import (
     prune_held,
 )
 from node.participant import BlockClock, Participant
-from node.prefetch import Reusing, Spool, Unreachable, fetch_challenge
+from node.prefetch import EndChunks, Reusing, Spool, Unreachable, fetch_challenge, fetch_end_chunks
 from protocol.keys import PrivateKey
 from protocol.messages import Objection, Ready, Verdict, VerdictCommit, VerdictOpening
 from protocol.rules.commitments import SALT_SIZE
@@ -97,7 +97,15 @@ from trainer.outer import GlobalState
 from trainer.probe import gain_micro, probe_gain, probe_loss, probe_seed, probe_starts
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
-from verifier.replay import ReplayFault, VerdictReport, check_challenge, trusted_end_digests
+from verifier.replay import (
+    ChunksWanted,
+    Replayed,
+    ReplayFault,
+    SpilledReplay,
+    VerdictReport,
+    check_challenge,
+    trusted_end_digests,
+)
 
 
 @dataclass(frozen=True)
@@ -177,6 +185,17 @@ class _SeatsFirst:
     previous_epoch: int | None
 
 
+@dataclass
+class _EndWanted:
+    """A replay stopped for its end leaf's differing chunks (``verifier.replay.ChunksWanted``): its
+    spool (back in ``_spools`` once :attr:`Spool.end` is in), its replay on disk, the chunks."""
+
+    spool: Spool
+    replay: SpilledReplay
+    wanted: list[tuple[int, int]]
+    digests: LeafDigests
+
+
 log = logging.getLogger("veriloco.node")
 
 
@@ -232,8 +251,9 @@ class ValidatorNode(Participant):
         self._pool: ThreadPoolExecutor | None = None
         self._spool_root = self.root / self.run_id.hex() / "spool" / self.address
         shutil.rmtree(self._spool_root, ignore_errors=True)  # what a previous process left
-        self._fetching: dict[str, Future[list[Spool]]] = {}  # host -> its fetch job under way
+        self._fetching: dict[str, Future[list[Spool | EndChunks]]] = {}  # host -> its fetch job under way
         self._spools: dict[tuple[int, str, int, int], Spool] = {}  # (epoch, host, segment, round) -> fetched
+        self._ends: dict[tuple[int, str, int, int], _EndWanted] = {}  # replays waiting for end-leaf chunks
         self._seconds: dict[str, float] = {}  # host -> seconds its last fetch took per challenge (inf: failed)
         self._why: dict[str, str] = {}  # host -> why its last fetch did not deliver
         self._assigned = 0  # challenges of the current round, for the request deadlines
@@ -364,9 +384,14 @@ class ValidatorNode(Participant):
             if host in self._fetching:
                 continue
             deadline = None if budget is None else time.monotonic() + budget
-            jobs = [(c, self._prefetch_plan(status, c, committed, deadline)) for c in hosts[host]]
+            # Replays waiting for their end leaf's differing chunks: fetched first, from who served the
+            # spool (its fallback, read here: the tick may wrap it later), under the same deadline.
+            ends = [(w.spool.challenge, w.spool.fallback, w.spool.directory / "end", w.wanted, w.digests)
+                    for c in hosts[host] if (w := self._ends.get(_key(c))) is not None]
+            jobs = [(c, self._prefetch_plan(status, c, committed, deadline)) for c in hosts[host]
+                    if _key(c) not in self._ends]
             jobs.sort(key=lambda job: job[1] is not None)  # the host's own fetches first
-            self._fetching[host] = self._pool.submit(self._fetch_host, jobs, deadline)
+            self._fetching[host] = self._pool.submit(self._fetch_host, jobs, deadline, ends)
 
     def _prefetch_plan(self, status: ParticipantStatus, challenge: Challenge,
                        committed: dict[str, set[tuple[str, int]]], deadline: float | None) -> _SeatsFirst | None:
@@ -459,10 +484,21 @@ class ValidatorNode(Participant):
         base = self.base_limits
         return replace(base, connect_s=min(base.connect_s, fixed), read_s=min(base.read_s, fixed), deadline_s=fixed)
 
-    def _fetch_host(self, jobs: list[tuple[Challenge, _SeatsFirst | None]], deadline: float | None) -> list[Spool]:
+    def _fetch_host(self, jobs: list[tuple[Challenge, _SeatsFirst | None]], deadline: float | None,
+                    ends: Iterable[tuple[Challenge, ArtifactSource | None, Path, list[tuple[int, int]], LeafDigests]]
+                    = ()) -> list[Spool | EndChunks]:
         """One host's challenges, fetched in turn into spools (a fetch thread's job): from the host,
-        or from the seats before this one (none when they do not serve it yet)."""
-        spools = []
+        or from the seats before this one (none when they do not serve it yet); first the end-leaf
+        chunks of the replays waiting for them (``ends``: challenge, source, directory, chunks, digests)."""
+        spools: list[Spool | EndChunks] = []
+        for challenge, source, directory, wanted, digests in ends:
+            try:
+                spools.append(fetch_end_chunks(source or Unreachable("nothing to read the chunks from"), challenge,
+                                               digests, wanted, directory, deadline, self.stopping.is_set))
+            except OSError:
+                if directory.parent.exists():
+                    raise  # this validator's disk: the job breaks and the chunks are asked again next tick
+                # else its spool was discarded meanwhile (decided at the give-up height): nothing to keep
         files: dict[str, dict[int, Path]] = {}  # seat -> the leaves this job already fetched of it
         for challenge, first in jobs:
             directory = self._spool_root / f"{challenge.epoch}-{challenge.host}-{challenge.segment}-r{challenge.round}"
@@ -525,7 +561,8 @@ class ValidatorNode(Participant):
                 log.exception("%s fetch from %s broke", self.name, host)
                 self._why[host] = f"fetch broke: {type(exc).__name__}: {exc}"
                 continue
-            hosted = [s for s in spools if s.origin == "host"]  # how fast the host delivered, not a seat
+            # How fast the host delivered (not a seat); end-leaf chunks count only when they failed.
+            hosted = [s for s in spools if isinstance(s, Spool) and s.origin == "host"]
             failed = next((s.failure for s in hosted if s.failure is not None), None)
             if hosted:
                 self._seconds[host] = math.inf if failed else sum(s.seconds for s in hosted) / len(hosted)
@@ -533,6 +570,15 @@ class ValidatorNode(Participant):
                 self._why[host] = failed
             for spool in spools:
                 c = spool.challenge
+                if isinstance(spool, EndChunks):
+                    waiting = self._ends.get(_key(c))
+                    if waiting is None or waiting.spool.end is not None:
+                        continue  # decided meanwhile (the give-up height): its spool is gone
+                    waiting.spool.end = spool
+                    if spool.failure is not None and waiting.spool.origin == "host":
+                        self._seconds[host], self._why[host] = math.inf, spool.failure
+                    self._spools[_key(c)] = waiting.spool  # its check goes on from its replay
+                    continue
                 old = self._spools.pop((c.epoch, c.host, c.segment, c.round), None)
                 if old is not None:
                     old.discard()
@@ -544,6 +590,8 @@ class ValidatorNode(Participant):
         # Only this epoch's: in a pipelined run another epoch's round may be running too.
         for k in [k for k in self._spools if k[0] == status.epoch and k not in live]:
             self._spools.pop(k).discard()
+        for k in [k for k in self._ends if k[0] == status.epoch and k not in live]:
+            self._ends.pop(k).spool.discard()
         with self._seen_lock:
             for seen in [k for k in self._seen if k[0] < status.epoch - 1]:
                 del self._seen[seen]
@@ -667,10 +715,20 @@ class ValidatorNode(Participant):
         source = self._source(challenge, status)
         # A spool of a seat's kept leaves: the Δ before (topk2) is read from that seat too.
         before = source.fallback if isinstance(source, Spool) and source.origin != "host" else None
+        kept = False
         try:
-            report = self._check(status, challenge, source, theta, previous_source=before)
+            # A spool's end leaf: its differing chunks are fetched on a fetch thread, never here
+            # (_await_end); the check then goes on from the same replay.
+            resumed = self._resumed(key, source)
+            report = self._check(status, challenge, source, theta, previous_source=before, replayed=resumed,
+                                 defer_chunks=isinstance(source, Spool) and resumed is None)
+        except ChunksWanted as wanted:
+            assert isinstance(source, Spool)
+            self._await_end(challenge, source, wanted)
+            kept = True
+            raise _NotFetched from None
         finally:
-            if isinstance(source, Spool):
+            if isinstance(source, Spool) and not kept:
                 source.discard()
         if report.verdict.outcome == "unavailable" and isinstance(source, Spool) and source.origin == "host":
             self._refused.add(key)  # with fetch threads: read from the seats that committed (_prefetch_plan)
@@ -693,16 +751,54 @@ class ValidatorNode(Participant):
         return report.verdict, report.reason
 
     def _check(self, status: ParticipantStatus, challenge: Challenge, source: ArtifactSource,
-               theta: GlobalState, previous_source: ArtifactSource | None = None) -> VerdictReport:
+               theta: GlobalState, previous_source: ArtifactSource | None = None, replayed: Replayed | None = None,
+               defer_chunks: bool = False) -> VerdictReport:
         """One replay of ``challenge`` reading ``source``, what it checked kept (:class:`Keeping`);
-        the Δ of the epoch before (``topk2``) from ``previous_source``, by default the host."""
+        the Δ of the epoch before (``topk2``) from ``previous_source``, by default the host; with
+        ``replayed``, from that replay; ``defer_chunks``: see ``verifier.replay.check_challenge``."""
         with Keeping(source, challenge, self.root, self.run_id) as keeping:
             report = check_challenge(self.spec, self.dataset, challenge, keeping, theta,
                                      bytes.fromhex(status.prev_seed), stepper=self._stepper,
                                      previous_delta=self._previous_delta(challenge),
-                                     previous_source=previous_source or self._peer(challenge))
+                                     previous_source=previous_source or self._peer(challenge),
+                                     replayed=replayed, defer_chunks=defer_chunks)
             keeping.settle(report)
         return report
+
+    def _await_end(self, challenge: Challenge, spool: Spool, wanted: ChunksWanted) -> None:
+        """Keep ``spool`` and its replay (on disk: no leaf waits in memory) until a fetch thread has
+        fetched the end leaf's differing chunks (:meth:`_fetch_ahead`, the host's next job, under its
+        budget); the check goes on from that replay on a later tick (:meth:`_resumed`).
+
+        Raises:
+            ReplayFault: the replay could not be kept (this validator's disk): tried again next tick.
+        """
+        try:
+            replay = wanted.replayed.spill(spool.directory / "replayed.pt")
+        except (OSError, RuntimeError) as exc:
+            raise ReplayFault(f"{_about(challenge)}: its replay could not be kept while the end leaf's chunks "
+                              f"are fetched: {type(exc).__name__}: {exc}") from exc
+        if isinstance(spool.fallback, _Budgeted):
+            spool.fallback = spool.fallback.inner  # the fetch thread reads it under its own budget
+        self._ends[_key(challenge)] = _EndWanted(spool, replay, wanted.wanted, wanted.digests)
+        log.info("%s %s: %d end-leaf chunks differ from its replay; fetching them on a fetch thread",
+                 self.name, _about(challenge), len(wanted.wanted))
+
+    def _resumed(self, key: tuple[int, str, int, int], source: ArtifactSource) -> Replayed | None:
+        """The replay ``source`` (a spool whose end-leaf chunks are in) was stopped with, if any.
+
+        Raises:
+            ReplayFault: it could not be read back (this validator's disk).
+        """
+        waiting = self._ends.get(key)
+        if waiting is None or waiting.spool is not source or not isinstance(source, Spool) or source.end is None:
+            return None
+        del self._ends[key]
+        try:
+            return waiting.replay.load()
+        except Exception as exc:  # our own file: no verdict, replayed again next tick
+            raise ReplayFault(f"the replay kept for {key[1]} segment {key[2]} could not be read back: "
+                              f"{type(exc).__name__}: {exc}") from exc
 
     def _from_holders(self, status: ParticipantStatus, challenge: Challenge, theta: GlobalState,
                       others: int = MAX_OTHER_HOLDERS, refused: bool = True) -> VerdictReport | None:
@@ -765,13 +861,20 @@ class ValidatorNode(Participant):
         """
         key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
         spool = self._spools.pop(key, None)
+        waiting = self._ends.get(key)
+        if spool is None and waiting is not None:  # a replay waiting for its end leaf's differing chunks
+            if not self._give_up(status):
+                raise _NotFetched
+            # Never arrived (a fetch may still be under way): decided as a leaf not served.
+            spool = waiting.spool
+            spool.end = EndChunks.cut(challenge, "were not delivered before the give-up height")
         if spool is not None:
             if spool.origin != "host":
                 with self._seen_lock:
                     self._declined.add(key)  # a seat's leaves are read once: if they do not decide, the host
-            if spool.fallback is not None:
-                # What the replay reads of the host (or seat) itself on this thread (the end leaf's
-                # differing chunks, the leaf whole if one is refused) gets the inline budget.
+            if spool.fallback is not None and not isinstance(spool.fallback, _Budgeted):
+                # What the replay still reads of the host (or seat) itself on this thread, leaf 0
+                # when its proof does not check, gets the inline budget.
                 spool.fallback = _Budgeted(spool.fallback, self._inline_budget_s())
             return spool
         if self._threads == 0:
@@ -826,9 +929,10 @@ class ValidatorNode(Participant):
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
         self._fetching.clear()
-        for spool in self._spools.values():
+        for spool in [*self._spools.values(), *(w.spool for w in self._ends.values())]:
             spool.discard()
         self._spools.clear()
+        self._ends.clear()
 
     def _post(self, status: ParticipantStatus, challenge: Challenge, kind: EventKind, send: Callable[[], object],
               outcome: str | None = None) -> bool:
@@ -855,6 +959,10 @@ class ValidatorNode(Participant):
                           partial(self.ledger.reveal_verdict, self.key, opening), opening.outcome)
 
 
+def _key(challenge: Challenge) -> tuple[int, str, int, int]:
+    return challenge.epoch, challenge.host, challenge.segment, challenge.round
+
+
 def _about(challenge: Challenge) -> str:
     return f"host {challenge.host[:12]}… segment {challenge.segment}"
 
@@ -867,6 +975,10 @@ class _Budgeted(ArtifactSource):
     def __init__(self, inner: ArtifactSource, budget_s: float) -> None:
         self._inner, self._budget = inner, budget_s
         self._end: float | None = None
+
+    @property
+    def inner(self) -> ArtifactSource:
+        return self._inner
 
     def _check(self, what: str, got: int = 0) -> None:
         now = time.monotonic()

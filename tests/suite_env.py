@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from functools import cache
+from typing import Any
+
+import pytest
 
 from protocol.keys import KeyType, PrivateKey
 from protocol.rules.spec import RunSpec
@@ -55,3 +58,17 @@ ATTACKER = named_address("attacker")    # a host that cheats
 VALIDATOR = named_address("validator")
 MEMBER_KEY = named_key("member")        # a bonded member that reads a host's artifacts
 STRANGER_KEY = named_key("stranger")    # a key that is no member
+
+
+def uses_session_devnet(item: pytest.Item) -> bool:
+    """Whether a test uses the session's devnet (``tests/chain/devnet_backend.py``): it asks for the
+    ``devnet`` fixture (directly or through another fixture), or it runs on the devnet backend of
+    ``make_ledger_env`` (which asks for its driver by name, so ``fixturenames`` does not show it)."""
+    callspec = getattr(item, "callspec", None)
+    return "devnet" in getattr(item, "fixturenames", ()) or (
+        callspec is not None and callspec.params.get("make_ledger_env") == "devnet")
+
+
+# The session devnet of this process, once ``tests/chain/devnet_backend.py`` started it; ``tests/conftest.py``
+# stops it early when no later test can use it.
+SESSION_DEVNET = pytest.StashKey[Any]()

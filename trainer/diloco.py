@@ -11,7 +11,10 @@ compute, ``K · T`` micro-steps of ``batch_size`` rows, and sees the same window
             with the outer Nesterov step (``spec.outer``). ``T / H`` rounds. The Δs pass the
             proposers' peer bound first (``trainer.peer_bound.within_peer_bound``, as
             ``node/host.py`` applies it): from 3 Δs on, one beyond 1.5× the median norm in some
-            tensor is left out and small tensors are clipped to 1.5× their median. With ``topk2`` each
+            tensor is left out and small tensors are clipped to 1.5× their median; with
+            ``verification.probe_windows`` > 0, so is one whose probe gain (``trainer.probe``, on
+            windows drawn from the epoch's beacon) is below the median by more than
+            ``aggregation.probe_margin`` (not in an optimistic start: no validator has posted yet). With ``topk2`` each
             worker carries its error-feedback residual from round to round, as a host does
             (``trainer.delta.carried_from``: from the round before under the ``synchronous``
             schedule; from two rounds before under the pipelined ones, as a pipelined run's
@@ -65,7 +68,7 @@ from trainer.delta import (
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState, outer_step
-from trainer.peer_bound import within_peer_bound
+from trainer.probe import PROBE_SCALE, admitted, probe_gains, probe_seed, probe_starts
 from trainer.step import Stepper, TrainState
 
 Mode = Literal["diloco", "ddp", "single"]
@@ -116,11 +119,27 @@ def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int
     return dataset.batch(run_id, _round_seed(run_id, e), f"worker-{k}", t, spec.train.batch_size)
 
 
-def proposers_aggregate(spec: RunSpec, deltas: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The aggregate a proposer takes the outer step with (``node/host.py``): the peer bound and the
-    small-tensor clip (:func:`trainer.peer_bound.within_peer_bound`), then the run's rule over the kept
-    Δs. Whole epochs only, so every Δ weighs the same (the unweighted rule, bit for bit)."""
-    return aggregate(spec.aggregation, within_peer_bound(deltas).kept)
+def proposers_aggregate(spec: RunSpec, deltas: Mapping[str, Mapping[str, torch.Tensor]],
+                        gains: Mapping[str, int] | None = None) -> dict[str, torch.Tensor]:
+    """The aggregate a proposer takes the outer step with (``node/host.py``): the peer bound, the
+    probe rule on the decided probe ``gains`` (micro-nats; ``None`` or ``verification.probe_windows``
+    0: no probe, e.g. an optimistic start, taken before any validator posted) and the small-tensor
+    clip (:func:`trainer.probe.admitted`), then the run's rule over the kept Δs. Whole epochs only,
+    so every Δ weighs the same (the unweighted rule, bit for bit)."""
+    probed = gains if spec.verification.probe_windows > 0 else None
+    return aggregate(spec.aggregation, admitted(deltas, probed, spec.aggregation.probe_margin_micro).kept)
+
+
+def epoch_gains(spec: RunSpec, model: torch.nn.Module, dataset: Dataset, theta: Mapping[str, torch.Tensor],
+                deltas: Mapping[str, Mapping[str, torch.Tensor]], beacon: bytes, epoch: int) -> dict[str, int] | None:
+    """What the validators of epoch ``epoch`` post: every host's probe gain of its Δ from ``theta``
+    on ``verification.probe_windows`` windows drawn from ``beacon`` (:mod:`trainer.probe`); ``None``
+    when the probe is off."""
+    windows = spec.verification.probe_windows
+    if windows == 0:
+        return None
+    starts = probe_starts(dataset, probe_seed(beacon, epoch), windows)
+    return probe_gains(model, dataset, theta, deltas, starts, PROBE_SCALE)
 
 
 def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: int,
@@ -215,16 +234,19 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
                 deltas[ctx.host] = dequantize(payload, shapes, quant)
                 errors.append(relative_error(delta, deltas[ctx.host]))
             accepted = {host: d for host, d in deltas.items() if int(host.split("-")[1]) >= cheaters}
-            if schedule == "optimistic":  # the next start: every committed Δ, before settlement
+            # The accepted hosts' probe gains, from the model they trained from, on windows of the
+            # epoch's beacon (revealed after the Δs were committed).
+            gains = epoch_gains(spec, stepper.model, dataset, state.params, accepted, epoch_seed(run_id, e, {}), e)
+            if schedule == "optimistic":  # the next start: every committed Δ, before settlement (no gains yet)
                 state = outer_step(settled, proposers_aggregate(spec, deltas), spec.outer)
-                settled = outer_step(settled, proposers_aggregate(spec, accepted), spec.outer)
+                settled = outer_step(settled, proposers_aggregate(spec, accepted, gains), spec.outer)
             elif schedule == "delayed":
-                pending.append(proposers_aggregate(spec, accepted))
+                pending.append(proposers_aggregate(spec, accepted, gains))
                 if len(pending) > 1:
                     settled = outer_step(settled, pending.pop(0), spec.outer)
                 state = settled
             else:
-                settled = state = outer_step(settled, proposers_aggregate(spec, accepted), spec.outer)
+                settled = state = outer_step(settled, proposers_aggregate(spec, accepted, gains), spec.outer)
             evaluate(since, params=settled.params)
         if pending:  # the pipeline drains: the last round's aggregate
             settled = outer_step(settled, pending.pop(0), spec.outer)

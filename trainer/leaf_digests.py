@@ -122,10 +122,11 @@ def _same(own: Mapping[str, torch.Tensor], t: TensorChunks) -> bool:
     return x is not None and DTYPE_NAMES.get(x.dtype) == t.dtype and list(x.shape) == t.shape
 
 
-def assemble(own: Mapping[str, torch.Tensor], digests: LeafDigests,
-             fetch: Callable[[int, int], object]) -> tuple[dict[str, torch.Tensor], int, int]:
+def assemble(own: Mapping[str, torch.Tensor], digests: LeafDigests, fetch: Callable[[int, int], object],
+             wanted: list[tuple[int, int]] | None = None) -> tuple[dict[str, torch.Tensor], int, int]:
     """The listed leaf's tensors from ``own``'s bytes and, where they differ, chunks from ``fetch``
-    (``(tensor index, chunk index) -> bytes``), each checked against its digest.
+    (``(tensor index, chunk index) -> bytes``), each checked against its digest; ``wanted``: those
+    chunks, when the caller already computed them (:func:`differing`).
 
     Returns:
         the tensors, how many chunks were fetched, and their bytes.
@@ -133,7 +134,7 @@ def assemble(own: Mapping[str, torch.Tensor], digests: LeafDigests,
     Raises:
         ValueError: a fetched chunk that is not bytes of the chunk's length with its digest.
     """
-    wanted = differing(own, digests)
+    wanted = differing(own, digests) if wanted is None else wanted
     buffers: dict[str, bytearray] = {}  # the tensors with a chunk to fetch; the others are own's as they are
     for i in sorted({i for i, _ in wanted}):
         t = digests.tensors[i]
@@ -144,15 +145,9 @@ def assemble(own: Mapping[str, torch.Tensor], digests: LeafDigests,
         t = digests.tensors[i]
         buf = buffers[t.name]
         lo = j * CHUNK_BYTES
-        size = min(CHUNK_BYTES, len(buf) - lo)
-        piece = fetch(i, j)
-        if not isinstance(piece, (bytes, bytearray, memoryview)) or len(piece) != size:
-            got = len(piece) if isinstance(piece, (bytes, bytearray, memoryview)) else type(piece).__name__
-            raise ValueError(f"chunk {j} of {t.name!r} is not {size} bytes ({got})")
-        if hashlib.sha256(piece).hexdigest() != t.chunks[j]:
-            raise ValueError(f"chunk {j} of {t.name!r} does not hash to its digest")
-        buf[lo:lo + size] = piece
-        fetched += size
+        piece = check_chunk(digests, i, j, fetch(i, j))
+        buf[lo:lo + len(piece)] = piece
+        fetched += len(piece)
     tensors = {}
     for t in digests.tensors:
         if t.name not in buffers:
@@ -161,6 +156,23 @@ def assemble(own: Mapping[str, torch.Tensor], digests: LeafDigests,
         else:
             tensors[t.name] = torch.frombuffer(buffers[t.name], dtype=_DTYPES[t.dtype]).reshape(t.shape)
     return tensors, len(wanted), fetched
+
+
+def check_chunk(digests: LeafDigests, tensor: int, chunk: int, piece: object) -> bytes | bytearray | memoryview:
+    """``piece`` if it is chunk ``chunk`` of the ``tensor``-th listed tensor: bytes of the chunk's
+    length with its digest (what :func:`assemble` takes; a fetch ahead checks with it too).
+
+    Raises:
+        ValueError: it is not.
+    """
+    t = digests.tensors[tensor]
+    size = min(CHUNK_BYTES, _nbytes(_DTYPES[t.dtype], tuple(t.shape)) - chunk * CHUNK_BYTES)
+    if not isinstance(piece, (bytes, bytearray, memoryview)) or len(piece) != size:
+        got = len(piece) if isinstance(piece, (bytes, bytearray, memoryview)) else type(piece).__name__
+        raise ValueError(f"chunk {chunk} of {t.name!r} is not {size} bytes ({got})")
+    if hashlib.sha256(piece).hexdigest() != t.chunks[chunk]:
+        raise ValueError(f"chunk {chunk} of {t.name!r} does not hash to its digest")
+    return piece
 
 
 def encoded_chunks(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, str]) -> Iterator[bytes]:

@@ -40,6 +40,18 @@ PROBE_BATCH = 64
 """Windows per forward pass. Fixed, because the float sum of a batch depends on its size: every
 validator must post the same integer for the same model."""
 
+PROBE_SCALE = 0.25
+"""How far along −Δ̂ the probe scores (``probe_gain``'s ``scale``): a quarter of the way to the
+host's own end model, about where one of 4 Δs moves the agreed model (outer lr 0.7 × (1 + 0.9
+Nesterov) / 4 = 0.33). At scale 1 the honest gains spread 2–10× more, and a forger mixed down to
+sit inside the margin there did +0.04–0.047 nats (docs/verification.md, "The probe")."""
+
+PROBE_RELATIVE_BPS = 500
+"""Besides the run's absolute margin, :func:`probe_outliers` allows a gain this many basis points (5 %)
+of a positive median below it. From θ_0 every gain is large (1.5–1.6 nats at scale 0.25) and honest
+hosts spread by up to 1.6 % of it (0.026 nats at demo, above an absolute margin that later epochs,
+with gains of 0.03–0.2, need); later it adds at most 0.01 nats."""
+
 GAIN_MICRO_BOUND = 10**12
 """:func:`gain_micro` clamps to ``[−GAIN_MICRO_BOUND, GAIN_MICRO_BOUND]`` micro-nats (±10⁶ nats per
 byte, far beyond any model's loss; an i64 holds it and JSON numbers below 2⁵³ carry it exactly). A
@@ -179,9 +191,8 @@ def _median(values: list[Fraction]) -> Fraction:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def probe_deficits(gains: Mapping[str, int], segments: Mapping[str, int] | None = None) -> dict[str, Fraction]:
-    """How far each host's gain is below the median of its peers' gains as :func:`probe_outliers`
-    compares them (negative: above it), exactly. No checks: :func:`probe_outliers` validates."""
+def _references(gains: Mapping[str, int], segments: Mapping[str, int] | None) -> dict[str, Fraction]:
+    """Per host, the median of its peers' gains as it is compared with them (:func:`probe_outliers`)."""
     hosts = sorted(gains)
     out: dict[str, Fraction] = {}
     for h in hosts:
@@ -191,15 +202,29 @@ def probe_deficits(gains: Mapping[str, int], segments: Mapping[str, int] | None 
             mine = segments[h]
             ref = [min(Fraction(gains[p]), Fraction(gains[p] * mine, segments[p])) if segments[p] > mine
                    else Fraction(gains[p]) for p in hosts]
-        out[h] = _median(ref) - gains[h]
+        out[h] = _median(ref)
     return out
+
+
+def probe_deficits(gains: Mapping[str, int], segments: Mapping[str, int] | None = None) -> dict[str, Fraction]:
+    """How far each host's gain is below the median of its peers' gains as :func:`probe_outliers`
+    compares them (negative: above it), exactly. No checks: :func:`probe_outliers` validates."""
+    return {h: median - gains[h] for h, median in _references(gains, segments).items()}
+
+
+def probe_allowance(median: Fraction | int, margin_micro: int) -> Fraction:
+    """How far below ``median`` a gain may be: ``margin_micro`` plus :data:`PROBE_RELATIVE_BPS` of a
+    positive median."""
+    return margin_micro + max(Fraction(median), Fraction(0)) * PROBE_RELATIVE_BPS / 10_000
 
 
 def probe_outliers(gains: Mapping[str, int], margin_micro: int, segments: Mapping[str, int] | None = None,
                    min_peers: int = DELTA_PEER_MIN) -> set[str]:
-    """The hosts whose probe gain is below the median of all gains by more than ``margin_micro``.
+    """The hosts whose probe gain is below the median of all gains by more than the allowance:
+    ``margin_micro`` plus :data:`PROBE_RELATIVE_BPS` of the median when it is positive
+    (:func:`probe_allowance`).
 
-    Host ``h`` is left out when ``gains[h] < median_p(g'_p) − margin_micro``, the median over every
+    Host ``h`` is left out when ``gains[h] < m_h − allowance(m_h)``, ``m_h`` the median over every
     host of ``gains`` (``h`` among them) of its peers' gains as ``h`` is compared with them: a peer
     ``p`` that trained more segments than ``h`` counts at ``min(g_p, g_p · s_h / s_p)``, every other
     peer at ``g_p``. So a partial host is never left out for training less: a positive gain is
@@ -226,7 +251,7 @@ def probe_outliers(gains: Mapping[str, int], margin_micro: int, segments: Mappin
         raise ValueError("segments must give every host at least 1 segment")
     if len(gains) < max(min_peers, 1):
         return set()
-    return {h for h, d in probe_deficits(gains, segments).items() if d > margin_micro}
+    return {h for h, m in _references(gains, segments).items() if m - gains[h] > probe_allowance(m, margin_micro)}
 
 
 def probe_gains(model: nn.Module, dataset: Dataset, start: Mapping[str, torch.Tensor],

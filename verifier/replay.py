@@ -63,6 +63,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -92,10 +93,10 @@ from trainer.delta import (
     stream_delta,
 )
 from trainer.inner import EpochContext, run_segment, start_checkpoint
-from trainer.leaf_digests import LeafDigests, assemble, check_leaf_digests, encoded_chunks
+from trainer.leaf_digests import LeafDigests, assemble, check_leaf_digests, differing, encoded_chunks
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
-from trainer.step import Stepper, epoch_rng_key
+from trainer.step import Stepper, TrainState, epoch_rng_key
 from trainer.tensorfile import TensorFileError
 from verifier.measure import (
     compare,
@@ -223,13 +224,59 @@ def distance_decimal(distance: float) -> Decimal:
 
 
 @dataclass(frozen=True)
-class _Replayed:
+class Replayed:
     """A replay of the segment: the replayed end leaf and witness, or why it could not run."""
 
     leaf: Checkpoint | None
     witness: str
     seconds: float
     error: str | None
+
+    def spill(self, path: Path) -> SpilledReplay:
+        """This replay with its leaf written to ``path`` (``torch.save``: every bit, in its tensors'
+        order), so that a check waiting for chunks holds no leaf in memory."""
+        if self.leaf is not None:
+            torch.save(self.leaf.tensors(), path)
+        return SpilledReplay(path if self.leaf is not None else None, self.witness, self.seconds, self.error)
+
+
+@dataclass(frozen=True)
+class SpilledReplay:
+    """A :class:`Replayed` whose leaf is on disk (:meth:`Replayed.spill`)."""
+
+    path: Path | None
+    witness: str
+    seconds: float
+    error: str | None
+
+    def load(self) -> Replayed:
+        """The replay as it was spilled (raises ``OSError`` or a ``torch`` error if the file is gone)."""
+        if self.path is None:
+            return Replayed(None, self.witness, self.seconds, self.error)
+        tensors = torch.load(self.path, weights_only=True)
+        residual = {k[3:]: v for k, v in tensors.items() if k.startswith("ef/")}
+        state = TrainState.from_tensors({k: v for k, v in tensors.items()
+                                         if k not in ("losses", "micro_batches") and not k.startswith("ef/")})
+        leaf = Checkpoint(state, tensors["losses"], int(tensors["micro_batches"]), residual or None)
+        return Replayed(leaf, self.witness, self.seconds, self.error)
+
+
+class ChunksWanted(Exception):  # a request to the caller, not an error
+    """Out of :func:`check_challenge` with ``defer_chunks``: the replay did not reproduce the committed
+    end leaf bit for bit, and the chunks that differ are to be fetched before the check goes on (off
+    the replay's thread: ``node.validator``). Call it again with ``replayed`` and a source that serves
+    them: the verdict is the one a check reading them inline reaches.
+
+    Attributes:
+        replayed: the replay (its leaf is what the chunks are compared with).
+        wanted: (tensor, chunk) of every chunk of the end leaf that differs, in the order the check
+            reads them (``trainer.leaf_digests.assemble``).
+        digests: the end leaf's chunk digests, checked against the committed root.
+    """
+
+    def __init__(self, replayed: Replayed, wanted: list[tuple[int, int]], digests: LeafDigests) -> None:
+        super().__init__(f"{len(wanted)} chunks of the end leaf differ from the replay's")
+        self.replayed, self.wanted, self.digests = replayed, wanted, digests
 
 
 def trusted_end_digests(epoch_spec: RunSpec, challenge: Challenge, served: object,
@@ -259,7 +306,8 @@ class _Run:
 
     def __init__(self, spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
                  theta: GlobalState, prev_epoch_seed: bytes, stepper: Stepper | None,
-                 previous_delta: str | None = None, previous_source: ArtifactSource | None = None) -> None:
+                 previous_delta: str | None = None, previous_source: ArtifactSource | None = None,
+                 replayed: Replayed | None = None, defer_chunks: bool = False) -> None:
         # The epoch's quantization (quantization.schedule resolved); the run id is the deployed spec's.
         self.spec, self.run_id = spec.for_epoch(challenge.epoch), spec.run_id()
         self.dataset, self.challenge, self.source = dataset, challenge, source
@@ -285,6 +333,7 @@ class _Run:
         self.transfer: dict[str, Measurement] = {}
         self.end_digests: object = None
         self.end_checked: LeafDigests | None = None
+        self.replayed, self.defer_chunks = replayed, defer_chunks
 
     # -- fetching -------------------------------------------------------------------------------
 
@@ -325,7 +374,7 @@ class _Run:
             return False
         return True
 
-    def end_leaf(self, replayed: Checkpoint | None) -> Iterable[object]:
+    def end_leaf(self, replayed: Checkpoint | None, wanted: list[tuple[int, int]] | None = None) -> Iterable[object]:
         """The end leaf's bytes from the replayed leaf and the chunks of the host's that differ
         (fetched by index, each checked against its trusted digest), encoded as the host stores it,
         for :meth:`leaf` to check exactly as a leaf read whole. A chunk not served, or not the one
@@ -335,7 +384,7 @@ class _Run:
         own = replayed.tensors() if replayed is not None else {}
         try:
             tensors, count, nbytes = assemble(own, self.end_checked,
-                                              lambda t, c: self.source.leaf_chunk(e, leaf, t, c))
+                                              lambda t, c: self.source.leaf_chunk(e, leaf, t, c), wanted)
         except Exception as exc:  # noqa: BLE001 - a refused or wrong chunk: the leaf is read whole
             self.transfer.update({"end_leaf": "whole", "end_leaf_chunks": f"failed: {str(exc)[:200]}"})
             return _fetch(f"leaf {leaf}", lambda: self.source.checkpoint_chunks(e, leaf))
@@ -540,7 +589,7 @@ class _Run:
 
     # -- replay ---------------------------------------------------------------------------------
 
-    def replay_start(self, start: Checkpoint) -> _Replayed:
+    def replay_start(self, start: Checkpoint) -> Replayed:
         """Replay the segment from ``start``; its measurements enter the verdict only in
         :meth:`replay`, so a replay run early (to compare the end leaf by chunks) leaves the
         checks before it as they were."""
@@ -549,10 +598,10 @@ class _Run:
         try:
             replayed, witness = replay_segment(self.spec, self.dataset, ctx, start, self.stepper)
         except ValueError as exc:  # a non-finite loss: leaf g diverges under honest training
-            return _Replayed(None, "", 0.0, f"replaying segment {self.g} failed: {exc}")
-        return _Replayed(replayed, witness, round(time.perf_counter() - t0, 4), None)
+            return Replayed(None, "", 0.0, f"replaying segment {self.g} failed: {exc}")
+        return Replayed(replayed, witness, round(time.perf_counter() - t0, 4), None)
 
-    def replay(self, start: Checkpoint, end: Checkpoint, done: _Replayed | None = None) -> None:
+    def replay(self, start: Checkpoint, end: Checkpoint, done: Replayed | None = None) -> None:
         ver = self.spec.verification
         done = done if done is not None else self.replay_start(start)
         if done.error is not None or done.leaf is None:
@@ -594,10 +643,16 @@ class _Run:
     def run(self) -> str:
         raw_start, proof_start, raw_end, proof_end, served_losses, raw_delta = self.fetch()
         start = self.leaf(raw_start, proof_start, self.g)
-        done: _Replayed | None = None
+        done: Replayed | None = None
         if raw_end is None:  # trusted chunk digests: replay first, then read only what differs
-            done = self.replay_start(start)
-            raw_end = self.end_leaf(done.leaf)
+            done = self.replayed if self.replayed is not None else self.replay_start(start)
+            wanted = None
+            if self.defer_chunks:
+                assert self.end_checked is not None
+                wanted = differing(done.leaf.tensors() if done.leaf is not None else {}, self.end_checked)
+                if wanted:
+                    raise ChunksWanted(done, wanted, self.end_checked)
+            raw_end = self.end_leaf(done.leaf, wanted)
         else:
             self.transfer["end_leaf"] = "whole"
         end = self.leaf(raw_end, proof_end, self.g + 1)
@@ -707,7 +762,8 @@ def _evidence(challenge: Challenge, outcome: str, check: str, measurements: dict
 def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, source: ArtifactSource,
                     theta: GlobalState, prev_epoch_seed: bytes, *,
                     stepper: Stepper | None = None, previous_delta: str | None = None,
-                    previous_source: ArtifactSource | None = None) -> VerdictReport:
+                    previous_source: ArtifactSource | None = None, replayed: Replayed | None = None,
+                    defer_chunks: bool = False) -> VerdictReport:
     """Check one challenge and explain the verdict (see the module docstring for the checks).
 
     Args:
@@ -726,22 +782,30 @@ def check_challenge(spec: RunSpec, dataset: Dataset, challenge: Challenge, sourc
         previous_source: where that Δ is read from (``delta(source)``; untrusted, checked against
             ``previous_delta``): the host itself when ``source`` is a view of one challenge only
             (a validator's spool or tee); ``source`` when omitted.
+        replayed: the replay of this challenge a check before stopped with (:class:`ChunksWanted`):
+            not run again.
+        defer_chunks: when the replay does not reproduce the end leaf bit for bit, raise
+            :class:`ChunksWanted` instead of reading the chunks that differ from ``source``.
 
     Returns:
         The verdict with its reason, deciding check and measurements.
 
     Raises:
         ValueError: the validator's own inputs do not fit together (see :func:`_check_inputs`).
+        ChunksWanted: with ``defer_chunks``, the end leaf's differing chunks are to be fetched first.
     """
     _check_inputs(spec, dataset, challenge, theta, prev_epoch_seed, stepper)
     t0 = time.perf_counter()
-    run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper, previous_delta, previous_source)
+    run = _Run(spec, dataset, challenge, source, theta, prev_epoch_seed, stepper, previous_delta, previous_source,
+               replayed, defer_chunks)
     outcome: Outcome
     try:
         reason = run.run()
         outcome, check = "pass", "ok"
     except _Decided as decided:
         outcome, check, reason = decided.outcome, decided.check, decided.reason
+    except ChunksWanted:
+        raise
     except Exception as exc:
         # The validator's own fault is never a verdict about the host: only evidence about the
         # host's artifacts (a _Decided above) may fail it.

@@ -131,7 +131,7 @@ def lead(spec_json: bytes, device: str, threads: int | None, accumulate: int = 1
 
 def stop(island: IslandBehaviour, training: Future[Any] | None, wait_s: float = STOP_WAIT_S) -> bool:
     """Rank 0, its daemon stopped (``HostNode.close`` stops a pipelined training thread at its next
-    step without waiting for it): wait up to ``wait_s`` for that training to end, then tell the
+    step and waits a bounded time for it): wait up to ``wait_s`` for that training to end, then tell the
     other ranks to leave. Never while it trains: the stop order travels on the group the training
     thread sends its orders on and the other ranks read it only between epochs, so sent beside the
     training's collectives it would interleave with them.

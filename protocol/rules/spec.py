@@ -47,7 +47,7 @@ DEFAULT_PROBE_WINDOWS = 64
 """The default ``verification.probe_windows`` (``trainer.probe``; docs/verification.md, "The probe")."""
 MAX_PROBE_WINDOWS = 4096
 """The most validation windows a probe may score (a validator's forward passes per host)."""
-DEFAULT_PROBE_MARGIN = Decimal("0.05")
+DEFAULT_PROBE_MARGIN = Decimal("0.02")
 """The default ``aggregation.probe_margin`` in nats (docs/verification.md, "The probe")."""
 MAX_PROBE_MARGIN = Decimal("1000")
 

@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 from cosmpy.protos.cosmos.bank.v1beta1.tx_pb2 import MsgSend
 from ledger_env import key_type_for
-from suite_env import named_key
+from suite_env import SESSION_DEVNET, named_key
 
 from chain.cosmos import CosmosBackend, CosmosChain
 from chain.cosmos.chain import Funds, contract_address_of
@@ -201,13 +201,15 @@ def _require_extra() -> None:
 
 
 @pytest.fixture(scope="session")
-def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
-    """A running devnet for the whole session (own free ports, temporary home)."""
+def devnet(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Devnet]:
+    """A running devnet for the whole session (own free ports, temporary home), or until no later
+    test of this process can use it (``tests/conftest.py`` stops it then; stopping twice is a no-op)."""
     _require_extra()
     faucet = GenesisAccount.of_key(FAUCET, faucet_key(), FAUCET_BALANCE, **{OTHER_DENOM: FAUCET_BALANCE})
     net = Devnet(tmp_path_factory.mktemp("devnet"), ports=DevnetPorts.free(), accounts=[faucet],
                  block_time=os.environ.get("VERILOCO_DEVNET_BLOCK_TIME", "200ms"))
     net.up(tied=True)  # dies with this process even if it is killed and the finally below never runs
+    request.config.stash[SESSION_DEVNET] = net
     try:
         yield net
     finally:

@@ -2,9 +2,11 @@
 for the epoch that settles (pipelined topk2 runs: tests/e2e/test_pipelined_topk2_network.py)."""
 
 import logging
+import threading
 from concurrent.futures import FIRST_COMPLETED, wait
 
 from node.daemon import Daemon
+from trainer.inner import Interrupted
 from trainer.presets import tiny
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import simulation_spec
@@ -77,3 +79,40 @@ def test_a_training_that_ends_after_its_hosts_tick_still_commits(tmp_path, load_
     reports = [net.run_epoch(), net.run_epoch()]
     assert forced, "the interleaving was forced"
     assert [next(h.outcome for h in r.hosts if h.address == host.address) for r in reports] == ["accepted"] * 2
+
+
+def test_a_host_closed_mid_training_stops_its_training_thread(tmp_path, load_dataset) -> None:
+    """``HostNode.close`` stops a pipelined training at its next step and waits for its thread: the
+    training ends interrupted, and no thread of the host is left running."""
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
+                           validators=1, hosts=1).with_changes(phases={"pipelined": True})
+    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None)],
+                                                      validators=[validator_behaviour("honest")]),
+                       load_dataset(spec.data))
+    host = net.hosts[0]
+    training = threading.Event()
+    before = set(threading.enumerate())  # other tests' nodes may still run threads of the same names
+
+    def held(done: int, _loss: float) -> None:  # the training waits here, mid-epoch, until the close
+        if done == 2:
+            training.set()
+            host.stopping.wait(60)
+
+    host._on_step = held
+    for _ in range(400):  # to the training of epoch 0
+        acted = [node.tick() for node in net.nodes]
+        net.ledger.end_block()
+        if host.training is not None:
+            break
+        info = net.ledger.epoch()
+        if not any(acted) and net.ledger.height() < info.phase_deadline:
+            net.ledger.wait_for_height(info.phase_deadline)
+    assert training.wait(60), "the host started training"
+    job = host.training
+    assert job is not None and not job.done()
+    host.close()
+    assert job.done() and isinstance(job.exception(), Interrupted)
+    assert host.training is None
+    assert not [t for t in threading.enumerate() if t not in before and t.name.startswith(f"{host.name}-train")]
+    for validator in net.validators:
+        validator.close()

@@ -15,6 +15,7 @@ from trainer.outer import GlobalState
 from trainer.probe import (
     GAIN_MICRO_BOUND,
     gain_micro,
+    probe_allowance,
     probe_gain,
     probe_loss,
     probe_outliers,
@@ -61,11 +62,12 @@ def test_gain_micro_rounds_half_to_even_and_clamps() -> None:
 
 
 def test_outliers_leave_out_the_low_gain_only_beyond_the_margin() -> None:
-    gains = {"a": 50_000, "b": 52_000, "c": 48_000, "d": 20_000}  # median 49,000
+    gains = {"a": 50_000, "b": 52_000, "c": 48_000, "d": 20_000}  # median 49,000: 5 % of it is 2,450
     assert probe_outliers(gains, 10_000) == {"d"}
-    assert probe_outliers(gains, 29_000) == set()  # exactly at the margin: kept
-    assert probe_outliers(gains, 28_999) == {"d"}
-    assert probe_outliers({**gains, "d": 90_000}, 1_000) == {"c"}  # median 51,000; a high gain never
+    assert probe_outliers(gains, 26_550) == set()  # exactly at the allowance (29,000 below): kept
+    assert probe_outliers(gains, 26_549) == {"d"}
+    assert probe_allowance(49_000, 26_550) == 29_000 and probe_allowance(-49_000, 7) == 7
+    assert probe_outliers({**gains, "d": 90_000}, 0) == {"c"}  # median 51,000, allowance 2,550; a high gain never
     assert probe_outliers({"a": 50_000, "d": -10**9}, 0) == set()  # fewer than 3: no peers
     assert probe_outliers({"a": 50_000, "d": -10**9}, 0, min_peers=2) == {"d"}
 
@@ -93,7 +95,7 @@ def test_a_partial_host_is_not_left_out_for_training_less() -> None:
     # Negative peer gains are never raised by the scaling (which would be harsher on the partial host).
     assert probe_outliers({"a": -40_000, "b": -40_000, "c": -40_000, "p": -45_000}, 10_000, segs) == set()
     # A whole host among partial ones is compared with their smaller gains as they are.
-    assert probe_outliers({"p1": 30_000, "p2": 31_000, "p3": 29_000, "w": 60_000}, 0,
+    assert probe_outliers({"p1": 30_000, "p2": 31_000, "p3": 27_000, "w": 60_000}, 0,
                           {"p1": 4, "p2": 4, "p3": 4, "w": 8}) == {"p3"}
 
 
@@ -158,14 +160,14 @@ def test_the_probe_fields_are_omitted_at_their_defaults_and_validated() -> None:
     from protocol.rules.spec import RunSpec
 
     plain = small_spec()
-    assert plain.verification.probe_windows == 64 and plain.aggregation.probe_margin == Decimal("0.05")
+    assert plain.verification.probe_windows == 64 and plain.aggregation.probe_margin == Decimal("0.02")
     assert b"probe_windows" not in plain.canonical() and b"probe_margin" not in plain.canonical()
-    assert plain.aggregation.probe_margin_micro == 50_000
+    assert plain.aggregation.probe_margin_micro == 20_000
     off = small_spec(verification={"probe_windows": 0}, aggregation={"probe_margin": "0.125"})
     assert b'"probe_windows":0' in off.canonical() and b'"probe_margin":"0.125"' in off.canonical()
     assert off.run_id() != plain.run_id() and RunSpec.from_canonical(off.canonical()) == off
     assert off.aggregation.probe_margin_micro == 125_000
-    spelled = plain.canonical().replace(b'"rule":', b'"probe_margin":"0.05","rule":')
+    spelled = plain.canonical().replace(b'"rule":', b'"probe_margin":"0.02","rule":')
     with pytest.raises(EncodingError, match="default-omitted"):
         RunSpec.from_canonical(spelled)
     for bad in ({"verification": {"probe_windows": -1}}, {"verification": {"probe_windows": 4097}},
@@ -188,3 +190,41 @@ def test_admitted_leaves_out_what_either_rule_does() -> None:
     assert set(admitted(deltas, gains, 50_000).kept) == {"a", "b", "c", "d"}  # within a wide margin
     with pytest.raises(ValueError, match="gains"):
         admitted(deltas, {h: gains[h] for h in "abcd"}, 10_000)
+
+
+def test_the_simulation_aggregates_through_the_probe_rule(dataset, monkeypatch) -> None:
+    # trainer.diloco.proposers_aggregate: a Δ whose decided gain is below the median by more than
+    # the run's margin is left out, as node/host.py leaves it out; probe_windows 0 ignores gains.
+    from suite_env import small_spec
+
+    from protocol.tensors.aggregation import aggregate
+    from trainer.diloco import proposers_aggregate, simulate
+
+    spec = small_spec(aggregation={"rule": "mean"})
+    g = torch.Generator().manual_seed(5)
+    deltas = {f"worker-{k}": {n: 1e-2 * torch.randn(t.shape, generator=g) for n, t in
+                              GlobalState.initial(spec).params.items()} for k in range(4)}
+    gains = {"worker-0": -200_000, "worker-1": 40_000, "worker-2": 42_000, "worker-3": 41_000}
+    got = proposers_aggregate(spec, deltas, gains)
+    want = aggregate(spec.aggregation, {h: d for h, d in deltas.items() if h != "worker-0"})
+    assert all(torch.equal(got[n], want[n]) for n in want)
+    off = proposers_aggregate(spec.with_changes(verification={"probe_windows": 0}), deltas, gains)
+    plain = aggregate(spec.aggregation, deltas)
+    assert all(torch.equal(off[n], plain[n]) for n in plain)
+    # Honest workers are not left out: the run is the same with no gains posted (the same spec, so
+    # the same run id and batches).
+    import trainer.diloco
+
+    short = small_spec(train={"inner_steps": 8, "segment_steps": 8})
+    posted: list[dict[str, int] | None] = []
+
+    real = trainer.diloco.epoch_gains
+
+    def record(*args, **kwargs):
+        posted.append(real(*args, **kwargs))
+        return posted[-1]
+    monkeypatch.setattr(trainer.diloco, "epoch_gains", record)
+    probed = simulate(short, dataset, "diloco", workers=3, steps=16, evals=1, eval_windows=64).val_loss
+    assert len(posted) == 2 and all(len(p or {}) == 3 and min((p or {}).values()) > 0 for p in posted)
+    monkeypatch.setattr(trainer.diloco, "epoch_gains", lambda *args, **kwargs: None)
+    assert simulate(short, dataset, "diloco", workers=3, steps=16, evals=1, eval_windows=64).val_loss == probed

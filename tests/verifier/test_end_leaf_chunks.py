@@ -10,7 +10,7 @@ import pytest
 import torch
 from verifier_env import Served, commit_leaves, leaves_of
 
-from node.prefetch import Spool, fetch_challenge
+from node.prefetch import EndChunks, Spool, fetch_challenge, fetch_end_chunks
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.checkpoint import FORMAT, checkpoint_layout
 from trainer.leaf_digests import (
@@ -25,7 +25,7 @@ from trainer.leaf_digests import (
 )
 from trainer.tensorfile import encode_tensors
 from verifier.adversaries.base import clone_state
-from verifier.replay import VerdictReport, check_challenge, trusted_end_digests
+from verifier.replay import ChunksWanted, VerdictReport, check_challenge, trusted_end_digests
 
 DATA: list = []  # the session's dataset (set by the module's fixture)
 
@@ -193,13 +193,31 @@ def test_digest_lists_of_files_and_tensors_agree_and_are_checked(spec, honest) -
     assert b"".join(encoded_chunks(tensors, FORMAT)) == encode_tensors(tensors, FORMAT) == path.read_bytes()
 
 
-# -- the daemons' prefetch (node.prefetch): the digest list ahead, the differing chunks at replay --
+# -- the daemons' prefetch (node.prefetch): the digest list ahead, the differing chunks on a fetch --
+# -- thread once the replay named them, then the check from the same replay                      --
 
 
 def _ahead(served: Served, source: ArtifactSource, directory) -> Spool:
     challenge = served.challenge(0)
     return fetch_challenge(source, challenge, directory, None,
                            digests=lambda d, p: trusted_end_digests(served.spec.for_epoch(0), challenge, d, p))
+
+
+def _deferred(served: Served, spool: Spool, counted: Via | None = None) -> VerdictReport:
+    """A spool checked as a daemon checks it: the replay stops at the end leaf's differing chunks
+    (reading none), they are fetched (``fetch_end_chunks``, a fetch thread's job), and the check goes
+    on from the same replay, spilled to disk and read back."""
+    args = (served.spec, DATA[0], spool.challenge, spool, served.theta, served.ctx.prev_epoch_seed)
+    try:
+        return check_challenge(*args, defer_chunks=True)
+    except ChunksWanted as wanted:
+        assert counted is None or counted.chunks_read == 0  # the replay's thread read none of them
+        assert spool.fallback is not None
+        spool.end = fetch_end_chunks(spool.fallback, spool.challenge, wanted.digests, wanted.wanted,
+                                     spool.directory / "end", None)
+        replay = wanted.replayed.spill(spool.directory / "replayed.pt").load()
+        spool.fallback = None  # the replay asks the host for nothing more
+        return check_challenge(*args, replayed=replay)
 
 
 @pytest.mark.parametrize("kind", ["honest", "within"])
@@ -209,9 +227,9 @@ def test_the_prefetch_fetches_the_digest_list_not_the_end_leaf(honest, perturbed
     spool = _ahead(served, via, tmp_path)
     assert ("checkpoint", 1) not in spool.items and ("digests", 1) in spool.items and spool.failure is None
     assert via.leaves_read == [0] and via.chunks_read == 0
-    a, b = _check(served, 0, spool), _check(served, 0, Via(served.source, digests=None))
+    a, b = _deferred(served, spool, via), _check(served, 0, Via(served.source, digests=None))
     _same(a, b)
-    assert a.outcome == "pass" and 1 not in via.leaves_read  # the differing chunks only, read at replay
+    assert a.outcome == "pass" and 1 not in via.leaves_read  # the differing chunks only, read after the replay
     assert a.transfer["end_leaf"] == ("own" if kind == "honest" else "chunks")
     assert via.chunks_read == (0 if kind == "honest" else 3)
 
@@ -233,8 +251,48 @@ def test_a_wrong_chunk_at_replay_reads_the_end_leaf_whole_from_the_host(perturbe
     served = perturbed["within"]
     wrong = Via(served.source, chunk=lambda b: bytes(len(b)))
     spool = _ahead(served, wrong, tmp_path)
-    a, b = _check(served, 0, spool), _check(served, 0, Via(served.source, digests=None))
+    a, b = _deferred(served, spool), _check(served, 0, Via(served.source, digests=None))
     _same(a, b)
     assert a.outcome == "pass" and a.transfer["end_leaf"] == "whole" and wrong.leaves_read == [0, 1]
+    assert wrong.chunks_read == 1  # the first one did not check: the rest were never asked for
     spool = _ahead(served, Via(served.source, chunk=lambda b: bytes(len(b)), checkpoint=False), tmp_path)
-    assert _check(served, 0, spool).outcome == "unavailable"  # nor the leaf whole: as inline
+    assert _deferred(served, spool).outcome == "unavailable"  # nor the leaf whole: as inline
+
+
+@pytest.mark.parametrize("kind", ["within", "beyond"])
+def test_chunks_fetched_after_the_replay_give_the_inline_verdict(perturbed, kind, tmp_path) -> None:
+    served = perturbed[kind]
+    via = Via(served.source)
+    spool = _ahead(served, via, tmp_path)
+    a, b = _deferred(served, spool, via), _check(served, 0, Via(served.source))
+    _same(a, b)
+    def timeless(m: dict) -> dict:
+        return {k: v for k, v in m.items() if not k.startswith("seconds")}
+
+    assert a.reason == b.reason and timeless(a.measurements) == timeless(b.measurements)
+    assert a.transfer == b.transfer and a.outcome == ("pass" if kind == "within" else "fail")
+    cut = _ahead(served, Via(served.source), tmp_path)  # chunks never delivered (EndChunks.cut): unserved
+    with pytest.raises(ChunksWanted) as stopped:
+        check_challenge(served.spec, DATA[0], cut.challenge, cut, served.theta, served.ctx.prev_epoch_seed,
+                        defer_chunks=True)
+    cut.end = EndChunks.cut(cut.challenge, "were not delivered before the give-up height")
+    late = check_challenge(served.spec, DATA[0], cut.challenge, cut, served.theta, served.ctx.prev_epoch_seed,
+                           replayed=stopped.value.replayed)
+    assert late.outcome == "unavailable" and "give-up height" in late.reason
+
+
+def test_chunks_past_their_deadline_are_not_asked_for_and_the_leaf_is_unserved(perturbed, tmp_path) -> None:
+    served = perturbed["within"]
+    via = Via(served.source)
+    spool = _ahead(served, via, tmp_path)
+    with pytest.raises(ChunksWanted) as stopped:
+        check_challenge(served.spec, DATA[0], spool.challenge, spool, served.theta, served.ctx.prev_epoch_seed,
+                        defer_chunks=True)
+    wanted = stopped.value
+    assert len(wanted.wanted) == 3 and via.chunks_read == 0  # the replay named them, read none
+    spool.end = fetch_end_chunks(via, spool.challenge, wanted.digests, wanted.wanted, tmp_path / "end",
+                                 deadline=0.0)  # long passed: nothing is asked, not even the leaf whole
+    assert via.chunks_read == 0 and via.leaves_read == [0] and spool.end.failure is not None
+    late = check_challenge(served.spec, DATA[0], spool.challenge, spool, served.theta, served.ctx.prev_epoch_seed,
+                           replayed=wanted.replayed)
+    assert late.outcome == "unavailable" and "budget" in late.reason
