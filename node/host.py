@@ -94,7 +94,7 @@ from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, Segment
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.peer_bound import within_peer_bound
-from trainer.probe import probe_deficits, probe_outliers
+from trainer.probe import probe_allowance, probe_deficits, probe_outliers
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
@@ -616,7 +616,8 @@ class HostNode(Participant):
         of the others per tensor, and every small tensor of the rest clipped to that factor × its
         median: what no replay saw is bounded by what the peers' training moved. With ``gains``
         (the probe gains the chain decided, run's probe on) also without the Δs whose gain is below
-        its peers' median by more than ``aggregation.probe_margin`` (``trainer.probe.probe_outliers``,
+        its peers' median by more than ``aggregation.probe_margin`` and a share of a positive median
+        (``trainer.probe.probe_outliers``,
         from :data:`~trainer.peer_bound.DELTA_PEER_MIN` Δs up): what a Δ does to the model. Applied
         once, to the set that is aggregated (the same pure function of the same bytes and chain
         integers at every honest proposer), not on every tick of the wait. Like the peer bound, a
@@ -632,10 +633,11 @@ class HostNode(Participant):
             outliers = probe_outliers(decided, margin, {a: kept_segments[a] for a in decided})
             deficits = probe_deficits(decided, {a: kept_segments[a] for a in decided})
             for address in sorted(outliers):
+                allowed = probe_allowance(decided[address] + deficits[address], margin)
                 self.event(epoch, EventKind.DELTA_LEFT_OUT,
                            f"{address}: its probe gain {decided[address] / MICRO:+.6f} nats is "
                            f"{float(deficits[address]) / MICRO:.6f} below its peers' median (at most "
-                           f"{margin / MICRO:g} nats, aggregation.probe_margin)")
+                           f"{float(allowed) / MICRO:.6f}: aggregation.probe_margin and a share of the median)")
         bound = within_peer_bound(deltas, segments=kept_segments, exclude=outliers)
         for address, (excess, where) in bound.left_out.items():
             if address in outliers:

@@ -94,7 +94,7 @@ from trainer.fingerprint import check_fingerprint
 from trainer.leaf_digests import LeafDigests
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState
-from trainer.probe import gain_micro, probe_gain, probe_loss, probe_seed, probe_starts
+from trainer.probe import PROBE_SCALE, gain_micro, probe_gain, probe_loss, probe_seed, probe_starts
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
 from verifier.replay import (
@@ -655,8 +655,8 @@ class ValidatorNode(Participant):
         return verdict, reason
 
     def _probe_gain(self, status: ParticipantStatus, challenge: Challenge, verdict: Verdict) -> int | None:
-        """The host's probe gain in micro-nats (``trainer.probe``) that ``verdict`` carries: on the
-        host's last segment when the run's probe is on, from θ_e and the host's Δ̂ this validator
+        """The host's probe gain in micro-nats (``trainer.probe``, at ``PROBE_SCALE``) that ``verdict``
+        carries: on the host's last segment when the run's probe is on, from θ_e and the host's Δ̂ this validator
         checked and kept (``held_delta_path``), on the windows the epoch's beacon draws. None
         elsewhere, on ``unavailable``, and on a ``fail`` reached before the Δ was read. A ``pass``
         with no Δ kept was reached without a replay (a lying behaviour's): it must carry a gain and
@@ -683,7 +683,8 @@ class ValidatorNode(Participant):
             self._probe_base = (key, starts, probe_loss(self._probe_model, self.dataset, theta.params, starts))
         _, starts, base = self._probe_base
         assert self._probe_model is not None
-        return gain_micro(probe_gain(self._probe_model, self.dataset, theta.params, delta, starts, base=base))
+        return gain_micro(probe_gain(self._probe_model, self.dataset, theta.params, delta, starts, PROBE_SCALE,
+                                     base=base))
 
     def _verdict_for(self, status: ParticipantStatus, challenge: Challenge) -> tuple[Verdict | None, str]:
         """Replay ``challenge`` (:func:`verifier.replay.check_challenge`): its verdict and why, or
