@@ -70,9 +70,10 @@ simulate: install
 # Devnet tests must run, not skip, and 100 ms blocks keep the devnet suites short; passive OpenMP
 # threads keep the many processes of the end-to-end tests from starving each other. The `ci`
 # hypothesis profile is the thorough property run (tests/conftest.py); a bare pytest runs `dev`.
-# Two pytest-xdist workers on two cores (`-n auto`), each module whole on one worker, the modules
-# with slow tests handed out first (tests/conftest.py; --no-loadscope-reorder keeps that order);
-# a worker that meets a devnet test starts its own devnet. The 20 slowest tests are listed at the
+# Two pytest-xdist workers on two cores (`-n auto`), each module whole on one worker, handed out in
+# tests/conftest.py's order (own-devnet modules, session-devnet modules, other slow modules, the
+# rest; --no-loadscope-reorder keeps it); a worker that meets a devnet test starts its own session
+# devnet and stops it once no later test can use it. The 20 slowest tests are listed at the
 # end so the suite's length stays visible in CI.
 test: install-dev toolchain browser
 	OMP_WAIT_POLICY=PASSIVE VERILOCO_REQUIRE_DEVNET=1 VERILOCO_REQUIRE_BROWSER=1 VERILOCO_DEVNET_BLOCK_TIME=100ms $(BIN)/python -m pytest --hypothesis-profile=ci -n auto --dist loadfile --no-loadscope-reorder --durations=20

@@ -15,15 +15,13 @@ rows per worker-step and inner lr 0.01, K = 4, H = 10, outer SGD lr 1 without mo
 AdamW inner.
 
 Run: ``.venv/bin/python bench/pipelined_topk2.py --steps 1000 --json /tmp/pipelined_topk2.json``
-(β = 1, the lag alone); the decay sweep, split over processes (each seed's data parallelism in one
-of them), then one table from all their JSON files::
+(β = 1, the lag alone); the decay sweep, one process per seed (both at once on two cores), then one
+table from their JSON files (``--merge`` also takes a seed's rows split over several processes)::
 
-    .venv/bin/python bench/pipelined_topk2.py --decays 1,0.95,0.9 --baselines ddp --seed 0 \\
+    .venv/bin/python bench/pipelined_topk2.py --decays 1,0.95,0.9,0.8 --baselines ddp,int8 --seed 0 \\
         --threads 1 --json /tmp/decay0.json
-    .venv/bin/python bench/pipelined_topk2.py --decays 0.8 --baselines int8 --seed 0 --threads 1 \\
-        --json /tmp/decay0b.json
-    (the same two with --seed 1)
-    .venv/bin/python bench/pipelined_topk2.py --merge /tmp/decay0.json /tmp/decay0b.json ...
+    (the same with --seed 1 --json /tmp/decay1.json)
+    .venv/bin/python bench/pipelined_topk2.py --merge /tmp/decay0.json /tmp/decay1.json
 """
 
 from __future__ import annotations

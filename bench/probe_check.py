@@ -21,9 +21,12 @@ rule, a Δ either leaves out is left out, small tensors of the rest clipped). ``
    at ``--margin`` and with the peer bound alone. Two attacks an attacker who knows the rule adds:
 
    * ``…+blend``: ``Δ̂_own + λ(Δ̂_forged − Δ̂_own)``, λ the largest (bisection) whose gain on the
-     probe's OWN windows is at least the peers' median − margin: an oracle that knows the windows
-     and the peers' gains before committing (a real host knows neither; it is the upper bound of
-     what sitting just inside the margin can do).
+     probe's OWN windows is at least the peers' median − the allowance (``probe_allowance``): an
+     oracle that knows the windows and the peers' gains before committing (a real host knows
+     neither; it is the upper bound of what sitting just inside the margin can do). With
+     ``--blend own`` (``…+blend-own``), λ is tuned instead on what the host knows before it
+     commits: its gain on the 512 public, evenly spread validation windows against its own honest
+     Δ's gain there.
    * ``orthogonal``: a constructed Δ (no retraining): the host's honest Δ̂ moved, per tensor, along
      the validation gradient at θ_e with its component along the gradient at the host's own end
      point ``θ_e − Δ̂_own`` removed, to 1.45× the honest norm (less where that would leave the
@@ -33,8 +36,8 @@ rule, a Δ either leaves out is left out, small tensors of the rest clipped). ``
 
 Run: ``.venv/bin/python bench/probe_check.py --preset tiny [--epochs 3] [--hosts 4] [--windows 64]
 [--scales 1,0.25] [--margin 0.05] [--partial] [--quantization topk2@0] [--attacks 'jump:1,1.45,gradient;…'|none]
-[--rules centered_clip,mean] [--json out.json]``; ``--cost [--windows 64]``: only the seconds of one host's probe
-on one validator at tiny, demo and small (one forward pass per 64 windows).
+[--rules centered_clip,mean] [--blend oracle|own] [--json out.json]``; ``--cost [--windows 64]``: only the
+seconds of one host's probe on one validator at tiny, demo and small (one forward pass per 64 windows).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from trainer import presets
 from trainer.data import Dataset
 from trainer.delta import carried_from, dequantize, encode_pseudo_gradient, pseudo_gradient, quantize
 from trainer.determinism import configure
-from trainer.evaluate import validation_loss
+from trainer.evaluate import validation_loss, validation_starts
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
@@ -230,6 +233,8 @@ def main() -> None:
     parser.add_argument("--quantization", default="", help="a schedule in place of the preset's, e.g. topk2@0")
     parser.add_argument("--attacks", default=DEFAULT_ATTACKS, help="';'-separated (jump texts, orthogonal) or none")
     parser.add_argument("--rules", default="centered_clip,mean")
+    parser.add_argument("--blend", default="oracle", choices=["oracle", "own"],
+                        help="how a blend is tuned: on the probe's windows and peers (oracle) or on its own estimate")
     parser.add_argument("--cost", action="store_true", help="only time one host's probe at tiny, demo, small")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -315,15 +320,22 @@ def main() -> None:
                 found = ep.judge(forged, attack, e)
                 attack_rows.append(found)
                 print(json.dumps(found), flush=True)
-                # The oracle blend: the largest λ whose gain on the probe's windows sits at the margin.
-                med_ref = found["gain"][0] + found["deficit"][0]  # the peers' median the rule compares with
+                # The blend: the largest λ whose gain sits at the allowance — on the probe's own windows
+                # against the peers' median (oracle), or on the public evenly spread windows against
+                # its own honest gain there (own: what a host can compute before it commits).
+                if args.blend == "oracle":
+                    tuner, med_ref = probe, found["gain"][0] + found["deficit"][0]
+                else:
+                    tuner = Probe(model, dataset, theta.params, validation_starts(dataset, 512), scales[:1])
+                    med_ref = tuner.gains(own)[0]
                 floor = med_ref - probe_allowance(med_ref, margin)
                 if found["probe_left_out"]:
                     lo, hi = 0.0, 1.0
                     for _ in range(10):
                         mid = (lo + hi) / 2
-                        lo, hi = (mid, hi) if probe.gains(ep.blend(forged, mid))[0] >= floor else (lo, mid)
-                    mixed = ep.judge(ep.blend(forged, lo), f"{attack}+blend", e)
+                        lo, hi = (mid, hi) if tuner.gains(ep.blend(forged, mid))[0] >= floor else (lo, mid)
+                    suffix = "+blend" if args.blend == "oracle" else "+blend-own"
+                    mixed = ep.judge(ep.blend(forged, lo), f"{attack}{suffix}", e)
                     mixed["lambda"] = round(lo, 4)
                     attack_rows.append(mixed)
                     print(json.dumps(mixed), flush=True)

@@ -68,7 +68,7 @@ from trainer.delta import (
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState, outer_step
-from trainer.probe import PROBE_SCALE, admitted, probe_gains, probe_seed, probe_starts
+from trainer.probe import PROBE_SCALE, admitted, probe_applies, probe_gains, probe_seed, probe_starts
 from trainer.step import Stepper, TrainState
 
 Mode = Literal["diloco", "ddp", "single"]
@@ -134,11 +134,10 @@ def epoch_gains(spec: RunSpec, model: torch.nn.Module, dataset: Dataset, theta: 
                 deltas: Mapping[str, Mapping[str, torch.Tensor]], beacon: bytes, epoch: int) -> dict[str, int] | None:
     """What the validators of epoch ``epoch`` post: every host's probe gain of its Δ from ``theta``
     on ``verification.probe_windows`` windows drawn from ``beacon`` (:mod:`trainer.probe`); ``None``
-    when the probe is off."""
-    windows = spec.verification.probe_windows
-    if windows == 0:
+    when the probe is off or the epoch is not probed (``topk2``: :func:`trainer.probe.probe_applies`)."""
+    if not probe_applies(spec, epoch):
         return None
-    starts = probe_starts(dataset, probe_seed(beacon, epoch), windows)
+    starts = probe_starts(dataset, probe_seed(beacon, epoch), spec.verification.probe_windows)
     return probe_gains(model, dataset, theta, deltas, starts, PROBE_SCALE)
 
 

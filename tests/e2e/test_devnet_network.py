@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,24 @@ def cli(env: dict[str, str], *args: str, timeout: float = 120) -> str:
     done = subprocess.run([*VERILOCO, *args], env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"veriloco {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+def cli_each(env: dict[str, str], *commands: Sequence[str], timeout: float = 120) -> list[str]:
+    """Independent commands side by side, each its own process as :func:`cli` runs it; their outputs
+    in order. Only commands that write nothing the others read (reads, or transactions of distinct
+    signers: a Cosmos node writes nothing to the veriloco home) may run together."""
+    procs = [subprocess.Popen([*VERILOCO, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for args in commands]
+    try:
+        outputs = []
+        for args, proc in zip(commands, procs, strict=True):
+            out, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, f"veriloco {' '.join(args)} failed:\n{out}\n{err}"
+            outputs.append(out)
+        return outputs
+    finally:
+        for proc in procs:
+            proc.kill()
 
 
 @pytest.fixture
@@ -78,12 +97,11 @@ def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
     spec_file.write_text(tomli_w.dumps(spec.model_dump(mode="json")))
     cli(env, "run", "deploy", str(spec_file), "--devnet", "--key", "operator", "--fund", "10INJ")
     ports = {name: free_port() for name in [*HOSTS, *VALIDATORS]}
-    for name in HOSTS:
-        # The cheater loses half its stake each epoch; 40 INJ keeps it above the 10 INJ minimum for 3 epochs.
-        stake = "40INJ" if name == "cheat" else "20INJ"
-        cli(env, "host", "bond", stake, "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}")
-    for name in VALIDATORS:
-        cli(env, "validator", "bond", "10INJ", "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}")
+    # The cheater loses half its stake each epoch; 40 INJ keeps it above the 10 INJ minimum for 3 epochs.
+    cli_each(env, *[["host", "bond", "40INJ" if name == "cheat" else "20INJ", "--key", name,
+                     "--endpoint", f"http://127.0.0.1:{ports[name]}"] for name in HOSTS],
+             *[["validator", "bond", "10INJ", "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}"]
+               for name in VALIDATORS])
     logs = tmp / "logs"
     logs.mkdir()
     procs = []
@@ -109,8 +127,10 @@ def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
         log = (logs / f"{name}.log").read_text()
         assert f"serving the Δs and states it holds on http://127.0.0.1:{ports[name]}" in log
     assert "an island of 2 processes, FSDP2 over gloo" in (logs / f"{ISLAND}.log").read_text()
-    addresses = {name: json.loads(cli(env, "keys", "show", name, "--json"))["address"] for name in HOSTS}
-    reports = [json.loads(cli(env, "report", str(e), "--json"))["report"] for e in range(EPOCHS)]
+    shown = cli_each(env, *[["keys", "show", name, "--json"] for name in HOSTS],
+                     *[["report", str(e), "--json"] for e in range(EPOCHS)])
+    addresses = {name: json.loads(out)["address"] for name, out in zip(HOSTS, shown, strict=False)}
+    reports = [json.loads(out)["report"] for out in shown[len(HOSTS):]]
     cheater = addresses["cheat"]
     for report in reports:
         outcomes = {h["address"]: h for h in report["hosts"]}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from test_devnet_network import VERILOCO, cli, free_port
+from test_devnet_network import VERILOCO, cli, cli_each, free_port
 from test_devnet_network import network as _devnet  # noqa: F401 (the `network` fixture: a devnet, its keys funded)
 
 from trainer.presets import tiny
@@ -42,10 +42,9 @@ def test_pipelined_daemons_train_e_plus_1_while_e_settles_over_http(_devnet) -> 
     cli(env, "run", "deploy", str(spec_file), "--devnet", "--key", "operator", "--fund", "10INJ")
     hosts = [*HONEST, CHEATER]
     ports = {name: free_port() for name in [*hosts, *VALIDATORS]}
-    for name in hosts:
-        cli(env, "host", "bond", "20INJ", "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}")
-    for name in VALIDATORS:
-        cli(env, "validator", "bond", "10INJ", "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}")
+    cli_each(env, *[[role, "bond", stake, "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}"]
+                    for role, names, stake in (("host", hosts, "20INJ"), ("validator", VALIDATORS, "10INJ"))
+                    for name in names])
     logs = tmp / "logs"
     logs.mkdir()
     common = ["--epochs", str(EPOCHS), "--threads", "1", "--poll", "0.2"]
@@ -67,16 +66,20 @@ def test_pipelined_daemons_train_e_plus_1_while_e_settles_over_http(_devnet) -> 
         for _, proc in procs:
             proc.kill()
 
-    addresses = {name: json.loads(cli(env, "keys", "show", name, "--json"))["address"] for name in hosts}
+    shown = cli_each(env, *[["keys", "show", name, "--json"] for name in hosts],
+                     *[["report", str(e), "--json"] for e in range(EPOCHS)],
+                     *[["epoch", "show", str(e), "--json"] for e in range(EPOCHS + 1)])
+    addresses = {name: json.loads(out)["address"] for name, out in zip(hosts, shown, strict=False)}
+    reports = [json.loads(out)["report"] for out in shown[len(hosts):len(hosts) + EPOCHS]]
+    epochs = [json.loads(out)["epoch"] for out in shown[len(hosts) + EPOCHS:]]
     for e in range(EPOCHS):
-        report = json.loads(cli(env, "report", str(e), "--json"))["report"]
+        report = reports[e]
         outcomes = {h["address"]: h for h in report["hosts"]}
         assert report["agreed"] is True, (e, report.get("unchanged_reason"))
         assert outcomes[addresses[CHEATER]]["outcome"] == "invalid" and int(outcomes[addresses[CHEATER]]["slashed"]) > 0
         for name in HONEST:
             assert outcomes[addresses[name]]["outcome"] == "accepted" and int(outcomes[addresses[name]]["reward"]) > 0
-        info = json.loads(cli(env, "epoch", "show", str(e), "--json"))["epoch"]
-        after = json.loads(cli(env, "epoch", "show", str(e + 1), "--json"))["epoch"]
+        info, after = epochs[e], epochs[e + 1]
         # e + 1 opened from the optimistic start e's committed hosts agreed on, and records e's settled
         # model; the sign-flipped Δ entered the optimistic start, so the two differ.
         assert info["start_model_hash"] and after["model_hash"] == info["start_model_hash"]

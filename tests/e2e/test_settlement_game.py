@@ -284,18 +284,19 @@ def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path
                                                                        monkeypatch) -> None:
     # Issue 27: no auditor, the default trap_probability. Each honest host traps one segment with
     # probability 0.2 per epoch, drawn from its own key (with these simulation keys and this run:
-    # host-0 in epochs 1 and 5, host-1 in 1, 2 and 4, host-2 in 0 and 5). Every segment is
-    # challenged, so every trap is. Two trap readers (2/7 of the stake) replay only hosts that
-    # trapped last epoch and pass the rest blind; each host's pickers are 3 of the 7 validators, so
-    # a reader picks for a host with probability 1 − C(5,3)/C(7,3) = 5/7, and each of the 6 traps
-    # after an epoch without one catches one then. With random beacon secrets all 6 miss with
-    # probability (2/7)^6 ≈ 1/1,700; the secrets are fixed here (keyed by address and epoch), so the
-    # seeds, the pickers and this test's outcome are the same on every run, and every reader that
-    # sat on a trap it did not expect is asserted caught below.
+    # host-2 in epoch 0, host-0 and host-1 in epoch 1, host-1 again in epoch 2; over 6 epochs
+    # host-0 also in 5, host-1 in 4, host-2 in 5). Every segment is challenged, so every trap is.
+    # Two trap readers (2/7 of the stake) replay only hosts that trapped last epoch and pass the
+    # rest blind; each host's pickers are 3 of the 7 validators, so a reader picks for a host with
+    # probability 1 − C(5,3)/C(7,3) = 5/7, and each trap after an epoch without one catches one
+    # then. The secrets are fixed here (keyed by address and epoch), so the seeds, the pickers and
+    # this test's outcome are the same on every run, and every reader that sat on a trap it did not
+    # expect is asserted caught below. Three epochs hold both cases: traps no reader expected
+    # (epochs 0 and 1) and one it did (host-1 in epoch 2, after its trap in epoch 1).
     monkeypatch.setattr(Participant, "secret", keyed_secret)
     hosts = [None, None, None]
     validators = ["honest"] * 5 + ["trap_reader"] * 2
-    net, reports = play(tmp_path, load_dataset, hosts, validators, 6, challenges_k=SEGMENTS - 1)
+    net, reports = play(tmp_path, load_dataset, hosts, validators, 3, challenges_k=SEGMENTS - 1)
     assert net.spec.verification.trap_probability == Decimal("0.2")
     assert "trap_probability" not in net.spec.canonical().decode()  # the contract never sees it
     honest_never_slashed(net, reports, hosts, validators)
@@ -337,6 +338,8 @@ def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path
                 assert int(lazy.slashed) > 0
     assert all(trapped.values()), trapped  # every honest host trapped: history tells none apart
     assert caught, [outcomes(net, r) for r in reports]
+    # ... and a trap the readers expected: a host trapped again the epoch after its last trap.
+    assert any(e - 1 in epochs for epochs in trapped.values() for e in epochs), trapped
 
 
 def test_colluders_fail_the_honest_and_shield_their_cheater_and_pay(tmp_path, load_dataset) -> None:

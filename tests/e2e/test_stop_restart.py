@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from test_devnet_network import VERILOCO, cli, free_port
+from test_devnet_network import VERILOCO, cli, cli_each, free_port
 from test_devnet_network import network as _devnet  # noqa: F401 (the `network` fixture: a devnet, its keys funded)
 
 from trainer.presets import tiny
@@ -76,9 +76,9 @@ def test_stopping_and_restarting_daemons_in_every_phase_slashes_nobody(_devnet) 
     (tmp / "spec.toml").write_text(tomli_w.dumps(spec.model_dump(mode="json")))
     cli(env, "run", "deploy", str(tmp / "spec.toml"), "--devnet", "--key", "operator", "--fund", "10INJ")
     ports = {name: free_port() for name in [*HOSTS, *VALIDATORS]}
-    for role, names, stake in (("host", HOSTS, "20INJ"), ("validator", VALIDATORS, "10INJ")):
-        for name in names:
-            cli(env, role, "bond", stake, "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}")
+    cli_each(env, *[[role, "bond", stake, "--key", name, "--endpoint", f"http://127.0.0.1:{ports[name]}"]
+                    for role, names, stake in (("host", HOSTS, "20INJ"), ("validator", VALIDATORS, "10INJ"))
+                    for name in names])
     logs = tmp / "logs"
     logs.mkdir()
     common = ["--epochs", str(EPOCHS), "--threads", "1", "--poll", "0.2"]
@@ -130,8 +130,8 @@ def test_stopping_and_restarting_daemons_in_every_phase_slashes_nobody(_devnet) 
     print("\n" + "\n".join(done))
     for d in daemons.values():
         assert "terminate called" not in d.log.read_text(errors="replace")
-    for e in range(EPOCHS):
-        report = json.loads(cli(env, "report", str(e), "--json"))["report"]
+    for e, shown in enumerate(cli_each(env, *[["report", str(e), "--json"] for e in range(EPOCHS)])):
+        report = json.loads(shown)["report"]
         assert report["agreed"] is True, (e, report.get("unchanged_reason"))
         assert all(h["outcome"] == "accepted" and int(h["slashed"]) == 0 for h in report["hosts"]), (e, report["hosts"])
         assert all(int(v["slashed"]) == 0 for v in report["validators"]), (e, report["validators"])

@@ -228,3 +228,14 @@ def test_the_simulation_aggregates_through_the_probe_rule(dataset, monkeypatch) 
     assert len(posted) == 2 and all(len(p or {}) == 3 and min((p or {}).values()) > 0 for p in posted)
     monkeypatch.setattr(trainer.diloco, "epoch_gains", lambda *args, **kwargs: None)
     assert simulate(short, dataset, "diloco", workers=3, steps=16, evals=1, eval_windows=64).val_loss == probed
+
+
+def test_topk2_epochs_are_not_probed() -> None:
+    from suite_env import small_spec
+
+    from trainer.probe import probe_applies
+
+    assert probe_applies(small_spec(), 0) and not probe_applies(small_spec(verification={"probe_windows": 0}), 0)
+    scheduled = small_spec(quantization={"scheme": "int8", "block_size": 64,
+                                         "schedule": [{"from_epoch": 2, "scheme": "topk2", "block_size": 1024}]})
+    assert [probe_applies(scheduled, e) for e in range(4)] == [True, True, False, False]
