@@ -94,7 +94,7 @@ from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, Segment
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.peer_bound import within_peer_bound
-from trainer.probe import probe_allowance, probe_deficits, probe_outliers
+from trainer.probe import probe_allowance, probe_applies, probe_deficits, probe_outliers
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
@@ -626,7 +626,9 @@ class HostNode(Participant):
         # compared with their norms scaled up to its segments (``verifier.measure.peer_excess``).
         kept_segments = {a: segments[a] for a in deltas}
         outliers: set[str] = set()
-        if gains is not None and self.spec.verification.probe_windows > 0:
+        # Not in a topk2 epoch (trainer.probe.probe_applies): its gains are still posted and recorded
+        # (the contract does not know the epoch's scheme), but the rule leaves those Δs to the peer bound.
+        if gains is not None and probe_applies(self.spec, epoch):
             # A host the chain decided no gain for (never expected with the probe on) is not compared.
             decided = {a: g for a in deltas if (g := gains.get(a)) is not None}
             margin = self.spec.aggregation.probe_margin_micro
