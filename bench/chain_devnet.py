@@ -171,10 +171,13 @@ def trap_opening(name: str, epoch: int) -> TrapOpening:
 
 def opening(v: str, c: Any, outcome: str) -> VerdictOpening:
     """``v``'s verdict on challenge ``c``: the evidence depends only on what was found (honest
-    replays are bitwise equal, so the final vote groups equal verdicts), the salt on the voter."""
+    replays are bitwise equal, so the final vote groups equal verdicts), the salt on the voter; on
+    the host's last segment (the spec's probe is on by default) the host's probe gain."""
+    last = c.segment == c.segments - 1 and outcome != "unavailable"
     return VerdictOpening(epoch=c.epoch, host=c.host, segment=c.segment, outcome=outcome, distance="0.001",
                           evidence=digest(f"ev:{c.host}:{c.segment}:{outcome}"),
-                          salt=digest(f"salt:{v}:{c.host}:{c.segment}:{c.round}"))
+                          salt=digest(f"salt:{v}:{c.host}:{c.segment}:{c.round}"),
+                          gain_micro=25_000 if last else None)
 
 
 def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,

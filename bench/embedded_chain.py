@@ -11,8 +11,9 @@ Measures, on one core, and prints one JSON object:
 * per message, in epochs of ``--cost-hosts`` hosts with the devnet benchmark's shape
   (``bench/chain_devnet.py``: 4 validators, S = 2, k = 1, r = 2): wasm fuel, contract storage
   traffic, and an *estimate* of the Cosmos SDK gas on wasmd, for ``commit``, ``commit_verdict``,
-  ``reveal_verdict``, the reveal that closes its phase (seed and challenges) and the verdict
-  opening that finalizes;
+  ``reveal_verdict`` (on a host's last segment apart: with the probe on it carries the probe
+  gain), the reveal that closes its phase (seed and challenges) and the verdict opening that
+  finalizes (``--probe-windows`` sets the cost epochs' probe; 0 measures a wasm from before it);
 * the wall time of a full epoch of 8 hosts and 4 validators, once with every phase closing early
   and once with every phase waited out and closed by ``advance``;
 * the wasm size.
@@ -187,9 +188,12 @@ def throughput_spec(hosts: int) -> RunSpec:
                      phases={"max_hosts": max(hosts, 1), "max_validators": 32, **LONG_PHASES})
 
 
-def cost_spec(hosts: int) -> RunSpec:
-    """bench/chain_devnet.py's shape: S = 2, k = 1, r = 2."""
-    return make_spec(reward_per_epoch="1000000", phases={"max_hosts": max(hosts, 1), **LONG_PHASES})
+def cost_spec(hosts: int, probe_windows: int | None = None) -> RunSpec:
+    """bench/chain_devnet.py's shape: S = 2, k = 1, r = 2 (``probe_windows``: the spec's probe, its
+    default when None; 0 turns it off, so a wasm from before the probe can be measured)."""
+    probe = {} if probe_windows is None else {"probe_windows": probe_windows}
+    return make_spec(reward_per_epoch="1000000", phases={"max_hosts": max(hosts, 1), **LONG_PHASES},
+                     verification=probe)
 
 
 def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | None = None) -> dict[str, Any]:
@@ -232,13 +236,18 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
                                                                                    epoch=0)))
         else:
             env.commit_verdict(v, c.host, c.segment, "pass", epoch=0)
+    # objection (issue 27): every seated validator says it is done (no objection), every host opens
+    # its (empty) trap set; the phase closes early into verdict_reveal.
+    assert env.epoch(0).phase == "objection", env.epoch(0)
+    env.objection_round(validator_names, host_names, 0)
     assert env.epoch(0).phase == "verdict_reveal", env.epoch(0)
-    for name in host_names:
-        env.open_traps(name, 0)
-    opening_costs = []
+    # Openings on a host's last segment (with the probe on they carry its probe gain) and on the others.
+    opening_costs: list[Cost] = []
+    last_costs: list[Cost] = []
     for v, c in work[:-1]:
-        if len(opening_costs) < 5:
-            opening_costs.append(cost_of(env, lambda v=v, c=c: env.reveal_verdict(v, c.host, c.segment, epoch=0)))
+        costs = last_costs if c.segment == c.segments - 1 else opening_costs
+        if len(costs) < 5:
+            costs.append(cost_of(env, lambda v=v, c=c: env.reveal_verdict(v, c.host, c.segment, epoch=0)))
         else:
             env.reveal_verdict(v, c.host, c.segment, epoch=0)
     verdict_s = time.perf_counter() - t0
@@ -256,6 +265,7 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
         "commit": median(commit_costs).estimate(),
         "commit_verdict": median(verdict_costs).estimate(),
         "reveal_verdict": median(opening_costs).estimate(),
+        "reveal_verdict_last_segment": median(last_costs).estimate(),
         "reveal_that_closes_the_phase": reveal_close.estimate(),
         "reveal_verdict_that_finalizes": {**finalize.estimate(), "wall_s": round(finalize_s, 3)},
     }
@@ -295,6 +305,8 @@ def main() -> None:
     parser.add_argument("--cost-hosts", default="4,16,64", help="host counts of the cost epochs")
     parser.add_argument("--wasm", type=Path, help="estimate costs for this wasm instead of the committed one")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--probe-windows", type=int, help="verification.probe_windows of the cost epochs "
+                                                          "(default: the spec's; 0: the probe off)")
     args = parser.parse_args()
     if args.quick:
         args.n, args.hosts, args.cost_hosts = 200, 32, "4,16"
@@ -303,7 +315,7 @@ def main() -> None:
     if wasm is None:
         out.update(bond_and_query(args.n, args.members))
         out["throughput_epoch"] = epoch_at_scale(throughput_spec(args.hosts), args.hosts, 16)
-    out["cost_epochs"] = {n: epoch_at_scale(cost_spec(n), n, 4, wasm)
+    out["cost_epochs"] = {n: epoch_at_scale(cost_spec(n, args.probe_windows), n, 4, wasm)
                           for n in (int(x) for x in args.cost_hosts.split(","))}
     if wasm is not None:
         print(json.dumps(out, indent=2))

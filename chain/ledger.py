@@ -227,8 +227,12 @@ class Ledger:
 
     def reveal_verdict(self, key: PrivateKey, msg: VerdictOpening) -> TxResult:
         """Open a committed verdict (``verdict_reveal``: a ``pass`` on an undisputed challenge;
-        ``dispute_reveal``)."""
-        return self.backend.execute(key, {"reveal_verdict": self._to_json(msg)})
+        ``dispute_reveal``). Without a probe gain the message has no ``gain_micro`` key: exactly
+        the older format."""
+        body = self._to_json(msg)
+        if body.get("gain_micro") is None:
+            body.pop("gain_micro", None)
+        return self.backend.execute(key, {"reveal_verdict": body})
 
     def reveal_traps(self, key: PrivateKey, msg: TrapOpening) -> TxResult:
         """Open the trap commitment (``objection``)."""

@@ -93,10 +93,12 @@ from trainer.fingerprint import check_fingerprint
 from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, SegmentsDone, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
+from trainer.peer_bound import within_peer_bound
+from trainer.probe import probe_allowance, probe_applies, probe_deficits, probe_outliers
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
-from verifier.measure import DELTA_PEER_FACTOR, EPSILON, delta_excess, param_floor, within_peer_bound
+from verifier.measure import DELTA_PEER_FACTOR, EPSILON, delta_excess, param_floor
 
 log = logging.getLogger("veriloco.node")
 
@@ -168,6 +170,7 @@ class HostNode(Participant):
         # The accepted Δs of the epoch being aggregated, each verified once: (epoch, Δ hash) -> the
         # dequantized Δ, or None when it is beyond the update bound and left out.
         self._checked: dict[tuple[int, str], dict[str, torch.Tensor] | None] = {}
+        self._decided_gains: dict[str, int | None] = {}  # accepted host -> its probe gain on chain
         self._started: set[int] = set()  # pipelined: epochs whose optimistic start this host handled
         self._trainer: ThreadPoolExecutor | None = None  # pipelined: trains beside the ticks
         self._training: dict[int, Future[EpochResult]] = {}
@@ -501,7 +504,7 @@ class HostNode(Participant):
                 return False
             self.event(info.epoch, EventKind.DELTA_EXCLUDED, f"no holder served it by height {cutoff}: {why}")
         self._checked.clear()  # aggregated now (a retry reads the kept files again)
-        deltas = self._within_peer_bound(info.epoch, deltas, segments)
+        deltas = self._within_peer_bound(info.epoch, deltas, segments, self._decided_gains)
         if not deltas:
             return self._give_up(info.epoch, EventKind.PROPOSAL_WITHHELD, "no accepted Δ is within the update bound")
         # Each Δ weighs the segments it covers: a partial epoch counts by the steps it did.
@@ -589,6 +592,7 @@ class HostNode(Participant):
         Returns the Δs by host, the hosts whose Δ no holder served now, with why, and the segments
         each accepted host's Δ covers."""
         inputs = self.ledger.aggregation_inputs(epoch)
+        self._decided_gains = {i.address: i.gain_micro for i in inputs}
         self._checked = {k: v for k, v in self._checked.items() if k[0] == epoch}
         deltas, unserved = {}, {}
         for accepted in inputs:
@@ -606,16 +610,40 @@ class HostNode(Participant):
         return deltas, unserved, {i.address: i.segments for i in inputs}
 
     def _within_peer_bound(self, epoch: int, deltas: dict[str, dict[str, torch.Tensor]],
-                           segments: Mapping[str, int]) -> dict[str, dict[str, torch.Tensor]]:
+                           segments: Mapping[str, int], gains: Mapping[str, int | None] | None = None
+                           ) -> dict[str, dict[str, torch.Tensor]]:
         """``deltas`` without those beyond :data:`~verifier.measure.DELTA_PEER_FACTOR` × the median
         of the others per tensor, and every small tensor of the rest clipped to that factor × its
-        median: what no replay saw is bounded by what the peers' training moved. Applied once, to
-        the set that is aggregated (the same pure function of the same bytes at every honest
-        proposer: ``verifier.measure.within_peer_bound``), not on every tick of the wait."""
+        median: what no replay saw is bounded by what the peers' training moved. With ``gains``
+        (the probe gains the chain decided, run's probe on) also without the Δs whose gain is below
+        its peers' median by more than ``aggregation.probe_margin`` and a share of a positive median
+        (``trainer.probe.probe_outliers``,
+        from :data:`~trainer.peer_bound.DELTA_PEER_MIN` Δs up): what a Δ does to the model. Applied
+        once, to the set that is aggregated (the same pure function of the same bytes and chain
+        integers at every honest proposer), not on every tick of the wait. Like the peer bound, a
+        probe outlier is only left out of this aggregate: it stays accepted, paid and unslashed."""
         # Each Δ against its peers per segments trained: a whole epoch among partial ones is
         # compared with their norms scaled up to its segments (``verifier.measure.peer_excess``).
-        bound = within_peer_bound(deltas, segments={a: segments[a] for a in deltas})
+        kept_segments = {a: segments[a] for a in deltas}
+        outliers: set[str] = set()
+        # Not in a topk2 epoch (trainer.probe.probe_applies): its gains are still posted and recorded
+        # (the contract does not know the epoch's scheme), but the rule leaves those Δs to the peer bound.
+        if gains is not None and probe_applies(self.spec, epoch):
+            # A host the chain decided no gain for (never expected with the probe on) is not compared.
+            decided = {a: g for a in deltas if (g := gains.get(a)) is not None}
+            margin = self.spec.aggregation.probe_margin_micro
+            outliers = probe_outliers(decided, margin, {a: kept_segments[a] for a in decided})
+            deficits = probe_deficits(decided, {a: kept_segments[a] for a in decided})
+            for address in sorted(outliers):
+                allowed = probe_allowance(decided[address] + deficits[address], margin)
+                self.event(epoch, EventKind.DELTA_LEFT_OUT,
+                           f"{address}: its probe gain {decided[address] / MICRO:+.6f} nats is "
+                           f"{float(deficits[address]) / MICRO:.6f} below its peers' median (at most "
+                           f"{float(allowed) / MICRO:.6f}: aggregation.probe_margin and a share of the median)")
+        bound = within_peer_bound(deltas, segments=kept_segments, exclude=outliers)
         for address, (excess, where) in bound.left_out.items():
+            if address in outliers:
+                continue  # said above
             self.event(epoch, EventKind.DELTA_LEFT_OUT,
                        f"{address}: its Δ of {where} is {excess * DELTA_PEER_FACTOR:.3g}× the median norm "
                        f"of the {len(deltas)} accepted Δs per segments trained (at most {DELTA_PEER_FACTOR:g}×)")

@@ -57,6 +57,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+from torch import nn
+
 from chain.ledger import Ledger
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
@@ -85,13 +87,14 @@ from protocol.views import (
     Challenge,
     ParticipantStatus,
 )
-from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, held_delta_path
 from trainer.data import Dataset
-from trainer.delta import carried_from
+from trainer.delta import carried_from, dequantize, load_delta
 from trainer.fingerprint import check_fingerprint
 from trainer.leaf_digests import LeafDigests
-from trainer.model import parameter_shapes
+from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState
+from trainer.probe import PROBE_SCALE, gain_micro, probe_gain, probe_loss, probe_seed, probe_starts
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
 from verifier.replay import (
@@ -255,6 +258,9 @@ class ValidatorNode(Participant):
         self._why: dict[str, str] = {}  # host -> why its last fetch did not deliver
         self._assigned = 0  # challenges of the current round, for the request deadlines
         self._leaf_bytes: int | None = None
+        # The probe (trainer.probe): its model, and per (epoch, θ_e) its windows and L(θ_e) on them.
+        self._probe_model: nn.Module | None = None
+        self._probe_base: tuple[tuple[int, str], list[int], float] | None = None
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
         self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
@@ -640,7 +646,45 @@ class ValidatorNode(Participant):
             return verdict
 
         verdict = self.behaviour.decide(challenge, replay)
-        return None if verdict is None else (verdict, reason)
+        if verdict is None:
+            return None
+        gain = self._probe_gain(status, challenge, verdict)
+        if gain is not None:
+            verdict = verdict.model_copy(update={"gain_micro": gain})
+            reason = f"{reason}; probe gain {gain} µnats"
+        return verdict, reason
+
+    def _probe_gain(self, status: ParticipantStatus, challenge: Challenge, verdict: Verdict) -> int | None:
+        """The host's probe gain in micro-nats (``trainer.probe``, at ``PROBE_SCALE``) that ``verdict``
+        carries: on the host's last segment when the run's probe is on, from θ_e and the host's Δ̂ this validator
+        checked and kept (``held_delta_path``), on the windows the epoch's beacon draws. None
+        elsewhere, on ``unavailable``, and on a ``fail`` reached before the Δ was read. A ``pass``
+        with no Δ kept was reached without a replay (a lying behaviour's): it must carry a gain and
+        has none to measure, so it carries 0, a guess that is another verdict than the honest
+        gain's (the final vote decides, and the guesser is ``wrong``)."""
+        windows = self.spec.verification.probe_windows
+        if (verdict.gain_micro is not None or verdict.outcome == "unavailable" or windows == 0
+                or challenge.segment != challenge.segments - 1):
+            return verdict.gain_micro
+        path = held_delta_path(self.root, self.run_id, challenge.delta_hash)
+        if not path.exists():
+            return 0 if verdict.outcome == "pass" else None
+        spec = self.spec.for_epoch(challenge.epoch)
+        delta = dequantize(load_delta(path, spec), parameter_shapes(spec), spec.quantization)
+        theta = self.globals.get(status.model_hash, status.epoch)
+        beacon = self.ledger.epoch(challenge.epoch).seed
+        if beacon is None:  # never at a verdict: the seed is fixed when reveal closes
+            raise GlobalStateUnavailable(f"epoch {challenge.epoch} has no beacon yet")
+        key = (challenge.epoch, status.model_hash)
+        if self._probe_base is None or self._probe_base[0] != key:
+            if self._probe_model is None:
+                self._probe_model = build_model(self.spec).to(self.device)
+            starts = probe_starts(self.dataset, probe_seed(bytes.fromhex(beacon), challenge.epoch), windows)
+            self._probe_base = (key, starts, probe_loss(self._probe_model, self.dataset, theta.params, starts))
+        _, starts, base = self._probe_base
+        assert self._probe_model is not None
+        return gain_micro(probe_gain(self._probe_model, self.dataset, theta.params, delta, starts, PROBE_SCALE,
+                                     base=base))
 
     def _verdict_for(self, status: ParticipantStatus, challenge: Challenge) -> tuple[Verdict | None, str]:
         """Replay ``challenge`` (:func:`verifier.replay.check_challenge`): its verdict and why, or

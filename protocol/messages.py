@@ -17,7 +17,13 @@ from protocol.rules.classes import CLASS_PATTERN
 from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import canonical_decimal
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
-from protocol.rules.limits import MAX_LOSS_MICRO, MAX_OBJECTIONS_PER_READY, MAX_PARTICIPANTS, MAX_SEGMENTS
+from protocol.rules.limits import (
+    MAX_GAIN_MICRO,
+    MAX_LOSS_MICRO,
+    MAX_OBJECTIONS_PER_READY,
+    MAX_PARTICIPANTS,
+    MAX_SEGMENTS,
+)
 from protocol.types import Address, Boundary, Count, Dec
 
 Role = Literal["host", "validator"]
@@ -25,6 +31,10 @@ Outcome = Literal["pass", "fail", "unavailable"]
 
 LossMicro = Annotated[int, Field(ge=0, le=MAX_LOSS_MICRO, strict=True)]
 """A loss in micro-nats as commitments and proposals carry it: ``0 … MAX_LOSS_MICRO`` (the contract's bound)."""
+
+GainMicro = Annotated[int, Field(ge=-MAX_GAIN_MICRO, le=MAX_GAIN_MICRO, strict=True)]
+"""A host's probe gain in micro-nats (``trainer.probe``): what its Δ̂ lowers the validation loss by,
+signed, within ``±MAX_GAIN_MICRO`` (the contract's bound)."""
 
 
 class BeaconJoin(Boundary):
@@ -67,7 +77,13 @@ class Commitment(Boundary):
 
 
 class Verdict(Boundary):
-    """A validator's verdict on one challenged segment of one host."""
+    """A validator's verdict on one challenged segment of one host.
+
+    ``gain_micro``: on the host's last segment when the run's probe is on
+    (``verification.probe_windows > 0``), the host's probe gain the validator computed from the
+    θ_e and Δ̂ it holds (required with ``pass``, with ``fail`` where it computed it); None
+    elsewhere. It is part of the commitment and of the verdict: another gain is another verdict.
+    """
 
     epoch: Count
     host: Address
@@ -75,6 +91,7 @@ class Verdict(Boundary):
     outcome: Outcome
     distance: Dec = Decimal(0)
     evidence: HexDigest
+    gain_micro: GainMicro | None = None
 
     @field_validator("distance")
     @classmethod
@@ -100,18 +117,20 @@ class VerdictOpening(Boundary):
     distance: Dec = Decimal(0)
     evidence: HexDigest
     salt: HexDigest
+    gain_micro: GainMicro | None = None
 
     @classmethod
     def of(cls, verdict: Verdict, salt: bytes) -> VerdictOpening:
         """``verdict`` hidden by ``salt`` (32 random bytes)."""
         return cls(epoch=verdict.epoch, host=verdict.host, segment=verdict.segment, outcome=verdict.outcome,
-                   distance=verdict.distance, evidence=verdict.evidence, salt=salt.hex())
+                   distance=verdict.distance, evidence=verdict.evidence, salt=salt.hex(),
+                   gain_micro=verdict.gain_micro)
 
     def commitment(self, validator: str) -> str:
         """The commitment ``validator`` posts for this opening (hex)."""
         return verdict_commitment(validator, self.epoch, self.host, self.segment, self.outcome,
                                   canonical_decimal(self.distance), bytes.fromhex(self.evidence),
-                                  bytes.fromhex(self.salt)).hex()
+                                  bytes.fromhex(self.salt), self.gain_micro).hex()
 
 
 class VerdictCommit(Boundary):

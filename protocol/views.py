@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from protocol.messages import Commitment, LossMicro, ModelProposal, Outcome, Role
+from protocol.messages import Commitment, GainMicro, LossMicro, ModelProposal, Outcome, Role
 from protocol.rules.classes import CLASS_PATTERN
 from protocol.rules.hashing import HexDigest
 from protocol.rules.limits import MAX_SEGMENTS
@@ -186,6 +186,8 @@ class AggregationInput(Boundary):
     endpoint: str
     delta_hash: HexDigest
     segments: int = Field(ge=1, le=MAX_SEGMENTS, strict=True)
+    gain_micro: GainMicro | None = None
+    """Its probe gain as decided on its last segment (None: the run's probe is off)."""
 
 
 class Challenge(Boundary):
@@ -235,6 +237,8 @@ class Vote(Boundary):
     distance: Dec | None = None
     evidence: HexDigest | None = None
     salt: HexDigest | None = None
+    gain_micro: GainMicro | None = None
+    """The host's probe gain its opened verdict carries (the host's last segment, probe on)."""
 
 
 class ChallengeReport(Boundary):
@@ -245,6 +249,8 @@ class ChallengeReport(Boundary):
     objectors: list[Address] = Field(default_factory=list)
     votes: list[Vote]
     outcome: ChallengeOutcome
+    gain_micro: GainMicro | None = None
+    """The probe gain the decision carries (the host's last segment, probe on)."""
 
 
 class HostReport(Boundary):
@@ -259,6 +265,8 @@ class HostReport(Boundary):
     traps: list[Count] | None = None
     proposal: ModelProposal | None = None
     compute_class: str = Field(default="", pattern=CLASS_PATTERN)
+    gain_micro: GainMicro | None = None
+    """Its probe gain in micro-nats as decided on its last segment (None: probe off, not decided)."""
 
 
 class ValidatorReport(Boundary):

@@ -78,6 +78,11 @@ def _loss(micro: int | None) -> str:
     return "" if micro is None else f"{micro / MICRO:.4f}"
 
 
+def _gain(gain_micro: int | None) -> str:
+    """A probe gain (micro-nats on chain) in nats, signed; empty when the chain recorded none."""
+    return "" if gain_micro is None else f"{gain_micro / MICRO:+.4f}"
+
+
 def _coin(value: str, denom: str) -> str:
     return display(value, denom) if value != "0" else ""
 
@@ -89,13 +94,15 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
     for ch in report.challenges:
         challenges.setdefault(ch.host, []).append(challenge_cell(ch))
     hosts = Table(title=f"epoch {report.epoch} · phase {report.phase} · hosts", title_justify="left")
-    for col in ("host", "stake", "train loss", "challenges (segment:outcome!objections\\[round 0|final vote])",
+    for col in ("host", "stake", "train loss", "probe gain",
+                "challenges (segment:outcome!objections\\[round 0|final vote])",
                 "outcome", "slashed", "reward", "proposal", "val loss"):
         hosts.add_column(col)
     for h in report.hosts:
         c = h.commitment
         hosts.add_row(label(h.address, names), display(h.stake, denom),
-                      _loss(c.train_loss_micro) if c else "—", Text(" ".join(challenges.get(h.address, []))),
+                      _loss(c.train_loss_micro) if c else "—", _gain(h.gain_micro),
+                      Text(" ".join(challenges.get(h.address, []))),
                       _styled(h.outcome), _coin(h.slashed, denom),
                       _coin(str(int(h.reward) + int(h.catcher_reward)), denom),
                       h.proposal.model_hash[:8] if h.proposal else "",

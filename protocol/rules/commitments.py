@@ -30,9 +30,12 @@ def _check(name: str, value: bytes) -> None:
 
 
 def verdict_commitment(validator: str, epoch: int, host: str, segment: int, outcome: str, distance: str,
-                       evidence: bytes, salt: bytes) -> bytes:
+                       evidence: bytes, salt: bytes, gain_micro: int | None = None) -> bytes:
     """``H("verdict", validator || 0 || u64be(epoch) || host || 0 || u32be(segment) || u8(outcome)
-    || distance || 0 || evidence || salt)``.
+    || distance || 0 || evidence || salt [|| 0x01 || u64be(gain_micro mod 2^64)])``.
+
+    The bracketed tail is there only for a verdict that carries the host's probe gain (its last
+    segment, the run's probe on); without one the preimage is exactly the older format.
 
     Args:
         validator: the committing validator's address.
@@ -43,14 +46,16 @@ def verdict_commitment(validator: str, epoch: int, host: str, segment: int, outc
         distance: the measured distance as its canonical decimal string (as posted).
         evidence: the 32-byte evidence digest.
         salt: 32 random bytes, kept secret until the opening.
+        gain_micro: the host's probe gain in micro-nats (signed, two's complement), or None.
     """
     if outcome not in OUTCOME_CODES:
         raise ValueError(f"unknown outcome {outcome!r}")
     _check("evidence", evidence)
     _check("salt", salt)
+    gain = b"" if gain_micro is None else b"\x01" + u64be(gain_micro % 2**64)
     return tagged_hash(Tag.VERDICT, validator.encode(), b"\x00", u64be(epoch), host.encode(), b"\x00",
                        u32be(segment), bytes([OUTCOME_CODES[outcome]]), distance.encode(), b"\x00",
-                       evidence, salt)
+                       evidence, salt, gain)
 
 
 def trap_commitment(host: str, epoch: int, segments: Sequence[int], salt: bytes) -> bytes:

@@ -92,6 +92,9 @@ MAX_LOSS_MICRO = 2**31 - 1
 """Largest loss a commitment or a model proposal may carry, in micro-nats (about 2147 nats: far
 above any real language model's loss; a model beyond it is broken). The contract refuses larger
 values, so no reader of a report ever meets one."""
+MAX_GAIN_MICRO = 10**12
+"""Largest magnitude of a probe gain a verdict may carry, in micro-nats (``trainer.probe.GAIN_MICRO_BOUND``:
+the probe clamps to it, and a probed model whose loss is not a number scores ``−MAX_GAIN_MICRO``)."""
 MAX_SEATS_CAP = 64
 """Largest ``verification.seats_cap``: the most seats a committee of pickers draws (19 already make an
 all-Byzantine committee less likely than 10^-9 at a third of the stake)."""

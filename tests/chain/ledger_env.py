@@ -124,6 +124,10 @@ def digest(label: str) -> str:
     return hashlib.sha256(label.encode()).hexdigest()
 
 
+GAIN_MICRO = 25_000
+"""The probe gain (micro-nats) an honest validator's verdict on a host's last segment carries here."""
+
+
 class EmbeddedDriver:
     """The driver for the embedded chain: a fresh chain per env, the committed wasm, every named
     key funded at genesis with ``INITIAL_BALANCE`` of ``inj`` and of ``uatom``."""
@@ -198,6 +202,11 @@ class LedgerEnv:
         self.address = self.ledger.contract_address
         # The trap set each host commits to (an auditor's; the empty set by default).
         self.traps: dict[str, list[int]] = {}
+        # The probe (spec's verification.probe_windows > 0): the gain each validator's verdict on a
+        # host's last segment carries (GAIN_MICRO unless named here), and the segments each host
+        # committed per epoch (which segment is its last).
+        self.gains: dict[str, int] = {}
+        self.committed_segments: dict[tuple[str, int], int] = {}
         # Verdict openings committed: (validator, host address, segment, epoch) -> opening.
         self.openings: dict[tuple[str, str, int, int], VerdictOpening] = {}
         self.revotes: dict[tuple[str, str, int, int], VerdictOpening] = {}
@@ -314,7 +323,9 @@ class LedgerEnv:
         epoch = self.current() if epoch is None else epoch
         if trap_commit is None:
             trap_commit = self.trap_opening(name, epoch).commitment(self.addr(name))
-        return self.ledger.commit(self.key(name), self.commitment(name, epoch, **fields), trap_commit)
+        commitment = self.commitment(name, epoch, **fields)
+        self.committed_segments[self.addr(name), epoch] = commitment.segments
+        return self.ledger.commit(self.key(name), commitment, trap_commit)
 
     def open_traps(self, name: str, epoch: int | None = None, segments: list[int] | None = None) -> TxResult:
         """Open ``name``'s trap commitment (``segments`` to open another set than the committed one)."""
@@ -333,12 +344,16 @@ class LedgerEnv:
                 distance: str = "0.001", epoch: int | None = None) -> VerdictOpening:
         """``name``'s verdict on (``host``, ``segment``) with a deterministic salt; ``host`` is a
         name or an address. The evidence depends only on what was found (honest replays are
-        bitwise equal, so their evidence is too)."""
+        bitwise equal, so their evidence is too); on the host's last segment with the probe on it
+        carries ``name``'s probe gain (:attr:`gains`, :data:`GAIN_MICRO` by default)."""
         epoch = self.current() if epoch is None else epoch
         host_address = self.addr(host) if host in self.keys else host
         salt = hashlib.sha256(f"verdict-salt:{name}:{host_address}:{segment}:{epoch}:{outcome}".encode()).hexdigest()
+        last = self.committed_segments.get((host_address, epoch), self.spec.train.segments) - 1
+        probed = self.spec.verification.probe_windows > 0 and outcome != "unavailable" and segment == last
         return VerdictOpening(epoch=epoch, host=host_address, segment=segment, outcome=outcome, distance=distance,
-                              evidence=digest(f"evidence:{host_address}:{segment}:{outcome}:{distance}"), salt=salt)
+                              evidence=digest(f"evidence:{host_address}:{segment}:{outcome}:{distance}"), salt=salt,
+                              gain_micro=self.gains.get(name, GAIN_MICRO) if probed else None)
 
     def commit_verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
                        distance: str = "0.001", epoch: int | None = None, revote: bool = False) -> TxResult:

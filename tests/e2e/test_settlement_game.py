@@ -324,10 +324,13 @@ def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path
                 assert honest and all(ver.tau <= v.distance <= ver.trap_max_distance for v in honest)
         assert len(rewards) == 1  # trappers and the others alike
         # A reader passes blind every seat of a host that did not trap the epoch before, but for a
-        # final vote on an opened trap; a blind pass on a disputed challenge is `wrong`.
+        # final vote on a host that opened a trap this epoch (it replays that host then: an opened
+        # trap, or its last segment disputed because a blind pass carried another probe gain); a
+        # blind pass on a disputed challenge is `wrong`.
         recent = {h for h, epochs in trapped.items() if report.epoch - 1 in epochs}
+        opened = {h for h, epochs in trapped.items() if report.epoch in epochs}
         blind = {v.validator for c in report.challenges if c.rounds and c.host not in recent
-                 for v in c.votes if v.validator in readers and (v.round == 0 or not c.trap)}
+                 for v in c.votes if v.validator in readers and (v.round == 0 or c.host not in opened)}
         for lazy in [v for v in report.validators if v.address in readers]:
             assert (lazy.outcome == "wrong") == (lazy.address in blind), (report.epoch, lazy.outcome)
             if lazy.outcome == "wrong":

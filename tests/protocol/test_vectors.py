@@ -100,13 +100,20 @@ def test_sampling() -> None:
 def test_commitments() -> None:
     v = load("commitments")
     for c in v["verdicts"]:
+        gain = c.get("gain_micro")
         got = verdict_commitment(c["validator"], c["epoch"], c["host"], c["segment"], c["outcome"], c["distance"],
-                                 bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]))
+                                 bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]), gain)
         assert got.hex() == c["commitment"]
         # Bound to the validator: the same opening under another address is another commitment.
         other = verdict_commitment(c["host"], c["epoch"], c["host"], c["segment"], c["outcome"], c["distance"],
-                                   bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]))
+                                   bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]), gain)
         assert other.hex() != c["commitment"]
+        if gain is not None:
+            # The probe gain is bound too: another gain, or none, is another commitment.
+            for changed in (gain + 1, None):
+                assert verdict_commitment(c["validator"], c["epoch"], c["host"], c["segment"], c["outcome"],
+                                          c["distance"], bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]),
+                                          changed).hex() != c["commitment"]
     for c in v["traps"]:
         assert trap_commitment(c["host"], c["epoch"], c["segments"], bytes.fromhex(c["salt"])).hex() == c["commitment"]
 

@@ -183,6 +183,17 @@ def commitments() -> dict:
                                  (VALIDATORS[1], 7, HOSTS[1], 3, "fail", "0.0123"),
                                  (VALIDATORS[2], 2**40, HOSTS[2], 1023, "unavailable", "1000000000")]
     ]
+    # Verdicts on a host's last segment carrying its probe gain (positive, negative, the bounds).
+    verdicts += [
+        {"validator": v, "epoch": e, "host": h, "segment": g, "outcome": o, "distance": d,
+         "evidence": seed(f"evidence{g}").hex(), "salt": seed(f"salt{g}{o}").hex(), "gain_micro": q,
+         "commitment": verdict_commitment(v, e, h, g, o, d, seed(f"evidence{g}"), seed(f"salt{g}{o}"),
+                                          q).hex()}
+        for v, e, h, g, o, d, q in [(VALIDATORS[0], 3, HOSTS[0], 7, "pass", "0", 41_250),
+                                    (VALIDATORS[1], 3, HOSTS[1], 7, "pass", "0", -1),
+                                    (VALIDATORS[2], 9, HOSTS[2], 0, "fail", "0.5", -2_147_483_647),
+                                    (VALIDATORS[0], 9, HOSTS[0], 1, "pass", "0", 0)]
+    ]
     traps = [
         {"host": h, "epoch": e, "segments": t, "salt": seed(f"trap{e}").hex(),
          "commitment": trap_commitment(h, e, t, seed(f"trap{e}")).hex()}

@@ -7,7 +7,9 @@ use crate::hashing::{tag, tagged_hash, u32be, u64be};
 /// `H("verdict", utf8(validator) || 0x00 || u64be(epoch) || utf8(host) || 0x00 || u32be(segment)
 /// || u8(outcome) || utf8(distance) || 0x00 || evidence || salt)`, with the outcome's code
 /// (`pass` 0, `fail` 1, `unavailable` 2). Binding the validator's address means a copied
-/// commitment never opens for the copier.
+/// commitment never opens for the copier. A verdict on a host's last segment that carries the
+/// host's probe gain appends `0x01 || u64be(gain_micro as two's complement)` after the salt, so
+/// the gain is hidden like the rest; without one the preimage is exactly the older format.
 #[allow(clippy::too_many_arguments)]
 pub fn verdict_commitment(
     validator: &str,
@@ -18,7 +20,12 @@ pub fn verdict_commitment(
     distance: &str,
     evidence: &[u8; 32],
     salt: &[u8; 32],
+    gain_micro: Option<i64>,
 ) -> [u8; 32] {
+    let gain: Vec<u8> = match gain_micro {
+        Some(g) => [&[1u8][..], &u64be(g as u64)[..]].concat(),
+        None => Vec::new(),
+    };
     tagged_hash(
         tag::VERDICT,
         &[
@@ -33,6 +40,7 @@ pub fn verdict_commitment(
             &[0u8],
             evidence,
             salt,
+            &gain,
         ],
     )
 }

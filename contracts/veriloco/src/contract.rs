@@ -194,8 +194,10 @@ pub fn execute(
             distance,
             evidence,
             salt,
+            gain_micro,
         } => handlers::reveal_verdict(
             d,
+            &config,
             epochs.for_message(epoch),
             &info,
             VerdictOpening {
@@ -206,6 +208,7 @@ pub fn execute(
                 distance,
                 evidence,
                 salt,
+                gain_micro,
             },
         )?,
         ExecuteMsg::RevealTraps {

@@ -37,6 +37,9 @@ pub const MAX_DECIMAL_LEN: usize = 40;
 /// Largest loss a commitment or a model proposal may carry, in micro-nats (`MAX_LOSS_MICRO`):
 /// every reader of a report can hold it.
 pub const MAX_LOSS_MICRO: u64 = 2_147_483_647;
+/// Largest magnitude of a probe gain a verdict may carry, in micro-nats (`MAX_GAIN_MICRO`; the
+/// probe clamps to it, and scores a probed model whose loss is not a number at its negative).
+pub const MAX_GAIN_MICRO: u64 = 1_000_000_000_000;
 /// Largest `verification.seats_cap` (`MAX_SEATS_CAP`): the most seats a committee of pickers draws.
 pub const MAX_SEATS_CAP: u32 = 64;
 /// Most join extensions a run may allow (`MAX_JOIN_EXTENSIONS`).

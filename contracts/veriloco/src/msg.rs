@@ -88,6 +88,11 @@ pub enum ExecuteMsg {
         distance: String,
         evidence: String,
         salt: String,
+        /// The host's probe gain in micro-nats: required on a pass on the host's last segment
+        /// when `verification.probe_windows > 0`, allowed on a fail there, refused elsewhere;
+        /// at most `MAX_GAIN_MICRO` in magnitude.
+        #[serde(default)]
+        gain_micro: Option<i64>,
     },
     /// A host's opening of its trap commitment (objection).
     RevealTraps {
@@ -333,6 +338,8 @@ pub struct VoteView {
     pub evidence: Option<String>,
     /// The opened commitment's salt (it seeds the next dispute round's committees).
     pub salt: Option<String>,
+    /// The host's probe gain the opened verdict carries (its last segment, probe on).
+    pub gain_micro: Option<i64>,
 }
 
 /// `protocol.views.ChallengeReport`.
@@ -348,6 +355,8 @@ pub struct ChallengeReport {
     pub objectors: Vec<String>,
     pub votes: Vec<VoteView>,
     pub outcome: ChallengeOutcome,
+    /// The host's probe gain the decision carries (its last segment, probe on).
+    pub gain_micro: Option<i64>,
 }
 
 /// `protocol.views.HostReport`.
@@ -367,6 +376,9 @@ pub struct HostReport {
     pub proposal: Option<ProposalView>,
     /// The compute-profile class it declared at join (`crate::classes`).
     pub compute_class: String,
+    /// Its probe gain in micro-nats as decided on its last segment (None: probe off, or not
+    /// decided with one).
+    pub gain_micro: Option<i64>,
 }
 
 /// An item of a `report` page's `validators` (`protocol.views.ValidatorPart`): a validator's
@@ -487,6 +499,8 @@ pub struct AggregationInput {
     pub delta_hash: String,
     /// The segments its Δ covers (S, or fewer in a partial epoch): its aggregation weight.
     pub segments: u32,
+    /// Its probe gain in micro-nats as decided on its last segment (None: probe off).
+    pub gain_micro: Option<i64>,
 }
 
 #[derive(Serialize)]

@@ -475,14 +475,29 @@ pub fn aggregation_inputs(
         let endpoint = state::load_member(storage, &address)?
             .map(|m| m.endpoint)
             .unwrap_or_default();
+        let gain_micro = host_gain(storage, epoch, &address, commitment.segments)?;
         out.push(AggregationInput {
             address,
             endpoint,
             delta_hash: commitment.delta_hash,
             segments: commitment.segments,
+            gain_micro,
         });
     }
     Ok(out)
+}
+
+/// The probe gain decided on `host`'s last segment (of `segments`) in `epoch`, if any.
+fn host_gain(
+    storage: &dyn Storage,
+    epoch: u64,
+    host: &str,
+    segments: u32,
+) -> Result<Option<i64>, ContractError> {
+    Ok(ASSIGNMENTS
+        .may_load(storage, (epoch, host))?
+        .and_then(|list| list.into_iter().find(|a| a.segment + 1 == segments))
+        .and_then(|a| a.gain_micro))
 }
 
 /// Votes one unit of a `report` page pays for: each is read with its commitment (and a re-vote's),
@@ -621,7 +636,12 @@ fn host_report(
 ) -> Result<HostReport, ContractError> {
     let commitment = COMMITMENTS.may_load(storage, (epoch, &address))?;
     let proposal = PROPOSALS.may_load(storage, (epoch, &address))?;
+    let gain_micro = match commitment.as_ref() {
+        Some(c) => host_gain(storage, epoch, &address, c.segments)?,
+        None => None,
+    };
     Ok(HostReport {
+        gain_micro,
         compute_class: p.class,
         stake: p.stake,
         revealed,
@@ -670,11 +690,13 @@ fn challenge_report(((host, segment), c): ((String, u32), ChallengeTally)) -> Ch
                     outcome: vote.as_ref().map(|x| x.outcome),
                     distance: vote.as_ref().map(|x| x.distance.clone()),
                     evidence: vote.as_ref().map(|x| x.evidence.clone()),
+                    gain_micro: vote.as_ref().and_then(|x| x.gain_micro),
                     salt: vote.map(|x| x.salt),
                     validator: v,
                 }
             })
             .collect(),
         outcome: c.outcome,
+        gain_micro: c.decided_gain,
     }
 }

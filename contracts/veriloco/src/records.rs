@@ -608,6 +608,10 @@ pub struct Assignment {
     /// of the host's compute-profile class (`crate::classes::electorate`); None: all of V.
     #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
     pub electorate: Option<Vec<u16>>,
+    /// The host's probe gain in micro-nats that the decision carries (the host's last segment,
+    /// probe on): the deciding group's, or that of every `pass` opened on an undisputed one.
+    #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
+    pub gain_micro: Option<i64>,
 }
 
 pub fn index_addresses(indices: &[u16], set: &[String]) -> Result<Vec<String>, ContractError> {
@@ -692,6 +696,10 @@ pub struct Vote {
     /// re-vote replaces, or `fail`, which it repeats).
     #[serde(rename = "f", default, skip_serializing_if = "Option::is_none")]
     pub first: Option<VoteOutcome>,
+    /// The host's probe gain in micro-nats (a verdict on its last segment, probe on): part of
+    /// the commitment and of the vote's group.
+    #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
+    pub gain_micro: Option<i64>,
 }
 
 /// [`Vote::round`] of a round-0 seat's re-vote.

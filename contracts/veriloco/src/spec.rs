@@ -213,6 +213,25 @@ pub struct Verification {
     /// Canonical decimal, at least `tau` (the Python spec fills in 100 × tau when absent).
     #[serde(default = "default_trap_max_distance")]
     pub trap_max_distance: String,
+    /// Validation windows of the probe (`trainer.probe`); > 0: a verdict on a host's last
+    /// segment carries the host's probe gain (`gain_micro`); 0: the probe is off. Omitted from
+    /// the canonical JSON at its default [`DEFAULT_PROBE_WINDOWS`] (`protocol.rules.spec`).
+    #[serde(
+        default = "default_probe_windows",
+        skip_serializing_if = "is_default_probe_windows"
+    )]
+    pub probe_windows: u32,
+}
+
+/// The default `verification.probe_windows` (`protocol.rules.spec.DEFAULT_PROBE_WINDOWS`).
+pub const DEFAULT_PROBE_WINDOWS: u32 = 64;
+
+fn default_probe_windows() -> u32 {
+    DEFAULT_PROBE_WINDOWS
+}
+
+fn is_default_probe_windows(n: &u32) -> bool {
+    *n == DEFAULT_PROBE_WINDOWS
 }
 
 fn default_seats_cap() -> u32 {

@@ -324,6 +324,7 @@ fn assign(
             outcome: Default::default(),
             decided_by: None,
             electorate: Some(Vec::new()),
+            gain_micro: None,
         }]);
     };
     for picker in pickers(&ctx.prev_seed, host, &of_class, ver.seats_cap) {
@@ -350,6 +351,7 @@ fn assign(
             outcome: Default::default(),
             decided_by: None,
             electorate: electorate.clone(),
+            gain_micro: None,
         })
         .collect())
 }

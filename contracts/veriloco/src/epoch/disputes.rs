@@ -9,10 +9,13 @@
 //!   V without a round-0 seat, and the re-vote of every seat that objected, on each disputed
 //!   challenge) and the round-0 commitments on disputed challenges that `dispute_reveal` opens.
 //! * The close of `verdict_reveal` (stage `decide`, round 0): every undisputed challenge is
-//!   decided `pass` (a seat that did not open its `pass` is silent at finalize).
+//!   decided `pass` (a seat that did not open its `pass` is silent at finalize), with the probe
+//!   gain its opened `pass`es carry (a host's last segment, probe on) — unless they carry
+//!   different gains: then they are different verdicts and the challenge is disputed now, its
+//!   opened round-0 votes standing as their votes in the final round.
 //! * The close of `dispute_reveal` (stage `decide`, round 1): every disputed challenge is decided
 //!   by the stake of V. The opened votes of everyone who sat on it are grouped — `pass` and
-//!   `fail` by (outcome, distance, evidence), `unavailable` by outcome — and the group whose
+//!   `fail` by (outcome, distance, evidence, probe gain), `unavailable` by outcome — and the group whose
 //!   voters hold MORE than 1/2 of V's stake (each validator once, its stake at join) decides;
 //!   with none, the challenge is `unresolved`. Honest stake (more than 2/3, live, with bitwise
 //!   equal replays) always decides; a coalition under 1/3 never does.
@@ -21,7 +24,7 @@
 //! to the page's budget by the votes it reads ([`host_cost`]), so a page of hosts with disputed
 //! challenges (each read with every vote of V) stays within a block.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::deps::{Order, Storage};
 use crate::error::ContractError;
@@ -144,7 +147,7 @@ pub fn objections_page(
 /// by the stake of V. At the last host, the `wasm-dispute` event.
 pub fn decide_page(
     storage: &mut dyn Storage,
-    _config: &Config,
+    config: &Config,
     ep: &mut Epoch,
     limit: usize,
     at: u64,
@@ -160,16 +163,45 @@ pub fn decide_page(
         Some(FinalVote::load(storage, e)?)
     };
     let (mut decided, mut unresolved) = (0u32, 0u32);
+    let (mut disputed, mut final_expected) = (0u32, 0u32);
+    let probe = config.verification.probe_windows > 0;
+    let v_len = if round == 0 && probe {
+        records::load_validator_set(storage, e)?.len() as u32
+    } else {
+        0
+    };
     let (processed, spent, done) = walk(&page, last, limit as u32, |host, list| {
         let mut list = list.clone();
         let mut read = 0usize;
         match vote.as_ref() {
             None => {
+                // Only a run with the probe on has gains to compare.
+                let votes = if probe {
+                    host_votes(storage, e, host, &mut read)?
+                } else {
+                    BTreeMap::new()
+                };
                 for a in list.iter_mut() {
-                    if a.outcome.is_pending() && !a.disputed {
-                        a.outcome = ChallengeOutcome::Pass;
-                        decided += 1;
+                    if !a.outcome.is_pending() || a.disputed {
+                        continue;
                     }
+                    let gains: BTreeSet<Option<i64>> = votes
+                        .get(&a.segment)
+                        .into_iter()
+                        .flat_map(|v| v.values().map(|x| x.gain_micro))
+                        .collect();
+                    if gains.len() > 1 {
+                        // Different gains are different verdicts: the final vote decides.
+                        a.disputed = true;
+                        disputed += 1;
+                        final_expected += a
+                            .electorate_len(v_len)
+                            .saturating_sub(a.validators.len() as u32);
+                        continue;
+                    }
+                    a.outcome = ChallengeOutcome::Pass;
+                    a.gain_micro = gains.into_iter().next().flatten();
+                    decided += 1;
                 }
             }
             Some(vote) => {
@@ -178,10 +210,11 @@ pub fn decide_page(
                     if !(a.outcome.is_pending() && a.disputed) {
                         continue;
                     }
-                    let (outcome, by) =
+                    let (outcome, by, gain) =
                         vote.decide_among(a.electorate.as_deref(), votes.get(&a.segment));
                     a.outcome = outcome;
                     a.decided_by = by;
+                    a.gain_micro = gain;
                     if outcome == ChallengeOutcome::Unresolved {
                         unresolved += 1;
                     } else {
@@ -195,6 +228,11 @@ pub fn decide_page(
     })?;
     closing.decided += decided;
     closing.unresolved += unresolved;
+    if disputed > 0 {
+        let counts = ep.counts_mut();
+        counts.disputed += disputed;
+        counts.final_expected += final_expected;
+    }
     if done {
         out.events.push(
             Event::new("dispute")
@@ -239,9 +277,13 @@ pub struct FinalVote {
     total: u128,
 }
 
-/// A group of votes: (outcome, distance, evidence); `unavailable` votes form one group whatever
-/// their distance and evidence.
-type Group = (VoteOutcome, String, String);
+/// A group of votes: (outcome, distance, evidence, probe gain); `unavailable` votes form one
+/// group whatever their distance and evidence.
+type Group = (VoteOutcome, String, String, Option<i64>);
+
+/// A final decision: the outcome, and for `pass`/`fail` the deciding group's (distance,
+/// evidence) and probe gain.
+pub type Decision = (ChallengeOutcome, Option<(String, String)>, Option<i64>);
 
 impl FinalVote {
     pub fn load(storage: &dyn Storage, epoch: u64) -> Result<FinalVote, ContractError> {
@@ -265,17 +307,19 @@ impl FinalVote {
     /// The group a vote belongs to.
     pub fn group(vote: &Vote) -> Group {
         match vote.outcome {
-            VoteOutcome::Unavailable => (vote.outcome, String::new(), String::new()),
-            o => (o, vote.distance.clone(), vote.evidence.clone()),
+            VoteOutcome::Unavailable => (vote.outcome, String::new(), String::new(), None),
+            o => (
+                o,
+                vote.distance.clone(),
+                vote.evidence.clone(),
+                vote.gain_micro,
+            ),
         }
     }
 
     /// The decision of a disputed challenge from its opened votes: the group with MORE than half
     /// of V's stake, with its (distance, evidence) for `pass`/`fail`; none: `unresolved`.
-    pub fn decide(
-        &self,
-        votes: Option<&BTreeMap<String, Vote>>,
-    ) -> (ChallengeOutcome, Option<(String, String)>) {
+    pub fn decide(&self, votes: Option<&BTreeMap<String, Vote>>) -> Decision {
         self.decide_among(None, votes)
     }
 
@@ -287,7 +331,7 @@ impl FinalVote {
         &self,
         electorate: Option<&[u16]>,
         votes: Option<&BTreeMap<String, Vote>>,
-    ) -> (ChallengeOutcome, Option<(String, String)>) {
+    ) -> Decision {
         let elects = |validator: &str| match electorate {
             None => true,
             Some(e) => self
@@ -309,16 +353,16 @@ impl FinalVote {
                 *groups.entry(FinalVote::group(vote)).or_default() += self.stake_of(validator);
             }
         }
-        for ((outcome, distance, evidence), stake) in groups {
+        for ((outcome, distance, evidence, gain), stake) in groups {
             if total > 0 && stake > total / 2 {
                 return match outcome {
-                    VoteOutcome::Pass => (ChallengeOutcome::Pass, Some((distance, evidence))),
-                    VoteOutcome::Fail => (ChallengeOutcome::Fail, Some((distance, evidence))),
-                    VoteOutcome::Unavailable => (ChallengeOutcome::Unavailable, None),
+                    VoteOutcome::Pass => (ChallengeOutcome::Pass, Some((distance, evidence)), gain),
+                    VoteOutcome::Fail => (ChallengeOutcome::Fail, Some((distance, evidence)), gain),
+                    VoteOutcome::Unavailable => (ChallengeOutcome::Unavailable, None, None),
                 };
             }
         }
-        (ChallengeOutcome::Unresolved, None)
+        (ChallengeOutcome::Unresolved, None, None)
     }
 }
 
@@ -334,6 +378,7 @@ mod tests {
             salt: "0".repeat(64),
             round: 1,
             first: None,
+            gain_micro: None,
         }
     }
 
@@ -353,7 +398,7 @@ mod tests {
         votes.insert("a".to_string(), vote(Fail, "e1"));
         votes.insert("b".to_string(), vote(Fail, "e1"));
         votes.insert("c".to_string(), vote(Pass, "e2"));
-        let (o, by) = v.decide(Some(&votes));
+        let (o, by, _) = v.decide(Some(&votes));
         assert_eq!(o, ChallengeOutcome::Fail);
         assert_eq!(by, Some(("0.5".to_string(), "e1".to_string())));
         // The same outcome with another evidence is another group: 40 of 100 is not a majority.

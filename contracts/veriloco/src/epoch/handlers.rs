@@ -11,7 +11,9 @@ use crate::deps::DepsMut;
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
 use crate::hashing::{digest_from_hex, hex, parse_digest, stored_digest};
-use crate::limits::{MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_LOSS_MICRO, MAX_OBJECTIONS_PER_READY};
+use crate::limits::{
+    MAX_ADDRESS_LEN, MAX_DECIMAL_LEN, MAX_GAIN_MICRO, MAX_LOSS_MICRO, MAX_OBJECTIONS_PER_READY,
+};
 use crate::records::{
     self, Assignment, Commitment, Outcome, Participant, Phase, Proposal, Vote, VoteOutcome,
     ASSIGNMENTS, BACKING, COMMITMENTS, EXCLUSIONS, JOINED_CLASSES, JOINED_VALIDATORS, PARTICIPANTS,
@@ -679,10 +681,13 @@ pub struct VerdictOpening {
     pub distance: String,
     pub evidence: String,
     pub salt: String,
+    /// The host's probe gain (its last segment, probe on).
+    pub gain_micro: Option<i64>,
 }
 
 pub fn reveal_verdict(
     deps: DepsMut,
+    config: &Config,
     ep: &mut Epoch,
     info: &MessageInfo,
     msg: VerdictOpening,
@@ -696,6 +701,7 @@ pub fn reveal_verdict(
         distance,
         evidence,
         salt,
+        gain_micro,
     } = msg;
     nonpayable(info, ACTION)?;
     expect_phases(
@@ -730,11 +736,12 @@ pub fn reveal_verdict(
             if v.outcome == VoteOutcome::Fail
                 && (outcome != VoteOutcome::Fail
                     || distance != v.distance
-                    || evidence != v.evidence)
+                    || evidence != v.evidence
+                    || gain_micro != v.gain_micro)
             {
                 refuse!(
                     ACTION,
-                    "a re-vote after a round-0 fail must repeat it (same distance and evidence)"
+                    "a re-vote after a round-0 fail must repeat it (same distance, evidence and gain)"
                 );
             }
             (REVOTE, Some(v.outcome))
@@ -762,6 +769,15 @@ pub fn reveal_verdict(
             "distance must be a canonical decimal string like \"0.0123\", got {distance:?}"
         );
     }
+    check_gain(
+        deps.storage,
+        config,
+        epoch,
+        &host,
+        segment,
+        outcome,
+        gain_micro,
+    )?;
     let evidence_bytes = parse_digest(ACTION, "evidence", &evidence)?;
     let salt_bytes = parse_digest(ACTION, "salt", &salt)?;
     let opened = verdict_commitment(
@@ -773,6 +789,7 @@ pub fn reveal_verdict(
         &distance,
         &evidence_bytes,
         &salt_bytes,
+        gain_micro,
     );
     if hex(&opened) != committed {
         refuse!(
@@ -790,6 +807,7 @@ pub fn reveal_verdict(
             salt,
             round,
             first,
+            gain_micro,
         },
     );
     ep.counts_mut().votes_revealed += 1;
@@ -801,6 +819,45 @@ pub fn reveal_verdict(
         .add_attribute("segment", segment)
         .add_attribute("round", round)
         .add_attribute("outcome", outcome.as_str()))
+}
+
+/// Where a probe gain belongs on a verdict: on the host's last committed segment with the probe
+/// on (`verification.probe_windows > 0`). There a `pass` must carry one and a `fail` may (its
+/// voters computed it); an `unavailable` never does, nor a verdict anywhere else. Its magnitude
+/// is at most `MAX_GAIN_MICRO` (the probe's clamp).
+fn check_gain(
+    storage: &dyn crate::deps::Storage,
+    config: &Config,
+    epoch: u64,
+    host: &str,
+    segment: u32,
+    outcome: VoteOutcome,
+    gain_micro: Option<i64>,
+) -> Result<(), ContractError> {
+    const ACTION: &str = "reveal_verdict";
+    let probe = config.verification.probe_windows > 0;
+    let last = probe && segment + 1 == super::challenges::committed_segments(storage, epoch, host)?;
+    match (gain_micro, outcome) {
+        (None, VoteOutcome::Pass) if last => refuse!(
+            ACTION,
+            "a pass on the last segment ({segment}) of host {host} must carry the host's probe \
+             gain (gain_micro): the run's probe is on"
+        ),
+        (Some(_), VoteOutcome::Unavailable) => refuse!(
+            ACTION,
+            "an unavailable verdict carries no probe gain (gain_micro)"
+        ),
+        (Some(_), _) if !last => refuse!(
+            ACTION,
+            "gain_micro belongs only on a verdict on a host's last segment when the run's probe \
+             is on (verification.probe_windows > 0); segment {segment} of host {host} is not that"
+        ),
+        (Some(g), _) if g.unsigned_abs() > MAX_GAIN_MICRO => refuse!(
+            ACTION,
+            "gain_micro must be within ±{MAX_GAIN_MICRO}, got {g}"
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// `ready {epoch, objections}`: a validator with round-0 seats says it is done with them, naming

@@ -88,7 +88,7 @@ pub fn votes_read(tally: &Tally) -> usize {
 
 /// One challenge: who sat on it (round, validator), who committed, who objected, the opened
 /// votes, the decision (with the deciding group's distance and evidence when the final vote
-/// decided pass or fail), and whether the host declared it a trap.
+/// decided pass or fail, and the probe gain it carries), and whether the host declared it a trap.
 pub struct ChallengeTally {
     pub members: Vec<(u32, String)>,
     /// Validator -> its verdict commitment.
@@ -99,6 +99,8 @@ pub struct ChallengeTally {
     pub votes: BTreeMap<String, Vote>,
     pub outcome: ChallengeOutcome,
     pub decided_by: Option<(String, String)>,
+    /// The probe gain the decision carries (the host's last segment, probe on).
+    pub decided_gain: Option<i64>,
     pub disputed: bool,
     pub trap: bool,
 }
@@ -125,7 +127,9 @@ impl ChallengeTally {
                 .decided_by
                 .as_ref()
                 .map_or(true, |(distance, evidence)| {
-                    &vote.distance == distance && &vote.evidence == evidence
+                    &vote.distance == distance
+                        && &vote.evidence == evidence
+                        && vote.gain_micro == self.decided_gain
                 })
     }
 
@@ -331,6 +335,7 @@ fn host_challenges(
                 votes: BTreeMap::new(),
                 outcome: a.outcome,
                 decided_by: a.decided_by.clone(),
+                decided_gain: a.gain_micro,
                 disputed: a.disputed,
                 trap: host_traps.map_or(false, |t| t.contains(&a.segment)),
             },
@@ -395,6 +400,7 @@ mod tests {
             seats_cap: 19,
             tau: "0.00001".into(),
             trap_max_distance: "0.001".into(),
+            probe_windows: 0,
         }
     }
 
@@ -512,6 +518,7 @@ mod tests {
             salt: "0".repeat(64),
             round: 1,
             first: None,
+            gain_micro: None,
         }
     }
 
@@ -535,6 +542,7 @@ mod tests {
                 .collect(),
             outcome,
             decided_by: decided_by.map(|(d, e)| (d.to_string(), e.to_string())),
+            decided_gain: None,
             disputed: true,
             trap,
         }

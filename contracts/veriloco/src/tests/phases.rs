@@ -342,7 +342,14 @@ struct Net {
     committed: BTreeMap<(String, String, u64), &'static str>,
     /// The epoch the moves go to (None: the current one); a pipelined run's settling epoch.
     focus: Option<u64>,
+    /// The probe is on (`verification.probe_windows > 0`, the default): verdicts on a host's
+    /// last segment carry a probe gain, [`HONEST_GAIN`] unless `gains` names the validator's.
+    probe: bool,
+    gains: BTreeMap<String, i64>,
 }
+
+/// The probe gain honest validators compute in these tests, in micro-nats.
+const HONEST_GAIN: i64 = 41_250;
 
 fn outcome_code(outcome: &str) -> u8 {
     match outcome {
@@ -359,6 +366,12 @@ fn verdict_salt(validator: &str, host: &str, segment: u64) -> [u8; 32] {
 
 fn trap_salt(host: &str) -> [u8; 32] {
     tagged_hash("test-trap-salt", &[host.as_bytes()])
+}
+
+/// Whether a spec's probe is on: `verification.probe_windows` > 0, 64 when absent.
+fn probe_on(spec_json: &str) -> bool {
+    let spec: Value = serde_json::from_str(spec_json).unwrap();
+    spec["verification"]["probe_windows"].as_u64().unwrap_or(64) > 0
 }
 
 /// A validator's decision on (validator, host, segment): a verdict, or None to stay silent.
@@ -405,6 +418,8 @@ impl Net {
             traps: BTreeMap::new(),
             committed: BTreeMap::new(),
             focus: None,
+            probe: probe_on(spec_json),
+            gains: BTreeMap::new(),
         }
     }
 
@@ -524,6 +539,20 @@ impl Net {
         )
     }
 
+    /// The probe gain `validator` posts with verdict `o` on (host, segment), if any: on the
+    /// host's last segment (as `validator`'s challenges list it), probe on.
+    fn gain(&self, validator: &str, host: &str, segment: u64, o: &str) -> Option<i64> {
+        if !self.probe || o == "unavailable" {
+            return None;
+        }
+        let last = self
+            .challenges(validator)
+            .iter()
+            .find(|c| c["host"] == host)
+            .map_or(false, |c| c["segments"].as_u64() == Some(segment + 1));
+        last.then(|| *self.gains.get(validator).unwrap_or(&HONEST_GAIN))
+    }
+
     fn verdict_commitment(&self, validator: &str, host: &str, segment: u64, o: &str) -> String {
         let evidence = tagged_hash("test", &[b"evidence"]);
         hex(&verdict_commitment(
@@ -535,6 +564,7 @@ impl Net {
             "0.5",
             &evidence,
             &verdict_salt(validator, host, segment),
+            self.gain(validator, host, segment, o),
         ))
     }
 
@@ -557,10 +587,15 @@ impl Net {
     }
 
     fn opening(&self, validator: &str, host: &str, segment: u64, o: &str) -> Value {
-        json!({"reveal_verdict": {"epoch": self.epoch_number(), "host": host,
+        let mut msg = json!({"reveal_verdict": {"epoch": self.epoch_number(), "host": host,
                                   "segment": segment, "outcome": o, "distance": "0.5",
                                   "evidence": digest("evidence"),
-                                  "salt": hex(&verdict_salt(validator, host, segment))}})
+                                  "salt": hex(&verdict_salt(validator, host, segment))}});
+        // Without a gain the message is exactly the older format (no `gain_micro` key).
+        if let Some(g) = self.gain(validator, host, segment, o) {
+            msg["reveal_verdict"]["gain_micro"] = json!(g);
+        }
+        msg
     }
 
     fn reveal_verdict(&mut self, validator: &str, host: &str, segment: u64) -> Response {
@@ -3752,4 +3787,210 @@ fn a_pipelined_next_epoch_opens_only_once_every_absence_of_e_is_on_record() {
         "absent_excused"
     );
     net.chain.check_books();
+}
+
+/// A net of 2 hosts and 4 validators with the probe on (`verification.probe_windows` 2): each
+/// verdict on a host's last segment carries the host's probe gain.
+fn probe_net() -> Net {
+    let net = Net::new(
+        &spec_with(json!({"verification": {"probe_windows": 2}})),
+        2,
+        4,
+    );
+    assert!(net.probe);
+    net
+}
+
+/// `msg` (a `reveal_verdict`) with its `gain_micro` set to `gain` (None: the key removed).
+fn with_gain(mut msg: Value, gain: Option<Value>) -> Value {
+    let body = msg["reveal_verdict"].as_object_mut().unwrap();
+    match gain {
+        Some(g) => body.insert("gain_micro".into(), g),
+        None => body.remove("gain_micro"),
+    };
+    msg
+}
+
+#[test]
+fn a_probe_gain_is_required_on_the_last_segment_and_refused_elsewhere() {
+    let mut net = probe_net();
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    net.play_round(&honest, &h); // verify
+    net.play_round(&honest, &h); // objection
+    assert_eq!(net.phase(), "verdict_reveal");
+    let seat = first_round(&net.challenge(&h[0], 1))[0].clone();
+    let opening = net.opening(&seat, &h[0], 1, "pass");
+    let err = net.chain.refused(&seat, with_gain(opening.clone(), None));
+    assert!(err.contains("must carry the host's probe gain"), "{err}");
+    let too_big = json!(crate::limits::MAX_GAIN_MICRO as i64 + 1);
+    let err = net
+        .chain
+        .refused(&seat, with_gain(opening.clone(), Some(too_big)));
+    assert!(
+        err.contains("gain_micro must be within ±1000000000000"),
+        "{err}"
+    );
+    let err = net
+        .chain
+        .refused(&seat, with_gain(opening.clone(), Some(json!("12"))));
+    assert!(err.contains("expected i64"), "a gain is an integer: {err}");
+    // A segment that is not the host's last carries none.
+    let (host, seat0) = h
+        .iter()
+        .find_map(|x| {
+            let report = net.chain.report(0);
+            report["challenges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["host"] == *x && c["segment"] == 0)
+                .map(|c| (x.clone(), first_round(c)[0].clone()))
+        })
+        .expect("some host's segment 0 is challenged");
+    let wrong_place = with_gain(net.opening(&seat0, &host, 0, "pass"), Some(json!(5)));
+    let err = net.chain.refused(&seat0, wrong_place);
+    assert!(
+        err.contains("belongs only on a verdict on a host's last segment"),
+        "{err}"
+    );
+    // The right opening is accepted.
+    net.chain.ok(&seat, opening);
+}
+
+#[test]
+fn without_the_probe_a_gain_is_refused_and_an_old_opening_is_accepted() {
+    let mut net = Net::new(
+        &spec_with(json!({"verification": {"probe_windows": 0}})),
+        2,
+        4,
+    );
+    assert!(!net.probe);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    net.play_round(&honest, &h);
+    net.play_round(&honest, &h);
+    let seat = first_round(&net.challenge(&h[0], 1))[0].clone();
+    let opening = net.opening(&seat, &h[0], 1, "pass");
+    assert!(opening["reveal_verdict"].get("gain_micro").is_none());
+    let err = net
+        .chain
+        .refused(&seat, with_gain(opening.clone(), Some(json!(7))));
+    assert!(err.contains("probe_windows > 0"), "{err}");
+    net.chain.ok(&seat, opening);
+}
+
+#[test]
+fn equal_gains_agree_and_the_chain_records_the_hosts_gain() {
+    let mut net = probe_net();
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    for c in report["challenges"].as_array().unwrap() {
+        assert_eq!(c["outcome"], "pass");
+        assert_eq!(
+            c["rounds"], 0,
+            "equal gains are one verdict: nothing disputed"
+        );
+        let last = c["segment"] == 1;
+        let want = if last {
+            json!(HONEST_GAIN)
+        } else {
+            Value::Null
+        };
+        assert_eq!(c["gain_micro"], want);
+        for vote in c["votes"].as_array().unwrap() {
+            assert_eq!(vote["gain_micro"], want);
+        }
+    }
+    for host in h.iter() {
+        let r = row(&report, "hosts", host);
+        assert_eq!(
+            (r["outcome"].as_str(), r["gain_micro"].as_i64()),
+            (Some("accepted"), Some(HONEST_GAIN))
+        );
+    }
+    let inputs = net.chain.query(json!({"aggregation_inputs": {"epoch": 0}}));
+    let gains: Vec<i64> = inputs["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["gain_micro"].as_i64().unwrap())
+        .collect();
+    assert_eq!(gains, vec![HONEST_GAIN; 2]);
+}
+
+#[test]
+fn a_different_gain_escalates_to_the_final_vote_and_its_sender_is_wrong() {
+    let mut net = probe_net();
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    net.play_to_verify();
+    let liar = first_round(&net.challenge(&h[0], 1))[0].clone();
+    net.gains.insert(liar.clone(), HONEST_GAIN * 3);
+    // Every seat passes: nobody objects, the gains differ only in the hidden commitments.
+    net.play_round(&honest, &h);
+    net.play_round(&honest, &h);
+    assert_eq!(net.phase(), "verdict_reveal");
+    net.play_round(&honest, &h);
+    assert_eq!(
+        net.phase(),
+        "dispute",
+        "opened passes with different gains are different verdicts"
+    );
+    assert_eq!(net.challenge(&h[0], 1)["rounds"], 1);
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    let c = net.challenge(&h[0], 1);
+    assert_eq!(
+        (c["outcome"].as_str(), c["gain_micro"].as_i64()),
+        (Some("pass"), Some(HONEST_GAIN))
+    );
+    let r = row(&report, "hosts", &h[0]);
+    assert_eq!(
+        (
+            r["outcome"].as_str(),
+            r["gain_micro"].as_i64(),
+            amount(&r["slashed"])
+        ),
+        (Some("accepted"), Some(HONEST_GAIN), 0)
+    );
+    let r = row(&report, "validators", &liar);
+    assert_eq!(r["outcome"], "wrong");
+    assert!(amount(&r["slashed"]) > 0);
+    for validator in v.iter().filter(|x| **x != liar) {
+        let r = row(&report, "validators", validator);
+        assert_eq!(
+            (r["outcome"].as_str(), r["slashed"].as_str()),
+            (Some("diligent"), Some("0"))
+        );
+    }
+}
+
+/// Records and messages from before the probe gain read as carrying none.
+#[test]
+fn old_votes_assignments_and_openings_read_without_a_gain() {
+    use crate::records::{Assignment, Vote};
+    let vote: Vote = serde_json::from_value(json!({"o": "pass", "d": "0", "e": digest("e"),
+                                                    "s": digest("s")}))
+    .unwrap();
+    assert_eq!(vote.gain_micro, None);
+    let a: Assignment = serde_json::from_value(json!({"g": 1, "v": [0, 2], "o": "pass"})).unwrap();
+    assert_eq!(a.gain_micro, None);
+    // Written back, a record without a gain is byte for byte what it was.
+    assert!(!serde_json::to_string(&vote).unwrap().contains("\"q\""));
+    let msg: crate::msg::ExecuteMsg = parse_json(
+        "execute message",
+        json!({"reveal_verdict": {"epoch": 0, "host": "h", "segment": 1, "outcome": "pass",
+                                  "distance": "0", "evidence": digest("e"), "salt": digest("s")}})
+        .to_string()
+        .as_bytes(),
+    )
+    .unwrap();
+    match msg {
+        crate::msg::ExecuteMsg::RevealVerdict { gain_micro, .. } => assert_eq!(gain_micro, None),
+        other => panic!("parsed as {other:?}"),
+    }
 }

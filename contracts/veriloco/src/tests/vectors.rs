@@ -571,6 +571,7 @@ fn commitments() {
             str_of(&case["distance"]),
             &b32(str_of(&case["evidence"])),
             &b32(str_of(&case["salt"])),
+            case.get("gain_micro").and_then(|g| g.as_i64()),
         );
         assert_eq!(hex(&got), str_of(&case["commitment"]));
     }
@@ -659,6 +660,7 @@ fn limits_equal_the_python_definitions() {
         ("MAX_ADDRESS_LEN", limits::MAX_ADDRESS_LEN as u64),
         ("MAX_DECIMAL_LEN", limits::MAX_DECIMAL_LEN as u64),
         ("MAX_LOSS_MICRO", limits::MAX_LOSS_MICRO),
+        ("MAX_GAIN_MICRO", limits::MAX_GAIN_MICRO),
         ("MAX_SEATS_CAP", u64::from(limits::MAX_SEATS_CAP)),
         (
             "MAX_OBJECTIONS_PER_READY",
