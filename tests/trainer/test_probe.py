@@ -11,9 +11,12 @@ from protocol.rules.hashing import Tag, tagged_hash
 from trainer.data import Dataset
 from trainer.delta import pseudo_gradient
 from trainer.inner import EpochContext, start_checkpoint, train_steps
+from trainer.model import build_model
 from trainer.outer import GlobalState
+from trainer.presets import preset
 from trainer.probe import (
     GAIN_MICRO_BOUND,
+    PROBE_SCALE,
     gain_micro,
     probe_allowance,
     probe_gain,
@@ -239,3 +242,21 @@ def test_topk2_epochs_are_not_probed() -> None:
     scheduled = small_spec(quantization={"scheme": "int8", "block_size": 64,
                                          "schedule": [{"from_epoch": 2, "scheme": "topk2", "block_size": 1024}]})
     assert [probe_applies(scheduled, e) for e in range(4)] == [True, True, False, False]
+
+
+@pytest.mark.parametrize("preset_name", ["tiny", "demo"])
+def test_the_gain_is_the_same_bits_at_any_thread_count(preset_name, dataset, threads) -> None:
+    """Honest validators of one compute class may run different thread counts. A gain that differed
+    between them would be another verdict: the pair would go to the final vote and one be `wrong`."""
+    spec = preset(preset_name)
+    model = build_model(spec)
+    theta = {n: p.detach().clone() for n, p in model.named_parameters()}
+    noise = torch.Generator().manual_seed(7)
+    delta = {n: 1e-2 * torch.randn(p.shape, generator=noise) for n, p in theta.items()}
+    starts = probe_starts(dataset, probe_seed(BEACON, 3), 64)
+    gains = []
+    for n in (1, 2, 3):
+        threads(n)
+        gains.append(probe_gain(model, dataset, theta, delta, starts, scale=PROBE_SCALE))
+    assert gains[0] != 0
+    assert gains[0] == gains[1] == gains[2]
