@@ -94,7 +94,7 @@ from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, Segment
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.peer_bound import within_peer_bound
-from trainer.probe import probe_allowance, probe_applies, probe_deficits, probe_outliers
+from trainer.probe import GAIN_MICRO_BOUND, probe_allowance, probe_applies, probe_deficits, probe_outliers
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
@@ -629,8 +629,11 @@ class HostNode(Participant):
         # Not in a topk2 epoch (trainer.probe.probe_applies): its gains are still posted and recorded
         # (the contract does not know the epoch's scheme), but the rule leaves those Δs to the peer bound.
         if gains is not None and probe_applies(self.spec, epoch):
-            # A host the chain decided no gain for (never expected with the probe on) is not compared.
-            decided = {a: g for a in deltas if (g := gains.get(a)) is not None}
+            # A host the chain decided no gain for counts at the lowest gain: otherwise a host could
+            # skip the rule by keeping its last segment from an opened `pass` (a trap there, which an
+            # honest host draws on 1 epoch in 5·S: it is then only left out of this aggregate, still
+            # accepted and paid; or seats that all stay silent).
+            decided = {a: g if (g := gains.get(a)) is not None else -GAIN_MICRO_BOUND for a in deltas}
             margin = self.spec.aggregation.probe_margin_micro
             outliers = probe_outliers(decided, margin, {a: kept_segments[a] for a in decided})
             deficits = probe_deficits(decided, {a: kept_segments[a] for a in decided})

@@ -657,18 +657,20 @@ class ValidatorNode(Participant):
     def _probe_gain(self, status: ParticipantStatus, challenge: Challenge, verdict: Verdict) -> int | None:
         """The host's probe gain in micro-nats (``trainer.probe``, at ``PROBE_SCALE``) that ``verdict``
         carries: on the host's last segment when the run's probe is on, from θ_e and the host's Δ̂ this validator
-        checked and kept (``held_delta_path``), on the windows the epoch's beacon draws. None
-        elsewhere, on ``unavailable``, and on a ``fail`` reached before the Δ was read. A ``pass``
-        with no Δ kept was reached without a replay (a lying behaviour's): it must carry a gain and
-        has none to measure, so it carries 0, a guess that is another verdict than the honest
-        gain's (the final vote decides, and the guesser is ``wrong``)."""
+        checked and kept (``held_delta_path``), on the windows the epoch's beacon draws. Only a
+        ``pass`` carries one: whether a ``fail`` could be measured depends on what this validator
+        happens to hold (the held Δ is keyed by content, so a host that recommits an old Δ would find
+        some honest validators holding it and others not), and two honest ``fail``s must be the same
+        verdict. A ``pass`` with no Δ kept was reached without a replay (a lying behaviour's): it must
+        carry a gain and has none to measure, so it carries 0, a guess that is another verdict than
+        the honest gain's (the final vote decides, and the guesser is ``wrong``)."""
         windows = self.spec.verification.probe_windows
-        if (verdict.gain_micro is not None or verdict.outcome == "unavailable" or windows == 0
+        if (verdict.gain_micro is not None or verdict.outcome != "pass" or windows == 0
                 or challenge.segment != challenge.segments - 1):
             return verdict.gain_micro
         path = held_delta_path(self.root, self.run_id, challenge.delta_hash)
         if not path.exists():
-            return 0 if verdict.outcome == "pass" else None
+            return 0
         spec = self.spec.for_epoch(challenge.epoch)
         delta = dequantize(load_delta(path, spec), parameter_shapes(spec), spec.quantization)
         theta = self.globals.get(status.model_hash, status.epoch)
