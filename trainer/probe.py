@@ -196,9 +196,11 @@ def gain_micro(gain: float) -> int:
 
 
 def _median(values: list[Fraction]) -> Fraction:
+    """The lower median: of an even count, the lower of the two middle values, never their mean.
+    With the mean, half the hosts posting high gains (a Δ tuned down the public validation loss)
+    would lift the reference above every honest gain and leave all the honest Δs out."""
     ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def _references(gains: Mapping[str, int], segments: Mapping[str, int] | None) -> dict[str, Fraction]:
@@ -241,11 +243,13 @@ def probe_outliers(gains: Mapping[str, int], margin_micro: int, segments: Mappin
     scaled down by the share of segments (the gain of a shorter run of the same training, at most
     proportional where loss falls fastest first), and a negative one is never raised. A whole host
     among partial peers is compared with their smaller gains as they are, which only favours it.
-    Equal segments (or ``None``) give the plain median (:func:`probe_deficits`).
+    Equal segments (or ``None``) give the plain median (:func:`probe_deficits`). Of an even count
+    the median is the lower middle gain (:func:`_median`), so hosts that are no majority cannot lift
+    it above every honest gain.
 
     Exact: integers and :class:`fractions.Fraction`, so every proposer leaves out the same hosts in
-    any order of ``gains``. Fewer than ``min_peers`` gains: nobody is left out (the median of two is
-    their mean, which one low gain drags down).
+    any order of ``gains``. Fewer than ``min_peers`` gains: nobody is left out (with two, each is the
+    other's only peer).
 
     Raises:
         ValueError: a gain or ``margin_micro`` that is not an integer, a negative margin, a gain

@@ -65,14 +65,24 @@ def test_gain_micro_rounds_half_to_even_and_clamps() -> None:
 
 
 def test_outliers_leave_out_the_low_gain_only_beyond_the_margin() -> None:
-    gains = {"a": 50_000, "b": 52_000, "c": 48_000, "d": 20_000}  # median 49,000: 5 % of it is 2,450
+    gains = {"a": 50_000, "b": 52_000, "c": 48_000, "d": 20_000}  # lower median 48,000: 5 % is 2,400
     assert probe_outliers(gains, 10_000) == {"d"}
-    assert probe_outliers(gains, 26_550) == set()  # exactly at the allowance (29,000 below): kept
-    assert probe_outliers(gains, 26_549) == {"d"}
-    assert probe_allowance(49_000, 26_550) == 29_000 and probe_allowance(-49_000, 7) == 7
-    assert probe_outliers({**gains, "d": 90_000}, 0) == {"c"}  # median 51,000, allowance 2,550; a high gain never
+    assert probe_outliers(gains, 25_600) == set()  # exactly at the allowance (28,000 below): kept
+    assert probe_outliers(gains, 25_599) == {"d"}
+    assert probe_allowance(48_000, 25_600) == 28_000 and probe_allowance(-49_000, 7) == 7
+    # lower median 50,000, allowance 2,500 + 1: c (10,000 below) is left out; a high gain never is
+    assert probe_outliers({**gains, "c": 40_000, "d": 90_000}, 1) == {"c"}
     assert probe_outliers({"a": 50_000, "d": -10**9}, 0) == set()  # fewer than 3: no peers
-    assert probe_outliers({"a": 50_000, "d": -10**9}, 0, min_peers=2) == {"d"}
+    assert probe_outliers({"a": 50_000, "b": 50_000, "d": -10**9}, 0) == {"d"}
+
+
+def test_half_the_hosts_posting_high_gains_leave_no_honest_host_out() -> None:
+    # Two of four hosts tune their Δs down the public validation loss and post far higher gains. With
+    # the mean of the two middle gains as the median, (60,000 + 1,000,000) / 2, every honest host would
+    # be 470,000 or more below it and left out; the lower median is the higher honest gain.
+    gains = {"honest-a": 50_000, "honest-b": 60_000, "tuned-a": 1_000_000, "tuned-b": 1_000_000}
+    assert probe_outliers(gains, 20_000) == set()
+    assert probe_outliers({**gains, "honest-a": 10_000}, 20_000) == {"honest-a"}  # the rule still bites
 
 
 def test_outliers_do_not_depend_on_arrival_order() -> None:
