@@ -303,7 +303,7 @@ def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path
     ver = net.spec.verification
     readers = {v.address for v in net.validators[5:]}
     trapped: dict[str, set[int]] = {n.address: set() for n in net.hosts}
-    caught = 0
+    caught = on_traps = 0
     for report in reports:
         assert report.agreed
         rewards = set()
@@ -336,8 +336,13 @@ def test_every_honest_host_traps_by_default_and_a_trap_reader_is_caught(tmp_path
             if lazy.outcome == "wrong":
                 caught += 1
                 assert int(lazy.slashed) > 0
+        # The traps themselves catch readers, not only the probe gain a blind pass guesses: a reader
+        # sat in round 0 on a trap it did not expect (so it is `wrong`, above).
+        on_traps += sum(1 for c in report.challenges if c.trap and c.host not in recent
+                        for v in c.votes if v.validator in readers and v.round == 0)
     assert all(trapped.values()), trapped  # every honest host trapped: history tells none apart
     assert caught, [outcomes(net, r) for r in reports]
+    assert on_traps, "no reader sat on a trap it did not expect"
     # ... and a trap the readers expected: a host trapped again the epoch after its last trap.
     assert any(e - 1 in epochs for epochs in trapped.values() for e in epochs), trapped
 
