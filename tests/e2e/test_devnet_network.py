@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,10 +36,43 @@ ISLAND = "h2"  # an island of two processes (torchrun, FSDP2 over gloo); the val
 EPOCHS = 3
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, for a daemon started seconds later. Drawn below the kernel's ephemeral range:
+    a port the kernel hands out (bind to 0) is also what the next outgoing connection of any process
+    may take as its local port before the daemon binds it (CI lost a devnet test to that)."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]) \
+        if Path("/proc/sys/net/ipv4/ip_local_port_range").exists() else 32768
+    for _ in range(1000):
+        port = random.randrange(max(1024, low - 12000), low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port below {low}")
+
+
+def wait_all(procs: Sequence[tuple[str, subprocess.Popen[bytes]]], logs: Path, timeout: float = 900) -> None:
+    """Wait for every daemon to exit 0, failing at the first that exits otherwise (with its log)
+    rather than after the others have waited out their own deadlines for it."""
+    end = time.monotonic() + timeout
+    running = dict(procs)
+    while running:
+        for name, proc in list(running.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            assert code == 0, f"{name} exited with {code}:\n{(logs / f'{name}.log').read_text()[-3000:]}"
+            del running[name]
+        assert time.monotonic() < end, f"still running after {timeout} s: {sorted(running)}"
+        time.sleep(0.5)
 
 
 def cli(env: dict[str, str], *args: str, timeout: float = 120) -> str:
@@ -116,9 +151,7 @@ def test_three_epochs_with_a_cheater_over_http(network, dataset) -> None:
         procs.append((name, subprocess.Popen([*VERILOCO, *args], env=env, stdout=open(logs / f"{name}.log", "w"),  # noqa: SIM115 (the child writes it)
                                              stderr=subprocess.STDOUT)))
     try:
-        for name, proc in procs:
-            log = (logs / f"{name}.log").read_text()[-3000:]
-            assert proc.wait(timeout=900) == 0, f"{name} exited with {proc.returncode}:\n{log}"
+        wait_all(procs, logs)
     finally:
         for _, proc in procs:
             proc.kill()

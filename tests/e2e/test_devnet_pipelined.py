@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import tomli_w
-from test_devnet_network import VERILOCO, cli, cli_each, free_port
+from test_devnet_network import VERILOCO, cli, cli_each, free_port, wait_all
 from test_devnet_network import network as _devnet  # noqa: F401 (the `network` fixture: a devnet, its keys funded)
 
 from trainer.presets import tiny
@@ -59,9 +59,7 @@ def test_pipelined_daemons_train_e_plus_1_while_e_settles_over_http(_devnet) -> 
                                              stdout=open(logs / f"{name}.log", "w"),  # noqa: SIM115 (as above)
                                              stderr=subprocess.STDOUT)))
     try:
-        for name, proc in procs:
-            code = proc.wait(timeout=900)
-            assert code == 0, f"{name} exited with {code}:\n{(logs / f'{name}.log').read_text()[-3000:]}"
+        wait_all(procs, logs)
     finally:
         for _, proc in procs:
             proc.kill()
