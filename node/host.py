@@ -93,8 +93,7 @@ from trainer.fingerprint import check_fingerprint
 from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, SegmentsDone, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
-from trainer.peer_bound import within_peer_bound
-from trainer.probe import GAIN_MICRO_BOUND, probe_allowance, probe_applies, probe_deficits, probe_outliers
+from trainer.probe import GAIN_MICRO_BOUND, admitted, probe_allowance, probe_applies, probe_deficits
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
@@ -625,7 +624,7 @@ class HostNode(Participant):
         # Each Δ against its peers per segments trained: a whole epoch among partial ones is
         # compared with their norms scaled up to its segments (``verifier.measure.peer_excess``).
         kept_segments = {a: segments[a] for a in deltas}
-        outliers: set[str] = set()
+        decided: dict[str, int] | None = None
         # Not in a topk2 epoch (trainer.probe.probe_applies): its gains are still posted and recorded
         # (the contract does not know the epoch's scheme), but the rule leaves those Δs to the peer bound.
         if gains is not None and probe_applies(self.spec, epoch):
@@ -634,18 +633,19 @@ class HostNode(Participant):
             # honest host draws on 1 epoch in 5·S: it is then only left out of this aggregate, still
             # accepted and paid; or seats that all stay silent).
             decided = {a: g if (g := gains.get(a)) is not None else -GAIN_MICRO_BOUND for a in deltas}
-            margin = self.spec.aggregation.probe_margin_micro
-            outliers = probe_outliers(decided, margin, {a: kept_segments[a] for a in decided})
-            deficits = probe_deficits(decided, {a: kept_segments[a] for a in decided})
-            for address in sorted(outliers):
+        margin = self.spec.aggregation.probe_margin_micro
+        # The one rule the chain-free simulation applies too (trainer.diloco.proposers_aggregate).
+        bound = admitted(deltas, decided, margin, kept_segments)
+        if decided is not None and bound.excluded:
+            deficits = probe_deficits(decided, kept_segments)
+            for address in sorted(bound.excluded):
                 allowed = probe_allowance(decided[address] + deficits[address], margin)
                 self.event(epoch, EventKind.DELTA_LEFT_OUT,
                            f"{address}: its probe gain {decided[address] / MICRO:+.6f} nats is "
                            f"{float(deficits[address]) / MICRO:.6f} below its peers' median (at most "
                            f"{float(allowed) / MICRO:.6f}: aggregation.probe_margin and a share of the median)")
-        bound = within_peer_bound(deltas, segments=kept_segments, exclude=outliers)
         for address, (excess, where) in bound.left_out.items():
-            if address in outliers:
+            if address in bound.excluded:
                 continue  # said above
             self.event(epoch, EventKind.DELTA_LEFT_OUT,
                        f"{address}: its Δ of {where} is {excess * DELTA_PEER_FACTOR:.3g}× the median norm "
