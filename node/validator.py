@@ -57,8 +57,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from torch import nn
-
 from chain.ledger import Ledger
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
@@ -92,7 +90,7 @@ from trainer.data import Dataset
 from trainer.delta import carried_from, dequantize, load_delta
 from trainer.fingerprint import check_fingerprint
 from trainer.leaf_digests import LeafDigests
-from trainer.model import build_model, parameter_shapes
+from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.probe import PROBE_SCALE, gain_micro, probe_gain, probe_loss, probe_seed, probe_starts
 from trainer.step import Stepper
@@ -258,8 +256,7 @@ class ValidatorNode(Participant):
         self._why: dict[str, str] = {}  # host -> why its last fetch did not deliver
         self._assigned = 0  # challenges of the current round, for the request deadlines
         self._leaf_bytes: int | None = None
-        # The probe (trainer.probe): its model, and per (epoch, θ_e) its windows and L(θ_e) on them.
-        self._probe_model: nn.Module | None = None
+        # The probe (trainer.probe): per (epoch, θ_e) its windows and L(θ_e) on them.
         self._probe_base: tuple[tuple[int, str], list[int], float] | None = None
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
@@ -401,7 +398,7 @@ class ValidatorNode(Participant):
         :func:`node.leaf_holding.holder_wait_end` and not all of them committed without serving
         it; a challenge its host did not deliver to this seat, from every other seat that
         committed. ``committed`` caches the chain's answers for one tick."""
-        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        key = _key(challenge)
         if self.holders_first and self.patience is not None and challenge.round != 0:
             return self._holders_first_plan(challenge, key, deadline)
         if (not self.holders_first or self.patience is None or challenge.round != 0
@@ -515,7 +512,7 @@ class ValidatorNode(Participant):
                 spools.append(spool)
             elif first.settled:  # they all voted and none serves it: a definite "not held"
                 with self._seen_lock:
-                    self._declined.add((challenge.epoch, challenge.host, challenge.segment, challenge.round))
+                    self._declined.add(_key(challenge))
         return spools
 
     def _trusted_digests(self, challenge: Challenge, served: object, proof: MerkleProof | UntrustedJson) -> object:
@@ -579,14 +576,14 @@ class ValidatorNode(Participant):
                         self._seconds[host], self._why[host] = math.inf, spool.failure
                     self._spools[_key(c)] = waiting.spool  # its check goes on from its replay
                     continue
-                old = self._spools.pop((c.epoch, c.host, c.segment, c.round), None)
+                old = self._spools.pop(_key(c), None)
                 if old is not None:
                     old.discard()
-                self._spools[c.epoch, c.host, c.segment, c.round] = spool
+                self._spools[_key(c)] = spool
 
     def _forget(self, status: ParticipantStatus, mine: list[Challenge]) -> None:
         """Drop spools of challenges no longer waiting (committed, decided, another round)."""
-        live = {(c.epoch, c.host, c.segment, c.round) for c in mine}
+        live = {_key(c) for c in mine}
         # Only this epoch's: in a pipelined run another epoch's round may be running too.
         for k in [k for k in self._spools if k[0] == status.epoch and k not in live]:
             self._spools.pop(k).discard()
@@ -677,16 +674,16 @@ class ValidatorNode(Participant):
         beacon = self.ledger.epoch(challenge.epoch).seed
         if beacon is None:  # never at a verdict: the seed is fixed when reveal closes
             raise GlobalStateUnavailable(f"epoch {challenge.epoch} has no beacon yet")
+        if self._stepper is None:
+            self._stepper = Stepper(self.spec, device=self.device)
+        # The replay's own model: the probe reads neither its parameters nor leaves its mode changed.
+        model = self._stepper.model
         key = (challenge.epoch, status.model_hash)
         if self._probe_base is None or self._probe_base[0] != key:
-            if self._probe_model is None:
-                self._probe_model = build_model(self.spec).to(self.device)
             starts = probe_starts(self.dataset, probe_seed(bytes.fromhex(beacon), challenge.epoch), windows)
-            self._probe_base = (key, starts, probe_loss(self._probe_model, self.dataset, theta.params, starts))
+            self._probe_base = (key, starts, probe_loss(model, self.dataset, theta.params, starts))
         _, starts, base = self._probe_base
-        assert self._probe_model is not None
-        return gain_micro(probe_gain(self._probe_model, self.dataset, theta.params, delta, starts, PROBE_SCALE,
-                                     base=base))
+        return gain_micro(probe_gain(model, self.dataset, theta.params, delta, starts, PROBE_SCALE, base=base))
 
     def _verdict_for(self, status: ParticipantStatus, challenge: Challenge) -> tuple[Verdict | None, str]:
         """Replay ``challenge`` (:func:`verifier.replay.check_challenge`): its verdict and why, or
@@ -703,7 +700,7 @@ class ValidatorNode(Participant):
         theta = self.globals.get(status.model_hash, status.epoch)
         if self._stepper is None:
             self._stepper = Stepper(self.spec, device=self.device)
-        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        key = _key(challenge)
         # With fetch threads every round asks its holders there (round 0: seats in turn; later
         # rounds: holders first, _prefetch_plan), never on this thread: a holder that does not
         # answer would hold the tick a request deadline and its retries per holder asked.
@@ -816,7 +813,7 @@ class ValidatorNode(Participant):
         # up to a request deadline and its retries: the holders that did not serve may take at most
         # one request's fixed deadline in all; the next are asked on a later tick, a holder that
         # stalled after the others (_slow_holders).
-        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        key = _key(challenge)
         slow = self._slow_holders.setdefault(key, set())
         lost, bound = 0.0, math.inf if self.patience is None else self.client_limits().deadline_s
         listed = list(holder_addresses(self.ledger, challenge, self.address, others))
@@ -862,7 +859,7 @@ class ValidatorNode(Participant):
         Raises:
             _NotFetched: the host's artifacts are not in yet (a fetch job is started or under way).
         """
-        key = (challenge.epoch, challenge.host, challenge.segment, challenge.round)
+        key = _key(challenge)
         spool = self._spools.pop(key, None)
         waiting = self._ends.get(key)
         if spool is None and waiting is not None:  # a replay waiting for its end leaf's differing chunks
