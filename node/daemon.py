@@ -30,10 +30,10 @@ from chain.ledger import Ledger, LedgerError
 from node.adversaries import host_node
 from node.events import NodeEvent
 from node.host import HostNode
-from node.http import ClientLimits
+from node.http import ClientLimits, ServerLimits
 from node.http_client import RETRY_BUDGET_S, HttpArtifacts
 from node.participant import BlockClock, Participant
-from node.server import ServerThread, create_app
+from node.server import MAX_REQUEST_BYTES, ServerThread, create_app
 from protocol.coins import base_units, display
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
@@ -508,11 +508,13 @@ DRAIN_GRACE_S = 15.0
 def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behaviour: HostBehaviour | None = None,
                 on_event: Callable[[NodeEvent], None] | None = None,
                 name: str | None = None, device: str = "cpu", full_leaf_every: int = 1,
-                keep_epochs: int | None = None, allow_private: bool = False) -> tuple[HostNode, ServerThread]:
+                keep_epochs: int | None = None, allow_private: bool = False,
+                upload_rate: float | None = None) -> tuple[HostNode, ServerThread]:
     """A host node on ``ledger`` and its artifact server, started on ``listen`` (``host:port``);
     ``name`` labels its logs (default: its address), ``device`` is where it trains;
     ``full_leaf_every`` and ``keep_epochs`` are :class:`~node.host.HostNode`'s storage settings;
-    ``allow_private``: peers' endpoints on loopback and private networks may be dialed (local runs)."""
+    ``allow_private``: peers' endpoints on loopback and private networks may be dialed (local runs);
+    ``upload_rate``: bytes per second the server sends at most (``ServerLimits.upload_rate``)."""
     spec = ledger.spec()
     dataset = Dataset.load(spec.data)
     node = host_node(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix, allow_private),
@@ -521,16 +523,24 @@ def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behavi
     host, _, port = listen.rpartition(":")
     app = create_app(node.source, spec.run_id().hex(), node.address,
                      authorize=MembershipCache(ledger), prefix=ledger.prefix, source_for=node.source_for)
-    server = ServerThread(app, host or "127.0.0.1", int(port)).start()
+    server = ServerThread(app, host or "127.0.0.1", int(port), limits=serving_limits(upload_rate)).start()
     return node, server
 
 
+def serving_limits(upload_rate: float | None = None) -> ServerLimits:
+    """A daemon's server bounds: the defaults for signed, bodiless requests, with its uplink paced
+    at ``upload_rate`` bytes per second when given (ValueError: not a positive finite number)."""
+    return ServerLimits(max_body_bytes=MAX_REQUEST_BYTES, upload_rate=upload_rate)
 
-def holder_server(ledger: Ledger, address: str, root: Path, listen: str) -> ServerThread:
+
+
+def holder_server(ledger: Ledger, address: str, root: Path, listen: str,
+                  upload_rate: float | None = None) -> ServerThread:
     """The server of a participant that only holds content-addressed artifacts (a validator): the
-    global states and the Δs it keeps, by hash, to signed requests of members."""
+    global states and the Δs it keeps, by hash, to signed requests of members (paced at
+    ``upload_rate`` bytes per second when given)."""
     spec = ledger.spec()
     host, _, port = listen.rpartition(":")
     app = create_app(LocalArtifacts(root, spec.run_id(), address), spec.run_id().hex(), address,
                      authorize=MembershipCache(ledger), prefix=ledger.prefix)
-    return ServerThread(app, host or "127.0.0.1", int(port)).start()
+    return ServerThread(app, host or "127.0.0.1", int(port), limits=serving_limits(upload_rate)).start()

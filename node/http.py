@@ -434,6 +434,89 @@ class ServerLimits:
     max_body_bytes: int = 1024
     stall_s: float = 5.0
     response_stall_s: float = 60.0
+    upload_rate: float | None = None
+    """Response body bytes per second the server sends at most, over all its readers together (a
+    token bucket: :class:`TokenBucket`, :func:`paced`): the uplink it models. None: unpaced."""
+    upload_burst: int = 256 * 1024
+    """Bytes the bucket holds when full (what an idle link sends at once)."""
+
+    def __post_init__(self) -> None:
+        if self.upload_rate is not None:
+            TokenBucket(self.upload_rate, self.upload_burst)  # the same checks, before any server starts
+
+
+class TokenBucket:
+    """Bytes a link may send: ``rate`` per second on average, at most ``burst`` at once after idling.
+
+    :meth:`reserve` books bytes and says how long the caller must wait before sending them. Bytes
+    booked beyond the tokens at hand are a debt the next bookings wait behind, so concurrent
+    senders share the rate in booking order and a booking larger than ``burst`` is allowed (it
+    just waits longer). Pure arithmetic on the clock readings it is given; thread-safe.
+
+    Raises:
+        ValueError: ``rate`` is not a positive finite number, or ``burst`` not a positive integer.
+    """
+
+    def __init__(self, rate: float, burst: int) -> None:
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < float("inf"):
+            raise ValueError(f"upload rate must be a positive finite number of bytes per second, not {rate!r}")
+        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+            raise ValueError(f"upload burst must be a positive number of bytes, not {burst!r}")
+        self.rate = float(rate)
+        self.burst = burst
+        self._tokens = float(burst)
+        self._last: float | None = None
+        self._lock = threading.Lock()
+
+    def reserve(self, n: int, now: float) -> float:
+        """Book ``n`` bytes at clock reading ``now`` (seconds); returns the seconds to wait before
+        sending them (0 when the tokens at hand cover them)."""
+        if n < 0:
+            raise ValueError(f"cannot book {n} bytes")
+        with self._lock:
+            if self._last is not None and now > self._last:
+                self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
+            if self._last is None or now > self._last:
+                self._last = now
+            self._tokens -= n
+            return max(0.0, -self._tokens / self.rate)
+
+
+PACED_PIECE = 64 * 1024
+"""Largest piece of a response body :func:`paced` books and sends at once, so that concurrent
+readers share the bucket piece by piece (a FileResponse already sends 64 KiB chunks)."""
+
+
+def paced(app: Any, bucket: TokenBucket, clock: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], Any] = asyncio.sleep) -> Any:
+    """ASGI middleware: every response body byte goes through ``bucket``, in pieces of at most
+    :data:`PACED_PIECE`, each sent once its booking's wait (``sleep``, on ``clock``) is over."""
+
+    async def limited(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def paced_send(message: dict[str, Any]) -> None:
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            body: bytes = message.get("body", b"")
+            more: bool = message.get("more_body", False)
+            if not body:
+                await send(message)
+                return
+            for start in range(0, len(body), PACED_PIECE):
+                piece = body[start:start + PACED_PIECE]
+                wait = bucket.reserve(len(piece), clock())
+                if wait > 0:
+                    await sleep(wait)
+                last = start + PACED_PIECE >= len(body)
+                await send({"type": "http.response.body", "body": piece, "more_body": more or not last})
+
+        await app(scope, receive, paced_send)
+
+    return limited
 
 
 BODY_GRACE_S = 1.0
@@ -599,8 +682,11 @@ def server_config(app: Any, host: str, port: int, limits: ServerLimits | None = 
     ``on_reject`` is told of every body refused; ``admit`` is asked before a body is read."""
     lim = limits or ServerLimits()
     protocol = type("GuardedH11", (GuardedH11Protocol,), {"limits": lim})
+    guarded = body_limit(app, lim, on_reject, admit)
+    if lim.upload_rate is not None:  # outermost: every body byte the server sends is paced
+        guarded = paced(guarded, TokenBucket(lim.upload_rate, lim.upload_burst))
     return uvicorn.Config(
-        body_limit(app, lim, on_reject, admit), host=host, port=port, http=protocol, log_level="warning",
+        guarded, host=host, port=port, http=protocol, log_level="warning",
         access_log=False, timeout_keep_alive=lim.keep_alive_s,
         # Connections are capped by the protocol, which evicts idle ones. uvicorn's own
         # limit_concurrency counts connections too (closing ones included) and would answer 503 to

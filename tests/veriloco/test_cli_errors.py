@@ -121,6 +121,8 @@ def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> 
     (["validator", "run", "--key", "v", "--nproc-per-node", "2"], "--nproc-per-node is for hosts"),
     (["host", "run", "--key", "h", "--nproc-per-node", "2", "--adversary", "lazy"], "adversaries train in one process"),
     (["host", "run", "--key", "h", "--accumulate", "2"], "--accumulate is for an island"),
+    (["host", "run", "--key", "h", "--upload-rate", "0"], "--upload-rate 0.0: upload rate must be a positive"),
+    (["validator", "run", "--key", "v", "--upload-rate", "inf"], "--upload-rate inf: upload rate must be a positive"),
     (["host", "run", "--key", "h", "--nnodes", "2"], "needs --master-addr"),
     (["host", "run", "--key", "h", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1"],
      "node rank 2 of 2 nodes"),

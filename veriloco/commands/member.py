@@ -70,6 +70,22 @@ def check_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def check_upload_rate(upload_rate: float | None) -> None:
+    """``--upload-rate``, checked before anything starts (the token bucket's own checks).
+
+    Raises:
+        CommandError: not a positive finite number of bytes per second.
+    """
+    if upload_rate is None:
+        return
+    from node.http import TokenBucket  # noqa: PLC0415 (FastAPI's stack loads only for a daemon)
+
+    try:
+        TokenBucket(upload_rate, 1)
+    except ValueError as exc:
+        raise CommandError(f"--upload-rate {upload_rate!r}: {exc}") from None
+
+
 def below_minimum_message(role: Role, amount: int, bonded: int, minimum: int, denom: str) -> str:
     """Why a bond of ``amount`` is refused: with ``bonded`` already, it stays below the role's
     ``minimum``, so the member could not join an epoch. Every amount in both notations, since a
@@ -239,6 +255,9 @@ def make_app(role: Role) -> typer.Typer:
                 min=1, max=65535, hidden=role != "host", help="hosts: node 0's rendezvous port")] = 29500,
             full_leaf_every: FullLeafEvery = 4,
             keep_epochs: KeepEpochs = None,
+            upload_rate: Annotated[float | None, typer.Option(
+                help="bytes per second the artifact server sends at most, over all its readers together "
+                     "(a token bucket: a link to model or share; default: unpaced)")] = None,
             metrics: LiveMetrics = None,
             verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs (every HTTP request)")]
             = False,
@@ -249,6 +268,7 @@ def make_app(role: Role) -> typer.Typer:
             network: Network = None, home: Home = None) -> None:
         """Run the daemon: follow the chain's phases epoch after epoch (restart-safe). Logs go to stderr."""
         configure_logging(verbose)
+        check_upload_rate(upload_rate)  # before anything loads or starts
         islanded = nproc_per_node * nnodes > 1
         if not islanded and accumulate > 1:
             raise CommandError("--accumulate is for an island (--nproc-per-node or --nnodes above 1)")
@@ -320,7 +340,7 @@ def make_app(role: Role) -> typer.Typer:
                     node, server = host_daemon(ledger, participant, root, listen,
                                                behaviour=behaviour, name=key, device=device,
                                                full_leaf_every=full_leaf_every, keep_epochs=keep_epochs,
-                                               allow_private=private)
+                                               allow_private=private, upload_rate=upload_rate)
                     host_node = node
                     servers.append(server)
                     err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)
@@ -329,7 +349,7 @@ def make_app(role: Role) -> typer.Typer:
                                           allow_private=private, keep_epochs=keep_epochs)
                     err_console.print(f"validator {key} {node.address} following the run", highlight=False)
                     if listen is not None:
-                        holder = holder_server(ledger, node.address, root, listen)
+                        holder = holder_server(ledger, node.address, root, listen, upload_rate)
                         servers.append(holder)
                         err_console.print(f"validator {key} serving the Δs and states it holds on {holder.url}",
                                           highlight=False)
