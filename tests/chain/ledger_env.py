@@ -33,6 +33,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import pytest
 from suite_env import named_key
 
 from chain.embedded import EmbeddedBackend, EmbeddedChain, deploy_embedded
@@ -113,6 +114,19 @@ def make_spec(*, verification: Mapping[str, Any] | None = None, phases: Mapping[
                    **(phases or {})},
     }
     return RunSpec.model_validate(base)
+
+
+EMBEDDED_ONLY = pytest.mark.parametrize("make_ledger_env", ["embedded"], indirect=True)
+"""Runs a ``ledger_env`` / ``make_ledger_env`` test on the embedded chain only.
+
+For a scenario whose devnet run adds nothing the module's other devnet runs do not check: the
+contract is the same wasm on both backends, so what the devnet adds is wasmd itself (its host
+functions, gas, fees, bank sends, both key types, blocks that come by themselves) and each
+message kind travelling as JSON. A module keeps on the devnet the scenarios that send every
+message kind it tests, its heaviest closes and its exact bank payouts; a scenario that only
+recombines those messages (another vote, another absentee) is decided by the same contract code
+and costs 5 to 18 s of real blocks on the devnet, so it runs embedded only. Its module says which
+devnet test covers its messages."""
 
 
 Vote = str | tuple[str, str]
