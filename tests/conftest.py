@@ -34,8 +34,8 @@ from protocol.rules.spec import DataSpec, RunSpec
 # -- hypothesis -------------------------------------------------------------------------------
 # deadline=None in both: a deadline is a timing assertion, and on a busy machine a slow example is
 # not a failure. The contract's state machine runs a fraction of max_examples (each of its examples
-# is a whole run of up to stateful_step_count transactions): 8 runs of 40 steps in dev (about 5 s),
-# 40 runs of 80 steps in ci (58 s on one of 2 busy cores, tests/chain/test_contract_properties.py).
+# is a whole run of up to stateful_step_count transactions): 5 runs of 40 steps in dev (about 3 s),
+# 25 runs of 80 steps in ci (about 20 s alone, tests/chain/test_contract_properties.py).
 settings.register_profile("dev", max_examples=20, stateful_step_count=40, deadline=None)
 settings.register_profile("ci", max_examples=100, stateful_step_count=80, deadline=None, print_blob=True)
 settings.load_profile("dev")  # --hypothesis-profile=ci overrides it (the plugin loads it after conftest)
