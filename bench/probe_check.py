@@ -36,7 +36,10 @@ rule, a Δ either leaves out is left out, small tensors of the rest clipped). ``
 
 Run: ``.venv/bin/python bench/probe_check.py --preset tiny [--epochs 3] [--hosts 4] [--windows 64]
 [--scales 1,0.25] [--margin 0.05] [--partial] [--quantization topk2@0] [--attacks 'jump:1,1.45,gradient;…'|none]
-[--rules centered_clip,mean] [--blend oracle|own] [--json out.json]``; ``--cost [--windows 64]``: only the
+[--rules centered_clip,mean] [--blend oracle|own] [--dispute] [--json out.json]``; ``--dispute`` adds, per
+host, its gain on its gain-dispute windows (``trainer.probe.dispute_starts``) at the first scale, how far
+that moves it, its deficit when that one gain stands among its peers' probe-window gains, and whether
+the rule then leaves it out; ``--cost [--windows 64]``: only the
 seconds of one host's probe on one validator at tiny, demo and small (one forward pass per 64 windows).
 """
 
@@ -70,11 +73,13 @@ from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.probe import (
     admitted,
+    dispute_starts,
     gain_micro,
     probe_allowance,
     probe_deficits,
     probe_gain,
     probe_loss,
+    probe_outliers,
     probe_seed,
     probe_starts,
 )
@@ -236,6 +241,9 @@ def main() -> None:
     parser.add_argument("--blend", default="oracle", choices=["oracle", "own"],
                         help="how a blend is tuned: on the probe's windows and peers (oracle) or on its own estimate")
     parser.add_argument("--cost", action="store_true", help="only time one host's probe at tiny, demo, small")
+    parser.add_argument("--dispute", action="store_true",
+                        help="also each host's gain on its gain-dispute windows (dispute_starts), at the first "
+                             "scale, and the rule with that one gain mixed among its peers' probe-window gains")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
@@ -291,6 +299,20 @@ def main() -> None:
                    "gains": {f"{s:g}": [gains[a][j] for a in sorted(gains)] for j, s in enumerate(scales)},
                    "deficit_max": {f"{s:g}": max(int(x) for x in deficits[j].values()) for j, s in enumerate(scales)},
                    "probe_left_out": sorted(kept.excluded), "peer_left_out": sorted(kept.left_out)}
+            if args.dispute:
+                # A gain dispute decides a host's gain on its own dispute windows while its peers'
+                # stand on the probe's: the rule then compares gains of two window draws.
+                mixed_deficit, moved, left = [], [], set()
+                for a, d in honest.items():
+                    other = Probe(model, dataset, theta.params, dispute_starts(dataset, beacon(e), e, a,
+                                                                               args.windows), scales[:1])
+                    dg = other.gains(d)[0]
+                    moved.append(dg - gains[a][0])
+                    mixed = {**{p: g[0] for p, g in gains.items()}, a: dg}
+                    mixed_deficit.append(int(probe_deficits(mixed, seg)[a]))
+                    left |= probe_outliers(mixed, margin, seg) & {a}
+                row["dispute"] = {"gain_moved": moved, "mixed_deficit": mixed_deficit,
+                                  "mixed_left_out": sorted(left)}
             honest_rows.append(row)
             print(json.dumps(row), flush=True)
             for attack in plan:

@@ -111,11 +111,12 @@ class Env(LedgerEnv):
         self.distances: dict[tuple[str, str, int], str] = {}
 
     def commit_verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
-                       distance: str | None = None, epoch: int | None = None, revote: bool = False) -> Any:
+                       distance: str | None = None, epoch: int | None = None, revote: bool = False,
+                       dispute: bool = False) -> Any:
         address = self.addr(host) if host in self.keys else host
         chosen = self.distances.pop((name, address, segment), HONEST_DISTANCE)
         return super().commit_verdict(name, host, segment, outcome, distance=distance or chosen, epoch=epoch,
-                                      revote=revote)
+                                      revote=revote, dispute=dispute)
 
 
 class AttackGame:

@@ -93,7 +93,7 @@ from trainer.fingerprint import check_fingerprint
 from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, SegmentsDone, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
-from trainer.probe import GAIN_MICRO_BOUND, admitted, probe_allowance, probe_applies, probe_deficits
+from trainer.probe import admitted, decided_gains, probe_allowance, probe_applies, probe_deficits
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
@@ -628,11 +628,8 @@ class HostNode(Participant):
         # Not in a topk2 epoch (trainer.probe.probe_applies): its gains are still posted and recorded
         # (the contract does not know the epoch's scheme), but the rule leaves those Δs to the peer bound.
         if gains is not None and probe_applies(self.spec, epoch):
-            # A host the chain decided no gain for counts at the lowest gain: otherwise a host could
-            # skip the rule by keeping its last segment from an opened `pass` (a trap there, which an
-            # honest host draws on 1 epoch in 5·S: it is then only left out of this aggregate, still
-            # accepted and paid; or seats that all stay silent).
-            decided = {a: g if (g := gains.get(a)) is not None else -GAIN_MICRO_BOUND for a in deltas}
+            # A host the chain decided no gain for counts at the lowest gain (trainer.probe.decided_gains).
+            decided = decided_gains({a: gains.get(a) for a in deltas})
         margin = self.spec.aggregation.probe_margin_micro
         # The one rule the chain-free simulation applies too (trainer.diloco.proposers_aggregate).
         bound = admitted(deltas, decided, margin, kept_segments)

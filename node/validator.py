@@ -92,7 +92,15 @@ from trainer.fingerprint import check_fingerprint
 from trainer.leaf_digests import LeafDigests
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
-from trainer.probe import PROBE_SCALE, gain_micro, probe_gain, probe_loss, probe_seed, probe_starts
+from trainer.probe import (
+    PROBE_SCALE,
+    dispute_starts,
+    gain_micro,
+    probe_gain,
+    probe_loss,
+    probe_seed,
+    probe_starts,
+)
 from trainer.step import Stepper
 from verifier.adversaries import ValidatorBehaviour
 from verifier.replay import (
@@ -256,8 +264,9 @@ class ValidatorNode(Participant):
         self._why: dict[str, str] = {}  # host -> why its last fetch did not deliver
         self._assigned = 0  # challenges of the current round, for the request deadlines
         self._leaf_bytes: int | None = None
-        # The probe (trainer.probe): per (epoch, θ_e) its windows and L(θ_e) on them.
-        self._probe_base: tuple[tuple[int, str], list[int], float] | None = None
+        # The probe (trainer.probe): per (epoch, θ_e, draw) its windows and L(θ_e) on them; the
+        # draw is "" for the probe's windows, the host's address for its dispute windows.
+        self._probe_base: tuple[tuple[int, str, str], list[int], float] | None = None
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
         self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
@@ -617,6 +626,16 @@ class ValidatorNode(Participant):
         if opening is None and first is not None and first.outcome == "fail":
             opening = first.model_copy(update={"salt": os.urandom(SALT_SIZE).hex()})
             self.keep_opening(opening, revote=True)
+        if opening is None and first is not None and first.outcome == "pass" and challenge.gain_dispute:
+            # A gain dispute's re-vote: its round-0 pass (the replay already done) with the gain
+            # on the dispute windows, which nobody has opened.
+            verdict = Verdict(epoch=first.epoch, host=first.host, segment=first.segment, outcome="pass",
+                              distance=first.distance, evidence=first.evidence)
+            gain = self._probe_gain(status, challenge, verdict)
+            opening = first.model_copy(update={"salt": os.urandom(SALT_SIZE).hex(), "gain_micro": gain})
+            self.keep_opening(opening, revote=True)
+            self.event(status.epoch, EventKind.VERDICT,
+                       f"{_about(challenge)} re-vote in a gain dispute: dispute-window gain {gain} µnats", "pass")
         if opening is None:
             decided = self.decide(status, challenge)
             if decided is None:
@@ -660,11 +679,21 @@ class ValidatorNode(Participant):
         some honest validators holding it and others not), and two honest ``fail``s must be the same
         verdict. A ``pass`` with no Δ kept was reached without a replay (a lying behaviour's): it must
         carry a gain and has none to measure, so it carries 0, a guess that is another verdict than
-        the honest gain's (the final vote decides, and the guesser is ``wrong``)."""
+        the honest gain's (the final vote decides, and the guesser is ``wrong``).
+
+        In a gain dispute (``challenge.gain_dispute``) the final round's votes and the round-0 seats'
+        re-votes carry the gain on the host's dispute windows (:func:`trainer.probe.dispute_starts`),
+        which nobody has opened; the behaviour may answer instead of the probe
+        (:meth:`ValidatorBehaviour.dispute_gain`, a copier's)."""
         windows = self.spec.verification.probe_windows
         if (verdict.gain_micro is not None or verdict.outcome != "pass" or windows == 0
                 or challenge.segment != challenge.segments - 1):
             return verdict.gain_micro
+        dispute = challenge.gain_dispute and challenge.round != 0
+        if dispute:
+            copied = self.behaviour.dispute_gain(challenge, partial(self._opened_gains, challenge))
+            if copied is not None:
+                return copied
         path = held_delta_path(self.root, self.run_id, challenge.delta_hash)
         if not path.exists():
             return 0
@@ -678,12 +707,22 @@ class ValidatorNode(Participant):
             self._stepper = Stepper(self.spec, device=self.device)
         # The replay's own model: the probe reads neither its parameters nor leaves its mode changed.
         model = self._stepper.model
-        key = (challenge.epoch, status.model_hash)
+        key = (challenge.epoch, status.model_hash, challenge.host if dispute else "")
         if self._probe_base is None or self._probe_base[0] != key:
-            starts = probe_starts(self.dataset, probe_seed(bytes.fromhex(beacon), challenge.epoch), windows)
+            seed = bytes.fromhex(beacon)
+            starts = (dispute_starts(self.dataset, seed, challenge.epoch, challenge.host, windows) if dispute
+                      else probe_starts(self.dataset, probe_seed(seed, challenge.epoch), windows))
             self._probe_base = (key, starts, probe_loss(model, self.dataset, theta.params, starts))
         _, starts, base = self._probe_base
         return gain_micro(probe_gain(model, self.dataset, theta.params, delta, starts, PROBE_SCALE, base=base))
+
+    def _opened_gains(self, challenge: Challenge) -> list[int]:
+        """The probe gains the round-0 seats of ``challenge`` opened (public once ``verdict_reveal``
+        closed): what a copier of a gain dispute reads (:meth:`ValidatorBehaviour.dispute_gain`)."""
+        for c in self.ledger.report(challenge.epoch).challenges:
+            if c.host == challenge.host and c.segment == challenge.segment:
+                return [v.gain_micro for v in c.votes if v.round == 0 and v.gain_micro is not None]
+        return []
 
     def _verdict_for(self, status: ParticipantStatus, challenge: Challenge) -> tuple[Verdict | None, str]:
         """Replay ``challenge`` (:func:`verifier.replay.check_challenge`): its verdict and why, or

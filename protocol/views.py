@@ -213,6 +213,10 @@ class Challenge(Boundary):
     committed: bool = False
     revealed: bool = False
     disputed: bool = False
+    gain_dispute: bool = False
+    """A gain dispute (its round-0 ``pass``es opened different probe gains): the final round's
+    question is the gain on the dispute windows (:func:`trainer.probe.dispute_starts`), and every
+    round-0 seat re-votes (docs/contract.md, "The probe gain")."""
     due: bool = False
     outcome: ChallengeOutcome = "pending"
 

@@ -112,6 +112,46 @@ def probe_starts(dataset: Dataset, seed: bytes, windows: int) -> list[int]:
     return out
 
 
+def dispute_seed(beacon: bytes, epoch: int, host: str) -> bytes:
+    """The seed of ``host``'s dispute windows in ``epoch``: ``H("probe/dispute", beacon || u64be(epoch)
+    || host)``.
+
+    A **gain dispute** (the round-0 ``pass``es on a host's last segment opened different gains) asks
+    its final question on other windows than the probe's: those gains are public when the final round
+    commits, so a gain on the same windows could be copied; nobody has opened one on these.
+
+    Raises:
+        ValueError: as :func:`probe_seed`, or an empty or non-ASCII ``host``.
+    """
+    if not isinstance(host, str) or not host or not host.isascii():
+        raise ValueError("host must be a non-empty ASCII address")
+    probe_seed(beacon, epoch)  # the same checks
+    return tagged_hash(Tag.PROBE_DISPUTE, beacon, u64be(epoch), host.encode())
+
+
+def dispute_starts(dataset: Dataset, beacon: bytes, epoch: int, host: str, windows: int) -> list[int]:
+    """``host``'s ``windows`` dispute windows in ``epoch``: starts drawn as :func:`probe_starts` draws
+    them, from :func:`dispute_seed`, skipping every start of the epoch's probe windows (so the two draws
+    share no window) and repeats; in the order drawn.
+
+    Raises:
+        ValueError: as :func:`dispute_seed`, or the split has fewer than ``2 · windows`` distinct starts.
+    """
+    seed = dispute_seed(beacon, epoch, host)
+    span = len(dataset.val) - dataset.seq_len
+    if not isinstance(windows, int) or isinstance(windows, bool) or not 1 <= 2 * windows <= span:
+        raise ValueError(f"windows must be an integer in [1, {span // 2}]")
+    seen = set(probe_starts(dataset, probe_seed(beacon, epoch), windows))
+    stream = Stream(Tag.SAMPLE_PROBE, seed)
+    out: list[int] = []
+    while len(out) < windows:
+        s = uniform(stream, span)
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out
+
+
 def _check_params(model: nn.Module, params: Mapping[str, torch.Tensor], what: str) -> None:
     named = dict(model.named_parameters())
     if set(params) != set(named):
@@ -276,6 +316,16 @@ def probe_gains(model: nn.Module, dataset: Dataset, start: Mapping[str, torch.Te
     base = probe_loss(model, dataset, start, starts)
     return {h: gain_micro(probe_gain(model, dataset, start, deltas[h], starts, scale, base=base))
             for h in sorted(deltas)}
+
+
+def decided_gains(gains: Mapping[str, int | None]) -> dict[str, int]:
+    """The gains the probe rule compares, from the chain's decided ones (``aggregation_inputs``): a
+    host the chain decided no gain for counts at the lowest gain, −:data:`GAIN_MICRO_BOUND`, so it is
+    left out whenever its peers have gains. Otherwise a host could skip the rule by keeping its last
+    segment from an opened ``pass`` (all its seats silent after committing, or a trap there, which
+    an honest host draws in 1 epoch in 5·S: it is then only left out of that aggregate, still
+    accepted and paid)."""
+    return {h: -GAIN_MICRO_BOUND if g is None else g for h, g in gains.items()}
 
 
 def admitted(deltas: Mapping[str, Mapping[str, torch.Tensor]], gains: Mapping[str, int] | None = None,

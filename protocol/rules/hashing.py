@@ -41,6 +41,7 @@ class Tag:
     SAMPLE_PICKERS = "sample/pickers"
     SAMPLE_PICKS = "sample/picks"
     PROBE_SEED = "probe/seed"
+    PROBE_DISPUTE = "probe/dispute"
     SAMPLE_PROBE = "sample/probe"
     SEAT = "seat"
     VERDICT = "verdict"

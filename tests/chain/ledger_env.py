@@ -139,6 +139,8 @@ def digest(label: str) -> str:
 
 
 GAIN_MICRO = 25_000
+DISPUTE_GAIN_MICRO = 24_310
+"""The gain honest validators post in a gain dispute: on the host's dispute windows, another draw."""
 """The probe gain (micro-nats) an honest validator's verdict on a host's last segment carries here."""
 
 
@@ -220,6 +222,9 @@ class LedgerEnv:
         # host's last segment carries (GAIN_MICRO unless named here), and the segments each host
         # committed per epoch (which segment is its last).
         self.gains: dict[str, int] = {}
+        # A gain dispute's votes (final votes and the seats' re-votes) carry the gain on the dispute
+        # windows: DISPUTE_GAIN_MICRO unless named here.
+        self.dispute_gains: dict[str, int] = {}
         self.committed_segments: dict[tuple[str, int], int] = {}
         # Verdict openings committed: (validator, host address, segment, epoch) -> opening.
         self.openings: dict[tuple[str, str, int, int], VerdictOpening] = {}
@@ -355,25 +360,31 @@ class LedgerEnv:
         return self.ledger.reveal(self.key(name), BeaconReveal(epoch=epoch, secret=secret.hex()))
 
     def opening(self, name: str, host: str, segment: int, outcome: str = "pass", *,
-                distance: str = "0.001", epoch: int | None = None) -> VerdictOpening:
+                distance: str = "0.001", epoch: int | None = None, dispute: bool = False) -> VerdictOpening:
         """``name``'s verdict on (``host``, ``segment``) with a deterministic salt; ``host`` is a
         name or an address. The evidence depends only on what was found (honest replays are
         bitwise equal, so their evidence is too); on the host's last segment with the probe on it
-        carries ``name``'s probe gain (:attr:`gains`, :data:`GAIN_MICRO` by default)."""
+        carries ``name``'s probe gain (:attr:`gains`, :data:`GAIN_MICRO` by default; ``dispute``: a
+        gain dispute's vote, :attr:`dispute_gains`, :data:`DISPUTE_GAIN_MICRO` by default)."""
         epoch = self.current() if epoch is None else epoch
         host_address = self.addr(host) if host in self.keys else host
-        salt = hashlib.sha256(f"verdict-salt:{name}:{host_address}:{segment}:{epoch}:{outcome}".encode()).hexdigest()
+        salt = hashlib.sha256(f"verdict-salt:{name}:{host_address}:{segment}:{epoch}:{outcome}:{dispute}".encode()
+                              ).hexdigest()
         last = self.committed_segments.get((host_address, epoch), self.spec.train.segments) - 1
         probed = self.spec.verification.probe_windows > 0 and outcome != "unavailable" and segment == last
+        gain = (self.dispute_gains.get(name, DISPUTE_GAIN_MICRO) if dispute
+                else self.gains.get(name, GAIN_MICRO))
         return VerdictOpening(epoch=epoch, host=host_address, segment=segment, outcome=outcome, distance=distance,
                               evidence=digest(f"evidence:{host_address}:{segment}:{outcome}:{distance}"), salt=salt,
-                              gain_micro=self.gains.get(name, GAIN_MICRO) if probed else None)
+                              gain_micro=gain if probed else None)
 
     def commit_verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
-                       distance: str = "0.001", epoch: int | None = None, revote: bool = False) -> TxResult:
+                       distance: str = "0.001", epoch: int | None = None, revote: bool = False,
+                       dispute: bool = False) -> TxResult:
         """Commit to a verdict (kept for :meth:`reveal_verdict`); ``host`` is a name or an address;
-        ``revote``: a round-0 seat's re-vote in ``dispute`` (kept apart)."""
-        opening = self.opening(name, host, segment, outcome, distance=distance, epoch=epoch)
+        ``revote``: a round-0 seat's re-vote in ``dispute`` (kept apart); ``dispute``: a vote of a
+        gain dispute (its gain the dispute windows')."""
+        opening = self.opening(name, host, segment, outcome, distance=distance, epoch=epoch, dispute=dispute)
         (self.revotes if revote else self.openings)[name, opening.host, segment, opening.epoch] = opening
         msg = VerdictCommit(epoch=opening.epoch, host=opening.host, segment=segment,
                             commitment=opening.commitment(self.addr(name)))
@@ -565,15 +576,16 @@ class LedgerEnv:
                     "pass" if vote is None else vote(name, challenge))
                 if decided is None:
                     continue
+                dispute = challenge.gain_dispute and challenge.round != 0
                 # A vote is an outcome, or (outcome, distance) for one reached another way than
                 # the honest replay (its distance, so its evidence, differ from the honest group's).
                 if isinstance(decided, tuple):
                     outcome, distance = decided
                     last = self.commit_verdict(name, challenge.host, challenge.segment, outcome,
-                                               distance=distance, epoch=epoch, revote=revote)
+                                               distance=distance, epoch=epoch, revote=revote, dispute=dispute)
                 else:
                     last = self.commit_verdict(name, challenge.host, challenge.segment, decided, epoch=epoch,
-                                               revote=revote)
+                                               revote=revote, dispute=dispute)
         return last
 
     def _revote(self, name: str, challenge: Challenge, epoch: int) -> Vote | None:

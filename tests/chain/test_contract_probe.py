@@ -1,14 +1,15 @@
 """The probe gain on chain (issue 28): a verdict on a host's last segment carries the host's probe
 gain (``gain_micro``, part of its commitment); the decided gain is recorded for the host and shown by
 the report, the challenge and vote views and the aggregation inputs proposers read; two gains are two
-verdicts (disagreement goes to the final vote, the minority is ``wrong``); a gain is required where
-it belongs and refused elsewhere. The contract's own tests are in ``contracts/veriloco/src/tests``.
+verdicts (disagreement is a gain dispute: the final question is the gain on the dispute windows,
+which every seat re-votes blind; a copied gain is ``wrong``); a gain is required where it belongs
+and refused elsewhere. The contract's own tests are in ``contracts/veriloco/src/tests``.
 """
 
 from __future__ import annotations
 
 import pytest
-from ledger_env import GAIN_MICRO, LedgerEnv, make_spec
+from ledger_env import DISPUTE_GAIN_MICRO, GAIN_MICRO, LedgerEnv, make_spec
 
 from chain.ledger import ContractError
 from protocol.rules.limits import MAX_GAIN_MICRO
@@ -37,23 +38,52 @@ def test_a_last_segment_verdict_carries_the_hosts_probe_gain_to_every_view(make_
     assert [i.gain_micro for i in env.ledger.aggregation_inputs(e)] == [GAIN_MICRO] * len(HOSTS)
 
 
-def test_different_gains_are_different_verdicts_and_the_minority_is_wrong(embedded_env_factory) -> None:
-    env = embedded_env_factory(make_spec())
+def test_different_gains_are_a_gain_dispute_decided_blind_and_the_liar_is_wrong(make_ledger_env) -> None:
+    env = make_ledger_env()
     env.bond_all([*HOSTS, *VALIDATORS])
     e = env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
     liar = env.name_of(last_segment(env, "host1", e).votes[0].validator)  # a round-0 seat of it
     env.gains[liar] = GAIN_MICRO - 7
+    env.dispute_gains[liar] = DISPUTE_GAIN_MICRO - 7  # it lies in its re-vote too
+    before = env.total_funds()
     env.play_epoch(HOSTS, VALIDATORS, stop_after="verify")
     report = env.report(e)
     for host in HOSTS:
         c = last_segment(env, host, e)
         seated = env.addr(liar) in {v.validator for v in c.votes if v.round == 0}
-        # Every seat passed, so nobody objected: the opened gains disagreed, and the final vote decided.
-        assert (c.outcome, c.rounds, c.gain_micro) == ("pass", int(seated), GAIN_MICRO)
-    assert {(h.outcome, h.gain_micro, h.slashed) for h in report.hosts} == {("accepted", GAIN_MICRO, "0")}
+        # Every seat passed, so nobody objected: the opened gains disagreed, the final question was the
+        # gain on the dispute windows, and the votes on it (every seat's re-vote included) decided.
+        want = DISPUTE_GAIN_MICRO if seated else GAIN_MICRO
+        assert (c.outcome, c.rounds, c.gain_micro) == ("pass", int(seated), want)
+        if seated:
+            assert {v.gain_micro for v in c.votes if env.name_of(v.validator) != liar} == {DISPUTE_GAIN_MICRO}
+    assert {(h.outcome, h.slashed) for h in report.hosts} == {("accepted", "0")}
+    assert len({int(h.reward) for h in report.hosts}) == 1  # paid as before
     seen = {env.name_of(v.address): (v.outcome, int(v.slashed) > 0) for v in report.validators}
     assert seen.pop(liar) == ("wrong", True)
     assert set(seen.values()) == {("diligent", False)}
+    assert env.total_funds() == before
+
+
+def test_a_final_voter_that_copies_an_opened_gain_is_wrong(embedded_env_factory) -> None:
+    env = embedded_env_factory(make_spec())
+    env.bond_all([*HOSTS, *VALIDATORS])
+    e = env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    c = last_segment(env, "host1", e)
+    seats = {env.name_of(v.validator) for v in c.votes if v.round == 0}
+    liar = env.name_of(c.votes[0].validator)
+    env.gains[liar] = GAIN_MICRO - 7  # a gain dispute; its re-vote is honest
+    # Every gain-dispute vote of the copier carries the honest gain it saw opened on the main windows.
+    copier = next(v for v in VALIDATORS if v not in seats)
+    env.dispute_gains[copier] = GAIN_MICRO
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="verify")
+    report = env.report(e)
+    assert last_segment(env, "host1", e).gain_micro == DISPUTE_GAIN_MICRO
+    seen = {env.name_of(v.address): v.outcome for v in report.validators}
+    assert seen.pop(copier) == "wrong"
+    # The liar's main-window gain answered a question the dispute replaced: nothing judges it.
+    assert set(seen.values()) == {"diligent"}
+    assert {h.outcome for h in report.hosts} == {"accepted"}
 
 
 def to_verdict_reveal(env: LedgerEnv) -> int:
@@ -92,3 +122,33 @@ def test_without_the_probe_a_verdict_carries_no_gain(embedded_env_factory) -> No
     with pytest.raises(ContractError, match=r"probe_windows > 0"):
         env.ledger.reveal_verdict(env.key(v), kept.model_copy(update={"gain_micro": 5}))
     env.ledger.reveal_verdict(env.key(v), kept)
+
+
+def test_a_host_without_a_decided_gain_is_left_out_of_the_aggregate_but_accepted_and_paid(
+        embedded_env_factory) -> None:
+    # Every seat of host4's last segment commits its `pass` and never opens it: the challenge passes
+    # (undisputed) with no gain, so the chain decides none for host4. Proposers count it at the
+    # lowest gain (trainer.probe.decided_gains), and the probe rule leaves it out of their aggregate
+    # only: it stays accepted, unslashed and paid like its peers.
+    import torch
+
+    from trainer.probe import GAIN_MICRO_BOUND, admitted, decided_gains
+
+    hosts = ["host1", "host2", "host3", "host4"]
+    env = embedded_env_factory(make_spec())
+    env.bond_all([*hosts, *VALIDATORS])
+    last = env.spec.train.segments - 1
+    silent = env.addr("host4")
+    e = env.play_epoch(hosts, VALIDATORS, open_verdict=lambda _, c: not (c.host == silent and c.segment == last))
+    report = env.report(e)
+    assert last_segment(env, "host4", e).outcome == "pass"
+    assert {(env.name_of(h.address), h.outcome, h.gain_micro, h.slashed) for h in report.hosts} == {
+        *((h, "accepted", GAIN_MICRO, "0") for h in hosts[:3]), ("host4", "accepted", None, "0")}
+    assert len({int(h.reward) for h in report.hosts}) == 1  # paid as its peers are
+    inputs = env.ledger.aggregation_inputs(e)
+    decided = decided_gains({i.address: i.gain_micro for i in inputs})
+    assert decided[silent] == -GAIN_MICRO_BOUND
+    g = torch.Generator().manual_seed(3)
+    deltas = {i.address: {"w": 1e-2 * torch.randn(32, 32, generator=g)} for i in inputs}
+    bound = admitted(deltas, decided, env.spec.aggregation.probe_margin_micro)
+    assert bound.excluded == {silent} and set(bound.kept) == set(deltas) - {silent}

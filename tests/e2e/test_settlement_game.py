@@ -513,3 +513,29 @@ def test_holders_first_halves_what_an_honest_host_uploads(tmp_path, load_dataset
         assert 0 < sent_after[host] <= 0.55 * sent_before[host], (host, sent_before, sent_after)
     assert not any(who.startswith("validator") for who in sent_before)  # host first: no holder served
     assert sum(v for who, v in sent_after.items() if who.startswith("validator")) > 0
+
+
+def test_a_gain_copier_copies_an_opened_gain_of_another_question_and_is_wrong(tmp_path, load_dataset) -> None:
+    # Issue 28's gain dispute on real nodes: an `always_pass` seat opens a guessed gain (0: it holds
+    # no Δ) beside the honest seats' gain, so the last segment is a gain dispute. Its final question is
+    # the gain on the host's dispute windows, which nobody opened: the honest voters (round-0 seats
+    # re-voting, final voters) compute it and decide; the `gain_copier`, which posts the gain most
+    # seats opened instead, answered the main windows' question and is `wrong`. 6 validators of equal
+    # stake: 3 round-0 seats per host, the 2 liars a third of the stake.
+    hosts = [None, None]
+    validators = ["honest", "honest", "honest", "honest", "always_pass", "gain_copier"]
+    net, (report,) = play(tmp_path, load_dataset, hosts, validators, 1)
+    disputes = [c for c in report.challenges if c.segment == SEGMENTS - 1 and c.rounds == 1]
+    assert disputes, "always_pass sat on no last segment beside an honest seat"
+    for c in disputes:
+        votes = {net.names[v.validator]: v for v in c.votes}
+        honest = {v.gain_micro for n, v in votes.items() if "(" not in n}
+        assert c.outcome == "pass" and honest == {c.gain_micro}, (c, votes)
+        copied = votes["validator-5 (gain_copier)"].gain_micro
+        assert copied is not None and copied != c.gain_micro
+    seen = outcomes(net, report)
+    assert seen["validator-5 (gain_copier)"] == "wrong" and seen["validator-4 (always_pass)"] == "wrong"
+    assert {seen[f"validator-{i}"] for i in range(4)} == {"diligent"}
+    assert {seen[f"host-{i}"] for i in range(2)} == {"accepted"}
+    honest_never_slashed(net, [report], hosts, validators)
+    assert net.validators[5].behaviour.copied > 0

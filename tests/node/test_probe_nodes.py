@@ -58,3 +58,45 @@ def test_a_host_whose_delta_makes_the_model_worse_is_left_out_and_nobody_is_slas
     # The proposals name nobody as unserved: a probe outlier is paid like any accepted host.
     assert all(r.proposal is not None and r.proposal.excluded == [] for r in report.hosts if r.address != jumper)
     assert len({int(h.reward) for h in report.hosts}) == 1
+
+
+def test_honest_fails_carry_no_gain_whatever_delta_each_validator_holds(tmp_path: Path, load_dataset: Any) -> None:
+    # A `wrong_lr` host trains with another learning rate: its last segment's leaf fails, before any
+    # Δ is read whole. One honest validator already holds that host's Δ by its hash (put there as the
+    # host commits: Δs are held by content, so a host that recommits an old Δ finds some validators
+    # holding it and others not), the other does not. A gain measured wherever a Δ happens to be held
+    # splits their `fail`s into two verdicts of half the stake each (run with gains on fails, this
+    # network ends the challenge `unresolved`, one fail at 0.757 nats); carrying none, they are one
+    # group that decides.
+    from trainer.artifacts import held_delta_path
+
+    base = tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4},
+                               verification={"challenges_k": 0, "trap_probability": "0"})
+    behaviours = [None, None, "wrong_lr:1.5"]
+    spec = simulation_spec(base, validators=2, hosts=len(behaviours))
+    roster = Roster(hosts=[host_behaviour(b) for b in behaviours],
+                    validators=[validator_behaviour("honest") for _ in range(2)])
+    placed: list[str] = []
+
+    def hold_the_cheaters_delta(event: NodeEvent) -> None:
+        if event.kind != EventKind.COMMITTED or not event.who.startswith("host-2") or placed:
+            return
+        cheater = net.hosts[2]
+        commitment = net.ledger.report(event.epoch).hosts
+        delta_hash = next(h.commitment.delta_hash for h in commitment if h.address == cheater.address and h.commitment)
+        path = held_delta_path(net.validators[0].root, spec.run_id(), delta_hash)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(net.resolve("http://host-2.sim").delta(event.epoch))
+        placed.append(delta_hash)
+
+    net = LocalNetwork(spec, tmp_path / "net", roster, load_dataset(spec.data), on_event=hold_the_cheaters_delta)
+    report = net.run_epoch(max_rounds=300)
+    assert placed and net.total_funds() == net.initial_funds
+    last = max((c for c in report.challenges if c.host == net.hosts[2].address), key=lambda c: c.segment)
+    votes = [v for v in last.votes if v.outcome is not None]
+    assert last.outcome == "fail" and len(votes) == 2, last
+    assert {(v.outcome, v.gain_micro) for v in votes} == {("fail", None)}
+    seen = {net.names[m.address]: m.outcome for m in [*report.hosts, *report.validators]}
+    assert seen["host-2 (wrong_lr)"] == "invalid"
+    assert {seen["validator-0"], seen["validator-1"]} == {"diligent"}
+    assert all(int(v.slashed) == 0 for v in report.validators)

@@ -17,6 +17,9 @@ from trainer.presets import preset
 from trainer.probe import (
     GAIN_MICRO_BOUND,
     PROBE_SCALE,
+    decided_gains,
+    dispute_seed,
+    dispute_starts,
     gain_micro,
     probe_allowance,
     probe_gain,
@@ -55,6 +58,32 @@ def test_probe_starts_are_distinct_in_range_and_follow_the_seed(dataset: Dataset
 def test_probe_starts_draw_every_start_of_a_short_split_once(dataset: Dataset) -> None:
     short = Dataset(dataset.train, dataset.val[: dataset.seq_len + 7], dataset.seq_len, dataset.hash)
     assert sorted(probe_starts(short, BEACON, 7)) == list(range(7))  # duplicates drawn are skipped
+
+
+def test_dispute_windows_are_per_host_and_share_none_with_the_probes(dataset: Dataset) -> None:
+    # A gain dispute's question is asked on windows nobody opened a gain on: per host, per epoch,
+    # disjoint from the epoch's probe windows (whose gains are public by then).
+    main = set(probe_starts(dataset, probe_seed(BEACON, 2), 64))
+    a = dispute_starts(dataset, BEACON, 2, "inj1host", 64)
+    assert a == dispute_starts(dataset, BEACON, 2, "inj1host", 64) and len(set(a)) == 64
+    assert not main & set(a)
+    assert a != dispute_starts(dataset, BEACON, 2, "inj1other", 64)
+    assert a != dispute_starts(dataset, BEACON, 3, "inj1host", 64)
+    assert dispute_seed(BEACON, 2, "inj1host") == tagged_hash(Tag.PROBE_DISPUTE, BEACON, (2).to_bytes(8, "big"),
+                                                              b"inj1host")
+    short = Dataset(dataset.train, dataset.val[: dataset.seq_len + 8], dataset.seq_len, dataset.hash)
+    assert sorted(dispute_starts(short, BEACON, 0, "h", 4) + probe_starts(short, probe_seed(BEACON, 0), 4)) == \
+        list(range(8))
+    for host, n in (("", 4), ("h", 5), ("h", 0)):
+        with pytest.raises(ValueError):
+            dispute_starts(short, BEACON, 0, host, n)
+
+
+def test_a_host_without_a_decided_gain_counts_at_the_lowest() -> None:
+    assert decided_gains({"a": 5, "b": None, "c": -GAIN_MICRO_BOUND}) == {
+        "a": 5, "b": -GAIN_MICRO_BOUND, "c": -GAIN_MICRO_BOUND}
+    # With peers that have gains it is left out; the rule needs DELTA_PEER_MIN gains to leave anyone out.
+    assert probe_outliers(decided_gains({"a": 50_000, "b": 51_000, "c": None}), 10_000) == {"c"}
 
 
 def test_gain_micro_rounds_half_to_even_and_clamps() -> None:

@@ -30,6 +30,7 @@ from verifier.adversaries.validators import (
     Colluder,
     CopycatValidator,
     DisputeCopier,
+    GainCopier,
     Silent,
     SybilSeatGrabber,
     SybilWithholder,
@@ -47,7 +48,7 @@ ADVERSARIES: dict[str, type[Adversary]] = {cls.name: cls for cls in (
 
 VALIDATORS: dict[str, type[ValidatorBehaviour]] = {cls.name: cls for cls in (
     ValidatorBehaviour, AlwaysPass, AlwaysFail, Silent, CopycatValidator, Colluder, SybilSeatGrabber, SybilWithholder,
-    TrapReader, DisputeCopier, UnavailableSpammer)}
+    TrapReader, DisputeCopier, GainCopier, UnavailableSpammer)}
 """Validator behaviour name -> class."""
 
 
@@ -131,7 +132,7 @@ def make_adversary(text: str, *, seed: int = 0, victim: ArtifactSource | None = 
 def make_validator_behaviour(name: str) -> ValidatorBehaviour:
     """The validator behaviour called ``name`` (``honest``, ``always_pass``, ``always_fail``, ``silent``,
     ``copycat``, and issue 27's ``colluder``, ``sybil``, ``withholder``, ``trap_reader``,
-    ``dispute_copier``, ``unavailable``)."""
+    ``dispute_copier``, ``unavailable``, and issue 28's ``gain_copier``)."""
     if name not in VALIDATORS:
         raise ValueError(f"unknown validator behaviour {name!r} (known: {', '.join(sorted(VALIDATORS))})")
     return VALIDATORS[name]()

@@ -11,8 +11,8 @@ traps and slashing are what make each of them cost it.
 Issue 27's coalitions and sybils (``docs/contract.md``, "Trust assumption"): :class:`Colluder`,
 :class:`SybilSeatGrabber`, :class:`SybilWithholder` (its node withholds reveals:
 ``node.adversaries.WithholderValidatorNode``), :class:`TrapReader` (its node feeds it the opened
-trap sets: ``node.adversaries.TrapReaderNode``), :class:`DisputeCopier` and
-:class:`UnavailableSpammer`. ``simulate`` arms a coalition with its cheating hosts
+trap sets: ``node.adversaries.TrapReaderNode``), :class:`DisputeCopier`, :class:`GainCopier` (issue
+28's gain disputes) and :class:`UnavailableSpammer`. ``simulate`` arms a coalition with its cheating hosts
 (``veriloco.commands.simulate.arm_coalition``); ``bench/settlement_game.py`` plays each at
 coalition stake 10 %, 20 % and 33 % − ε.
 """
@@ -38,6 +38,12 @@ class ValidatorBehaviour:
         """The verdict to commit to for ``challenge``; ``replay()`` replays it. None commits nothing
         (for now)."""
         return replay()
+
+    def dispute_gain(self, challenge: Challenge, opened: Callable[[], list[int]]) -> int | None:
+        """The probe gain to post on ``challenge``, a gain dispute, instead of computing it on the
+        dispute windows; ``opened()`` reads the gains its round-0 seats opened. None: compute it
+        (the honest answer)."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -218,6 +224,26 @@ class DisputeCopier(ValidatorBehaviour):
         if challenge.round == 0:
             return replay()
         return forced_verdict(challenge, "fail", self.name)
+
+
+class GainCopier(ValidatorBehaviour):
+    """Replays honestly, but in a gain dispute (the round-0 ``pass``es on a host's last segment
+    opened different probe gains, public when the final round commits) posts the gain most of them
+    opened (the smallest of a tie) instead of computing one, as a final voter and in its re-vote as a
+    round-0 seat. The final question is the gain on the host's dispute windows, which nobody opened,
+    so the copied gain is another verdict than the honest one and the copier is ``wrong``."""
+
+    name = "gain_copier"
+
+    def __init__(self) -> None:
+        self.copied = 0
+
+    def dispute_gain(self, challenge: Challenge, opened: Callable[[], list[int]]) -> int | None:
+        gains = opened()
+        if not gains:
+            return None
+        self.copied += 1
+        return min(gains, key=lambda g: (-gains.count(g), g))
 
 
 class UnavailableSpammer(ValidatorBehaviour):

@@ -312,6 +312,10 @@ pub struct ChallengeInfo {
     pub revealed: bool,
     /// Decided by the final vote of V.
     pub disputed: bool,
+    /// A gain dispute: the final question is the probe gain on the dispute windows, and every
+    /// round-0 seat re-votes (omitted when false).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gain_dispute: bool,
     /// Whether the current phase waits for this validator on it: its commitment (verify,
     /// dispute) or its opening (verdict_reveal, dispute_reveal).
     pub due: bool,

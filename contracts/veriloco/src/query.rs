@@ -256,6 +256,7 @@ pub fn challenges(
                 committed,
                 revealed,
                 disputed: a.disputed,
+                gain_dispute: a.gain_dispute,
                 due: due(phase, &a, round, committed, revealed),
                 outcome: a.outcome,
             });
@@ -265,11 +266,11 @@ pub fn challenges(
 }
 
 /// Each (round, challenge) a validator sits on, and, for a round-0 seat that objected to a
-/// disputed challenge, its re-vote too (round [`REVOTE`], right after its round-0 seat).
+/// disputed challenge or sits on a gain dispute, its re-vote too (round [`REVOTE`], right after its round-0 seat).
 fn sittings(mine: Vec<(u32, Assignment)>, index: u16) -> Vec<(u32, Assignment)> {
     let mut out = Vec::with_capacity(mine.len());
     for (round, a) in mine {
-        let revotes = round == 0 && a.disputed && a.objectors.contains(&index);
+        let revotes = round == 0 && a.revotes(index);
         let copy = if revotes { Some(a.clone()) } else { None };
         out.push((round, a));
         if let Some(a) = copy {

@@ -612,6 +612,13 @@ pub struct Assignment {
     /// probe on): the deciding group's, or that of every `pass` opened on an undisputed one.
     #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
     pub gain_micro: Option<i64>,
+    /// A **gain dispute**: its round-0 seats all opened `pass`es, with different probe gains
+    /// (set at the close of `verdict_reveal`). The final question is then the gain on the
+    /// dispute windows (`trainer.probe.dispute_seed`), which nobody opened: every round-0 seat
+    /// commits a re-vote with it, blind like the final voters, and only the re-votes and the
+    /// final votes decide (the opened round-0 gains, on the main windows, count nowhere).
+    #[serde(rename = "gd", default, skip_serializing_if = "std::ops::Not::not")]
+    pub gain_dispute: bool,
 }
 
 pub fn index_addresses(indices: &[u16], set: &[String]) -> Result<Vec<String>, ContractError> {
@@ -667,6 +674,12 @@ impl Assignment {
             .enumerate()
             .filter_map(|(i, a)| self.round_of(i as u16).map(|r| (r, a.clone())))
             .collect())
+    }
+
+    /// Whether round-0 seat `index` commits a re-vote in `dispute`: it objected, or this is a
+    /// gain dispute (every seat re-votes).
+    pub fn revotes(&self, index: u16) -> bool {
+        self.disputed && (self.gain_dispute || self.objectors.contains(&index))
     }
 
     /// Whether validator `index` sits on it in any round.

@@ -11,8 +11,11 @@
 //! * The close of `verdict_reveal` (stage `decide`, round 0): every undisputed challenge is
 //!   decided `pass` (a seat that did not open its `pass` is silent at finalize), with the probe
 //!   gain its opened `pass`es carry (a host's last segment, probe on) — unless they carry
-//!   different gains: then they are different verdicts and the challenge is disputed now, its
-//!   opened round-0 votes standing as their votes in the final round.
+//!   different gains: then it is a **gain dispute**, disputed now. Its final question is the
+//!   gain on the dispute windows (`trainer.probe.dispute_seed`), which nobody has opened: every
+//!   final voter commits it, every round-0 seat commits a re-vote with it (its round-0 `pass`
+//!   repeated), and only those blind votes decide. Its round-0 commitments not yet opened are
+//!   carried to `dispute_reveal`, which waits for them.
 //! * The close of `dispute_reveal` (stage `decide`, round 1): every disputed challenge is decided
 //!   by the stake of V. The opened votes of everyone who sat on it are grouped — `pass` and
 //!   `fail` by (outcome, distance, evidence, probe gain), `unavailable` by outcome — and the group whose
@@ -163,7 +166,7 @@ pub fn decide_page(
         Some(FinalVote::load(storage, e)?)
     };
     let (mut decided, mut unresolved) = (0u32, 0u32);
-    let (mut disputed, mut final_expected) = (0u32, 0u32);
+    let (mut disputed, mut final_expected, mut carried) = (0u32, 0u32, 0u32);
     let probe = config.verification.probe_windows > 0;
     let v_len = if round == 0 && probe {
         records::load_validator_set(storage, e)?.len() as u32
@@ -191,12 +194,20 @@ pub fn decide_page(
                         .flat_map(|v| v.values().map(|x| x.gain_micro))
                         .collect();
                     if gains.len() > 1 {
-                        // Different gains are different verdicts: the final vote decides.
+                        // Different gains: a gain dispute. The final question is the gain on
+                        // the dispute windows, which nobody opened; every final voter commits
+                        // it, and every round-0 seat a re-vote with it.
                         a.disputed = true;
+                        a.gain_dispute = true;
                         disputed += 1;
                         final_expected += a
                             .electorate_len(v_len)
-                            .saturating_sub(a.validators.len() as u32);
+                            .saturating_sub(a.validators.len() as u32)
+                            + a.validators.len() as u32;
+                        // Every seat committed (else it was disputed at `objection`); those
+                        // that did not open yet open in `dispute_reveal`, which waits for them.
+                        let opened = votes.get(&a.segment).map_or(0, |v| v.len()) as u32;
+                        carried += (a.validators.len() as u32).saturating_sub(opened);
                         continue;
                     }
                     a.outcome = ChallengeOutcome::Pass;
@@ -210,8 +221,15 @@ pub fn decide_page(
                     if !(a.outcome.is_pending() && a.disputed) {
                         continue;
                     }
+                    let mut on = votes.get(&a.segment).cloned();
+                    if a.gain_dispute {
+                        // Only the blind votes decide: the re-votes and the final votes.
+                        if let Some(on) = on.as_mut() {
+                            on.retain(|_, v| v.round != 0);
+                        }
+                    }
                     let (outcome, by, gain) =
-                        vote.decide_among(a.electorate.as_deref(), votes.get(&a.segment));
+                        vote.decide_among(a.electorate.as_deref(), on.as_ref());
                     a.outcome = outcome;
                     a.decided_by = by;
                     a.gain_micro = gain;
@@ -232,6 +250,7 @@ pub fn decide_page(
         let counts = ep.counts_mut();
         counts.disputed += disputed;
         counts.final_expected += final_expected;
+        counts.carried += carried;
     }
     if done {
         out.events.push(

@@ -568,7 +568,7 @@ pub fn reveal(
 /// The sender's challenge (`host`, `segment`) in the current phase, and the round it sits in:
 /// `verify` — a round-0 seat; `verdict_reveal` — a round-0 seat of an undisputed challenge;
 /// `dispute` — a member of V without a round-0 seat on a disputed challenge, or a round-0 seat
-/// that objected to it (its re-vote, round [`REVOTE`]); `dispute_reveal` — anyone who sits on a
+/// that objected to it or sits on a gain dispute (its re-vote, round [`REVOTE`]); `dispute_reveal` — anyone who sits on a
 /// disputed challenge. Refused (one text for every case: not a validator of V, not sitting on it
 /// now, segment not challenged, challenge already decided) otherwise.
 fn assigned_now(
@@ -606,7 +606,7 @@ fn assigned_now(
             Phase::Dispute => {
                 a.disputed
                     && (if seat {
-                        a.objectors.contains(&index)
+                        a.revotes(index)
                     } else {
                         a.elects(index)
                     })
@@ -648,7 +648,8 @@ pub fn commit_verdict(
         .map_err(|e| e.context("commit_verdict: host"))?;
     let sender = &info.sender;
     let (_, round) = assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
-    // An objecting round-0 seat commits again in `dispute`: its re-vote, kept apart.
+    // An objecting round-0 seat (every seat of a gain dispute) commits again in `dispute`: its
+    // re-vote, kept apart.
     let commits = if round == REVOTE {
         REVOTE_COMMITS
     } else {
@@ -715,7 +716,7 @@ pub fn reveal_verdict(
         .addr_validate(&host)
         .map_err(|e| e.context("reveal_verdict: host"))?;
     let sender = &info.sender;
-    let (_, round) = assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
+    let (a, round) = assigned_now(&deps, ep, ACTION, sender, &host, segment)?;
     if ep.header.phase == Phase::VerdictReveal && outcome != VoteOutcome::Pass {
         refuse!(
             ACTION,
@@ -742,6 +743,23 @@ pub fn reveal_verdict(
                 refuse!(
                     ACTION,
                     "a re-vote after a round-0 fail must repeat it (same distance, evidence and gain)"
+                );
+            }
+            (REVOTE, Some(v.outcome))
+        }
+        // A gain dispute: a seat that opened its `pass` in `verdict_reveal` opens its re-vote,
+        // which repeats that `pass` (same distance and evidence) with the dispute windows' gain.
+        Some(v)
+            if v.round == 0
+                && v.outcome == VoteOutcome::Pass
+                && a.gain_dispute
+                && REVOTE_COMMITS.has(deps.storage, (epoch, &host, segment, sender)) =>
+        {
+            if outcome != VoteOutcome::Pass || distance != v.distance || evidence != v.evidence {
+                refuse!(
+                    ACTION,
+                    "a re-vote in a gain dispute must repeat the seat's round-0 pass (same \
+                     distance and evidence) with the gain on the dispute windows"
                 );
             }
             (REVOTE, Some(v.outcome))

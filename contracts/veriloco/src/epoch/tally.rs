@@ -102,6 +102,9 @@ pub struct ChallengeTally {
     /// The probe gain the decision carries (the host's last segment, probe on).
     pub decided_gain: Option<i64>,
     pub disputed: bool,
+    /// A gain dispute (`Assignment::gain_dispute`): every round-0 seat owes a re-vote, and its
+    /// round-0 `pass` is judged without its gain (that was on the main windows).
+    pub gain_dispute: bool,
     pub trap: bool,
 }
 
@@ -116,8 +119,10 @@ impl ChallengeTally {
         })
     }
 
-    /// Whether `vote` is in the deciding group of a pass/fail decision.
+    /// Whether `vote` is in the deciding group of a pass/fail decision (a round-0 vote of a gain
+    /// dispute: by outcome, distance and evidence; its gain answered another question).
     fn with_decision(&self, vote: &Vote) -> bool {
+        let gain_counts = !(self.gain_dispute && vote.round == 0);
         let decided = match self.outcome.decided_vote() {
             Some(d) => d,
             None => return false,
@@ -129,7 +134,7 @@ impl ChallengeTally {
                 .map_or(true, |(distance, evidence)| {
                     &vote.distance == distance
                         && &vote.evidence == evidence
-                        && vote.gain_micro == self.decided_gain
+                        && (!gain_counts || vote.gain_micro == self.decided_gain)
                 })
     }
 
@@ -222,7 +227,9 @@ impl Tally {
                 }
                 if let Some(vote) = c.votes.get(v) {
                     // A re-vote committed and not opened is a missed vote.
-                    let owed_revote = c.recommitted.contains(v) && vote.round != REVOTE;
+                    // A round-0 seat of a gain dispute owes one whether it committed it or not.
+                    let owed = c.recommitted.contains(v) || (c.gain_dispute && *round == 0);
+                    let owed_revote = owed && vote.round != REVOTE;
                     stats.voted = u32::from(!owed_revote);
                     if vote.outcome == VoteOutcome::Unavailable {
                         stats.unavailable = 1;
@@ -337,6 +344,7 @@ fn host_challenges(
                 decided_by: a.decided_by.clone(),
                 decided_gain: a.gain_micro,
                 disputed: a.disputed,
+                gain_dispute: a.gain_dispute,
                 trap: host_traps.map_or(false, |t| t.contains(&a.segment)),
             },
         );
@@ -544,6 +552,7 @@ mod tests {
             decided_by: decided_by.map(|(d, e)| (d.to_string(), e.to_string())),
             decided_gain: None,
             disputed: true,
+            gain_dispute: false,
             trap,
         }
     }

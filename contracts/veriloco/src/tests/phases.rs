@@ -346,10 +346,18 @@ struct Net {
     /// last segment carry a probe gain, [`HONEST_GAIN`] unless `gains` names the validator's.
     probe: bool,
     gains: BTreeMap<String, i64>,
+    /// A gain dispute's question: the gain on the dispute windows, [`HONEST_DISPUTE_GAIN`]
+    /// unless `dispute_gains` names the validator's (what it commits in `dispute`, final vote or
+    /// re-vote, and opens in `dispute_reveal`).
+    dispute_gains: BTreeMap<String, i64>,
+    /// Set while `reveal_round` opens a round-0 commitment (its gain is the main windows').
+    opening_round0: bool,
 }
 
 /// The probe gain honest validators compute in these tests, in micro-nats.
 const HONEST_GAIN: i64 = 41_250;
+/// The gain honest validators compute on the dispute windows (another draw: another number).
+const HONEST_DISPUTE_GAIN: i64 = 39_870;
 
 fn outcome_code(outcome: &str) -> u8 {
     match outcome {
@@ -420,6 +428,8 @@ impl Net {
             focus: None,
             probe: probe_on(spec_json),
             gains: BTreeMap::new(),
+            dispute_gains: BTreeMap::new(),
+            opening_round0: false,
         }
     }
 
@@ -545,12 +555,25 @@ impl Net {
         if !self.probe || o == "unavailable" {
             return None;
         }
-        let last = self
-            .challenges(validator)
+        let mine = self.challenges(validator);
+        let c = mine.iter().find(|c| c["host"] == host);
+        let last = c.map_or(false, |c| c["segments"].as_u64() == Some(segment + 1));
+        let phase = self.phase();
+        let gain_dispute = mine
             .iter()
-            .find(|c| c["host"] == host)
-            .map_or(false, |c| c["segments"].as_u64() == Some(segment + 1));
-        last.then(|| *self.gains.get(validator).unwrap_or(&HONEST_GAIN))
+            .any(|c| c["host"] == host && c["segment"] == segment && c["gain_dispute"] == true);
+        let dispute_windows = gain_dispute
+            && (phase == "dispute" || (phase == "dispute_reveal" && !self.opening_round0));
+        last.then(|| {
+            if dispute_windows {
+                *self
+                    .dispute_gains
+                    .get(validator)
+                    .unwrap_or(&HONEST_DISPUTE_GAIN)
+            } else {
+                *self.gains.get(validator).unwrap_or(&HONEST_GAIN)
+            }
+        })
     }
 
     fn verdict_commitment(&self, validator: &str, host: &str, segment: u64, o: &str) -> String {
@@ -654,7 +677,9 @@ impl Net {
                     && !withhold(&v, &host, segment)
                     && !(first && kept != "pass")
                 {
+                    self.opening_round0 = c["round"] == 0;
                     last = Some(self.reveal_verdict(&v, &host, segment));
+                    self.opening_round0 = false;
                 }
             }
         }
@@ -3922,13 +3947,38 @@ fn equal_gains_agree_and_the_chain_records_the_hosts_gain() {
     assert_eq!(gains, vec![HONEST_GAIN; 2]);
 }
 
+/// `probe_net` with `n` validators of equal stake (6 or 7: 3 round-0 seats on a last segment,
+/// drawn until their stake is more than 1/3; the others final voters).
+fn probe_net_of(n: usize) -> Net {
+    Net::new(
+        &spec_with(json!({"verification": {"probe_windows": 2}})),
+        2,
+        n,
+    )
+}
+
+/// The report's votes on a challenge: validator -> (round, gain).
+fn votes_of(c: &Value) -> BTreeMap<String, (u64, Option<i64>)> {
+    c["votes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["validator"].as_str().unwrap().to_string(),
+                (v["round"].as_u64().unwrap(), v["gain_micro"].as_i64()),
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn a_different_gain_escalates_to_the_final_vote_and_its_sender_is_wrong() {
+fn a_different_gain_is_a_gain_dispute_decided_blind_on_the_dispute_windows() {
     let mut net = probe_net();
     let (h, v) = (net.hosts.clone(), net.validators.clone());
     net.play_to_verify();
-    let liar = first_round(&net.challenge(&h[0], 1))[0].clone();
-    net.gains.insert(liar.clone(), HONEST_GAIN * 3);
+    let seats = first_round(&net.challenge(&h[0], 1));
+    net.gains.insert(seats[0].clone(), HONEST_GAIN * 3);
     // Every seat passes: nobody objects, the gains differ only in the hidden commitments.
     net.play_round(&honest, &h);
     net.play_round(&honest, &h);
@@ -3940,14 +3990,45 @@ fn a_different_gain_escalates_to_the_final_vote_and_its_sender_is_wrong() {
         "opened passes with different gains are different verdicts"
     );
     assert_eq!(net.challenge(&h[0], 1)["rounds"], 1);
+    // Every member sits on it, and every round-0 seat owes a re-vote (round 2).
+    for validator in v.iter() {
+        let mine: Vec<Value> = net
+            .challenges(validator)
+            .into_iter()
+            .filter(|c| c["host"] == h[0].as_str() && c["segment"] == 1)
+            .collect();
+        assert!(mine.iter().all(|c| c["gain_dispute"] == true));
+        let due: Vec<u64> = mine
+            .iter()
+            .filter(|c| c["due"] == true)
+            .map(|c| c["round"].as_u64().unwrap())
+            .collect();
+        let expected = if seats.contains(validator) { 2 } else { 1 };
+        assert_eq!(due, vec![expected], "{validator}");
+    }
+    // Undisputed challenges are not gain disputes: the key is left out of their views.
+    let other = net.challenges(&seats[0]);
+    assert!(other
+        .iter()
+        .filter(|c| c["host"] == h[1].as_str())
+        .all(|c| c.get("gain_dispute").is_none()));
     net.play_verdicts(&honest);
     assert_eq!(net.phase(), "propose");
     let report = net.chain.report(0);
     let c = net.challenge(&h[0], 1);
+    // The decided gain is the dispute windows'; the round-0 gains counted nowhere.
     assert_eq!(
         (c["outcome"].as_str(), c["gain_micro"].as_i64()),
-        (Some("pass"), Some(HONEST_GAIN))
+        (Some("pass"), Some(HONEST_DISPUTE_GAIN))
     );
+    let votes = votes_of(&c);
+    for seat in seats.iter() {
+        assert_eq!(
+            votes[seat],
+            (0, Some(HONEST_DISPUTE_GAIN)),
+            "its re-vote replaced it"
+        );
+    }
     let r = row(&report, "hosts", &h[0]);
     assert_eq!(
         (
@@ -3955,18 +4036,149 @@ fn a_different_gain_escalates_to_the_final_vote_and_its_sender_is_wrong() {
             r["gain_micro"].as_i64(),
             amount(&r["slashed"])
         ),
-        (Some("accepted"), Some(HONEST_GAIN), 0)
+        (Some("accepted"), Some(HONEST_DISPUTE_GAIN), 0)
     );
-    let r = row(&report, "validators", &liar);
-    assert_eq!(r["outcome"], "wrong");
-    assert!(amount(&r["slashed"]) > 0);
-    for validator in v.iter().filter(|x| **x != liar) {
+    // The liar's main-window gain is judged by nobody (the question changed); its re-vote was
+    // honest, so it is with the decision. A liar whose re-vote lies too: next test.
+    for validator in v.iter() {
         let r = row(&report, "validators", validator);
         assert_eq!(
             (r["outcome"].as_str(), r["slashed"].as_str()),
-            (Some("diligent"), Some("0"))
+            (Some("diligent"), Some("0")),
+            "{validator}"
         );
     }
+}
+
+#[test]
+fn in_a_gain_dispute_a_copied_gain_is_wrong_and_a_missing_revote_silent() {
+    let mut net = probe_net_of(7);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    net.play_to_verify();
+    let seats = first_round(&net.challenge(&h[0], 1));
+    assert_eq!(seats.len(), 3, "{seats:?}");
+    let finals: Vec<String> = v.iter().filter(|x| !seats.contains(x)).cloned().collect();
+    let (liar, lazy_seat) = (seats[0].clone(), seats[1].clone());
+    net.gains.insert(liar.clone(), HONEST_GAIN * 3);
+    // In the dispute: the liar lies again; a final voter copies the most common opened gain
+    // (the honest main-window one) instead of computing the dispute windows'.
+    net.dispute_gains.insert(liar.clone(), HONEST_GAIN * 3);
+    let copier = finals[0].clone();
+    net.dispute_gains.insert(copier.clone(), HONEST_GAIN);
+    for _ in 0..3 {
+        net.play_round(&honest, &h); // verify, objection, verdict_reveal
+    }
+    assert_eq!(net.phase(), "dispute");
+    // A seat that does not re-vote: its round-0 pass stands nowhere.
+    for validator in v.iter() {
+        for (host, segment) in net.to_commit(validator) {
+            if *validator != lazy_seat || host != h[0] || segment != 1 {
+                net.commit_verdict(validator, &host, segment, "pass");
+            }
+        }
+    }
+    net.settle();
+    let deadline = net.info()["phase_deadline"].as_u64().unwrap();
+    net.chain.wait_until(deadline);
+    net.chain.ok(&h[0].clone(), json!({"advance": {}}));
+    net.settle();
+    assert_eq!(net.phase(), "dispute_reveal");
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    let c = net.challenge(&h[0], 1);
+    assert_eq!(
+        (c["outcome"].as_str(), c["gain_micro"].as_i64()),
+        (Some("pass"), Some(HONEST_DISPUTE_GAIN))
+    );
+    let outcome = |who: &str| row(&report, "validators", who)["outcome"].clone();
+    assert_eq!(
+        outcome(&copier),
+        "wrong",
+        "a copied gain is outside the deciding group"
+    );
+    assert_eq!(outcome(&liar), "wrong");
+    assert_eq!(outcome(&lazy_seat), "silent", "a re-vote owed and not sent");
+    for honest_one in v
+        .iter()
+        .filter(|x| ![&copier, &liar, &lazy_seat].contains(x))
+    {
+        assert_eq!(outcome(honest_one), "diligent", "{honest_one}");
+    }
+    assert!(amount(&row(&report, "validators", &copier)["slashed"]) > 0);
+    assert_eq!(row(&report, "hosts", &h[0])["outcome"], "accepted");
+}
+
+#[test]
+fn a_gain_dispute_waits_for_the_round0_openings_it_carries() {
+    let mut net = probe_net_of(6);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    let seats = first_round(&net.challenge(&h[0], 1));
+    assert_eq!(seats.len(), 3, "{seats:?}");
+    let late = seats[2].clone();
+    net.gains.insert(seats[0].clone(), HONEST_GAIN * 3);
+    net.play_round(&honest, &h); // verify
+    net.play_round(&honest, &h); // objection
+    assert_eq!(net.phase(), "verdict_reveal");
+    // `late` keeps its pass on (h0, 1) closed in verdict_reveal; the two opened gains differ.
+    let (late_, h0) = (late.clone(), h[0].clone());
+    let withheld = move |who: &str, host: &str, segment: u64| {
+        who == late_.as_str() && host == h0.as_str() && segment == 1
+    };
+    net.reveal_round(&withheld, &h);
+    net.settle();
+    let deadline = net.info()["phase_deadline"].as_u64().unwrap();
+    net.chain.wait_until(deadline);
+    net.chain.ok(&h[0].clone(), json!({"advance": {}}));
+    net.settle();
+    assert_eq!(net.phase(), "dispute");
+    net.play_round(&honest, &h); // every re-vote and final vote committed: closes early
+    assert_eq!(net.phase(), "dispute_reveal");
+    net.reveal_round(&withheld, &h);
+    net.settle();
+    assert_eq!(net.phase(), "dispute_reveal");
+    // Its round-0 opening alone does not close the phase: its re-vote is still owed.
+    net.opening_round0 = true;
+    let msg = net.opening(&late, &h[0], 1, "pass");
+    net.opening_round0 = false;
+    net.chain.ok(&late, msg);
+    net.settle();
+    assert_eq!(
+        net.phase(),
+        "dispute_reveal",
+        "the carried round-0 commitment and the re-vote both open before it closes"
+    );
+    net.reveal_verdict(&late, &h[0], 1);
+    net.settle();
+    assert_eq!(net.phase(), "propose", "everyone opened: it closes early");
+    let report = net.chain.report(0);
+    assert_eq!(row(&report, "validators", &late)["outcome"], "diligent");
+    assert_eq!(
+        net.challenge(&h[0], 1)["gain_micro"].as_i64(),
+        Some(HONEST_DISPUTE_GAIN)
+    );
+}
+
+#[test]
+fn a_gain_dispute_revote_must_repeat_the_round0_pass() {
+    let mut net = probe_net();
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    let seats = first_round(&net.challenge(&h[0], 1));
+    net.gains.insert(seats[0].clone(), HONEST_GAIN * 3);
+    for _ in 0..3 {
+        net.play_round(&honest, &h);
+    }
+    assert_eq!(net.phase(), "dispute");
+    // A seat that passed in round 0 re-votes fail: committed, but its opening is refused.
+    let seat = seats[1].clone();
+    net.commit_verdict(&seat, &h[0], 1, "fail");
+    net.play_round(&honest, &h);
+    assert_eq!(net.phase(), "dispute_reveal");
+    let msg = net.opening(&seat, &h[0], 1, "fail");
+    let err = net.chain.refused(&seat, msg);
+    assert!(err.contains("must repeat the seat's round-0 pass"), "{err}");
 }
 
 /// Records and messages from before the probe gain read as carrying none.
