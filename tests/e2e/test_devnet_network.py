@@ -21,11 +21,13 @@ from pathlib import Path
 import pytest
 import tomli_w
 
+from protocol.keys import DEFAULT_COIN_TYPE, DEFAULT_KEY_TYPE, PrivateKey, hd_path, new_mnemonic
 from protocol.rules.losses import MICRO
 from trainer.evaluate import validation_loss
 from trainer.model import build_model
 from trainer.outer import GlobalState
 from trainer.presets import tiny
+from veriloco.keystore import Keystore
 
 pytestmark = [pytest.mark.slow, pytest.mark.devnet]
 
@@ -109,8 +111,12 @@ def network(tmp_path: Path, veriloco_home: Path):
         pytest.skip("the devnet extra is not installed")
     env = {**os.environ, "VERILOCO_HOME": str(veriloco_home), "VERILOCO_PASSPHRASE": "e2e-passphrase",
            "OMP_NUM_THREADS": "1"}
+    # The keys as `keys add` makes them (a fresh mnemonic, Injective's default type and path), sealed
+    # in this process: seven CLI processes took 5 s (docs/operators.md's walkthrough runs the command).
+    store = Keystore.in_home(veriloco_home)
+    path = hd_path(DEFAULT_COIN_TYPE[DEFAULT_KEY_TYPE], 0, 0)
     for name in ["operator", *HOSTS, *VALIDATORS]:
-        cli(env, "keys", "add", name, "--json")
+        store.add(name, PrivateKey.from_mnemonic(new_mnemonic(), DEFAULT_KEY_TYPE, path), env["VERILOCO_PASSPHRASE"])
     ports = {name: free_port() for name in ("rpc", "p2p", "grpc", "rest")}
     cli(env, "devnet", "up", "--test-accounts", "0", "--block-time", "100ms",
         *[a for name in ["operator", *HOSTS, *VALIDATORS] for a in ("--keys", name)],
