@@ -156,8 +156,16 @@ def test_a_phase_closed_by_its_deadline_gives_the_next_one_its_whole_window(ledg
     assert (phase(env), env.epoch().phase_deadline) == ("reveal", r.height + ph.reveal_blocks)
 
 
-def test_an_idle_chain_closes_one_overdue_phase_per_transaction(ledger_env) -> None:
-    env, ph = ledger_env, ledger_env.spec.phases
+# Windows of 15 blocks after join for the tests that idle through several of them: each such phase
+# holds at most four transactions there, and an idle window costs 1.5 s on the devnet instead of
+# 3-4 s. Join keeps room for the bonds and joins sent in it (it closes once everyone joined).
+SHORT = make_spec(phases={"join_blocks": 40, "train_blocks": 15, "reveal_blocks": 15, "verify_blocks": 15,
+                          "verdict_reveal_blocks": 15, "propose_blocks": 15})
+
+
+def test_an_idle_chain_closes_one_overdue_phase_per_transaction(make_ledger_env) -> None:
+    env = make_ledger_env(SHORT)
+    ph = env.spec.phases
     ready(env)
     for name in [*HOSTS, *VALIDATORS]:
         env.join(name)
@@ -181,15 +189,16 @@ def test_an_idle_chain_closes_one_overdue_phase_per_transaction(ledger_env) -> N
     assert {v.outcome for v in report.validators} == {"pending"}
 
 
-def test_phases_with_nobody_to_wait_for_close_behind_the_one_a_transaction_closed(ledger_env) -> None:
-    env, ph = ledger_env, ledger_env.spec.phases
+def test_phases_with_nobody_to_wait_for_close_behind_the_one_a_transaction_closed(make_ledger_env) -> None:
+    env = make_ledger_env(SHORT)
+    ph = env.spec.phases
     ready(env)
     for name in [*HOSTS, *VALIDATORS]:
         env.join(name)
     env.commit("host1")
     env.commit("host2")
-    # Nobody reveals; the chain idles past the reveal deadline.
-    env.wait_until(env.epoch().phase_deadline + 3 * ph.join_blocks)
+    # Nobody reveals; the chain idles past the reveal deadline (by three windows).
+    env.wait_until(env.epoch().phase_deadline + 3 * ph.reveal_blocks)
     r = env.advance()
     # reveal closed now; verify, objection and verdict_reveal had nothing to wait for (no reveal,
     # no challenge) and closed behind it; no host was accepted: θ unchanged, epoch 1 opened at
