@@ -11,10 +11,11 @@ backends), so each test reads the seats from the report and states its expectati
 Backends: every scenario runs on the embedded chain; the devnet (real wasmd, fees, both key types)
 runs those that send each message kind of a settlement and pay through the bank: the invalid host
 (slash, catcher shares and treasury as bank sends), the rewards a pool covers and an empty pool,
-the 64-objection ``ready`` pages, unbond and claim, the full epoch of 8 hosts and 5 validators
-(every phase's messages, revotes, a silent validator, the largest close) and the
-one-transfer-per-recipient close. The others (``EMBEDDED_ONLY``) recombine those messages with
-other votes, absentees and amounts: the same contract code decides them on both backends.
+the 64-objection ``ready`` pages, the full epoch of 8 hosts and 5 validators (every phase's
+messages, revotes, a silent validator, the largest close) and the one-transfer-per-recipient
+close (``unbond`` and ``claim`` run on the devnet in ``test_contract_epoch.py``'s abandoned join).
+The others (``EMBEDDED_ONLY``) recombine those messages with other votes, absentees and amounts:
+the same contract code decides them on both backends.
 
 The game (``docs/contract.md``): round-0 seats commit, then object (``ready``) to what they did not
 pass; an objected, unseated, uncommitted or trap challenge is disputed and decided by the final
@@ -590,6 +591,7 @@ def test_shares_nobody_earns_stay_in_the_pool(make_ledger_env) -> None:
 # -- unbonding stake stays slashable; claims across epochs ----------------------------------------
 
 
+@EMBEDDED_ONLY  # unbond and claim on the devnet: test_contract_epoch's abandoned join
 def test_unbonding_stake_is_slashed_and_the_rest_claimed_after_the_unbonding_period(make_ledger_env) -> None:
     env = make_ledger_env(make_spec(unbonding_epochs=1))
     total, _ = setup(env)
