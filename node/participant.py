@@ -41,6 +41,13 @@ from trainer.tensorfile import write_atomic
 log = logging.getLogger("veriloco.node")
 
 
+def journal_dir(root: Path, run_id: bytes, address: str) -> Path:
+    """Where a participant under the work directory ``root`` keeps its journal: one
+    ``epoch-NNNNNN.json`` per epoch with its beacon secret (what a standby reads a copy of,
+    :mod:`node.standby`), and a folder per epoch for verdict openings and trap sets."""
+    return Path(root) / run_id.hex() / "node" / address
+
+
 class Participant:
     """A bonded member that takes part in epochs. Subclasses add their role's work to :meth:`tick`.
 
@@ -65,7 +72,7 @@ class Participant:
         self.address = key.address(ledger.prefix)
         self.name = name or self.address
         self._on_event = on_event
-        self._journal = self.root / self.run_id.hex() / "node" / self.address
+        self._journal = journal_dir(self.root, self.run_id, self.address)
         self._handed: ParticipantStatus | None = None  # a status :meth:`act_on` gives the tick
         self.compute_class = ""
         """The compute-profile class declared at every join (``protocol.rules.classes``): "" or this

@@ -42,6 +42,7 @@ from veriloco.commands import (
     model,
     run,
     simulate,
+    standby,
     train,
     tx_flags,
     watch,
@@ -171,6 +172,7 @@ app.command("report")(epoch.report)
 app.command("simulate")(simulate.simulate)
 app.add_typer(member.host_app, name="host")
 app.add_typer(member.validator_app, name="validator")
+app.add_typer(standby.app, name="standby")
 app.add_typer(model.app, name="model")
 app.command("metrics")(epoch.metrics)
 app.command("dashboard")(dashboard.dashboard)

@@ -102,6 +102,7 @@ def test_debug_shows_the_error_itself(deployed) -> None:
      "unbond: cannot unbond 25000000000000000000inj (25INJ), only 20000000000000000000inj (20INJ) is bonded"),
     (["report", "7"], "epoch 7 has not started: the run is in epoch 0"),
     (["model", "export", "out", "--epoch", "3"], "θ_3 does not exist yet: the run is in epoch 0"),
+    (["standby", "run", "--key", "member", "--journal", "."], "a standby needs a real chain"),
 ])
 def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> None:
     network, home = deployed
@@ -126,6 +127,9 @@ def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> 
     (["host", "run", "--key", "h", "--nnodes", "2"], "needs --master-addr"),
     (["host", "run", "--key", "h", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1"],
      "node rank 2 of 2 nodes"),
+    (["standby", "run", "--journal", "/nonexistent"], "--journal /nonexistent is not a folder"),
+    (["standby", "run", "--journal", ".", "--grace", "1"], "--grace must be at least 0 and below 1"),
+    (["standby", "run", "--journal", ".", "--grace", "-0.5"], "--grace must be at least 0 and below 1"),
 ])
 def test_errors_without_a_run_are_one_line(args, message, tmp_path) -> None:
     assert_one_line(invoke(*args, home=tmp_path), message)

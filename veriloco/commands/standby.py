@@ -1,0 +1,76 @@
+"""``veriloco standby run``: reveal a participant's beacon secret when its primary machine is down
+(``node/standby.py``; the design and what sharing the key costs: docs/contract.md, "A standby
+revealer")."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from veriloco.commands import tx_flags
+from veriloco.commands.common import Home, KeyName, Network, open_key
+from veriloco.commands.member import configure_logging
+from veriloco.connect import be_patient, load_network, open_ledger
+from veriloco.errors import CommandError
+from veriloco.output import err_console
+
+app = typer.Typer(help="a second machine that reveals a participant's beacon secret for a dead primary",
+                  no_args_is_help=True)
+
+
+def check_grace(grace: float) -> None:
+    if not 0 <= grace < 1:
+        raise CommandError(f"--grace must be at least 0 and below 1 (a share of the reveal window), not {grace}")
+
+
+def check_journal(journal: Path) -> None:
+    if not journal.is_dir():
+        raise CommandError(f"--journal {journal} is not a folder: give the copy of the primary's journal "
+                           "(<workdir>/<run id>/node/<address> on the primary)")
+
+
+@app.command("run")
+def run(journal: Annotated[Path, typer.Option(
+            help="the copy of the primary's journal folder (<workdir>/<run id>/node/<address>), kept "
+                 "current by a shared or synced folder: its epoch-NNNNNN.json holds each beacon secret")],
+        key: KeyName = "host",
+        grace: Annotated[float, typer.Option(
+            help="the share of the reveal window left to the primary before the standby reveals")] = 0.5,
+        poll: Annotated[float, typer.Option(min=0.05, help="seconds between chain polls")] = 2.0,
+        epochs: Annotated[int | None, typer.Option(min=0, help="stop when the run reaches this epoch")] = None,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs")] = False,
+        network: Network = None, home: Home = None) -> None:
+    """Watch the chain and reveal the participant's beacon secret where its primary has not, once
+    --grace of the reveal window has passed (restart-safe: a reveal already on chain is done)."""
+    configure_logging(verbose)
+    check_grace(grace)
+    check_journal(journal)
+    net = load_network(network, home)
+    if net.chain.backend != "cosmos":
+        raise CommandError("a standby needs a real chain (a cosmos network)")
+    participant = open_key(key, home)
+    from node.standby import Standby  # noqa: PLC0415 (the node package loads only for the daemon)
+
+    with open_ledger(net) as ledger:
+        address = participant.address(ledger.prefix)
+        if ledger.member(address) is None:
+            raise CommandError(f"{key} ({address}) is not a member of this run: a standby reveals for a member")
+        be_patient(ledger)
+        standby = Standby(ledger, participant, ledger.spec(), journal, grace, name=key)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        err_console.print(f"standby {key} {address}: revealing from {journal} after {grace:.0%} of each "
+                          "reveal window", highlight=False)
+        while not stop.is_set():
+            standby.tick()
+            if epochs is not None and ledger.epoch().epoch >= epochs:
+                break
+            stop.wait(poll)
+
+
+tx_flags.on_group(app)  # --node, --gas, … after the command
