@@ -158,7 +158,7 @@ def test_simulate_is_pipelined_by_default_and_says_which_epoch_trained_while_eac
 
 
 def test_every_command_takes_json() -> None:
-    """The convention every command follows (docs/operators.md, Scripting); only the daemons, whose
+    """The convention every command follows (docs/operators.md, Scripting); only the daemons (a standby too), whose
     output is a log, and the live views (a web page, a terminal that redraws) are exempt."""
     import typer.main
 
@@ -176,7 +176,7 @@ def test_every_command_takes_json() -> None:
     commands = leaves(typer.main.get_command(app), "")
     assert len(commands) > 25
     missing = [name for name, command in commands
-               if name not in ("host run", "validator run", "dashboard", "epoch watch")
+               if name not in ("host run", "validator run", "standby run", "dashboard", "epoch watch")
                and not any("--json" in p.opts for p in command.params)]
     assert missing == []
 
