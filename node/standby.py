@@ -102,18 +102,11 @@ class Standby:
         if self._on_event is not None:
             self._on_event(event)
 
-    def statuses(self) -> list[ParticipantStatus]:
-        """The participant's part in the current epoch and, in a pipelined run, the one settling."""
-        current = self.ledger.participant(self.address)
-        if not self.spec.phases.pipelined:
-            return [current]
-        older = self.ledger.epoch().settling
-        return [current] if older is None else [current, self.ledger.participant(self.address, older)]
-
     def tick(self) -> bool:
-        """Reveal wherever it is due and the primary has not. Returns whether a reveal was accepted."""
-        sent = [self.maybe_reveal(status) for status in self.statuses()]  # each one, no short cut
-        return any(sent)
+        """Reveal in the current epoch if it is due and the primary has not (in a pipelined run the
+        epoch still settling is past its ``reveal``: the next one opens only after it closed).
+        Returns whether a reveal was accepted."""
+        return self.maybe_reveal(self.ledger.participant(self.address))
 
     def maybe_reveal(self, status: ParticipantStatus) -> bool:
         if status.phase != "reveal" or not status.joined or status.revealed:
