@@ -214,8 +214,19 @@ class Ledger:
         """Sit the epoch out (``train``): a host that will finish no segment, instead of committing."""
         return self.backend.execute(key, {"sit_out": self._to_json(msg)})
 
-    def reveal(self, key: PrivateKey, msg: BeaconReveal) -> TxResult:
-        return self.backend.execute(key, {"reveal": self._to_json(msg)})
+    def reveal(self, key: PrivateKey, msg: BeaconReveal, participant: str | None = None) -> TxResult:
+        """Reveal a beacon secret: the signer's own, or, from the standby ``participant`` named
+        (:meth:`set_standby`), that participant's. Without ``participant`` the message has no such
+        key: exactly the older format."""
+        body = self._to_json(msg)
+        if participant is not None:
+            body["participant"] = participant
+        return self.backend.execute(key, {"reveal": body})
+
+    def set_standby(self, key: PrivateKey, standby: str | None) -> TxResult:
+        """Name (or, with None, clear) the member's standby revealer: an address without stake that
+        may send ``reveal`` for it and nothing else (docs/contract.md, "A standby revealer")."""
+        return self.backend.execute(key, {"set_standby": {"standby": standby}})
 
     def commit_verdict(self, key: PrivateKey, msg: VerdictCommit) -> TxResult:
         """Commit to a verdict (``verify`` and ``dispute`` phases)."""

@@ -119,6 +119,7 @@ pub fn execute(
         ExecuteMsg::Bond { role, endpoint } => staking::bond(d, &config, &info, role, endpoint)?,
         ExecuteMsg::Unbond { amount } => staking::unbond(d, &config, &info, amount)?,
         ExecuteMsg::Claim {} => staking::claim(d, &config, &info)?,
+        ExecuteMsg::SetStandby { standby } => staking::set_standby(d, &info, standby)?,
         ExecuteMsg::FundRewards {} => rewards::fund_rewards(d, &config, &info)?,
         ExecuteMsg::Join {
             epoch,
@@ -159,9 +160,18 @@ pub fn execute(
         ExecuteMsg::SitOut { epoch } => {
             handlers::sit_out(d, epochs.for_message(epoch), &info, epoch)?
         }
-        ExecuteMsg::Reveal { epoch, secret } => {
-            handlers::reveal(d, epochs.for_message(epoch), &info, epoch, secret)?
-        }
+        ExecuteMsg::Reveal {
+            epoch,
+            secret,
+            participant,
+        } => handlers::reveal(
+            d,
+            epochs.for_message(epoch),
+            &info,
+            epoch,
+            secret,
+            participant,
+        )?,
         ExecuteMsg::CommitVerdict {
             epoch,
             host,

@@ -40,6 +40,12 @@ pub enum ExecuteMsg {
     Unbond { amount: Uint128 },
     /// Pay out every unbonding entry that has been released.
     Claim {},
+    /// Name the sender's standby revealer (None: none): an address that holds no stake and may
+    /// send `reveal` for this member, and nothing else for it (docs/contract.md, "A standby revealer").
+    SetStandby {
+        #[serde(default)]
+        standby: Option<String>,
+    },
     /// Add the attached funds to the reward pool.
     FundRewards {},
     /// Join `epoch` (in its join phase) with a beacon commitment, declaring the member's
@@ -63,8 +69,14 @@ pub enum ExecuteMsg {
     /// A joined host that will finish no segment by the train deadline says so instead of
     /// committing (train phase): it is `sat_out` — not challenged, paid or slashed for the epoch.
     SitOut { epoch: u64 },
-    /// Reveal the beacon secret (reveal phase).
-    Reveal { epoch: u64, secret: String },
+    /// Reveal the beacon secret (reveal phase): the sender's own, or, from the standby a
+    /// member named (`set_standby`), that member's (`participant`).
+    Reveal {
+        epoch: u64,
+        secret: String,
+        #[serde(default)]
+        participant: Option<String>,
+    },
     /// A validator's commitment to its verdict on one challenged segment (verify, dispute).
     CommitVerdict {
         epoch: u64,

@@ -239,6 +239,41 @@ pub fn unbond(
         ))
 }
 
+/// `set_standby`: a member names (or, with None, clears) the one address that may send its beacon
+/// reveal. The standby holds no stake when named (a member cannot be one, nor its own), and the
+/// contract lets it do nothing for the member but `reveal` (docs/contract.md, "A standby revealer").
+pub fn set_standby(
+    deps: DepsMut,
+    info: &MessageInfo,
+    standby: Option<String>,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "set_standby";
+    nonpayable(info, ACTION)?;
+    let member = sender_member(deps.storage, info, ACTION)?;
+    match &standby {
+        None => state::STANDBYS.remove(deps.storage, &member.address),
+        Some(address) => {
+            deps.api
+                .addr_validate(address)
+                .map_err(|e| e.context("set_standby: standby"))?;
+            if *address == member.address {
+                refuse!(ACTION, "{address} cannot be its own standby");
+            }
+            if state::load_member(deps.storage, address)?.is_some() {
+                refuse!(
+                    ACTION,
+                    "{address} is a member: a standby holds no stake of its own"
+                );
+            }
+            state::STANDBYS.save(deps.storage, &member.address, address);
+        }
+    }
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("member", &member.address)
+        .add_attribute("standby", standby.as_deref().unwrap_or("")))
+}
+
 pub fn claim(
     deps: DepsMut,
     config: &Config,

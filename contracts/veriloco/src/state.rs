@@ -31,6 +31,8 @@ pub const CONTRACT_INFO: Item<ContractVersion> = Item::new(b"contract_info");
 pub const MEMBERS: Map<&str, Member> = Map::new(b"member/");
 /// Their lifetime totals, apart so that paying a reward does not rewrite the member.
 pub const MEMBER_TOTALS: Map<&str, MemberTotals> = Map::new(b"mt/");
+/// Each member's standby revealer (`set_standby`): the one address that may reveal for it.
+pub const STANDBYS: Map<&str, String> = Map::new(b"sy/");
 
 /// Fixed at instantiation.
 #[derive(Serialize, Deserialize, Clone, Debug)]

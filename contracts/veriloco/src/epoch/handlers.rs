@@ -535,11 +535,22 @@ pub fn reveal(
     info: &MessageInfo,
     epoch: u64,
     secret: String,
+    on_behalf: Option<String>,
 ) -> Result<Response, ContractError> {
     const ACTION: &str = "reveal";
     nonpayable(info, ACTION)?;
     expect_phase(ep, ACTION, epoch, Phase::Reveal)?;
-    let sender = &info.sender;
+    // A standby reveals for the one member that named it; everyone else only for itself.
+    let sender = match &on_behalf {
+        None => &info.sender,
+        Some(member) => {
+            let named = crate::state::STANDBYS.may_load(deps.storage, member)?;
+            if named.as_deref() != Some(info.sender.as_str()) {
+                refuse!(ACTION, "{} is not the standby of {member}", info.sender);
+            }
+            member
+        }
+    };
     let participant = participant(&deps, ep, ACTION, sender)?;
     if REVEALS.has(deps.storage, (epoch, sender)) {
         refuse!(ACTION, "{sender} already revealed for epoch {epoch}");
@@ -559,10 +570,14 @@ pub fn reveal(
     }
     REVEALS.save(deps.storage, (epoch, sender), &secret_bytes);
     ep.counts_mut().revealed += 1;
-    Ok(Response::new()
+    let response = Response::new()
         .add_attribute("action", ACTION)
         .add_attribute("epoch", epoch)
-        .add_attribute("member", sender))
+        .add_attribute("member", sender);
+    Ok(match on_behalf {
+        None => response,
+        Some(_) => response.add_attribute("standby", &info.sender),
+    })
 }
 
 /// The sender's challenge (`host`, `segment`) in the current phase, and the round it sits in:

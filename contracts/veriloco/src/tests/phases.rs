@@ -79,6 +79,15 @@ fn attr<'a>(response: &'a Response, event: &str, key: &str) -> Option<&'a str> {
         .map(|a| a.value.as_str())
 }
 
+/// An attribute of the response itself (what `add_attribute` set), not of one of its events.
+fn top_attr<'a>(response: &'a Response, key: &str) -> Option<&'a str> {
+    response
+        .attributes
+        .iter()
+        .find(|a| a.key == key)
+        .map(|a| a.value.as_str())
+}
+
 fn events<'a>(response: &'a Response, event: &str) -> Vec<BTreeMap<&'a str, &'a str>> {
     response
         .events
@@ -1048,6 +1057,103 @@ fn a_short_join_is_extended_a_bounded_number_of_times_then_the_epoch_is_abandone
     assert_eq!(row(&report, "hosts", &h[0])["outcome"], "pending");
     net.chain.ok(&h[1], json!({"claim": {}}));
     assert_eq!(net.chain.paid[&h[1]], HOST_BOND);
+}
+
+#[test]
+fn a_standby_reveals_for_the_one_member_that_named_it_and_does_nothing_else() {
+    let mut net = Net::new(&spec_with(json!({})), 2, 1);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    let standby = net.chain.addr("standby");
+    // Naming one: only by a member, never itself or a member, and a valid address.
+    assert!(net
+        .chain
+        .refused(&standby, json!({"set_standby": {"standby": h[0]}}))
+        .contains("is not a member"));
+    assert!(net
+        .chain
+        .refused(&h[1], json!({"set_standby": {"standby": h[1]}}))
+        .contains("cannot be its own standby"));
+    assert!(net
+        .chain
+        .refused(&h[1], json!({"set_standby": {"standby": v[0]}}))
+        .contains("is a member"));
+    assert!(net
+        .chain
+        .refused(&h[1], json!({"set_standby": {"standby": "not an address"}}))
+        .contains("set_standby: standby"));
+    let r = net
+        .chain
+        .ok(&h[1], json!({"set_standby": {"standby": standby}}));
+    assert_eq!(top_attr(&r, "standby"), Some(standby.as_str()));
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    // The standby can do nothing but reveal: no join, commit or stake of the member's.
+    for msg in [
+        json!({"commit": {"epoch": 0, "checkpoint_root": hex(&[1; 32]), "delta_hash": hex(&[2; 32]),
+                          "loss_digest": hex(&[3; 32]), "segments": 2, "train_loss_micro": 1,
+                          "trap_commit": hex(&[4; 32])}}),
+        json!({"unbond": {"amount": "1"}}),
+        json!({"claim": {}}),
+        json!({"set_standby": {"standby": null}}),
+    ] {
+        net.chain.refused(&standby, msg);
+    }
+    net.commit(&h[0]);
+    net.commit(&h[1]); // h[1]'s machine then dies
+    assert_eq!(net.phase(), "reveal");
+    let reveal_for = |who: &str| json!({"reveal": {"epoch": 0, "secret": hex(&secret(who)), "participant": who}});
+    // Not for another member (its own secret or not), and not as a member that named nobody.
+    assert!(net
+        .chain
+        .refused(&standby, reveal_for(&h[0]))
+        .contains("is not the standby of"));
+    assert!(net
+        .chain
+        .refused(&v[0], reveal_for(&h[1]))
+        .contains("is not the standby of"));
+    // The wrong secret for its member is refused like the member's own.
+    let wrong = json!({"reveal": {"epoch": 0, "secret": hex(&secret(&h[0])), "participant": h[1]}});
+    assert!(net
+        .chain
+        .refused(&standby, wrong)
+        .contains("does not match the beacon commitment"));
+    net.reveal(&h[0]);
+    net.reveal(&v[0]);
+    let r = net.chain.ok(&standby, reveal_for(&h[1]));
+    assert_eq!(top_attr(&r, "standby"), Some(standby.as_str()));
+    assert_eq!(top_attr(&r, "member"), Some(h[1].as_str()));
+    assert_eq!(net.phase(), "verify"); // every reveal in: reveal closed early
+    let report = net.chain.report(0);
+    assert_eq!(row(&report, "hosts", &h[1])["outcome"], "pending");
+    assert_eq!(row(&report, "hosts", &h[1])["revealed"], true);
+}
+
+#[test]
+fn a_standby_reveal_after_the_members_own_is_refused() {
+    let mut net = Net::new(&spec_with(json!({})), 1, 1);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    let standby = net.chain.addr("standby");
+    net.chain
+        .ok(&h[0], json!({"set_standby": {"standby": standby}}));
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    net.commit(&h[0]);
+    net.reveal(&h[0]);
+    let msg = json!({"reveal": {"epoch": 0, "secret": hex(&secret(&h[0])), "participant": h[0]}});
+    assert!(net
+        .chain
+        .refused(&standby, msg)
+        .contains("already revealed"));
+    // Cleared, the standby may no longer reveal for it.
+    net.chain
+        .ok(&h[0], json!({"set_standby": {"standby": null}}));
+    let msg = json!({"reveal": {"epoch": 0, "secret": hex(&secret(&v[0])), "participant": v[0]}});
+    assert!(net
+        .chain
+        .refused(&standby, msg)
+        .contains("is not the standby of"));
 }
 
 #[test]
