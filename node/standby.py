@@ -2,15 +2,17 @@
 primary is down through ``reveal`` (issue 30).
 
 A joined participant that does not reveal is ``no_reveal`` and slashed (docs/contract.md, "Absences"),
-even when its machine is simply down. The standby watches the chain with the **same key** and reads
-a **copy of the primary's journal** (``epoch-NNNNNN.json``, written and fsynced by
+even when its machine is simply down. The standby watches the chain with **its own key, which the
+participant named on chain** (``set_standby``: the contract lets that address send ``reveal`` for
+the participant and nothing else), or else with the participant's own key, and reads a **copy of
+the primary's journal** (``epoch-NNNNNN.json``, written and fsynced by
 :meth:`node.participant.Participant.secret` before the join that commits to it; the operator makes
 the copy reach the standby, e.g. a shared or synced folder). Once ``grace`` of the reveal window has
 passed and the chain still shows no reveal, it reveals the secret it holds. The beacon is not
 weakened: the chain checks the secret against the commitment, so a standby without the secret (the
 copy never arrived) cannot reveal and the no-reveal slash applies as before; and a reveal the
-primary sent first makes the standby's a refused no-op. The choice of the shared key over a
-contract-registered standby address, and what exposing the key costs: docs/contract.md ("A standby
+primary sent first makes the standby's a refused no-op. The choice between the participant's own
+key and a standby address, and what each costs: docs/contract.md ("A standby
 revealer").
 
 Restart-safe: the chain is the source of truth. A standby sends nothing for a participant the
@@ -30,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chain.ledger import ContractError, Ledger
 from node.events import EventKind, EventSink, NodeEvent
-from protocol.keys import PrivateKey
+from protocol.keys import PrivateKey, is_address
 from protocol.messages import BeaconReveal
 from protocol.rules.spec import RunSpec
 from protocol.views import ParticipantStatus
@@ -73,25 +75,32 @@ class Standby:
 
     Args:
         ledger: the chain.
-        key: the participant's chain key (the standby sends only ``reveal`` with it).
+        key: the key the standby signs with: its own, which ``participant`` named with
+            ``set_standby``, or (``participant`` None) the participant's own. It sends only ``reveal``.
         spec: the run spec (its reveal window; checked against the chain's by the caller).
         journal: the copy of the primary's journal folder (:func:`node.participant.journal_dir`).
         grace: the share of the reveal window left to the primary, in [0, 1).
-        name: a label for events and logs (defaults to the address).
+        participant: the address it reveals for, when ``key`` is the standby's own.
+        name: a label for events and logs (defaults to the participant's address).
         on_event: called with every :class:`~node.events.NodeEvent`.
     """
 
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, journal: Path,
-                 grace: float = DEFAULT_GRACE, name: str | None = None,
+                 grace: float = DEFAULT_GRACE, participant: str | None = None, name: str | None = None,
                  on_event: EventSink | None = None) -> None:
         if not 0 <= grace < 1:
             raise ValueError(f"grace must be in [0, 1): a share of the reveal window, not {grace}")
+        if participant is not None and not is_address(participant, ledger.prefix):
+            raise ValueError(f"participant {participant!r} is not an address of this chain ({ledger.prefix}1…)")
         self.ledger = ledger
         self.key = key
         self.spec = spec
         self.journal = Path(journal)
         self.grace = grace
-        self.address = key.address(ledger.prefix)
+        self.signer = key.address(ledger.prefix)
+        self.participant = participant
+        self.address = participant if participant is not None else self.signer
+        """The participant it reveals for (whose status it watches and whose secret it holds)."""
         self.name = name or self.address
         self._on_event = on_event
         self._missing: set[int] = set()  # epochs whose missing secret was already reported
@@ -122,7 +131,7 @@ class Standby:
                             self.name, status.epoch, self.journal)
             return False
         try:
-            self.ledger.reveal(self.key, BeaconReveal(epoch=status.epoch, secret=secret.hex()))
+            self.ledger.reveal(self.key, BeaconReveal(epoch=status.epoch, secret=secret.hex()), self.participant)
         except ContractError as exc:
             # "already revealed": the primary (or this standby before a restart) was first: done.
             self.event(status.epoch, str(exc), refused=True)

@@ -1,10 +1,11 @@
-"""A standby revealer (issue 30, ``node/standby.py``): a second machine with the participant's key
-and a copy of its journal reveals the beacon secret of a primary that is down through ``reveal``.
+"""A standby revealer (issue 30, ``node/standby.py``): a second machine with a copy of the
+participant's journal reveals the beacon secret of a primary that is down through ``reveal``, with
+its own key that the participant named (``set_standby``) or with the participant's key.
 
 The primary is a real :class:`node.participant.Participant` writing its journal (the secret is
-durable before the join commits to it); the standby reads a copy of that folder. Embedded chain
-only: the standby sends the contract's ordinary ``reveal``, which the contract suite runs on both
-backends.
+durable before the join commits to it); the standby reads a copy of that folder. The named
+standby's round trip runs on both backends (the devnet included: the contract's message); the
+rest on the embedded chain.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from pathlib import Path
 import pytest
 from ledger_env import LedgerEnv
 
+from chain.ledger import ContractError
 from node.events import NodeEvent
 from node.participant import Participant, journal_dir
 from node.standby import Standby, read_secret, reveal_from
+from protocol.messages import BeaconReveal
 from protocol.rules.beacon import beacon_commit
 
 HOSTS = ["host1", "host2"]
@@ -164,3 +167,40 @@ def test_a_standby_validates_its_inputs(env, tmp_path) -> None:
     (tmp_path / "epoch-000006.json").write_text(json.dumps({"secret": "ab" * 32}))
     assert [read_secret(tmp_path, e) for e in (2, 3, 4, 5)] == [None] * 4
     assert read_secret(tmp_path, 6) == bytes.fromhex("ab" * 32)
+
+
+def test_a_named_standby_reveals_for_its_member_and_can_do_nothing_else(ledger_env, tmp_path) -> None:
+    env = ledger_env
+    env.bond_all([*HOSTS, *VALIDATORS])
+    total = env.total_funds()
+    outsider = env.addr("outsider")  # funded, no stake: host2's standby
+    with pytest.raises(ContractError, match="is a member"):
+        env.ledger.set_standby(env.key("host2"), env.addr("validator1"))
+    env.ledger.set_standby(env.key("host2"), outsider)
+    primary = Participant(env.ledger, env.key("host2"), env.spec, tmp_path / "primary", name="host2")
+    env.join("host2", beacon=beacon_commit(primary.address, 0, primary.secret(0)).hex())
+    for name in ["host1", *VALIDATORS]:
+        env.join(name)
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="train")  # both hosts commit; host2 then dies
+    # The standby can do nothing else: no commit, no stake, no reveal for another member.
+    host1_secret = BeaconReveal(epoch=0, secret=env.secret("host1", 0).hex())
+    for sent in (lambda: env.commit("outsider", 0), lambda: env.unbond("outsider", 1),
+                 lambda: env.ledger.reveal(env.key("outsider"), host1_secret, env.addr("host1"))):
+        with pytest.raises(ContractError):
+            sent()
+    standby = Standby(env.ledger, env.key("outsider"), env.spec, copy_journal(primary, tmp_path / "copy"),
+                      grace=0.0, participant=primary.address, name="host2-standby")
+    everyone_else_reveals(env)
+    assert standby.tick()
+    assert env.ledger.participant(primary.address).revealed
+    assert not standby.tick()  # done: nothing more is sent
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    host2 = row(env, "host2")
+    assert (host2.outcome, host2.revealed, host2.slashed) == ("pending", True, "0")
+    assert env.total_funds() == total
+    env.assert_books()
+
+
+def test_a_standby_for_an_address_of_another_chain_is_refused(env, tmp_path) -> None:
+    with pytest.raises(ValueError, match="not an address of this chain"):
+        Standby(env.ledger, env.key("outsider"), env.spec, tmp_path, participant="cosmos1notanaddress")

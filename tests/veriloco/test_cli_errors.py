@@ -103,6 +103,8 @@ def test_debug_shows_the_error_itself(deployed) -> None:
     (["report", "7"], "epoch 7 has not started: the run is in epoch 0"),
     (["model", "export", "out", "--epoch", "3"], "θ_3 does not exist yet: the run is in epoch 0"),
     (["standby", "run", "--key", "member", "--journal", "."], "a standby needs a real chain"),
+    (["host", "set-standby", "inj1notanaddress", "--key", "member"], "invalid address 'inj1notanaddress'"),
+    (["host", "set-standby", "--key", "outsider", "--clear"], "set_standby: inj1"),
 ])
 def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> None:
     network, home = deployed
@@ -128,6 +130,7 @@ def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> 
     (["host", "run", "--key", "h", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1"],
      "node rank 2 of 2 nodes"),
     (["standby", "run", "--journal", "/nonexistent"], "--journal /nonexistent is not a folder"),
+    (["host", "set-standby", "--key", "h"], "give the standby's address, or --clear (not both)"),
     (["standby", "run", "--journal", ".", "--grace", "1"], "--grace must be at least 0 and below 1"),
     (["standby", "run", "--journal", ".", "--grace", "-0.5"], "--grace must be at least 0 and below 1"),
 ])

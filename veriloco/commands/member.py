@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from protocol.coins import base_units, display, parse_amount
+from protocol.keys import KeyFormatError, decode_address
 from protocol.messages import Role
 from protocol.rules.endpoints import EndpointError, endpoint_syntax
 from protocol.rules.spec import RunSpec
@@ -190,6 +191,31 @@ def make_app(role: Role) -> typer.Typer:
             print_json({"tx": tx_json(result), "claimed": str(paid), "key": key, "address": address, "denom": denom})
             return
         console.print(f"claimed {display(paid, denom)} to {key} {address}; {tx_line(result)}", highlight=False)
+
+    @app.command("set-standby")
+    def set_standby(standby: Annotated[str | None, typer.Argument(
+                        help="the standby's address (its own key, no stake; omit with --clear)")] = None,
+                    clear: Annotated[bool, typer.Option("--clear", help="name no standby any more")] = False,
+                    key: KeyName = role, network: Network = None, home: Home = None, json: Json = False) -> None:
+        """Name the standby revealer that may reveal this member's beacon secret, and nothing else
+        (`veriloco standby run --key STANDBY --for ADDRESS` on the second machine)."""
+        if (standby is None) == (not clear):
+            raise CommandError("give the standby's address, or --clear (not both)")
+        net = load_network(network, home)
+        participant = open_key(key, home)
+        with open_ledger(net, save=True) as ledger:
+            if standby is not None:
+                try:
+                    decode_address(standby, ledger.prefix)
+                except KeyFormatError as exc:
+                    raise CommandError(f"invalid address {standby!r}: {exc}") from exc
+            address = participant.address(ledger.prefix)
+            result = ledger.set_standby(participant, standby)
+        if json:
+            print_json({"tx": tx_json(result), "key": key, "address": address, "standby": standby})
+            return
+        named = f"standby {standby}" if standby is not None else "no standby"
+        console.print(f"{key} {address} names {named}; {tx_line(result)}", highlight=False)
 
     @app.command("status")
     def status(address: Annotated[str | None, typer.Argument(help="address (default: the key's)")] = None,

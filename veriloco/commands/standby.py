@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from protocol.keys import is_address
 from veriloco.commands import tx_flags
 from veriloco.commands.common import Home, KeyName, Network, open_key
 from veriloco.commands.member import configure_logging
@@ -38,6 +39,10 @@ def run(journal: Annotated[Path, typer.Option(
             help="the copy of the primary's journal folder (<workdir>/<run id>/node/<address>), kept "
                  "current by a shared or synced folder: its epoch-NNNNNN.json holds each beacon secret")],
         key: KeyName = "host",
+        for_: Annotated[str | None, typer.Option(
+            "--for", help="the participant's address, when --key is the standby's own key that the "
+                          "participant named (`veriloco host set-standby`); without it --key is the "
+                          "participant's own")] = None,
         grace: Annotated[float, typer.Option(
             help="the share of the reveal window left to the primary before the standby reveals")] = 0.5,
         poll: Annotated[float, typer.Option(min=0.05, help="seconds between chain polls")] = 2.0,
@@ -52,20 +57,22 @@ def run(journal: Annotated[Path, typer.Option(
     net = load_network(network, home)
     if net.chain.backend != "cosmos":
         raise CommandError("a standby needs a real chain (a cosmos network)")
-    participant = open_key(key, home)
+    signer = open_key(key, home)
     from node.standby import Standby  # noqa: PLC0415 (the node package loads only for the daemon)
 
     with open_ledger(net) as ledger:
-        address = participant.address(ledger.prefix)
+        if for_ is not None and not is_address(for_, ledger.prefix):
+            raise CommandError(f"--for {for_!r} is not an address of this chain ({ledger.prefix}1…)")
+        address = for_ if for_ is not None else signer.address(ledger.prefix)
         if ledger.member(address) is None:
-            raise CommandError(f"{key} ({address}) is not a member of this run: a standby reveals for a member")
+            raise CommandError(f"{address} is not a member of this run: a standby reveals for a member")
         be_patient(ledger)
-        standby = Standby(ledger, participant, ledger.spec(), journal, grace, name=key)
+        standby = Standby(ledger, signer, ledger.spec(), journal, grace, participant=for_, name=key)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        err_console.print(f"standby {key} {address}: revealing from {journal} after {grace:.0%} of each "
-                          "reveal window", highlight=False)
+        err_console.print(f"standby {key}: revealing for {address} from {journal} after {grace:.0%} of "
+                          "each reveal window", highlight=False)
         while not stop.is_set():
             standby.tick()
             if epochs is not None and ledger.epoch().epoch >= epochs:
