@@ -5,7 +5,7 @@
 Starts its own devnet (free ports, temporary home, 200 ms blocks, every account funded at
 genesis), deploys the committed contract, and measures:
 
-* gas used by each message type (store, instantiate, bond, unbond, fund_rewards, join,
+* gas used by each message type (store, instantiate, bond, unbond, fund_rewards, set_standby, join,
   commit, reveal, commit_verdict, reveal_verdict, reveal_traps, propose_model, advance), and the
   fee it cost;
 * latency from send to inclusion (sequential ``fund_rewards``, each simulated then broadcast);
@@ -303,7 +303,7 @@ def main() -> None:
     parser.add_argument("--block-time", default="200ms")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    host_counts = [int(h) for h in args.hosts.split(",")]
+    host_counts = [int(h) for h in args.hosts.split(",") if h]  # "": skip the finalize runs
     max_hosts = max([*host_counts, args.epoch_hosts])
     n_validators = max(args.validators, args.epoch_validators)
     hosts = [f"host{i}" for i in range(max_hosts)]
@@ -350,6 +350,9 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
     gas["bond_again"] = L.bond(key(hosts[0]), "host", "http://127.0.0.1:8700", HOST_STAKE).gas_used
     gas["unbond"] = L.unbond(key(hosts[0]), 1_000).gas_used
     gas["fund_rewards"] = L.fund_rewards(funder, 1_000_000).gas_used
+    # A member names its standby revealer (docs/contract.md, "A standby revealer"): the funder,
+    # which holds no stake.
+    gas["set_standby"] = L.set_standby(key(hosts[0]), funder.address()).gas_used
 
     # Latency: send -> inclusion, one transaction at a time (simulate + broadcast + poll).
     lat = []
