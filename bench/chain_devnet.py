@@ -229,9 +229,10 @@ def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
 
     def decide(v: str, c: Any) -> str:
         # Disputing: the lowest-sorted seat of each challenge fails it (and objects), so every
-        # challenge goes to the final vote of all validators, which passes it.
-        if dispute and c.round == 0:
-            return "fail" if key(v).address() == min(c.validators) else "pass"
+        # challenge goes to the final vote of all validators, which passes it; that seat's re-vote
+        # in the final round repeats its fail (the contract refuses a retracted accusation).
+        if dispute and key(v).address() == min(c.validators):
+            return "fail"
         return "pass"
 
     def commit_all(L: Ledger, chosen: list) -> None:
