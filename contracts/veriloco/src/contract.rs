@@ -195,6 +195,7 @@ pub fn execute(
             evidence,
             salt,
             gain_micro,
+            dispute_gain_micro,
         } => handlers::reveal_verdict(
             d,
             &config,
@@ -209,6 +210,7 @@ pub fn execute(
                 evidence,
                 salt,
                 gain_micro,
+                dispute_gain_micro,
             },
         )?,
         ExecuteMsg::RevealTraps {
