@@ -239,10 +239,11 @@ class Ledger:
     def reveal_verdict(self, key: PrivateKey, msg: VerdictOpening) -> TxResult:
         """Open a committed verdict (``verdict_reveal``: a ``pass`` on an undisputed challenge;
         ``dispute_reveal``). Without a probe gain the message has no ``gain_micro`` key: exactly
-        the older format."""
+        the older format; likewise ``dispute_gain_micro`` (only on a vote deciding a gain dispute)."""
         body = self._to_json(msg)
-        if body.get("gain_micro") is None:
-            body.pop("gain_micro", None)
+        for field in ("gain_micro", "dispute_gain_micro"):
+            if body.get(field) is None:
+                body.pop(field, None)
         return self.backend.execute(key, {"reveal_verdict": body})
 
     def reveal_traps(self, key: PrivateKey, msg: TrapOpening) -> TxResult:

@@ -51,13 +51,14 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 from chain.ledger import Ledger
+from node.content import Read, WrongContent, fetch, holders
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.http import ClientLimits
@@ -87,13 +88,14 @@ from protocol.views import (
 )
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable, UntrustedJson, held_delta_path
 from trainer.data import Dataset
-from trainer.delta import carried_from, dequantize, load_delta
+from trainer.delta import carried_from, dequantize, load_delta, stream_delta
 from trainer.fingerprint import check_fingerprint
 from trainer.leaf_digests import LeafDigests
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState
 from trainer.probe import (
     PROBE_SCALE,
+    check_probe_windows,
     dispute_starts,
     gain_micro,
     probe_gain,
@@ -243,6 +245,9 @@ class ValidatorNode(Participant):
         super().__init__(ledger, key, spec, root, name, on_event)
         self.device = device
         check_fingerprint(spec, device)  # a run that pins a compute profile admits no other
+        # A gain dispute draws as many windows again, disjoint from the probe's: refuse a run whose
+        # validation split cannot, before any vote (else every honest dispute vote would fail).
+        check_probe_windows(dataset, spec.verification.probe_windows)
         self.patience = patience
         self.dataset = dataset
         self.peers = peers
@@ -266,7 +271,8 @@ class ValidatorNode(Participant):
         self._leaf_bytes: int | None = None
         # The probe (trainer.probe): per (epoch, θ_e, draw) its windows and L(θ_e) on them; the
         # draw is "" for the probe's windows, the host's address for its dispute windows.
-        self._probe_base: tuple[tuple[int, str, str], list[int], float] | None = None
+        self._probe_bases: dict[tuple[int, str, str], tuple[list[int], float]] = {}
+        self.probe_only = 0  # gain-dispute final votes answered with the probe alone (no replay)
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
         self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
@@ -627,15 +633,14 @@ class ValidatorNode(Participant):
             opening = first.model_copy(update={"salt": os.urandom(SALT_SIZE).hex()})
             self.keep_opening(opening, revote=True)
         if opening is None and first is not None and first.outcome == "pass" and challenge.gain_dispute:
-            # A gain dispute's re-vote: its round-0 pass (the replay already done) with the gain
-            # on the dispute windows, which nobody has opened.
-            verdict = Verdict(epoch=first.epoch, host=first.host, segment=first.segment, outcome="pass",
-                              distance=first.distance, evidence=first.evidence)
-            gain = self._probe_gain(status, challenge, verdict)
-            opening = first.model_copy(update={"salt": os.urandom(SALT_SIZE).hex(), "gain_micro": gain})
+            # A gain dispute's re-vote: its round-0 pass (the replay already done) with both gains,
+            # the main windows' and the dispute windows', which nobody has opened.
+            gain, dispute_gain = self._dispute_gains(status, challenge)
+            opening = first.model_copy(update={"salt": os.urandom(SALT_SIZE).hex(), "gain_micro": gain,
+                                               "dispute_gain_micro": dispute_gain})
             self.keep_opening(opening, revote=True)
-            self.event(status.epoch, EventKind.VERDICT,
-                       f"{_about(challenge)} re-vote in a gain dispute: dispute-window gain {gain} µnats", "pass")
+            self.event(status.epoch, EventKind.VERDICT, f"{_about(challenge)} re-vote in a gain dispute: gain "
+                       f"{gain} µnats, dispute-window gain {dispute_gain} µnats", "pass")
         if opening is None:
             decided = self.decide(status, challenge)
             if decided is None:
@@ -658,17 +663,93 @@ class ValidatorNode(Participant):
 
         def replay() -> Verdict | None:
             nonlocal reason
+            agreed = self._pure_gain_dispute(status, challenge)
+            if agreed is not None:
+                reason = "a gain dispute whose round-0 passes differ only in their gains: the probe alone, no replay"
+                return agreed
             verdict, reason = self._verdict_for(status, challenge)
             return verdict
 
         verdict = self.behaviour.decide(challenge, replay)
         if verdict is None:
             return None
+        if (challenge.gain_dispute and challenge.round != 0 and verdict.outcome == "pass"
+                and verdict.gain_micro is None and self._probed(challenge)):
+            main, dispute_gain = self._dispute_gains(status, challenge)
+            verdict = verdict.model_copy(update={"gain_micro": main, "dispute_gain_micro": dispute_gain})
+            return verdict, f"{reason}; probe gain {main} µnats, dispute-window gain {dispute_gain} µnats"
         gain = self._probe_gain(status, challenge, verdict)
         if gain is not None:
+            if challenge.round == 0:
+                gain = self.behaviour.round0_gain(challenge, gain)
             verdict = verdict.model_copy(update={"gain_micro": gain})
             reason = f"{reason}; probe gain {gain} µnats"
         return verdict, reason
+
+    def _probed(self, challenge: Challenge) -> bool:
+        """Whether a ``pass`` on ``challenge`` carries a probe gain: the host's last segment, probe on."""
+        return self.spec.verification.probe_windows > 0 and challenge.segment == challenge.segments - 1
+
+    def _pure_gain_dispute(self, status: ParticipantStatus, challenge: Challenge) -> Verdict | None:
+        """A final vote on a gain dispute whose opened round-0 votes are all ``pass``es with one
+        distance and evidence: the pass itself is not in question, so this validator answers it
+        without a replay (docs/contract.md, "Why dispute windows"), fetching only the host's Δ (by
+        its committed hash, from the host or any validator that kept it) for the probe. None:
+        anything else, or no Δ to be had (then it replays)."""
+        if not (challenge.gain_dispute and challenge.round == 1 and self._probed(challenge)):
+            return None
+        opened = [v for c in self.ledger.report(challenge.epoch).challenges
+                  if c.host == challenge.host and c.segment == challenge.segment
+                  for v in c.votes if v.round == 0 and v.outcome is not None]
+        agreed = {(v.outcome, v.distance, v.evidence) for v in opened}
+        if len(agreed) != 1:
+            return None
+        outcome, distance, evidence = agreed.pop()
+        if outcome != "pass" or distance is None or evidence is None:
+            return None
+        try:
+            self._fetch_delta(challenge)
+        except ArtifactUnavailable as exc:
+            log.info("%s: %s's Δ for the probe not to be had (%s): replaying", self.name, challenge.host, exc)
+            return None
+        self.probe_only += 1
+        return Verdict(epoch=challenge.epoch, host=challenge.host, segment=challenge.segment, outcome="pass",
+                       distance=distance, evidence=evidence)
+
+    def _fetch_delta(self, challenge: Challenge) -> None:
+        """Keep ``challenge``'s Δ at its content address (``held_delta_path``): from the host, then
+        from any validator that kept it (checked against the committed hash as it streams).
+
+        Raises:
+            ArtifactUnavailable: nobody served it.
+        """
+        spec = self.spec.for_epoch(challenge.epoch)
+
+        def verify(chunks: Iterable[object], who: str) -> object:
+            payload, digest = stream_delta(chunks, spec, what=f"Δ of {challenge.host}")
+            if digest.hex() != challenge.delta_hash:
+                raise WrongContent(f"{who} served a Δ that does not match the commitment of {challenge.host}")
+            return payload
+
+        def answers() -> Iterator[tuple[str, Read]]:
+            yield challenge.host, lambda: self.peers(challenge.endpoint).delta_chunks(challenge.epoch)
+            for address, endpoint in holders(self.ledger, {self.address, challenge.host}, (), ("validator",)):
+                yield address, partial(self._held_delta_chunks, endpoint, challenge)
+
+        fetch(held_delta_path(self.root, self.run_id, challenge.delta_hash), answers(), verify,
+              f"the Δ of {challenge.host}")
+
+    def _held_delta_chunks(self, endpoint: str, challenge: Challenge) -> Iterable[bytes | object]:
+        return self.peers(endpoint).delta_by_hash_chunks(challenge.delta_hash, challenge.epoch)
+
+    def _dispute_gains(self, status: ParticipantStatus, challenge: Challenge) -> tuple[int, int]:
+        """A gain dispute's deciding vote's gains: (main windows, the host's dispute windows), from
+        θ_e and the host's Δ kept here; the behaviour may answer instead (a copier's). Without a Δ
+        kept (a pass reached without replay) both are guessed 0."""
+        copied = self.behaviour.dispute_gains(challenge, partial(self._opened_gains, challenge))
+        if copied is not None:
+            return copied
+        return self._gain_on(status, challenge, dispute=False), self._gain_on(status, challenge, dispute=True)
 
     def _probe_gain(self, status: ParticipantStatus, challenge: Challenge, verdict: Verdict) -> int | None:
         """The host's probe gain in micro-nats (``trainer.probe``, at ``PROBE_SCALE``) that ``verdict``
@@ -682,18 +763,16 @@ class ValidatorNode(Participant):
         the honest gain's (the final vote decides, and the guesser is ``wrong``).
 
         In a gain dispute (``challenge.gain_dispute``) the final round's votes and the round-0 seats'
-        re-votes carry the gain on the host's dispute windows (:func:`trainer.probe.dispute_starts`),
-        which nobody has opened; the behaviour may answer instead of the probe
-        (:meth:`ValidatorBehaviour.dispute_gain`, a copier's)."""
-        windows = self.spec.verification.probe_windows
-        if (verdict.gain_micro is not None or verdict.outcome != "pass" or windows == 0
-                or challenge.segment != challenge.segments - 1):
+        re-votes carry the gain on the host's dispute windows (:func:`trainer.probe.dispute_starts`)
+        too: :meth:`_dispute_gains`."""
+        if verdict.gain_micro is not None or verdict.outcome != "pass" or not self._probed(challenge):
             return verdict.gain_micro
-        dispute = challenge.gain_dispute and challenge.round != 0
-        if dispute:
-            copied = self.behaviour.dispute_gain(challenge, partial(self._opened_gains, challenge))
-            if copied is not None:
-                return copied
+        return self._gain_on(status, challenge, dispute=False)
+
+    def _gain_on(self, status: ParticipantStatus, challenge: Challenge, *, dispute: bool) -> int:
+        """The host's probe gain on the epoch's probe windows, or (``dispute``) on its dispute windows;
+        0 without its Δ kept here."""
+        windows = self.spec.verification.probe_windows
         path = held_delta_path(self.root, self.run_id, challenge.delta_hash)
         if not path.exists():
             return 0
@@ -708,17 +787,19 @@ class ValidatorNode(Participant):
         # The replay's own model: the probe reads neither its parameters nor leaves its mode changed.
         model = self._stepper.model
         key = (challenge.epoch, status.model_hash, challenge.host if dispute else "")
-        if self._probe_base is None or self._probe_base[0] != key:
+        if key not in self._probe_bases:
+            # Only this epoch's and the one before (a pipelined run) are kept.
+            self._probe_bases = {k: v for k, v in self._probe_bases.items() if k[0] >= challenge.epoch - 1}
             seed = bytes.fromhex(beacon)
             starts = (dispute_starts(self.dataset, seed, challenge.epoch, challenge.host, windows) if dispute
                       else probe_starts(self.dataset, probe_seed(seed, challenge.epoch), windows))
-            self._probe_base = (key, starts, probe_loss(model, self.dataset, theta.params, starts))
-        _, starts, base = self._probe_base
+            self._probe_bases[key] = (starts, probe_loss(model, self.dataset, theta.params, starts))
+        starts, base = self._probe_bases[key]
         return gain_micro(probe_gain(model, self.dataset, theta.params, delta, starts, PROBE_SCALE, base=base))
 
     def _opened_gains(self, challenge: Challenge) -> list[int]:
         """The probe gains the round-0 seats of ``challenge`` opened (public once ``verdict_reveal``
-        closed): what a copier of a gain dispute reads (:meth:`ValidatorBehaviour.dispute_gain`)."""
+        closed): what a copier of a gain dispute reads (:meth:`ValidatorBehaviour.dispute_gains`)."""
         for c in self.ledger.report(challenge.epoch).challenges:
             if c.host == challenge.host and c.segment == challenge.segment:
                 return [v.gain_micro for v in c.votes if v.round == 0 and v.gain_micro is not None]

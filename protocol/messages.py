@@ -11,7 +11,7 @@ from decimal import Decimal
 from itertools import pairwise
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from protocol.rules.classes import CLASS_PATTERN
 from protocol.rules.commitments import trap_commitment, verdict_commitment
@@ -83,6 +83,10 @@ class Verdict(Boundary):
     (``verification.probe_windows > 0``), the host's probe gain the validator computed from the
     θ_e and Δ̂ it holds (required with ``pass``, with ``fail`` where it computed it); None
     elsewhere. It is part of the commitment and of the verdict: another gain is another verdict.
+
+    ``dispute_gain_micro``: on a vote that decides a gain dispute (a round-0 seat's re-vote, a final
+    vote; ``Challenge.gain_dispute``), the host's gain on its dispute windows
+    (:func:`trainer.probe.dispute_starts`), beside ``gain_micro``; None elsewhere.
     """
 
     epoch: Count
@@ -92,6 +96,7 @@ class Verdict(Boundary):
     distance: Dec = Decimal(0)
     evidence: HexDigest
     gain_micro: GainMicro | None = None
+    dispute_gain_micro: GainMicro | None = None
 
     @field_validator("distance")
     @classmethod
@@ -118,19 +123,26 @@ class VerdictOpening(Boundary):
     evidence: HexDigest
     salt: HexDigest
     gain_micro: GainMicro | None = None
+    dispute_gain_micro: GainMicro | None = None
+
+    @model_validator(mode="after")
+    def _dispute_gain_with_gain(self) -> VerdictOpening:
+        if self.dispute_gain_micro is not None and self.gain_micro is None:
+            raise ValueError("a dispute-window gain comes only with a gain (gain_micro)")
+        return self
 
     @classmethod
     def of(cls, verdict: Verdict, salt: bytes) -> VerdictOpening:
         """``verdict`` hidden by ``salt`` (32 random bytes)."""
         return cls(epoch=verdict.epoch, host=verdict.host, segment=verdict.segment, outcome=verdict.outcome,
                    distance=verdict.distance, evidence=verdict.evidence, salt=salt.hex(),
-                   gain_micro=verdict.gain_micro)
+                   gain_micro=verdict.gain_micro, dispute_gain_micro=verdict.dispute_gain_micro)
 
     def commitment(self, validator: str) -> str:
         """The commitment ``validator`` posts for this opening (hex)."""
         return verdict_commitment(validator, self.epoch, self.host, self.segment, self.outcome,
                                   canonical_decimal(self.distance), bytes.fromhex(self.evidence),
-                                  bytes.fromhex(self.salt), self.gain_micro).hex()
+                                  bytes.fromhex(self.salt), self.gain_micro, self.dispute_gain_micro).hex()
 
 
 class VerdictCommit(Boundary):

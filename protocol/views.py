@@ -214,9 +214,10 @@ class Challenge(Boundary):
     revealed: bool = False
     disputed: bool = False
     gain_dispute: bool = False
-    """A gain dispute (its round-0 ``pass``es opened different probe gains): the final round's
-    question is the gain on the dispute windows (:func:`trainer.probe.dispute_starts`), and every
-    round-0 seat re-votes (docs/contract.md, "The probe gain")."""
+    """A gain dispute (its round-0 ``pass``es opened different probe gains): every round-0 seat
+    re-votes, and every deciding vote carries the host's gain on its dispute windows too
+    (:func:`trainer.probe.dispute_starts`; docs/contract.md, "The probe gain"). Optional: a
+    contract before 0.3.0 never sends it (nodes upgrade first, docs/chain.md "Upgrades")."""
     due: bool = False
     outcome: ChallengeOutcome = "pending"
 
@@ -243,6 +244,11 @@ class Vote(Boundary):
     salt: HexDigest | None = None
     gain_micro: GainMicro | None = None
     """The host's probe gain its opened verdict carries (the host's last segment, probe on)."""
+    dispute_gain_micro: GainMicro | None = None
+    """In a gain dispute: the opened vote's gain on the host's dispute windows."""
+    round0_gain_micro: GainMicro | None = None
+    """In a gain dispute: the main-window gain the seat's round-0 ``pass`` opened, which its re-vote
+    (the other fields) followed; judged against the decided gain at finalize."""
 
 
 class ChallengeReport(Boundary):

@@ -112,6 +112,22 @@ def probe_starts(dataset: Dataset, seed: bytes, windows: int) -> list[int]:
     return out
 
 
+def check_probe_windows(dataset: Dataset, windows: int) -> None:
+    """Refuse a run whose validation split cannot hold the probe's ``windows`` windows and, disjoint
+    from them, a gain dispute's as many again (:func:`dispute_starts`): ``2 · windows`` distinct
+    starts. ``windows`` 0 (the probe off) always passes.
+
+    Raises:
+        ValueError: it cannot, naming both numbers and the way out.
+    """
+    span = len(dataset.val) - dataset.seq_len
+    if windows > 0 and 2 * windows > span:
+        raise ValueError(f"verification.probe_windows = {windows} needs 2 × {windows} = {2 * windows} distinct "
+                         f"validation windows (the probe's and a gain dispute's, disjoint), but this corpus's "
+                         f"validation split has {max(span, 0)} window starts: lower probe_windows to at most "
+                         f"{max(span, 0) // 2} or raise data.val_fraction")
+
+
 def dispute_seed(beacon: bytes, epoch: int, host: str) -> bytes:
     """The seed of ``host``'s dispute windows in ``epoch``: ``H("probe/dispute", beacon || u64be(epoch)
     || host)``.

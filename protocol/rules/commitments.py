@@ -30,12 +30,16 @@ def _check(name: str, value: bytes) -> None:
 
 
 def verdict_commitment(validator: str, epoch: int, host: str, segment: int, outcome: str, distance: str,
-                       evidence: bytes, salt: bytes, gain_micro: int | None = None) -> bytes:
+                       evidence: bytes, salt: bytes, gain_micro: int | None = None,
+                       dispute_gain_micro: int | None = None) -> bytes:
     """``H("verdict", validator || 0 || u64be(epoch) || host || 0 || u32be(segment) || u8(outcome)
-    || distance || 0 || evidence || salt [|| 0x01 || u64be(gain_micro mod 2^64)])``.
+    || distance || 0 || evidence || salt [|| 0x01 || u64be(gain_micro mod 2^64)
+    [|| 0x02 || u64be(dispute_gain_micro mod 2^64)]])``.
 
     The bracketed tail is there only for a verdict that carries the host's probe gain (its last
-    segment, the run's probe on); without one the preimage is exactly the older format.
+    segment, the run's probe on); without one the preimage is exactly the older format. The inner
+    one only for a vote that decides a gain dispute (a re-vote or a final vote), which also carries
+    the host's gain on its dispute windows.
 
     Args:
         validator: the committing validator's address.
@@ -47,12 +51,20 @@ def verdict_commitment(validator: str, epoch: int, host: str, segment: int, outc
         evidence: the 32-byte evidence digest.
         salt: 32 random bytes, kept secret until the opening.
         gain_micro: the host's probe gain in micro-nats (signed, two's complement), or None.
+        dispute_gain_micro: its gain on the host's dispute windows, or None (only with a gain).
+
+    Raises:
+        ValueError: an unknown outcome, a digest not 32 bytes, a dispute gain without a gain.
     """
     if outcome not in OUTCOME_CODES:
         raise ValueError(f"unknown outcome {outcome!r}")
     _check("evidence", evidence)
     _check("salt", salt)
+    if dispute_gain_micro is not None and gain_micro is None:
+        raise ValueError("a dispute-window gain comes only with a gain")
     gain = b"" if gain_micro is None else b"\x01" + u64be(gain_micro % 2**64)
+    if dispute_gain_micro is not None:
+        gain += b"\x02" + u64be(dispute_gain_micro % 2**64)
     return tagged_hash(Tag.VERDICT, validator.encode(), b"\x00", u64be(epoch), host.encode(), b"\x00",
                        u32be(segment), bytes([OUTCOME_CODES[outcome]]), distance.encode(), b"\x00",
                        evidence, salt, gain)

@@ -139,9 +139,10 @@ def digest(label: str) -> str:
 
 
 GAIN_MICRO = 25_000
-DISPUTE_GAIN_MICRO = 24_310
-"""The gain honest validators post in a gain dispute: on the host's dispute windows, another draw."""
 """The probe gain (micro-nats) an honest validator's verdict on a host's last segment carries here."""
+DISPUTE_GAIN_MICRO = 24_310
+"""The gain on the host's dispute windows (another draw) honest votes deciding a gain dispute carry
+beside :data:`GAIN_MICRO`."""
 
 
 class EmbeddedDriver:
@@ -222,9 +223,11 @@ class LedgerEnv:
         # host's last segment carries (GAIN_MICRO unless named here), and the segments each host
         # committed per epoch (which segment is its last).
         self.gains: dict[str, int] = {}
-        # A gain dispute's votes (final votes and the seats' re-votes) carry the gain on the dispute
-        # windows: DISPUTE_GAIN_MICRO unless named here.
-        self.dispute_gains: dict[str, int] = {}
+        # A gain dispute's votes (final votes and the seats' re-votes) carry two gains: the main
+        # windows' (GAIN_MICRO unless named in revote_gains) and the dispute windows'
+        # (DISPUTE_GAIN_MICRO unless named in dispute_gains; None: a vote without one).
+        self.revote_gains: dict[str, int] = {}
+        self.dispute_gains: dict[str, int | None] = {}
         self.committed_segments: dict[tuple[str, int], int] = {}
         # Verdict openings committed: (validator, host address, segment, epoch) -> opening.
         self.openings: dict[tuple[str, str, int, int], VerdictOpening] = {}
@@ -365,18 +368,20 @@ class LedgerEnv:
         name or an address. The evidence depends only on what was found (honest replays are
         bitwise equal, so their evidence is too); on the host's last segment with the probe on it
         carries ``name``'s probe gain (:attr:`gains`, :data:`GAIN_MICRO` by default; ``dispute``: a
-        gain dispute's vote, :attr:`dispute_gains`, :data:`DISPUTE_GAIN_MICRO` by default)."""
+        gain dispute's deciding vote, :attr:`revote_gains` and :attr:`dispute_gains`, by default
+        :data:`GAIN_MICRO` and :data:`DISPUTE_GAIN_MICRO`)."""
         epoch = self.current() if epoch is None else epoch
         host_address = self.addr(host) if host in self.keys else host
         salt = hashlib.sha256(f"verdict-salt:{name}:{host_address}:{segment}:{epoch}:{outcome}:{dispute}".encode()
                               ).hexdigest()
         last = self.committed_segments.get((host_address, epoch), self.spec.train.segments) - 1
         probed = self.spec.verification.probe_windows > 0 and outcome != "unavailable" and segment == last
-        gain = (self.dispute_gains.get(name, DISPUTE_GAIN_MICRO) if dispute
-                else self.gains.get(name, GAIN_MICRO))
+        gain = self.revote_gains.get(name, GAIN_MICRO) if dispute else self.gains.get(name, GAIN_MICRO)
+        dispute_gain = self.dispute_gains.get(name, DISPUTE_GAIN_MICRO) if dispute else None
         return VerdictOpening(epoch=epoch, host=host_address, segment=segment, outcome=outcome, distance=distance,
                               evidence=digest(f"evidence:{host_address}:{segment}:{outcome}:{distance}"), salt=salt,
-                              gain_micro=gain if probed else None)
+                              gain_micro=gain if probed else None,
+                              dispute_gain_micro=dispute_gain if probed else None)
 
     def commit_verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
                        distance: str = "0.001", epoch: int | None = None, revote: bool = False,

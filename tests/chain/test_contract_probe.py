@@ -1,9 +1,10 @@
 """The probe gain on chain (issue 28): a verdict on a host's last segment carries the host's probe
 gain (``gain_micro``, part of its commitment); the decided gain is recorded for the host and shown by
 the report, the challenge and vote views and the aggregation inputs proposers read; two gains are two
-verdicts (disagreement is a gain dispute: the final question is the gain on the dispute windows,
-which every seat re-votes blind; a copied gain is ``wrong``); a gain is required where it belongs
-and refused elsewhere. The contract's own tests are in ``contracts/veriloco/src/tests``.
+verdicts (disagreement is a gain dispute: every seat re-votes and every final voter votes with the
+main gain and, blind, the gain on the host's dispute windows; the main gain is decided, a seat whose
+round-0 gain was another is ``wrong``, a copier without the dispute windows' gain too); a gain is
+required where it belongs and refused elsewhere. The contract's own tests are in ``contracts/veriloco/src/tests``.
 """
 
 from __future__ import annotations
@@ -38,25 +39,27 @@ def test_a_last_segment_verdict_carries_the_hosts_probe_gain_to_every_view(make_
     assert [i.gain_micro for i in env.ledger.aggregation_inputs(e)] == [GAIN_MICRO] * len(HOSTS)
 
 
-def test_different_gains_are_a_gain_dispute_decided_blind_and_the_liar_is_wrong(make_ledger_env) -> None:
+def test_a_gain_liar_that_re_votes_honestly_is_wrong_and_loses_stake(make_ledger_env) -> None:
     env = make_ledger_env()
     env.bond_all([*HOSTS, *VALIDATORS])
     e = env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
     liar = env.name_of(last_segment(env, "host1", e).votes[0].validator)  # a round-0 seat of it
-    env.gains[liar] = GAIN_MICRO - 7
-    env.dispute_gains[liar] = DISPUTE_GAIN_MICRO - 7  # it lies in its re-vote too
+    env.gains[liar] = GAIN_MICRO - 7  # its round-0 lie; its re-vote (both gains) is honest
     before = env.total_funds()
     env.play_epoch(HOSTS, VALIDATORS, stop_after="verify")
     report = env.report(e)
     for host in HOSTS:
         c = last_segment(env, host, e)
         seated = env.addr(liar) in {v.validator for v in c.votes if v.round == 0}
-        # Every seat passed, so nobody objected: the opened gains disagreed, the final question was the
-        # gain on the dispute windows, and the votes on it (every seat's re-vote included) decided.
-        want = DISPUTE_GAIN_MICRO if seated else GAIN_MICRO
-        assert (c.outcome, c.rounds, c.gain_micro) == ("pass", int(seated), want)
+        # Every seat passed, so nobody objected: the opened gains disagreed, and the blind votes (every
+        # seat's re-vote included, each with the dispute windows' gain) decided the main gain.
+        assert (c.outcome, c.rounds, c.gain_micro) == ("pass", int(seated), GAIN_MICRO)
         if seated:
-            assert {v.gain_micro for v in c.votes if env.name_of(v.validator) != liar} == {DISPUTE_GAIN_MICRO}
+            assert {(v.gain_micro, v.dispute_gain_micro) for v in c.votes} == {(GAIN_MICRO, DISPUTE_GAIN_MICRO)}
+            # The liar's round-0 opening is kept beside its re-vote (the lie stays on record).
+            assert {env.name_of(v.validator): v.round0_gain_micro for v in c.votes if v.round == 0} == {
+                env.name_of(v.validator): GAIN_MICRO - 7 if env.name_of(v.validator) == liar else GAIN_MICRO
+                for v in c.votes if v.round == 0}
     assert {(h.outcome, h.slashed) for h in report.hosts} == {("accepted", "0")}
     assert len({int(h.reward) for h in report.hosts}) == 1  # paid as before
     seen = {env.name_of(v.address): (v.outcome, int(v.slashed) > 0) for v in report.validators}
@@ -73,15 +76,16 @@ def test_a_final_voter_that_copies_an_opened_gain_is_wrong(embedded_env_factory)
     seats = {env.name_of(v.validator) for v in c.votes if v.round == 0}
     liar = env.name_of(c.votes[0].validator)
     env.gains[liar] = GAIN_MICRO - 7  # a gain dispute; its re-vote is honest
-    # Every gain-dispute vote of the copier carries the honest gain it saw opened on the main windows.
+    # The copier's vote carries the honest main gain it saw opened, and, having computed no probe, that
+    # number again for the dispute windows.
     copier = next(v for v in VALIDATORS if v not in seats)
     env.dispute_gains[copier] = GAIN_MICRO
     env.play_epoch(HOSTS, VALIDATORS, stop_after="verify")
     report = env.report(e)
-    assert last_segment(env, "host1", e).gain_micro == DISPUTE_GAIN_MICRO
+    assert last_segment(env, "host1", e).gain_micro == GAIN_MICRO
     seen = {env.name_of(v.address): v.outcome for v in report.validators}
     assert seen.pop(copier) == "wrong"
-    # The liar's main-window gain answered a question the dispute replaced: nothing judges it.
+    assert seen.pop(liar) == "wrong"  # its round-0 lie costs it, honest re-vote or not
     assert set(seen.values()) == {"diligent"}
     assert {h.outcome for h in report.hosts} == {"accepted"}
 
@@ -109,6 +113,9 @@ def test_a_gain_is_required_on_the_last_segment_and_refused_elsewhere(embedded_e
     opening = env.openings[seat, first.host, 0, e]
     with pytest.raises(ContractError, match="belongs only on a verdict on a host's last segment"):
         env.ledger.reveal_verdict(env.key(seat), opening.model_copy(update={"gain_micro": GAIN_MICRO}))
+    # A dispute-window gain belongs only on a vote deciding a gain dispute, never on a round-0 opening.
+    with pytest.raises(ContractError, match="dispute_gain_micro belongs only"):
+        env.ledger.reveal_verdict(env.key(v), kept.model_copy(update={"dispute_gain_micro": 1}))
     env.ledger.reveal_verdict(env.key(v), kept)  # the opening as committed
 
 

@@ -515,13 +515,14 @@ def test_holders_first_halves_what_an_honest_host_uploads(tmp_path, load_dataset
     assert sum(v for who, v in sent_after.items() if who.startswith("validator")) > 0
 
 
-def test_a_gain_copier_copies_an_opened_gain_of_another_question_and_is_wrong(tmp_path, load_dataset) -> None:
+def test_a_gain_copier_copies_an_opened_gain_and_without_the_dispute_windows_gain_is_wrong(
+        tmp_path, load_dataset) -> None:
     # Issue 28's gain dispute on real nodes: an `always_pass` seat opens a guessed gain (0: it holds
-    # no Δ) beside the honest seats' gain, so the last segment is a gain dispute. Its final question is
-    # the gain on the host's dispute windows, which nobody opened: the honest voters (round-0 seats
-    # re-voting, final voters) compute it and decide; the `gain_copier`, which posts the gain most
-    # seats opened instead, answered the main windows' question and is `wrong`. 6 validators of equal
-    # stake: 3 round-0 seats per host, the 2 liars a third of the stake.
+    # no Δ) beside the honest seats' gain, so the last segment is a gain dispute. Every deciding vote
+    # carries the main gain and the gain on the host's dispute windows, which nobody opened: the
+    # honest voters (round-0 seats re-voting, final voters) compute both and decide the main one; the
+    # `gain_copier`, which copies the main gain most seats opened and has no dispute-window gain to
+    # copy, is `wrong`. 6 validators of equal stake: 3 round-0 seats per host, the 2 liars a third.
     hosts = [None, None]
     validators = ["honest", "honest", "honest", "honest", "always_pass", "gain_copier"]
     net, (report,) = play(tmp_path, load_dataset, hosts, validators, 1)
@@ -529,13 +530,42 @@ def test_a_gain_copier_copies_an_opened_gain_of_another_question_and_is_wrong(tm
     assert disputes, "always_pass sat on no last segment beside an honest seat"
     for c in disputes:
         votes = {net.names[v.validator]: v for v in c.votes}
-        honest = {v.gain_micro for n, v in votes.items() if "(" not in n}
-        assert c.outcome == "pass" and honest == {c.gain_micro}, (c, votes)
-        copied = votes["validator-5 (gain_copier)"].gain_micro
-        assert copied is not None and copied != c.gain_micro
+        honest = {(v.gain_micro, v.dispute_gain_micro) for n, v in votes.items() if "(" not in n}
+        assert c.outcome == "pass" and len(honest) == 1 and next(iter(honest))[0] == c.gain_micro, (c, votes)
+        copier = votes["validator-5 (gain_copier)"]
+        # The main gain copied is the decided one; the dispute windows' it could not copy.
+        assert copier.gain_micro == c.gain_micro and copier.dispute_gain_micro != next(iter(honest))[1]
     seen = outcomes(net, report)
     assert seen["validator-5 (gain_copier)"] == "wrong" and seen["validator-4 (always_pass)"] == "wrong"
     assert {seen[f"validator-{i}"] for i in range(4)} == {"diligent"}
     assert {seen[f"host-{i}"] for i in range(2)} == {"accepted"}
     honest_never_slashed(net, [report], hosts, validators)
     assert net.validators[5].behaviour.copied > 0
+
+
+def test_a_gain_liar_that_re_votes_honestly_is_wrong_and_the_final_voters_only_probe(tmp_path, load_dataset) -> None:
+    # Issue 28's H1 on real nodes: a `gain_liar` seat replays, passes and opens its computed gain plus
+    # 1,000 µnats, so its host's last segment is a gain dispute; it re-votes honestly (both gains
+    # computed). Its round-0 gain is judged against the decided one: `wrong`, slashed. Every seat's
+    # pass agrees in all but the gain, so the final voters answer with the probe alone, no replay.
+    hosts = [None, None]
+    validators = ["honest", "honest", "honest", "honest", "honest", "gain_liar"]
+    net, (report,) = play(tmp_path, load_dataset, hosts, validators, 1, challenges_k=0)
+    disputes = [c for c in report.challenges if c.segment == SEGMENTS - 1 and c.rounds == 1]
+    assert disputes, "the gain_liar sat on no last segment"
+    liar = net.validators[5]
+    for c in disputes:
+        votes = {net.names[v.validator]: v for v in c.votes}
+        assert c.outcome == "pass" and {v.gain_micro for v in votes.values()} == {c.gain_micro}, (c, votes)
+        assert votes["validator-5 (gain_liar)"].round0_gain_micro == c.gain_micro + 1_000
+    seen = outcomes(net, report)
+    assert seen["validator-5 (gain_liar)"] == "wrong"
+    assert int(next(v for v in report.validators if v.address == liar.address).slashed) > 0
+    assert {seen[f"validator-{i}"] for i in range(5)} == {"diligent"}
+    assert {seen[f"host-{i}"] for i in range(2)} == {"accepted"}
+    honest_never_slashed(net, [report], hosts, validators)
+    # Each final vote on a dispute was answered with the probe alone (no replay of that segment).
+    finals = [net.validators[i] for i in range(5)
+              if any(v.round == 1 and v.validator == net.validators[i].address for c in disputes for v in c.votes)]
+    assert finals and all(v.probe_only == sum(
+        1 for c in disputes for x in c.votes if x.round == 1 and x.validator == v.address) for v in finals)

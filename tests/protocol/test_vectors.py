@@ -100,20 +100,26 @@ def test_sampling() -> None:
 def test_commitments() -> None:
     v = load("commitments")
     for c in v["verdicts"]:
-        gain = c.get("gain_micro")
+        gain, dispute = c.get("gain_micro"), c.get("dispute_gain_micro")
         got = verdict_commitment(c["validator"], c["epoch"], c["host"], c["segment"], c["outcome"], c["distance"],
-                                 bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]), gain)
+                                 bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]), gain, dispute)
         assert got.hex() == c["commitment"]
         # Bound to the validator: the same opening under another address is another commitment.
         other = verdict_commitment(c["host"], c["epoch"], c["host"], c["segment"], c["outcome"], c["distance"],
-                                   bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]), gain)
+                                   bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]), gain, dispute)
         assert other.hex() != c["commitment"]
         if gain is not None:
-            # The probe gain is bound too: another gain, or none, is another commitment.
-            for changed in (gain + 1, None):
+            # The probe gains are bound too: another gain, or none, is another commitment.
+            for changed, changed_dispute in ((gain + 1, dispute), (None, None), (gain, None if dispute else 5),
+                                             (gain, None if dispute is None else dispute + 1)):
+                if (changed, changed_dispute) == (gain, dispute):
+                    continue
                 assert verdict_commitment(c["validator"], c["epoch"], c["host"], c["segment"], c["outcome"],
                                           c["distance"], bytes.fromhex(c["evidence"]), bytes.fromhex(c["salt"]),
-                                          changed).hex() != c["commitment"]
+                                          changed, changed_dispute).hex() != c["commitment"]
+    assert sum("dispute_gain_micro" in c for c in v["verdicts"]) == 2
+    with pytest.raises(ValueError, match="only with a gain"):
+        verdict_commitment("v", 0, "h", 0, "pass", "0", bytes(32), bytes(32), None, 1)
     for c in v["traps"]:
         assert trap_commitment(c["host"], c["epoch"], c["segments"], bytes.fromhex(c["salt"])).hex() == c["commitment"]
 

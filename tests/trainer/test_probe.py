@@ -17,6 +17,7 @@ from trainer.presets import preset
 from trainer.probe import (
     GAIN_MICRO_BOUND,
     PROBE_SCALE,
+    check_probe_windows,
     decided_gains,
     dispute_seed,
     dispute_starts,
@@ -77,6 +78,12 @@ def test_dispute_windows_are_per_host_and_share_none_with_the_probes(dataset: Da
     for host, n in (("", 4), ("h", 5), ("h", 0)):
         with pytest.raises(ValueError):
             dispute_starts(short, BEACON, 0, host, n)
+    # A run whose split cannot hold both draws is refused up front (ValidatorNode checks at start).
+    check_probe_windows(short, 4)
+    check_probe_windows(short, 0)  # the probe off
+    with pytest.raises(ValueError, match=r"probe_windows = 5 needs 2 × 5 = 10 distinct validation windows.*"
+                                         r"has 8 window starts: lower probe_windows to at most 4"):
+        check_probe_windows(short, 5)
 
 
 def test_a_host_without_a_decided_gain_counts_at_the_lowest() -> None:

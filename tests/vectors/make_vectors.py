@@ -194,6 +194,16 @@ def commitments() -> dict:
                                     (VALIDATORS[2], 9, HOSTS[2], 0, "fail", "0.5", -2_147_483_647),
                                     (VALIDATORS[0], 9, HOSTS[0], 1, "pass", "0", 0)]
     ]
+    # Votes deciding a gain dispute: both gains (main windows, dispute windows).
+    verdicts += [
+        {"validator": v, "epoch": e, "host": h, "segment": g, "outcome": o, "distance": d,
+         "evidence": seed(f"evidence{g}").hex(), "salt": seed(f"salt{g}{o}").hex(), "gain_micro": q,
+         "dispute_gain_micro": x,
+         "commitment": verdict_commitment(v, e, h, g, o, d, seed(f"evidence{g}"), seed(f"salt{g}{o}"),
+                                          q, x).hex()}
+        for v, e, h, g, o, d, q, x in [(VALIDATORS[1], 4, HOSTS[0], 7, "pass", "0", 41_250, 39_870),
+                                       (VALIDATORS[2], 4, HOSTS[1], 2, "pass", "0.25", -3, -1_000_000_000_000)]
+    ]
     traps = [
         {"host": h, "epoch": e, "segments": t, "salt": seed(f"trap{e}").hex(),
          "commitment": trap_commitment(h, e, t, seed(f"trap{e}")).hex()}

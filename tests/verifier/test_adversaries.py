@@ -197,13 +197,18 @@ def test_validator_behaviours(honest) -> None:
         assert (forced.outcome, forced.host, forced.segment, forced.epoch) == (outcome, challenge.host, 2, 0)
     assert make_validator_behaviour("silent").decide(challenge, no_replay) is None
     assert set(VALIDATORS) == {"honest", "always_pass", "always_fail", "silent", "copycat", "colluder", "sybil",
-                               "withholder", "trap_reader", "dispute_copier", "unavailable", "gain_copier"}
-    # Only the gain copier answers a gain dispute's gain itself: the most common opened one.
-    assert make_validator_behaviour("honest").dispute_gain(challenge, no_replay) is None
+                               "withholder", "trap_reader", "dispute_copier", "unavailable", "gain_copier",
+                               "gain_liar"}
+    # Only the gain copier answers a gain dispute's gains itself: the most common opened one, twice.
+    assert make_validator_behaviour("honest").dispute_gains(challenge, no_replay) is None
     gain_copier = make_validator_behaviour("gain_copier")
-    assert gain_copier.dispute_gain(challenge, lambda: [7, 5, 5, 7, 9]) == 5  # a tie: the smaller
-    assert gain_copier.dispute_gain(challenge, lambda: [3, 8, 8]) == 8
-    assert gain_copier.dispute_gain(challenge, list) is None  # nothing opened: it computes
+    assert gain_copier.dispute_gains(challenge, lambda: [7, 5, 5, 7, 9]) == (5, 5)  # a tie: the smaller
+    assert gain_copier.dispute_gains(challenge, lambda: [3, 8, 8]) == (8, 8)
+    assert gain_copier.dispute_gains(challenge, list) is None  # nothing opened: it computes
+    # Only the gain liar opens another round-0 gain than it computed; it re-votes honestly.
+    assert make_validator_behaviour("honest").round0_gain(challenge, 41) == 41
+    gain_liar = make_validator_behaviour("gain_liar")
+    assert gain_liar.round0_gain(challenge, 41) == 41 + 1_000 and gain_liar.dispute_gains(challenge, no_replay) is None
     # A copycat decides nothing itself: it takes the first commitment of its round it can see, then
     # that validator's opening (which the contract refuses: a commitment binds its committer).
     copycat = make_validator_behaviour("copycat")

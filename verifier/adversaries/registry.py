@@ -31,6 +31,7 @@ from verifier.adversaries.validators import (
     CopycatValidator,
     DisputeCopier,
     GainCopier,
+    GainLiar,
     Silent,
     SybilSeatGrabber,
     SybilWithholder,
@@ -48,7 +49,7 @@ ADVERSARIES: dict[str, type[Adversary]] = {cls.name: cls for cls in (
 
 VALIDATORS: dict[str, type[ValidatorBehaviour]] = {cls.name: cls for cls in (
     ValidatorBehaviour, AlwaysPass, AlwaysFail, Silent, CopycatValidator, Colluder, SybilSeatGrabber, SybilWithholder,
-    TrapReader, DisputeCopier, GainCopier, UnavailableSpammer)}
+    TrapReader, DisputeCopier, GainCopier, GainLiar, UnavailableSpammer)}
 """Validator behaviour name -> class."""
 
 
@@ -132,7 +133,7 @@ def make_adversary(text: str, *, seed: int = 0, victim: ArtifactSource | None = 
 def make_validator_behaviour(name: str) -> ValidatorBehaviour:
     """The validator behaviour called ``name`` (``honest``, ``always_pass``, ``always_fail``, ``silent``,
     ``copycat``, and issue 27's ``colluder``, ``sybil``, ``withholder``, ``trap_reader``,
-    ``dispute_copier``, ``unavailable``, and issue 28's ``gain_copier``)."""
+    ``dispute_copier``, ``unavailable``, and issue 28's ``gain_copier`` and ``gain_liar``)."""
     if name not in VALIDATORS:
         raise ValueError(f"unknown validator behaviour {name!r} (known: {', '.join(sorted(VALIDATORS))})")
     return VALIDATORS[name]()

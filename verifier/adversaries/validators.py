@@ -11,10 +11,10 @@ traps and slashing are what make each of them cost it.
 Issue 27's coalitions and sybils (``docs/contract.md``, "Trust assumption"): :class:`Colluder`,
 :class:`SybilSeatGrabber`, :class:`SybilWithholder` (its node withholds reveals:
 ``node.adversaries.WithholderValidatorNode``), :class:`TrapReader` (its node feeds it the opened
-trap sets: ``node.adversaries.TrapReaderNode``), :class:`DisputeCopier`, :class:`GainCopier` (issue
-28's gain disputes) and :class:`UnavailableSpammer`. ``simulate`` arms a coalition with its cheating hosts
-(``veriloco.commands.simulate.arm_coalition``); ``bench/settlement_game.py`` plays each at
-coalition stake 10 %, 20 % and 33 % − ε.
+trap sets: ``node.adversaries.TrapReaderNode``), :class:`DisputeCopier`, :class:`GainCopier` and
+:class:`GainLiar` (issue 28's gain disputes) and :class:`UnavailableSpammer`. ``simulate`` arms a
+coalition with its cheating hosts (``veriloco.commands.simulate.arm_coalition``);
+``bench/settlement_game.py`` plays each at coalition stake 10 %, 20 % and 33 % − ε.
 """
 
 from __future__ import annotations
@@ -39,11 +39,16 @@ class ValidatorBehaviour:
         (for now)."""
         return replay()
 
-    def dispute_gain(self, challenge: Challenge, opened: Callable[[], list[int]]) -> int | None:
-        """The probe gain to post on ``challenge``, a gain dispute, instead of computing it on the
-        dispute windows; ``opened()`` reads the gains its round-0 seats opened. None: compute it
-        (the honest answer)."""
+    def dispute_gains(self, challenge: Challenge, opened: Callable[[], list[int]]) -> tuple[int, int] | None:
+        """The (main-window, dispute-window) probe gains to post on ``challenge``, a gain dispute,
+        instead of computing them; ``opened()`` reads the gains its round-0 seats opened. None:
+        compute them (the honest answer)."""
         return None
+
+    def round0_gain(self, challenge: Challenge, gain: int) -> int:
+        """The probe gain to open in round 0 on ``challenge`` (a host's last segment) when this
+        validator computed ``gain``: the computed one (honest)."""
+        return gain
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -228,22 +233,42 @@ class DisputeCopier(ValidatorBehaviour):
 
 class GainCopier(ValidatorBehaviour):
     """Replays honestly, but in a gain dispute (the round-0 ``pass``es on a host's last segment
-    opened different probe gains, public when the final round commits) posts the gain most of them
-    opened (the smallest of a tie) instead of computing one, as a final voter and in its re-vote as a
-    round-0 seat. The final question is the gain on the host's dispute windows, which nobody opened,
-    so the copied gain is another verdict than the honest one and the copier is ``wrong``."""
+    opened different probe gains, public when the final round commits) computes no probe: it posts
+    the gain most of them opened (the smallest of a tie) as the main-window gain, and, having no
+    other number, the same as the dispute-window gain, as a final voter and in its re-vote as a
+    round-0 seat. Nobody opened a gain on the host's dispute windows, so its vote is another than the
+    honest one and the copier is ``wrong``."""
 
     name = "gain_copier"
 
     def __init__(self) -> None:
         self.copied = 0
 
-    def dispute_gain(self, challenge: Challenge, opened: Callable[[], list[int]]) -> int | None:
+    def dispute_gains(self, challenge: Challenge, opened: Callable[[], list[int]]) -> tuple[int, int] | None:
         gains = opened()
         if not gains:
             return None
         self.copied += 1
-        return min(gains, key=lambda g: (-gains.count(g), g))
+        copied = min(gains, key=lambda g: (-gains.count(g), g))
+        return copied, copied
+
+
+class GainLiar(ValidatorBehaviour):
+    """Replays honestly and passes, but opens a false probe gain in round 0 (the computed one plus
+    :attr:`LIE` µnats), which makes a gain dispute; there it re-votes honestly (both gains computed).
+    Its round-0 gain is judged against the decided one at finalize, so it is ``wrong`` and slashed
+    (issue 28: the lie costs), and its honest peers' passes agree in everything but the gain, so
+    the final voters answer with the probe alone, without a replay."""
+
+    name = "gain_liar"
+    LIE = 1_000
+
+    def __init__(self) -> None:
+        self.lied = 0
+
+    def round0_gain(self, challenge: Challenge, gain: int) -> int:
+        self.lied += 1
+        return gain + self.LIE
 
 
 class UnavailableSpammer(ValidatorBehaviour):

@@ -8,8 +8,8 @@ while it settled; ``--synchronous``: each epoch settles before the next starts, 
 (the host catalogue, ``selective_serve``, ``selective_reveal`` and ``slow_drip`` included), ``--liars`` and
 ``--liar`` add lying validators (``always_pass``, ``always_fail``, ``silent``, ``copycat``, and issue 27's
 coalitions: ``colluder``, ``sybil``, ``withholder``, ``trap_reader``, ``dispute_copier``,
-``unavailable``, and issue 28's ``gain_copier``; colluders, sybils and withholders shield the cheating
-hosts, their coalition), and
+``unavailable``, and issue 28's ``gain_copier`` and ``gain_liar``; colluders, sybils and withholders
+shield the cheating hosts, their coalition), and
 ``--auditors`` adds auditor hosts: honest hosts that set a trap in half their epochs (every honest
 host already traps with the spec's ``verification.trap_probability``, 0.2 by default), which
 catches validators that pass without replaying. Each
@@ -67,7 +67,8 @@ def simulate(
                                            "fakes); trap_reader (replays only recent trappers), dispute_copier "
                                            "(guesses in the final round), unavailable (objects unavailable on "
                                            "every seat), gain_copier (copies the most common opened probe "
-                                           "gain in a gain dispute)")] = "always_fail",
+                                           "gain in a gain dispute), gain_liar (opens a false probe gain in "
+                                           "round 0, re-votes honestly)")] = "always_fail",
     epochs: Annotated[int, typer.Option(help="epochs to run")] = 3,
     preset_name: Annotated[str, typer.Option("--preset",
                                              help=f"model and run parameters: {', '.join(PRESETS)}")] = "demo",

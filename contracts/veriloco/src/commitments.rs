@@ -9,7 +9,10 @@ use crate::hashing::{tag, tagged_hash, u32be, u64be};
 /// (`pass` 0, `fail` 1, `unavailable` 2). Binding the validator's address means a copied
 /// commitment never opens for the copier. A verdict on a host's last segment that carries the
 /// host's probe gain appends `0x01 || u64be(gain_micro as two's complement)` after the salt, so
-/// the gain is hidden like the rest; without one the preimage is exactly the older format.
+/// the gain is hidden like the rest; without one the preimage is exactly the older format. A vote
+/// that decides a gain dispute (a re-vote or a final vote) also carries the host's gain on its
+/// dispute windows, appending `0x02 || u64be(dispute_gain_micro as two's complement)` after the
+/// gain (only ever with one).
 #[allow(clippy::too_many_arguments)]
 pub fn verdict_commitment(
     validator: &str,
@@ -21,11 +24,16 @@ pub fn verdict_commitment(
     evidence: &[u8; 32],
     salt: &[u8; 32],
     gain_micro: Option<i64>,
+    dispute_gain_micro: Option<i64>,
 ) -> [u8; 32] {
-    let gain: Vec<u8> = match gain_micro {
+    let mut gain: Vec<u8> = match gain_micro {
         Some(g) => [&[1u8][..], &u64be(g as u64)[..]].concat(),
         None => Vec::new(),
     };
+    if let Some(d) = dispute_gain_micro {
+        gain.extend_from_slice(&[2u8]);
+        gain.extend_from_slice(&u64be(d as u64));
+    }
     tagged_hash(
         tag::VERDICT,
         &[

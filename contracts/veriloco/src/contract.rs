@@ -205,6 +205,7 @@ pub fn execute(
             evidence,
             salt,
             gain_micro,
+            dispute_gain_micro,
         } => handlers::reveal_verdict(
             d,
             &config,
@@ -219,6 +220,7 @@ pub fn execute(
                 evidence,
                 salt,
                 gain_micro,
+                dispute_gain_micro,
             },
         )?,
         ExecuteMsg::RevealTraps {

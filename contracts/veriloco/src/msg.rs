@@ -105,6 +105,11 @@ pub enum ExecuteMsg {
         /// at most `MAX_GAIN_MICRO` in magnitude.
         #[serde(default)]
         gain_micro: Option<i64>,
+        /// The host's probe gain on its dispute windows: required on a `pass` that decides a
+        /// gain dispute (a round-0 seat's re-vote, a final vote), allowed with a `gain_micro` on
+        /// a `fail` there, refused everywhere else; at most `MAX_GAIN_MICRO` in magnitude.
+        #[serde(default)]
+        dispute_gain_micro: Option<i64>,
     },
     /// A host's opening of its trap commitment (objection).
     RevealTraps {
@@ -356,6 +361,13 @@ pub struct VoteView {
     pub salt: Option<String>,
     /// The host's probe gain the opened verdict carries (its last segment, probe on).
     pub gain_micro: Option<i64>,
+    /// In a gain dispute: the opened vote's gain on the host's dispute windows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispute_gain_micro: Option<i64>,
+    /// In a gain dispute: the main-window gain the seat's round-0 `pass` opened, which its
+    /// re-vote (shown in the other fields) followed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round0_gain_micro: Option<i64>,
 }
 
 /// `protocol.views.ChallengeReport`.

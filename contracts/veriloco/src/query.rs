@@ -692,6 +692,8 @@ fn challenge_report(((host, segment), c): ((String, u32), ChallengeTally)) -> Ch
                     distance: vote.as_ref().map(|x| x.distance.clone()),
                     evidence: vote.as_ref().map(|x| x.evidence.clone()),
                     gain_micro: vote.as_ref().and_then(|x| x.gain_micro),
+                    dispute_gain_micro: vote.as_ref().and_then(|x| x.dispute_gain_micro),
+                    round0_gain_micro: vote.as_ref().and_then(|x| x.first_gain_micro),
                     salt: vote.map(|x| x.salt),
                     validator: v,
                 }

@@ -613,12 +613,18 @@ pub struct Assignment {
     #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
     pub gain_micro: Option<i64>,
     /// A **gain dispute**: its round-0 seats all opened `pass`es, with different probe gains
-    /// (set at the close of `verdict_reveal`). The final question is then the gain on the
-    /// dispute windows (`trainer.probe.dispute_seed`), which nobody opened: every round-0 seat
-    /// commits a re-vote with it, blind like the final voters, and only the re-votes and the
-    /// final votes decide (the opened round-0 gains, on the main windows, count nowhere).
+    /// (set at the close of `verdict_reveal`). The question stays the main-window gain, but
+    /// those are public now, so every vote that decides (each round-0 seat's re-vote and the
+    /// final votes) also carries the gain on the host's dispute windows
+    /// (`trainer.probe.dispute_starts`), which nobody opened: a voter that copies the main gain
+    /// still computes a probe blind. A round-0 seat whose opened main gain is not the decided
+    /// one is `wrong` whatever its re-vote (a lie costs).
     #[serde(rename = "gd", default, skip_serializing_if = "std::ops::Not::not")]
     pub gain_dispute: bool,
+    /// The dispute-window gain of the group that decided a gain dispute (with `gain_micro`, the
+    /// main-window gain, which is the host's decided gain).
+    #[serde(rename = "qx", default, skip_serializing_if = "Option::is_none")]
+    pub dispute_gain_micro: Option<i64>,
 }
 
 pub fn index_addresses(indices: &[u16], set: &[String]) -> Result<Vec<String>, ContractError> {
@@ -713,6 +719,16 @@ pub struct Vote {
     /// the commitment and of the vote's group.
     #[serde(rename = "q", default, skip_serializing_if = "Option::is_none")]
     pub gain_micro: Option<i64>,
+    /// The host's gain on its dispute windows (a vote that decides a gain dispute: a re-vote or
+    /// a final vote): part of the commitment and of the vote's group, the blind proof that the
+    /// voter computed a probe (`Assignment::gain_dispute`).
+    #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
+    pub dispute_gain_micro: Option<i64>,
+    /// For a re-vote in a gain dispute: the main-window gain the seat's round-0 `pass` opened
+    /// (the re-vote repeats its outcome, distance and evidence), kept so the round-0 answer is
+    /// judged and shown after the re-vote replaced the record.
+    #[serde(rename = "g", default, skip_serializing_if = "Option::is_none")]
+    pub first_gain_micro: Option<i64>,
 }
 
 /// [`Vote::round`] of a round-0 seat's re-vote.

@@ -11,14 +11,15 @@
 //! * The close of `verdict_reveal` (stage `decide`, round 0): every undisputed challenge is
 //!   decided `pass` (a seat that did not open its `pass` is silent at finalize), with the probe
 //!   gain its opened `pass`es carry (a host's last segment, probe on) — unless they carry
-//!   different gains: then it is a **gain dispute**, disputed now. Its final question is the
-//!   gain on the dispute windows (`trainer.probe.dispute_seed`), which nobody has opened: every
-//!   final voter commits it, every round-0 seat commits a re-vote with it (its round-0 `pass`
-//!   repeated), and only those blind votes decide. Its round-0 commitments not yet opened are
+//!   different gains: then it is a **gain dispute**, disputed now. Its question stays the
+//!   main-window gain, but every vote that decides it (each round-0 seat's re-vote, its `pass`
+//!   repeated, and each final vote) also carries the gain on the host's dispute windows
+//!   (`trainer.probe.dispute_starts`), which nobody has opened, and only those votes decide, by
+//!   (outcome, distance, evidence, both gains). Its round-0 commitments not yet opened are
 //!   carried to `dispute_reveal`, which waits for them.
 //! * The close of `dispute_reveal` (stage `decide`, round 1): every disputed challenge is decided
 //!   by the stake of V. The opened votes of everyone who sat on it are grouped — `pass` and
-//!   `fail` by (outcome, distance, evidence, probe gain), `unavailable` by outcome — and the group whose
+//!   `fail` by (outcome, distance, evidence, probe gains), `unavailable` by outcome — and the group whose
 //!   voters hold MORE than 1/2 of V's stake (each validator once, its stake at join) decides;
 //!   with none, the challenge is `unresolved`. Honest stake (more than 2/3, live, with bitwise
 //!   equal replays) always decides; a coalition under 1/3 never does.
@@ -194,9 +195,9 @@ pub fn decide_page(
                         .flat_map(|v| v.values().map(|x| x.gain_micro))
                         .collect();
                     if gains.len() > 1 {
-                        // Different gains: a gain dispute. The final question is the gain on
-                        // the dispute windows, which nobody opened; every final voter commits
-                        // it, and every round-0 seat a re-vote with it.
+                        // Different gains: a gain dispute. The main gains are public now, so
+                        // every deciding vote (each seat's re-vote, each final vote) also
+                        // carries the gain on the dispute windows, which nobody opened.
                         a.disputed = true;
                         a.gain_dispute = true;
                         disputed += 1;
@@ -232,7 +233,9 @@ pub fn decide_page(
                         vote.decide_among(a.electorate.as_deref(), on.as_ref());
                     a.outcome = outcome;
                     a.decided_by = by;
-                    a.gain_micro = gain;
+                    // A gain dispute's decided gain is the main windows' (every host compared on
+                    // one draw); the dispute windows' only proves the deciders computed blind.
+                    (a.gain_micro, a.dispute_gain_micro) = gain;
                     if outcome == ChallengeOutcome::Unresolved {
                         unresolved += 1;
                     } else {
@@ -298,11 +301,14 @@ pub struct FinalVote {
 
 /// A group of votes: (outcome, distance, evidence, probe gain); `unavailable` votes form one
 /// group whatever their distance and evidence.
-type Group = (VoteOutcome, String, String, Option<i64>);
+type Group = (VoteOutcome, String, String, Gains);
+
+/// A vote's probe gains: (main windows, dispute windows; the latter only in a gain dispute).
+pub type Gains = (Option<i64>, Option<i64>);
 
 /// A final decision: the outcome, and for `pass`/`fail` the deciding group's (distance,
-/// evidence) and probe gain.
-pub type Decision = (ChallengeOutcome, Option<(String, String)>, Option<i64>);
+/// evidence) and probe gains.
+pub type Decision = (ChallengeOutcome, Option<(String, String)>, Gains);
 
 impl FinalVote {
     pub fn load(storage: &dyn Storage, epoch: u64) -> Result<FinalVote, ContractError> {
@@ -326,12 +332,12 @@ impl FinalVote {
     /// The group a vote belongs to.
     pub fn group(vote: &Vote) -> Group {
         match vote.outcome {
-            VoteOutcome::Unavailable => (vote.outcome, String::new(), String::new(), None),
+            VoteOutcome::Unavailable => (vote.outcome, String::new(), String::new(), (None, None)),
             o => (
                 o,
                 vote.distance.clone(),
                 vote.evidence.clone(),
-                vote.gain_micro,
+                (vote.gain_micro, vote.dispute_gain_micro),
             ),
         }
     }
@@ -377,11 +383,11 @@ impl FinalVote {
                 return match outcome {
                     VoteOutcome::Pass => (ChallengeOutcome::Pass, Some((distance, evidence)), gain),
                     VoteOutcome::Fail => (ChallengeOutcome::Fail, Some((distance, evidence)), gain),
-                    VoteOutcome::Unavailable => (ChallengeOutcome::Unavailable, None, None),
+                    VoteOutcome::Unavailable => (ChallengeOutcome::Unavailable, None, (None, None)),
                 };
             }
         }
-        (ChallengeOutcome::Unresolved, None, None)
+        (ChallengeOutcome::Unresolved, None, (None, None))
     }
 }
 
@@ -398,6 +404,8 @@ mod tests {
             round: 1,
             first: None,
             gain_micro: None,
+            dispute_gain_micro: None,
+            first_gain_micro: None,
         }
     }
 

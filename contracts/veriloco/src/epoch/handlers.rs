@@ -699,6 +699,8 @@ pub struct VerdictOpening {
     pub salt: String,
     /// The host's probe gain (its last segment, probe on).
     pub gain_micro: Option<i64>,
+    /// Its gain on the host's dispute windows (a vote that decides a gain dispute).
+    pub dispute_gain_micro: Option<i64>,
 }
 
 pub fn reveal_verdict(
@@ -718,6 +720,7 @@ pub fn reveal_verdict(
         evidence,
         salt,
         gain_micro,
+        dispute_gain_micro,
     } = msg;
     nonpayable(info, ACTION)?;
     expect_phases(
@@ -742,8 +745,8 @@ pub fn reveal_verdict(
     // A round-0 seat that opened its `unavailable` or `fail` in `dispute_reveal` next opens its
     // re-vote, if it committed one: the re-vote replaces an `unavailable` and must repeat a `fail`.
     let earlier = VOTES.may_load(deps.storage, (epoch, &host, segment, sender))?;
-    let (round, first) = match &earlier {
-        None => (round, None),
+    let (round, first, first_gain) = match &earlier {
+        None => (round, None, None),
         Some(v)
             if v.round == 0
                 && v.outcome != VoteOutcome::Pass
@@ -760,10 +763,11 @@ pub fn reveal_verdict(
                     "a re-vote after a round-0 fail must repeat it (same distance, evidence and gain)"
                 );
             }
-            (REVOTE, Some(v.outcome))
+            (REVOTE, Some(v.outcome), None)
         }
         // A gain dispute: a seat that opened its `pass` in `verdict_reveal` opens its re-vote,
-        // which repeats that `pass` (same distance and evidence) with the dispute windows' gain.
+        // which repeats that `pass` (same distance and evidence) with both gains. Its round-0
+        // gain is kept in the re-vote's record (`first_gain_micro`): finalize judges it.
         Some(v)
             if v.round == 0
                 && v.outcome == VoteOutcome::Pass
@@ -777,7 +781,7 @@ pub fn reveal_verdict(
                      distance and evidence) with the gain on the dispute windows"
                 );
             }
-            (REVOTE, Some(v.outcome))
+            (REVOTE, Some(v.outcome), v.gain_micro)
         }
         Some(_) => refuse!(
             ACTION,
@@ -811,6 +815,12 @@ pub fn reveal_verdict(
         outcome,
         gain_micro,
     )?;
+    check_dispute_gain(
+        a.gain_dispute && round != 0,
+        outcome,
+        gain_micro,
+        dispute_gain_micro,
+    )?;
     let evidence_bytes = parse_digest(ACTION, "evidence", &evidence)?;
     let salt_bytes = parse_digest(ACTION, "salt", &salt)?;
     let opened = verdict_commitment(
@@ -823,6 +833,7 @@ pub fn reveal_verdict(
         &evidence_bytes,
         &salt_bytes,
         gain_micro,
+        dispute_gain_micro,
     );
     if hex(&opened) != committed {
         refuse!(
@@ -841,6 +852,8 @@ pub fn reveal_verdict(
             round,
             first,
             gain_micro,
+            dispute_gain_micro,
+            first_gain_micro: first_gain,
         },
     );
     ep.counts_mut().votes_revealed += 1;
@@ -890,6 +903,36 @@ fn check_gain(
             "gain_micro must be within ±{MAX_GAIN_MICRO}, got {g}"
         ),
         _ => Ok(()),
+    }
+}
+
+/// The dispute-window gain of an opening: required on a `pass` that decides a gain dispute
+/// (`deciding`: a re-vote or a final vote on one), allowed there on a `fail` that carries a gain,
+/// refused everywhere else (round-0 openings, other challenges: their preimage is unchanged).
+fn check_dispute_gain(
+    deciding: bool,
+    outcome: VoteOutcome,
+    gain_micro: Option<i64>,
+    dispute_gain_micro: Option<i64>,
+) -> Result<(), ContractError> {
+    const ACTION: &str = "reveal_verdict";
+    match dispute_gain_micro {
+        None if deciding && outcome == VoteOutcome::Pass => refuse!(
+            ACTION,
+            "a pass that decides a gain dispute must carry the host's gain on its dispute windows \
+             (dispute_gain_micro) as well as its main-window gain"
+        ),
+        None => Ok(()),
+        Some(_) if !deciding || gain_micro.is_none() => refuse!(
+            ACTION,
+            "dispute_gain_micro belongs only with a gain_micro on a vote that decides a gain \
+             dispute (a round-0 seat's re-vote or a final vote)"
+        ),
+        Some(d) if d.unsigned_abs() > MAX_GAIN_MICRO => refuse!(
+            ACTION,
+            "dispute_gain_micro must be within ±{MAX_GAIN_MICRO}, got {d}"
+        ),
+        Some(_) => Ok(()),
     }
 }
 

@@ -101,9 +101,11 @@ pub struct ChallengeTally {
     pub decided_by: Option<(String, String)>,
     /// The probe gain the decision carries (the host's last segment, probe on).
     pub decided_gain: Option<i64>,
+    /// A gain dispute's deciding dispute-window gain (`Assignment::dispute_gain_micro`).
+    pub decided_dispute_gain: Option<i64>,
     pub disputed: bool,
     /// A gain dispute (`Assignment::gain_dispute`): every round-0 seat owes a re-vote, and its
-    /// round-0 `pass` is judged without its gain (that was on the main windows).
+    /// round-0 `pass` is judged with its main-window gain even when its re-vote is honest.
     pub gain_dispute: bool,
     pub trap: bool,
 }
@@ -119,10 +121,14 @@ impl ChallengeTally {
         })
     }
 
-    /// Whether `vote` is in the deciding group of a pass/fail decision (a round-0 vote of a gain
-    /// dispute: by outcome, distance and evidence; its gain answered another question).
+    /// Whether `vote` is in the deciding group of a pass/fail decision: same outcome, distance,
+    /// evidence and gain; in a gain dispute a deciding vote (re-vote, final vote) also the same
+    /// dispute-window gain, and a re-vote's round-0 opening the same main gain (a seat that lied
+    /// in round 0 is against the decision whatever its re-vote).
     fn with_decision(&self, vote: &Vote) -> bool {
-        let gain_counts = !(self.gain_dispute && vote.round == 0);
+        let deciding = self.gain_dispute && vote.round != 0;
+        let round0_kept = !(self.gain_dispute && vote.round == REVOTE)
+            || vote.first_gain_micro == self.decided_gain;
         let decided = match self.outcome.decided_vote() {
             Some(d) => d,
             None => return false,
@@ -134,7 +140,9 @@ impl ChallengeTally {
                 .map_or(true, |(distance, evidence)| {
                     &vote.distance == distance
                         && &vote.evidence == evidence
-                        && (!gain_counts || vote.gain_micro == self.decided_gain)
+                        && vote.gain_micro == self.decided_gain
+                        && (!deciding || vote.dispute_gain_micro == self.decided_dispute_gain)
+                        && round0_kept
                 })
     }
 
@@ -343,6 +351,7 @@ fn host_challenges(
                 outcome: a.outcome,
                 decided_by: a.decided_by.clone(),
                 decided_gain: a.gain_micro,
+                decided_dispute_gain: a.dispute_gain_micro,
                 disputed: a.disputed,
                 gain_dispute: a.gain_dispute,
                 trap: host_traps.map_or(false, |t| t.contains(&a.segment)),
@@ -527,6 +536,8 @@ mod tests {
             round: 1,
             first: None,
             gain_micro: None,
+            dispute_gain_micro: None,
+            first_gain_micro: None,
         }
     }
 
@@ -551,6 +562,7 @@ mod tests {
             outcome,
             decided_by: decided_by.map(|(d, e)| (d.to_string(), e.to_string())),
             decided_gain: None,
+            decided_dispute_gain: None,
             disputed: true,
             gain_dispute: false,
             trap,

@@ -355,10 +355,13 @@ struct Net {
     /// last segment carry a probe gain, [`HONEST_GAIN`] unless `gains` names the validator's.
     probe: bool,
     gains: BTreeMap<String, i64>,
-    /// A gain dispute's question: the gain on the dispute windows, [`HONEST_DISPUTE_GAIN`]
-    /// unless `dispute_gains` names the validator's (what it commits in `dispute`, final vote or
-    /// re-vote, and opens in `dispute_reveal`).
+    /// A gain dispute's deciding votes (final vote or re-vote, committed in `dispute` and opened
+    /// in `dispute_reveal`) carry two gains: the main windows', [`HONEST_GAIN`] unless
+    /// `revote_gains` names the validator's, and the dispute windows', [`HONEST_DISPUTE_GAIN`]
+    /// unless `dispute_gains` names it (none for those in `no_dispute_gain`).
+    revote_gains: BTreeMap<String, i64>,
     dispute_gains: BTreeMap<String, i64>,
+    no_dispute_gain: BTreeSet<String>,
     /// Set while `reveal_round` opens a round-0 commitment (its gain is the main windows').
     opening_round0: bool,
 }
@@ -437,7 +440,9 @@ impl Net {
             focus: None,
             probe: probe_on(spec_json),
             gains: BTreeMap::new(),
+            revote_gains: BTreeMap::new(),
             dispute_gains: BTreeMap::new(),
+            no_dispute_gain: BTreeSet::new(),
             opening_round0: false,
         }
     }
@@ -558,11 +563,18 @@ impl Net {
         )
     }
 
-    /// The probe gain `validator` posts with verdict `o` on (host, segment), if any: on the
-    /// host's last segment (as `validator`'s challenges list it), probe on.
-    fn gain(&self, validator: &str, host: &str, segment: u64, o: &str) -> Option<i64> {
+    /// The probe gains `validator` posts with verdict `o` on (host, segment), if any: on the
+    /// host's last segment (as `validator`'s challenges list it), probe on; (main windows,
+    /// dispute windows), the second only on a vote deciding a gain dispute.
+    fn gains_of(
+        &self,
+        validator: &str,
+        host: &str,
+        segment: u64,
+        o: &str,
+    ) -> (Option<i64>, Option<i64>) {
         if !self.probe || o == "unavailable" {
-            return None;
+            return (None, None);
         }
         let mine = self.challenges(validator);
         let c = mine.iter().find(|c| c["host"] == host);
@@ -573,20 +585,29 @@ impl Net {
             .any(|c| c["host"] == host && c["segment"] == segment && c["gain_dispute"] == true);
         let dispute_windows = gain_dispute
             && (phase == "dispute" || (phase == "dispute_reveal" && !self.opening_round0));
-        last.then(|| {
-            if dispute_windows {
+        if !last {
+            return (None, None);
+        }
+        if dispute_windows {
+            let main = *self.revote_gains.get(validator).unwrap_or(&HONEST_GAIN);
+            let dispute = (!self.no_dispute_gain.contains(validator)).then(|| {
                 *self
                     .dispute_gains
                     .get(validator)
                     .unwrap_or(&HONEST_DISPUTE_GAIN)
-            } else {
-                *self.gains.get(validator).unwrap_or(&HONEST_GAIN)
-            }
-        })
+            });
+            (Some(main), dispute)
+        } else {
+            (
+                Some(*self.gains.get(validator).unwrap_or(&HONEST_GAIN)),
+                None,
+            )
+        }
     }
 
     fn verdict_commitment(&self, validator: &str, host: &str, segment: u64, o: &str) -> String {
         let evidence = tagged_hash("test", &[b"evidence"]);
+        let (gain, dispute_gain) = self.gains_of(validator, host, segment, o);
         hex(&verdict_commitment(
             validator,
             self.epoch_number(),
@@ -596,7 +617,8 @@ impl Net {
             "0.5",
             &evidence,
             &verdict_salt(validator, host, segment),
-            self.gain(validator, host, segment, o),
+            gain,
+            dispute_gain,
         ))
     }
 
@@ -624,8 +646,12 @@ impl Net {
                                   "evidence": digest("evidence"),
                                   "salt": hex(&verdict_salt(validator, host, segment))}});
         // Without a gain the message is exactly the older format (no `gain_micro` key).
-        if let Some(g) = self.gain(validator, host, segment, o) {
+        let (gain, dispute_gain) = self.gains_of(validator, host, segment, o);
+        if let Some(g) = gain {
             msg["reveal_verdict"]["gain_micro"] = json!(g);
+        }
+        if let Some(d) = dispute_gain {
+            msg["reveal_verdict"]["dispute_gain_micro"] = json!(d);
         }
         msg
     }
@@ -4063,8 +4089,9 @@ fn probe_net_of(n: usize) -> Net {
     )
 }
 
-/// The report's votes on a challenge: validator -> (round, gain).
-fn votes_of(c: &Value) -> BTreeMap<String, (u64, Option<i64>)> {
+/// The report's votes on a challenge: validator -> (round, gain, dispute gain, round-0 gain).
+type GainsOf = (u64, Option<i64>, Option<i64>, Option<i64>);
+fn votes_of(c: &Value) -> BTreeMap<String, GainsOf> {
     c["votes"]
         .as_array()
         .unwrap()
@@ -4072,14 +4099,19 @@ fn votes_of(c: &Value) -> BTreeMap<String, (u64, Option<i64>)> {
         .map(|v| {
             (
                 v["validator"].as_str().unwrap().to_string(),
-                (v["round"].as_u64().unwrap(), v["gain_micro"].as_i64()),
+                (
+                    v["round"].as_u64().unwrap(),
+                    v["gain_micro"].as_i64(),
+                    v["dispute_gain_micro"].as_i64(),
+                    v["round0_gain_micro"].as_i64(),
+                ),
             )
         })
         .collect()
 }
 
 #[test]
-fn a_different_gain_is_a_gain_dispute_decided_blind_on_the_dispute_windows() {
+fn a_gain_liar_that_re_votes_honestly_is_wrong_and_the_main_gain_decided() {
     let mut net = probe_net();
     let (h, v) = (net.hosts.clone(), net.validators.clone());
     net.play_to_verify();
@@ -4089,6 +4121,11 @@ fn a_different_gain_is_a_gain_dispute_decided_blind_on_the_dispute_windows() {
     net.play_round(&honest, &h);
     net.play_round(&honest, &h);
     assert_eq!(net.phase(), "verdict_reveal");
+    // A round-0 opening carries no dispute-window gain (its preimage is the older format).
+    let mut msg = net.opening(&seats[1], &h[0], 1, "pass");
+    msg["reveal_verdict"]["dispute_gain_micro"] = json!(HONEST_DISPUTE_GAIN);
+    let err = net.chain.refused(&seats[1], msg);
+    assert!(err.contains("dispute_gain_micro belongs only"), "{err}");
     net.play_round(&honest, &h);
     assert_eq!(
         net.phase(),
@@ -4122,17 +4159,29 @@ fn a_different_gain_is_a_gain_dispute_decided_blind_on_the_dispute_windows() {
     assert_eq!(net.phase(), "propose");
     let report = net.chain.report(0);
     let c = net.challenge(&h[0], 1);
-    // The decided gain is the dispute windows'; the round-0 gains counted nowhere.
+    // The decided gain is the main windows' (every host on one draw); the blind deciding votes
+    // carry the dispute windows' too.
     assert_eq!(
         (c["outcome"].as_str(), c["gain_micro"].as_i64()),
-        (Some("pass"), Some(HONEST_DISPUTE_GAIN))
+        (Some("pass"), Some(HONEST_GAIN))
     );
     let votes = votes_of(&c);
     for seat in seats.iter() {
+        let first = if *seat == seats[0] {
+            HONEST_GAIN * 3
+        } else {
+            HONEST_GAIN
+        };
         assert_eq!(
             votes[seat],
-            (0, Some(HONEST_DISPUTE_GAIN)),
-            "its re-vote replaced it"
+            (0, Some(HONEST_GAIN), Some(HONEST_DISPUTE_GAIN), Some(first)),
+            "its re-vote, with its round-0 opening kept beside it"
+        );
+    }
+    for voter in v.iter().filter(|x| !seats.contains(x)) {
+        assert_eq!(
+            votes[voter],
+            (1, Some(HONEST_GAIN), Some(HONEST_DISPUTE_GAIN), None)
         );
     }
     let r = row(&report, "hosts", &h[0]);
@@ -4142,35 +4191,49 @@ fn a_different_gain_is_a_gain_dispute_decided_blind_on_the_dispute_windows() {
             r["gain_micro"].as_i64(),
             amount(&r["slashed"])
         ),
-        (Some("accepted"), Some(HONEST_DISPUTE_GAIN), 0)
+        (Some("accepted"), Some(HONEST_GAIN), 0)
     );
-    // The liar's main-window gain is judged by nobody (the question changed); its re-vote was
-    // honest, so it is with the decision. A liar whose re-vote lies too: next test.
+    // The liar's round-0 gain is judged against the decided one: its honest re-vote does not
+    // save it (the lie costs); everyone else is with the decision.
     for validator in v.iter() {
         let r = row(&report, "validators", validator);
-        assert_eq!(
-            (r["outcome"].as_str(), r["slashed"].as_str()),
-            (Some("diligent"), Some("0")),
-            "{validator}"
-        );
+        if *validator == seats[0] {
+            assert_eq!(r["outcome"], "wrong");
+            assert!(amount(&r["slashed"]) > 0, "{r}");
+        } else {
+            assert_eq!(
+                (r["outcome"].as_str(), r["slashed"].as_str()),
+                (Some("diligent"), Some("0")),
+                "{validator}"
+            );
+        }
     }
+    net.chain.check_books();
 }
 
 #[test]
 fn in_a_gain_dispute_a_copied_gain_is_wrong_and_a_missing_revote_silent() {
-    let mut net = probe_net_of(7);
+    let mut net = probe_net_of(9);
     let (h, v) = (net.hosts.clone(), net.validators.clone());
     net.play_to_verify();
     let seats = first_round(&net.challenge(&h[0], 1));
-    assert_eq!(seats.len(), 3, "{seats:?}");
+    // Honest deciders (the seats after the first two, the final voters after the first two)
+    // hold more than half of the 9 equal stakes.
+    assert_eq!(seats.len(), 4, "{seats:?}");
     let finals: Vec<String> = v.iter().filter(|x| !seats.contains(x)).cloned().collect();
     let (liar, lazy_seat) = (seats[0].clone(), seats[1].clone());
     net.gains.insert(liar.clone(), HONEST_GAIN * 3);
     // In the dispute: the liar lies again; a final voter copies the most common opened gain
-    // (the honest main-window one) instead of computing the dispute windows'.
+    // (the honest main-window one) and, having computed no probe, guesses the dispute windows'
+    // as the same number.
+    net.revote_gains.insert(liar.clone(), HONEST_GAIN * 3);
     net.dispute_gains.insert(liar.clone(), HONEST_GAIN * 3);
     let copier = finals[0].clone();
     net.dispute_gains.insert(copier.clone(), HONEST_GAIN);
+    // Another final voter committed a pass without the dispute windows' gain: refused at the
+    // opening, so it is a missed vote.
+    let gainless = finals[1].clone();
+    net.no_dispute_gain.insert(gainless.clone());
     for _ in 0..3 {
         net.play_round(&honest, &h); // verify, objection, verdict_reveal
     }
@@ -4189,13 +4252,32 @@ fn in_a_gain_dispute_a_copied_gain_is_wrong_and_a_missing_revote_silent() {
     net.chain.ok(&h[0].clone(), json!({"advance": {}}));
     net.settle();
     assert_eq!(net.phase(), "dispute_reveal");
+    let err = net
+        .chain
+        .refused(&gainless, net.opening(&gainless, &h[0], 1, "pass"));
+    assert!(
+        err.contains("must carry the host's gain on its dispute windows"),
+        "{err}"
+    );
+    let (g_, h0) = (gainless.clone(), h[0].clone());
+    net.reveal_round(
+        &move |who: &str, host: &str, segment: u64| {
+            who == g_.as_str() && host == h0.as_str() && segment == 1
+        },
+        &h,
+    );
+    net.settle();
+    let deadline = net.info()["phase_deadline"].as_u64().unwrap();
+    net.chain.wait_until(deadline);
+    net.chain.ok(&h[0].clone(), json!({"advance": {}}));
+    net.settle();
     net.play_verdicts(&honest);
     assert_eq!(net.phase(), "propose");
     let report = net.chain.report(0);
     let c = net.challenge(&h[0], 1);
     assert_eq!(
         (c["outcome"].as_str(), c["gain_micro"].as_i64()),
-        (Some("pass"), Some(HONEST_DISPUTE_GAIN))
+        (Some("pass"), Some(HONEST_GAIN))
     );
     let outcome = |who: &str| row(&report, "validators", who)["outcome"].clone();
     assert_eq!(
@@ -4205,9 +4287,10 @@ fn in_a_gain_dispute_a_copied_gain_is_wrong_and_a_missing_revote_silent() {
     );
     assert_eq!(outcome(&liar), "wrong");
     assert_eq!(outcome(&lazy_seat), "silent", "a re-vote owed and not sent");
+    assert_eq!(outcome(&gainless), "silent", "its opening was refused");
     for honest_one in v
         .iter()
-        .filter(|x| ![&copier, &liar, &lazy_seat].contains(x))
+        .filter(|x| ![&copier, &liar, &lazy_seat, &gainless].contains(x))
     {
         assert_eq!(outcome(honest_one), "diligent", "{honest_one}");
     }
@@ -4262,7 +4345,7 @@ fn a_gain_dispute_waits_for_the_round0_openings_it_carries() {
     assert_eq!(row(&report, "validators", &late)["outcome"], "diligent");
     assert_eq!(
         net.challenge(&h[0], 1)["gain_micro"].as_i64(),
-        Some(HONEST_DISPUTE_GAIN)
+        Some(HONEST_GAIN)
     );
 }
 
@@ -4295,8 +4378,16 @@ fn old_votes_assignments_and_openings_read_without_a_gain() {
                                                     "s": digest("s")}))
     .unwrap();
     assert_eq!(vote.gain_micro, None);
+    // Nor, before gain disputes carried two gains, a dispute-window gain or a round-0 one.
+    assert_eq!(
+        (vote.dispute_gain_micro, vote.first_gain_micro),
+        (None, None)
+    );
     let a: Assignment = serde_json::from_value(json!({"g": 1, "v": [0, 2], "o": "pass"})).unwrap();
-    assert_eq!(a.gain_micro, None);
+    assert_eq!(
+        (a.gain_micro, a.dispute_gain_micro, a.gain_dispute),
+        (None, None, false)
+    );
     // Written back, a record without a gain is byte for byte what it was.
     assert!(!serde_json::to_string(&vote).unwrap().contains("\"q\""));
     let msg: crate::msg::ExecuteMsg = parse_json(

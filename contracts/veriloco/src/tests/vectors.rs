@@ -572,6 +572,7 @@ fn commitments() {
             &b32(str_of(&case["evidence"])),
             &b32(str_of(&case["salt"])),
             case.get("gain_micro").and_then(|g| g.as_i64()),
+            case.get("dispute_gain_micro").and_then(|g| g.as_i64()),
         );
         assert_eq!(hex(&got), str_of(&case["commitment"]));
     }
