@@ -101,10 +101,16 @@ def probe_starts(dataset: Dataset, seed: bytes, windows: int) -> list[int]:
     span = len(dataset.val) - dataset.seq_len  # valid starts: 0 .. span - 1
     if not isinstance(windows, int) or isinstance(windows, bool) or not 1 <= windows <= span:
         raise ValueError(f"windows must be an integer in [1, {span}]")
+    return _distinct_starts(seed, span, windows, set())
+
+
+def _distinct_starts(seed: bytes, span: int, count: int, skip: set[int]) -> list[int]:
+    """``count`` distinct starts in ``[0, span)`` drawn from ``seed``'s stream, none in ``skip``, in
+    the order drawn (the caller has checked that enough exist)."""
     stream = Stream(Tag.SAMPLE_PROBE, seed)
-    seen: set[int] = set()
+    seen = set(skip)
     out: list[int] = []
-    while len(out) < windows:
+    while len(out) < count:
         s = uniform(stream, span)
         if s not in seen:
             seen.add(s)
@@ -157,15 +163,7 @@ def dispute_starts(dataset: Dataset, beacon: bytes, epoch: int, host: str, windo
     span = len(dataset.val) - dataset.seq_len
     if not isinstance(windows, int) or isinstance(windows, bool) or not 1 <= 2 * windows <= span:
         raise ValueError(f"windows must be an integer in [1, {span // 2}]")
-    seen = set(probe_starts(dataset, probe_seed(beacon, epoch), windows))
-    stream = Stream(Tag.SAMPLE_PROBE, seed)
-    out: list[int] = []
-    while len(out) < windows:
-        s = uniform(stream, span)
-        if s not in seen:
-            seen.add(s)
-            out.append(s)
-    return out
+    return _distinct_starts(seed, span, windows, set(probe_starts(dataset, probe_seed(beacon, epoch), windows)))
 
 
 def _check_params(model: nn.Module, params: Mapping[str, torch.Tensor], what: str) -> None:
