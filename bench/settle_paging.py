@@ -339,6 +339,9 @@ def main() -> None:
     parser.add_argument("--devnet-chunk", type=int, default=0,
                         help="send at most this many transactions before waiting for them (0: a whole phase)")
     parser.add_argument("--block-time", default="100ms")
+    parser.add_argument("--devnet-query-gas", type=int, default=None,
+                        help="the devnet node's [wasm] query_gas_limit (default: the launcher's raised "
+                             "limit; 3000000 is wasmd's own default, what an unraised node answers within)")
     parser.add_argument("--reward", type=int, default=10**9,
                         help="reward_per_epoch: large enough that every accepted host is paid (one bank send each)")
     parser.add_argument("--out", type=Path)
@@ -365,7 +368,9 @@ def main() -> None:
                  *(f"validator{i}" for i in range(VALIDATORS))]
         accounts = [GenesisAccount.of_key(n, key(n), GENESIS_BALANCE) for n in names]
         with tempfile.TemporaryDirectory(prefix="veriloco-bench-paging-") as home:
-            net = Devnet(Path(home) / "node", ports=DevnetPorts.free(), accounts=accounts, block_time=args.block_time)
+            limit = {} if args.devnet_query_gas is None else {"query_gas_limit": args.devnet_query_gas}
+            net = Devnet(Path(home) / "node", ports=DevnetPorts.free(), accounts=accounts, block_time=args.block_time,
+                         **limit)
             net.up(tied=True)  # a killed benchmark takes its node with it
             try:
                 with net.connect() as chain:

@@ -286,12 +286,15 @@ class Devnet:
         log_level: the node's log level (``warn`` keeps the log small).
         block_max_gas: the consensus block gas limit written into the genesis (default: the
             genesis default of injectived, 10,000,000).
+        query_gas_limit: the gas one smart query may use on this node (``[wasm] query_gas_limit``,
+            default :data:`DEVNET_QUERY_GAS_LIMIT`; wasmd's own default is 3,000,000, what an
+            operator's node that was not raised answers within).
     """
 
     def __init__(self, home: str | Path, *, ports: DevnetPorts | None = None,
                  chain_id: str = DEFAULT_CHAIN_ID, accounts: Iterable[GenesisAccount] | None = None,
                  block_time: str = DEFAULT_BLOCK_TIME, log_level: str = "warn",
-                 block_max_gas: int | None = None) -> None:
+                 block_max_gas: int | None = None, query_gas_limit: int = DEVNET_QUERY_GAS_LIMIT) -> None:
         self.home = Path(home).expanduser().absolute()
         self.ports = ports or DevnetPorts()
         self.chain_id = chain_id
@@ -304,6 +307,9 @@ class Devnet:
         self.block_time = block_time
         self.log_level = log_level
         self.block_max_gas = block_max_gas
+        if not isinstance(query_gas_limit, int) or isinstance(query_gas_limit, bool) or query_gas_limit <= 0:
+            raise DevnetError(f"query_gas_limit must be a positive integer, got {query_gas_limit!r}")
+        self.query_gas_limit = query_gas_limit
         self._proc: subprocess.Popen[bytes] | None = None
         self._tied = False  # what the last up()/start() asked for; start(tied=None) repeats it
 
@@ -326,7 +332,8 @@ class Devnet:
         return cls(home, ports=DevnetPorts(**state["ports"]), chain_id=state["chain_id"],
                    accounts=[GenesisAccount.from_json(a) for a in state["accounts"]],
                    block_time=state["block_time"], log_level=state.get("log_level", "warn"),
-                   block_max_gas=state.get("block_max_gas"))
+                   block_max_gas=state.get("block_max_gas"),
+                   query_gas_limit=state.get("query_gas_limit", DEVNET_QUERY_GAS_LIMIT))
 
     # -- endpoints ----------------------------------------------------------------------------
 
@@ -575,6 +582,7 @@ class Devnet:
         self._write_config()
         state = {"chain_id": self.chain_id, "ports": asdict(self.ports), "block_time": self.block_time,
                  "log_level": self.log_level, "block_max_gas": self.block_max_gas,
+                 "query_gas_limit": self.query_gas_limit,
                  "validator": validator, "accounts": [a.to_json() for a in self.accounts]}
         (self.home / STATE_FILE).write_text(json.dumps(state, indent=1) + "\n")
 
@@ -658,7 +666,7 @@ class Devnet:
         # reads the whole epoch and needs more from 256 hosts on (docs/benchmarks.md, "Paged
         # settlement"). A node's own setting, not consensus: this devnet serves its operator.
         if "\n[wasm]\n" not in text:
-            text += f"\n[wasm]\nquery_gas_limit = {DEVNET_QUERY_GAS_LIMIT}\n"
+            text += f"\n[wasm]\nquery_gas_limit = {self.query_gas_limit}\n"
         app.write_text(text)
 
     def _last_height_on_disk(self) -> int:

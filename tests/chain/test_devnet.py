@@ -14,6 +14,7 @@ from suite_env import named_key
 from typer.testing import CliRunner
 
 from chain.devnet import (
+    DEVNET_QUERY_GAS_LIMIT,
     Devnet,
     DevnetError,
     DevnetNotInstalled,
@@ -62,6 +63,20 @@ def test_ports_must_be_distinct(tmp_path):
 def test_open_without_a_devnet_says_so(tmp_path):
     with pytest.raises(DevnetError, match="no devnet in"):
         Devnet.open(tmp_path)
+
+
+def test_the_query_gas_limit_is_checked_and_kept_in_the_devnets_state(tmp_path):
+    for bad in (0, -1, 2.5, True, "3000000"):
+        with pytest.raises(DevnetError, match="query_gas_limit must be a positive integer"):
+            Devnet(tmp_path, query_gas_limit=bad)
+    assert Devnet(tmp_path).query_gas_limit == DEVNET_QUERY_GAS_LIMIT
+    state = {"chain_id": "c-1", "ports": {"rpc": 1, "p2p": 2, "grpc": 3, "rest": 4}, "block_time": "100ms",
+             "accounts": [GenesisAccount.test("alice").to_json()], "query_gas_limit": 3_000_000}
+    (tmp_path / "devnet.json").write_text(json.dumps(state))
+    assert Devnet.open(tmp_path).query_gas_limit == 3_000_000  # what `up` wrote is what a later open uses
+    del state["query_gas_limit"]  # a devnet.json written before the setting: the raised default
+    (tmp_path / "devnet.json").write_text(json.dumps(state))
+    assert Devnet.open(tmp_path).query_gas_limit == DEVNET_QUERY_GAS_LIMIT
 
 
 def test_up_refuses_to_wipe_a_foreign_directory(tmp_path):
