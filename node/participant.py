@@ -48,6 +48,12 @@ def journal_dir(root: Path, run_id: bytes, address: str) -> Path:
     return Path(root) / run_id.hex() / "node" / address
 
 
+def secret_file(journal: Path, epoch: int) -> Path:
+    """The journal entry holding a participant's beacon secret of ``epoch`` (written by
+    :meth:`Participant.secret`, read from a copy by :func:`node.standby.read_secret`)."""
+    return Path(journal) / f"epoch-{epoch:06d}.json"
+
+
 class Participant:
     """A bonded member that takes part in epochs. Subclasses add their role's work to :meth:`tick`.
 
@@ -109,7 +115,7 @@ class Participant:
 
     def secret(self, epoch: int) -> bytes:
         """This participant's beacon secret for ``epoch``: created once, durable before it is used."""
-        path = self._journal / f"epoch-{epoch:06d}.json"
+        path = secret_file(self._journal, epoch)
         if path.exists():
             secret = bytes.fromhex(json.loads(path.read_text())["secret"])
             if len(secret) == SECRET_SIZE:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from chain.ledger import ContractError, Ledger
 from node.events import EventKind, EventSink, NodeEvent
+from node.participant import secret_file
 from protocol.keys import PrivateKey, is_address
 from protocol.messages import BeaconReveal
 from protocol.rules.spec import RunSpec
@@ -56,7 +57,7 @@ def read_secret(journal: Path, epoch: int) -> bytes | None:
     a well-formed entry (either way the standby cannot reveal)."""
     if epoch < 0:
         raise ValueError(f"epoch must be non-negative, not {epoch}")
-    path = journal / f"epoch-{epoch:06d}.json"
+    path = secret_file(journal, epoch)
     try:
         return bytes.fromhex(JournalSecret.model_validate(json.loads(path.read_bytes())).secret)
     except (OSError, ValueError, ValidationError):  # ValueError: not JSON
