@@ -30,7 +30,7 @@ from chain.ledger import Ledger, LedgerError
 from node.adversaries import host_node
 from node.events import NodeEvent
 from node.host import HostNode
-from node.http import ClientLimits, ServerLimits
+from node.http import ClientLimits, ServerLimits, TokenBucket
 from node.http_client import RETRY_BUDGET_S, HttpArtifacts
 from node.participant import BlockClock, Participant
 from node.server import MAX_REQUEST_BYTES, ServerThread, create_app
@@ -233,9 +233,7 @@ class MembershipCache:
         self._min = {role: max(1, stake) for role, stake in min_stakes.items()}
         self._ttl = ttl
         self._max = max_entries
-        self._rate = lookups_per_s
-        self._tokens = lookups_per_s
-        self._refilled = time.monotonic()
+        self._lookups = TokenBucket(lookups_per_s, lookups_per_s, what="lookup", unit="lookups")
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, tuple[float, bool]] = OrderedDict()
         self.lookups = 0
@@ -250,11 +248,8 @@ class MembershipCache:
             if cached and now - cached[0] < self._ttl:
                 self._seen.move_to_end(address)
                 return cached[1]
-            self._tokens = min(self._rate, self._tokens + (now - self._refilled) * self._rate)
-            self._refilled = now
-            if self._tokens < 1:
+            if not self._lookups.take(1, now):
                 return bool(cached and cached[1])  # a member whose answer just expired stays in
-            self._tokens -= 1
             self.lookups += 1
         try:
             member = self._ledger.member(address)

@@ -441,45 +441,69 @@ class ServerLimits:
     """Bytes the bucket holds when full (what an idle link sends at once)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.upload_burst, bool) or not isinstance(self.upload_burst, int) or self.upload_burst < 1:
+            raise ValueError(f"upload burst must be a positive whole number of bytes, not {self.upload_burst!r}")
         if self.upload_rate is not None:
             TokenBucket(self.upload_rate, self.upload_burst)  # the same checks, before any server starts
 
 
 class TokenBucket:
-    """Bytes a link may send: ``rate`` per second on average, at most ``burst`` at once after idling.
+    """``rate`` units per second on average, at most ``burst`` at once after idling: the bytes a link
+    may send (:func:`paced`), the chain lookups a membership cache may make (``node.daemon``).
 
-    :meth:`reserve` books bytes and says how long the caller must wait before sending them. Bytes
-    booked beyond the tokens at hand are a debt the next bookings wait behind, so concurrent
-    senders share the rate in booking order and a booking larger than ``burst`` is allowed (it
-    just waits longer). Pure arithmetic on the clock readings it is given; thread-safe.
+    Two ways to draw. :meth:`reserve` books units and says how long the caller must wait before
+    using them: units booked beyond the tokens at hand are a debt the next bookings wait behind, so
+    concurrent senders share the rate in booking order and a booking larger than ``burst`` is
+    allowed (it just waits longer). :meth:`take` takes units only if the tokens at hand cover them
+    (no debt) and says whether it did. Pure arithmetic on the clock readings it is given (a clock
+    that goes back mints nothing); thread-safe.
+
+    Args:
+        what: what the bucket limits, named in its errors ("upload", "lookup").
+        unit: what it counts, named in its errors.
 
     Raises:
-        ValueError: ``rate`` is not a positive finite number, or ``burst`` not a positive integer.
+        ValueError: ``rate`` or ``burst`` is not a positive finite number.
     """
 
-    def __init__(self, rate: float, burst: int) -> None:
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate < float("inf"):
-            raise ValueError(f"upload rate must be a positive finite number of bytes per second, not {rate!r}")
-        if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-            raise ValueError(f"upload burst must be a positive number of bytes, not {burst!r}")
+    def __init__(self, rate: float, burst: float, *, what: str = "upload", unit: str = "bytes") -> None:
+        for name, value in (("rate", rate), ("burst", burst)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                per = " per second" if name == "rate" else ""
+                raise ValueError(f"{what} {name} must be a positive finite number of {unit}{per}, not {value!r}")
         self.rate = float(rate)
-        self.burst = burst
-        self._tokens = float(burst)
+        self.burst = float(burst)
+        self._tokens = self.burst
         self._last: float | None = None
         self._lock = threading.Lock()
 
+    def _refill(self, now: float) -> None:
+        if self._last is not None and now > self._last:
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+        if self._last is None or now > self._last:
+            self._last = now
+
     def reserve(self, n: int, now: float) -> float:
-        """Book ``n`` bytes at clock reading ``now`` (seconds); returns the seconds to wait before
-        sending them (0 when the tokens at hand cover them)."""
+        """Book ``n`` units at clock reading ``now`` (seconds); returns the seconds to wait before
+        using them (0 when the tokens at hand cover them)."""
         if n < 0:
-            raise ValueError(f"cannot book {n} bytes")
+            raise ValueError(f"cannot book {n} units")
         with self._lock:
-            if self._last is not None and now > self._last:
-                self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate)
-            if self._last is None or now > self._last:
-                self._last = now
+            self._refill(now)
             self._tokens -= n
             return max(0.0, -self._tokens / self.rate)
+
+    def take(self, n: float, now: float) -> bool:
+        """Take ``n`` units at clock reading ``now`` if the tokens at hand cover them; else take
+        nothing and return False."""
+        if n < 0:
+            raise ValueError(f"cannot take {n} units")
+        with self._lock:
+            self._refill(now)
+            if self._tokens < n:
+                return False
+            self._tokens -= n
+            return True
 
 
 PACED_PIECE = 64 * 1024

@@ -54,12 +54,29 @@ def test_a_rate_that_is_not_a_positive_finite_number_is_refused(rate: Any) -> No
         ServerLimits(upload_rate=rate)
 
 
-@pytest.mark.parametrize("burst", [0, -5, 1.5, True])
+@pytest.mark.parametrize("burst", [0, -5, math.inf, True])
 def test_a_burst_that_is_not_a_positive_byte_count_is_refused(burst: Any) -> None:
     with pytest.raises(ValueError, match="upload burst"):
         TokenBucket(RATE, burst)
     with pytest.raises(ValueError, match="upload burst"):
         ServerLimits(upload_rate=RATE, upload_burst=burst)
+
+
+def test_a_link_burst_is_whole_bytes() -> None:
+    TokenBucket(RATE, 1.5)  # a bucket of lookups may hold a fraction
+    with pytest.raises(ValueError, match="upload burst must be a positive whole number of bytes"):
+        ServerLimits(upload_rate=RATE, upload_burst=1.5)  # type: ignore[arg-type]
+
+
+def test_take_draws_only_what_is_at_hand_and_books_no_debt() -> None:
+    bucket = TokenBucket(2.0, 2.0, what="lookup", unit="lookups")
+    assert bucket.take(1, now=0.0) and bucket.take(1, now=0.0)
+    assert not bucket.take(1, now=0.0)  # empty: refused, and the refusal costs nothing
+    assert not bucket.take(1, now=0.25)  # half a token refilled
+    assert bucket.take(1, now=0.5)
+    assert bucket.take(2, now=100.0) and not bucket.take(0.5, now=100.0)  # refills up to its burst only
+    with pytest.raises(ValueError, match="lookup rate must be a positive finite number of lookups per second"):
+        TokenBucket(0, 1.0, what="lookup", unit="lookups")
 
 
 def test_a_negative_booking_is_refused() -> None:
