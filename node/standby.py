@@ -64,6 +64,12 @@ def read_secret(journal: Path, epoch: int) -> bytes | None:
         return None
 
 
+def check_grace(grace: float) -> None:
+    """Refuse a ``grace`` that is not a share of the reveal window in [0, 1)."""
+    if not 0 <= grace < 1:
+        raise ValueError(f"grace must be at least 0 and below 1 (a share of the reveal window), not {grace}")
+
+
 def reveal_from(status: ParticipantStatus, spec: RunSpec, grace: float) -> int:
     """The first height at which a standby reveals in ``status``'s reveal phase: ``grace`` of the
     window after it opened (the phase opens ``reveal_blocks`` before its deadline)."""
@@ -89,8 +95,7 @@ class Standby:
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, journal: Path,
                  grace: float = DEFAULT_GRACE, participant: str | None = None, name: str | None = None,
                  on_event: EventSink | None = None) -> None:
-        if not 0 <= grace < 1:
-            raise ValueError(f"grace must be in [0, 1): a share of the reveal window, not {grace}")
+        check_grace(grace)
         if participant is not None and not is_address(participant, ledger.prefix):
             raise ValueError(f"participant {participant!r} is not an address of this chain ({ledger.prefix}1…)")
         self.ledger = ledger

@@ -131,8 +131,8 @@ def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> 
      "node rank 2 of 2 nodes"),
     (["standby", "run", "--journal", "/nonexistent"], "--journal /nonexistent is not a folder"),
     (["host", "set-standby", "--key", "h"], "give the standby's address, or --clear (not both)"),
-    (["standby", "run", "--journal", ".", "--grace", "1"], "--grace must be at least 0 and below 1"),
-    (["standby", "run", "--journal", ".", "--grace", "-0.5"], "--grace must be at least 0 and below 1"),
+    (["standby", "run", "--journal", ".", "--grace", "1"], "--grace 1.0: grace must be at least 0 and below 1"),
+    (["standby", "run", "--journal", ".", "--grace", "-0.5"], "--grace -0.5: grace must be at least 0 and below 1"),
 ])
 def test_errors_without_a_run_are_one_line(args, message, tmp_path) -> None:
     assert_one_line(invoke(*args, home=tmp_path), message)

@@ -23,11 +23,6 @@ app = typer.Typer(help="a second machine that reveals a participant's beacon sec
                   no_args_is_help=True)
 
 
-def check_grace(grace: float) -> None:
-    if not 0 <= grace < 1:
-        raise CommandError(f"--grace must be at least 0 and below 1 (a share of the reveal window), not {grace}")
-
-
 def check_journal(journal: Path) -> None:
     if not journal.is_dir():
         raise CommandError(f"--journal {journal} is not a folder: give the copy of the primary's journal "
@@ -52,13 +47,17 @@ def run(journal: Annotated[Path, typer.Option(
     """Watch the chain and reveal the participant's beacon secret where its primary has not, once
     --grace of the reveal window has passed (restart-safe: a reveal already on chain is done)."""
     configure_logging(verbose)
-    check_grace(grace)
+    from node.standby import Standby, check_grace  # noqa: PLC0415 (the node package loads only for the daemon)
+
+    try:
+        check_grace(grace)  # before the chain is asked
+    except ValueError as exc:
+        raise CommandError(f"--grace {grace}: {exc}") from None
     check_journal(journal)
     net = load_network(network, home)
     if net.chain.backend != "cosmos":
         raise CommandError("a standby needs a real chain (a cosmos network)")
     signer = open_key(key, home)
-    from node.standby import Standby  # noqa: PLC0415 (the node package loads only for the daemon)
 
     with open_ledger(net) as ledger:
         if for_ is not None and not is_address(for_, ledger.prefix):
