@@ -326,6 +326,12 @@ class PrivateKey:
             s = _N - s
         return r.to_bytes(SCALAR_SIZE, "big") + s.to_bytes(SCALAR_SIZE, "big")
 
+    def exchange(self, peer: PublicKey) -> bytes:
+        """ECDH on secp256k1 with ``peer``: the 32-byte x coordinate of the shared point (what
+        :mod:`protocol.sealing` derives its keys from; never used as a key as it is)."""
+        point = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256K1(), peer.compressed)
+        return self._key.exchange(ec.ECDH(), point)
+
     def secret_bytes(self) -> bytes:
         """The 32 secret bytes. Only the keyring (to seal or export them) and chain clients should call this."""
         return self._key.private_numbers().private_value.to_bytes(SCALAR_SIZE, "big")

@@ -1,0 +1,60 @@
+"""Sealing a beacon secret to a standby (``protocol/sealing.py``): it opens only with the standby's
+key and only for the run, epoch, member and standby it was sealed for."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from protocol.keys import KeyType, PrivateKey
+from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, seal
+
+MEMBER = PrivateKey(bytes([3]) * 32)
+STANDBY = PrivateKey(bytes([5]) * 32, KeyType.ETH_SECP256K1)
+SECRET = bytes(range(32))
+CONTEXT = SealContext(run_id="ab" * 32, epoch=7, member=MEMBER.address(), standby=STANDBY.address())
+
+
+def test_a_sealed_secret_opens_with_the_standbys_key_and_does_not_show_the_secret() -> None:
+    sealed = seal(SECRET, STANDBY.public_key, CONTEXT)
+    assert len(sealed) == SEALED_SIZE and SECRET not in sealed
+    assert open_sealed(sealed, STANDBY, CONTEXT) == SECRET
+    assert seal(SECRET, STANDBY.public_key, CONTEXT) != sealed  # a fresh ephemeral key each time
+
+
+@pytest.mark.parametrize("other", [
+    {"epoch": 8}, {"run_id": "cd" * 32}, {"member": STANDBY.address()}, {"standby": MEMBER.address()},
+])
+def test_a_sealed_secret_does_not_open_for_another_epoch_run_member_or_standby(other) -> None:
+    sealed = seal(SECRET, STANDBY.public_key, CONTEXT)
+    with pytest.raises(SealError, match="does not open"):
+        open_sealed(sealed, STANDBY, dataclasses.replace(CONTEXT, **other))
+
+
+def test_a_sealed_secret_does_not_open_with_another_key_nor_tampered_with() -> None:
+    sealed = seal(SECRET, STANDBY.public_key, CONTEXT)
+    with pytest.raises(SealError, match="does not open"):
+        open_sealed(sealed, MEMBER, CONTEXT)
+    for at in (1 + 33, len(sealed) - 1):  # the ciphertext, the tag
+        tampered = bytearray(sealed)
+        tampered[at] ^= 1
+        with pytest.raises(SealError, match="does not open"):
+            open_sealed(bytes(tampered), STANDBY, CONTEXT)
+    with pytest.raises(SealError, match="bytes"):
+        open_sealed(sealed[:-1], STANDBY, CONTEXT)
+    with pytest.raises(SealError, match="version"):
+        open_sealed(b"\x02" + sealed[1:], STANDBY, CONTEXT)
+    with pytest.raises(SealError, match="not a secp256k1 point"):
+        open_sealed(sealed[:1] + b"\x05" + sealed[2:], STANDBY, CONTEXT)
+
+
+def test_sealing_validates_its_inputs() -> None:
+    with pytest.raises(ValueError, match="32 bytes"):
+        seal(SECRET[:31], STANDBY.public_key, CONTEXT)
+    with pytest.raises(ValueError, match="epoch"):
+        dataclasses.replace(CONTEXT, epoch=-1)
+    with pytest.raises(ValueError, match="run_id"):
+        dataclasses.replace(CONTEXT, run_id="AB")
+    with pytest.raises(ValueError, match="standby"):
+        dataclasses.replace(CONTEXT, standby="inj1nope")
