@@ -14,6 +14,7 @@ Writes raise :class:`ContractError` with the contract's own message when the con
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from chain.errors import ContractError as ContractError  # re-exported: the Ledg
 from chain.errors import LedgerError as LedgerError
 from chain.types import Event as Event
 from chain.types import TxResult as TxResult
-from protocol.keys import PrivateKey
+from protocol.keys import PrivateKey, is_address
 from protocol.messages import (
     BeaconJoin,
     BeaconReveal,
@@ -295,6 +296,25 @@ class Ledger:
     def member(self, address: str) -> Member | None:
         answer = self.backend.query({"member": {"address": address}})
         return None if answer is None else self._validate(Member, answer)
+
+    def standby(self, member: str) -> str | None:
+        """The standby revealer ``member`` named (:meth:`set_standby`), or None. No query of the
+        contract shows it, so it is read from the contract's public storage (``sy/`` + address,
+        the address as a JSON string) with the chain's raw query; validated before use.
+
+        Raises:
+            LedgerError: the stored value is not an address of this chain.
+        """
+        value = self.backend.raw(b"sy/" + member.encode())
+        if value is None:
+            return None
+        try:
+            named = json.loads(value)
+        except ValueError:
+            named = None
+        if not isinstance(named, str) or not is_address(named, self.prefix):
+            raise LedgerError(f"the standby stored for {member} is not an address of this chain")
+        return named
 
     def members(self, role: Role | None = None, start_after: str | None = None,
                 limit: int | None = None) -> list[Member]:

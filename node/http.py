@@ -221,7 +221,8 @@ class SafeClient:
             timer.cancel()
 
     def body(self, url: str, headers: dict[str, str], max_bytes: int,
-             deadline: float | None = None) -> Generator[bytes, None, None]:
+             deadline: float | None = None, method: str = "GET",
+             content: bytes | None = None) -> Generator[bytes, None, None]:
         """GET ``url`` and yield the body chunk by chunk as it arrives (a pull iterator: the reader
         decides when the next chunk is read, and nothing is held but the chunk it is handed).
 
@@ -237,6 +238,8 @@ class SafeClient:
             deadline: ``time.monotonic()`` by which the request must be over (default: now +
                 ``limits.request_deadline_s(max_bytes)``; the earlier of the two otherwise), fixed
                 at the first ``next()``.
+            method: the HTTP method (``PUT`` with ``content``: a standby's secret, ``node.standby_handover``).
+            content: the request body (small: it is sent at once).
 
         Raises (while iterating):
             HttpFailure: with ``retryable`` telling whether trying later may help.
@@ -251,7 +254,7 @@ class SafeClient:
                                 write=min(lim.read_s, remaining), pool=min(lim.connect_s, remaining))
         with self._watchdog(end) as dog:
             try:
-                with self._client.stream("GET", url, headers=headers, timeout=timeout,
+                with self._client.stream(method, url, headers=headers, content=content, timeout=timeout,
                                          extensions={"trace": dog["trace"]}) as response:
                     yield from self._read(url, response, max_bytes, end)
             except httpx.HTTPError as exc:
@@ -315,6 +318,12 @@ class SafeClient:
         chunks: list[bytes] = []
         self.stream(url, headers, max_bytes, chunks.append, deadline)
         return b"".join(chunks)
+
+    def put_bytes(self, url: str, headers: dict[str, str], content: bytes, max_bytes: int) -> bytes:
+        """PUT ``content`` to ``url``; the whole answer's body (at most ``max_bytes``), every bound of
+        :meth:`body` applying."""
+        with contextlib.closing(self.body(url, headers, max_bytes, method="PUT", content=content)) as chunks:
+            return b"".join(chunks)
 
 
 def resolve(host: str) -> list[str]:

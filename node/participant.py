@@ -54,6 +54,15 @@ def secret_file(journal: Path, epoch: int) -> Path:
     return Path(journal) / f"epoch-{epoch:06d}.json"
 
 
+def write_secret(journal: Path, epoch: int, secret: bytes) -> None:
+    """Write the journal entry of ``epoch``'s beacon secret durably (fsynced, atomic): the one
+    format :func:`node.standby.read_secret` reads, written by the primary
+    (:meth:`Participant.secret`) and by a standby handed the secret (``node.standby_handover``)."""
+    path = secret_file(journal, epoch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps({"secret": secret.hex()}).encode())
+
+
 class Participant:
     """A bonded member that takes part in epochs. Subclasses add their role's work to :meth:`tick`.
 
@@ -121,8 +130,7 @@ class Participant:
             if len(secret) == SECRET_SIZE:
                 return secret
         secret = os.urandom(SECRET_SIZE)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps({"secret": secret.hex()}).encode())
+        write_secret(self._journal, epoch, secret)
         return secret
 
     # -- verdict openings and trap sets: durable before their commitments --------------------------

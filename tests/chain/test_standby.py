@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,10 @@ from ledger_env import LedgerEnv
 from chain.ledger import ContractError
 from node.events import NodeEvent
 from node.participant import Participant, journal_dir
+from node.server import ServerThread
 from node.standby import Standby, read_secret, reveal_from
+from node.standby_handover import SecretCourier, create_standby_app, standby_limits
+from node.standby_handover import standby_key as standby_key_of
 from protocol.messages import BeaconReveal
 from protocol.rules.beacon import beacon_commit
 
@@ -204,3 +208,88 @@ def test_a_named_standby_reveals_for_its_member_and_can_do_nothing_else(ledger_e
 def test_a_standby_for_an_address_of_another_chain_is_refused(env, tmp_path) -> None:
     with pytest.raises(ValueError, match="not an address of this chain"):
         Standby(env.ledger, env.key("outsider"), env.spec, tmp_path, participant="cosmos1notanaddress")
+
+
+# -- the hand-over over HTTP (node/standby_handover.py) -----------------------------------------
+
+
+def handed_over(courier: SecretCourier, epoch: int) -> bool | None:
+    end = time.monotonic() + 20
+    while epoch not in courier.delivered and time.monotonic() < end:
+        time.sleep(0.02)
+    return courier.delivered.get(epoch)
+
+
+def test_the_primary_hands_its_secret_over_http_dies_and_the_standby_reveals(env, tmp_path) -> None:
+    # The standby's folder is its own (no copy of the primary's journal): the secret arrives sealed
+    # over HTTP, signed by the member, and the reveal loop reads it as before.
+    env.bond_all([*HOSTS, *VALIDATORS])
+    member, standby_key = env.addr("host2"), env.key("outsider")
+    env.ledger.set_standby(env.key("host2"), standby_key.address(env.ledger.prefix))
+    total = env.total_funds()
+    before = env.net_balance("host2")
+    run_id = env.spec.run_id().hex()
+    folder = tmp_path / "standby"
+    app = create_standby_app(standby_key, member, run_id, folder, lambda: env.ledger.participant(member).epoch,
+                             env.ledger.prefix)
+    primary = Participant(env.ledger, env.key("host2"), env.spec, tmp_path / "primary", name="host2")
+    with ServerThread(app, limits=standby_limits()) as server:
+        key, address = standby_key_of(env.ledger, member, standby_key.public_key.hex())
+        courier = SecretCourier(journal_dir(primary.root, primary.run_id, member), env.key("host2"), run_id,
+                                env.ledger.prefix, server.url, key, address, first_wait=0.05)
+        try:
+            courier.offer(env.ledger.participant(member))  # no secret yet: nothing is sent
+            env.join("host2", beacon=beacon_commit(member, 0, primary.secret(0)).hex())  # the secret is durable
+            courier.offer(env.ledger.participant(member))
+            assert handed_over(courier, 0) is True
+        finally:
+            courier.close()
+    assert read_secret(folder, 0) == primary.secret(0)
+    for name in ["host1", *VALIDATORS]:
+        env.join(name)
+    env.play_epoch(HOSTS, VALIDATORS, commit=["host1"], stop_after="train")  # host2's primary is dead
+    standby = Standby(env.ledger, standby_key, env.spec, folder, grace=0.0, participant=member)
+    everyone_else_reveals(env)
+    assert standby.tick()
+    env.play_epoch(HOSTS, VALIDATORS)
+    host2 = row(env, "host2")
+    assert (host2.outcome, host2.slashed, host2.revealed) == ("absent_excused", "0", True)
+    assert env.net_balance("host2") == before
+    assert env.total_funds() == total
+    env.assert_books()
+
+
+def test_a_standby_that_is_down_does_not_stop_the_primarys_epoch(env, tmp_path) -> None:
+    primary, _, _ = start(env, tmp_path, commit_primary=True)
+    member = primary.address
+    key, address = standby_key_of(env.ledger, member, env.key("host2").public_key.hex())  # the member's own
+    courier = SecretCourier(journal_dir(primary.root, primary.run_id, member), env.key("host2"),
+                            env.spec.run_id().hex(), env.ledger.prefix, "http://127.0.0.1:9", key, address,
+                            first_wait=0.01, max_wait=0.02)
+    try:
+        courier.offer(env.ledger.participant(member))  # returns at once; the courier's thread fails
+        env.reveal("host2", 0, secret=primary.secret(0))  # the primary, alive, reveals meanwhile
+        everyone_else_reveals(env)
+        env.play_epoch(HOSTS, VALIDATORS)
+        courier.offer(env.ledger.participant(member, 0))  # past the reveal: the courier gives up
+        assert handed_over(courier, 0) is False
+    finally:
+        courier.close()
+    assert row(env, "host2").outcome == "accepted"
+
+
+def test_the_primary_hands_over_only_to_the_standby_the_member_named(env, tmp_path) -> None:
+    env.bond_all([*HOSTS, *VALIDATORS])
+    member = env.addr("host2")
+    own = env.key("host2").public_key.hex()
+    # No standby named: only the member's own key can reveal for it.
+    assert standby_key_of(env.ledger, member, own)[1] == member
+    with pytest.raises(ValueError, match="named no standby"):
+        standby_key_of(env.ledger, member, env.key("outsider").public_key.hex())
+    env.ledger.set_standby(env.key("host2"), env.addr("outsider"))
+    assert standby_key_of(env.ledger, member, env.key("outsider").public_key.hex())[1] == env.addr("outsider")
+    with pytest.raises(ValueError, match="named on chain"):
+        standby_key_of(env.ledger, member, own)
+    with pytest.raises(ValueError, match="compressed secp256k1 public key"):
+        standby_key_of(env.ledger, member, "02" + "zz" * 32)
+    assert env.ledger.standby(env.addr("host1")) is None

@@ -1,0 +1,136 @@
+"""The standby's hand-over endpoint over real HTTP (``node/standby_handover.py``): only the member
+it stands for may hand it a secret, sealed to it for that epoch; what it refuses is not written.
+(The round trip with a chain, the primary dying and the standby revealing: tests/chain/test_standby.py.)"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from node.http import HttpFailure, SafeClient
+from node.participant import write_secret
+from node.server import ServerThread
+from node.standby import read_secret
+from node.standby_handover import (
+    SECRET_PATH,
+    SecretCourier,
+    create_standby_app,
+    prune,
+    standby_limits,
+)
+from protocol.auth import sign_request
+from protocol.keys import PrivateKey
+from protocol.sealing import SealContext, seal
+from protocol.views import ParticipantStatus
+
+MEMBER = PrivateKey(bytes([3]) * 32)
+OTHER = PrivateKey(bytes([4]) * 32)  # another member, or an outsider: the standby refuses both
+STANDBY = PrivateKey(bytes([5]) * 32)
+RUN = "ab" * 32
+CURRENT = 3
+SECRET = bytes(range(32))
+
+
+def sealed(epoch: int = CURRENT, secret: bytes = SECRET, run: str = RUN, sealed_epoch: int | None = None) -> str:
+    context = SealContext(run_id=run, epoch=epoch if sealed_epoch is None else sealed_epoch,
+                          member=MEMBER.address(), standby=STANDBY.address())
+    return seal(secret, STANDBY.public_key, context).hex()
+
+
+@pytest.fixture(scope="module")
+def standby(tmp_path_factory) -> tuple[str, Path, ServerThread]:
+    journal = tmp_path_factory.mktemp("standby")
+    app = create_standby_app(STANDBY, MEMBER.address(), RUN, journal, lambda: CURRENT, "inj")
+    with ServerThread(app, limits=standby_limits()) as server:
+        yield server.url + SECRET_PATH, journal, server
+
+
+def put(url: str, body: dict | bytes, key: PrivateKey = MEMBER, run: str = RUN, swap: bytes | None = None) -> int:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = sign_request(key, "PUT", SECRET_PATH, run, data, prefix="inj")
+    client = SafeClient()
+    try:
+        client.put_bytes(url, headers, swap if swap is not None else data, max_bytes=4096)
+    except HttpFailure as exc:
+        assert exc.status is not None, exc
+        return exc.status
+    finally:
+        client.close()
+    return 200
+
+
+def test_only_the_member_may_hand_its_standby_a_secret_and_only_one_per_epoch(standby) -> None:
+    url, journal, _ = standby
+    good = {"epoch": CURRENT, "sealed": sealed()}
+    assert put(url, good, key=OTHER) == 403  # another member's or an outsider's signature
+    assert put(url, good, swap=json.dumps({"epoch": CURRENT, "sealed": sealed()}).encode()) == 401  # body swapped
+    assert put(url, good, run="cd" * 32) == 401  # signed for another run
+    assert read_secret(journal, CURRENT) is None  # nothing written
+    assert put(url, good) == 200
+    assert read_secret(journal, CURRENT) == SECRET  # the entry the reveal loop reads
+    assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200  # the same secret again: acknowledged
+    assert put(url, {"epoch": CURRENT, "sealed": sealed(secret=bytes(32))}) == 409  # a different one: refused
+    assert read_secret(journal, CURRENT) == SECRET  # the first is kept
+
+
+@pytest.mark.parametrize(("body", "status"), [
+    ({"epoch": CURRENT - 1, "sealed": sealed(CURRENT - 1, sealed_epoch=CURRENT)}, 400),  # sealed for another epoch
+    ({"epoch": CURRENT + 1, "sealed": sealed(CURRENT + 1, run="cd" * 32)}, 400),  # sealed for another run
+    ({"epoch": CURRENT, "sealed": sealed()[:-2] + "00"}, 400),  # tampered with
+    ({"epoch": CURRENT + 2, "sealed": sealed(CURRENT + 2)}, 409),  # far from the chain's current epoch
+    ({"epoch": CURRENT, "sealed": "ab"}, 400),  # malformed
+    ({"epoch": CURRENT, "sealed": sealed(), "more": 1}, 400),
+    (b"x" * 600, 413),  # oversized
+])
+def test_the_standby_refuses_what_does_not_open_for_this_epoch(standby, body, status) -> None:
+    url, journal, _ = standby
+    before = sorted(p.name for p in journal.iterdir())
+    assert put(url, body) == status
+    assert sorted(p.name for p in journal.iterdir()) == before
+
+
+def test_an_unsigned_put_is_refused_before_its_body_is_read(standby) -> None:
+    url, _, _ = standby
+    client = SafeClient()
+    with pytest.raises(HttpFailure) as refused:
+        client.put_bytes(url, {}, b'{"epoch": 3}', max_bytes=4096)
+    client.close()
+    assert refused.value.status == 401 and "unsigned request" in str(refused.value)
+
+
+def test_old_entries_are_pruned(tmp_path) -> None:
+    for epoch in (0, 1, 2, 5):
+        (tmp_path / f"epoch-{epoch:06d}.json").write_text("{}")
+    (tmp_path / "epoch-000001").mkdir()  # a folder of the journal, not an entry
+    assert prune(tmp_path, current=4) == [0, 1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-000001", "epoch-000002.json", "epoch-000005.json"]
+
+
+def status(epoch: int, phase: str, revealed: bool = False) -> ParticipantStatus:
+    return ParticipantStatus.model_validate({
+        "address": MEMBER.address(), "epoch": epoch, "phase": phase, "phase_deadline": 100, "joined": True,
+        "model_hash": "00" * 32, "prev_seed": "00" * 32, "revealed": revealed})
+
+
+def test_a_courier_to_a_standby_that_is_down_retries_then_gives_up_after_the_reveal(tmp_path, caplog) -> None:
+    write_secret(tmp_path, 0, SECRET)
+    # A port nothing listens on: every try fails and may heal, so it retries with backoff.
+    courier = SecretCourier(tmp_path, MEMBER, RUN, "inj", "http://127.0.0.1:9", STANDBY.public_key,
+                            STANDBY.address(), first_wait=0.01, max_wait=0.02)
+    try:
+        courier.offer(status(0, "train"))  # returns at once: the courier's thread does the work
+        end = time.monotonic() + 10
+        while courier._failed.get(0, 0) < 2 and time.monotonic() < end:
+            time.sleep(0.01)
+        assert courier._failed.get(0, 0) >= 2 and 0 not in courier.delivered
+        courier.offer(status(0, "verify"))  # past its reveal: given up
+        while 0 not in courier.delivered and time.monotonic() < end:
+            time.sleep(0.01)
+        assert courier.delivered == {0: False}
+    finally:
+        courier.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert sum("unreachable" in w for w in warnings) == 1  # logged once, not per try
