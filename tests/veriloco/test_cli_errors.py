@@ -31,6 +31,7 @@ from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.keystore import Keystore
 
 PASSPHRASE = "pw"
+STANDBY_PUBKEY = PrivateKey(bytes([5]) * 32).public_key.hex()
 
 
 @pytest.fixture(scope="module")
@@ -133,6 +134,13 @@ def test_errors_against_a_deployed_run_are_one_line(deployed, args, message) -> 
     (["host", "set-standby", "--key", "h"], "give the standby's address, or --clear (not both)"),
     (["standby", "run", "--journal", ".", "--grace", "1"], "--grace 1.0: grace must be at least 0 and below 1"),
     (["standby", "run", "--journal", ".", "--grace", "-0.5"], "--grace -0.5: grace must be at least 0 and below 1"),
+    (["standby", "run", "--journal", ".", "--listen", "nowhere"], "--listen 'nowhere': expected HOST:PORT"),
+    (["host", "run", "--key", "h", "--standby-url", "http://127.0.0.1:8501"],
+     "--standby-url and --standby-pubkey go together"),
+    (["host", "run", "--key", "h", "--standby-url", "http://127.0.0.1:8501", "--standby-pubkey", "02" + "ab" * 31],
+     "--standby-pubkey '02abab"),
+    (["validator", "run", "--key", "v", "--standby-url", "ftp://10.0.0.2", "--standby-pubkey", STANDBY_PUBKEY],
+     "--standby-url 'ftp://10.0.0.2':"),
 ])
 def test_errors_without_a_run_are_one_line(args, message, tmp_path) -> None:
     assert_one_line(invoke(*args, home=tmp_path), message)

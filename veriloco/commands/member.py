@@ -12,12 +12,12 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from protocol.coins import base_units, display, parse_amount
-from protocol.keys import KeyFormatError, decode_address
+from protocol.keys import KeyFormatError, PublicKey, decode_address
 from protocol.messages import Role
 from protocol.rules.endpoints import EndpointError, endpoint_syntax
 from protocol.rules.spec import RunSpec
@@ -41,6 +41,12 @@ from veriloco.errors import CommandError
 from veriloco.home import home_dir
 from veriloco.keystore import Keystore
 from veriloco.output import console, err_console, print_json, table, tx_json, tx_line
+
+if TYPE_CHECKING:  # the daemon's modules load only in `run`
+    from chain.ledger import Ledger
+    from node.participant import Participant
+    from node.standby_handover import SecretCourier
+    from protocol.views import ParticipantStatus
 
 DEFAULT_ENDPOINT: dict[str, str] = {"host": "http://127.0.0.1:8101", "validator": "http://127.0.0.1:8301"}
 """The bonded endpoint when ``bond`` is given none: a host and a validator on one machine do not collide."""
@@ -85,6 +91,28 @@ def check_upload_rate(upload_rate: float | None) -> None:
         TokenBucket(upload_rate, 1)
     except ValueError as exc:
         raise CommandError(f"--upload-rate {upload_rate!r}: {exc}") from None
+
+
+def check_standby_options(url: str | None, pubkey: str | None) -> None:
+    """``--standby-url`` and ``--standby-pubkey``, checked before anything starts (the key against
+    the chain later: ``node.standby_handover.standby_key``).
+
+    Raises:
+        CommandError: one given without the other, a malformed URL, or not a public key.
+    """
+    if url is None and pubkey is None:
+        return
+    if url is None or pubkey is None:
+        raise CommandError("--standby-url and --standby-pubkey go together: the standby's address and its key")
+    try:
+        endpoint_syntax(url)
+    except EndpointError as exc:
+        raise CommandError(f"--standby-url {url!r}: {exc}") from None
+    try:
+        PublicKey(bytes.fromhex(pubkey))
+    except (ValueError, KeyFormatError) as exc:
+        raise CommandError(f"--standby-pubkey {pubkey!r}: not a compressed secp256k1 public key in hex "
+                           f"(66 digits, 02… or 03…, as `veriloco standby run` prints it): {exc}") from None
 
 
 def below_minimum_message(role: Role, amount: int, bonded: int, minimum: int, denom: str) -> str:
@@ -285,6 +313,12 @@ def make_app(role: Role) -> typer.Typer:
                 help="bytes per second the artifact server sends at most, over all its readers together "
                      "(a token bucket: a link to model or share; default: unpaced)")] = None,
             metrics: LiveMetrics = None,
+            standby_url: Annotated[str | None, typer.Option(
+                help="this member's standby revealer (`veriloco standby run --listen`, e.g. http://10.0.0.2:8501): "
+                     "each epoch's beacon secret is handed to it, sealed to --standby-pubkey")] = None,
+            standby_pubkey: Annotated[str | None, typer.Option(
+                help="the standby's public key in hex (`veriloco standby run` prints it): the key of the standby "
+                     "this member named (`set-standby`), or this member's own if it named none")] = None,
             verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs (every HTTP request)")]
             = False,
             adversary: Adversary = None,
@@ -295,6 +329,7 @@ def make_app(role: Role) -> typer.Typer:
         """Run the daemon: follow the chain's phases epoch after epoch (restart-safe). Logs go to stderr."""
         configure_logging(verbose)
         check_upload_rate(upload_rate)  # before anything loads or starts
+        check_standby_options(standby_url, standby_pubkey)
         islanded = nproc_per_node * nnodes > 1
         if not islanded and accumulate > 1:
             raise CommandError("--accumulate is for an island (--nproc-per-node or --nnodes above 1)")
@@ -318,9 +353,12 @@ def make_app(role: Role) -> typer.Typer:
         if serving and listen is not None:
             check_listen(listen)  # a mistake on the command line is said before anything starts
         participant = open_key(key, home)
+        standby_of: tuple[PublicKey, str] | None = None
         with open_ledger(net) as ledger:
             address = participant.address(ledger.prefix)
             member = ledger.member(address)
+            if member is not None and standby_pubkey is not None:
+                standby_of = check_standby_key(ledger, address, standby_pubkey)
         if member is None:
             raise CommandError(f"{key} ({address}) is not a member of this run: "
                                f"bond first (veriloco {role} bond AMOUNT --key {key})")
@@ -337,12 +375,14 @@ def make_app(role: Role) -> typer.Typer:
         from node.daemon import Daemon, holder_server, host_daemon  # noqa: PLC0415 (torch and FastAPI load only for a daemon)
         from node.participant import Participant  # noqa: PLC0415 (as above)
         from node.server import ServerThread  # noqa: PLC0415 (as above)
+        from node.standby_handover import SecretCourier  # noqa: PLC0415 (as above)
         from trainer.determinism import configure  # noqa: PLC0415 (as above)
         from veriloco.behaviours import host_behaviour, validator_node  # noqa: PLC0415 (as above)
 
         check_device(device)
         configure(threads, device)
         servers: list[ServerThread] = []
+        courier: SecretCourier | None = None
         island = None  # rank 0's island behaviour: the other ranks leave when it stops
         host_node = None  # rank 0's host: its pipelined training ends before the island stops
         try:
@@ -383,9 +423,20 @@ def make_app(role: Role) -> typer.Typer:
                 from veriloco.metrics_files import MetricsFollower  # noqa: PLC0415 (as above)
 
                 follower = MetricsFollower.to(metrics or root / "metrics", ledger.denom, key_names(home), key)
-                Daemon(node, ledger, poll=poll, max_epochs=epochs,
-                       on_status=lambda status: follower.observe(ledger, status.epoch)).run()
+                if standby_url is not None and standby_of is not None:
+                    courier = secret_courier(node, ledger.prefix, standby_url, *standby_of)
+                    err_console.print(f"{role} {key}: handing each epoch's beacon secret to the standby "
+                                      f"{standby_of[1]} at {standby_url}", highlight=False)
+
+                def on_status(status: "ParticipantStatus") -> None:
+                    follower.observe(ledger, status.epoch)
+                    if courier is not None:
+                        courier.offer(status)  # records it: the courier's own thread sends
+
+                Daemon(node, ledger, poll=poll, max_epochs=epochs, on_status=on_status).run()
         finally:
+            if courier is not None:
+                courier.close()
             for running in servers:  # after the drain: a host serves until it stops
                 running.stop()
             if island is not None:  # the daemon closed its node: training stops at its next step
@@ -398,6 +449,30 @@ def make_app(role: Role) -> typer.Typer:
         leave_without_threads()
 
     return tx_flags.on_group(app, read_only={"status"})  # --node, --gas, … after the command
+
+
+def check_standby_key(ledger: "Ledger", member: str, pubkey: str) -> tuple[PublicKey, str]:
+    """``--standby-pubkey`` against the chain: the named standby's key, or the member's own.
+
+    Raises:
+        CommandError: neither (that standby could not reveal for the member).
+    """
+    from node.standby_handover import standby_key  # noqa: PLC0415 (FastAPI loads only for a daemon)
+
+    try:
+        return standby_key(ledger, member, pubkey)
+    except ValueError as exc:
+        raise CommandError(f"--standby-pubkey: {exc}") from None
+
+
+def secret_courier(node: "Participant", prefix: str, url: str, standby: PublicKey,
+                   address: str) -> "SecretCourier":
+    """The courier that hands ``node``'s beacon secrets to its standby (``node.standby_handover``)."""
+    from node.participant import journal_dir  # noqa: PLC0415 (as above)
+    from node.standby_handover import SecretCourier  # noqa: PLC0415 (as above)
+
+    return SecretCourier(journal_dir(node.root, node.run_id, node.address), node.key, node.run_id.hex(), prefix,
+                         url, standby, address)
 
 
 def leave_without_threads(grace_s: float = 5.0) -> None:

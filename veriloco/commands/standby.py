@@ -14,7 +14,7 @@ import typer
 from protocol.keys import is_address
 from veriloco.commands import tx_flags
 from veriloco.commands.common import Home, KeyName, Network, open_key
-from veriloco.commands.member import configure_logging
+from veriloco.commands.member import check_listen, configure_logging
 from veriloco.connect import be_patient, load_network, open_ledger
 from veriloco.errors import CommandError
 from veriloco.output import err_console
@@ -23,7 +23,12 @@ app = typer.Typer(help="a second machine that reveals a participant's beacon sec
                   no_args_is_help=True)
 
 
-def check_journal(journal: Path) -> None:
+def check_journal(journal: Path, listening: bool = False) -> None:
+    if listening and not journal.exists():  # its own folder: the primary hands it the secrets
+        try:
+            journal.mkdir(parents=True)
+        except OSError as exc:
+            raise CommandError(f"--journal {journal}: cannot create it: {exc.strerror or exc}") from None
     if not journal.is_dir():
         raise CommandError(f"--journal {journal} is not a folder: give the copy of the primary's journal "
                            "(<workdir>/<run id>/node/<address> on the primary)")
@@ -31,8 +36,12 @@ def check_journal(journal: Path) -> None:
 
 @app.command("run")
 def run(journal: Annotated[Path, typer.Option(
-            help="the copy of the primary's journal folder (<workdir>/<run id>/node/<address>), kept "
-                 "current by a shared or synced folder: its epoch-NNNNNN.json holds each beacon secret")],
+            help="where the standby keeps each beacon secret (epoch-NNNNNN.json): with --listen its own folder, "
+                 "which the primary fills over HTTP; without, a copy of the primary's journal folder "
+                 "(<workdir>/<run id>/node/<address>) kept current by a shared or synced folder")],
+        listen: Annotated[str | None, typer.Option(
+            help="host:port where the primary hands over each epoch's secret (sealed to this standby's key, "
+                 "signed by the member: `host run --standby-url … --standby-pubkey …`)")] = None,
         key: KeyName = "host",
         for_: Annotated[str | None, typer.Option(
             "--for", help="the participant's address, when --key is the standby's own key that the "
@@ -53,7 +62,9 @@ def run(journal: Annotated[Path, typer.Option(
         check_grace(grace)  # before the chain is asked
     except ValueError as exc:
         raise CommandError(f"--grace {grace}: {exc}") from None
-    check_journal(journal)
+    if listen is not None:
+        check_listen(listen)  # before the chain is asked
+    check_journal(journal, listening=listen is not None)
     net = load_network(network, home)
     if net.chain.backend != "cosmos":
         raise CommandError("a standby needs a real chain (a cosmos network)")
@@ -66,17 +77,32 @@ def run(journal: Annotated[Path, typer.Option(
         if ledger.member(address) is None:
             raise CommandError(f"{address} is not a member of this run: a standby reveals for a member")
         be_patient(ledger)
-        standby = Standby(ledger, signer, ledger.spec(), journal, grace, participant=for_, name=key)
+        spec = ledger.spec()
+        standby = Standby(ledger, signer, spec, journal, grace, participant=for_, name=key)
+        server = None
+        if listen is not None:
+            from node.standby_handover import create_standby_app, standby_server  # noqa: PLC0415 (as above)
+
+            app = create_standby_app(signer, address, spec.run_id().hex(), journal,
+                                     lambda: ledger.participant(address).epoch, ledger.prefix)
+            server = standby_server(app, listen)
+            err_console.print(f"standby {key}: receiving {address}'s sealed secrets on {server.url}; its primary "
+                              f"runs with --standby-url <this machine's URL> --standby-pubkey "
+                              f"{signer.public_key.hex()}", highlight=False)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         err_console.print(f"standby {key}: revealing for {address} from {journal} after {grace:.0%} of "
                           "each reveal window", highlight=False)
-        while not stop.is_set():
-            standby.tick()
-            if epochs is not None and ledger.epoch().epoch >= epochs:
-                break
-            stop.wait(poll)
+        try:
+            while not stop.is_set():
+                standby.tick()
+                if epochs is not None and ledger.epoch().epoch >= epochs:
+                    break
+                stop.wait(poll)
+        finally:
+            if server is not None:
+                server.stop()
 
 
 tx_flags.on_group(app)  # --node, --gas, … after the command
