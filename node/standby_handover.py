@@ -19,9 +19,9 @@ Two sides:
 * **the primary** (``host run`` / ``validator run`` with ``--standby-url`` and
   ``--standby-pubkey``) runs a :class:`SecretCourier`: the daemon's tick offers it each status it
   reads (no work on the training or commit path); its own thread seals the epoch's secret once the
-  journal entry exists, PUTs it, and retries with backoff until the standby acknowledges, refuses,
-  or the epoch is past its reveal. A standby that is down or slow costs the daemon nothing (logged
-  once per epoch).
+  journal entry exists, PUTs it, and retries with backoff until the standby acknowledges (with
+  its signed receipt: ``protocol.sealing.receipt_digest``), refuses, or the epoch is past its
+  reveal. A standby that is down or slow costs the daemon nothing (logged once per epoch).
 
 The chain still decides: a secret that is not the one the member committed to is refused by the
 contract's commitment check, so the worst a wrong hand-over does is leave the standby unable to
@@ -51,7 +51,7 @@ from node.server import ServerStats, ServerThread
 from node.standby import read_secret
 from protocol.auth import AuthError, NonceCache, claimed_signer, sign_request, verify_request
 from protocol.keys import KeyFormatError, PrivateKey, PublicKey, is_address
-from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, seal
+from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, receipt_digest, seal
 from protocol.types import COUNT_MAX
 from protocol.views import ParticipantStatus
 
@@ -84,8 +84,13 @@ class SecretPut(BaseModel):
 
 
 class SecretHeld(BaseModel):
-    epoch: int
+    """The standby's answer: it holds the epoch's secret, with its receipt (its signature over
+    :func:`protocol.sealing.receipt_digest`), which the primary checks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    epoch: Annotated[int, Field(ge=0, le=COUNT_MAX)]
     held: bool
+    receipt: Annotated[str, Field(pattern=r"^[0-9a-f]{128}$")]
 
 
 def prune(journal: Path, current: int, keep: int = KEEP_EPOCHS) -> list[int]:
@@ -194,9 +199,9 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
         if abs(put.epoch - now) > MAX_EPOCH_DISTANCE:
             raise refuse(409, "epoch", f"epoch {put.epoch} is not within {MAX_EPOCH_DISTANCE} of the chain's "
                                        f"current epoch {now}")
+        context = SealContext(run_id=run_id, epoch=put.epoch, member=member, standby=standby)
         try:
-            secret = open_sealed(bytes.fromhex(put.sealed), key,
-                                 SealContext(run_id=run_id, epoch=put.epoch, member=member, standby=standby))
+            secret = open_sealed(bytes.fromhex(put.sealed), key, context)
         except SealError as exc:
             raise refuse(400, "seal", str(exc)) from None
         with lock:  # one hand-over at a time: the check and the write are one step
@@ -211,7 +216,7 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
                 stats.served["secret"] += 1
                 log.info("standby: holds the beacon secret of epoch %d for %s", put.epoch, member)
             prune(journal, now)
-        return SecretHeld(epoch=put.epoch, held=True)
+        return SecretHeld(epoch=put.epoch, held=True, receipt=key.sign(receipt_digest(context, secret)).hex())
 
     return app
 
@@ -338,7 +343,7 @@ class SecretCourier:
         headers = sign_request(self.key, "PUT", SECRET_PATH, self.run_id, body, prefix=self.prefix)
         headers["content-type"] = "application/json"
         try:
-            self.client.put_bytes(self.url, headers, body, max_bytes=4096)
+            self._check_receipt(self.client.put_bytes(self.url, headers, body, max_bytes=4096), context, secret)
         except HttpFailure as exc:
             tries = self._failed[epoch] = self._failed.get(epoch, 0) + 1
             if not exc.retryable:
@@ -346,7 +351,7 @@ class SecretCourier:
                 self._done(epoch, False)
                 return None
             (log.warning if tries == 1 else log.debug)(
-                "standby %s unreachable for epoch %d (%s); retrying with backoff until the reveal",
+                "standby %s did not acknowledge the secret of epoch %d (%s); retrying with backoff until the reveal",
                 self.url, epoch, str(exc)[:200])
             delay = min(self.max_wait, self.first_wait * 2 ** (tries - 1))
             self._next_try = time.monotonic() + delay
@@ -355,6 +360,17 @@ class SecretCourier:
                  f" (after {self._failed[epoch]} failed tries)" if self._failed.get(epoch) else "")
         self._done(epoch, True)
         return None
+
+    def _check_receipt(self, answer: bytes, context: SealContext, secret: bytes) -> None:
+        """Raise a retryable :class:`HttpFailure` unless ``answer`` is the standby's signed receipt
+        for this secret (an acknowledgement anyone in between could fake is not one)."""
+        try:
+            held = SecretHeld.model_validate(parse_json(answer, 4096, max_depth=1))
+            signed = self.standby.verify(receipt_digest(context, secret), bytes.fromhex(held.receipt))
+        except (ValueError, ValidationError):
+            signed = False
+        if not signed or held.epoch != context.epoch:
+            raise HttpFailure(f"{self.url}: the answer is not the standby's signed receipt", retryable=True)
 
     def _done(self, epoch: int, acknowledged: bool) -> None:
         self.delivered[epoch] = acknowledged

@@ -14,11 +14,16 @@ with ECIES on secp256k1, the curve of the chain keys both machines already have:
   member and standby it was sealed for, so it cannot be replayed to another epoch or run.
 
 Wire form: ``VERSION (1 byte) || ephemeral compressed public key (33) || ciphertext and tag (48)``,
-82 bytes, hex in messages. Pure functions; no I/O.
+82 bytes, hex in messages.
+
+The standby acknowledges with a **receipt**: its signature over :func:`receipt_digest` (the context
+and a hash of the secret it opened), so a party in between cannot fake an acknowledgement of a
+secret the standby does not hold. Pure functions; no I/O.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
@@ -117,3 +122,9 @@ def open_sealed(sealed: bytes, key: PrivateKey, context: SealContext) -> bytes:
     except InvalidTag:
         raise SealError("the sealed secret does not open: tampered with, or sealed for another key, "
                         "run, epoch, member or standby") from None
+
+
+def receipt_digest(context: SealContext, secret: bytes) -> bytes:
+    """What a standby signs to acknowledge that it opened and holds ``secret`` for ``context``
+    (the secret enters hashed: the chain's beacon commitment publishes a hash of it anyway)."""
+    return hashlib.sha256(associated_data(context) + b"\x00receipt\x00" + hashlib.sha256(secret).digest()).digest()

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI
 
 from node.http import HttpFailure, SafeClient
 from node.participant import write_secret
@@ -133,4 +134,28 @@ def test_a_courier_to_a_standby_that_is_down_retries_then_gives_up_after_the_rev
     finally:
         courier.close()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert sum("unreachable" in w for w in warnings) == 1  # logged once, not per try
+    assert sum("did not acknowledge" in w for w in warnings) == 1  # logged once, not per try
+
+
+def test_an_acknowledgement_without_the_standbys_signed_receipt_is_not_a_delivery(tmp_path, caplog) -> None:
+    # Something in between answers 200 for the standby: without the standby's signature over the
+    # secret the courier does not count the secret delivered, and keeps trying.
+    fake = FastAPI()
+
+    @fake.put(SECRET_PATH)
+    def ack() -> dict:
+        return {"epoch": 0, "held": True, "receipt": OTHER.sign(bytes(32)).hex()}
+
+    write_secret(tmp_path, 0, SECRET)
+    with ServerThread(fake, limits=standby_limits()) as server:
+        courier = SecretCourier(tmp_path, MEMBER, RUN, "inj", server.url, STANDBY.public_key, STANDBY.address(),
+                                first_wait=0.01, max_wait=0.02)
+        try:
+            courier.offer(status(0, "join"))
+            end = time.monotonic() + 10
+            while courier._failed.get(0, 0) < 2 and time.monotonic() < end:
+                time.sleep(0.01)
+            assert courier._failed.get(0, 0) >= 2 and 0 not in courier.delivered
+        finally:
+            courier.close()
+    assert any("not the standby's signed receipt" in r.getMessage() for r in caplog.records)

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from protocol.keys import KeyType, PrivateKey
-from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, seal
+from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, receipt_digest, seal
 
 MEMBER = PrivateKey(bytes([3]) * 32)
 STANDBY = PrivateKey(bytes([5]) * 32, KeyType.ETH_SECP256K1)
@@ -58,3 +58,12 @@ def test_sealing_validates_its_inputs() -> None:
         dataclasses.replace(CONTEXT, run_id="AB")
     with pytest.raises(ValueError, match="standby"):
         dataclasses.replace(CONTEXT, standby="inj1nope")
+
+
+def test_a_receipt_binds_the_secret_and_its_context() -> None:
+    digest = receipt_digest(CONTEXT, SECRET)
+    receipt = STANDBY.sign(digest)
+    assert STANDBY.public_key.verify(digest, receipt)
+    assert not STANDBY.public_key.verify(receipt_digest(CONTEXT, bytes(32)), receipt)  # another secret
+    assert not STANDBY.public_key.verify(receipt_digest(dataclasses.replace(CONTEXT, epoch=8), SECRET), receipt)
+    assert not MEMBER.public_key.verify(digest, receipt)  # signed by the standby, no one else
