@@ -46,7 +46,7 @@ from starlette.concurrency import run_in_threadpool
 
 from chain.ledger import Ledger, LedgerError
 from node.http import ClientLimits, HttpFailure, SafeClient, ServerLimits, parse_json
-from node.participant import secret_file, write_secret
+from node.participant import Participant, journal_dir, secret_file, write_secret
 from node.server import ServerStats, ServerThread
 from node.standby import read_secret
 from protocol.auth import AuthError, NonceCache, claimed_signer, sign_request, verify_request
@@ -292,6 +292,12 @@ class SecretCourier:
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="standby-courier", daemon=True)
         self._thread.start()
+
+    @classmethod
+    def of(cls, node: Participant, url: str, standby: PublicKey, standby_address: str) -> SecretCourier:
+        """The courier of ``node``'s beacon secrets (its journal, key and run), to the standby at ``url``."""
+        return cls(journal_dir(node.root, node.run_id, node.address), node.key, node.run_id.hex(),
+                   node.ledger.prefix, url, standby, standby_address)
 
     def offer(self, status: ParticipantStatus) -> None:
         """The daemon's latest status (cheap: records it and wakes the thread)."""

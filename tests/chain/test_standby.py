@@ -235,8 +235,7 @@ def test_the_primary_hands_its_secret_over_http_dies_and_the_standby_reveals(env
     primary = Participant(env.ledger, env.key("host2"), env.spec, tmp_path / "primary", name="host2")
     with ServerThread(app, limits=standby_limits()) as server:
         key, address = standby_key_of(env.ledger, member, standby_key.public_key.hex())
-        courier = SecretCourier(journal_dir(primary.root, primary.run_id, member), env.key("host2"), run_id,
-                                env.ledger.prefix, server.url, key, address, first_wait=0.05)
+        courier = SecretCourier.of(primary, server.url, key, address)  # as `host run --standby-url` builds it
         try:
             courier.offer(env.ledger.participant(member))  # no secret yet: nothing is sent
             env.join("host2", beacon=beacon_commit(member, 0, primary.secret(0)).hex())  # the secret is durable

@@ -44,8 +44,6 @@ from veriloco.output import console, err_console, print_json, table, tx_json, tx
 
 if TYPE_CHECKING:  # the daemon's modules load only in `run`
     from chain.ledger import Ledger
-    from node.participant import Participant
-    from node.standby_handover import SecretCourier
     from protocol.views import ParticipantStatus
 
 DEFAULT_ENDPOINT: dict[str, str] = {"host": "http://127.0.0.1:8101", "validator": "http://127.0.0.1:8301"}
@@ -424,7 +422,7 @@ def make_app(role: Role) -> typer.Typer:
 
                 follower = MetricsFollower.to(metrics or root / "metrics", ledger.denom, key_names(home), key)
                 if standby_url is not None and standby_of is not None:
-                    courier = secret_courier(node, ledger.prefix, standby_url, *standby_of)
+                    courier = SecretCourier.of(node, standby_url, *standby_of)
                     err_console.print(f"{role} {key}: handing each epoch's beacon secret to the standby "
                                       f"{standby_of[1]} at {standby_url}", highlight=False)
 
@@ -463,16 +461,6 @@ def check_standby_key(ledger: "Ledger", member: str, pubkey: str) -> tuple[Publi
         return standby_key(ledger, member, pubkey)
     except ValueError as exc:
         raise CommandError(f"--standby-pubkey: {exc}") from None
-
-
-def secret_courier(node: "Participant", prefix: str, url: str, standby: PublicKey,
-                   address: str) -> "SecretCourier":
-    """The courier that hands ``node``'s beacon secrets to its standby (``node.standby_handover``)."""
-    from node.participant import journal_dir  # noqa: PLC0415 (as above)
-    from node.standby_handover import SecretCourier  # noqa: PLC0415 (as above)
-
-    return SecretCourier(journal_dir(node.root, node.run_id, node.address), node.key, node.run_id.hex(), prefix,
-                         url, standby, address)
 
 
 def leave_without_threads(grace_s: float = 5.0) -> None:
