@@ -330,13 +330,13 @@ class SecretCourier:
         if status is None:
             return None
         epoch = status.epoch
+        for older in [e for e in self._failed if e < epoch]:  # the run moved on: past their reveals
+            self._give_up(older)
         if epoch in self.delivered:
             return None
         if status.revealed or status.phase not in ("join", "train", "reveal"):
             if self._failed.get(epoch):  # past its reveal: give up
-                log.warning("standby %s never acknowledged the secret of epoch %d (%d tries); it can no longer "
-                            "help", self.url, epoch, self._failed[epoch])
-                self._done(epoch, False)
+                self._give_up(epoch)
             return None
         secret = read_secret(self.journal, epoch)
         if secret is None:
@@ -377,6 +377,11 @@ class SecretCourier:
             signed = False
         if not signed or held.epoch != context.epoch:
             raise HttpFailure(f"{self.url}: the answer is not the standby's signed receipt", retryable=True)
+
+    def _give_up(self, epoch: int) -> None:
+        log.warning("standby %s never acknowledged the secret of epoch %d (%d tries); it can no longer help",
+                    self.url, epoch, self._failed[epoch])
+        self._done(epoch, False)
 
     def _done(self, epoch: int, acknowledged: bool) -> None:
         self.delivered[epoch] = acknowledged
