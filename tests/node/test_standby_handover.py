@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 from fastapi import FastAPI
 
+from chain.embedded import EmbeddedChain
+from chain.embedded.backend import deploy_embedded
+from node.daemon import Daemon
 from node.http import HttpFailure, SafeClient
 from node.participant import write_secret
 from node.server import ServerThread
@@ -20,12 +23,17 @@ from node.standby_handover import (
     SecretCourier,
     create_standby_app,
     prune,
+    standby_key,
     standby_limits,
 )
+from node.validator import ValidatorNode
 from protocol.auth import sign_request
+from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
 from protocol.sealing import SealContext, seal
 from protocol.views import ParticipantStatus
+from trainer.artifacts import ArtifactSource, ArtifactUnavailable
+from trainer.presets import tiny
 
 MEMBER = PrivateKey(bytes([3]) * 32)
 OTHER = PrivateKey(bytes([4]) * 32)  # another member, or an outsider: the standby refuses both
@@ -159,3 +167,50 @@ def test_an_acknowledgement_without_the_standbys_signed_receipt_is_not_a_deliver
         finally:
             courier.close()
     assert any("not the standby's signed receipt" in r.getMessage() for r in caplog.records)
+
+
+# -- a real daemon with a courier (embedded chain) ---------------------------------------------
+
+
+@pytest.fixture
+def validator(tmp_path, dataset) -> ValidatorNode:
+    """A bonded validator on a fresh embedded chain (a run that waits for a host, which never comes)."""
+    spec = tiny()
+    operator, key = PrivateKey(b"\x21" * 32), PrivateKey(b"\x22" * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, key)})
+    ledger = deploy_embedded(chain, operator, spec, "00" * 32, operator.address())
+    ledger.bond(key, "validator", "http://127.0.0.1:1", int(spec.economics.min_validator_stake))
+
+    def no_peers(endpoint: str) -> ArtifactSource:
+        raise ArtifactUnavailable(f"no peers here: {endpoint}")
+
+    return ValidatorNode(ledger, key, spec, dataset, tmp_path / "primary", no_peers, name="val")
+
+
+@pytest.mark.parametrize("standby_up", [True, False])
+def test_a_daemon_hands_its_secret_to_its_standby_and_joins_whether_it_is_up_or_not(
+        validator, tmp_path, standby_up) -> None:
+    node, folder = validator, tmp_path / "standby"
+    # The member's own key on the standby (no set_standby): the key check accepts only that one.
+    key, address = standby_key(node.ledger, node.address, node.key.public_key.hex())
+    app = create_standby_app(node.key, node.address, node.run_id.hex(), folder,
+                             lambda: node.ledger.participant(node.address).epoch, node.ledger.prefix)
+    with ServerThread(app, limits=standby_limits()) as server:
+        url = server.url if standby_up else "http://127.0.0.1:9"  # nothing listens on port 9
+        courier = SecretCourier.of(node, url, key, address)
+        courier.first_wait = courier.max_wait = 0.01
+        daemon = Daemon(node, node.ledger, poll=0.0, on_status=courier.offer)  # as `validator run` wires it
+        try:
+            assert daemon.step()  # joins epoch 0, its secret durable first, whatever the standby does
+            assert node.status().joined
+            end = time.monotonic() + 10
+            while 0 not in courier.delivered and courier._failed.get(0, 0) < 2 and time.monotonic() < end:
+                time.sleep(0.01)
+            assert not daemon.step()  # joined; waiting for a host (the courier's thread does not hold it)
+        finally:
+            courier.close()
+    if standby_up:
+        assert courier.delivered == {0: True}
+        assert read_secret(folder, 0) == node.secret(0)
+    else:
+        assert 0 not in courier.delivered and courier._failed[0] >= 2 and not folder.exists()
