@@ -4,10 +4,11 @@ primary is down through ``reveal`` (issue 30).
 A joined participant that does not reveal is ``no_reveal`` and slashed (docs/contract.md, "Absences"),
 even when its machine is simply down. The standby watches the chain with **its own key, which the
 participant named on chain** (``set_standby``: the contract lets that address send ``reveal`` for
-the participant and nothing else), or else with the participant's own key, and reads a **copy of
-the primary's journal** (``epoch-NNNNNN.json``, written and fsynced by
-:meth:`node.participant.Participant.secret` before the join that commits to it; the operator makes
-the copy reach the standby, e.g. a shared or synced folder). Once ``grace`` of the reveal window has
+the participant and nothing else), or else with the participant's own key, and reads the secrets
+from a journal folder (``epoch-NNNNNN.json``, written and fsynced by
+:meth:`node.participant.Participant.secret` before the join that commits to it): its own, which
+the primary fills over HTTP, sealed and signed (``node.standby_handover``), or a copy of the
+primary's that the operator keeps current (a shared or synced folder). Once ``grace`` of the reveal window has
 passed and the chain still shows no reveal, it reveals the secret it holds. The beacon is not
 weakened: the chain checks the secret against the commitment, so a standby without the secret (the
 copy never arrived) cannot reveal and the no-reveal slash applies as before; and a reveal the
@@ -85,7 +86,8 @@ class Standby:
         key: the key the standby signs with: its own, which ``participant`` named with
             ``set_standby``, or (``participant`` None) the participant's own. It sends only ``reveal``.
         spec: the run spec (its reveal window; checked against the chain's by the caller).
-        journal: the copy of the primary's journal folder (:func:`node.participant.journal_dir`).
+        journal: the folder holding the secrets: the standby's own, filled by
+            ``node.standby_handover``, or a copy of the primary's (:func:`node.participant.journal_dir`).
         grace: the share of the reveal window left to the primary, in [0, 1).
         participant: the address it reveals for, when ``key`` is the standby's own.
         name: a label for events and logs (defaults to the participant's address).
