@@ -232,6 +232,25 @@ def report_pages(ledger: Ledger, e: int) -> dict[str, Any]:
             "all_pages_sdk_gas": sum(p["sdk_gas"] for p in out), "all_pages_bytes": sum(p["bytes"] for p in out)}
 
 
+def participant_gas(ledger: Ledger, e: int, validator: str) -> dict[str, int]:
+    """A validator's ``participant`` query on the embedded chain: its Cosmos SDK gas estimated as
+    ``report_pages`` does (against a node's default 3,000,000), and the records it read."""
+    assert isinstance(ledger.backend, EmbeddedBackend)
+    chain = ledger.backend.chain
+    cache, chain.cache_queries = chain.cache_queries, False  # the query runs the contract
+    try:
+        cost = Cost()
+        _FUEL.clear()
+        with measured(cost):
+            chain.query_raw(ledger.backend.contract_address,
+                            {"participant": {"address": key(validator).address(), "epoch": e}})
+        (fuel,) = _FUEL
+    finally:
+        chain.cache_queries = cache
+    return {"sdk_gas": INSTANCE_COST + round(fuel / INSTRUCTIONS_PER_SDK_GAS) + cost.traffic.kv_gas(),
+            "records_read": cost.traffic.reads + cost.traffic.iterated}
+
+
 def pages(ledger: Ledger, measure: Measure) -> list[dict[str, Any]]:
     """``advance`` until the close in progress is done, each measured with the stage it ran in."""
     out = []
@@ -279,7 +298,8 @@ def embedded(hosts: int, page: int | None, reward: int, disputed: bool = False) 
     wall_s = round(time.perf_counter() - t0, 1)
     return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "disputed": disputed,
             "wall_s": wall_s, "estimated_sdk_gas": summary(run, "sdk_gas_estimate"),
-            "report_pages": report_pages(ledger, 0), "messages": run}
+            "report_pages": report_pages(ledger, 0),
+            "participant_validator": participant_gas(ledger, 0, validator_names[0]), "messages": run}
 
 
 def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,

@@ -12,7 +12,7 @@ from ledger_env import VALIDATOR_STAKE, LedgerEnv, make_spec
 from chain.ledger import ContractError
 from protocol.rules.classes import of_class
 from protocol.rules.sampling import challenge_seats, pickers
-from protocol.views import Challenge
+from protocol.views import REVOTE_ROUND, Challenge
 
 # Two compute profiles, as two machines' fingerprints would name them.
 AVX512, AVX2 = "a5" * 32, "a2" * 32
@@ -111,6 +111,15 @@ def test_a_dispute_is_decided_by_the_hosts_class_alone(embedded_env_factory) -> 
     outcomes = {env.name_of(v.address): v.outcome for v in report.validators}
     assert outcomes[liar] == "wrong"
     assert all(outcomes[v] in ("diligent", "idle") for v in VALIDATORS if v != liar)
+    # Each validator's `participant` counts (the contract's per-validator counters) agree with the
+    # sittings its `challenges` list: the final round of host1's dispute is its class's alone.
+    for v in VALIDATORS:
+        sittings = [c for c in env.challenges(v, e) if c.round != REVOTE_ROUND]
+        part = env.ledger.participant(env.addr(v), e)
+        assert (part.assigned, part.voted) == (len(sittings), sum(c.revealed for c in sittings)), v
+        if env.classes[v] != AVX512:
+            assert all(c.round == 0 for c in sittings), v
+    assert any(c.round == 1 for v in VALIDATORS for c in env.challenges(v, e))
 
 
 def test_a_host_of_a_class_without_validators_is_excluded_not_slashed(embedded_env_factory) -> None:

@@ -41,6 +41,7 @@ pub mod query;
 pub mod records;
 pub mod rewards;
 pub mod sampling;
+pub mod sittings;
 pub mod spec;
 pub mod staking;
 pub mod state;

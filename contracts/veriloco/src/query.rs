@@ -28,6 +28,7 @@ use crate::records::{
     PAYOUTS, PROPOSALS, READY, REVEALS, REVOTE, REVOTE_COMMITS, SEATED, TRAPS, VERDICT_COMMITS,
     VOTES,
 };
+use crate::sittings::{self, COUNTED};
 use crate::state::{self, MemberView, Role, CONFIG, SPEC, TOTALS};
 use crate::types::Uint128;
 
@@ -313,8 +314,47 @@ fn due(phase: Phase, a: &Assignment, round: u32, committed: bool, revealed: bool
         }
 }
 
-/// One participant's part in `epoch` (the current one when None), from point reads (and, for a
-/// validator after the close of reveal, one scan of the epoch's assignments).
+/// A validator's (assigned, voted, to_commit, to_reveal) in epoch `e` by a walk of every host's
+/// assignments: what `participant` answered before sittings were counted (`crate::sittings`),
+/// kept as the counters' reference in tests (its reads grow with the hosts and the validator's
+/// sittings; not in the wasm, whose size is capped).
+#[cfg(test)]
+pub fn walk_sittings(
+    storage: &dyn Storage,
+    h: &EpochHeader,
+    e: u64,
+    address: &str,
+    index: u16,
+) -> Result<(u32, u32, u32, u32), ContractError> {
+    let (mut assigned, mut voted, mut to_commit, mut to_reveal) = (0u32, 0u32, 0u32, 0u32);
+    for record in ASSIGNMENTS.prefix(e).range(storage, None, Order::Ascending) {
+        let (host, list) = record?;
+        let mine: Vec<(u32, Assignment)> = list
+            .into_iter()
+            .filter_map(|a| a.round_of(index).map(|round| (round, a)))
+            .collect();
+        for (round, a) in sittings(mine, index).iter() {
+            let key = (e, host.as_str(), a.segment, address);
+            let (committed, opened) = done(storage, key, *round)?;
+            if *round != REVOTE {
+                assigned += 1;
+                voted += u32::from(opened);
+            }
+            if due(h.phase, a, *round, committed, opened) {
+                if committed {
+                    to_reveal += 1;
+                } else {
+                    to_commit += 1;
+                }
+            }
+        }
+    }
+    Ok((assigned, voted, to_commit, to_reveal))
+}
+
+/// One participant's part in `epoch` (the current one when None), from point reads: a
+/// validator's sittings from its counters (`crate::sittings`), a constant number of reads
+/// whatever the number of hosts or of its sittings.
 /// `compute_class {class, epoch}`: the class's validators that joined `epoch` so far (a scan of
 /// the epoch's participants, at most `max_hosts + max_validators`), whether they serve it, and
 /// its validators in the previous epoch's V.
@@ -380,29 +420,15 @@ pub fn participant(
     let joined = PARTICIPANTS.may_load(storage, (e, address))?;
     let (mut assigned, mut voted, mut to_commit, mut to_reveal) = (0u32, 0u32, 0u32, 0u32);
     let mut ready_due = false;
-    if joined.as_ref().map(|p| p.role) == Some(Role::Validator) {
+    if let Some(p) = joined.as_ref().filter(|p| p.role == Role::Validator) {
         if let Some(index) = validator_index(storage, e, address)? {
-            for record in ASSIGNMENTS.prefix(e).range(storage, None, Order::Ascending) {
-                let (host, list) = record?;
-                let mine: Vec<(u32, Assignment)> = list
-                    .into_iter()
-                    .filter_map(|a| a.round_of(index).map(|round| (round, a)))
-                    .collect();
-                for (round, a) in sittings(mine, index).iter() {
-                    let key = (e, host.as_str(), a.segment, address);
-                    let (committed, opened) = done(storage, key, *round)?;
-                    if *round != REVOTE {
-                        assigned += 1;
-                        voted += u32::from(opened);
-                    }
-                    if due(h.phase, a, *round, committed, opened) {
-                        if committed {
-                            to_reveal += 1;
-                        } else {
-                            to_commit += 1;
-                        }
-                    }
-                }
+            // Constant reads: the validator's counts and its electorates' disputes (an epoch
+            // assigned by a version without them shows none: `docs/contract.md`, "Upgrades").
+            if COUNTED.has(storage, (e, "")) {
+                let s = sittings::load(storage, e, address)?;
+                let finals = sittings::finals(storage, e, &p.class, &s)?;
+                (assigned, voted, to_commit, to_reveal) =
+                    sittings::status(&s, finals, h.phase, h.closing.is_some());
             }
             ready_due = h.phase == Phase::Objection
                 && h.closing.is_none()

@@ -27,6 +27,9 @@
 //! | `pr/` e addr | [`Proposal`] | propose_model |
 //! | `pt/` e model_hash | the stake behind a proposed hash | propose_model |
 //! | `vt/` e validator | [`Standing`]: a validator's counts over the hosts settled so far, while finalize pages run | finalize (removed when the validator is settled) |
+//! | `ss/` e validator | `crate::sittings` counts: a validator's seats, re-votes, commitments and openings, what `participant` reads | reveal close, commit_verdict, reveal_verdict, objection close, verdict_reveal close |
+//! | `de/` e electorate | the disputed challenges whose final round an electorate (`*`: all of V, or a class) votes in | objection close, verdict_reveal close |
+//! | `sk/` e "" | marker: the epoch's sittings are counted (absent: assigned by an older version) | reveal close |
 //!
 //! `e` is the epoch as 8 big-endian bytes, so keys sort by epoch, then by address: a prefix scan
 //! of one epoch (`MAP.prefix(e)`) yields its records in address order (the order the seed and the

@@ -22,6 +22,7 @@ use crate::records::{
     VALIDATOR_STAKES,
 };
 use crate::sampling::{pickers, picks};
+use crate::sittings;
 use crate::state::{self, Config, Role};
 use crate::types::{Event, Response};
 
@@ -150,7 +151,12 @@ pub fn assign_page(
         None
     };
     let (mut expected, mut challenged) = (0u32, 0u32);
-    let mut seated: BTreeSet<u16> = BTreeSet::new();
+    if ctx.is_some() && closing.after.is_none() {
+        // This epoch's sittings are counted from its first assignment (`crate::sittings`).
+        sittings::COUNTED.save(storage, (e, ""), &vec![1]);
+    }
+    // The members of V with a round-0 seat on this page, and each one's new seats.
+    let mut seats = Seats::default();
     for (address, participant) in page.iter() {
         let votes = settle_participant(
             storage,
@@ -159,15 +165,17 @@ pub fn assign_page(
             address,
             participant,
             ctx.as_ref(),
-            &mut seated,
+            &mut seats,
         )?;
         if let Some(votes) = votes {
             expected += votes;
             challenged += 1;
         }
     }
+    let Seats { seated, changes } = seats;
     let mut new_seated = 0u32;
     if !seated.is_empty() {
+        changes.write(storage, e)?;
         let mut all: BTreeSet<u16> = SEATED
             .may_load(storage, e)?
             .unwrap_or_default()
@@ -199,10 +207,18 @@ struct PickContext {
     v_classes: Vec<String>,
 }
 
+/// The round-0 seats a page of the close of `reveal` assigns: the members of V that hold one,
+/// and each one's count (`crate::sittings`).
+#[derive(Default)]
+struct Seats {
+    seated: BTreeSet<u16>,
+    changes: sittings::Changes,
+}
+
 /// One participant at the close of `reveal`: `absent` or `absent_excused` (a host without a
 /// commitment and without `sit_out`, [`absence`]) or `no_reveal` (a sat-out host included) stored as its payout (a sat-out host that
 /// revealed keeps `sat_out`), or, for a committed and revealed host with verification
-/// enabled, its challenges stored (their seats added to `seated`); returns the verdicts they
+/// enabled, its challenges stored (their seats added to `seats`); returns the verdicts they
 /// expect for a challenged host.
 fn settle_participant(
     storage: &mut dyn Storage,
@@ -211,7 +227,7 @@ fn settle_participant(
     address: &str,
     participant: &Participant,
     ctx: Option<&PickContext>,
-    seated: &mut BTreeSet<u16>,
+    seats: &mut Seats,
 ) -> Result<Option<u32>, ContractError> {
     let sat_out = participant.role == Role::Host
         && records::load_payout(storage, e, address)?.outcome == Outcome::SatOut;
@@ -232,7 +248,10 @@ fn settle_participant(
         let mut expected = 0u32;
         for a in assignments.iter() {
             expected += a.validators.len() as u32;
-            seated.extend(a.validators.iter().copied());
+            seats.seated.extend(a.validators.iter().copied());
+            for v in a.addresses(&ctx.set)? {
+                seats.changes.add(&v, sittings::SEATS, 1);
+            }
         }
         ASSIGNMENTS.save(storage, (e, address), &assignments);
         return Ok(Some(expected));

@@ -36,6 +36,7 @@ use crate::records::{
     self, Assignment, ChallengeOutcome, Vote, VoteOutcome, ASSIGNMENTS, TRAPS, VERDICT_COMMITS,
     VOTES,
 };
+use crate::sittings::{self, Changes};
 use crate::state::Config;
 use crate::types::{Event, Response, Uint128};
 
@@ -98,6 +99,7 @@ pub fn objections_page(
     let set = records::load_validator_set(storage, e)?;
     let v_len = set.len() as u32;
     let (mut opens, mut disputed, mut carried, mut final_expected) = (0u32, 0u32, 0u32, 0u32);
+    let mut changes = Changes::default();
     let (processed, spent, done) = walk(&page, last, limit as u32, |host, list| {
         let mut list = list.clone();
         let traps = TRAPS.may_load(storage, (e, host))?.unwrap_or_default();
@@ -120,6 +122,9 @@ pub fn objections_page(
                 || !all_committed
                 || traps.contains(&a.segment);
             if a.disputed {
+                let electorate = sittings::electorate_key(storage, e, &set, a)?;
+                let committed = |v: &str| by.map_or(false, |c| c.iter().any(|x| x == v));
+                sittings::disputed(&mut changes, electorate, a, &set, &committed, &|_| false)?;
                 disputed += 1;
                 carried += by.map_or(0, |c| c.len() as u32);
                 // Every final voter, and every objecting seat's re-vote.
@@ -134,6 +139,7 @@ pub fn objections_page(
         ASSIGNMENTS.save(storage, (e, host), &list);
         Ok(host_cost(read))
     })?;
+    changes.write(storage, e)?;
     let counts = ep.counts_mut();
     counts.votes_expected += opens;
     counts.disputed += disputed;
@@ -169,11 +175,13 @@ pub fn decide_page(
     let (mut decided, mut unresolved) = (0u32, 0u32);
     let (mut disputed, mut final_expected, mut carried) = (0u32, 0u32, 0u32);
     let probe = config.verification.probe_windows > 0;
-    let v_len = if round == 0 && probe {
-        records::load_validator_set(storage, e)?.len() as u32
+    let set = if round == 0 && probe {
+        records::load_validator_set(storage, e)?
     } else {
-        0
+        Vec::new()
     };
+    let v_len = set.len() as u32;
+    let mut changes = Changes::default();
     let (processed, spent, done) = walk(&page, last, limit as u32, |host, list| {
         let mut list = list.clone();
         let mut read = 0usize;
@@ -200,6 +208,11 @@ pub fn decide_page(
                         // carries the gain on the dispute windows, which nobody opened.
                         a.disputed = true;
                         a.gain_dispute = true;
+                        let electorate = sittings::electorate_key(storage, e, &set, a)?;
+                        let on = votes.get(&a.segment);
+                        let opened = |v: &str| on.map_or(false, |o| o.contains_key(v));
+                        // Every seat committed (else it was disputed at `objection`).
+                        sittings::disputed(&mut changes, electorate, a, &set, &|_| true, &opened)?;
                         disputed += 1;
                         final_expected += a
                             .electorate_len(v_len)
@@ -247,6 +260,7 @@ pub fn decide_page(
         ASSIGNMENTS.save(storage, (e, host), &list);
         Ok(host_cost(read))
     })?;
+    changes.write(storage, e)?;
     closing.decided += decided;
     closing.unresolved += unresolved;
     if disputed > 0 {

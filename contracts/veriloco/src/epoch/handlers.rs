@@ -21,6 +21,7 @@ use crate::records::{
     VERDICT_COMMITS, VOTES,
 };
 use crate::sampling::seat_rank;
+use crate::sittings;
 use crate::state::{self, Config, Role};
 use crate::types::{MessageInfo, Response, Uint128};
 
@@ -678,6 +679,12 @@ pub fn commit_verdict(
     }
     hex_field(ACTION, "commitment", &commitment)?;
     commits.save(deps.storage, (epoch, &host, segment, sender), &commitment);
+    let field = match round {
+        0 => sittings::COMMITTED0,
+        REVOTE => sittings::COMMITTED_REVOTE,
+        _ => sittings::COMMITTED1,
+    };
+    sittings::bump(deps.storage, epoch, sender, &[field])?;
     ep.counts_mut().votes_posted += 1;
     Ok(Response::new()
         .add_attribute("action", ACTION)
@@ -856,6 +863,14 @@ pub fn reveal_verdict(
             first_gain_micro: first_gain,
         },
     );
+    // A re-vote replaces the seat's round-0 record: its key was counted at that opening.
+    let fields: &[usize] = match (round, a.disputed) {
+        (0, true) => &[sittings::OPENED0, sittings::OPENED0_DISPUTED],
+        (0, false) => &[sittings::OPENED0],
+        (REVOTE, _) => &[sittings::OPENED_REVOTE],
+        _ => &[sittings::OPENED1],
+    };
+    sittings::bump(deps.storage, epoch, sender, fields)?;
     ep.counts_mut().votes_revealed += 1;
     Ok(Response::new()
         .add_attribute("action", ACTION)

@@ -21,7 +21,9 @@ use crate::error::ContractError;
 use crate::hashing::{hex, tagged_hash};
 use crate::limits::REPORT_PAGE;
 use crate::msg::{parse_json, QueryMsg};
-use crate::query::REPORT_VOTES_PER_UNIT;
+use crate::query::{walk_sittings, REPORT_VOTES_PER_UNIT};
+use crate::records::{self, HEADERS};
+use crate::sittings::COUNTED;
 use crate::testing::MockDeps;
 use crate::types::{BankMsg, CosmosMsg, Env, MessageInfo, Response};
 
@@ -177,7 +179,46 @@ impl Chain {
             }
         }
         self.check_books();
+        if result.is_ok() {
+            self.check_sittings();
+        }
         result
+    }
+
+    /// After every transaction, in every epoch whose sittings are counted, each validator's
+    /// `participant` counts (its counters, `crate::sittings`) equal those of the walk of every
+    /// host's assignments that the query made before (`query::walk_sittings`); while a phase's
+    /// close runs, nothing is due (the walk may still count what the close has not reached).
+    fn check_sittings(&self) {
+        let storage = &self.deps.storage;
+        let epochs: Vec<u64> = COUNTED
+            .range(storage, None, Order::Ascending)
+            .map(|r| r.unwrap().0 .0)
+            .collect();
+        for e in epochs {
+            let header = HEADERS.may_load(storage, e).unwrap().unwrap();
+            let set = records::load_validator_set(storage, e).unwrap();
+            for (index, v) in set.iter().enumerate() {
+                let walked = walk_sittings(storage, &header, e, v, index as u16).unwrap();
+                let part = self.query(json!({"participant": {"address": v, "epoch": e}}));
+                let counted: Vec<u32> = ["assigned", "voted", "to_commit", "to_reveal"]
+                    .iter()
+                    .map(|k| part[*k].as_u64().unwrap() as u32)
+                    .collect();
+                let phase = header.phase.as_str();
+                let at = format!("epoch {e} phase {phase} validator {index}");
+                assert_eq!(counted[..2], [walked.0, walked.1], "{at}: assigned, voted");
+                if header.closing.is_some() {
+                    assert_eq!(counted[2..], [0, 0], "{at}: closing, nothing due");
+                } else {
+                    assert_eq!(
+                        counted[2..],
+                        [walked.2, walked.3],
+                        "{at}: to_commit, to_reveal"
+                    );
+                }
+            }
+        }
     }
 
     fn ok(&mut self, sender: &str, msg: Value) -> Response {
