@@ -188,6 +188,19 @@ class MemberSlots:
         return released
 
 
+def claimed_address(scope: dict[str, Any], max_skew: int, prefix: str) -> str | AuthError:
+    """The address a request's signature headers claim (``protocol.auth.claimed_signer``: everything
+    but the signature, which covers the body), or why they are refused: what a server's ``admit``
+    asks before it reads any body. Never raises: a malformed header is an :class:`AuthError` too."""
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+    try:
+        return claimed_signer(headers, max_skew=max_skew, prefix=prefix).address
+    except AuthError as exc:
+        return exc
+    except Exception:  # noqa: BLE001 (anything a malformed header provokes)
+        return AuthError("malformed signature headers")
+
+
 def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callable[[str], bool],
                prefix: str = DEFAULT_PREFIX, max_skew: int = 60,
                source_for: Callable[[str], ArtifactSource] | None = None,
@@ -220,12 +233,10 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
     app.add_middleware(_Released, slots=slots)
 
     def admit(scope: dict[str, Any]) -> tuple[int, str, str] | None:
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         path = str(scope.get("path", ""))[:100]
-        try:
-            address = claimed_signer(headers, max_skew=max_skew, prefix=prefix).address
-        except Exception as exc:  # noqa: BLE001 (AuthError, or anything a malformed header provokes)
-            return 401, "auth", f"{path}: {exc if isinstance(exc, AuthError) else 'malformed signature headers'}"
+        address = claimed_address(scope, max_skew, prefix)
+        if isinstance(address, AuthError):
+            return 401, "auth", f"{path}: {address}"
         if not authorize(address):
             return 403, "not_member", f"{path}: {address} is not a bonded participant"
         return None

@@ -47,9 +47,9 @@ from starlette.concurrency import run_in_threadpool
 from chain.ledger import Ledger, LedgerError
 from node.http import ClientLimits, HttpFailure, SafeClient, ServerLimits, parse_json
 from node.participant import Participant, journal_dir, secret_file, write_secret
-from node.server import ServerStats, ServerThread
+from node.server import ServerStats, ServerThread, claimed_address
 from node.standby import read_secret
-from protocol.auth import AuthError, NonceCache, claimed_signer, sign_request, verify_request
+from protocol.auth import AuthError, NonceCache, sign_request, verify_request
 from protocol.keys import KeyFormatError, PrivateKey, PublicKey, is_address
 from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, receipt_digest, seal
 from protocol.types import COUNT_MAX
@@ -130,11 +130,9 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
     app.state.stats = stats
 
     def admit(scope: dict[str, Any]) -> tuple[int, str, str] | None:
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        try:
-            address = claimed_signer(headers, max_skew=max_skew, prefix=prefix).address
-        except Exception as exc:  # noqa: BLE001 (AuthError, or anything a malformed header provokes)
-            return 401, "auth", f"{exc if isinstance(exc, AuthError) else 'malformed signature headers'}"
+        address = claimed_address(scope, max_skew, prefix)
+        if isinstance(address, AuthError):
+            return 401, "auth", str(address)
         if address != member:
             return 403, "not_member", f"{address} is not the member this standby reveals for"
         return None
