@@ -59,8 +59,8 @@ def write_secret(journal: Path, epoch: int, secret: bytes) -> None:
     format :func:`node.standby.read_secret` reads, written by the primary
     (:meth:`Participant.secret`) and by a standby handed the secret (``node.standby_handover``)."""
     path = secret_file(journal, epoch)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps({"secret": secret.hex()}).encode())
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the journal itself: its owner's only
+    write_atomic(path, json.dumps({"secret": secret.hex()}).encode(), mode=0o600)  # unreadable to others until revealed
 
 
 class Participant:

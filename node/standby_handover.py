@@ -20,8 +20,8 @@ Two sides:
   ``--standby-pubkey``) runs a :class:`SecretCourier`: the daemon's tick offers it each status it
   reads (no work on the training or commit path); its own thread seals the epoch's secret once the
   journal entry exists, PUTs it, and retries with backoff until the standby acknowledges (with
-  its signed receipt: ``protocol.sealing.receipt_digest``), refuses, or the epoch is past its
-  reveal. A standby that is down or slow costs the daemon nothing (logged once per epoch).
+  its signed receipt: ``protocol.sealing.receipt_digest``) or the epoch is past its reveal; a
+  refusal is retried too (an answer is not authenticated). A standby that is down or slow costs the daemon nothing (logged once per epoch).
 
 The chain still decides: a secret that is not the one the member committed to is refused by the
 contract's commitment check, so the worst a wrong hand-over does is leave the standby unable to
@@ -142,7 +142,7 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         stats.reject("malformed", f"{request.url.path[:100]}: {type(exc).__name__}")
-        return JSONResponse({"detail": "malformed request"}, status_code=400)
+        return JSONResponse({"detail": "the standby failed to take it"}, status_code=500)  # its own fault: retried
 
     def refuse(status: int, reason: str, detail: str) -> HTTPException:
         stats.reject(reason, detail)
@@ -253,8 +253,8 @@ class SecretCourier:
 
     :meth:`offer` is called with every status the daemon reads (it only records it and wakes the
     courier's thread); the thread sends the epoch's secret once its journal entry exists and the
-    epoch is not past its reveal (nor revealed), until the standby acknowledges or refuses it.
-    Failures that may heal are retried with backoff from ``first_wait`` to ``max_wait`` seconds;
+    epoch is not past its reveal (nor revealed), until the standby acknowledges it.
+    Every failure, a refusal too, is retried with backoff from ``first_wait`` to ``max_wait`` seconds;
     each epoch's first failure is logged as a warning, the rest at debug level.
 
     Args:
@@ -349,14 +349,13 @@ class SecretCourier:
         try:
             self._check_receipt(self.client.put_bytes(self.url, headers, body, max_bytes=4096), context, secret)
         except HttpFailure as exc:
+            # Every failure is retried until the reveal ends, a refusal too: an answer is not
+            # authenticated (anyone on the path can send a 4xx), and a standby's own passing fault
+            # (a full disk, a chain node behind) heals; the backoff bounds what a real refusal costs.
             tries = self._failed[epoch] = self._failed.get(epoch, 0) + 1
-            if not exc.retryable:
-                log.warning("standby %s refused the secret of epoch %d: %s", self.url, epoch, str(exc)[:300])
-                self._done(epoch, False)
-                return None
             (log.warning if tries == 1 else log.debug)(
-                "standby %s did not acknowledge the secret of epoch %d (%s); retrying with backoff until the reveal",
-                self.url, epoch, str(exc)[:200])
+                "standby %s did not take the secret of epoch %d (%s: %s); retrying with backoff until the reveal",
+                self.url, epoch, "refused" if not exc.retryable else "no answer", str(exc)[:200])
             delay = min(self.max_wait, self.first_wait * 2 ** (tries - 1))
             self._next_try = time.monotonic() + delay
             return delay

@@ -75,21 +75,22 @@ def encode_tensors(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, s
     return st_save({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, metadata=dict(metadata))
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old file or the whole new one."""
-    with atomic_file(path) as f:
+def write_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
+    """Write ``data`` to ``path`` so that a crash leaves either the old file or the whole new one
+    (``mode``: its permissions before the umask; 0o600 for a secret)."""
+    with atomic_file(path, mode) as f:
         f.write(data)
 
 
 @contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, mode: int = 0o666) -> Iterator[BinaryIO]:
     """A file to write in pieces that becomes ``path`` only when the block ends without an error
     (fsynced, then renamed, the rename made durable): a crash leaves the old file or the whole new
     one, and an error (a stream refused part-way) leaves nothing."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as f:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
 from node.daemon import Daemon
 from node.http import HttpFailure, SafeClient
-from node.participant import write_secret
+from node.participant import secret_file, write_secret
 from node.server import ServerThread
 from node.standby import read_secret
 from node.standby_handover import (
@@ -142,7 +142,37 @@ def test_a_courier_to_a_standby_that_is_down_retries_then_gives_up_after_the_rev
     finally:
         courier.close()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert sum("did not acknowledge" in w for w in warnings) == 1  # logged once, not per try
+    assert sum("did not take the secret" in w for w in warnings) == 1  # logged once, not per try
+
+
+def test_a_refusal_is_retried_until_the_reveal_not_taken_as_final(tmp_path) -> None:
+    # An answer is not authenticated: one 400 from anything on the path (or a standby's passing
+    # fault) must not end the epoch's hand-over, so the courier keeps trying with backoff.
+    fake = FastAPI()
+
+    @fake.put(SECRET_PATH)
+    def refuse() -> None:
+        raise HTTPException(400, "no")
+
+    write_secret(tmp_path, 0, SECRET)
+    with ServerThread(fake, limits=standby_limits()) as server:
+        courier = SecretCourier(tmp_path, MEMBER, RUN, "inj", server.url, STANDBY.public_key,
+                                STANDBY.address(), first_wait=0.01, max_wait=0.02)
+        try:
+            courier.offer(status(0, "train"))
+            end = time.monotonic() + 10
+            while courier._failed.get(0, 0) < 3 and time.monotonic() < end:
+                time.sleep(0.01)
+            assert courier._failed.get(0, 0) >= 3 and 0 not in courier.delivered
+        finally:
+            courier.close()
+
+
+def test_a_secret_in_the_journal_is_its_owners_only(tmp_path) -> None:
+    journal = tmp_path / "journal"
+    write_secret(journal, 3, SECRET)
+    assert journal.stat().st_mode & 0o777 == 0o700
+    assert secret_file(journal, 3).stat().st_mode & 0o077 == 0
 
 
 def test_an_acknowledgement_without_the_standbys_signed_receipt_is_not_a_delivery(tmp_path, caplog) -> None:
