@@ -21,7 +21,8 @@ Two sides:
   reads (no work on the training or commit path); its own thread seals the epoch's secret once the
   journal entry exists, PUTs it, and retries with backoff until the standby acknowledges (with
   its signed receipt: ``protocol.sealing.receipt_digest``) or the epoch is past its reveal; a
-  refusal is retried too (an answer is not authenticated). A standby that is down or slow costs the daemon nothing (logged once per epoch).
+  refusal is retried too (an answer is not authenticated). A standby that is down or slow costs
+  the daemon nothing (logged once per epoch).
 
 The chain still decides: a secret that is not the one the member committed to is refused by the
 contract's commitment check, so the worst a wrong hand-over does is leave the standby unable to
