@@ -249,6 +249,11 @@ def standby_key(ledger: Ledger, member: str, pubkey_hex: str) -> tuple[PublicKey
         raise ValueError(f"the key is not {whose}") from None
 
 
+JOIN_POLL_S = 0.2
+"""How often a courier looks for the epoch's secret while the chain is in ``join`` and the journal
+does not hold it yet: the hand-over follows the join's secret within this, not at the next status."""
+
+
 class SecretCourier:
     """The primary's side: hands each epoch's beacon secret to the standby, off the daemon's path.
 
@@ -338,8 +343,8 @@ class SecretCourier:
                 self._give_up(epoch)
             return None
         secret = read_secret(self.journal, epoch)
-        if secret is None:
-            return None  # not written yet (the join writes it first)
+        if secret is None:  # not written yet: in `join` it is written just before the join is sent, so
+            return JOIN_POLL_S if status.phase == "join" else None  # look again soon, not at the next offer
         left = self._next_try - time.monotonic()
         if left > 0:
             return left

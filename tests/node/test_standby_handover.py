@@ -168,6 +168,26 @@ def test_a_refusal_is_retried_until_the_reveal_not_taken_as_final(tmp_path) -> N
             courier.close()
 
 
+def test_a_secret_written_after_the_join_status_is_handed_over_without_another_offer(tmp_path) -> None:
+    # The daemon offers the `join` status before its join writes the secret: the courier looks
+    # again on its own, so the standby holds the secret soon after the join, not a poll later.
+    primary, folder = tmp_path / "primary", tmp_path / "standby"
+    app = create_standby_app(STANDBY, MEMBER.address(), RUN, folder, lambda: 0, "inj")
+    with ServerThread(app, limits=standby_limits()) as server:
+        courier = SecretCourier(primary, MEMBER, RUN, "inj", server.url, STANDBY.public_key,
+                                STANDBY.address(), first_wait=0.01, max_wait=0.02)
+        try:
+            courier.offer(status(0, "join"))  # no secret yet, and no other offer follows
+            time.sleep(0.05)
+            write_secret(primary, 0, SECRET)
+            end = time.monotonic() + 10
+            while 0 not in courier.delivered and time.monotonic() < end:
+                time.sleep(0.01)
+        finally:
+            courier.close()
+    assert courier.delivered == {0: True} and read_secret(folder, 0) == SECRET
+
+
 def test_a_secret_in_the_journal_is_its_owners_only(tmp_path) -> None:
     journal = tmp_path / "journal"
     write_secret(journal, 3, SECRET)
