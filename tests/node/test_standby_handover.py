@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -124,20 +125,29 @@ def status(epoch: int, phase: str, revealed: bool = False) -> ParticipantStatus:
         "model_hash": "00" * 32, "prev_seed": "00" * 32, "revealed": revealed})
 
 
+def courier_to(journal: Path, url: str) -> SecretCourier:
+    """A courier of MEMBER's secrets in ``journal`` to the standby at ``url``, retrying fast."""
+    return SecretCourier(journal, MEMBER, RUN, "inj", url, STANDBY.public_key, STANDBY.address(),
+                         first_wait=0.01, max_wait=0.02)
+
+
+def wait_until(done: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``done`` (the courier works on its own thread) until it holds or ``timeout`` passes."""
+    end = time.monotonic() + timeout
+    while not done() and time.monotonic() < end:
+        time.sleep(0.01)
+
+
 def test_a_courier_to_a_standby_that_is_down_retries_then_gives_up_after_the_reveal(tmp_path, caplog) -> None:
     write_secret(tmp_path, 0, SECRET)
     # A port nothing listens on: every try fails and may heal, so it retries with backoff.
-    courier = SecretCourier(tmp_path, MEMBER, RUN, "inj", "http://127.0.0.1:9", STANDBY.public_key,
-                            STANDBY.address(), first_wait=0.01, max_wait=0.02)
+    courier = courier_to(tmp_path, "http://127.0.0.1:9")
     try:
         courier.offer(status(0, "train"))  # returns at once: the courier's thread does the work
-        end = time.monotonic() + 10
-        while courier._failed.get(0, 0) < 2 and time.monotonic() < end:
-            time.sleep(0.01)
+        wait_until(lambda: courier._failed.get(0, 0) >= 2)
         assert courier._failed.get(0, 0) >= 2 and 0 not in courier.delivered
         courier.offer(status(1, "join"))  # the run moved on (epoch 1 has no secret yet): 0 is given up
-        while 0 not in courier.delivered and time.monotonic() < end:
-            time.sleep(0.01)
+        wait_until(lambda: 0 in courier.delivered)
         assert courier.delivered == {0: False}
     finally:
         courier.close()
@@ -156,13 +166,10 @@ def test_a_refusal_is_retried_until_the_reveal_not_taken_as_final(tmp_path) -> N
 
     write_secret(tmp_path, 0, SECRET)
     with ServerThread(fake, limits=standby_limits()) as server:
-        courier = SecretCourier(tmp_path, MEMBER, RUN, "inj", server.url, STANDBY.public_key,
-                                STANDBY.address(), first_wait=0.01, max_wait=0.02)
+        courier = courier_to(tmp_path, server.url)
         try:
             courier.offer(status(0, "train"))
-            end = time.monotonic() + 10
-            while courier._failed.get(0, 0) < 3 and time.monotonic() < end:
-                time.sleep(0.01)
+            wait_until(lambda: courier._failed.get(0, 0) >= 3)
             assert courier._failed.get(0, 0) >= 3 and 0 not in courier.delivered
         finally:
             courier.close()
@@ -174,15 +181,12 @@ def test_a_secret_written_after_the_join_status_is_handed_over_without_another_o
     primary, folder = tmp_path / "primary", tmp_path / "standby"
     app = create_standby_app(STANDBY, MEMBER.address(), RUN, folder, lambda: 0, "inj")
     with ServerThread(app, limits=standby_limits()) as server:
-        courier = SecretCourier(primary, MEMBER, RUN, "inj", server.url, STANDBY.public_key,
-                                STANDBY.address(), first_wait=0.01, max_wait=0.02)
+        courier = courier_to(primary, server.url)
         try:
             courier.offer(status(0, "join"))  # no secret yet, and no other offer follows
             time.sleep(0.05)
             write_secret(primary, 0, SECRET)
-            end = time.monotonic() + 10
-            while 0 not in courier.delivered and time.monotonic() < end:
-                time.sleep(0.01)
+            wait_until(lambda: 0 in courier.delivered)
         finally:
             courier.close()
     assert courier.delivered == {0: True} and read_secret(folder, 0) == SECRET
@@ -206,13 +210,10 @@ def test_an_acknowledgement_without_the_standbys_signed_receipt_is_not_a_deliver
 
     write_secret(tmp_path, 0, SECRET)
     with ServerThread(fake, limits=standby_limits()) as server:
-        courier = SecretCourier(tmp_path, MEMBER, RUN, "inj", server.url, STANDBY.public_key, STANDBY.address(),
-                                first_wait=0.01, max_wait=0.02)
+        courier = courier_to(tmp_path, server.url)
         try:
             courier.offer(status(0, "join"))
-            end = time.monotonic() + 10
-            while courier._failed.get(0, 0) < 2 and time.monotonic() < end:
-                time.sleep(0.01)
+            wait_until(lambda: courier._failed.get(0, 0) >= 2)
             assert courier._failed.get(0, 0) >= 2 and 0 not in courier.delivered
         finally:
             courier.close()
@@ -253,9 +254,7 @@ def test_a_daemon_hands_its_secret_to_its_standby_and_joins_whether_it_is_up_or_
         try:
             assert daemon.step()  # joins epoch 0, its secret durable first, whatever the standby does
             assert node.status().joined
-            end = time.monotonic() + 10
-            while 0 not in courier.delivered and courier._failed.get(0, 0) < 2 and time.monotonic() < end:
-                time.sleep(0.01)
+            wait_until(lambda: 0 in courier.delivered or courier._failed.get(0, 0) >= 2)
             assert not daemon.step()  # joined; waiting for a host (the courier's thread does not hold it)
         finally:
             courier.close()
