@@ -50,7 +50,7 @@ from node.http import ClientLimits, HttpFailure, SafeClient, ServerLimits, parse
 from node.participant import Participant, journal_dir, secret_file, write_secret
 from node.server import ServerStats, ServerThread, claimed_address
 from node.standby import read_secret
-from protocol.auth import AuthError, NonceCache, sign_request, verify_request
+from protocol.auth import AuthError, NonceCache, request_nonce, request_timestamp, sign_request, verify_request
 from protocol.keys import KeyFormatError, PrivateKey, PublicKey, is_address
 from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, receipt_digest, seal
 from protocol.types import COUNT_MAX
@@ -178,8 +178,8 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
             stats.reject("not_member", f"{signer} is not the member this standby reveals for")
             return JSONResponse({"detail": f"{signer} is not the member this standby reveals for"}, status_code=403)
         try:
-            nonces.check_and_add(signer, request.headers["x-veriloco-nonce"], time.time(),
-                                 int(request.headers["x-veriloco-timestamp"]))
+            nonces.check_and_add(signer, request_nonce(request.headers), time.time(),
+                                 request_timestamp(request.headers))
         except AuthError as exc:
             stats.reject("replay", str(exc))
             return JSONResponse({"detail": str(exc)}, status_code=429 if "too many" in str(exc) else 401)
