@@ -11,6 +11,11 @@ every other host, then every validator (validators hold the states they replayed
 them by hash). θ_0 is built from the spec, only when the hash asked for is the run's initial
 model hash on chain.
 
+**Warming.** :meth:`GlobalStore.warm` fetches a state on a thread of its own, so a participant can
+ask for θ_e as soon as the chain names it (a validator, once it joined e) and find it on disk when
+it replays, instead of reading it on its tick thread while its peers' uplinks carry leaves. One
+fetch runs at a time: a ``get`` meanwhile waits for it and then reads the copy it stored.
+
 With a retention setting (``keep_epochs``, a host's ``--keep-epochs``) the store deletes the states
 no one can need any more (:meth:`GlobalStore.prune`, deciding with :func:`prunable_states`):
 θ of the epochs the chain has closed, older than the kept ones, and states it never agreed on
@@ -21,6 +26,8 @@ windows are open, so a validator can still check leaf 0 against it.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -37,6 +44,10 @@ log = logging.getLogger("veriloco.global_store")
 
 PeerResolver = Callable[[str], ArtifactSource]
 """Endpoint URL -> that host's :class:`ArtifactSource` (HTTP across processes, local in simulate)."""
+
+
+WARM_RETRY_S = 5.0
+"""Seconds before :meth:`GlobalStore.warm` tries again a state that no holder served."""
 
 
 class GlobalStateUnavailable(VerilocoError):
@@ -105,6 +116,10 @@ class GlobalStore:
         self._seen: dict[str, int] = {}  # hash -> the epoch it was first stored or seen in
         self._open_from = 0  # every epoch before it is known closed
         self._initial: str | None = None
+        # warm() fetches on its own thread: one fetch at a time (_fetch), the dicts under _mutex.
+        self._fetch = threading.Lock()
+        self._mutex = threading.RLock()
+        self._warming: dict[str, float] = {}  # hash -> when its last warm fetch started
 
     def held(self) -> list[str]:
         """The hashes of the states on disk."""
@@ -134,11 +149,15 @@ class GlobalStore:
             return []
         epochs = [info for info in epochs if info.epoch <= current]
         self._open_from = min([current, *(info.epoch for info in epochs if info.phase != "closed")])
-        doomed = prunable_states({h: self._seen[h] for h in held}, epochs, current, self.keep_epochs)
-        for model_hash in sorted(doomed):
-            self.path(model_hash).unlink(missing_ok=True)
-            self._cache.pop(model_hash, None)
-            self._seen.pop(model_hash, None)
+        with self._mutex:
+            doomed = prunable_states({h: self._seen.get(h, current) for h in held}, epochs, current,
+                                     self.keep_epochs) - set(self._warming)
+            for model_hash in sorted(doomed):
+                self.path(model_hash).unlink(missing_ok=True)
+                self._cache.pop(model_hash, None)
+                self._seen.pop(model_hash, None)
+            # Failed warm fetches are forgotten once an epoch (tried again at the next warm).
+            self._warming = {h: t for h, t in self._warming.items() if t < 0}
         return sorted(doomed)
 
     def path(self, model_hash: str) -> Path:
@@ -155,9 +174,10 @@ class GlobalStore:
         return model_hash
 
     def _stored(self, model_hash: str, state: GlobalState) -> GlobalState:
-        if self._epoch is not None:
-            self._seen.setdefault(model_hash, self._epoch)
-        return self._remember(model_hash, state)
+        with self._mutex:
+            if self._epoch is not None:
+                self._seen.setdefault(model_hash, self._epoch)
+            return self._remember(model_hash, state)
 
     def has(self, model_hash: str) -> bool:
         return model_hash in self._cache or self.path(model_hash).exists()
@@ -173,19 +193,56 @@ class GlobalStore:
         Raises:
             GlobalStateUnavailable: nobody has it (yet).
         """
-        if model_hash in self._cache:
-            return self._cache[model_hash]
+        cached = self._cache.get(model_hash)
+        if cached is not None:
+            return cached
         if model_hash == self._initial_hash() and not self.path(model_hash).exists():
             initial = GlobalState.initial(self.spec)
             if initial.hash().hex() == model_hash:
                 self.put(initial)
                 return initial
+        with self._fetch:  # a warm fetch of it under way: wait for it, then read what it stored
+            cached = self._cache.get(model_hash)
+            if cached is not None:
+                return cached
+            try:
+                state = fetch(self.path(model_hash), self._answers(model_hash, epoch),
+                              partial(self._verify, model_hash), f"global state {model_hash[:12]}…")
+            except ArtifactUnavailable as exc:
+                raise GlobalStateUnavailable(str(exc)) from None
+            return self._stored(model_hash, state)
+
+    def warm(self, model_hash: str, epoch: int | None = None, retry_s: float = WARM_RETRY_S) -> bool:
+        """Fetch ``model_hash`` on a thread of its own unless it is held or being fetched, so a
+        later :meth:`get` finds it; a fetch that found no holder is tried again after ``retry_s``.
+        Failures are only logged: the ``get`` that needs the state reports them.
+
+        Returns:
+            Whether a fetch was started.
+        """
+        now = time.monotonic()
+        with self._mutex:
+            started = self._warming.get(model_hash)
+            if self.has(model_hash) or (started is not None and (started < 0 or now - started < retry_s)):
+                return False
+            self._warming[model_hash] = -1.0  # under way
+        threading.Thread(target=self._warm, args=(model_hash, epoch), name=f"warm-{model_hash[:8]}",
+                         daemon=True).start()
+        return True
+
+    def _warm(self, model_hash: str, epoch: int | None) -> None:
         try:
-            state = fetch(self.path(model_hash), self._answers(model_hash, epoch), partial(self._verify, model_hash),
-                          f"global state {model_hash[:12]}…")
-        except ArtifactUnavailable as exc:
-            raise GlobalStateUnavailable(str(exc)) from None
-        return self._stored(model_hash, state)
+            self.get(model_hash, epoch)
+        except GlobalStateUnavailable as exc:
+            log.debug("warming global state %s…: %s", model_hash[:12], exc)
+        except Exception:  # a bug here must not end the thread's owner; its get will raise it
+            log.exception("warming global state %s… broke", model_hash[:12])
+        finally:
+            with self._mutex:
+                if self.has(model_hash):
+                    self._warming.pop(model_hash, None)
+                else:
+                    self._warming[model_hash] = time.monotonic()
 
     def _initial_hash(self) -> str:
         """θ_0's hash as the chain holds it (read once)."""
@@ -208,7 +265,8 @@ class GlobalStore:
         return state
 
     def _remember(self, model_hash: str, state: GlobalState) -> GlobalState:
-        self._cache[model_hash] = state
-        while len(self._cache) > self._keep:
-            self._cache.pop(next(iter(self._cache)))
+        with self._mutex:
+            self._cache[model_hash] = state
+            while len(self._cache) > self._keep:
+                self._cache.pop(next(iter(self._cache)))
         return state

@@ -299,6 +299,10 @@ class ValidatorNode(Participant):
 
     def _act(self, status: ParticipantStatus) -> bool:
         """Do what ``status``'s epoch asks of this validator now; whether a transaction was sent."""
+        if self._threads > 0 and status.joined and status.phase not in ("join", "closed"):
+            # θ_e while e trains, on a thread of its own: read here at its verify it would hold this
+            # tick (and so its next join, in a pipelined run) while the hosts' uplinks carry leaves.
+            self.globals.warm(status.model_hash, status.epoch)
         if self.maybe_advance(status):
             return True
         if status.phase == "join":

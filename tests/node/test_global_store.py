@@ -122,3 +122,94 @@ def test_a_state_is_fetched_over_http_while_streaming_and_only_the_right_one_rea
     assert got.hash().hex() == model_hash and [h.asked for h in holders] == [1, 1, 1]
     assert store.path(model_hash).read_bytes() == good
     assert [p.name for p in store.path(model_hash).parent.iterdir()] == [f"{model_hash}.safetensors"]
+
+
+class _Gated(_Holder):
+    """A holder whose answers wait until ``gate`` is set."""
+
+    def __init__(self, served: bytes) -> None:
+        super().__init__(served)
+        import threading
+
+        self.gate = threading.Event()
+
+    def global_state(self, model_hash):
+        self.gate.wait(10)
+        return super().global_state(model_hash)
+
+
+def _one_holder_store(tmp_path, holder: _Holder):
+    """A store whose run has one host, ``holder``, behind a real server; the server to stop."""
+    spec = SPEC
+    key, reader, operator = (PrivateKey(bytes([b]) * 32) for b in (0x40, 0x50, 0x51))
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (key, reader, operator)})
+    ledger = deploy_embedded(chain, operator, spec, hashlib.sha256(b"theta").hexdigest(), operator.address())
+    server = ServerThread(create_app(holder, spec.run_id().hex(), key.address(), authorize=lambda a: True))
+    server.start()
+    ledger.bond(key, "host", server.url, int(spec.economics.min_host_stake))
+    store = GlobalStore(tmp_path, spec, ledger, http_peers(reader, spec, ledger.prefix, allow_private=True,
+                                                          retry_budget_s=0.5), reader.address())
+    return store, server
+
+
+def _halved() -> GlobalState:
+    state = GlobalState.initial(SPEC)
+    return GlobalState({n: t * 0.5 for n, t in state.params.items()}, state.momentum)
+
+
+def _until(check, timeout: float = 20.0) -> bool:
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_warmed_state_is_fetched_once_off_the_callers_thread_and_a_get_then_reads_it(tmp_path) -> None:
+    # A validator warms θ_e while e trains: the fetch runs on its own thread (warm returns while the
+    # holder still holds the answer back), and the get at its verify reads the copy, not the peer.
+    import threading
+
+    wanted = _halved()
+    holder = _Gated(wanted.encode())
+    store, server = _one_holder_store(tmp_path, holder)
+    model_hash = wanted.hash().hex()
+    try:
+        assert store.warm(model_hash) is True
+        assert not store.has(model_hash) and store.warm(model_hash) is False  # one fetch under way, not two
+        got: list[GlobalState] = []
+        waiting = threading.Thread(target=lambda: got.append(store.get(model_hash)))
+        waiting.start()  # a get meanwhile waits for the warm fetch instead of starting its own
+        holder.gate.set()
+        waiting.join(20)
+        assert _until(lambda: store.has(model_hash))
+        assert store.get(model_hash).hash().hex() == model_hash
+    finally:
+        server.stop()
+    assert got and got[0].hash().hex() == model_hash
+    assert holder.asked == 1
+    assert store.warm(model_hash) is False  # held: nothing to do
+
+
+def test_warming_a_state_nobody_serves_raises_nothing_and_is_tried_again_later(tmp_path) -> None:
+    import pytest
+
+    from node.global_store import GlobalStateUnavailable
+
+    holder = _Holder(GlobalState.initial(SPEC).encode())  # serves another state than the one asked
+    store, server = _one_holder_store(tmp_path, holder)
+    model_hash = _halved().hash().hex()
+    try:
+        assert store.warm(model_hash, retry_s=60) is True
+        assert _until(lambda: holder.asked == 1)
+        assert store.warm(model_hash, retry_s=60) is False  # under way, or failed within the retry time
+        assert not store.has(model_hash)
+        assert _until(lambda: store.warm(model_hash, retry_s=0))  # once it gave up: asked again
+        assert _until(lambda: holder.asked == 2)
+        with pytest.raises(GlobalStateUnavailable):
+            store.get(model_hash)  # the caller that needs it hears why
+    finally:
+        server.stop()
