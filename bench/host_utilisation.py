@@ -216,6 +216,8 @@ def run(spec: RunSpec, dataset: Dataset, root: Path, args: argparse.Namespace, r
                               allow_private=True, keep_epochs=1)
         # The slowest rate a reader accepts is a time too: scaled with the link (see the module docstring).
         node.base_limits = replace(node.base_limits, min_rate=node.base_limits.min_rate * rate / LINK_BYTES_S)
+        if args.trace:
+            node._on_event = events.append
         server = holder_server(ledger, node.address, root / f"validator-{i}", "127.0.0.1:0", rate)
         ledger.bond(k, "validator", server.url, 2 * int(spec.economics.min_validator_stake))
         servers.append(server)
@@ -298,6 +300,11 @@ def run(spec: RunSpec, dataset: Dataset, root: Path, args: argparse.Namespace, r
             "stall_while_settling_mean_s": {k: round(v / n, 2)
                                             for k, v in sorted(settling.items(), key=lambda kv: -kv[1])},
             "host_acts_after_training_s": {k: round(statistics.mean(v), 2) for k, v in acts.items()},
+            **({"trace": [(round(ev.at - started, 2), ev.who, ev.epoch, ev.action, ev.detail[:80]) for ev in events],
+                "phases": [(round(x[0] - started, 2), *x[1:]) for i, x in enumerate(samples)
+                           if i == 0 or x[1:] != samples[i - 1][1:]],
+                "starts_s": {e: round(t - started, 2) for e, t in sorted(behaviour.starts.items())}}
+               if args.trace else {}),
             "run_s": wall_all, "load_end": os.getloadavg()}
 
 
@@ -318,6 +325,7 @@ def main() -> None:
     parser.add_argument("--modes", default="synchronous,pipelined")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a run may take at most")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--trace", action="store_true", help="every node's events, timed, in the JSON")
     args = parser.parse_args()
     cores = os.sched_getaffinity(0)
     core = {args.host_core}
