@@ -159,6 +159,10 @@ MIN_REQUEST_S = 5.0
 FETCH_THREADS = 4
 """Hosts a patient validator fetches from at once (one job per host)."""
 
+SETTLING_TICK_WAIT_S = 0.2
+"""Seconds a tick waits for a fetch under way while two epochs are in flight (a pipelined run): the
+newer epoch's join, which every host waits for, is taken at the next tick."""
+
 INLINE_BUDGET_S = 5.0
 """Seconds a validator without patience (``simulate``: artifacts in-process) gives a host for one
 challenge, on top of the challenge's bytes at ``ClientLimits.min_rate``: a host that drips is cut."""
@@ -232,7 +236,8 @@ class ValidatorNode(Participant):
             many epochs before the current one (``GlobalStore.prune``); None keeps all.
         fetch_threads: hosts fetched from at once by a patient validator (0: inline, as without
             patience).
-        tick_wait_s: how long a tick waits for a fetch under way before it returns.
+        tick_wait_s: how long a tick waits for a fetch under way before it returns (at most
+            :data:`SETTLING_TICK_WAIT_S` while an older epoch settles).
     """
 
     role = "validator"
@@ -259,6 +264,7 @@ class ValidatorNode(Participant):
         self.base_limits = ClientLimits()
         self._threads = fetch_threads if patience is not None else 0
         self._tick_wait = tick_wait_s
+        self._wait_s = tick_wait_s  # this tick's wait for a fetch (shorter while two epochs are in flight)
         self._pool: ThreadPoolExecutor | None = None
         self._spool_root = self.root / self.run_id.hex() / "spool" / self.address
         shutil.rmtree(self._spool_root, ignore_errors=True)  # what a previous process left
@@ -293,6 +299,9 @@ class ValidatorNode(Participant):
         prune_held(self.root, self.run_id, status.epoch)
         # Pipelined runs: the older epoch's verdict rounds go on while the newer one trains.
         older = self.settling()
+        # Two epochs in flight: a tick waits for fetches only briefly, so e + 1's join (which every
+        # host waits for) is not held behind e's fetches.
+        self._wait_s = self._tick_wait if older is None else min(self._tick_wait, SETTLING_TICK_WAIT_S)
         if older is not None:
             return self._act(older) | self._act(status)  # both: e + 1's join must not wait for e
         return self._act(status)
@@ -360,7 +369,7 @@ class ValidatorNode(Participant):
             self._fetch_ahead(status, waiting)
             if not acted and self._fetching:
                 # Nothing to post yet: wait a little for a fetch to land instead of spinning.
-                wait(list(self._fetching.values()), timeout=self._tick_wait, return_when=FIRST_COMPLETED)
+                wait(list(self._fetching.values()), timeout=self._wait_s, return_when=FIRST_COMPLETED)
                 acted, _ = self._commit_ready(status, waiting)
         return acted or self._deferred
 
