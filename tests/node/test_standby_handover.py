@@ -4,9 +4,12 @@ it stands for may hand it a secret, sealed to it for that epoch; what it refuses
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from fastapi import FastAPI, HTTPException
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
+from chain.ledger import LedgerError
+from node import standby_handover
 from node.daemon import Daemon
 from node.http import HttpFailure, SafeClient
 from node.participant import secret_file, write_secret
@@ -31,7 +36,7 @@ from node.validator import ValidatorNode
 from protocol.auth import sign_request
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
-from protocol.sealing import SealContext, seal
+from protocol.sealing import SealContext, receipt_digest, seal
 from protocol.views import ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.presets import tiny
@@ -58,18 +63,48 @@ def standby(tmp_path_factory) -> tuple[str, Path, ServerThread]:
         yield server.url + SECRET_PATH, journal, server
 
 
+def send(url: str, headers: dict[str, str], data: bytes) -> tuple[int, str]:
+    """PUT ``data`` with ``headers``: the status and the answer (the failure's text for a refusal)."""
+    client = SafeClient()
+    try:
+        return 200, client.put_bytes(url, headers, data, max_bytes=4096).decode()
+    except HttpFailure as exc:
+        assert exc.status is not None, exc
+        return exc.status, str(exc)
+    finally:
+        client.close()
+
+
 def put(url: str, body: dict | bytes, key: PrivateKey = MEMBER, run: str = RUN, swap: bytes | None = None) -> int:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = sign_request(key, "PUT", SECRET_PATH, run, data, prefix="inj")
-    client = SafeClient()
-    try:
-        client.put_bytes(url, headers, swap if swap is not None else data, max_bytes=4096)
-    except HttpFailure as exc:
-        assert exc.status is not None, exc
-        return exc.status
-    finally:
-        client.close()
-    return 200
+    return send(url, headers, swap if swap is not None else data)[0]
+
+
+@contextlib.contextmanager
+def serving(journal: Path, current: Callable[[], int] = lambda: CURRENT, header_check: bool = True,
+            chain_wait_s: float = standby_handover.CHAIN_WAIT_S) -> Iterator[str]:
+    """A standby app of its own on ``journal`` over real HTTP; yields its PUT URL. Without
+    ``header_check`` the server does not run the app's ``admit`` before the body, so what the
+    handler itself refuses shows."""
+    app = create_standby_app(STANDBY, MEMBER.address(), RUN, journal, current, "inj", chain_wait_s=chain_wait_s)
+    if not header_check:
+        app.state.admit = None
+    with ServerThread(app, limits=standby_limits()) as server:
+        yield server.url + SECRET_PATH
+
+
+def receipt_of(answer: str, epoch: int, secret: bytes = SECRET) -> bool:
+    """Whether ``answer`` is the standby's signed receipt for ``secret`` in ``epoch``."""
+    held = json.loads(answer)
+    context = SealContext(run_id=RUN, epoch=epoch, member=MEMBER.address(), standby=STANDBY.address())
+    return held["epoch"] == epoch and STANDBY.public_key.verify(receipt_digest(context, secret),
+                                                               bytes.fromhex(held["receipt"]))
+
+
+def entries(journal: Path) -> dict[int, bytes | None]:
+    """The journal's secret entries by epoch."""
+    return {int(p.name[6:12]): read_secret(journal, int(p.name[6:12])) for p in journal.glob("epoch-*.json")}
 
 
 def test_only_the_member_may_hand_its_standby_a_secret_and_only_one_per_epoch(standby) -> None:
@@ -117,6 +152,59 @@ def test_old_entries_are_pruned(tmp_path) -> None:
     (tmp_path / "epoch-000001").mkdir()  # a folder of the journal, not an entry
     assert prune(tmp_path, current=4) == [0, 1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-000001", "epoch-000002.json", "epoch-000005.json"]
+
+
+def test_a_held_secret_is_acknowledged_again_while_the_chain_does_not_answer(tmp_path, monkeypatch) -> None:
+    # The courier's first PUT was written but its answer lost (its deadline passed while the
+    # standby wrote); its retry of the same secret must get the receipt, even from a standby whose
+    # chain node is down, or the member's held secret would count as undelivered.
+    monkeypatch.setattr(standby_handover, "EPOCH_TTL_S", 0.0)  # every request asks the chain
+    chain_down = threading.Event()
+
+    def current() -> int:
+        if chain_down.is_set():
+            raise LedgerError("the node at grpc+http://127.0.0.1:9900 did not answer within 3 s")
+        return CURRENT
+
+    with serving(tmp_path, current) as url:
+        assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200
+        chain_down.set()
+        data = json.dumps({"epoch": CURRENT, "sealed": sealed()}).encode()  # sealed anew, signed anew
+        code, answer = send(url, sign_request(MEMBER, "PUT", SECRET_PATH, RUN, data, prefix="inj"), data)
+        assert code == 200 and receipt_of(answer, CURRENT)
+        assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200  # any number of times
+        assert put(url, {"epoch": CURRENT, "sealed": sealed(secret=bytes(32))}) == 503  # a new one needs the chain
+        assert put(url, {"epoch": CURRENT + 1, "sealed": sealed(CURRENT + 1)}) == 503
+        courier = courier_to(tmp_path / "primary", url.removesuffix(SECRET_PATH))
+        write_secret(tmp_path / "primary", CURRENT, SECRET)
+        try:
+            courier.offer(status(CURRENT, "train"))
+            wait_until(lambda: CURRENT in courier.delivered)
+        finally:
+            courier.close()
+    assert courier.delivered == {CURRENT: True}
+    assert entries(tmp_path) == {CURRENT: SECRET}
+
+
+def test_a_slow_chain_costs_a_hand_over_a_quick_503_and_one_read(tmp_path) -> None:
+    # A chain node that hangs must not hold the standby's workers: each request waits at most
+    # chain_wait_s, and concurrent requests share the one read in flight.
+    release, reads = threading.Event(), []
+
+    def hanging() -> int:
+        reads.append(time.monotonic())
+        release.wait(30)
+        return CURRENT
+
+    with serving(tmp_path, hanging, chain_wait_s=0.3) as url:
+        start = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            statuses = list(pool.map(lambda _: put(url, {"epoch": CURRENT, "sealed": sealed()}), range(4)))
+        assert statuses == [503] * 4 and time.monotonic() - start < 5
+        assert len(reads) == 1 and entries(tmp_path) == {}
+        release.set()  # the node answers again
+        assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200
+    assert entries(tmp_path) == {CURRENT: SECRET}
 
 
 def status(epoch: int, phase: str, revealed: bool = False) -> ParticipantStatus:
