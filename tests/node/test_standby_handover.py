@@ -351,3 +351,39 @@ def test_a_daemon_hands_its_secret_to_its_standby_and_joins_whether_it_is_up_or_
         assert read_secret(folder, 0) == node.secret(0)
     else:
         assert 0 not in courier.delivered and courier._failed[0] >= 2 and not folder.exists()
+
+
+# -- the standby a member named, read from the contract's storage ------------------------------
+
+
+def test_the_standby_read_from_chain_storage_is_validated() -> None:
+    # No query shows it: Ledger.standby reads the contract's raw storage, so whatever is stored
+    # there is checked before the hand-over trusts it as the standby's address.
+    operator, member = PrivateKey(b"\x21" * 32), PrivateKey(b"\x22" * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, member)})
+    spec = tiny()
+    ledger = deploy_embedded(chain, operator, spec, "00" * 32, operator.address())
+    ledger.bond(member, "validator", "http://127.0.0.1:1", int(spec.economics.min_validator_stake))
+    address = member.address()
+    assert ledger.standby(address) is None
+    ledger.set_standby(member, STANDBY.address())
+    assert ledger.standby(address) == STANDBY.address()
+    store = chain._stores[ledger.backend._contract]  # the contract's storage, as wasmd's raw query reads it
+    key = b"sy/" + address.encode()
+    assert store[key] == json.dumps(STANDBY.address()).encode()
+    for value, why in [
+        (b"inj1" + b"q" * 38, "not JSON"),  # an address, but not as JSON
+        (b"", "not JSON"),
+        (b"42", "a JSON int"),
+        (json.dumps([STANDBY.address()]).encode(), "a JSON list"),
+        (b'"inj1nope"', "inj1nope"),  # not an address
+        (json.dumps(STANDBY.address("cosmos")).encode(), "cosmos1"),  # another chain's
+        (json.dumps(STANDBY.address() + " ").encode(), "inj1"),
+        (json.dumps("x" * 1000).encode(), "1002 bytes, more than 128"),  # oversized
+    ]:
+        store[key] = value
+        with pytest.raises(LedgerError, match=f"the standby stored for {address} is not an address of this "
+                                              f"chain: .*{why}"):
+            ledger.standby(address)
+    del store[key]
+    assert ledger.standby(address) is None
