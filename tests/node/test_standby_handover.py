@@ -126,6 +126,7 @@ def test_only_the_member_may_hand_its_standby_a_secret_and_only_one_per_epoch(st
     ({"epoch": CURRENT + 1, "sealed": sealed(CURRENT + 1, run="cd" * 32)}, 400),  # sealed for another run
     ({"epoch": CURRENT, "sealed": sealed()[:-2] + "00"}, 400),  # tampered with
     ({"epoch": CURRENT + 2, "sealed": sealed(CURRENT + 2)}, 409),  # far from the chain's current epoch
+    ({"epoch": CURRENT - 2, "sealed": sealed(CURRENT - 2)}, 409),  # as far behind it
     ({"epoch": CURRENT, "sealed": "ab"}, 400),  # malformed
     ({"epoch": CURRENT, "sealed": sealed(), "more": 1}, 400),
     (b"x" * 600, 413),  # oversized
@@ -152,6 +153,69 @@ def test_old_entries_are_pruned(tmp_path) -> None:
     (tmp_path / "epoch-000001").mkdir()  # a folder of the journal, not an entry
     assert prune(tmp_path, current=4) == [0, 1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-000001", "epoch-000002.json", "epoch-000005.json"]
+
+
+def test_a_replayed_put_is_refused_and_writes_nothing(tmp_path) -> None:
+    # Someone who captured the member's signed PUT sends it again: its nonce was used, so it is
+    # refused, even where the entry it carried is gone (pruned, or cleared by the operator).
+    with serving(tmp_path) as url:
+        data = json.dumps({"epoch": CURRENT, "sealed": sealed()}).encode()
+        headers = sign_request(MEMBER, "PUT", SECRET_PATH, RUN, data, prefix="inj")
+        assert send(url, headers, data)[0] == 200
+        secret_file(tmp_path, CURRENT).unlink()
+        code, detail = send(url, headers, data)
+        assert code == 401 and "replayed" in detail
+        assert read_secret(tmp_path, CURRENT) is None
+
+
+@pytest.mark.parametrize("epoch", [CURRENT - 1, CURRENT + 1])
+def test_a_secret_one_epoch_from_the_chains_is_taken(tmp_path, epoch) -> None:
+    # A pipelined run joins the next epoch while one settles: one epoch either way is within reach.
+    with serving(tmp_path) as url:
+        assert put(url, {"epoch": epoch, "sealed": sealed(epoch)}) == 200
+    assert entries(tmp_path) == {epoch: SECRET}
+
+
+def test_a_hand_over_prunes_only_entries_more_than_two_epochs_old(tmp_path) -> None:
+    # The chain is at 5: entries of 3 and later are kept (docs: "more than 2 before the current one
+    # are deleted"), whatever epoch the hand-over is for; what is not an entry is never touched.
+    kept = {epoch: bytes([epoch]) * 32 for epoch in (1, 2, 3, 4, 5)}
+    for epoch, secret in kept.items():
+        write_secret(tmp_path, epoch, secret)
+    (tmp_path / "epoch-000001").mkdir()
+    (tmp_path / "notes.txt").write_text("the operator's")
+    with serving(tmp_path, lambda: 5) as url:
+        assert put(url, {"epoch": 6, "sealed": sealed(6, sealed_epoch=5)}) == 400  # refused: prunes nothing
+        assert put(url, {"epoch": 4, "sealed": sealed(4, secret=bytes(32))}) == 409  # nor overwrites
+        assert put(url, {"epoch": 7, "sealed": sealed(7)}) == 409
+        assert entries(tmp_path) == kept
+        assert put(url, {"epoch": 6, "sealed": sealed(6)}) == 200  # the chain's epoch 5 prunes 1 and 2
+    assert entries(tmp_path) == {3: kept[3], 4: kept[4], 5: kept[5], 6: SECRET}
+    assert (tmp_path / "epoch-000001").is_dir() and (tmp_path / "notes.txt").read_text() == "the operator's"
+
+
+def test_a_damaged_entry_is_replaced_by_the_handed_secret(tmp_path) -> None:
+    # An entry the reveal loop cannot read (a torn copy, a disk error) holds nothing: the member's
+    # secret replaces it, so the standby can reveal.
+    secret_file(tmp_path, CURRENT).write_text('{"secret": "not hex"}')
+    with serving(tmp_path) as url:
+        assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200
+    assert read_secret(tmp_path, CURRENT) == SECRET
+
+
+def test_the_handler_refuses_a_non_member_even_past_the_header_check(tmp_path) -> None:
+    # The server's header check (admit) refuses a non-member before the body is read; the handler
+    # checks the verified signer again, so a gap in the first check cannot let another key in.
+    with serving(tmp_path, header_check=False) as url:
+        good = {"epoch": CURRENT, "sealed": sealed()}
+        data = json.dumps(good).encode()
+        code, detail = send(url, sign_request(OTHER, "PUT", SECRET_PATH, RUN, data, prefix="inj"), data)
+        assert code == 403 and f"{OTHER.address()} is not the member" in detail
+        assert send(url, {}, data)[0] == 401  # unsigned
+        headers = sign_request(MEMBER, "PUT", SECRET_PATH, RUN, data, prefix="inj")
+        assert send(url, {**headers, "x-veriloco-signature": "zz"}, data)[0] in (400, 401)  # malformed
+        assert entries(tmp_path) == {}
+        assert put(url, good) == 200  # the member still gets through
 
 
 def test_a_held_secret_is_acknowledged_again_while_the_chain_does_not_answer(tmp_path, monkeypatch) -> None:
@@ -205,6 +269,13 @@ def test_a_slow_chain_costs_a_hand_over_a_quick_503_and_one_read(tmp_path) -> No
         release.set()  # the node answers again
         assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200
     assert entries(tmp_path) == {CURRENT: SECRET}
+
+
+def test_a_standby_for_a_non_address_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="not an address of this chain"):
+        create_standby_app(STANDBY, "inj1nope", RUN, tmp_path, lambda: CURRENT, "inj")
+    with pytest.raises(ValueError, match="not an address of this chain"):
+        create_standby_app(STANDBY, MEMBER.address(), RUN, tmp_path, lambda: CURRENT, "cosmos")
 
 
 def status(epoch: int, phase: str, revealed: bool = False) -> ParticipantStatus:
@@ -306,6 +377,49 @@ def test_an_acknowledgement_without_the_standbys_signed_receipt_is_not_a_deliver
         finally:
             courier.close()
     assert any("not the standby's signed receipt" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(("answered", "signed", "delivered"), [
+    (0, 0, True),  # the standby's receipt for this epoch: a delivery
+    (1, 1, False),  # its genuine receipt of another epoch (an old answer replayed): not one
+    (0, 1, False),  # this epoch named, another epoch signed
+    (1, 0, False),  # this epoch signed, another named
+])
+def test_only_a_receipt_signed_for_the_epoch_handed_over_counts(tmp_path, answered, signed, delivered) -> None:
+    context = SealContext(run_id=RUN, epoch=signed, member=MEMBER.address(), standby=STANDBY.address())
+    fake = FastAPI()
+
+    @fake.put(SECRET_PATH)
+    def ack() -> dict:
+        return {"epoch": answered, "held": True, "receipt": STANDBY.sign(receipt_digest(context, SECRET)).hex()}
+
+    write_secret(tmp_path, 0, SECRET)
+    with ServerThread(fake, limits=standby_limits()) as server:
+        courier = courier_to(tmp_path, server.url)
+        try:
+            courier.offer(status(0, "train"))
+            wait_until(lambda: 0 in courier.delivered or courier._failed.get(0, 0) >= 2)
+        finally:
+            courier.close()
+    assert (courier.delivered == {0: True}) is delivered
+    assert delivered or courier._failed.get(0, 0) >= 2
+
+
+@pytest.mark.parametrize("after", [status(0, "reveal", revealed=True), status(0, "verify")])
+def test_a_courier_sends_nothing_once_the_secret_was_revealed_or_the_reveal_is_over(tmp_path, after) -> None:
+    # The secret is public then, or too late to help: the standby is not sent it.
+    write_secret(tmp_path / "primary", 0, SECRET)
+    with serving(tmp_path / "standby", lambda: 0) as url:
+        courier = courier_to(tmp_path / "primary", url.removesuffix(SECRET_PATH))
+        try:
+            courier.offer(after)
+            time.sleep(0.3)
+            assert courier.delivered == {} and not (tmp_path / "standby").exists()
+            courier.offer(status(1, "train"))  # the next epoch's secret is not written yet either
+            time.sleep(0.1)
+            assert courier.delivered == {} and not (tmp_path / "standby").exists()
+        finally:
+            courier.close()
 
 
 # -- a real daemon with a courier (embedded chain) ---------------------------------------------
