@@ -54,9 +54,9 @@ from starlette.concurrency import run_in_threadpool
 from chain.ledger import Ledger, LedgerError
 from node.http import ClientLimits, HttpFailure, SafeClient, ServerLimits, parse_json
 from node.participant import Participant, journal_dir, secret_file, write_secret
-from node.server import ServerStats, ServerThread, claimed_address
+from node.server import ServerStats, ServerThread, claimed_address, verified_signer
 from node.standby import read_secret
-from protocol.auth import AuthError, NonceCache, request_nonce, request_timestamp, sign_request, verify_request
+from protocol.auth import AuthError, NonceCache, sign_request
 from protocol.keys import KeyFormatError, PrivateKey, PublicKey, is_address
 from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, receipt_digest, seal
 from protocol.types import COUNT_MAX
@@ -197,32 +197,15 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
             seen[:] = [(now, epoch)]
         return epoch
 
+    def only_member(signer: str, _where: str) -> None:  # admit checked the claim; this, the signature
+        if signer != member:
+            raise refuse(403, "not_member", f"{signer} is not the member this standby reveals for")
+
     @app.put(SECRET_PATH, response_model=SecretHeld)
-    async def handle(request: Request) -> JSONResponse:
+    async def handle(request: Request) -> SecretHeld:
         body = await request.body()  # at most MAX_BODY_BYTES: node.http.body_limit refused more
-        try:
-            signer = verify_request(request.headers, "PUT", SECRET_PATH, run_id, body, None,
-                                    max_skew=max_skew, prefix=prefix)
-        except AuthError as exc:
-            stats.reject("auth", str(exc))
-            return JSONResponse({"detail": str(exc)}, status_code=401)
-        except Exception as exc:  # noqa: BLE001 (any header a client can send is answered 400, not 500)
-            stats.reject("malformed", type(exc).__name__)
-            return JSONResponse({"detail": "malformed signature headers"}, status_code=400)
-        if signer != member:  # admit checked the claim; the signature is over the same address
-            stats.reject("not_member", f"{signer} is not the member this standby reveals for")
-            return JSONResponse({"detail": f"{signer} is not the member this standby reveals for"}, status_code=403)
-        try:
-            nonces.check_and_add(signer, request_nonce(request.headers), time.time(),
-                                 request_timestamp(request.headers))
-        except AuthError as exc:
-            stats.reject("replay", str(exc))
-            return JSONResponse({"detail": str(exc)}, status_code=429 if "too many" in str(exc) else 401)
-        try:
-            held = await run_in_threadpool(accept, body)  # a chain read and a file write
-        except HTTPException as exc:
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
-        return JSONResponse(held.model_dump())
+        verified_signer(request, body, run_id, nonces, stats, only_member, max_skew, prefix)
+        return await run_in_threadpool(accept, body)  # a chain read and a file write
 
     def accept(body: bytes) -> SecretHeld:
         try:
