@@ -271,6 +271,20 @@ def test_a_slow_chain_costs_a_hand_over_a_quick_503_and_one_read(tmp_path) -> No
     assert entries(tmp_path) == {CURRENT: SECRET}
 
 
+def test_the_standby_asks_the_chain_its_epoch_at_most_every_two_seconds(tmp_path) -> None:
+    # Each new secret needs the chain's epoch; hand-overs close together share one reading.
+    reads: list[float] = []
+
+    def counting() -> int:
+        reads.append(time.monotonic())
+        return CURRENT
+
+    with serving(tmp_path, counting) as url:
+        for epoch in (CURRENT - 1, CURRENT, CURRENT + 1):
+            assert put(url, {"epoch": epoch, "sealed": sealed(epoch)}) == 200
+    assert len(reads) == 1 and entries(tmp_path) == {CURRENT - 1: SECRET, CURRENT: SECRET, CURRENT + 1: SECRET}
+
+
 def test_a_standby_for_a_non_address_is_refused(tmp_path) -> None:
     with pytest.raises(ValueError, match="not an address of this chain"):
         create_standby_app(STANDBY, "inj1nope", RUN, tmp_path, lambda: CURRENT, "inj")
@@ -420,6 +434,36 @@ def test_a_courier_sends_nothing_once_the_secret_was_revealed_or_the_reveal_is_o
             assert courier.delivered == {} and not (tmp_path / "standby").exists()
         finally:
             courier.close()
+
+
+def test_a_courier_hands_each_epoch_over_once_and_remembers_only_the_last_few(tmp_path, monkeypatch) -> None:
+    # The daemon offers every status it reads: a secret the standby acknowledged is not sent
+    # again, and the courier's memory of done epochs stays bounded over a long run.
+    monkeypatch.setattr(standby_handover, "EPOCH_TTL_S", 0.0)
+    chain, requests = {"epoch": 0}, []
+    app = create_standby_app(STANDBY, MEMBER.address(), RUN, tmp_path / "standby", lambda: chain["epoch"], "inj")
+
+    @app.middleware("http")
+    async def count(request, call_next):  # type: ignore[no-untyped-def]
+        requests.append(request.method)
+        return await call_next(request)
+
+    with ServerThread(app, limits=standby_limits()) as server:
+        courier = courier_to(tmp_path / "primary", server.url)
+        try:
+            for epoch in range(6):
+                chain["epoch"] = epoch
+                write_secret(tmp_path / "primary", epoch, bytes([epoch + 1]) * 32)
+                courier.offer(status(epoch, "join"))
+                wait_until(lambda e=epoch: e in courier.delivered)
+                for phase in ("train", "train", "reveal"):
+                    courier.offer(status(epoch, phase))
+                time.sleep(0.05)
+                assert len(requests) == epoch + 1
+        finally:
+            courier.close()
+    assert courier.delivered == {3: True, 4: True, 5: True}
+    assert entries(tmp_path / "standby") == {e: bytes([e + 1]) * 32 for e in (3, 4, 5)}
 
 
 # -- a real daemon with a courier (embedded chain) ---------------------------------------------
