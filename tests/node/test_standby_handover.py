@@ -17,7 +17,7 @@ from fastapi import FastAPI, HTTPException
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
-from chain.ledger import LedgerError
+from chain.ledger import Ledger, LedgerError
 from node import standby_handover
 from node.daemon import Daemon
 from node.http import HttpFailure, SafeClient
@@ -40,6 +40,7 @@ from protocol.sealing import SealContext, receipt_digest, seal
 from protocol.views import ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.presets import tiny
+from veriloco.connect import be_brief, be_patient
 
 MEMBER = PrivateKey(bytes([3]) * 32)
 OTHER = PrivateKey(bytes([4]) * 32)  # another member, or an outsider: the standby refuses both
@@ -545,3 +546,22 @@ def test_the_standby_read_from_chain_storage_is_validated() -> None:
             ledger.standby(address)
     del store[key]
     assert ledger.standby(address) is None
+
+
+def test_the_standby_servers_chain_client_gives_up_in_seconds_not_a_minute() -> None:
+    # `standby run --listen` reads the chain for its server on a client of its own made brief
+    # (be_brief), where the reveal loop's is patient (be_patient: a minute of retries).
+    from chain.cosmos import CosmosBackend, CosmosChain, wasmd
+
+    chain = CosmosChain("grpc+http://127.0.0.1:1", wasmd("w-1"))  # nothing listens there
+    try:
+        ledger = Ledger(CosmosBackend(chain, OTHER.address("wasm")))
+        be_patient(ledger)
+        assert chain.client.reconnect_timeout >= 60
+        be_brief(ledger, 0.5)
+        start = time.monotonic()
+        with pytest.raises(LedgerError, match=r"did not answer within 0\.5 s"):
+            ledger.participant(MEMBER.address())
+        assert time.monotonic() - start < 3
+    finally:
+        chain.close()

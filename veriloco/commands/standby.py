@@ -16,7 +16,7 @@ from protocol.keys import is_address
 from veriloco.commands import tx_flags
 from veriloco.commands.common import Home, KeyName, Network, open_key
 from veriloco.commands.member import check_listen, configure_logging
-from veriloco.connect import be_patient, load_network, open_ledger
+from veriloco.connect import be_brief, be_patient, load_network, open_ledger
 from veriloco.errors import CommandError
 from veriloco.output import err_console
 
@@ -89,9 +89,7 @@ def run(journal: Annotated[Path, typer.Option(
             # reveal loop's patient one: a slow node then costs a hand-over a quick 503 (retried
             # by the primary), never a server worker held for a minute or the reveal loop's channel.
             reads = stack.enter_context(open_ledger(net))
-            set_timeouts = getattr(getattr(reads.backend, "chain", None), "set_timeouts", None)
-            if set_timeouts is not None:
-                set_timeouts(reconnect=CHAIN_WAIT_S, call=CHAIN_WAIT_S)
+            be_brief(reads, CHAIN_WAIT_S)
             app = create_standby_app(signer, address, spec.run_id().hex(), journal,
                                      lambda: reads.participant(address).epoch, ledger.prefix)
             server = standby_server(app, listen)
