@@ -64,6 +64,10 @@ from protocol.views import (
 
 M = TypeVar("M", bound=BaseModel)
 
+MAX_STANDBY_VALUE = 128
+"""Bytes at most of a member's stored standby (:meth:`Ledger.standby`): a JSON string holding a
+bech32 address, which is at most 90 characters."""
+
 
 class ContractBackend(ABC):
     """How a Ledger reaches its contract: signed executes, smart queries, blocks and balances."""
@@ -303,17 +307,23 @@ class Ledger:
         the address as a JSON string) with the chain's raw query; validated before use.
 
         Raises:
-            LedgerError: the stored value is not an address of this chain.
+            LedgerError: the stored value is not an address of this chain (nor more than
+                :data:`MAX_STANDBY_VALUE` bytes, which none is).
         """
         value = self.backend.raw(b"sy/" + member.encode())
         if value is None:
             return None
+        problem = f"the standby stored for {member} is not an address of this chain"
+        if len(value) > MAX_STANDBY_VALUE:
+            raise LedgerError(f"{problem}: {len(value)} bytes, more than {MAX_STANDBY_VALUE}")
         try:
             named = json.loads(value)
         except ValueError:
-            named = None
-        if not isinstance(named, str) or not is_address(named, self.prefix):
-            raise LedgerError(f"the standby stored for {member} is not an address of this chain")
+            raise LedgerError(f"{problem}: not JSON") from None
+        if not isinstance(named, str):
+            raise LedgerError(f"{problem}: a JSON {type(named).__name__}, not a string")
+        if not is_address(named, self.prefix):
+            raise LedgerError(f"{problem}: {named[:100]!r}")
         return named
 
     def members(self, role: Role | None = None, start_after: str | None = None,

@@ -201,6 +201,34 @@ def claimed_address(scope: dict[str, Any], max_skew: int, prefix: str) -> str | 
         return AuthError("malformed signature headers")
 
 
+def verified_signer(request: Request, body: bytes, run_id: str, nonces: NonceCache, stats: ServerStats,
+                    admit: Callable[[str, str], None], max_skew: int, prefix: str) -> str:
+    """The address that signed ``request``, checked in the order every signed route of the project
+    uses (``protocol.auth``): the signature over method, path (with its query), run id and
+    ``body`` (401; 400 for headers that do not even parse), then ``admit(address, path)``, which
+    raises the route's own refusal (a non-member 403, a busy member 429) and counts it, then the
+    nonce, recorded only now so that no outsider fills the replay cache (a replay 401, a member
+    over its quota 429). Refusals are :class:`HTTPException` and counted in ``stats``."""
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    where = path[:100]
+    try:
+        address = verify_request(request.headers, request.method, path, run_id, body, None,
+                                 max_skew=max_skew, prefix=prefix)
+    except AuthError as exc:
+        stats.reject("auth", f"{where}: {exc}")
+        raise HTTPException(401, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 (any header a client can send is answered 400, not 500)
+        stats.reject("malformed", f"{where}: {type(exc).__name__}")
+        raise HTTPException(400, "malformed signature headers") from None
+    admit(address, where)
+    try:
+        nonces.check_and_add(address, request_nonce(request.headers), time.time(), request_timestamp(request.headers))
+    except AuthError as exc:
+        stats.reject("replay", f"{where}: {address}: {exc}")
+        raise HTTPException(429 if "too many" in str(exc) else 401, str(exc)) from None
+    return address
+
+
 def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callable[[str], bool],
                prefix: str = DEFAULT_PREFIX, max_skew: int = 60,
                source_for: Callable[[str], ArtifactSource] | None = None,
@@ -252,29 +280,16 @@ def create_app(source: ArtifactSource, run_id: str, host: str, authorize: Callab
 
     async def signer(request: Request) -> str:
         body = await request.body()  # at most MAX_REQUEST_BYTES: node.http.body_limit refused more
-        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        try:
-            address = verify_request(request.headers, request.method, path, run_id, body, None,
-                                     max_skew=max_skew, prefix=prefix)
-        except AuthError as exc:
-            stats.reject("auth", f"{path[:100]}: {exc}")
-            raise HTTPException(401, str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 (any header a client can send is answered 400, not 500)
-            stats.reject("malformed", f"{path[:100]}: {type(exc).__name__}")
-            raise HTTPException(400, "malformed signature headers") from None
-        if not authorize(address):
-            stats.reject("not_member", f"{path[:100]}: {address} is not a bonded participant")
-            raise HTTPException(403, f"{address} is not a bonded participant of this run")
-        if not slots.take(request.scope, address):
-            stats.reject("busy", f"{path[:100]}: {address} has {slots.limit} requests in progress")
-            raise HTTPException(429, f"{slots.limit} requests of {address} are in progress; try again")
-        try:
-            nonces.check_and_add(address, request_nonce(request.headers), time.time(),
-                                 request_timestamp(request.headers))
-        except AuthError as exc:
-            stats.reject("replay", f"{path[:100]}: {address}: {exc}")
-            raise HTTPException(429 if "too many" in str(exc) else 401, str(exc)) from None
-        return address
+
+        def bonded(address: str, where: str) -> None:
+            if not authorize(address):
+                stats.reject("not_member", f"{where}: {address} is not a bonded participant")
+                raise HTTPException(403, f"{address} is not a bonded participant of this run")
+            if not slots.take(request.scope, address):
+                stats.reject("busy", f"{where}: {address} has {slots.limit} requests in progress")
+                raise HTTPException(429, f"{slots.limit} requests of {address} are in progress; try again")
+
+        return verified_signer(request, body, run_id, nonces, stats, bonded, max_skew, prefix)
 
     def unavailable(what: str, exc: ArtifactUnavailable) -> HTTPException:
         stats.reject("unavailable", f"{what}: {exc}")

@@ -13,9 +13,13 @@ Two sides:
   one, a sealed secret that does not open, and a second, different secret for an epoch it holds
   (it keeps the first: an honest primary creates each secret once, before the join that commits to
   it, and never changes it, so a different one is a mistake or a replay, and the first is the one
-  the join committed to). It keeps the entries of :data:`KEEP_EPOCHS` epochs before the current
-  one and deletes older ones. Bounded as every server of the project (``node.http``): a body of at
-  most :data:`MAX_BODY_BYTES`, head and body deadlines, a connection cap, one-line errors.
+  the join committed to). The same secret again (a retry whose answer was lost) is acknowledged
+  at once, without asking the chain. It keeps the entries of :data:`KEEP_EPOCHS` epochs before
+  the current one and deletes older ones. It waits at most :data:`CHAIN_WAIT_S` for the chain's
+  current epoch (503 after that), with one read in flight at a time, on a chain client that
+  ``veriloco standby run`` opens for it apart from the reveal loop's. Bounded as every server of
+  the project (``node.http``): a body of at most :data:`MAX_BODY_BYTES`, head and body deadlines,
+  a connection cap, one-line errors.
 * **the primary** (``host run`` / ``validator run`` with ``--standby-url`` and
   ``--standby-pubkey``) runs a :class:`SecretCourier`: the daemon's tick offers it each status it
   reads (no work on the training or commit path); its own thread seals the epoch's secret once the
@@ -37,6 +41,8 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,9 +54,9 @@ from starlette.concurrency import run_in_threadpool
 from chain.ledger import Ledger, LedgerError
 from node.http import ClientLimits, HttpFailure, SafeClient, ServerLimits, parse_json
 from node.participant import Participant, journal_dir, secret_file, write_secret
-from node.server import ServerStats, ServerThread, claimed_address
+from node.server import ServerStats, ServerThread, claimed_address, verified_signer
 from node.standby import read_secret
-from protocol.auth import AuthError, NonceCache, request_nonce, request_timestamp, sign_request, verify_request
+from protocol.auth import AuthError, NonceCache, sign_request
 from protocol.keys import KeyFormatError, PrivateKey, PublicKey, is_address
 from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, receipt_digest, seal
 from protocol.types import COUNT_MAX
@@ -68,6 +74,9 @@ KEEP_EPOCHS = 2
 """Entries of this many epochs before the current one are kept; older ones are deleted."""
 EPOCH_TTL_S = 2.0
 """How long the standby trusts its reading of the current epoch."""
+CHAIN_WAIT_S = 3.0
+"""How long a hand-over waits for the chain's current epoch before it is answered 503 (and retried
+by the courier, whose request deadline is 10 s): a slow chain never holds a server worker long."""
 _ENTRY = re.compile(r"^epoch-(\d{6,})\.json$")
 
 
@@ -106,7 +115,8 @@ def prune(journal: Path, current: int, keep: int = KEEP_EPOCHS) -> list[int]:
 
 
 def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
-                       current_epoch: Callable[[], int], prefix: str, max_skew: int = 60) -> FastAPI:
+                       current_epoch: Callable[[], int], prefix: str, max_skew: int = 60,
+                       chain_wait_s: float = CHAIN_WAIT_S) -> FastAPI:
     """The standby's hand-over endpoint (see the module docstring).
 
     Args:
@@ -114,9 +124,12 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
         member: the address it stands for: the only signer it accepts.
         run_id: the run id (hex); requests and sealings of another run are refused.
         journal: the folder its reveal loop reads (:func:`node.participant.secret_file`).
-        current_epoch: the chain's current epoch (raises ``LedgerError`` when the chain is down).
+        current_epoch: the chain's current epoch (raises ``LedgerError`` when the chain is down);
+            best on a chain client of its own, not the reveal loop's (``veriloco standby run``).
         prefix: the chain's bech32 prefix.
         max_skew: accepted clock difference in seconds.
+        chain_wait_s: how long a request waits for ``current_epoch`` before it is answered 503;
+            one read at a time is in flight, shared by the requests that wait for it.
     """
     if not is_address(member, prefix):
         raise ValueError(f"member {member!r} is not an address of this chain ({prefix}1…)")
@@ -128,6 +141,8 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
     nonces = NonceCache(window_s=2 * max_skew, max_entries=4096, per_address=4096)
     lock = threading.Lock()
     seen: list[tuple[float, int]] = []  # (read at, epoch): the last reading of the current epoch
+    reading = threading.Lock()
+    reads: list[Future[int]] = []  # the chain read in flight, or the last one
     app.state.stats = stats
 
     def admit(scope: dict[str, Any]) -> tuple[int, str, str] | None:
@@ -149,60 +164,71 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
         stats.reject(reason, detail)
         return HTTPException(status, detail)
 
+    def read_epoch() -> Future[int]:
+        """One chain read on a thread of its own (a daemon: a read stuck in the chain client
+        never holds up the process's exit)."""
+        future: Future[int] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(current_epoch())
+            except BaseException as exc:  # noqa: BLE001 (handed to the waiting request)
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="standby-chain-read", daemon=True).start()
+        return future
+
     def current() -> int:
         now = time.monotonic()
         with lock:
             if seen and now - seen[0][0] < EPOCH_TTL_S:
                 return seen[0][1]
+        with reading:  # at most one chain read in flight: concurrent requests wait on the same one
+            if not reads or reads[0].done():
+                reads[:] = [read_epoch()]
+            future = reads[0]
         try:
-            epoch = current_epoch()
+            epoch = future.result(timeout=chain_wait_s)
+        except FutureTimeout:
+            raise refuse(503, "chain", f"the chain did not answer within {chain_wait_s:g} s") from None
         except LedgerError as exc:
             raise refuse(503, "chain", f"the chain does not answer: {str(exc)[:200]}") from None
         with lock:
             seen[:] = [(now, epoch)]
         return epoch
 
+    def only_member(signer: str, _where: str) -> None:  # admit checked the claim; this, the signature
+        if signer != member:
+            raise refuse(403, "not_member", f"{signer} is not the member this standby reveals for")
+
     @app.put(SECRET_PATH, response_model=SecretHeld)
-    async def handle(request: Request) -> JSONResponse:
+    async def handle(request: Request) -> SecretHeld:
         body = await request.body()  # at most MAX_BODY_BYTES: node.http.body_limit refused more
-        try:
-            signer = verify_request(request.headers, "PUT", SECRET_PATH, run_id, body, None,
-                                    max_skew=max_skew, prefix=prefix)
-        except AuthError as exc:
-            stats.reject("auth", str(exc))
-            return JSONResponse({"detail": str(exc)}, status_code=401)
-        except Exception as exc:  # noqa: BLE001 (any header a client can send is answered 400, not 500)
-            stats.reject("malformed", type(exc).__name__)
-            return JSONResponse({"detail": "malformed signature headers"}, status_code=400)
-        if signer != member:  # admit checked the claim; the signature is over the same address
-            stats.reject("not_member", f"{signer} is not the member this standby reveals for")
-            return JSONResponse({"detail": f"{signer} is not the member this standby reveals for"}, status_code=403)
-        try:
-            nonces.check_and_add(signer, request_nonce(request.headers), time.time(),
-                                 request_timestamp(request.headers))
-        except AuthError as exc:
-            stats.reject("replay", str(exc))
-            return JSONResponse({"detail": str(exc)}, status_code=429 if "too many" in str(exc) else 401)
-        try:
-            held = await run_in_threadpool(accept, body)  # a chain read and a file write
-        except HTTPException as exc:
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
-        return JSONResponse(held.model_dump())
+        verified_signer(request, body, run_id, nonces, stats, only_member, max_skew, prefix)
+        return await run_in_threadpool(accept, body)  # a chain read and a file write
 
     def accept(body: bytes) -> SecretHeld:
         try:
             put = SecretPut.model_validate(parse_json(body, MAX_BODY_BYTES, max_depth=1))
         except (ValueError, ValidationError) as exc:
             raise refuse(400, "body", f"expected {{epoch, sealed}}: {str(exc).splitlines()[0][:200]}") from None
-        now = current()
-        if abs(put.epoch - now) > MAX_EPOCH_DISTANCE:
-            raise refuse(409, "epoch", f"epoch {put.epoch} is not within {MAX_EPOCH_DISTANCE} of the chain's "
-                                       f"current epoch {now}")
         context = SealContext(run_id=run_id, epoch=put.epoch, member=member, standby=standby)
         try:
             secret = open_sealed(bytes.fromhex(put.sealed), key, context)
         except SealError as exc:
             raise refuse(400, "seal", str(exc)) from None
+        def receipt() -> SecretHeld:
+            return SecretHeld(epoch=put.epoch, held=True, receipt=key.sign(receipt_digest(context, secret)).hex())
+
+        with lock:
+            if read_secret(journal, put.epoch) == secret:
+                # Held already (a retry whose first answer was lost): acknowledged without asking
+                # the chain, so a slow or down chain cannot make a held secret look undelivered.
+                return receipt()
+        now = current()
+        if abs(put.epoch - now) > MAX_EPOCH_DISTANCE:
+            raise refuse(409, "epoch", f"epoch {put.epoch} is not within {MAX_EPOCH_DISTANCE} of the chain's "
+                                       f"current epoch {now}")
         with lock:  # one hand-over at a time: the check and the write are one step
             held = read_secret(journal, put.epoch)
             if held is not None and held != secret:
@@ -215,7 +241,7 @@ def create_standby_app(key: PrivateKey, member: str, run_id: str, journal: Path,
                 stats.served["secret"] += 1
                 log.info("standby: holds the beacon secret of epoch %d for %s", put.epoch, member)
             prune(journal, now)
-        return SecretHeld(epoch=put.epoch, held=True, receipt=key.sign(receipt_digest(context, secret)).hex())
+        return receipt()
 
     return app
 

@@ -17,8 +17,8 @@ Wire form: ``VERSION (1 byte) || ephemeral compressed public key (33) || ciphert
 82 bytes, hex in messages.
 
 The standby acknowledges with a **receipt**: its signature over :func:`receipt_digest` (the context
-and a hash of the secret it opened), so a party in between cannot fake an acknowledgement of a
-secret the standby does not hold. Pure functions; no I/O.
+and a hash of the secret it opened, in the ``standby/receipt`` hash domain), so a party in between
+cannot fake an acknowledgement of a secret the standby does not hold. Pure functions; no I/O.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from protocol.errors import VerilocoError
 from protocol.keys import KeyFormatError, PrivateKey, PublicKey, is_address
 from protocol.rules.beacon import SECRET_SIZE
 from protocol.rules.encoding import canonical_json
+from protocol.rules.hashing import Tag, tagged_hash
 
 VERSION = 1
 _PUBKEY_SIZE = 33
@@ -125,6 +126,10 @@ def open_sealed(sealed: bytes, key: PrivateKey, context: SealContext) -> bytes:
 
 
 def receipt_digest(context: SealContext, secret: bytes) -> bytes:
-    """What a standby signs to acknowledge that it opened and holds ``secret`` for ``context``
-    (the secret enters hashed: the chain's beacon commitment publishes a hash of it anyway)."""
-    return hashlib.sha256(associated_data(context) + b"\x00receipt\x00" + hashlib.sha256(secret).digest()).digest()
+    """What a standby signs to acknowledge that it opened and holds ``secret`` for ``context``:
+    ``H("standby/receipt", associated_data(context) || sha256(secret))``, in its own hash domain
+    (``protocol.rules.hashing``) so a receipt can never pass for another signed object, such as a
+    request signature (``H("message", …)``). The secret enters hashed (the chain's beacon
+    commitment publishes a hash of it anyway), as the last 32 bytes, after the variable-length
+    context, so the parts cannot be regrouped."""
+    return tagged_hash(Tag.STANDBY_RECEIPT, associated_data(context), hashlib.sha256(secret).digest())

@@ -209,6 +209,15 @@ def be_patient(ledger: Ledger) -> None:
         set_timeouts(reconnect=TIMEOUTS.daemon_node, call=max(TIMEOUTS.node, 10.0))
 
 
+def be_brief(ledger: Ledger, seconds: float) -> None:
+    """Let ``ledger`` give up on its node after about ``seconds`` per request and as long again of
+    retries: for a server's chain reads, which answer their client quickly (a 503 it retries)
+    rather than hold a worker for a daemon's minute. Nothing to do on the embedded chain."""
+    set_timeouts = getattr(getattr(ledger.backend, "chain", None), "set_timeouts", None)
+    if set_timeouts is not None:
+        set_timeouts(reconnect=seconds, call=seconds)
+
+
 @contextmanager
 def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
     """A Ledger on the network's contract.

@@ -48,6 +48,7 @@ class Tag:
     TRAPS = "traps"
     EVIDENCE = "evidence"
     MESSAGE = "message"
+    STANDBY_RECEIPT = "standby/receipt"
 
 
 def tagged_hasher(tag: str) -> hashlib._Hash:

@@ -4,9 +4,12 @@ it stands for may hand it a secret, sealed to it for that epoch; what it refuses
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from fastapi import FastAPI, HTTPException
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
+from chain.ledger import Ledger, LedgerError
+from node import standby_handover
 from node.daemon import Daemon
 from node.http import HttpFailure, SafeClient
 from node.participant import secret_file, write_secret
@@ -31,10 +36,11 @@ from node.validator import ValidatorNode
 from protocol.auth import sign_request
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
-from protocol.sealing import SealContext, seal
+from protocol.sealing import SealContext, receipt_digest, seal
 from protocol.views import ParticipantStatus
 from trainer.artifacts import ArtifactSource, ArtifactUnavailable
 from trainer.presets import tiny
+from veriloco.connect import be_brief, be_patient
 
 MEMBER = PrivateKey(bytes([3]) * 32)
 OTHER = PrivateKey(bytes([4]) * 32)  # another member, or an outsider: the standby refuses both
@@ -58,18 +64,48 @@ def standby(tmp_path_factory) -> tuple[str, Path, ServerThread]:
         yield server.url + SECRET_PATH, journal, server
 
 
+def send(url: str, headers: dict[str, str], data: bytes) -> tuple[int, str]:
+    """PUT ``data`` with ``headers``: the status and the answer (the failure's text for a refusal)."""
+    client = SafeClient()
+    try:
+        return 200, client.put_bytes(url, headers, data, max_bytes=4096).decode()
+    except HttpFailure as exc:
+        assert exc.status is not None, exc
+        return exc.status, str(exc)
+    finally:
+        client.close()
+
+
 def put(url: str, body: dict | bytes, key: PrivateKey = MEMBER, run: str = RUN, swap: bytes | None = None) -> int:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = sign_request(key, "PUT", SECRET_PATH, run, data, prefix="inj")
-    client = SafeClient()
-    try:
-        client.put_bytes(url, headers, swap if swap is not None else data, max_bytes=4096)
-    except HttpFailure as exc:
-        assert exc.status is not None, exc
-        return exc.status
-    finally:
-        client.close()
-    return 200
+    return send(url, headers, swap if swap is not None else data)[0]
+
+
+@contextlib.contextmanager
+def serving(journal: Path, current: Callable[[], int] = lambda: CURRENT, header_check: bool = True,
+            chain_wait_s: float = standby_handover.CHAIN_WAIT_S) -> Iterator[str]:
+    """A standby app of its own on ``journal`` over real HTTP; yields its PUT URL. Without
+    ``header_check`` the server does not run the app's ``admit`` before the body, so what the
+    handler itself refuses shows."""
+    app = create_standby_app(STANDBY, MEMBER.address(), RUN, journal, current, "inj", chain_wait_s=chain_wait_s)
+    if not header_check:
+        app.state.admit = None
+    with ServerThread(app, limits=standby_limits()) as server:
+        yield server.url + SECRET_PATH
+
+
+def receipt_of(answer: str, epoch: int, secret: bytes = SECRET) -> bool:
+    """Whether ``answer`` is the standby's signed receipt for ``secret`` in ``epoch``."""
+    held = json.loads(answer)
+    context = SealContext(run_id=RUN, epoch=epoch, member=MEMBER.address(), standby=STANDBY.address())
+    return held["epoch"] == epoch and STANDBY.public_key.verify(receipt_digest(context, secret),
+                                                               bytes.fromhex(held["receipt"]))
+
+
+def entries(journal: Path) -> dict[int, bytes | None]:
+    """The journal's secret entries by epoch."""
+    return {int(p.name[6:12]): read_secret(journal, int(p.name[6:12])) for p in journal.glob("epoch-*.json")}
 
 
 def test_only_the_member_may_hand_its_standby_a_secret_and_only_one_per_epoch(standby) -> None:
@@ -91,6 +127,7 @@ def test_only_the_member_may_hand_its_standby_a_secret_and_only_one_per_epoch(st
     ({"epoch": CURRENT + 1, "sealed": sealed(CURRENT + 1, run="cd" * 32)}, 400),  # sealed for another run
     ({"epoch": CURRENT, "sealed": sealed()[:-2] + "00"}, 400),  # tampered with
     ({"epoch": CURRENT + 2, "sealed": sealed(CURRENT + 2)}, 409),  # far from the chain's current epoch
+    ({"epoch": CURRENT - 2, "sealed": sealed(CURRENT - 2)}, 409),  # as far behind it
     ({"epoch": CURRENT, "sealed": "ab"}, 400),  # malformed
     ({"epoch": CURRENT, "sealed": sealed(), "more": 1}, 400),
     (b"x" * 600, 413),  # oversized
@@ -117,6 +154,143 @@ def test_old_entries_are_pruned(tmp_path) -> None:
     (tmp_path / "epoch-000001").mkdir()  # a folder of the journal, not an entry
     assert prune(tmp_path, current=4) == [0, 1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epoch-000001", "epoch-000002.json", "epoch-000005.json"]
+
+
+def test_a_replayed_put_is_refused_and_writes_nothing(tmp_path) -> None:
+    # Someone who captured the member's signed PUT sends it again: its nonce was used, so it is
+    # refused, even where the entry it carried is gone (pruned, or cleared by the operator).
+    with serving(tmp_path) as url:
+        data = json.dumps({"epoch": CURRENT, "sealed": sealed()}).encode()
+        headers = sign_request(MEMBER, "PUT", SECRET_PATH, RUN, data, prefix="inj")
+        assert send(url, headers, data)[0] == 200
+        secret_file(tmp_path, CURRENT).unlink()
+        code, detail = send(url, headers, data)
+        assert code == 401 and "replayed" in detail
+        assert read_secret(tmp_path, CURRENT) is None
+
+
+@pytest.mark.parametrize("epoch", [CURRENT - 1, CURRENT + 1])
+def test_a_secret_one_epoch_from_the_chains_is_taken(tmp_path, epoch) -> None:
+    # A pipelined run joins the next epoch while one settles: one epoch either way is within reach.
+    with serving(tmp_path) as url:
+        assert put(url, {"epoch": epoch, "sealed": sealed(epoch)}) == 200
+    assert entries(tmp_path) == {epoch: SECRET}
+
+
+def test_a_hand_over_prunes_only_entries_more_than_two_epochs_old(tmp_path) -> None:
+    # The chain is at 5: entries of 3 and later are kept (docs: "more than 2 before the current one
+    # are deleted"), whatever epoch the hand-over is for; what is not an entry is never touched.
+    kept = {epoch: bytes([epoch]) * 32 for epoch in (1, 2, 3, 4, 5)}
+    for epoch, secret in kept.items():
+        write_secret(tmp_path, epoch, secret)
+    (tmp_path / "epoch-000001").mkdir()
+    (tmp_path / "notes.txt").write_text("the operator's")
+    with serving(tmp_path, lambda: 5) as url:
+        assert put(url, {"epoch": 6, "sealed": sealed(6, sealed_epoch=5)}) == 400  # refused: prunes nothing
+        assert put(url, {"epoch": 4, "sealed": sealed(4, secret=bytes(32))}) == 409  # nor overwrites
+        assert put(url, {"epoch": 7, "sealed": sealed(7)}) == 409
+        assert entries(tmp_path) == kept
+        assert put(url, {"epoch": 6, "sealed": sealed(6)}) == 200  # the chain's epoch 5 prunes 1 and 2
+    assert entries(tmp_path) == {3: kept[3], 4: kept[4], 5: kept[5], 6: SECRET}
+    assert (tmp_path / "epoch-000001").is_dir() and (tmp_path / "notes.txt").read_text() == "the operator's"
+
+
+def test_a_damaged_entry_is_replaced_by_the_handed_secret(tmp_path) -> None:
+    # An entry the reveal loop cannot read (a torn copy, a disk error) holds nothing: the member's
+    # secret replaces it, so the standby can reveal.
+    secret_file(tmp_path, CURRENT).write_text('{"secret": "not hex"}')
+    with serving(tmp_path) as url:
+        assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200
+    assert read_secret(tmp_path, CURRENT) == SECRET
+
+
+def test_the_handler_refuses_a_non_member_even_past_the_header_check(tmp_path) -> None:
+    # The server's header check (admit) refuses a non-member before the body is read; the handler
+    # checks the verified signer again, so a gap in the first check cannot let another key in.
+    with serving(tmp_path, header_check=False) as url:
+        good = {"epoch": CURRENT, "sealed": sealed()}
+        data = json.dumps(good).encode()
+        code, detail = send(url, sign_request(OTHER, "PUT", SECRET_PATH, RUN, data, prefix="inj"), data)
+        assert code == 403 and f"{OTHER.address()} is not the member" in detail
+        assert send(url, {}, data)[0] == 401  # unsigned
+        headers = sign_request(MEMBER, "PUT", SECRET_PATH, RUN, data, prefix="inj")
+        assert send(url, {**headers, "x-veriloco-signature": "zz"}, data)[0] in (400, 401)  # malformed
+        assert entries(tmp_path) == {}
+        assert put(url, good) == 200  # the member still gets through
+
+
+def test_a_held_secret_is_acknowledged_again_while_the_chain_does_not_answer(tmp_path, monkeypatch) -> None:
+    # The courier's first PUT was written but its answer lost (its deadline passed while the
+    # standby wrote); its retry of the same secret must get the receipt, even from a standby whose
+    # chain node is down, or the member's held secret would count as undelivered.
+    monkeypatch.setattr(standby_handover, "EPOCH_TTL_S", 0.0)  # every request asks the chain
+    chain_down = threading.Event()
+
+    def current() -> int:
+        if chain_down.is_set():
+            raise LedgerError("the node at grpc+http://127.0.0.1:9900 did not answer within 3 s")
+        return CURRENT
+
+    with serving(tmp_path, current) as url:
+        assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200
+        chain_down.set()
+        data = json.dumps({"epoch": CURRENT, "sealed": sealed()}).encode()  # sealed anew, signed anew
+        code, answer = send(url, sign_request(MEMBER, "PUT", SECRET_PATH, RUN, data, prefix="inj"), data)
+        assert code == 200 and receipt_of(answer, CURRENT)
+        assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200  # any number of times
+        assert put(url, {"epoch": CURRENT, "sealed": sealed(secret=bytes(32))}) == 503  # a new one needs the chain
+        assert put(url, {"epoch": CURRENT + 1, "sealed": sealed(CURRENT + 1)}) == 503
+        courier = courier_to(tmp_path / "primary", url.removesuffix(SECRET_PATH))
+        write_secret(tmp_path / "primary", CURRENT, SECRET)
+        try:
+            courier.offer(status(CURRENT, "train"))
+            wait_until(lambda: CURRENT in courier.delivered)
+        finally:
+            courier.close()
+    assert courier.delivered == {CURRENT: True}
+    assert entries(tmp_path) == {CURRENT: SECRET}
+
+
+def test_a_slow_chain_costs_a_hand_over_a_quick_503_and_one_read(tmp_path) -> None:
+    # A chain node that hangs must not hold the standby's workers: each request waits at most
+    # chain_wait_s, and concurrent requests share the one read in flight.
+    release, reads = threading.Event(), []
+
+    def hanging() -> int:
+        reads.append(time.monotonic())
+        release.wait(30)
+        return CURRENT
+
+    with serving(tmp_path, hanging, chain_wait_s=0.3) as url:
+        start = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            statuses = list(pool.map(lambda _: put(url, {"epoch": CURRENT, "sealed": sealed()}), range(4)))
+        assert statuses == [503] * 4 and time.monotonic() - start < 5
+        assert len(reads) == 1 and entries(tmp_path) == {}
+        release.set()  # the node answers again
+        assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200
+    assert entries(tmp_path) == {CURRENT: SECRET}
+
+
+def test_the_standby_asks_the_chain_its_epoch_at_most_every_two_seconds(tmp_path) -> None:
+    # Each new secret needs the chain's epoch; hand-overs close together share one reading.
+    reads: list[float] = []
+
+    def counting() -> int:
+        reads.append(time.monotonic())
+        return CURRENT
+
+    with serving(tmp_path, counting) as url:
+        for epoch in (CURRENT - 1, CURRENT, CURRENT + 1):
+            assert put(url, {"epoch": epoch, "sealed": sealed(epoch)}) == 200
+    assert len(reads) == 1 and entries(tmp_path) == {CURRENT - 1: SECRET, CURRENT: SECRET, CURRENT + 1: SECRET}
+
+
+def test_a_standby_for_a_non_address_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="not an address of this chain"):
+        create_standby_app(STANDBY, "inj1nope", RUN, tmp_path, lambda: CURRENT, "inj")
+    with pytest.raises(ValueError, match="not an address of this chain"):
+        create_standby_app(STANDBY, MEMBER.address(), RUN, tmp_path, lambda: CURRENT, "cosmos")
 
 
 def status(epoch: int, phase: str, revealed: bool = False) -> ParticipantStatus:
@@ -220,6 +394,79 @@ def test_an_acknowledgement_without_the_standbys_signed_receipt_is_not_a_deliver
     assert any("not the standby's signed receipt" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize(("answered", "signed", "delivered"), [
+    (0, 0, True),  # the standby's receipt for this epoch: a delivery
+    (1, 1, False),  # its genuine receipt of another epoch (an old answer replayed): not one
+    (0, 1, False),  # this epoch named, another epoch signed
+    (1, 0, False),  # this epoch signed, another named
+])
+def test_only_a_receipt_signed_for_the_epoch_handed_over_counts(tmp_path, answered, signed, delivered) -> None:
+    context = SealContext(run_id=RUN, epoch=signed, member=MEMBER.address(), standby=STANDBY.address())
+    fake = FastAPI()
+
+    @fake.put(SECRET_PATH)
+    def ack() -> dict:
+        return {"epoch": answered, "held": True, "receipt": STANDBY.sign(receipt_digest(context, SECRET)).hex()}
+
+    write_secret(tmp_path, 0, SECRET)
+    with ServerThread(fake, limits=standby_limits()) as server:
+        courier = courier_to(tmp_path, server.url)
+        try:
+            courier.offer(status(0, "train"))
+            wait_until(lambda: 0 in courier.delivered or courier._failed.get(0, 0) >= 2)
+        finally:
+            courier.close()
+    assert (courier.delivered == {0: True}) is delivered
+    assert delivered or courier._failed.get(0, 0) >= 2
+
+
+@pytest.mark.parametrize("after", [status(0, "reveal", revealed=True), status(0, "verify")])
+def test_a_courier_sends_nothing_once_the_secret_was_revealed_or_the_reveal_is_over(tmp_path, after) -> None:
+    # The secret is public then, or too late to help: the standby is not sent it.
+    write_secret(tmp_path / "primary", 0, SECRET)
+    with serving(tmp_path / "standby", lambda: 0) as url:
+        courier = courier_to(tmp_path / "primary", url.removesuffix(SECRET_PATH))
+        try:
+            courier.offer(after)
+            time.sleep(0.3)
+            assert courier.delivered == {} and not (tmp_path / "standby").exists()
+            courier.offer(status(1, "train"))  # the next epoch's secret is not written yet either
+            time.sleep(0.1)
+            assert courier.delivered == {} and not (tmp_path / "standby").exists()
+        finally:
+            courier.close()
+
+
+def test_a_courier_hands_each_epoch_over_once_and_remembers_only_the_last_few(tmp_path, monkeypatch) -> None:
+    # The daemon offers every status it reads: a secret the standby acknowledged is not sent
+    # again, and the courier's memory of done epochs stays bounded over a long run.
+    monkeypatch.setattr(standby_handover, "EPOCH_TTL_S", 0.0)
+    chain, requests = {"epoch": 0}, []
+    app = create_standby_app(STANDBY, MEMBER.address(), RUN, tmp_path / "standby", lambda: chain["epoch"], "inj")
+
+    @app.middleware("http")
+    async def count(request, call_next):  # type: ignore[no-untyped-def]
+        requests.append(request.method)
+        return await call_next(request)
+
+    with ServerThread(app, limits=standby_limits()) as server:
+        courier = courier_to(tmp_path / "primary", server.url)
+        try:
+            for epoch in range(6):
+                chain["epoch"] = epoch
+                write_secret(tmp_path / "primary", epoch, bytes([epoch + 1]) * 32)
+                courier.offer(status(epoch, "join"))
+                wait_until(lambda e=epoch: e in courier.delivered)
+                for phase in ("train", "train", "reveal"):
+                    courier.offer(status(epoch, phase))
+                time.sleep(0.05)
+                assert len(requests) == epoch + 1
+        finally:
+            courier.close()
+    assert courier.delivered == {3: True, 4: True, 5: True}
+    assert entries(tmp_path / "standby") == {e: bytes([e + 1]) * 32 for e in (3, 4, 5)}
+
+
 # -- a real daemon with a courier (embedded chain) ---------------------------------------------
 
 
@@ -263,3 +510,58 @@ def test_a_daemon_hands_its_secret_to_its_standby_and_joins_whether_it_is_up_or_
         assert read_secret(folder, 0) == node.secret(0)
     else:
         assert 0 not in courier.delivered and courier._failed[0] >= 2 and not folder.exists()
+
+
+# -- the standby a member named, read from the contract's storage ------------------------------
+
+
+def test_the_standby_read_from_chain_storage_is_validated() -> None:
+    # No query shows it: Ledger.standby reads the contract's raw storage, so whatever is stored
+    # there is checked before the hand-over trusts it as the standby's address.
+    operator, member = PrivateKey(b"\x21" * 32), PrivateKey(b"\x22" * 32)
+    chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, member)})
+    spec = tiny()
+    ledger = deploy_embedded(chain, operator, spec, "00" * 32, operator.address())
+    ledger.bond(member, "validator", "http://127.0.0.1:1", int(spec.economics.min_validator_stake))
+    address = member.address()
+    assert ledger.standby(address) is None
+    ledger.set_standby(member, STANDBY.address())
+    assert ledger.standby(address) == STANDBY.address()
+    store = chain._stores[ledger.backend._contract]  # the contract's storage, as wasmd's raw query reads it
+    key = b"sy/" + address.encode()
+    assert store[key] == json.dumps(STANDBY.address()).encode()
+    for value, why in [
+        (b"inj1" + b"q" * 38, "not JSON"),  # an address, but not as JSON
+        (b"", "not JSON"),
+        (b"42", "a JSON int"),
+        (json.dumps([STANDBY.address()]).encode(), "a JSON list"),
+        (b'"inj1nope"', "inj1nope"),  # not an address
+        (json.dumps(STANDBY.address("cosmos")).encode(), "cosmos1"),  # another chain's
+        (json.dumps(STANDBY.address() + " ").encode(), "inj1"),
+        (json.dumps("x" * 1000).encode(), "1002 bytes, more than 128"),  # oversized
+    ]:
+        store[key] = value
+        with pytest.raises(LedgerError, match=f"the standby stored for {address} is not an address of this "
+                                              f"chain: .*{why}"):
+            ledger.standby(address)
+    del store[key]
+    assert ledger.standby(address) is None
+
+
+def test_the_standby_servers_chain_client_gives_up_in_seconds_not_a_minute() -> None:
+    # `standby run --listen` reads the chain for its server on a client of its own made brief
+    # (be_brief), where the reveal loop's is patient (be_patient: a minute of retries).
+    from chain.cosmos import CosmosBackend, CosmosChain, wasmd
+
+    chain = CosmosChain("grpc+http://127.0.0.1:1", wasmd("w-1"))  # nothing listens there
+    try:
+        ledger = Ledger(CosmosBackend(chain, OTHER.address("wasm")))
+        be_patient(ledger)
+        assert chain.client.reconnect_timeout >= 60
+        be_brief(ledger, 0.5)
+        start = time.monotonic()
+        with pytest.raises(LedgerError, match=r"did not answer within 0\.5 s"):
+            ledger.participant(MEMBER.address())
+        assert time.monotonic() - start < 3
+    finally:
+        chain.close()

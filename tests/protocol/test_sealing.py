@@ -4,10 +4,13 @@ key and only for the run, epoch, member and standby it was sealed for."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import pytest
 
 from protocol.keys import KeyType, PrivateKey
+from protocol.rules.encoding import canonical_json
+from protocol.rules.hashing import Tag, tagged_hash
 from protocol.sealing import SEALED_SIZE, SealContext, SealError, open_sealed, receipt_digest, seal
 
 MEMBER = PrivateKey(bytes([3]) * 32)
@@ -67,3 +70,18 @@ def test_a_receipt_binds_the_secret_and_its_context() -> None:
     assert not STANDBY.public_key.verify(receipt_digest(CONTEXT, bytes(32)), receipt)  # another secret
     assert not STANDBY.public_key.verify(receipt_digest(dataclasses.replace(CONTEXT, epoch=8), SECRET), receipt)
     assert not MEMBER.public_key.verify(digest, receipt)  # signed by the standby, no one else
+
+
+def test_a_receipt_is_signed_in_its_own_hash_domain() -> None:
+    # Written out with hashlib alone: H("standby/receipt", context || sha256(secret)), so a receipt
+    # signature can never be taken for a signature over another kind of object (docs/protocol.md).
+    context = (b"veriloco:standby-secret/v1\x00" + canonical_json(
+        {"epoch": 7, "member": MEMBER.address(), "run_id": "ab" * 32, "standby": STANDBY.address()}))
+    by_hand = hashlib.sha256(b"veriloco:standby/receipt\x00" + context + hashlib.sha256(SECRET).digest()).digest()
+    assert receipt_digest(CONTEXT, SECRET) == by_hand
+    # The untagged digest of the same parts is another digest: a signature over it is no receipt.
+    untagged = hashlib.sha256(context + b"\x00receipt\x00" + hashlib.sha256(SECRET).digest()).digest()
+    assert not STANDBY.public_key.verify(receipt_digest(CONTEXT, SECRET), STANDBY.sign(untagged))
+    # Nor is a request signature (the "message" domain) over the same bytes.
+    message = tagged_hash(Tag.MESSAGE, context, hashlib.sha256(SECRET).digest())
+    assert not STANDBY.public_key.verify(receipt_digest(CONTEXT, SECRET), STANDBY.sign(message))

@@ -4,6 +4,7 @@ revealer")."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from pathlib import Path
@@ -15,7 +16,7 @@ from protocol.keys import is_address
 from veriloco.commands import tx_flags
 from veriloco.commands.common import Home, KeyName, Network, open_key
 from veriloco.commands.member import check_listen, configure_logging
-from veriloco.connect import be_patient, load_network, open_ledger
+from veriloco.connect import be_brief, be_patient, load_network, open_ledger
 from veriloco.errors import CommandError
 from veriloco.output import err_console
 
@@ -70,7 +71,8 @@ def run(journal: Annotated[Path, typer.Option(
         raise CommandError("a standby needs a real chain (a cosmos network)")
     signer = open_key(key, home)
 
-    with open_ledger(net) as ledger:
+    with contextlib.ExitStack() as stack:
+        ledger = stack.enter_context(open_ledger(net))
         if for_ is not None and not is_address(for_, ledger.prefix):
             raise CommandError(f"--for {for_!r} is not an address of this chain ({ledger.prefix}1…)")
         address = for_ if for_ is not None else signer.address(ledger.prefix)
@@ -81,10 +83,15 @@ def run(journal: Annotated[Path, typer.Option(
         standby = Standby(ledger, signer, spec, journal, grace, participant=for_, name=key)
         server = None
         if listen is not None:
-            from node.standby_handover import create_standby_app, standby_server  # noqa: PLC0415 (as above)
+            from node.standby_handover import CHAIN_WAIT_S, create_standby_app, standby_server  # noqa: PLC0415
 
+            # The server reads the chain on a client of its own with short timeouts, not the
+            # reveal loop's patient one: a slow node then costs a hand-over a quick 503 (retried
+            # by the primary), never a server worker held for a minute or the reveal loop's channel.
+            reads = stack.enter_context(open_ledger(net))
+            be_brief(reads, CHAIN_WAIT_S)
             app = create_standby_app(signer, address, spec.run_id().hex(), journal,
-                                     lambda: ledger.participant(address).epoch, ledger.prefix)
+                                     lambda: reads.participant(address).epoch, ledger.prefix)
             server = standby_server(app, listen)
             err_console.print(f"standby {key}: receiving {address}'s sealed secrets on {server.url}; its primary "
                               f"runs with --standby-url <this machine's URL> --standby-pubkey "
