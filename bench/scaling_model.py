@@ -122,7 +122,7 @@ class Lever:
 AS_BUILT = Lever("as built")
 _COMMON = Lever("with levers", every_leaf_stored=True, reduce_scatter=True)
 # The levers judged necessary at each size (docs/scaling.md says why); 10 B needs no longer epoch. The
-# others (snapshot_overlapped, per_node_io, delta_on_gpu) add at most 1.4 points each and are left out.
+# others (snapshot_overlapped, per_node_io, delta_on_gpu) add at most 0.7 points each and are left out.
 LEVERS = {"1B": replace(_COMMON, longer_segments=2), "10B": _COMMON, "50B": replace(_COMMON, longer_segments=2)}
 LEVER_FIELDS = ("every_leaf_stored", "reduce_scatter", "snapshot_overlapped", "per_node_io", "delta_on_gpu",
                 "longer_segments")
