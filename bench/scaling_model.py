@@ -1,50 +1,156 @@
 """The cost model of ``docs/scaling.md``: veriloco's per-epoch costs projected to 1 B, 10 B and 50 B
-parameters over 1 Gbit/s links, from measured per-byte and per-parameter costs.
+parameters over 1 Gbit/s links, from measured per-byte and per-parameter costs, for the protocol as
+built (pipelined epochs, leaves moved once) and with named levers.
 
-Inputs measured on this repository's code (``bench/scale_costs.py --json``, ``bench/protocol_overhead.py``,
-and the devnet's finalize gas in ``docs/benchmarks.md``) and stated assumptions about the hardware
-at scale (``--node-tflops``, ``--link-gbps``, ``--disk-gbps``, ``--pcie-gbps``; 8 hashing threads per host).
-Nothing at 1 B+ was run: every figure at those sizes is this model's arithmetic, and says so.
+Inputs: measured on this repository's code (:class:`Measured`, each field naming its
+``docs/benchmarks.md`` section; ``--costs`` overrides the per-byte ones with a fresh
+``bench/scale_costs.py --json`` output) and stated assumptions about hardware and deployment at scale
+(the command-line options and :class:`Lever`). Nothing at 1 B+ was run: every figure at those sizes
+is this model's arithmetic.
 
-A host-epoch, for a model of ``N`` parameters, ``H = S·c`` inner steps of ``B·T`` tokens, ``n`` hosts, ``k``
-challenges plus the last segment, ``r`` validators each, and every ``K``-th leaf stored:
+A host-epoch, for a model of ``N`` parameters, ``H = S·c`` inner steps of ``B·T`` tokens, ``n`` hosts,
+``V`` validators, ``k`` challenges plus the last segment, ``r`` seats each, every ``K``-th leaf stored:
 
-* compute: ``H · 6·N·B·T / F`` (F: the host's sustained FLOP/s);
-* a leaf is ``12·N`` bytes (float32 parameters and both AdamW moments); per leaf the training thread
-  copies it (GPU→host at ``pcie``), the background hashes it (SHA-256 at the measured single-thread
-  rate × 8 threads: the leaf digest is over 1 MiB chunks, and a host's writer uses half its cores,
-  at most 8) and writes every
-  ``K``-th (at ``disk``); hidden while ``hash + write ≤ c · t_step``;
-* storage: ``(S/K + 2) · 12N`` plus Δ (``δ·N`` bytes, δ measured: int8 with a float scale per 64);
-* recomputation for challenges: on average ``(K+1)/2 − 1/K`` segments per random challenge (the last
-  segment's two leaves are stored), ``k`` of them;
-* validators: ``r·(k+1)`` challenges, each fetching two leaves (``2·12N`` bytes) and replaying ``c``
-  steps; their compute share is ``r·(k+1)/S``;
-* bandwidth: the host uploads ``Δ`` to each of ``n − 1`` peers (every host aggregates every accepted
-  Δ: all-to-all) and ``2·12N`` per challenge to validators; it downloads ``(n − 1)·Δ``;
-* the epoch's wall time: the host trains, then waits for the slowest of: its challenges' leaves
-  reaching validators (one link) plus a replay of ``c`` steps, and the Δ exchange; utilisation is
-  compute over that total (phases do not overlap in the protocol as built);
-* chain: per host-epoch join + commit + reveal + propose + ``r·(k+1)`` verdicts + the host's share
-  of finalize (linear fit of the devnet's measurements at 16 and 64 hosts), at the devnet's fee of
-  1.6e8 inj per gas.
+* compute ``C = H · 6·N·B·T / F`` (F: the host's sustained FLOP/s); a leaf is ``12·N`` bytes, θ
+  (parameters and outer momentum) ``8·N``, a Δ ``δ·N``;
+* **on the host's accelerator, besides training** (``A``): per leaf the snapshot copy (GPU→host at
+  ``pcie``, on the training thread), plus whatever the background hash (SHA-256 × threads) and write
+  (one leaf in K) exceed a segment; the recomputation of the challenged leaves that were not stored
+  (``k · ((K+1)/2 − 1/K)`` segments); the validation loss of the settled proposal (forward only);
+* **between two trainings** (``L``, pipelined scheme 3, docs/training.md): encode the Δ, the chain
+  steps (commit, reveal close, start vote, join close: ``chain_blocks`` blocks), fetch every committed
+  Δ of the epoch (all-to-all: ``(n − 1)·Δ`` through the link; reduce-scatter/all-gather:
+  ``2·(n − 1)/n·Δ``), aggregate and apply the outer step, hash θ;
+* the host's own period ``P_host = C + A + L``;
+* **settlement of the epoch before** (``e + 1``'s start vote needs ``e − 1`` closed, so it must fit
+  in one period): the host recomputes what it did not store, its uplink carries the ``k + 1``
+  challenged start leaves once (seats in turn), a later seat reads it from the seat before it, each
+  validator's downlink carries a start leaf per seat (``m = r·n·(k+1)/V`` seats), each seat replays
+  ``c`` steps on hardware like the host's; then the objection, verdict-reveal and propose phases
+  (``settle_blocks``). A challenged trap sends its challenge to a dispute round (every validator
+  without a seat reads the leaf from the ``r + 1`` holders and replays): in a share ``p_d`` of the
+  epochs (``1 − (1 − trap_probability·(k+1)/S)^n``), which stalls that epoch's successor by what the
+  settlement then exceeds the period;
+* the uplink's whole upload per epoch (Δ exchange, challenged start leaves, θ to the validators: ``V·8N/n``)
+  must fit in a period too;
+* the period ``P = max(P_host, settlement, upload / link)`` plus the dispute stall's expectation;
+  **utilisation = C / P**.
 
-Run: ``.venv/bin/python bench/scaling_model.py --costs costs.json [--hosts 16] [--sha256-gbps 1.34] [--markdown]``
+Run: ``.venv/bin/python bench/scaling_model.py [--costs costs.json] [--hosts 16] [--markdown]``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
 
 # Devnet gas of the artifact before the settlement game (4 validators, S = 2, k = 1, r = 2; finalize 509k /
 # 1,029k / 3,110k in docs/benchmarks-archive.md#chain-embedded-before-the-settlement-game-and-paging).
 FINALIZE_GAS = {4: 508_929, 16: 1_028_755, 64: 3_109_885}
-MESSAGE_GAS = {"join": 152_000, "commit": 157_000, "reveal": 148_000, "propose": 163_000, "verdict": 155_000}
+MESSAGE_GAS = {"join": 152_000, "commit": 157_000, "reveal": 148_000, "propose_start": 163_000,
+               "propose": 163_000, "verdict": 155_000}
 BLOCK_GAS = 10_000_000
 FEE_INJ_PER_GAS = 1.6e8  # the devnet's fee: gas limit × 1.6e8 inj (1 INJ = 1e18 inj)
+TARGET = 0.95
+
+
+class Measured(BaseModel):
+    """The measured inputs, at ``small`` on the 2-core development machine unless said otherwise."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    k: int = 2  # the presets' challenges (plus the last segment)
+    r: int = 2  # seats per challenge
+    # SHA-256 on one thread, otherwise idle machine (benchmarks.md, "Scale: the small preset").
+    sha256_GBps: float = 1.98
+    # int8 Δ with a float32 scale per 64 (benchmarks.md, "Scale: the small preset").
+    delta_bytes_per_param: float = 1.066
+    # topk2 at block 1024 (benchmarks.md, "Compression"), shown for the alternative in docs/scaling.md.
+    topk2_bytes_per_param: float = 0.0394
+    # int8 encode and hash of a small Δ on the CPU, 0.028 s for 3,322,368 parameters at load 15–24
+    # (benchmarks.md, "Compression"): an upper bound for a GPU host, which encodes on the GPU.
+    int8_encode_s_per_param: float = 0.028 / 3_322_368
+    # The snapshot copy on an H100 at gpt124m: export_async held training 61–83 ms per 1.52 GB leaf,
+    # 18–25 GB/s (benchmarks.md, "GPU (one H100)"): the model's 25 GB/s per GPU is the fast end.
+    export_GBps_per_gpu: float = 25.0
+
+    @classmethod
+    def from_costs(cls, costs: dict) -> Measured:
+        """Override the per-byte figures with a ``bench/scale_costs.py --json`` output."""
+        return cls(k=costs["k"], r=costs["r"], sha256_GBps=costs["limits"]["sha256_GBps"],
+                   delta_bytes_per_param=costs["delta_bytes_per_param"])
+
+
+@dataclass(frozen=True)
+class Size:
+    name: str
+    params: float
+    batch_tokens: int  # tokens per inner step per host
+    gpus: int  # GPUs per host
+    segment_steps: int
+    segments: int
+    full_leaf_every: int  # K as the table has it (as built)
+
+
+SIZES = [
+    # H = 640 (S = 160 segments of c = 4) at every size: S ≥ 120 keeps the validators' replays under 5 %
+    # at k = r = 2. Hosts of 8 GPUs (INTELLECT-1's nodes) up to 10 B, 32 at 50 B; tokens per step grow.
+    Size("1B", 1e9, 524_288, 8, 4, 160, 8),
+    Size("10B", 1e10, 1_048_576, 8, 4, 160, 16),
+    Size("50B", 5e10, 2_097_152, 32, 4, 160, 32),
+]
+
+
+@dataclass(frozen=True)
+class Lever:
+    """One configuration of the protocol and the deployment (all assumptions, named in the table)."""
+
+    name: str
+    every_leaf_stored: bool = False  # the smallest K whose write the background hides (K = 1: nothing recomputed)
+    reduce_scatter: bool = False  # Δ exchanged by reduce-scatter/all-gather (not built) instead of all-to-all
+    snapshot_overlapped: bool = False  # the GPU→host copy off the training thread (export_async's intent)
+    per_node_io: bool = False  # a multi-node host hashes and writes its shards on each node (8 GPUs a node)
+    delta_on_gpu: bool = False  # the Δ encoded on the accelerator (memory-bound) instead of at the CPU rate
+    longer_segments: int = 1  # c × this (H with it, S unchanged: validators' share unchanged); convergence unmeasured
+
+
+AS_BUILT = Lever("as built")
+_COMMON = Lever("with levers", every_leaf_stored=True, reduce_scatter=True)
+# The levers judged necessary at each size (docs/scaling.md says why); 10 B needs no longer epoch. The
+# others (snapshot_overlapped, per_node_io, delta_on_gpu) add at most 0.7 points each and are left out.
+LEVERS = {"1B": replace(_COMMON, longer_segments=2), "10B": _COMMON, "50B": replace(_COMMON, longer_segments=2)}
+LEVER_FIELDS = ("every_leaf_stored", "reduce_scatter", "snapshot_overlapped", "per_node_io", "delta_on_gpu",
+                "longer_segments")
+
+
+def applied(lever: Lever) -> list[str]:
+    """The levers ``lever`` pulls (a flag set, or segments made longer)."""
+    return [f for f in LEVER_FIELDS
+            if getattr(lever, f) is True or (f == "longer_segments" and lever.longer_segments > 1)]
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Assumptions about the hardware and the network at scale (command-line options)."""
+
+    hosts: int = 16
+    validators: int = 16  # V; the validators' compute is r·(k+1)/S of the hosts' whatever V
+    gpu_tflops: float = 400.0  # a GPU's sustained TFLOP/s: H100 class at 40 % of dense bf16
+    link_gbps: float = 1.0  # every member's up- and downlink
+    disk_GBps: float = 2.0  # NVMe write per node
+    hash_threads: int = 8  # per node
+    block_s: float = 0.7  # Injective's block time (the devnet's: 0.2 s)
+    chain_blocks: int = 10  # commit, reveal close, start vote, join close: 6–10 blocks (measured at small)
+    settle_blocks: int = 8  # objection, verdict reveal, finalize, propose
+    dispute_blocks: int = 6  # a dispute round's commit and reveal closes
+    trap_probability: float = 0.2  # the spec's default
+    val_tokens: int = 65_536  # the settled proposal's validation loss
+    aggregate_GBps: float = 100.0  # reading n float32 Δs for the aggregate, on the host (assumed)
 
 
 def finalize_fit() -> tuple[float, float]:
@@ -58,80 +164,96 @@ def finalize_gas(hosts: int) -> float:
     return intercept + slope * hosts
 
 
-@dataclass
-class Size:
-    name: str
-    params: float
-    batch_tokens: int  # tokens per inner step per host
-    gpus: int  # GPUs per host
-    segment_steps: int
-    segments: int
-    full_leaf_every: int
-
-
-def project(size: Size, costs: dict, hosts: int, gpu_tflops: float, link_gbps: float, disk_gbps: float,
-            pcie_gbps: float, changed: bool) -> dict:
-    """One size's host-epoch. ``changed``: the protocol with the changes docs/scaling.md names (one
-    upload per challenge to a store its r validators share with the end leaf checked by sketches
-    instead of fetched, Δ exchanged by a reduce-scatter/all-gather instead of all-to-all); otherwise
-    the protocol as built. Both hash a leaf on 8 threads (chunked digests, built)."""
-    n, k, r = size.params, costs["k"], costs["r"]
-    c, s, kk = size.segment_steps, size.segments, size.full_leaf_every
+def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> dict:
+    """One size's pipelined host-epoch under ``lever``: the period's terms, the period, utilisation."""
+    n_par, k, r = size.params, measured.k, measured.r
+    n, v = dep.hosts, dep.validators
+    c, s = size.segment_steps * lever.longer_segments, size.segments
     h = c * s
-    leaf = 12 * n
-    delta = costs["delta_bytes_per_param"] * n
-    link = link_gbps * 1e9 / 8
-    hash_threads = 8
-    t_step = 6 * n * size.batch_tokens / (gpu_tflops * 1e12 * size.gpus)
+    leaf, theta, delta = 12 * n_par, 8 * n_par, measured.delta_bytes_per_param * n_par
+    link = dep.link_gbps * 1e9 / 8
+    nodes = max(1, size.gpus // 8) if lever.per_node_io else 1
+    t_step = 6 * n_par * size.batch_tokens / (dep.gpu_tflops * 1e12 * size.gpus)
     compute = h * t_step
-    sha = costs["limits"]["sha256_GBps"] * 1e9 * hash_threads
-    copy_s = leaf / (pcie_gbps * 1e9 * size.gpus)  # each GPU copies its shard
-    hash_s = leaf / sha
-    write_s = leaf / (disk_gbps * 1e9) / kk  # amortized: one leaf in K is written
     segment_s = c * t_step
-    background = hash_s + write_s
-    stall_per_leaf = copy_s + max(0.0, background - segment_s)  # the copy, and what the background cannot hide
-    snapshot_exposed = s * stall_per_leaf
-    mean_recompute_segments = ((kk + 1) / 2 - 1 / kk) if kk > 1 else 0.0
-    recompute = k * mean_recompute_segments * segment_s
+    hash_s = leaf / (measured.sha256_GBps * 1e9 * dep.hash_threads * nodes)
+    kk = size.full_leaf_every
+    if lever.every_leaf_stored:  # the smallest K whose amortized write the background hides
+        kk = next((K for K in range(1, size.full_leaf_every)
+                   if hash_s + leaf / (dep.disk_GBps * 1e9 * nodes) / K <= segment_s), size.full_leaf_every)
+
+    # On the accelerator, besides training.
+    copy_s = 0.0 if lever.snapshot_overlapped else leaf / (measured.export_GBps_per_gpu * 1e9 * size.gpus)
+    write_s = leaf / (dep.disk_GBps * 1e9 * nodes) / kk  # amortized: one leaf in K is written
+    snapshot_s = s * (copy_s + max(0.0, hash_s + write_s - segment_s))
+    recompute_segments = k * ((kk + 1) / 2 - 1 / kk) if kk > 1 else 0.0
+    recompute_s = recompute_segments * segment_s
+    val_s = dep.val_tokens * 2 * n_par / (dep.gpu_tflops * 1e12 * size.gpus)
+    accelerator = snapshot_s + recompute_s + val_s
+
+    # Between two trainings.
+    encode_s = (leaf / (measured.export_GBps_per_gpu * 1e9 * size.gpus) if lever.delta_on_gpu
+                else measured.int8_encode_s_per_param * n_par)
+    chain_s = dep.chain_blocks * dep.block_s
+    exchange_bytes = 2 * (n - 1) / n * delta if lever.reduce_scatter else (n - 1) * delta
+    exchange_s = exchange_bytes / link
+    aggregate_s = n * 4 * n_par / (dep.aggregate_GBps * 1e9) + theta / (measured.sha256_GBps * 1e9
+                                                                         * dep.hash_threads * nodes)
+    between = encode_s + chain_s + exchange_s + aggregate_s
+    period_host = compute + accelerator + between
+
+    # Settlement of the epoch before, which must fit in one period.
+    leaf_s = leaf / link
+    seats_per_validator = r * n * (k + 1) / v
+    replay_s = segment_s
+    reads = max((k + 1) * leaf_s + (r - 1) * leaf_s, seats_per_validator * leaf_s)
+    settle_s = (recompute_s + reads + r * replay_s + dep.settle_blocks * dep.block_s)
+    dispute_s = math.ceil((v - r) / (r + 1)) * leaf_s + replay_s + dep.dispute_blocks * dep.block_s
+    p_dispute = 1 - (1 - dep.trap_probability * (k + 1) / s) ** n
+
+    upload = exchange_bytes + (k + 1) * leaf + v * theta / n
+    upload_s = upload / link
+    period = max(period_host, settle_s, upload_s)
+    dispute_stall = p_dispute * max(0.0, settle_s + dispute_s - period)
+    period += dispute_stall
+    bound = max(("host", period_host), ("settlement", settle_s), ("uplink", upload_s), key=lambda t: t[1])[0]
     storage = (s / kk + 2) * leaf + delta
-    challenges = r * (k + 1)
-    leaf_uploads = (k + 1) * leaf if changed else challenges * 2 * leaf
-    delta_traffic = 2 * delta if changed else (hosts - 1) * delta
-    upload = delta_traffic + leaf_uploads
-    download = delta_traffic
-    # The verify phase: the host recomputes what it did not store, its uplink carries every
-    # challenged leaf, then a validator replays c steps (on hardware like the host's).
-    verify_s = recompute + leaf_uploads / link + segment_s
-    exchange_s = delta_traffic / link
-    epoch_s = compute + snapshot_exposed + verify_s + exchange_s
-    gas = (MESSAGE_GAS["join"] + MESSAGE_GAS["commit"] + MESSAGE_GAS["reveal"] + MESSAGE_GAS["propose"]
-           + challenges * MESSAGE_GAS["verdict"] + finalize_gas(hosts) / hosts)
+    gas = (MESSAGE_GAS["join"] + MESSAGE_GAS["commit"] + MESSAGE_GAS["reveal"] + MESSAGE_GAS["propose_start"]
+           + MESSAGE_GAS["propose"] + r * (k + 1) * MESSAGE_GAS["verdict"] + finalize_gas(n) / n)
     return {
-        **asdict(size), "hosts": hosts, "inner_steps": h, "step_s": t_step, "compute_s": compute,
+        **asdict(size), "segment_steps": c, "full_leaf_every": kk,
+        "levers": applied(lever), "variant": lever.name, "hosts": n, "validators": v,
+        "inner_steps": h, "step_s": t_step, "compute_s": compute, "segment_s": segment_s,
         "leaf_GB": leaf / 1e9, "delta_GB": delta / 1e9,
-        "copy_s_per_leaf": copy_s, "hash_s_per_leaf": hash_s, "write_s_per_leaf_amortized": write_s,
-        "segment_s": segment_s, "background_hidden": background <= segment_s,
-        "variant": "changed" if changed else "as built", "hash_threads": hash_threads,
-        "snapshot_exposed_s": snapshot_exposed, "recompute_s": recompute,
-        "validator_share": challenges / s, "verify_phase_s": verify_s,
-        "storage_GB_per_host_epoch": storage / 1e9,
-        "upload_GB_per_host_epoch": upload / 1e9, "download_GB_per_host_epoch": download / 1e9,
-        "exchange_s": exchange_s, "epoch_s": epoch_s, "utilisation": compute / epoch_s,
+        "snapshot_s": snapshot_s, "recompute_s": recompute_s, "validation_s": val_s, "accelerator_s": accelerator,
+        "encode_s": encode_s, "chain_s": chain_s, "exchange_s": exchange_s, "aggregate_s": aggregate_s,
+        "between_s": between, "period_host_s": period_host,
+        "leaf_transfer_s": leaf_s, "seats_per_validator": seats_per_validator, "settlement_s": settle_s,
+        "dispute_round_s": dispute_s, "p_dispute": p_dispute, "dispute_stall_s": dispute_stall,
+        "upload_GB": upload / 1e9, "upload_s": upload_s, "period_s": period, "bound": bound,
+        "utilisation": compute / period, "meets_target": compute / period >= TARGET,
+        "storage_GB_per_host_epoch": storage / 1e9, "validator_share": r * (k + 1) / s,
         "gas_per_host_epoch": gas, "inj_per_host_epoch": gas * FEE_INJ_PER_GAS / 1e18,
-        "finalize_gas": finalize_gas(hosts), "finalize_fits_block": finalize_gas(hosts) * 1.3 + 50_000 <= BLOCK_GAS,
+        "finalize_gas": finalize_gas(n), "finalize_fits_block": finalize_gas(n) * 1.3 + 50_000 <= BLOCK_GAS,
     }
 
 
-SIZES = [
-    # H = 640 (S = 160 segments of c = 4) at every size (small has 1200 = 200 × 6: at 1,024 tokens a step its
-    # fixed costs need the longer epoch): S ≥ 120 is what keeps the
-    # validators' replays under 5 % at k = r = 2. Hosts of 8 GPUs (INTELLECT-1's nodes) up to 10 B,
-    # 32 at 50 B; tokens per step grow with the model.
-    Size("1B", 1e9, 524_288, 8, 4, 160, 8),
-    Size("10B", 1e10, 1_048_576, 8, 4, 160, 16),
-    Size("50B", 5e10, 2_097_152, 32, 4, 160, 32),
-]
+def rows_for(measured: Measured, dep: Deployment) -> list[dict]:
+    """As built at every size, then with each size's levers."""
+    return ([project(size, measured, dep, AS_BUILT) for size in SIZES]
+            + [project(size, measured, dep, LEVERS[size.name]) for size in SIZES])
+
+
+def ablation(measured: Measured, dep: Deployment) -> dict[str, dict[str, float]]:
+    """Per size, the utilisation with its levers and with each lever switched off in turn."""
+    out: dict[str, dict[str, float]] = {}
+    for size in SIZES:
+        lever = LEVERS[size.name]
+        out[size.name] = {"all": project(size, measured, dep, lever)["utilisation"]}
+        for field in applied(lever):
+            off = replace(lever, **{field: 1 if field == "longer_segments" else False})
+            out[size.name][field] = project(size, measured, dep, off)["utilisation"]
+    return out
 
 
 def markdown(rows: list[dict]) -> str:
@@ -142,66 +264,57 @@ def markdown(rows: list[dict]) -> str:
     def row(label: str, fmt) -> None:
         lines.append(f"| {label} | " + " | ".join(fmt(r) for r in rows) + " |")
 
-    row("GPUs per host, tokens per step", lambda r: f"{r['gpus']}, {r['batch_tokens'] / 1e6:.2g} M")
-    row("inner step (s)", lambda r: f"{r['step_s']:.2f}")
-    row("host compute per epoch (h)", lambda r: f"{r['compute_s'] / 3600:.2f}")
-    row("leaf (GB)", lambda r: f"{r['leaf_GB']:,.0f}")
-    row("leaf hash (s, threads) / segment (s)",
-        lambda r: f"{r['hash_s_per_leaf']:.0f} ({r['hash_threads']}) / {r['segment_s']:.0f}")
-    row("snapshot stall per epoch (s)", lambda r: f"{r['snapshot_exposed_s']:,.0f}")
-    row("stored K, storage per host-epoch (GB)",
-        lambda r: f"{r['full_leaf_every']}, {r['storage_GB_per_host_epoch']:,.0f}")
-    row("recomputation for challenges (s)", lambda r: f"{r['recompute_s']:,.0f}")
-    row("verify phase (h)", lambda r: f"{r['verify_phase_s'] / 3600:.2f}")
-    row("Δ (GB), exchange (h)", lambda r: f"{r['delta_GB']:.1f}, {r['exchange_s'] / 3600:.2f}")
-    row("upload / download per host-epoch (GB)",
-        lambda r: f"{r['upload_GB_per_host_epoch']:,.0f} / {r['download_GB_per_host_epoch']:,.0f}")
-    row("epoch (h)", lambda r: f"{r['epoch_s'] / 3600:.2f}")
-    row("**host utilisation**", lambda r: f"**{r['utilisation']:.0%}**")
-    row("validators' compute / host's", lambda r: f"{r['validator_share']:.2%}")
-    row("gas per host-epoch (INJ at 1.6e8 inj/gas)",
-        lambda r: f"{r['gas_per_host_epoch'] / 1e6:.2f} M ({r['inj_per_host_epoch']:.5f})")
+    row("inner step (s); c, H; compute C per epoch (s)",
+        lambda r: f"{r['step_s']:.2f}; {r['segment_steps']}, {r['inner_steps']:,}; {r['compute_s']:,.0f}")
+    row("leaf (GB); stored every K-th; storage per host-epoch (GB)",
+        lambda r: f"{r['leaf_GB']:,.0f}; {r['full_leaf_every']}; {r['storage_GB_per_host_epoch']:,.0f}")
+    row("accelerator: snapshot + recomputation + val. loss (s)",
+        lambda r: f"{r['snapshot_s']:,.0f} + {r['recompute_s']:,.0f} + {r['validation_s']:.1f}")
+    row("between trainings: Δ encode + chain + Δ exchange + aggregate (s)",
+        lambda r: f"{r['encode_s']:,.1f} + {r['chain_s']:.0f} + {r['exchange_s']:,.0f} + {r['aggregate_s']:,.1f}")
+    row("host's own period C + A + L (s)", lambda r: f"{r['period_host_s']:,.0f}")
+    row("settlement of the epoch before (s); seats per validator",
+        lambda r: f"{r['settlement_s']:,.0f}; {r['seats_per_validator']:.0f}")
+    row("uplink: upload per epoch (GB, s)", lambda r: f"{r['upload_GB']:,.0f}, {r['upload_s']:,.0f}")
+    row("dispute round (s) × P(per epoch) → stall (s)",
+        lambda r: f"{r['dispute_round_s']:,.0f} × {r['p_dispute']:.1%} → {r['dispute_stall_s']:,.0f}")
+    row("period (s), bound by", lambda r: f"{r['period_s']:,.0f}, {r['bound']}")
+    row("**host utilisation**", lambda r: f"**{r['utilisation']:.1%}**")
+    row("≥ 95 %", lambda r: "yes" if r["meets_target"] else "**no**")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--costs", type=Path, required=True, help="bench/scale_costs.py --json output")
-    parser.add_argument("--hosts", type=int, default=16)
-    parser.add_argument("--gpu-tflops", type=float, default=400.0,
-                        help="a GPU's sustained TFLOP/s (default: the H100 class at 40 %% of its dense bf16 peak)")
-    parser.add_argument("--link-gbps", type=float, default=1.0)
-    parser.add_argument("--disk-gbps", type=float, default=2.0, help="GB/s a host writes to local NVMe")
-    parser.add_argument("--pcie-gbps", type=float, default=25.0, help="GB/s of a GPU→host copy (PCIe 5 x16, "
-                                                                      "one direction, overlapped per GPU)")
-    parser.add_argument("--sha256-gbps", type=float, help="SHA-256 GB/s to use instead of the costs file's "
-                                                          "(which a loaded machine measures low)")
+    parser.add_argument("--costs", type=Path, help="a bench/scale_costs.py --json output (default: the "
+                                                   "figures of docs/benchmarks.md, in Measured)")
+    defaults = Deployment()
+    for field, value in asdict(defaults).items():
+        parser.add_argument(f"--{field.replace('_', '-')}", type=type(value), default=value)
+    parser.add_argument("--sha256-gbps", type=float, help="SHA-256 GB/s instead of the measured figure")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", action="store_true", help="print the table of docs/scaling.md")
     args = parser.parse_args()
-    costs = json.loads(args.costs.read_text())
+    measured = Measured.from_costs(json.loads(args.costs.read_text())) if args.costs else Measured()
     if args.sha256_gbps:
-        costs["limits"]["sha256_GBps"] = args.sha256_gbps
-    rows = [project(size, costs, args.hosts, args.gpu_tflops, args.link_gbps, args.disk_gbps, args.pcie_gbps,
-                    changed) for changed in (False, True) for size in SIZES]
-    slope, intercept = finalize_fit()
-    out = {"assumptions": {k: v for k, v in vars(args).items() if k not in ("costs", "json", "markdown")},
-           "measured": {k: costs[k] for k in ("preset", "parameters", "delta_bytes_per_param", "limits",
-                                              "leaf_hash_GBps", "leaf_write_GBps", "export_GBps")},
-           "finalize_fit": {"gas_per_host": slope, "intercept": intercept,
-                            **{str(h): finalize_gas(h) for h in (64, 256, 1024)}},
-           "rows": rows}
+        measured = measured.model_copy(update={"sha256_GBps": args.sha256_gbps})
+    dep = replace(defaults, **{f: getattr(args, f) for f in asdict(defaults)})
+    rows = rows_for(measured, dep)
     for row in rows:
-        print(f"{row['variant']:>8} {row['name']:>4}: step {row['step_s']:.2f} s, "
-              f"epoch {row['epoch_s'] / 3600:.2f} h, utilisation "
-              f"{row['utilisation']:.0%}, validators {row['validator_share']:.2%}, storage "
-              f"{row['storage_GB_per_host_epoch']:,.0f} GB, up {row['upload_GB_per_host_epoch']:,.0f} GB, "
-              f"down {row['download_GB_per_host_epoch']:,.0f} GB, hash {row['hash_s_per_leaf']:.0f} s/leaf vs "
-              f"segment {row['segment_s']:.0f} s, gas {row['gas_per_host_epoch'] / 1e6:.2f} M "
-              f"({row['inj_per_host_epoch']:.5f} INJ)")
-    print(json.dumps(out["finalize_fit"]))
+        print(f"{row['variant']:>11} {row['name']:>4}: period {row['period_s']:,.0f} s ({row['bound']}), "
+              f"compute {row['compute_s']:,.0f} s, utilisation {row['utilisation']:.1%}"
+              f"{'' if row['meets_target'] else ' (below 95 %)'}")
+    ablate = ablation(measured, dep)
+    out = {"measured": measured.model_dump(), "deployment": asdict(dep),
+           "levers": {name: asdict(lever) for name, lever in LEVERS.items()}, "ablation": ablate, "rows": rows}
     if args.markdown:
         print(markdown(rows))
+        print()
+        print("| without | " + " | ".join(ablate) + " |")
+        print("| --- |" + " --- |" * len(ablate))
+        for field in ("all", *LEVER_FIELDS):
+            print(f"| {field} | " + " | ".join(f"{a[field]:.1%}" if field in a else "—" for a in ablate.values())
+                  + " |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 

@@ -1,0 +1,70 @@
+"""docs/scaling.md's pipelined cost model (bench/scaling_model.py): the terms behave as the doc says."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench/
+
+from bench.scaling_model import AS_BUILT, LEVERS, SIZES, TARGET, Deployment, Measured, ablation, project, rows_for
+
+SIZE = {s.name: s for s in SIZES}
+
+
+def test_the_doc_s_verdicts_as_built_below_the_target_with_levers_above() -> None:
+    rows = rows_for(Measured(), Deployment())
+    built = [r for r in rows if r["variant"] == "as built"]
+    levers = [r for r in rows if r["variant"] == "with levers"]
+    assert [r["name"] for r in built] == [r["name"] for r in levers] == ["1B", "10B", "50B"]
+    assert all(r["utilisation"] < TARGET and not r["meets_target"] for r in built)
+    assert all(r["utilisation"] >= TARGET and r["meets_target"] for r in levers)
+    for r in rows:
+        assert r["utilisation"] == pytest.approx(r["compute_s"] / r["period_s"])
+        assert r["period_s"] >= max(r["period_host_s"], r["settlement_s"], r["upload_s"])
+
+
+def test_every_lever_of_a_size_is_needed_for_the_target() -> None:
+    for name, by_lever in ablation(Measured(), Deployment()).items():
+        assert by_lever["all"] >= TARGET, name
+        assert len(by_lever) > 1
+        assert all(u < TARGET for lever, u in by_lever.items() if lever != "all"), (name, by_lever)
+
+
+def test_all_to_all_grows_with_the_hosts_and_reduce_scatter_does_not() -> None:
+    size = SIZE["10B"]
+    few, many = Deployment(hosts=8, validators=8), Deployment(hosts=64, validators=64)
+    a2a = [project(size, Measured(), d, AS_BUILT)["exchange_s"] for d in (few, many)]
+    rs = [project(size, Measured(), d, LEVERS["10B"])["exchange_s"] for d in (few, many)]
+    assert a2a[1] == pytest.approx(a2a[0] * 63 / 7)
+    assert rs[1] < 1.15 * rs[0] and rs[1] < a2a[0] / 3
+
+
+def test_slow_validators_make_the_settlement_the_bound() -> None:
+    size = SIZE["1B"]
+    one = project(size, Measured(), Deployment(validators=1), LEVERS["1B"])
+    assert one["bound"] == "settlement"
+    assert one["seats_per_validator"] == 2 * 16 * 3
+    assert one["utilisation"] < 0.2
+
+
+def test_stored_leaves_fall_back_to_the_smallest_k_whose_write_is_hidden() -> None:
+    short = replace(LEVERS["1B"], longer_segments=1)  # 3.9 s segments: a 12 GB write at 2 GB/s is 6 s
+    assert project(SIZE["1B"], Measured(), Deployment(), short)["full_leaf_every"] == 2
+    assert project(SIZE["1B"], Measured(), Deployment(disk_GBps=4.0), short)["full_leaf_every"] == 1
+    stored = project(SIZE["1B"], Measured(), Deployment(), LEVERS["1B"])
+    assert stored["full_leaf_every"] == 1 and stored["recompute_s"] == 0
+
+
+def test_measured_inputs_are_checked_and_a_costs_file_overrides_them() -> None:
+    with pytest.raises(ValidationError):
+        Measured(sha256_gbps=2.0)  # a misspelt input is refused, not ignored
+    costs = {"k": 3, "r": 2, "limits": {"sha256_GBps": 1.0}, "delta_bytes_per_param": 1.0625}
+    measured = Measured.from_costs(costs)
+    assert (measured.k, measured.sha256_GBps) == (3, 1.0)
+    slower = project(SIZE["10B"], measured, Deployment(), AS_BUILT)
+    assert slower["recompute_s"] > project(SIZE["10B"], Measured(), Deployment(), AS_BUILT)["recompute_s"]
