@@ -2,7 +2,8 @@
 round, finalize) at 64, 256 and 1,024 hosts.
 
     PYTHONPATH=. .venv/bin/python bench/settle_paging.py [--hosts 64,256,1024] [--page 64]
-        [--one-shot-hosts 64,256] [--devnet-hosts 64] [--devnet-pages 64,16] [--out FILE]
+        [--one-shot-hosts 64,256] [--disputed-hosts 64,1024] [--gain-hosts 64] [--devnet-hosts 64]
+        [--devnet-pages 64,16] [--devnet-query-gas 3000000] [--out FILE]
 
 One epoch per host count, with the devnet benchmark's shape (``bench/chain_devnet.py``: 8
 validators, S = 2, k = 1, r = 2, every host and validator honest, every phase closed by its last
@@ -18,6 +19,13 @@ message), on a contract instantiated with ``settle_page`` = ``--page``:
   (wasmd's KV and wasm constants, transaction overhead and bank sends calibrated on the devnet);
   ``--one-shot-hosts`` repeats the epoch with one page holding everything (the close in one
   transaction, as before paging) for comparison;
+* **disputed and gain-disputed epochs** (``--disputed-hosts``, ``--gain-hosts``; :func:`play`'s
+  ``scenario``): every challenge objected to and decided by the final vote of all validators; or
+  every host's last segment a gain dispute (a round-0 seat opens another probe gain, every seat
+  re-votes and every other validator votes with the dispute windows' gain too). Every epoch also
+  records each verdict message's gas by kind (round 0, re-vote, final vote; ``by_kind``), and on
+  the embedded chain a validator's query gas (``challenges`` pages, ``participant``, ``epoch``) in
+  ``verify`` and ``dispute``;
 * **report pages** (embedded chain, every host count): after finalize, the operator's ``report``
   read in pages of ``REPORT_PAGE`` units, the largest page's estimated SDK gas and bytes
   (``report_pages``);
@@ -391,7 +399,7 @@ def summary(run: dict[str, Any], gas_key: str) -> dict[str, Any]:
     by_kind = {kind: {"n": len(gas), "median": int(statistics.median(gas)), "max": max(gas)}
                for kind, gas in sorted(run.get("by_kind", {}).items()) if gas}
     candidates = {**{k: int(v[gas_key]) for k, v in closes.items()},
-                  **{f"advance, a {stage} page": g for stage, g in by_stage.items()},
+                  **{f"advance ({stage} page)": g for stage, g in by_stage.items()},
                   **{k: v["max"] for k, v in by_kind.items()}, "ready (a full page)": top(run.get("ready_full", []))}
     largest = max(candidates, key=lambda k: candidates[k])
     return {"reveal_close": int(run["reveal_close"][gas_key]), "reveal_pages": len(run["reveal_pages"]),
