@@ -257,11 +257,10 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
     if scenario == "gain":
         report = ledger.report(e)
         segments = round0[0][1].segments
-        last = [c for c in report.challenges if c.segment == segments - 1]
+        decided = {(c.outcome, c.gain_micro) for c in report.challenges if c.segment == segments - 1}
         # Every host's last segment was a gain dispute, decided on the honest gains; the liars (and
         # only they) are `wrong`.
-        assert out["gain_disputes"] == len(hosts) and {(c.outcome, c.gain_micro) for c in last} == {
-            ("pass", PROBE_GAIN)}, (out["gain_disputes"], {(c.outcome, c.gain_micro) for c in last})
+        assert out["gain_disputes"] == len(hosts) and decided == {("pass", PROBE_GAIN)}, (out["gain_disputes"], decided)
         liars = {min(c.validators) for _, c in round0 if c.segment == segments - 1}
         wrong = {v.address for v in report.validators if v.outcome == "wrong"}
         assert wrong == liars, (wrong, liars)
@@ -576,8 +575,11 @@ def main() -> None:
                     code_id, _ = chain.store_code(key("operator"), load_contract_wasm(), reuse=False)
                     for h in devnet_hosts:
                         for page in ints(args.devnet_pages):
-                            others: list[Scenario] = [*(["disputed"] if h in devnet_disputed else []),
-                                                      *(["gain"] if h in devnet_gain else [])]
+                            others: list[Scenario] = []
+                            if h in devnet_disputed:
+                                others.append("disputed")
+                            if h in devnet_gain:
+                                others.append("gain")
                             modes: list[Scenario] = others if others and args.devnet_no_honest \
                                 else ["honest", *others]
                             for scenario in modes:
