@@ -2,7 +2,8 @@
 round, finalize) at 64, 256 and 1,024 hosts.
 
     PYTHONPATH=. .venv/bin/python bench/settle_paging.py [--hosts 64,256,1024] [--page 64]
-        [--one-shot-hosts 64,256] [--devnet-hosts 64] [--devnet-pages 64,16] [--out FILE]
+        [--one-shot-hosts 64,256] [--disputed-hosts 64,1024] [--gain-hosts 64] [--devnet-hosts 64]
+        [--devnet-pages 64,16] [--devnet-query-gas 3000000] [--out FILE]
 
 One epoch per host count, with the devnet benchmark's shape (``bench/chain_devnet.py``: 8
 validators, S = 2, k = 1, r = 2, every host and validator honest, every phase closed by its last
@@ -18,6 +19,13 @@ message), on a contract instantiated with ``settle_page`` = ``--page``:
   (wasmd's KV and wasm constants, transaction overhead and bank sends calibrated on the devnet);
   ``--one-shot-hosts`` repeats the epoch with one page holding everything (the close in one
   transaction, as before paging) for comparison;
+* **disputed and gain-disputed epochs** (``--disputed-hosts``, ``--gain-hosts``; :func:`play`'s
+  ``scenario``): every challenge objected to and decided by the final vote of all validators; or
+  every host's last segment a gain dispute (a round-0 seat opens another probe gain, every seat
+  re-votes and every other validator votes with the dispute windows' gain too). Every epoch also
+  records each verdict message's gas by kind (round 0, re-vote, final vote; ``by_kind``), and on
+  the embedded chain a validator's query gas (``challenges`` pages, ``participant``, ``epoch``) in
+  ``verify`` and ``dispute``;
 * **report pages** (embedded chain, every host count): after finalize, the operator's ``report``
   read in pages of ``REPORT_PAGE`` units, the largest page's estimated SDK gas and bytes
   (``report_pages``);
@@ -35,11 +43,12 @@ import argparse
 import hashlib
 import json
 import platform
+import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from chain_devnet import Capture, Run, digest, key, opening, secret, trap_opening
 from embedded_chain import INSTANCE_COST, INSTRUCTIONS_PER_SDK_GAS, Cost, cost_of, measured
@@ -53,10 +62,12 @@ from chain.embedded.errors import VmError
 from chain.ledger import Ledger, LedgerError, TxResult, instantiate_msg
 from chain.wasm_artifact import load_contract_wasm
 from protocol.injective import DENOM, GENESIS_BALANCE
-from protocol.messages import BeaconJoin, BeaconReveal, Commitment, Objection, Ready, VerdictCommit
+from protocol.keys import PrivateKey
+from protocol.messages import BeaconJoin, BeaconReveal, Commitment, Objection, Ready, VerdictCommit, VerdictOpening
 from protocol.rules.beacon import beacon_commit
-from protocol.rules.limits import REPORT_PAGE
+from protocol.rules.limits import CHALLENGES_PAGE, REPORT_PAGE
 from protocol.rules.spec import RunSpec
+from protocol.views import REVOTE_ROUND
 
 # The minimum stakes below are at least each role's part of the default --reward (the spec rule).
 HOST_STAKE = 5 * 10**9
@@ -80,22 +91,68 @@ def bench_spec(hosts: int, blocks: int, reward: int) -> RunSpec:
     })
 
 
-Send = Callable[[Callable[[Ledger], object]], None]
+Scenario = Literal["honest", "disputed", "gain"]
+# What a plan of Ledger calls is, and how it is sent: ``send(plan)``, or ``send(plan, kind)`` to record
+# each of its transactions' gas under ``kind`` (a list per kind, in the order the plan made them).
+Plan = Callable[[Ledger], object]
+Send = Callable[..., None]
 Measure = Callable[[Callable[[], TxResult]], dict[str, Any]]
+
+PROBE_GAIN = 25_000
+"""The probe gain every honest vote on a host's last segment carries (``chain_devnet.opening``)."""
+LIED_GAIN = PROBE_GAIN - 7
+"""A gain liar's round-0 gain (``scenario`` "gain"): another number, so the opened gains differ."""
+DISPUTE_GAIN = 24_310
+"""The gain on the host's dispute windows that every vote deciding a gain dispute carries."""
+
+
+def verdict_opening(v: str, c: Any, outcome: str, scenario: Scenario) -> VerdictOpening:
+    """``v``'s verdict on challenge ``c`` (``chain_devnet.opening``); in a gain dispute's deciding
+    votes (re-votes and final votes) with the dispute windows' gain too; with ``scenario`` "gain"
+    the lowest-sorted round-0 seat of a host's last segment lies about the main gain."""
+    o = opening(v, c, outcome)
+    if o.gain_micro is None:
+        return o
+    if c.gain_dispute and c.round != 0:
+        return o.model_copy(update={"dispute_gain_micro": DISPUTE_GAIN})
+    if scenario == "gain" and c.round == 0 and key(v).address() == min(c.validators):
+        return o.model_copy(update={"gain_micro": LIED_GAIN})
+    return o
+
+
+def kind_of(c: Any, what: str) -> str:
+    """The kind a verdict message on challenge ``c`` is recorded under: ``what`` (commit_verdict,
+    reveal_verdict), its round (a round-0 seat, a re-vote, a final vote) and, in round 0, whether
+    it is on the host's last segment (with the probe on, that one carries the gain)."""
+    if c.round == REVOTE_ROUND:
+        return f"{what} re-vote" + (" (gain dispute)" if c.gain_dispute else "")
+    if c.round != 0:
+        return f"{what} final vote" + (" (gain dispute)" if c.gain_dispute else "")
+    return f"{what} round 0, " + ("last segment" if c.segment == c.segments - 1 else "other segment")
 
 
 def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], validators: Sequence[str],
-         disputed: bool = False) -> dict:
+         scenario: Scenario = "honest", query_gas: Callable[[str], dict[str, Any]] | None = None) -> dict:
     """One epoch; every message that does settlement work is measured. Returns them by kind:
     ``reveal_close`` (the reveal that completes the phase), ``reveal_pages``, ``objection_close``
     (the ``ready`` that completes ``objection``) and ``objection_pages``, ``round_close`` (the
     opening that completes the last verdict round) and ``finalize_pages`` (the round's close and
-    finalize), each page with the stage it began in.
+    finalize), each page with the stage it began in; ``by_kind``: every verdict message's gas by
+    kind (:func:`kind_of`) and every ``ready``'s.
 
-    Honest (``disputed`` False): every seat passes, nothing is disputed. ``disputed``: the new
-    escalation at its largest — every seat fails every challenge and objects, so every challenge
-    goes to the final vote of all validators (``dispute``, ``dispute_reveal``), every host is
-    invalid and finalize pays the catcher shares of every validator."""
+    ``scenario`` "honest": every seat passes, nothing is disputed. "disputed": the escalation at
+    its largest — every seat fails every challenge and objects, so every challenge goes to the
+    final vote of all validators (``dispute``, ``dispute_reveal``), every host is invalid and
+    finalize pays the catcher shares of every validator. "gain": every seat passes, but on every
+    host's last segment one round-0 seat (the lowest-sorted) opens another probe gain, so every
+    host's last segment is a gain dispute: the opening that completes ``verdict_reveal`` and its
+    close (``verdict_close`` and ``verdict_pages``), then in ``dispute`` every round-0 seat commits
+    a re-vote and every other validator a final vote, each with both gains, opened in
+    ``dispute_reveal``, whose last opening (``round_close``) and close decide the gains and
+    finalize. ``query_gas`` (embedded chain only): called with the phase name where a validator's
+    reads are largest (``verify``, and ``dispute`` when there is one), its answer kept under
+    ``queries``."""
+    disputed = scenario == "disputed"
     e = ledger.epoch().epoch
     names = [*hosts, *validators]
     send(lambda L: [L.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE) for n in hosts]
@@ -115,10 +172,33 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
     out["reveal_pages"] = pages(ledger, measure)
     assert ledger.epoch(e).phase == "verify", ledger.epoch(e)
     out["reads_in_verify"] = reads(ledger, e, hosts[0], validators[0])
+    out["queries"] = {"verify": query_gas("verify")} if query_gas is not None else {}
     verdict = "fail" if disputed else "pass"
     votes = [(v, c) for v in validators for c in ledger.challenges(e, key(v).address())]
-    send(lambda L: [L.commit_verdict(key(v), VerdictCommit(epoch=e, host=c.host, segment=c.segment, commitment=opening(
-        v, c, verdict).commitment(key(v).address()))) for v, c in votes])
+    out["by_kind"] = {}
+
+    def commit_all(chosen: list[tuple[str, Any]]) -> None:
+        """Commit the verdicts of ``chosen``, each kind in one plan (its gas recorded apart)."""
+        for kind in sorted({kind_of(c, "commit_verdict") for _, c in chosen}):
+            mine = [(v, c) for v, c in chosen if kind_of(c, "commit_verdict") == kind]
+            send(lambda L, mine=mine: [L.commit_verdict(key(v), VerdictCommit(
+                epoch=e, host=c.host, segment=c.segment,
+                commitment=verdict_opening(v, c, verdict, scenario).commitment(key(v).address()))) for v, c in mine],
+                kind, out["by_kind"])
+
+    def open_round(chosen: list[tuple[str, Any]]) -> dict[str, Any]:
+        """Open the verdicts of ``chosen``: round-0 openings first, then final votes, then re-votes
+        (a seat opens its round-0 commitment before its re-vote), each kind in one plan; the last
+        one is measured apart (it completes the round and starts its close)."""
+        ordered = sorted(chosen, key=lambda vc: 0 if vc[1].round == 0 else 2 if vc[1].round == REVOTE_ROUND else 1)
+        *rest, (v, c) = ordered
+        for kind in dict.fromkeys(kind_of(c, "reveal_verdict") for _, c in rest):
+            mine = [(v, c) for v, c in rest if kind_of(c, "reveal_verdict") == kind]
+            send(lambda L, mine=mine: [L.reveal_verdict(key(v), verdict_opening(v, c, verdict, scenario))
+                                       for v, c in mine], kind, out["by_kind"])
+        return measure(lambda: ledger.reveal_verdict(key(v), verdict_opening(v, c, verdict, scenario)))
+
+    commit_all(votes)
     assert ledger.epoch(e).phase == "objection", ledger.epoch(e)
     send(lambda L: [L.reveal_traps(key(n), trap_opening(n, e)) for n in hosts])
     seated = sorted({v for v, _ in votes})
@@ -131,7 +211,8 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
     # the i-th pages of all validators at once.
     pages_of = {v: ready(v) for v in seated[:-1]}
     for i in range(max((len(p) for p in pages_of.values()), default=0)):
-        send(lambda L, i=i: [L.ready(key(v), p[i]) for v, p in pages_of.items() if i < len(p)])
+        send(lambda L, i=i: [L.ready(key(v), p[i]) for v, p in pages_of.items() if i < len(p)], "ready",
+             out["by_kind"])
     *full, last_page = ready(seated[-1])
     # A full page (MAX_OBJECTIONS_PER_READY objections) is the largest `ready`; the last page,
     # with fewer, completes the phase.
@@ -140,26 +221,50 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
         send(lambda L, msg=msg: [L.ready(key(seated[-1]), msg)])
     out["objection_close"] = measure(lambda: ledger.ready(key(seated[-1]), last_page))
     out["objection_pages"] = pages(ledger, measure)
-    if disputed:
+
+    def final_round() -> list[tuple[str, Any]]:
+        """``dispute``: every vote due (final votes, re-votes) committed and returned; ``dispute_reveal`` follows."""
         assert ledger.epoch(e).phase == "dispute", ledger.epoch(e)
+        out["reads_in_dispute"] = reads(ledger, e, hosts[0], validators[0])
+        if query_gas is not None:
+            out["queries"]["dispute"] = query_gas("dispute")
         final = [(v, c) for v in validators for c in ledger.challenges(e, key(v).address()) if c.due]
-        out["final_votes"] = len(final)
-        send(lambda L: [L.commit_verdict(key(v), VerdictCommit(epoch=e, host=c.host, segment=c.segment,
-                                                               commitment=opening(v, c, verdict).commitment(
-                                                                   key(v).address()))) for v, c in final])
+        out["final_votes"] = sum(1 for _, c in final if c.round != REVOTE_ROUND)
+        out["re_votes"] = len(final) - out["final_votes"]
+        commit_all(final)
         assert ledger.epoch(e).phase == "dispute_reveal", ledger.epoch(e)
-        votes = votes + final
+        return final
+
+    if disputed:
+        votes = votes + final_round()  # the round-0 seats open their verify commitments too
     else:
         assert ledger.epoch(e).phase == "verdict_reveal", ledger.epoch(e)
-    send(lambda L: [L.reveal_verdict(key(v), opening(v, c, verdict)) for v, c in votes[:-1]])
-    v, c = votes[-1]
-    out["round_close"] = measure(lambda: ledger.reveal_verdict(key(v), opening(v, c, verdict)))
+    round0 = votes
+    if scenario == "gain":
+        # Every round-0 pass opened; the last one's close finds the gain disputes and opens `dispute`.
+        out["verdict_close"] = open_round(votes)
+        out["verdict_pages"] = pages(ledger, measure)
+        disputes = [c for c in ledger.challenges(e, key(validators[0]).address()) if c.gain_dispute]
+        out["gain_disputes"] = len({c.host for c in disputes})
+        votes = final_round()
+    out["round_close"] = open_round(votes)
     out["finalize_pages"] = pages(ledger, measure)
     info = ledger.epoch(e)
     if disputed:
         assert info.accepted == [] and info.phase in ("closed", "propose"), info
     else:
         assert info.phase == "propose" and len(info.accepted) == len(hosts), info
+    if scenario == "gain":
+        report = ledger.report(e)
+        segments = round0[0][1].segments
+        decided = {(c.outcome, c.gain_micro) for c in report.challenges if c.segment == segments - 1}
+        # Every host's last segment was a gain dispute, decided on the honest gains; the liars (and
+        # only they) are `wrong`.
+        assert out["gain_disputes"] == len(hosts) and decided == {("pass", PROBE_GAIN)}, (out["gain_disputes"], decided)
+        liars = {min(c.validators) for _, c in round0 if c.segment == segments - 1}
+        wrong = {v.address for v in report.validators if v.outcome == "wrong"}
+        assert wrong == liars, (wrong, liars)
+        out["wrong_validators"] = len(wrong)
     out["reads_after_finalize"] = reads(ledger, e, hosts[0], validators[0])
     return out
 
@@ -198,32 +303,38 @@ def _counted_call_entry(self: embedded_vm.WasmCode, *args: Any, **kwargs: Any) -
 embedded_vm.WasmCode.call_entry = _counted_call_entry  # type: ignore[method-assign]
 
 
-def report_pages(ledger: Ledger, e: int) -> dict[str, Any]:
-    """The operator's paged ``report`` of epoch ``e`` on the embedded chain, in pages of
-    ``REPORT_PAGE`` units: how many, and the largest page's Cosmos SDK gas estimated with
-    ``bench/embedded_chain.py``'s model (wasm fuel, storage traffic and the instance; a query pays
-    no transaction overhead) against the 3,000,000 a node allows a smart query by default, and its
-    answer's bytes; and that ``Ledger.report`` assembles them to every participant."""
+def query_cost(ledger: Ledger, msg: dict[str, Any]) -> tuple[dict[str, int], Any]:
+    """One smart query on the embedded chain, run by the contract (no cache): its Cosmos SDK gas
+    estimated with ``bench/embedded_chain.py``'s model (wasm fuel, storage traffic and the
+    instance; a query pays no transaction overhead), to hold against the 3,000,000 a node allows a
+    smart query by default, its answer's bytes and the records it read; and the answer."""
     assert isinstance(ledger.backend, EmbeddedBackend)
     chain = ledger.backend.chain
-    cache, chain.cache_queries = chain.cache_queries, False  # every page runs the contract
-    out: list[dict[str, int]] = []
-    start: str | None = None
+    cache, chain.cache_queries = chain.cache_queries, False
     try:
-        while True:
-            cost = Cost()
-            _FUEL.clear()
-            with measured(cost):
-                raw = chain.query_raw(ledger.backend.contract_address,
-                                      {"report": {"epoch": e, "start_after": start, "limit": REPORT_PAGE}})
-            (fuel,) = _FUEL
-            out.append({"sdk_gas": INSTANCE_COST + round(fuel / INSTRUCTIONS_PER_SDK_GAS) + cost.traffic.kv_gas(),
-                        "bytes": len(raw), "records_read": cost.traffic.reads + cost.traffic.iterated})
-            start = json.loads(raw).get("next")
-            if start is None:
-                break
+        cost = Cost()
+        _FUEL.clear()
+        with measured(cost):
+            raw = chain.query_raw(ledger.backend.contract_address, msg)
+        (fuel,) = _FUEL
     finally:
         chain.cache_queries = cache
+    return ({"sdk_gas": INSTANCE_COST + round(fuel / INSTRUCTIONS_PER_SDK_GAS) + cost.traffic.kv_gas(),
+             "bytes": len(raw), "records_read": cost.traffic.reads + cost.traffic.iterated}, json.loads(raw))
+
+
+def report_pages(ledger: Ledger, e: int) -> dict[str, Any]:
+    """The operator's paged ``report`` of epoch ``e`` on the embedded chain, in pages of
+    ``REPORT_PAGE`` units: how many, and the largest page's Cosmos SDK gas (:func:`query_cost`)
+    and bytes; and that ``Ledger.report`` assembles them to every participant."""
+    out: list[dict[str, int]] = []
+    start: str | None = None
+    while True:
+        cost, answer = query_cost(ledger, {"report": {"epoch": e, "start_after": start, "limit": REPORT_PAGE}})
+        out.append(cost)
+        start = answer.get("next")
+        if start is None:
+            break
     whole = ledger.report(e)
     return {"pages": len(out), "participants": len(whole.hosts) + len(whole.validators),
             "challenges": len(whole.challenges), "votes": sum(len(c.votes) for c in whole.challenges),
@@ -233,22 +344,31 @@ def report_pages(ledger: Ledger, e: int) -> dict[str, Any]:
 
 
 def participant_gas(ledger: Ledger, e: int, validator: str) -> dict[str, int]:
-    """A validator's ``participant`` query on the embedded chain: its Cosmos SDK gas estimated as
-    ``report_pages`` does (against a node's default 3,000,000), and the records it read."""
-    assert isinstance(ledger.backend, EmbeddedBackend)
-    chain = ledger.backend.chain
-    cache, chain.cache_queries = chain.cache_queries, False  # the query runs the contract
-    try:
-        cost = Cost()
-        _FUEL.clear()
-        with measured(cost):
-            chain.query_raw(ledger.backend.contract_address,
-                            {"participant": {"address": key(validator).address(), "epoch": e}})
-        (fuel,) = _FUEL
-    finally:
-        chain.cache_queries = cache
-    return {"sdk_gas": INSTANCE_COST + round(fuel / INSTRUCTIONS_PER_SDK_GAS) + cost.traffic.kv_gas(),
-            "records_read": cost.traffic.reads + cost.traffic.iterated}
+    """A validator's ``participant`` query on the embedded chain (:func:`query_cost`)."""
+    cost, _ = query_cost(ledger, {"participant": {"address": key(validator).address(), "epoch": e}})
+    return {"sdk_gas": cost["sdk_gas"], "records_read": cost["records_read"]}
+
+
+def challenges_gas(ledger: Ledger, e: int, validators: Sequence[str]) -> dict[str, int]:
+    """Every page of every validator's ``challenges`` query (pages of ``CHALLENGES_PAGE`` hosts,
+    as ``Ledger.challenges`` reads them) on the embedded chain, now: the largest page's SDK gas
+    (:func:`query_cost`), bytes and entries, and the most entries one validator reads."""
+    top = {"sdk_gas": 0, "bytes": 0, "entries": 0, "pages": 0, "entries_one_validator": 0}
+    for v in validators:
+        start: str | None = None
+        entries = 0
+        while True:
+            cost, answer = query_cost(ledger, {"challenges": {"epoch": e, "validator": key(v).address(),
+                                                              "start_after": start, "limit": CHALLENGES_PAGE}})
+            n = len(answer["challenges"])
+            entries += n
+            top = {"sdk_gas": max(top["sdk_gas"], cost["sdk_gas"]), "bytes": max(top["bytes"], cost["bytes"]),
+                   "entries": max(top["entries"], n), "pages": top["pages"] + 1,
+                   "entries_one_validator": max(top["entries_one_validator"], entries)}
+            start = answer.get("next")
+            if start is None:
+                break
+    return top
 
 
 def pages(ledger: Ledger, measure: Measure) -> list[dict[str, Any]]:
@@ -262,23 +382,54 @@ def pages(ledger: Ledger, measure: Measure) -> list[dict[str, Any]]:
 
 
 def summary(run: dict[str, Any], gas_key: str) -> dict[str, Any]:
-    """The largest gas of each kind of message, and how many pages each close took."""
+    """The largest gas of each kind of message, and how many pages each close took; ``by_kind``:
+    every verdict message and ``ready`` of the epoch by kind (:func:`kind_of`: count, median, max);
+    ``max_message``: the largest settlement message (a close or a page), ``largest``: the largest
+    message of the epoch, whatever its kind, and its kind."""
     def top(items: list[dict[str, Any]]) -> int:
         return max((int(i[gas_key]) for i in items), default=0)
 
+    closes = {k: run[k] for k in ("reveal_close", "objection_close", "verdict_close", "round_close") if k in run}
+    page_lists = [run[k] for k in ("reveal_pages", "objection_pages", "verdict_pages", "finalize_pages") if k in run]
     by_stage: dict[str, int] = {}
-    for p in [*run["reveal_pages"], *run["objection_pages"], *run["finalize_pages"]]:
+    for p in [q for pages_ in page_lists for q in pages_]:
         by_stage[p["stage"]] = max(by_stage.get(p["stage"], 0), int(p[gas_key]))
-    every = [run["reveal_close"], run["objection_close"], run["round_close"], *run["reveal_pages"],
-             *run["objection_pages"], *run["finalize_pages"], *run.get("ready_full", [])]
+    every = [*closes.values(), *(q for pages_ in page_lists for q in pages_), *run.get("ready_full", [])]
+    by_kind = {kind: {"n": len(gas), "median": int(statistics.median(gas)), "max": max(gas)}
+               for kind, gas in sorted(run.get("by_kind", {}).items()) if gas}
+    candidates = {**{k: int(v[gas_key]) for k, v in closes.items()},
+                  **{f"advance ({stage} page)": g for stage, g in by_stage.items()},
+                  **{k: v["max"] for k, v in by_kind.items()}, "ready (a full page)": top(run.get("ready_full", []))}
+    largest = max(candidates, key=lambda k: candidates[k])
     return {"reveal_close": int(run["reveal_close"][gas_key]), "reveal_pages": len(run["reveal_pages"]),
             "objection_close": int(run["objection_close"][gas_key]), "objection_pages": len(run["objection_pages"]),
             "ready_full": top(run.get("ready_full", [])),
+            **({"verdict_close": int(run["verdict_close"][gas_key]), "verdict_pages": len(run["verdict_pages"])}
+               if "verdict_close" in run else {}),
             "round_close": int(run["round_close"][gas_key]), "finalize_pages": len(run["finalize_pages"]),
-            "max_page_by_stage": by_stage, "max_message": top(every)}
+            "max_page_by_stage": by_stage, "by_kind": by_kind, "max_message": top(every),
+            "largest": {"message": largest, "gas": candidates[largest]}}
 
 
-def embedded(hosts: int, page: int | None, reward: int, disputed: bool = False) -> dict[str, Any]:
+class Metered(Capture):
+    """A backend that sends every call to the embedded chain and keeps each one's estimated gas
+    (``bench/embedded_chain.py``'s model) in ``sink``."""
+
+    def __init__(self, real: EmbeddedBackend, sink: list[int]) -> None:
+        super().__init__(real)
+        self.sink = sink
+
+    def execute(self, key: PrivateKey, msg: dict[str, Any], funds: int = 0) -> TxResult:
+        cost = Cost()
+        with measured(cost):
+            result = self.real.execute(key, msg, funds)
+        cost.fuel = result.gas_used
+        cost.bank_sends = sum(1 for event in result.events if event.type == "transfer")
+        self.sink.append(int(cost.estimate()["sdk_gas_estimate"]))
+        return result
+
+
+def embedded(hosts: int, page: int | None, reward: int, scenario: Scenario = "honest") -> dict[str, Any]:
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     accounts = [key(n).address() for n in ["operator", "funder", *host_names, *validator_names]]
@@ -286,24 +437,36 @@ def embedded(hosts: int, page: int | None, reward: int, disputed: bool = False) 
     operator = key("operator")
     ledger = deploy_embedded(chain, operator, bench_spec(hosts, 50, reward), THETA0, operator.address(),
                              settle_page=page)
+    assert isinstance(ledger.backend, EmbeddedBackend)
+    backend = ledger.backend
 
-    def send(plan: Callable[[Ledger], object]) -> None:
-        plan(ledger)
+    def send(plan: Plan, kind: str | None = None, sink: dict[str, list[int]] | None = None) -> None:
+        if kind is None or sink is None:
+            plan(ledger)
+            return
+        plan(Ledger(Metered(backend, sink.setdefault(kind, []))))
 
     def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
         return cost_of(None, action).estimate()  # cost_of does not use its env
 
+    def query_gas(phase: str) -> dict[str, Any]:
+        e = ledger.epoch().epoch
+        return {"challenges": challenges_gas(ledger, e, validator_names),
+                "participant_validator": participant_gas(ledger, e, validator_names[0]),
+                "epoch": query_cost(ledger, {"epoch": {"epoch": e}})[0]["sdk_gas"]}
+
     t0 = time.perf_counter()
-    run = play(ledger, send, measure, host_names, validator_names, disputed)
+    run = play(ledger, send, measure, host_names, validator_names, scenario, query_gas)
     wall_s = round(time.perf_counter() - t0, 1)
-    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "disputed": disputed,
-            "wall_s": wall_s, "estimated_sdk_gas": summary(run, "sdk_gas_estimate"),
+    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "scenario": scenario,
+            "disputed": scenario == "disputed", "wall_s": wall_s,
+            "estimated_sdk_gas": summary(run, "sdk_gas_estimate"), "queries": run["queries"],
             "report_pages": report_pages(ledger, 0),
             "participant_validator": participant_gas(ledger, 0, validator_names[0]), "messages": run}
 
 
 def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,
-           disputed: bool = False, blocks_per_host: int = 4, chunk: int = 0) -> dict[str, Any]:
+           scenario: Scenario = "honest", blocks_per_host: int = 4, chunk: int = 0) -> dict[str, Any]:
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(VALIDATORS)]
     operator = key("operator")
@@ -319,25 +482,29 @@ def devnet(chain: CosmosChain, code_id: int, hosts: int, page: int, reward: int,
     run.planned = Ledger(run.capture)
     retries = [0]
 
-    def send(plan: Callable[[Ledger], object]) -> None:
+    def send(plan: Plan, kind: str | None = None, sink: dict[str, list[int]] | None = None) -> None:
         def calls(ledger: Ledger) -> None:
             plan(ledger)
 
-        retries[0] += run.parallel(calls, chunk)[1]
+        results, resent = run.parallel(calls, chunk)
+        retries[0] += resent
+        if kind is not None and sink is not None:
+            sink.setdefault(kind, []).extend(r.gas_used for r in results)
 
     def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
         return {"gas_used": action().gas_used}
 
     t0 = time.perf_counter()
-    result = play(run.ledger, send, measure, host_names, validator_names, disputed)
+    result = play(run.ledger, send, measure, host_names, validator_names, scenario)
     block = chain.block_max_gas()
     s = summary(result, "gas_used")
-    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "disputed": disputed,
-            "phase_blocks": window, "wall_s": round(time.perf_counter() - t0, 1),
+    reads_ = {"verify": result["reads_in_verify"], "after_finalize": result["reads_after_finalize"]}
+    if "reads_in_dispute" in result:
+        reads_["dispute"] = result["reads_in_dispute"]
+    return {"hosts": hosts, "validators": VALIDATORS, "settle_page": page, "scenario": scenario,
+            "disputed": scenario == "disputed", "phase_blocks": window, "wall_s": round(time.perf_counter() - t0, 1),
             "out_of_gas_resends": retries[0], "gas_used": s, "block_max_gas": block,
-            "fits_block": block < 0 or s["max_message"] <= block,
-            "reads": {"verify": result["reads_in_verify"], "after_finalize": result["reads_after_finalize"]},
-            "messages": result}
+            "fits_block": block < 0 or s["largest"]["gas"] <= block, "reads": reads_, "messages": result}
 
 
 def main() -> None:
@@ -352,8 +519,15 @@ def main() -> None:
                              "validators on each; embedded, and on the devnet for --devnet-hosts among them)")
     parser.add_argument("--devnet-disputed-hosts", default=None,
                         help="host counts played disputed on the devnet (default: those of --disputed-hosts)")
+    parser.add_argument("--gain-hosts", default="64",
+                        help="host counts also played with a gain dispute on every host's last segment (a "
+                             "round-0 seat opens another probe gain; every seat re-votes and every other "
+                             "validator votes with both gains; embedded, and on the devnet for --devnet-hosts "
+                             "among them)")
+    parser.add_argument("--devnet-gain-hosts", default=None,
+                        help="host counts played with gain disputes on the devnet (default: those of --gain-hosts)")
     parser.add_argument("--devnet-no-honest", action="store_true",
-                        help="skip the honest epoch on the devnet where the disputed one is played")
+                        help="skip the honest epoch on the devnet where the disputed or gain one is played")
     parser.add_argument("--devnet-blocks-per-host", type=int, default=4,
                         help="each phase's window on the devnet: this many blocks a host, at least 400")
     parser.add_argument("--devnet-chunk", type=int, default=0,
@@ -368,13 +542,16 @@ def main() -> None:
     args = parser.parse_args()
     ints = lambda text: [int(x) for x in text.split(",") if x]  # noqa: E731 (a one-line parser)
     report: dict[str, Any] = {"machine": platform.processor() or platform.machine(), "validators": VALIDATORS,
-                              "embedded": [], "disputed": [], "one_shot": [], "devnet": []}
+                              "embedded": [], "disputed": [], "gain": [], "one_shot": [], "devnet": []}
     for h in ints(args.hosts):
         report["embedded"].append(embedded(h, args.page, args.reward))
         print(json.dumps({k: v for k, v in report["embedded"][-1].items() if k != "messages"}), flush=True)
     for h in ints(args.disputed_hosts):
-        report["disputed"].append(embedded(h, args.page, args.reward, disputed=True))
+        report["disputed"].append(embedded(h, args.page, args.reward, "disputed"))
         print(json.dumps({k: v for k, v in report["disputed"][-1].items() if k != "messages"}), flush=True)
+    for h in ints(args.gain_hosts):
+        report["gain"].append(embedded(h, args.page, args.reward, "gain"))
+        print(json.dumps({k: v for k, v in report["gain"][-1].items() if k != "messages"}), flush=True)
     for h in ints(args.one_shot_hosts):
         try:
             report["one_shot"].append(embedded(h, 1_000_000, args.reward))
@@ -383,6 +560,7 @@ def main() -> None:
         print(json.dumps({k: v for k, v in report["one_shot"][-1].items() if k != "messages"}), flush=True)
     devnet_hosts = ints(args.devnet_hosts)
     devnet_disputed = ints(args.disputed_hosts if args.devnet_disputed_hosts is None else args.devnet_disputed_hosts)
+    devnet_gain = ints(args.gain_hosts if args.devnet_gain_hosts is None else args.devnet_gain_hosts)
     if devnet_hosts:
         names = ["operator", "funder", *(f"host{i}" for i in range(max(devnet_hosts))),
                  *(f"validator{i}" for i in range(VALIDATORS))]
@@ -397,10 +575,15 @@ def main() -> None:
                     code_id, _ = chain.store_code(key("operator"), load_contract_wasm(), reuse=False)
                     for h in devnet_hosts:
                         for page in ints(args.devnet_pages):
-                            modes = ((True,) if args.devnet_no_honest else (False, True)) if h in devnet_disputed \
-                                else (False,)
-                            for disputed in modes:
-                                report["devnet"].append(devnet(chain, code_id, h, page, args.reward, disputed,
+                            others: list[Scenario] = []
+                            if h in devnet_disputed:
+                                others.append("disputed")
+                            if h in devnet_gain:
+                                others.append("gain")
+                            modes: list[Scenario] = others if others and args.devnet_no_honest \
+                                else ["honest", *others]
+                            for scenario in modes:
+                                report["devnet"].append(devnet(chain, code_id, h, page, args.reward, scenario,
                                                               args.devnet_blocks_per_host, args.devnet_chunk))
                                 print(json.dumps({k: v for k, v in report["devnet"][-1].items()
                                                   if k != "messages"}), flush=True)
