@@ -64,8 +64,8 @@ PROBE_MARGIN_TIMES_TOPK2 = 3
 """In a ``topk2`` epoch the allowance's absolute part is this many times ``aggregation.probe_margin``
 (:func:`probe_rule`). Honest ``topk2`` gains spread by an amount that hardly scales with the
 median: each host's Δ̂ carries the top of its own error-feedback residual, mass from earlier epochs
-whose effect at θ_e differs from host to host (it turns harmful as training moves on: −0.05 …
-−0.45 nats at scale 0.25 after 7 epochs). Measured at tiny and demo (8 epochs, 4 hosts, 3 seeds,
+whose effect at θ_e differs from host to host (it turns harmful as training moves on: down to
+−0.45 nats at scale 0.25 by epoch 7 at demo). Measured at tiny and demo (8 epochs, 4 hosts, 3 seeds,
 both outer steps, 384 host-epochs; ``bench/topk2_probe.py``): the largest honest deficit 0.043
 nats, 1.67× the int8 allowance; 0.52 of this one (docs/verification.md, "The probe in topk2
 epochs")."""
