@@ -30,7 +30,9 @@ probe and the peer bound leave it out, and the **paired damage** per ``--rules``
 honest Δ̂ in its place), with the probe and with the peer bound alone. Where the probe left it out,
 ``…+blend`` is the **oracle** forger: ``Δ_own + λ(Δ_forged − Δ_own)`` compressed likewise, λ the
 largest (bisection) whose Δ̂'s gain on the probe's own windows is at the floor its peers' actual
-gains set (a real host knows neither before it commits).
+gains set (a real host knows neither before it commits). ``--blend own`` (``…+blend-own``): λ tuned
+instead on what a host knows before it commits, its Δ̂'s gain on the 512 public evenly spread
+validation windows against its own honest Δ̂'s gain there, aimed exactly at the allowance.
 
 ``--seed`` moves every draw (the hosts' data, the beacons): several seeds are several honest runs.
 
@@ -62,7 +64,7 @@ from trainer import compress, presets
 from trainer.data import Dataset
 from trainer.delta import pseudo_gradient
 from trainer.determinism import configure
-from trainer.evaluate import validation_loss
+from trainer.evaluate import validation_loss, validation_starts
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
@@ -191,6 +193,9 @@ def main() -> None:
                         help="';'-separated jump adversaries host 0 runs every epoch (e.g. 'jump:1,1.45,gradient'), "
                              "or none; each followed by its oracle blend where the probe left it out")
     parser.add_argument("--rules", default="centered_clip,mean")
+    parser.add_argument("--blend", default="oracle", choices=["oracle", "own"],
+                        help="how a blend is tuned: on the probe's windows against the peers' gains (oracle), or "
+                             "on the 512 public evenly spread windows against its own honest Δ̂'s gain there (own)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
@@ -264,12 +269,22 @@ def main() -> None:
             found = f.judge(forged, attack, e)
             attack_rows.append(found)
             print(json.dumps(found), flush=True)
-            if found["probe_left_out"]:  # the oracle blend: the largest λ whose Δ̂ sits at the floor
+            if found["probe_left_out"]:  # the blend: the largest λ whose Δ̂ sits at the floor
+                if args.blend == "oracle":  # on the probe's windows against the peers' actual gains
+                    tuner, floor = f, found["floor"]
+                else:  # on what the host knows before it commits: public windows, its own honest Δ̂
+                    public = validation_starts(dataset, 512)
+                    public_base = probe_loss(model, dataset, theta.params, public)
+                    tuner = Forger(spec, dataset, model, theta, public, public_base, carried0, xs["dense"][a0], {}, {},
+                                   f.margin, f.bps, rules)
+                    mine = tuner.gain(tuner.sent(xs["dense"][a0]))
+                    floor = int(mine - probe_allowance(mine, f.margin, f.bps))
                 lo, hi = 0.0, 1.0
                 for _ in range(10):
                     mid = (lo + hi) / 2
-                    lo, hi = (mid, hi) if f.gain(f.sent(f.blend(forged, mid))) >= found["floor"] else (lo, mid)
-                blended = f.judge(f.blend(forged, lo), f"{attack}+blend", e)
+                    lo, hi = (mid, hi) if tuner.gain(tuner.sent(f.blend(forged, mid))) >= floor else (lo, mid)
+                suffix = "+blend" if args.blend == "oracle" else "+blend-own"
+                blended = f.judge(f.blend(forged, lo), f"{attack}{suffix}", e)
                 blended["lambda"] = round(lo, 4)
                 attack_rows.append(blended)
                 print(json.dumps(blended), flush=True)
