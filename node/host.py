@@ -93,7 +93,7 @@ from trainer.fingerprint import check_fingerprint
 from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, SegmentsDone, StepCallback
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
-from trainer.probe import admitted, decided_gains, probe_allowance, probe_applies, probe_deficits
+from trainer.probe import admitted, decided_gains, probe_allowance, probe_applies, probe_deficits, probe_rule
 from trainer.recompute import LeafRecomputer
 from trainer.tensorfile import TensorFileError
 from trainer.trap import Traps, draw
@@ -625,18 +625,18 @@ class HostNode(Participant):
         # compared with their norms scaled up to its segments (``verifier.measure.peer_excess``).
         kept_segments = {a: segments[a] for a in deltas}
         decided: dict[str, int] | None = None
-        # Not in a topk2 epoch (trainer.probe.probe_applies): its gains are still posted and recorded
-        # (the contract does not know the epoch's scheme), but the rule leaves those Δs to the peer bound.
+        # A topk2 epoch is probed with its own allowance (trainer.probe.probe_rule): the
+        # contract does not know the epoch's scheme, it records the gains; the rule is applied here.
         if gains is not None and probe_applies(self.spec, epoch):
             # A host the chain decided no gain for counts at the lowest gain (trainer.probe.decided_gains).
             decided = decided_gains({a: gains.get(a) for a in deltas})
-        margin = self.spec.aggregation.probe_margin_micro
+        margin, relative = probe_rule(self.spec, epoch)
         # The one rule the chain-free simulation applies too (trainer.diloco.proposers_aggregate).
-        bound = admitted(deltas, decided, margin, kept_segments)
+        bound = admitted(deltas, decided, margin, kept_segments, relative_bps=relative)
         if decided is not None and bound.excluded:
             deficits = probe_deficits(decided, kept_segments)
             for address in sorted(bound.excluded):
-                allowed = probe_allowance(decided[address] + deficits[address], margin)
+                allowed = probe_allowance(decided[address] + deficits[address], margin, relative)
                 self.event(epoch, EventKind.DELTA_LEFT_OUT,
                            f"{address}: its probe gain {decided[address] / MICRO:+.6f} nats is "
                            f"{float(deficits[address]) / MICRO:.6f} below its peers' median (at most "

@@ -68,7 +68,15 @@ from trainer.delta import (
 from trainer.evaluate import validation_loss
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState, outer_step
-from trainer.probe import PROBE_SCALE, admitted, probe_applies, probe_gains, probe_seed, probe_starts
+from trainer.probe import (
+    PROBE_SCALE,
+    admitted,
+    probe_applies,
+    probe_gains,
+    probe_rule,
+    probe_seed,
+    probe_starts,
+)
 from trainer.step import Stepper, TrainState
 
 Mode = Literal["diloco", "ddp", "single"]
@@ -120,21 +128,23 @@ def _worker_batch(dataset: Dataset, spec: RunSpec, run_id: bytes, k: int, j: int
 
 
 def proposers_aggregate(spec: RunSpec, deltas: Mapping[str, Mapping[str, torch.Tensor]],
-                        gains: Mapping[str, int] | None = None) -> dict[str, torch.Tensor]:
+                        gains: Mapping[str, int] | None = None, epoch: int = 0) -> dict[str, torch.Tensor]:
     """The aggregate a proposer takes the outer step with (``node/host.py``): the peer bound, the
     probe rule on the decided probe ``gains`` (micro-nats; ``None`` or ``verification.probe_windows``
     0: no probe, e.g. an optimistic start, taken before any validator posted) and the small-tensor
     clip (:func:`trainer.probe.admitted`), then the run's rule over the kept Δs. Whole epochs only,
-    so every Δ weighs the same (the unweighted rule, bit for bit)."""
-    probed = gains if spec.verification.probe_windows > 0 else None
-    return aggregate(spec.aggregation, admitted(deltas, probed, spec.aggregation.probe_margin_micro).kept)
+    so every Δ weighs the same (the unweighted rule, bit for bit). ``epoch`` picks the allowance for
+    its scheme (:func:`trainer.probe.probe_rule`)."""
+    probed = gains if probe_applies(spec, epoch) else None
+    margin, relative = probe_rule(spec, epoch)
+    return aggregate(spec.aggregation, admitted(deltas, probed, margin, relative_bps=relative).kept)
 
 
 def epoch_gains(spec: RunSpec, model: torch.nn.Module, dataset: Dataset, theta: Mapping[str, torch.Tensor],
                 deltas: Mapping[str, Mapping[str, torch.Tensor]], beacon: bytes, epoch: int) -> dict[str, int] | None:
     """What the validators of epoch ``epoch`` post: every host's probe gain of its Δ from ``theta``
     on ``verification.probe_windows`` windows drawn from ``beacon`` (:mod:`trainer.probe`); ``None``
-    when the probe is off or the epoch is not probed (``topk2``: :func:`trainer.probe.probe_applies`)."""
+    when the probe is off (:func:`trainer.probe.probe_applies`)."""
     if not probe_applies(spec, epoch):
         return None
     starts = probe_starts(dataset, probe_seed(beacon, epoch), spec.verification.probe_windows)
@@ -237,15 +247,15 @@ def simulate(spec: RunSpec, dataset: Dataset, mode: Mode, workers: int, steps: i
             # epoch's beacon (revealed after the Δs were committed).
             gains = epoch_gains(spec, stepper.model, dataset, state.params, accepted, epoch_seed(run_id, e, {}), e)
             if schedule == "optimistic":  # the next start: every committed Δ, before settlement (no gains yet)
-                state = outer_step(settled, proposers_aggregate(spec, deltas), spec.outer)
-                settled = outer_step(settled, proposers_aggregate(spec, accepted, gains), spec.outer)
+                state = outer_step(settled, proposers_aggregate(spec, deltas, epoch=e), spec.outer)
+                settled = outer_step(settled, proposers_aggregate(spec, accepted, gains, e), spec.outer)
             elif schedule == "delayed":
-                pending.append(proposers_aggregate(spec, accepted, gains))
+                pending.append(proposers_aggregate(spec, accepted, gains, e))
                 if len(pending) > 1:
                     settled = outer_step(settled, pending.pop(0), spec.outer)
                 state = settled
             else:
-                settled = state = outer_step(settled, proposers_aggregate(spec, accepted, gains), spec.outer)
+                settled = state = outer_step(settled, proposers_aggregate(spec, accepted, gains, e), spec.outer)
             evaluate(since, params=settled.params)
         if pending:  # the pipeline drains: the last round's aggregate
             settled = outer_step(settled, pending.pop(0), spec.outer)

@@ -30,8 +30,8 @@ from trainer.inner import EpochContext, EpochResult, StepCallback
 from trainer.model import parameter_shapes
 from trainer.outer import outer_step
 from trainer.presets import tiny
+from trainer.probe import admitted, decided_gains, probe_rule
 from verifier.adversaries import commit_leaves
-from verifier.measure import within_peer_bound
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import simulation_spec
 from veriloco.network import LocalNetwork, Roster
@@ -108,7 +108,8 @@ def test_a_pipelined_schedule_to_topk2_carries_from_two_back_settles_and_catches
         assert residual_digest(started[3]) != bytes(store.read_delta(spec.for_epoch(2), 2)[NEXT].tolist())
 
     # Every settled θ^s_{e+1}: the outer step from e's settled start over the accepted Δs (each in
-    # its epoch's scheme, bounded by the peers as every proposer does), recomputed from the files.
+    # its epoch's scheme, bounded by the peers and probed on the chain's gains as every proposer
+    # does, topk2 epochs with their own allowance), recomputed from the files.
     globals_ = net.hosts[0].globals
     for report in reports:
         e, info = report.epoch, net.ledger.epoch(report.epoch)
@@ -121,7 +122,11 @@ def test_a_pipelined_schedule_to_topk2_carries_from_two_back_settles_and_catches
             assert delta_hash(payload).hex() == commitment.delta_hash
             deltas[host.address] = dequantize(payload, shapes, spec.quantization.at(e))
             weights[host.address] = commitment.segments
-        kept = within_peer_bound(deltas).kept
+        gains = decided_gains({h.address: h.gain_micro for h in report.hosts if h.address in accepted})
+        margin, relative = probe_rule(spec, e)
+        bound = admitted(deltas, gains, margin, weights, relative_bps=relative)
+        assert not bound.excluded, (e, gains)  # no honest host left out by the probe
+        kept = bound.kept
         start = globals_.get(info.settled_start or info.model_hash)
         settled = outer_step(start, aggregate(spec.aggregation, kept, {a: weights[a] for a in kept}), spec.outer)
         assert settled.hash().hex() == info.next_model_hash, e

@@ -279,15 +279,35 @@ def test_the_simulation_aggregates_through_the_probe_rule(dataset, monkeypatch) 
     assert simulate(short, dataset, "diloco", workers=3, steps=16, evals=1, eval_windows=64).val_loss == probed
 
 
-def test_topk2_epochs_are_not_probed() -> None:
+def test_topk2_epochs_are_probed_with_their_own_allowance() -> None:
     from suite_env import small_spec
 
-    from trainer.probe import probe_applies
+    from trainer.probe import (
+        PROBE_MARGIN_TIMES_TOPK2,
+        PROBE_RELATIVE_BPS,
+        PROBE_RELATIVE_BPS_TOPK2,
+        probe_applies,
+        probe_rule,
+    )
 
     assert probe_applies(small_spec(), 0) and not probe_applies(small_spec(verification={"probe_windows": 0}), 0)
     scheduled = small_spec(quantization={"scheme": "int8", "block_size": 64,
                                          "schedule": [{"from_epoch": 2, "scheme": "topk2", "block_size": 1024}]})
-    assert [probe_applies(scheduled, e) for e in range(4)] == [True, True, False, False]
+    assert [probe_applies(scheduled, e) for e in range(4)] == [True] * 4
+    margin = scheduled.aggregation.probe_margin_micro
+    topk2 = (PROBE_MARGIN_TIMES_TOPK2 * margin, PROBE_RELATIVE_BPS_TOPK2)
+    assert [probe_rule(scheduled, e) for e in range(4)] == [(margin, PROBE_RELATIVE_BPS)] * 2 + [topk2] * 2
+    assert PROBE_MARGIN_TIMES_TOPK2 > 1 and PROBE_RELATIVE_BPS < PROBE_RELATIVE_BPS_TOPK2 < 10_000
+    # A gain 40,000 µnats below a median of 150,000: left out of an int8 epoch (allowance 27,500), kept
+    # in a topk2 one (90,000); a Δ̂ that makes the model worse is left out of either.
+    gains = {"a": 150_000, "b": 151_000, "c": 152_000, "d": 110_000}
+    assert probe_outliers(gains, margin) == {"d"}
+    assert probe_outliers(gains, topk2[0], relative_bps=topk2[1]) == set()
+    assert probe_outliers({**gains, "d": -1}, topk2[0], relative_bps=topk2[1]) == {"d"}
+    assert probe_allowance(150_000, *topk2) == PROBE_MARGIN_TIMES_TOPK2 * margin + 15 * PROBE_RELATIVE_BPS_TOPK2
+    for bad in (-1, 10_001, True):
+        with pytest.raises(ValueError, match="relative_bps"):
+            probe_outliers(gains, 0, relative_bps=bad)
 
 
 @pytest.mark.parametrize("preset_name", ["tiny", "demo"])
