@@ -14,7 +14,8 @@ model hash on chain.
 **Warming.** :meth:`GlobalStore.warm` fetches a state on a thread of its own, so a participant can
 ask for θ_e as soon as the chain names it (a validator, once it joined e) and find it on disk when
 it replays, instead of reading it on its tick thread while its peers' uplinks carry leaves. One
-fetch runs at a time: a ``get`` meanwhile waits for it and then reads the copy it stored.
+fetch of a state runs at a time: a ``get`` of it meanwhile waits for it and then reads the copy it
+stored; a ``get`` of another state does not wait.
 
 With a retention setting (``keep_epochs``, a host's ``--keep-epochs``) the store deletes the states
 no one can need any more (:meth:`GlobalStore.prune`, deciding with :func:`prunable_states`):
@@ -116,8 +117,9 @@ class GlobalStore:
         self._seen: dict[str, int] = {}  # hash -> the epoch it was first stored or seen in
         self._open_from = 0  # every epoch before it is known closed
         self._initial: str | None = None
-        # warm() fetches on its own thread: one fetch at a time (_fetch), the dicts under _mutex.
-        self._fetch = threading.Lock()
+        # warm() fetches on its own thread: one fetch of a hash at a time (its lock in _fetching, so a
+        # slow holder of one state never holds a read of another), the dicts under _mutex.
+        self._fetching: dict[str, threading.Lock] = {}
         self._mutex = threading.RLock()
         self._warming: dict[str, float] = {}  # hash -> when its last warm fetch started
 
@@ -156,8 +158,10 @@ class GlobalStore:
                 self.path(model_hash).unlink(missing_ok=True)
                 self._cache.pop(model_hash, None)
                 self._seen.pop(model_hash, None)
-            # Failed warm fetches are forgotten once an epoch (tried again at the next warm).
+            # Failed warm fetches are forgotten once an epoch (tried again at the next warm), and
+            # the locks of fetches that are over.
             self._warming = {h: t for h, t in self._warming.items() if t < 0}
+            self._fetching = {h: lock for h, lock in self._fetching.items() if lock.locked()}
         return sorted(doomed)
 
     def path(self, model_hash: str) -> Path:
@@ -201,7 +205,9 @@ class GlobalStore:
             if initial.hash().hex() == model_hash:
                 self.put(initial)
                 return initial
-        with self._fetch:  # a warm fetch of it under way: wait for it, then read what it stored
+        with self._mutex:
+            fetching = self._fetching.setdefault(model_hash, threading.Lock())
+        with fetching:  # a warm fetch of it under way: wait for it, then read what it stored
             cached = self._cache.get(model_hash)
             if cached is not None:
                 return cached

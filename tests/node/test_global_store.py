@@ -213,3 +213,46 @@ def test_warming_a_state_nobody_serves_raises_nothing_and_is_tried_again_later(t
             store.get(model_hash)  # the caller that needs it hears why
     finally:
         server.stop()
+
+
+class _Shelf(_Holder):
+    """A holder of several states by hash; reads of the ``gated`` ones wait until ``gate`` is set."""
+
+    def __init__(self, states: dict[str, bytes], gated: set[str]) -> None:
+        super().__init__(b"")
+        import threading
+
+        self.states, self.gated, self.gate = states, gated, threading.Event()
+
+    def global_state(self, model_hash):
+        if model_hash in self.gated:
+            self.gate.wait(20)
+        self.asked += 1
+        if model_hash not in self.states:
+            raise ArtifactUnavailable("not held")
+        return self.states[model_hash]
+
+
+def test_a_slow_warm_fetch_of_one_state_does_not_hold_a_read_of_another(tmp_path) -> None:
+    # A validator warms θ_{e+1} from a holder that drips it, while its tick needs θ_e: that read must
+    # not wait for the other state's fetch.
+    import threading
+
+    slow, needed = _halved(), GlobalState({n: t * 0.25 for n, t in GlobalState.initial(SPEC).params.items()},
+                                          GlobalState.initial(SPEC).momentum)
+    slow_hash, needed_hash = slow.hash().hex(), needed.hash().hex()
+    holder = _Shelf({slow_hash: slow.encode(), needed_hash: needed.encode()}, gated={slow_hash})
+    store, server = _one_holder_store(tmp_path, holder)
+    try:
+        assert store.warm(slow_hash) is True
+        got: list[GlobalState] = []
+        reader = threading.Thread(target=lambda: got.append(store.get(needed_hash)))
+        reader.start()
+        reader.join(10)
+        assert got and got[0].hash().hex() == needed_hash  # read while the other fetch still waits
+        assert not store.has(slow_hash)
+        holder.gate.set()
+        assert _until(lambda: store.has(slow_hash))
+    finally:
+        holder.gate.set()
+        server.stop()
