@@ -42,9 +42,9 @@ torch-requirement:
 	@echo '$(TORCH_REQ) $(TORCH_INDEX)'
 
 # Debian's Rust toolchain for rebuilding the contract (the reproducibility test needs it). lld-14 is
-# the wasm linker (/usr/bin/rust-lld), which libstd-rust-dev-wasm32 only recommends; rustfmt and
-# rust-clippy check the contract's sources.
-RUST_PKGS = cargo rustc libstd-rust-dev-wasm32 lld-14 rustfmt rust-clippy librust-serde-dev \
+# the wasm linker (/usr/bin/rust-lld), which libstd-rust-dev-wasm32 only recommends; binaryen's
+# wasm-opt shrinks the linked wasm (contracts/build.sh); rustfmt and rust-clippy check the sources.
+RUST_PKGS = cargo rustc libstd-rust-dev-wasm32 lld-14 binaryen rustfmt rust-clippy librust-serde-dev \
             librust-serde-derive-dev librust-serde-json-dev librust-sha2-dev
 toolchain:
 	@missing=$$(for p in $(RUST_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
