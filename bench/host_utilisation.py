@@ -29,6 +29,11 @@ allow a transfer scales the same way: the validators' ``ClientLimits.min_rate`` 
 of 1 Gbit/s) becomes a tenth of the scaled link, else a leaf that takes minutes over a real link
 would be cut at its unscaled deadline.
 
+**A griefer** (``--griefer unavailable``, with ``--validators 4``): the last validator runs that
+behaviour, e.g. a free `unavailable` on each of its seats, so each of its challenges goes to a
+dispute round that every validator replays. Every validator shares one core here (in a network
+each has its own machine), so the dispute round's replays run one after another: an upper bound.
+
 **Busy fraction** = Σ training ÷ wall over epochs 1 … ``--epochs`` (epoch 0, the warm-up, left
 out): from the start of epoch 1's training to the start of epoch ``--epochs + 1``'s, training as
 the host's own clock keeps it (:attr:`HostNode.trainings`). Each stall between two trainings is
@@ -212,7 +217,8 @@ def run(spec: RunSpec, dataset: Dataset, root: Path, args: argparse.Namespace, r
     servers: list[ServerThread] = [host_server]
     nodes: list[HostNode | ValidatorNode] = [host]
     for i, k in enumerate(val_keys):
-        node = validator_node(ledger, k, root / f"validator-{i}", None, name=f"validator-{i}",
+        griefer = args.griefer if i == args.validators - 1 else None
+        node = validator_node(ledger, k, root / f"validator-{i}", griefer, name=f"validator-{i}",
                               allow_private=True, keep_epochs=1)
         # The slowest rate a reader accepts is a time too: scaled with the link (see the module docstring).
         node.base_limits = replace(node.base_limits, min_rate=node.base_limits.min_rate * rate / LINK_BYTES_S)
@@ -326,6 +332,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900, help="seconds a run may take at most")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--trace", action="store_true", help="every node's events, timed, in the JSON")
+    parser.add_argument("--griefer", default=None,
+                        help="the last validator's behaviour (e.g. unavailable: a free dispute on each of its seats)")
     args = parser.parse_args()
     cores = os.sched_getaffinity(0)
     core = {args.host_core}
