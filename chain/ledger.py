@@ -59,6 +59,7 @@ from protocol.views import (
     Member,
     ParticipantStatus,
     ReportPage,
+    Standby,
     assemble_report,
 )
 
@@ -67,6 +68,13 @@ M = TypeVar("M", bound=BaseModel)
 MAX_STANDBY_VALUE = 128
 """Bytes at most of a member's stored standby (:meth:`Ledger.standby`): a JSON string holding a
 bech32 address, which is at most 90 characters."""
+
+
+def is_unknown_query(exc: ContractError, name: str) -> bool:
+    """Whether the contract refused a query because it does not know ``name`` (a contract built
+    before that query existed): serde's refusal of the query message, the same text on both
+    backends (``invalid query message: unknown variant `name`, expected one of …``)."""
+    return str(exc).startswith(f"invalid query message: unknown variant `{name}`")
 
 
 class ContractBackend(ABC):
@@ -302,14 +310,34 @@ class Ledger:
         return None if answer is None else self._validate(Member, answer)
 
     def standby(self, member: str) -> str | None:
-        """The standby revealer ``member`` named (:meth:`set_standby`), or None. No query of the
-        contract shows it, so it is read from the contract's public storage (``sy/`` + address,
-        the address as a JSON string) with the chain's raw query; validated before use.
+        """The standby revealer ``member`` named (:meth:`set_standby`), or None: the contract's
+        ``standby {member}`` query, checked to be an address of this chain.
+
+        A contract from before 0.3.1 does not know that query (it refuses it as an unknown variant
+        of its query message): then the value is read from the contract's public storage (``sy/`` +
+        address, the address as a JSON string) with the chain's raw query, validated the same way
+        (docs/contract.md, "Upgrades").
 
         Raises:
-            LedgerError: the stored value is not an address of this chain (nor more than
-                :data:`MAX_STANDBY_VALUE` bytes, which none is).
+            ContractError: the contract refused the query (``member`` is not an address).
+            LedgerError: the answer or the stored value is not an address of this chain (nor, in
+                storage, more than :data:`MAX_STANDBY_VALUE` bytes, which none is).
         """
+        try:
+            answer = self._read(Standby, {"standby": {"member": member}})
+        except ContractError as exc:
+            if not is_unknown_query(exc, "standby"):
+                raise
+            return self._stored_standby(member)
+        problem = f"the standby named by {member} is not an address of this chain"
+        if answer.member != member:
+            raise LedgerError(f"the contract answered the standby of {answer.member}, not of {member}")
+        if answer.standby is not None and not is_address(answer.standby, self.prefix):
+            raise LedgerError(f"{problem}: {answer.standby[:100]!r}")
+        return answer.standby
+
+    def _stored_standby(self, member: str) -> str | None:
+        """:meth:`standby` on a contract without the query: the raw read of ``sy/<member>``."""
         value = self.backend.raw(b"sy/" + member.encode())
         if value is None:
             return None

@@ -59,6 +59,15 @@ class Member(Boundary):
     rewarded_total: Amount = "0"
 
 
+class Standby(Boundary):
+    """Answer to ``standby {member}`` (contract 0.3.1 onwards): the standby revealer ``member``
+    named with ``set_standby``, the one address other than its own that may send its ``reveal``
+    (docs/contract.md, "A standby revealer"); None when it named none."""
+
+    member: Address
+    standby: Address | None = None
+
+
 class Config(Boundary):
     """The contract's configuration: the run spec (canonical JSON) and where the run started."""
 

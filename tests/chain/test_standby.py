@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from ledger_env import LedgerEnv
 
-from chain.ledger import ContractError
+from chain.ledger import ContractError, is_unknown_query
 from node.events import NodeEvent
 from node.participant import Participant, journal_dir
 from node.server import ServerThread
@@ -180,7 +180,19 @@ def test_a_named_standby_reveals_for_its_member_and_can_do_nothing_else(ledger_e
     outsider = env.addr("outsider")  # funded, no stake: host2's standby
     with pytest.raises(ContractError, match="is a member"):
         env.ledger.set_standby(env.key("host2"), env.addr("validator1"))
+    assert env.ledger.standby(env.addr("host2")) is None
     env.ledger.set_standby(env.key("host2"), outsider)
+    assert env.ledger.standby(env.addr("host2")) == outsider  # the contract's `standby` query
+    assert env.ledger.backend.query({"standby": {"member": env.addr("host2")}}) == {
+        "member": env.addr("host2"), "standby": outsider}
+    with pytest.raises(ContractError, match=r"^standby: "):
+        env.ledger.standby("inj1nope")
+    # A contract without a query refuses it in the one form Ledger.standby falls back on (a code id
+    # from before the `standby` query: tests/node/test_standby_handover.py).
+    with pytest.raises(ContractError, match=r"^invalid query message: unknown variant `no_such_query`, expected one "
+                                            r"of `config`, ") as unknown:
+        env.ledger.backend.query({"no_such_query": {"member": env.addr("host2")}})
+    assert is_unknown_query(unknown.value, "no_such_query") and not is_unknown_query(unknown.value, "standby")
     primary = Participant(env.ledger, env.key("host2"), env.spec, tmp_path / "primary", name="host2")
     env.join("host2", beacon=beacon_commit(primary.address, 0, primary.secret(0)).hex())
     for name in ["host1", *VALIDATORS]:

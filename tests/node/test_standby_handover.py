@@ -11,13 +11,14 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI, HTTPException
 
 from chain.embedded import EmbeddedChain
-from chain.embedded.backend import deploy_embedded
-from chain.ledger import Ledger, LedgerError
+from chain.embedded.backend import EmbeddedBackend, deploy_embedded
+from chain.ledger import ContractError, Ledger, LedgerError
 from node import standby_handover
 from node.daemon import Daemon
 from node.http import HttpFailure, SafeClient
@@ -512,22 +513,103 @@ def test_a_daemon_hands_its_secret_to_its_standby_and_joins_whether_it_is_up_or_
         assert 0 not in courier.delivered and courier._failed[0] >= 2 and not folder.exists()
 
 
-# -- the standby a member named, read from the contract's storage ------------------------------
+# -- the standby a member named, read from the contract --------------------------------------
 
 
-def test_the_standby_read_from_chain_storage_is_validated() -> None:
-    # No query shows it: Ledger.standby reads the contract's raw storage, so whatever is stored
-    # there is checked before the hand-over trusts it as the standby's address.
+def named_standby_ledger() -> tuple[EmbeddedChain, Ledger, PrivateKey]:
+    """A run on the embedded chain with one bonded member (its key returned), which named no standby."""
     operator, member = PrivateKey(b"\x21" * 32), PrivateKey(b"\x22" * 32)
     chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (operator, member)})
     spec = tiny()
     ledger = deploy_embedded(chain, operator, spec, "00" * 32, operator.address())
     ledger.bond(member, "validator", "http://127.0.0.1:1", int(spec.economics.min_validator_stake))
+    return chain, ledger, member
+
+
+CONTRACT_0_3_0_REFUSAL = (
+    "invalid query message: unknown variant `standby`, expected one of `config`, `member`, `members`, "
+    "`accounting`, `epoch`, `epochs`, `challenges`, `report`, `participant`, `compute_class`, "
+    "`aggregation_inputs` at line 1 column 10")
+"""What contract 0.3.0 (the wasm before the ``standby`` query, sha256 8cdb1903…) answered ``standby
+{member}`` on the embedded chain, verbatim; ``tests/chain/test_standby.py`` checks on both backends that
+the contract's refusal of an unknown query has this form."""
+
+
+class Contract030(EmbeddedBackend):
+    """The contract as 0.3.0 answers: without the ``standby`` query, which it refuses with
+    ``refusal`` (every other query, every message and the storage are the real contract's); counts
+    the raw reads."""
+
+    def __init__(self, chain: EmbeddedChain, contract_address: str, denom: str,
+                 refusal: str = CONTRACT_0_3_0_REFUSAL) -> None:
+        super().__init__(chain, contract_address, denom)
+        self.refusal = refusal
+        self.raw_reads = 0
+
+    def query(self, msg: dict[str, Any]) -> Any:
+        if "standby" in msg:
+            raise ContractError(self.refusal, contract=self.contract_address, entry_point="query")
+        return super().query(msg)
+
+    def raw(self, key: bytes) -> bytes | None:
+        self.raw_reads += 1
+        return super().raw(key)
+
+
+def test_the_standby_is_the_contracts_answer_checked_before_use() -> None:
+    chain, ledger, member = named_standby_ledger()
     address = member.address()
     assert ledger.standby(address) is None
     ledger.set_standby(member, STANDBY.address())
     assert ledger.standby(address) == STANDBY.address()
-    store = chain._stores[ledger.backend._contract]  # the contract's storage, as wasmd's raw query reads it
+    assert ledger.standby(OTHER.address()) is None  # not a member: named nobody
+    with pytest.raises(ContractError, match=r"^standby: "):  # refused by the contract, not read raw
+        ledger.standby("inj1nope")
+    # What only a corrupt store could answer is refused before the hand-over trusts it.
+    store = chain._stores[ledger.backend._contract]  # the contract's storage
+    key = b"sy/" + address.encode()
+    for value, error in [
+        (json.dumps(STANDBY.address("cosmos")).encode(), "the standby named by .* is not an address of this chain: "
+                                                         "'cosmos1"),
+        (b'"inj1nope"', "malformed Standby from the contract"),
+        (b"42", f'corrupt state under key "sy/{address}": invalid type: integer `42`, expected a string'),
+    ]:
+        store[key] = value
+        with pytest.raises(LedgerError, match=error):
+            ledger.standby(address)
+    ledger.set_standby(member, None)
+    assert ledger.standby(address) is None
+
+
+def test_an_answer_about_another_member_is_refused() -> None:
+    chain, ledger, member = named_standby_ledger()
+    ledger.set_standby(member, STANDBY.address())
+
+    class Confused(EmbeddedBackend):  # a node answering the query about someone else
+        def query(self, msg: dict[str, Any]) -> Any:
+            if "standby" in msg:
+                msg = {"standby": {"member": member.address()}}
+            return super().query(msg)
+
+    confused = Ledger(Confused(chain, ledger.backend.contract_address, DENOM))
+    assert confused.standby(member.address()) == STANDBY.address()
+    with pytest.raises(LedgerError, match=f"the contract answered the standby of {member.address()}, not of "
+                                          f"{OTHER.address()}"):
+        confused.standby(OTHER.address())
+
+
+def test_a_contract_without_the_query_has_the_standby_read_from_its_storage_and_validated() -> None:
+    # A run on a code id from before 0.3.1 refuses `standby {member}`: Ledger.standby then reads the
+    # contract's raw storage (`sy/` + address), and checks whatever is stored there.
+    chain, ledger, member = named_standby_ledger()
+    old = Contract030(chain, ledger.backend.contract_address, DENOM)
+    ledger = Ledger(old)
+    address = member.address()
+    assert ledger.standby(address) is None
+    ledger.set_standby(member, STANDBY.address())
+    assert ledger.standby(address) == STANDBY.address()
+    assert old.raw_reads == 2
+    store = chain._stores[old.contract_address]  # the contract's storage, as wasmd's raw query reads it
     key = b"sy/" + address.encode()
     assert store[key] == json.dumps(STANDBY.address()).encode()
     for value, why in [
@@ -546,6 +628,20 @@ def test_the_standby_read_from_chain_storage_is_validated() -> None:
             ledger.standby(address)
     del store[key]
     assert ledger.standby(address) is None
+
+
+def test_only_a_refusal_of_the_unknown_query_falls_back_to_storage() -> None:
+    chain, ledger, member = named_standby_ledger()
+    ledger.set_standby(member, STANDBY.address())
+
+    for reason in ["standby: address is empty",
+                   "invalid query message: unknown variant `standby_of`, expected one of `config`",
+                   "invalid query message: missing field `member` at line 1 column 12"]:
+        backend = Contract030(chain, ledger.backend.contract_address, DENOM, refusal=reason)
+        with pytest.raises(ContractError) as refused:
+            Ledger(backend).standby(member.address())
+        assert str(refused.value) == reason
+        assert backend.raw_reads == 0
 
 
 def test_the_standby_servers_chain_client_gives_up_in_seconds_not_a_minute() -> None:

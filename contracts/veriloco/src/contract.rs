@@ -278,6 +278,7 @@ pub fn query(deps: Deps, _env: Env, msg: QueryMsg) -> Result<Binary, ContractErr
     let answer = match msg {
         QueryMsg::Config {} => to_json(&queries::config(deps)?),
         QueryMsg::Member { address } => to_json(&queries::member(deps, &address)?),
+        QueryMsg::Standby { member } => to_json(&queries::standby(deps, &member)?),
         QueryMsg::Members {
             role,
             start_after,

@@ -149,6 +149,10 @@ pub enum QueryMsg {
     Member {
         address: String,
     },
+    /// The standby revealer `member` named with `set_standby` (`standby: null` when none).
+    Standby {
+        member: String,
+    },
     Members {
         #[serde(default)]
         role: Option<Role>,
@@ -227,6 +231,14 @@ pub struct ConfigResponse {
     pub denom: String,
     pub treasury: String,
     pub admin: Option<String>,
+}
+
+/// Answer to `standby {member}` (`protocol.views.Standby`): the one address that may send
+/// `reveal` for `member` (docs/contract.md, "A standby revealer"), None when it named none.
+#[derive(Serialize)]
+pub struct StandbyResponse {
+    pub member: String,
+    pub standby: Option<String>,
 }
 
 /// Answer to `members {...}`: members ordered by address.

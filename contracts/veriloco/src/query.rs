@@ -1,7 +1,7 @@
 //! The queries. Read-only: they show what is stored, so a phase whose deadline has passed shows
 //! until the next transaction closes it (its `phase_deadline` tells the reader it is due).
 //!
-//! Run-wide: `config`, `accounting`, `member`, `members`. Per epoch: `epoch`, `epochs`,
+//! Run-wide: `config`, `accounting`, `member`, `standby`, `members`. Per epoch: `epoch`, `epochs`,
 //! `challenges` (one validator's work), `participant` (one participant's part: what a node
 //! polls), `aggregation_inputs` (the accepted hosts' endpoints and Δ hashes, paged), `report`
 //! (everything, paged). A new query is a `QueryMsg` variant, its answer in `msg.rs`, a function here
@@ -21,7 +21,7 @@ use crate::limits::{
 use crate::msg::{
     AccountingResponse, AggregationInput, ChallengeInfo, ChallengeReport, CommitmentView,
     ComputeClassStatus, ConfigResponse, EpochInfo, HostReport, ParticipantStatus, ProposalView,
-    ReportPage, ValidatorCounts, ValidatorPart, VoteView,
+    ReportPage, StandbyResponse, ValidatorCounts, ValidatorPart, VoteView,
 };
 use crate::records::{
     self, Assignment, EpochHeader, Outcome, Phase, ASSIGNMENTS, COMMITMENTS, HEADERS, PARTICIPANTS,
@@ -59,6 +59,17 @@ pub fn member(deps: Deps, address: &str) -> Result<Option<MemberView>, ContractE
         .addr_validate(address)
         .map_err(|e| e.context("member"))?;
     state::member_view(deps.storage, address)
+}
+
+/// The standby revealer `member` named (`set_standby`), if any: one point read.
+pub fn standby(deps: Deps, member: &str) -> Result<StandbyResponse, ContractError> {
+    deps.api
+        .addr_validate(member)
+        .map_err(|e| e.context("standby"))?;
+    Ok(StandbyResponse {
+        member: member.to_string(),
+        standby: state::STANDBYS.may_load(deps.storage, member)?,
+    })
 }
 
 /// Members in address order after `start_after`, of `role` if given.

@@ -1197,6 +1197,48 @@ fn a_standby_reveals_for_the_one_member_that_named_it_and_does_nothing_else() {
 }
 
 #[test]
+fn the_standby_query_shows_whom_each_member_named() {
+    let mut net = Net::new(&spec_with(json!({})), 2, 1);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    let standby = net.chain.addr("standby");
+    let other = net.chain.addr("other standby");
+    let named = |net: &Net, member: &str| net.chain.query(json!({"standby": {"member": member}}));
+    assert_eq!(named(&net, &h[0]), json!({"member": h[0], "standby": null}));
+    net.chain
+        .ok(&h[0], json!({"set_standby": {"standby": standby}}));
+    net.chain
+        .ok(&v[0], json!({"set_standby": {"standby": other}}));
+    assert_eq!(
+        named(&net, &h[0]),
+        json!({"member": h[0], "standby": standby})
+    );
+    assert_eq!(named(&net, &v[0])["standby"], json!(other));
+    // h[1] named nobody.
+    assert_eq!(named(&net, &h[1])["standby"], Value::Null);
+    // The latest set_standby wins; a refused one changes nothing; a cleared one shows null.
+    net.chain
+        .ok(&h[0], json!({"set_standby": {"standby": other}}));
+    assert_eq!(named(&net, &h[0])["standby"], json!(other));
+    net.chain
+        .refused(&h[0], json!({"set_standby": {"standby": h[1]}}));
+    assert_eq!(named(&net, &h[0])["standby"], json!(other));
+    net.chain
+        .ok(&h[0], json!({"set_standby": {"standby": null}}));
+    assert_eq!(named(&net, &h[0])["standby"], Value::Null);
+    // Whom nobody bonded as: none; the standby itself names nobody.
+    assert_eq!(named(&net, &standby)["standby"], Value::Null);
+    // An address that is not one is refused, naming the query.
+    for bad in ["inj1bad", "", "not an address"] {
+        let msg = parse(json!({"standby": {"member": bad}}));
+        let err = contract::query(net.chain.deps.as_ref(), net.chain.env(), msg).unwrap_err();
+        assert!(err.to_string().starts_with("standby: "), "{err}");
+    }
+    // Unknown fields are refused like every query's.
+    let msg = json!({"standby": {"member": h[0], "epoch": 0}}).to_string();
+    assert!(parse_json::<QueryMsg>("query message", msg.as_bytes()).is_err());
+}
+
+#[test]
 fn a_standby_reveal_after_the_members_own_is_refused() {
     let mut net = Net::new(&spec_with(json!({})), 1, 1);
     let (h, v) = (net.hosts.clone(), net.validators.clone());
