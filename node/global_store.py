@@ -186,16 +186,19 @@ class GlobalStore:
     def has(self, model_hash: str) -> bool:
         return model_hash in self._cache or self.path(model_hash).exists()
 
-    def get(self, model_hash: str, epoch: int | None = None) -> GlobalState:
+    def get(self, model_hash: str, epoch: int | None = None, wait_s: float | None = None) -> GlobalState:
         """The global state with ``model_hash``: from memory, disk, θ_0, or a peer — verified.
 
         Args:
             model_hash: the state's hash (θ_e as the chain holds it).
             epoch: the epoch that starts from it, if known: the hosts accepted in the epoch before
                 are asked first.
+            wait_s: how long to wait for a fetch of it already under way (a warm one) before
+                giving up for now; None waits for it to end. A tick passes its own short wait, so
+                a holder that keeps a warm fetch's answer back cannot hold the tick.
 
         Raises:
-            GlobalStateUnavailable: nobody has it (yet).
+            GlobalStateUnavailable: nobody has it (yet), or it is still being fetched after ``wait_s``.
         """
         cached = self._cache.get(model_hash)
         if cached is not None:
@@ -207,7 +210,10 @@ class GlobalStore:
                 return initial
         with self._mutex:
             fetching = self._fetching.setdefault(model_hash, threading.Lock())
-        with fetching:  # a warm fetch of it under way: wait for it, then read what it stored
+        # A warm fetch of it under way: wait for it (at most wait_s), then read what it stored.
+        if not fetching.acquire(timeout=-1 if wait_s is None else wait_s):
+            raise GlobalStateUnavailable(f"global state {model_hash[:12]}… is still being fetched")
+        try:
             cached = self._cache.get(model_hash)
             if cached is not None:
                 return cached
@@ -217,6 +223,8 @@ class GlobalStore:
             except ArtifactUnavailable as exc:
                 raise GlobalStateUnavailable(str(exc)) from None
             return self._stored(model_hash, state)
+        finally:
+            fetching.release()
 
     def warm(self, model_hash: str, epoch: int | None = None, retry_s: float = WARM_RETRY_S) -> bool:
         """Fetch ``model_hash`` on a thread of its own unless it is held or being fetched, so a

@@ -791,7 +791,7 @@ class ValidatorNode(Participant):
             return 0
         spec = self.spec.for_epoch(challenge.epoch)
         delta = dequantize(load_delta(path, spec), parameter_shapes(spec), spec.quantization)
-        theta = self.globals.get(status.model_hash, status.epoch)
+        theta = self.globals.get(status.model_hash, status.epoch, wait_s=self._wait_s)
         beacon = self.ledger.epoch(challenge.epoch).seed
         if beacon is None:  # never at a verdict: the seed is fixed when reveal closes
             raise GlobalStateUnavailable(f"epoch {challenge.epoch} has no beacon yet")
@@ -830,7 +830,7 @@ class ValidatorNode(Participant):
         Raises:
             GlobalStateUnavailable: θ_e is not to be had yet.
         """
-        theta = self.globals.get(status.model_hash, status.epoch)
+        theta = self.globals.get(status.model_hash, status.epoch, wait_s=self._wait_s)
         if self._stepper is None:
             self._stepper = Stepper(self.spec, device=self.device)
         key = _key(challenge)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import hashlib
 
+from http_network import Locked
+
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
+from chain.ledger import Ledger
 from node.daemon import http_peers
 from node.global_store import GlobalStore
 from node.server import ServerThread, create_app
@@ -132,8 +135,10 @@ class _Gated(_Holder):
         import threading
 
         self.gate = threading.Event()
+        self.reading = threading.Event()  # set once a read is under way (held at the gate)
 
     def global_state(self, model_hash):
+        self.reading.set()
         self.gate.wait(10)
         return super().global_state(model_hash)
 
@@ -143,7 +148,9 @@ def _one_holder_store(tmp_path, holder: _Holder):
     spec = SPEC
     key, reader, operator = (PrivateKey(bytes([b]) * 32) for b in (0x40, 0x50, 0x51))
     chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (key, reader, operator)})
-    ledger = deploy_embedded(chain, operator, spec, hashlib.sha256(b"theta").hexdigest(), operator.address())
+    deployed = deploy_embedded(chain, operator, spec, hashlib.sha256(b"theta").hexdigest(), operator.address())
+    # The warm thread and the caller both read the chain: one lock, as a real node serves both.
+    ledger = Ledger(Locked(deployed.backend))
     server = ServerThread(create_app(holder, spec.run_id().hex(), key.address(), authorize=lambda a: True))
     server.start()
     ledger.bond(key, "host", server.url, int(spec.economics.min_host_stake))
@@ -222,10 +229,11 @@ class _Shelf(_Holder):
         super().__init__(b"")
         import threading
 
-        self.states, self.gated, self.gate = states, gated, threading.Event()
+        self.states, self.gated, self.gate, self.reading = states, gated, threading.Event(), threading.Event()
 
     def global_state(self, model_hash):
         if model_hash in self.gated:
+            self.reading.set()
             self.gate.wait(20)
         self.asked += 1
         if model_hash not in self.states:
@@ -245,6 +253,7 @@ def test_a_slow_warm_fetch_of_one_state_does_not_hold_a_read_of_another(tmp_path
     store, server = _one_holder_store(tmp_path, holder)
     try:
         assert store.warm(slow_hash) is True
+        assert holder.reading.wait(10)  # the slow fetch is under way
         got: list[GlobalState] = []
         reader = threading.Thread(target=lambda: got.append(store.get(needed_hash)))
         reader.start()
@@ -256,3 +265,35 @@ def test_a_slow_warm_fetch_of_one_state_does_not_hold_a_read_of_another(tmp_path
     finally:
         holder.gate.set()
         server.stop()
+
+
+def test_a_tick_get_hears_not_yet_while_a_warm_fetch_is_held_back(tmp_path) -> None:
+    # The validator warms θ_e in train and its only holder holds the answer back. At verify the tick's
+    # get (ValidatorNode._verdict_for, with its short wait) hears "still being fetched" within about
+    # that wait and tries again next tick, instead of sitting on the fetch until the holder's request
+    # deadline, which in a pipelined run held e + 1's join (review s9, H7). Once the answer comes, a
+    # get reads the copy.
+    import time
+
+    import pytest
+
+    from node.global_store import GlobalStateUnavailable
+
+    wanted = _halved()
+    holder = _Gated(wanted.encode())
+    store, server = _one_holder_store(tmp_path, holder)
+    model_hash = wanted.hash().hex()
+    try:
+        assert store.warm(model_hash) is True
+        assert holder.reading.wait(10)  # the warm fetch is under way, held at the holder
+        started = time.monotonic()
+        with pytest.raises(GlobalStateUnavailable, match="still being fetched"):
+            store.get(model_hash, wait_s=0.2)
+        assert time.monotonic() - started < 2.0
+        holder.gate.set()
+        assert _until(lambda: store.has(model_hash))
+        assert store.get(model_hash, wait_s=0.2).hash().hex() == model_hash
+    finally:
+        holder.gate.set()
+        server.stop()
+    assert holder.asked == 1
