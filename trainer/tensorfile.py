@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,7 +89,9 @@ def atomic_file(path: Path, mode: int = 0o666) -> Iterator[BinaryIO]:
     (fsynced, then renamed, the rename made durable): a crash leaves the old file or the whole new
     one, and an error (a stream refused part-way) leaves nothing."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Per process and thread: two writers of one path in one process (a warm fetch and a tick's)
+    # must not share a temporary file; the last rename wins, each file whole.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
             yield f

@@ -153,3 +153,33 @@ def test_writing_builds_no_copy_of_the_file_in_python_memory(tmp_path) -> None:
         tracemalloc.stop()
     assert peak < 1 << 20, f"{peak} bytes allocated while writing 64 MiB"  # encode_tensors peaks above 64 MiB
     assert (tmp_path / "t.safetensors").read_bytes() == encode_tensors(tensors, FORMAT)
+
+
+def test_two_threads_writing_one_path_each_leave_a_whole_file(tmp_path) -> None:
+    # A warm fetch and a tick's fetch of the same state may write one path at once: each writes its
+    # own temporary file, so neither fails on the other's rename and the file ends whole.
+    import threading
+
+    from trainer.tensorfile import atomic_file
+
+    path = tmp_path / "state.bin"
+    inside = threading.Barrier(2, timeout=10)
+    errors: list[BaseException] = []
+
+    def write(byte: bytes) -> None:
+        try:
+            with atomic_file(path) as f:
+                f.write(byte * 1000)
+                inside.wait()  # both are between open and rename
+                f.write(byte * 1000)
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(b,)) for b in (b"a", b"b")]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(20)
+    assert not errors
+    assert path.read_bytes() in (b"a" * 2000, b"b" * 2000)
+    assert not list(tmp_path.glob(".*.tmp"))
