@@ -70,8 +70,8 @@ build_in() {
         /usr/bin/cargo build --release --target wasm32-unknown-unknown --offline --locked --quiet)
 }
 
-# optimize IN OUT: binaryen's post-link size optimization, flags and version pinned.
-optimize() {
+# check_wasm_opt: refuse another binaryen version before minutes of cargo, not after.
+check_wasm_opt() {
     local version
     version="$("$wasm_opt" --version)"
     if [[ $version != "$wasm_opt_version" ]]; then
@@ -79,11 +79,17 @@ optimize() {
              "(Debian bookworm's binaryen 108-1)" >&2
         exit 1
     fi
+}
+
+# optimize IN OUT: binaryen's post-link size optimization, flags and version pinned.
+optimize() {
+    check_wasm_opt
     # BINARYEN_PASS_DEBUG would add validation passes (and slow it down); keep the environment out.
     env -u BINARYEN_PASS_DEBUG "$wasm_opt" "${wasm_opt_flags[@]}" "$1" -o "$2"
 }
 
 ensure_toolchain
+check_wasm_opt
 
 if [[ $mode == build ]]; then
     build_in "$here" "$here/target"
