@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
+from chain.errors import LedgerError
 from chain.ledger import Ledger
 from node.content import WrongContent, fetch, holders
 from protocol.errors import VerilocoError
@@ -249,6 +250,8 @@ class GlobalStore:
             self.get(model_hash, epoch)
         except GlobalStateUnavailable as exc:
             log.debug("warming global state %s…: %s", model_hash[:12], exc)
+        except LedgerError as exc:  # the chain did not answer who holds it: tried again later
+            log.info("warming global state %s…: the chain did not answer: %s", model_hash[:12], exc)
         except Exception:  # a bug here must not end the thread's owner; its get will raise it
             log.exception("warming global state %s… broke", model_hash[:12])
         finally:
