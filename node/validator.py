@@ -292,6 +292,10 @@ class ValidatorNode(Participant):
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self.end_by_digests = True  # prefetch the end leaf's digest list, not the leaf; off: whole (as before)
         self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
+        # Fetch θ_e once joined e, on a thread of its own (GlobalStore.warm). The daemons' validator
+        # (veriloco.behaviours.validator_node) turns it on: its chain client answers from any
+        # thread; the in-process networks of simulate share one unlocked embedded VM, so not there.
+        self.warm_theta = False
 
     def tick(self) -> bool:
         status = self.status()
@@ -308,7 +312,7 @@ class ValidatorNode(Participant):
 
     def _act(self, status: ParticipantStatus) -> bool:
         """Do what ``status``'s epoch asks of this validator now; whether a transaction was sent."""
-        if self._threads > 0 and status.joined and status.phase not in ("join", "closed"):
+        if self.warm_theta and status.joined and status.phase not in ("join", "closed"):
             # θ_e while e trains, on a thread of its own: read here at its verify it would hold this
             # tick (and so its next join, in a pipelined run) while the hosts' uplinks carry leaves.
             self.globals.warm(status.model_hash, status.epoch)
