@@ -138,7 +138,8 @@ class CosmosClient(LedgerClient):  # type: ignore[misc]  # cosmpy ships no type 
         errors propagate unchanged (the caller knows what they mean).
 
         Raises:
-            NodeUnreachable: the node stayed unreachable for ``timeout`` (default ``reconnect_timeout``).
+            NodeUnreachable: the node stayed unreachable for ``timeout`` (default ``reconnect_timeout``),
+                or this client was closed.
         """
         window = self.reconnect_timeout if timeout is None else timeout
         give_up = time.monotonic() + window
@@ -147,6 +148,12 @@ class CosmosClient(LedgerClient):  # type: ignore[misc]  # cosmpy ships no type 
         while True:
             try:
                 answer = request(self.call_timeout)
+            except ValueError as exc:
+                # A call racing close() (a daemon stopping while its server still answers a
+                # request) finds the channel closed: the node is out of reach for this client.
+                if "closed channel" not in str(exc):
+                    raise
+                raise NodeUnreachable(f"the client of {self.url} is closed", url=self.url) from None
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else None
                 if not is_transport_failure(exc):

@@ -434,3 +434,13 @@ def test_a_simulated_tx_that_runs_out_of_gas_in_its_block_is_sent_again(devnet_d
     assert result.fee == (simulated[0] + real(c.chain.config, simulated[1])) * MIN_GAS_PRICE
     assert c.accounting()["reward_pool"] == 5
     assert c.total_funds() == total
+
+
+def test_a_call_after_close_is_a_ledger_error_not_a_value_error():
+    # A daemon stopping closes its client while its server may still answer a request (a member
+    # lookup): that call must be a LedgerError, which the lookup answers as "not a member", not
+    # grpc's ValueError, which went up through the server as a traceback (CI, test_stop_restart).
+    chain = CosmosChain("grpc+http://127.0.0.1:1", injective("injective-777"), reconnect_timeout=0.5)
+    chain.close()
+    with pytest.raises(LedgerError, match="closed"):
+        chain.height()
