@@ -287,9 +287,13 @@ pub fn query(deps: Deps, _env: Env, msg: QueryMsg) -> Result<Binary, ContractErr
             members: queries::members(deps, role, start_after.as_deref(), limit)?,
         }),
         QueryMsg::Accounting {} => to_json(&queries::accounting(deps)?),
-        QueryMsg::Epoch { epoch } => to_json(&queries::epoch(deps, epoch)?),
-        QueryMsg::Epochs { start_after, limit } => to_json(&EpochsResponse {
-            epochs: queries::epochs(deps, start_after, limit)?,
+        QueryMsg::Epoch { epoch, lists } => to_json(&queries::epoch(deps, epoch, lists)?),
+        QueryMsg::Epochs {
+            start_after,
+            limit,
+            lists,
+        } => to_json(&EpochsResponse {
+            epochs: queries::epochs(deps, start_after, limit, lists)?,
         }),
         QueryMsg::Challenges {
             epoch,

@@ -162,17 +162,23 @@ pub enum QueryMsg {
         limit: Option<u32>,
     },
     Accounting {},
-    /// One epoch (the current one when `epoch` is omitted).
+    /// One epoch (the current one when `epoch` is omitted). `lists: false` (0.3.2 onwards)
+    /// answers the header only, without the four address lists: a few point reads whatever
+    /// the number of participants.
     Epoch {
         #[serde(default)]
         epoch: Option<u64>,
+        #[serde(default)]
+        lists: Option<bool>,
     },
-    /// Epochs in ascending order after `start_after`.
+    /// Epochs in ascending order after `start_after` (`lists` as for `epoch`).
     Epochs {
         #[serde(default)]
         start_after: Option<u64>,
         #[serde(default)]
         limit: Option<u32>,
+        #[serde(default)]
+        lists: Option<bool>,
     },
     /// The challenges `validator` must replay in `epoch`, from the challenged hosts after
     /// `start_after` in address order, scanning at most `limit` of them; `next` in the answer is
@@ -269,10 +275,16 @@ pub struct EpochInfo {
     pub seed: Option<String>,
     pub next_model_hash: Option<String>,
     pub agreed: Option<bool>,
-    pub hosts: Vec<String>,
-    pub validators: Vec<String>,
-    pub committed: Vec<String>,
-    pub accepted: Vec<String>,
+    /// The epoch's participants by role, those that committed, and the accepted hosts (after
+    /// finalize); absent in a header-only answer (`lists: false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validators: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub committed: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<Vec<String>>,
     /// The dispute round in progress (0: none).
     pub round: u32,
     /// Closed unplayed: the join phase ran out of extensions.

@@ -112,8 +112,11 @@ fn header(
     }
 }
 
-fn info(storage: &dyn Storage, header: EpochHeader) -> Result<EpochInfo, ContractError> {
-    let e = header.epoch;
+/// The four address lists of epoch `e`: participants by role, those that committed, the
+/// accepted hosts. Scans of the epoch's participants and commitments (they grow with them).
+type Lists = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+fn lists(storage: &dyn Storage, e: u64) -> Result<Lists, ContractError> {
     let mut hosts = Vec::new();
     let mut validators = Vec::new();
     let mut accepted = Vec::new();
@@ -136,6 +139,23 @@ fn info(storage: &dyn Storage, header: EpochHeader) -> Result<EpochInfo, Contrac
         .into_iter()
         .map(|(a, _)| a)
         .collect();
+    Ok((hosts, validators, committed, accepted))
+}
+
+/// An epoch's answer: its header and, when `with_lists`, its four address lists (absent
+/// otherwise, so the answer costs the same whatever the number of participants).
+fn info(
+    storage: &dyn Storage,
+    header: EpochHeader,
+    with_lists: bool,
+) -> Result<EpochInfo, ContractError> {
+    let e = header.epoch;
+    let (hosts, validators, committed, accepted) = if with_lists {
+        let (h, v, c, a) = lists(storage, e)?;
+        (Some(h), Some(v), Some(c), Some(a))
+    } else {
+        (None, None, None, None)
+    };
     Ok(EpochInfo {
         epoch: e,
         phase: header.phase.as_str(),
@@ -167,9 +187,14 @@ fn epoch_or_current(storage: &dyn Storage, epoch: Option<u64>) -> Result<u64, Co
     }
 }
 
-pub fn epoch(deps: Deps, epoch: Option<u64>) -> Result<EpochInfo, ContractError> {
+pub fn epoch(
+    deps: Deps,
+    epoch: Option<u64>,
+    lists: Option<bool>,
+) -> Result<EpochInfo, ContractError> {
     let e = epoch_or_current(deps.storage, epoch)?;
-    let mut answer = info(deps.storage, header(deps.storage, "epoch", e)?)?;
+    let with_lists = lists.unwrap_or(true);
+    let mut answer = info(deps.storage, header(deps.storage, "epoch", e)?, with_lists)?;
     if epoch.is_none() {
         answer.settling = state::SETTLING.may_load(deps.storage)?;
     }
@@ -180,12 +205,14 @@ pub fn epochs(
     deps: Deps,
     start_after: Option<u64>,
     limit: Option<u32>,
+    lists: Option<bool>,
 ) -> Result<Vec<EpochInfo>, ContractError> {
     let limit = limit.unwrap_or(EPOCHS_PAGE_DEFAULT).min(EPOCHS_PAGE) as usize;
+    let with_lists = lists.unwrap_or(true);
     HEADERS
         .page(deps.storage, start_after, limit)?
         .into_iter()
-        .map(|(_, h)| info(deps.storage, h))
+        .map(|(_, h)| info(deps.storage, h, with_lists))
         .collect()
 }
 

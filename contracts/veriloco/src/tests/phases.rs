@@ -1238,6 +1238,73 @@ fn the_standby_query_shows_whom_each_member_named() {
     assert!(parse_json::<QueryMsg>("query message", msg.as_bytes()).is_err());
 }
 
+/// The records `msg` reads, and its answer.
+fn counted_query(chain: &Chain, msg: Value) -> (usize, Value) {
+    let counting = CountingStorage {
+        inner: &chain.deps.storage,
+        reads: Cell::new(0),
+    };
+    let deps = Deps {
+        storage: &counting,
+        api: &chain.deps.api,
+    };
+    let msg = parse_json("query message", msg.to_string().as_bytes()).unwrap();
+    let answer = contract::query(deps, chain.env(), msg).unwrap();
+    (
+        counting.reads.get(),
+        serde_json::from_slice(&answer.0).unwrap(),
+    )
+}
+
+#[test]
+fn a_header_only_epoch_query_omits_the_lists_and_reads_the_same_at_any_size() {
+    const LISTS: [&str; 4] = ["hosts", "validators", "committed", "accepted"];
+    let mut reads = Vec::new();
+    for (hosts, validators) in [(2, 1), (8, 3)] {
+        let mut net = Net::new(&spec_with(json!({})), hosts, validators);
+        net.play_to_verify();
+        let chain = &net.chain;
+        let full = chain.epoch();
+        assert_eq!(full["hosts"].as_array().unwrap().len(), hosts);
+        assert_eq!(full["validators"].as_array().unwrap().len(), validators);
+        assert_eq!(full["committed"].as_array().unwrap().len(), hosts);
+        // `lists: true` is the answer without the field; `lists: false` the same but the lists.
+        assert_eq!(chain.query(json!({"epoch": {"lists": true}})), full);
+        let (header_reads, header) = counted_query(chain, json!({"epoch": {"lists": false}}));
+        let (full_reads, _) = counted_query(chain, json!({"epoch": {}}));
+        let mut expected = full.clone();
+        for key in LISTS {
+            expected.as_object_mut().unwrap().remove(key);
+        }
+        assert_eq!(header, expected);
+        assert_eq!(header["phase"], "verify");
+        assert!(
+            full_reads > header_reads + hosts + validators,
+            "{full_reads} {header_reads}"
+        );
+        // Named epochs and the `epochs` page likewise.
+        let named = chain.query(json!({"epoch": {"epoch": 0, "lists": false}}));
+        assert_eq!(named, expected);
+        let page = chain.query(json!({"epochs": {"lists": false}}));
+        assert_eq!(page, json!({ "epochs": [expected] }));
+        let page = chain.query(json!({"epochs": {}}));
+        assert_eq!(page["epochs"][0]["hosts"], full["hosts"]);
+        let (page_reads, _) = counted_query(chain, json!({"epochs": {"lists": false}}));
+        reads.push((header_reads, page_reads));
+    }
+    // The header form reads the same records whatever the number of participants.
+    assert_eq!(reads[0], reads[1]);
+    // A `lists` that is not a bool is refused, as is an unknown field.
+    for msg in [
+        json!({"epoch": {"lists": "no"}}),
+        json!({"epochs": {"lists": 0}}),
+        json!({"epochs": {"list": false}}),
+    ] {
+        let text = msg.to_string();
+        assert!(parse_json::<QueryMsg>("query message", text.as_bytes()).is_err());
+    }
+}
+
 #[test]
 fn a_standby_reveal_after_the_members_own_is_refused() {
     let mut net = Net::new(&spec_with(json!({})), 1, 1);
