@@ -64,6 +64,7 @@ from protocol.views import (
 )
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 
 MAX_STANDBY_VALUE = 128
 """Bytes at most of a member's stored standby (:meth:`Ledger.standby`): a JSON string holding a
@@ -75,6 +76,13 @@ def is_unknown_query(exc: ContractError, name: str) -> bool:
     before that query existed): serde's refusal of the query message, the same text on both
     backends (``invalid query message: unknown variant `name`, expected one of …``)."""
     return str(exc).startswith(f"invalid query message: unknown variant `{name}`")
+
+
+def is_unknown_field(exc: ContractError, name: str) -> bool:
+    """Whether the contract refused a query because it does not know its field ``name`` (a
+    contract built before that field existed): serde's refusal of the query message, the same
+    text on both backends (``invalid query message: unknown field `name`, expected …``)."""
+    return str(exc).startswith(f"invalid query message: unknown field `{name}`")
 
 
 class ContractBackend(ABC):
@@ -294,10 +302,10 @@ class Ledger:
     def closing(self) -> bool:
         """Whether a close runs page by page in the current epoch or, in a pipelined run, in the
         older epoch still settling (``EpochInfo.settling``)."""
-        info = self.epoch()
+        info = self.epoch(lists=False)
         if info.closing is not None:
             return True
-        return info.settling is not None and self.epoch(info.settling).closing is not None
+        return info.settling is not None and self.epoch(info.settling, lists=False).closing is not None
 
     def config(self) -> Config:
         return self._read(Config, {"config": {}})
@@ -361,14 +369,37 @@ class Ledger:
         return self._paged("members", Member, {"role": role}, start_after, limit, MEMBERS_PAGE,
                            lambda m: m.address)
 
-    def epoch(self, epoch: int | None = None) -> EpochInfo:
-        """One epoch (the current one when ``epoch`` is None)."""
-        return self._read(EpochInfo, {"epoch": {"epoch": epoch}})
+    def epoch(self, epoch: int | None = None, lists: bool = True) -> EpochInfo:
+        """One epoch (the current one when ``epoch`` is None).
 
-    def epochs(self, start_after: int | None = None, limit: int | None = None) -> list[EpochInfo]:
+        With ``lists=False`` the contract answers the header only: ``hosts``, ``validators``,
+        ``committed`` and ``accepted`` are left empty, and the query's gas does not grow with the
+        participants (the full answer nears wasmd's query gas limit at 2,048 of them). A contract
+        from before 0.3.2 refuses the ``lists`` field; then the full answer is read instead.
+        """
+        if lists:
+            return self._read(EpochInfo, {"epoch": {"epoch": epoch}})
+        return self._header_only(lambda msg: self._read(EpochInfo, {"epoch": {"epoch": epoch, **msg}}))
+
+    def epochs(self, start_after: int | None = None, limit: int | None = None,
+               lists: bool = True) -> list[EpochInfo]:
         """Epochs in order after ``start_after``: up to ``limit``, or all of them (paging through the
-        contract's pages of at most ``EPOCHS_PAGE``)."""
-        return self._paged("epochs", EpochInfo, {}, start_after, limit, EPOCHS_PAGE, lambda e: e.epoch)
+        contract's pages of at most ``EPOCHS_PAGE``). ``lists=False``: headers only, as for
+        :meth:`epoch`."""
+        def read(msg: dict[str, Any]) -> list[EpochInfo]:
+            return self._paged("epochs", EpochInfo, msg, start_after, limit, EPOCHS_PAGE, lambda e: e.epoch)
+
+        return read({}) if lists else self._header_only(read)
+
+    def _header_only(self, read: Callable[[dict[str, Any]], R]) -> R:
+        """``read({"lists": False})``; on a contract from before 0.3.2, which refuses that field as
+        unknown, ``read({})`` (the full answer, lists included)."""
+        try:
+            return read({"lists": False})
+        except ContractError as exc:
+            if not is_unknown_field(exc, "lists"):
+                raise
+        return read({})
 
     def participant(self, address: str, epoch: int | None = None) -> ParticipantStatus:
         """``address``'s part in ``epoch`` (the current one when None) and the epoch's phase."""

@@ -145,7 +145,8 @@ class GlobalStore:
             self._seen.setdefault(model_hash, current)  # found on disk: as if stored now
         start = max(0, min(self._open_from, current - max(1, self.keep_epochs)))
         try:
-            epochs = self._ledger.epochs(start_after=start - 1 if start > 0 else None, limit=current - start + 1)
+            epochs = self._ledger.epochs(start_after=start - 1 if start > 0 else None, limit=current - start + 1,
+                                          lists=False)
         except Exception as exc:  # noqa: BLE001 - an unreachable chain must not delete anything
             log.debug("not pruning global states: %s", exc)
             self._epoch = None

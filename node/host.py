@@ -253,7 +253,7 @@ class HostNode(Participant):
         # An epoch is closed on chain after its verify (challenges, verdicts) and propose phases:
         # nothing can ask for its artifacts any more. Anything else (or a chain that cannot say) keeps it.
         try:
-            return self.ledger.epoch(epoch).phase == "closed"
+            return self.ledger.epoch(epoch, lists=False).phase == "closed"
         except Exception:  # noqa: BLE001 - an unreachable chain must not delete anything
             return False
 
@@ -308,7 +308,7 @@ class HostNode(Participant):
             # Read here, on the tick's thread. The training thread asks the chain for its height only
             # (the deadline checks, _first_segment_watch and _deadline_stop): an attribute of the
             # embedded chain, one gRPC/REST query of a node, which either client answers from any thread.
-            settling = self.ledger.epoch().settling if self.spec.phases.pipelined else None
+            settling = self.ledger.epoch(lists=False).settling if self.spec.phases.pipelined else None
             train = partial(self._timed, info.epoch, settling, torch.get_num_threads(), partial(
                 self.behaviour.train_epoch, self.spec, self.dataset, ctx, theta.params, self.root,
                 on_step=self._progress(info.epoch, self._first_segment_watch(info.epoch, info.phase_deadline))))
@@ -530,7 +530,7 @@ class HostNode(Participant):
         (``theta``) — the rule of ``trainer.diloco.simulate(schedule="optimistic")``."""
         if not self.spec.phases.pipelined:
             return theta
-        settled = self.ledger.epoch(epoch).settled_start
+        settled = self.ledger.epoch(epoch, lists=False).settled_start
         return theta if settled is None else self.globals.get(settled, epoch)
 
     def _maybe_propose_start(self, status: ParticipantStatus) -> bool:

@@ -190,7 +190,7 @@ class Participant:
         one trains (``EpochInfo.settling``), or None (none settles, or a synchronous run)."""
         if not self.spec.phases.pipelined:
             return None
-        older = self.ledger.epoch().settling
+        older = self.ledger.epoch(lists=False).settling
         return None if older is None else self.ledger.participant(self.address, older)
 
     def min_stake(self) -> int:

@@ -796,7 +796,7 @@ class ValidatorNode(Participant):
         spec = self.spec.for_epoch(challenge.epoch)
         delta = dequantize(load_delta(path, spec), parameter_shapes(spec), spec.quantization)
         theta = self.globals.get(status.model_hash, status.epoch, wait_s=self._wait_s)
-        beacon = self.ledger.epoch(challenge.epoch).seed
+        beacon = self.ledger.epoch(challenge.epoch, lists=False).seed
         if beacon is None:  # never at a verdict: the seed is fixed when reveal closes
             raise GlobalStateUnavailable(f"epoch {challenge.epoch} has no beacon yet")
         if self._stepper is None:

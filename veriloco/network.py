@@ -265,7 +265,8 @@ class LocalNetwork:
                     continue
                 height = self.ledger.height()
                 # A phase held by the settling epoch keeps its old deadline: wait for the next one due.
-                older = [self.ledger.epoch(info.settling).phase_deadline] if info.settling is not None else []
+                older = ([self.ledger.epoch(info.settling, lists=False).phase_deadline]
+                         if info.settling is not None else [])
                 ahead = [d for d in (info.phase_deadline, *older) if d > height]
                 if ahead:
                     # Nobody can act: let time pass to the next deadline; the nodes close the phase.

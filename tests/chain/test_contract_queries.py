@@ -10,7 +10,7 @@ import pytest
 from ledger_env import ENDPOINT, HOST_STAKE, LedgerEnv
 from test_contract_epoch import HOSTS, VALIDATORS, ready
 
-from chain.ledger import ContractError
+from chain.ledger import ContractError, is_unknown_field
 
 
 def status(env: LedgerEnv, name: str, epoch: int | None = None):
@@ -107,3 +107,35 @@ def test_aggregation_inputs_are_the_accepted_hosts_with_endpoint_and_delta_hash(
         env.ledger.aggregation_inputs(5)
     with pytest.raises(ContractError, match="aggregation_inputs: start_after is longer than an address"):
         env.ledger.backend.query({"aggregation_inputs": {"epoch": 0, "start_after": "x" * 300}})
+
+
+def test_the_header_form_of_epoch_and_epochs_is_the_answer_without_its_four_lists(ledger_env) -> None:
+    env = ledger_env
+    hosts = ["host1", "host2", "host3"]
+    ready(env, hosts)
+    env.play_epoch(hosts, VALIDATORS, stop_after="verify")  # finalized: every list filled
+    full = env.ledger.epoch(0)
+    assert (len(full.hosts), len(full.validators), len(full.committed), len(full.accepted)) == (
+        3, len(VALIDATORS), 3, 3)
+    lists = {"hosts": [], "validators": [], "committed": [], "accepted": []}
+    header = env.ledger.epoch(0, lists=False)
+    assert header == full.model_copy(update=lists)
+    assert env.ledger.epochs(lists=False) == [header]
+    assert env.ledger.epochs() == [full]
+    current = env.ledger.epoch()
+    assert env.ledger.epoch(lists=False) == current.model_copy(update=lists)
+    # On the wire the lists are absent, not empty; `lists: true` is the answer without the field.
+    answer = env.ledger.backend.query({"epoch": {"epoch": 0, "lists": False}})
+    assert not set(lists) & set(answer) and answer["model_hash"] == full.model_hash
+    assert env.ledger.backend.query({"epoch": {"epoch": 0, "lists": True}}) == env.ledger.backend.query(
+        {"epoch": {"epoch": 0}})
+    page = env.ledger.backend.query({"epochs": {"lists": False}})
+    assert [set(lists) & set(e) for e in page["epochs"]] == [set()] * len(page["epochs"])
+    # A contract refuses a field it does not know in the one form the fallback to the full answer
+    # recognizes (a code id from before `lists`: tests/node/test_global_store.py).
+    with pytest.raises(ContractError, match=r"^invalid query message: unknown field `list`, expected `epoch` or "
+                                            r"`lists`") as unknown:
+        env.ledger.backend.query({"epoch": {"epoch": 0, "list": False}})
+    assert is_unknown_field(unknown.value, "list") and not is_unknown_field(unknown.value, "lists")
+    with pytest.raises(ContractError, match=r"^invalid query message: invalid type: string"):
+        env.ledger.backend.query({"epochs": {"lists": "no"}})

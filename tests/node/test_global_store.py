@@ -10,8 +10,8 @@ import hashlib
 from http_network import Locked
 
 from chain.embedded import EmbeddedChain
-from chain.embedded.backend import deploy_embedded
-from chain.ledger import Ledger
+from chain.embedded.backend import EmbeddedBackend, deploy_embedded
+from chain.ledger import ContractError, Ledger
 from node.daemon import http_peers
 from node.global_store import GlobalStore
 from node.server import ServerThread, create_app
@@ -265,6 +265,77 @@ def test_a_slow_warm_fetch_of_one_state_does_not_hold_a_read_of_another(tmp_path
     finally:
         holder.gate.set()
         server.stop()
+
+
+CONTRACT_0_3_1_REFUSAL = ("invalid query message: unknown field `lists`, expected `start_after` or `limit` at line 1 "
+                          "column 48")
+"""What contract 0.3.1 (the wasm before ``lists``, sha256 d71e66c8…) answered ``epochs {…, lists: false}``
+on the embedded chain, verbatim; ``tests/chain/test_contract_queries.py`` checks on both backends that the
+contract's refusal of an unknown field has this form."""
+
+
+class _Contract031(EmbeddedBackend):
+    """The contract as 0.3.1 answers: the ``lists`` field refused with ``refusal`` (every other query,
+    message and record the real contract's); records the queries it answers."""
+
+    def __init__(self, chain: EmbeddedChain, contract_address: str, denom: str,
+                 refusal: str | None = CONTRACT_0_3_1_REFUSAL) -> None:
+        super().__init__(chain, contract_address, denom)
+        self.refusal = refusal
+        self.asked: list[dict] = []
+
+    def query(self, msg):
+        self.asked.append(msg)
+        if self.refusal is not None and any("lists" in args for args in msg.values()):
+            raise ContractError(self.refusal, contract=self.contract_address, entry_point="query")
+        return super().query(msg)
+
+
+def _closed_epochs_store(tmp_path, refusal: str | None):
+    """A store (keeping 1 epoch) on a run whose epochs 0-2 closed unplayed (nobody joined) and 3 is in
+    join, holding a stray state first seen in epoch 0; and its backend."""
+    operator = PrivateKey(b"\x51" * 32)
+    chain = EmbeddedChain(genesis_balances={operator.address(): {DENOM: GENESIS_BALANCE}})
+    deployed = deploy_embedded(chain, operator, SPEC, hashlib.sha256(b"theta").hexdigest(), operator.address())
+    backend = _Contract031(chain, deployed.backend.contract_address, DENOM, refusal)
+    ledger = Ledger(backend)
+    store = GlobalStore(tmp_path, SPEC, ledger, http_peers(operator, SPEC, ledger.prefix, allow_private=True,
+                                                          retry_budget_s=0.5), operator.address(), keep_epochs=1)
+    stray = store.put(_halved())
+    assert store.prune(0) == []  # seen in epoch 0
+    while deployed.epoch().epoch < 3:  # the real contract's answers
+        deployed.wait_for_height(deployed.epoch().phase_deadline)
+        deployed.advance(operator)
+    assert [(e.epoch, e.phase) for e in deployed.epochs()] == [(0, "closed"), (1, "closed"), (2, "closed"), (3, "join")]
+    backend.asked.clear()
+    return store, backend, stray
+
+
+def test_prune_reads_epoch_headers_only_and_deletes_a_state_no_open_or_recent_epoch_needs(tmp_path) -> None:
+    store, backend, stray = _closed_epochs_store(tmp_path, refusal=None)
+    assert store.held() == [stray]
+    assert store.prune(3) == [stray]
+    assert store.held() == []
+    # One `epochs` page, header-only: its cost does not grow with the participants of the epochs.
+    assert backend.asked == [{"epochs": {"start_after": None, "limit": 4, "lists": False}}]
+
+
+def test_prune_on_a_contract_before_the_header_form_reads_the_full_epochs_and_still_prunes(tmp_path) -> None:
+    store, backend, stray = _closed_epochs_store(tmp_path, refusal=CONTRACT_0_3_1_REFUSAL)
+    assert store.prune(3) == [stray]
+    assert store.held() == []
+    assert backend.asked == [{"epochs": {"start_after": None, "limit": 4, "lists": False}},
+                             {"epochs": {"start_after": None, "limit": 4}}]
+
+
+def test_prune_after_any_other_refusal_of_the_header_form_deletes_nothing(tmp_path) -> None:
+    for refusal in ["invalid query message: unknown field `limit`, expected `start_after` or `lists`",
+                    "invalid query message: unknown variant `epochs`, expected one of `config`",
+                    "out of gas in query"]:
+        store, backend, stray = _closed_epochs_store(tmp_path / str(len(refusal)), refusal=refusal)
+        assert store.prune(3) == []
+        assert store.held() == [stray]
+        assert len(backend.asked) == 1  # not retried as the full query
 
 
 def test_a_tick_get_hears_not_yet_while_a_warm_fetch_is_held_back(tmp_path) -> None:

@@ -150,7 +150,7 @@ def metrics(
     files are written afresh; daemons and simulate write the same files live (--metrics).
     """
     with open_ledger(load_network(network, home)) as ledger:
-        reports = [ledger.report(e.epoch) for e in ledger.epochs()]
+        reports = [ledger.report(e.epoch) for e in ledger.epochs(lists=False)]
         denom = ledger.denom
     for name in (EPOCHS_CSV, MEMBERS_CSV):
         (out / name).unlink(missing_ok=True)

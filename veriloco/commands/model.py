@@ -41,11 +41,11 @@ def export(
         raise CommandError(f"--format must be plain or hf, not {fmt!r}")
     net = load_network(network, home)
     with open_ledger(net) as ledger:
-        current = ledger.epoch()
+        current = ledger.epoch(lists=False)
         target = current.epoch if epoch is None else epoch
         if target > current.epoch:
             raise CommandError(f"θ_{target} does not exist yet: the run is in epoch {current.epoch}")
-        model_hash = (current if target == current.epoch else ledger.epoch(target)).model_hash
+        model_hash = (current if target == current.epoch else ledger.epoch(target, lists=False)).model_hash
         spec = ledger.spec()
     places = from_ or [network_path(network, home).parent, home_dir(home)]
     err_console.print(f"exporting θ_{target} ({model_hash[:16]}…) of run {spec.name} (loads torch)…",

@@ -104,7 +104,7 @@ def run(journal: Annotated[Path, typer.Option(
         try:
             while not stop.is_set():
                 standby.tick()
-                if epochs is not None and ledger.epoch().epoch >= epochs:
+                if epochs is not None and ledger.epoch(lists=False).epoch >= epochs:
                     break
                 stop.wait(poll)
         finally:
