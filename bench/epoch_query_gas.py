@@ -13,7 +13,8 @@ measured in ``verify`` (no host accepted yet) and after finalize, with ``settle_
 the Cosmos SDK gas estimated from the wasm fuel and the storage traffic with the model of
 ``bench/embedded_chain.py``, against the 3,000,000 a node allows a smart query by default
 (wasmd's ``query_gas_limit``). It also records whether each of a node's reads answered after finalize
-(``settle_paging.reads``).
+(``settle_paging.reads``). Each measure also gives the header-only form (``lists: false``, contract
+0.3.2 onwards: ``header_only``), which reads no list and so does not grow with the participants.
 
 Prints one JSON object (``--out`` also writes it to a file).
 """
@@ -52,10 +53,14 @@ def spec_for(hosts: int, validators: int, reward: int) -> RunSpec:
 
 def epoch_gas(ledger: Ledger, e: int) -> dict[str, Any]:
     """``epoch {epoch: e}``'s estimated SDK gas, answer bytes and records read, with the lengths of
-    the lists it answers."""
+    the lists it answers; and the same of ``epoch {epoch: e, lists: false}`` (checked to be the
+    answer without its lists)."""
     cost, answer = query_cost(ledger, {"epoch": {"epoch": e}})
     lists = {name: len(answer[name]) for name in ("hosts", "validators", "committed", "accepted")}
-    return {**cost, **lists, "phase": answer["phase"], "of_limit": round(cost["sdk_gas"] / QUERY_GAS_LIMIT, 3)}
+    header_cost, header = query_cost(ledger, {"epoch": {"epoch": e, "lists": False}})
+    assert header == {k: v for k, v in answer.items() if k not in lists}, "the header form is not the answer's header"
+    return {**cost, **lists, "phase": answer["phase"], "of_limit": round(cost["sdk_gas"] / QUERY_GAS_LIMIT, 3),
+            "header_only": {**header_cost, "of_limit": round(header_cost["sdk_gas"] / QUERY_GAS_LIMIT, 4)}}
 
 
 def run(hosts: int, validators: int, page: int | None) -> dict[str, Any]:

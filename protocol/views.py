@@ -110,6 +110,7 @@ class EpochInfo(Boundary):
     seed: HexDigest | None = None
     next_model_hash: HexDigest | None = None
     agreed: bool | None = None
+    # Absent from a header-only answer (``lists: false``, contract 0.3.2 onwards): read as empty.
     hosts: list[Address] = Field(default_factory=list)
     validators: list[Address] = Field(default_factory=list)
     committed: list[Address] = Field(default_factory=list)
