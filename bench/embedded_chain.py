@@ -17,7 +17,8 @@ Measures, on one core, and prints one JSON object:
   finalizes (``--probe-windows`` sets the cost epochs' probe; 0 measures a wasm from before it).
   Those two run only the first page of a close that runs page by page (the contract's default
   ``settle_page``); the ``advance`` messages that run the rest are counted (``pages_after``) and the
-  largest is estimated (``largest_page_after``; ``bench/settle_paging.py`` measures every page);
+  largest is estimated (``largest_page_after``; ``bench/settle_paging.py`` measures every page),
+  and so are the ``advance`` messages after the last ``ready`` (``objection_close_pages``);
 * the wall time of a full epoch of 8 hosts and 4 validators, once with every phase closing early
   and once with every phase waited out and closed by ``advance`` (median of ``--full-epochs``);
 * the wasm size.
@@ -151,15 +152,21 @@ def cost_of(env: LedgerEnv, action) -> Cost:
     return cost
 
 
+def run_pages(env: LedgerEnv) -> list[Cost]:
+    """Run a close in progress to its end with ``advance``; what each page cost."""
+    pages: list[Cost] = []
+    while env.ledger.closing():
+        assert len(pages) < 10_000, f"the close does not end: {env.epoch()}"
+        pages.append(cost_of(env, env.advance))
+    return pages
+
+
 def close_cost(env: LedgerEnv, action: Callable[[], TxResult]) -> dict[str, Any]:
     """What a message that completes a phase costs, and the close it starts: since paged
     settlement (``settle_page``) it runs the close's first page, and ``advance`` runs the rest
     (``pages_after`` of them; the largest one's estimate, None when the close fit in one)."""
     first = cost_of(env, action)
-    pages: list[Cost] = []
-    while env.ledger.closing():
-        assert len(pages) < 10_000, f"the close does not end: {env.epoch()}"
-        pages.append(cost_of(env, env.advance))
+    pages = run_pages(env)
     largest = max(pages, key=lambda c: c.estimate()["sdk_gas_estimate"]) if pages else None
     return {**first.estimate(), "pages_after": len(pages),
             "largest_page_after": largest.estimate() if largest else None}
@@ -261,6 +268,7 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     # its (empty) trap set; the phase closes early into verdict_reveal.
     assert env.epoch(0).phase == "objection", env.epoch(0)
     env.objection_round(validator_names, host_names, 0)
+    objection_pages = run_pages(env)  # closing `objection` pages too (beyond `settle_page` hosts)
     assert env.epoch(0).phase == "verdict_reveal", env.epoch(0)
     # Openings on a host's last segment (with the probe on they carry its probe gain) and on the others.
     opening_costs: list[Cost] = []
@@ -287,6 +295,7 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
         "commit_verdict": median(verdict_costs).estimate(),
         "reveal_verdict": median(opening_costs).estimate(),
         "reveal_verdict_last_segment": median(last_costs).estimate(),
+        "objection_close_pages": len(objection_pages),
         "reveal_that_closes_the_phase": reveal_close,
         "reveal_verdict_that_finalizes": {**finalize, "wall_s": round(finalize_s, 3)},
     }

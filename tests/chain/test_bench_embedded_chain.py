@@ -1,7 +1,8 @@
 """The embedded chain benchmark (``bench/embedded_chain.py``) runs against today's contract at its
-smallest useful size: an epoch large enough that closing ``reveal`` and finalize run page by page
-(the contract's default ``settle_page``), which the benchmark once did not follow (it expected the
-phase after the closing message at once), and a cost epoch small enough to close in one message.
+smallest useful size: an epoch large enough that closing ``reveal``, ``objection`` and finalize run
+page by page (more hosts than the contract's default ``settle_page``), which the benchmark once did
+not follow (it expected the phase after the closing message at once), and a cost epoch small enough
+to close each in one message.
 
 The benchmark runs in its own process: it patches the embedded chain's store to count its
 traffic, which must not leak into the rest of the suite.
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-THROUGHPUT_HOSTS = 24  # with its 16 validators: both closes take more than one message
+THROUGHPUT_HOSTS = 65  # one more than the default settle_page: every close takes more than one message
 COST_HOSTS = 4  # with its 4 validators: both closes fit in one
 
 
@@ -36,6 +37,7 @@ def test_the_benchmark_follows_paged_closes_and_prices_every_message() -> None:
     paged = out["throughput_epoch"]
     assert (paged["hosts"], paged["validators"]) == (THROUGHPUT_HOSTS, 16)
     assert paged["commit_executes_per_s"] > 0 and paged["verdict_executes_per_s"] > 0
+    assert paged["objection_close_pages"] >= 1
     for close in ("reveal_that_closes_the_phase", "reveal_verdict_that_finalizes"):
         assert paged[close]["pages_after"] >= 1, close
         page = paged[close]["largest_page_after"]
@@ -45,6 +47,7 @@ def test_the_benchmark_follows_paged_closes_and_prices_every_message() -> None:
     assert finalize["bank_sends"] + finalize["largest_page_after"]["bank_sends"] > 0
 
     one_shot = out["cost_epochs"][str(COST_HOSTS)]
+    assert one_shot["objection_close_pages"] == 0
     for close in ("reveal_that_closes_the_phase", "reveal_verdict_that_finalizes"):
         assert (one_shot[close]["pages_after"], one_shot[close]["largest_page_after"]) == (0, None), close
     assert one_shot["reveal_verdict_that_finalizes"]["bank_sends"] > 0
