@@ -1,6 +1,7 @@
 """Throughput and cost of the committed veriloco contract on the embedded chain.
 
     .venv/bin/python bench/embedded_chain.py [--n 2000] [--hosts 256] [--cost-hosts 4,16,64] [--wasm PATH] [--quick]
+        [--full-epochs 5]
 
 Measures, on one core, and prints one JSON object:
 
@@ -13,9 +14,13 @@ Measures, on one core, and prints one JSON object:
   traffic, and an *estimate* of the Cosmos SDK gas on wasmd, for ``commit``, ``commit_verdict``,
   ``reveal_verdict`` (on a host's last segment apart: with the probe on it carries the probe
   gain), the reveal that closes its phase (seed and challenges) and the verdict opening that
-  finalizes (``--probe-windows`` sets the cost epochs' probe; 0 measures a wasm from before it);
+  finalizes (``--probe-windows`` sets the cost epochs' probe; 0 measures a wasm from before it).
+  Those two run only the first page of a close that runs page by page (the contract's default
+  ``settle_page``); the ``advance`` messages that run the rest are counted (``pages_after``) and the
+  largest is estimated (``largest_page_after``; ``bench/settle_paging.py`` measures every page),
+  and so are the ``advance`` messages after the last ``ready`` (``objection_close_pages``);
 * the wall time of a full epoch of 8 hosts and 4 validators, once with every phase closing early
-  and once with every phase waited out and closed by ``advance``;
+  and once with every phase waited out and closed by ``advance`` (median of ``--full-epochs``);
 * the wasm size.
 
 The gas estimate uses wasmd's published constants: KV reads 1000 + 3/byte (key and value),
@@ -35,8 +40,10 @@ import argparse
 import hashlib
 import json
 import platform
+import statistics
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +58,7 @@ from ledger_env import EmbeddedDriver, LedgerEnv, make_spec
 import chain.embedded.chain as embedded_chain_module
 from chain.embedded import EmbeddedChain
 from chain.embedded.state import ContractStore
+from chain.types import TxResult
 from chain.wasm_artifact import contract_wasm_path, load_contract_wasm
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import PrivateKey
@@ -144,6 +152,26 @@ def cost_of(env: LedgerEnv, action) -> Cost:
     return cost
 
 
+def run_pages(env: LedgerEnv) -> list[Cost]:
+    """Run a close in progress to its end with ``advance``; what each page cost."""
+    pages: list[Cost] = []
+    while env.ledger.closing():
+        assert len(pages) < 10_000, f"the close does not end: {env.epoch()}"
+        pages.append(cost_of(env, env.advance))
+    return pages
+
+
+def close_cost(env: LedgerEnv, action: Callable[[], TxResult]) -> dict[str, Any]:
+    """What a message that completes a phase costs, and the close it starts: since paged
+    settlement (``settle_page``) it runs the close's first page, and ``advance`` runs the rest
+    (``pages_after`` of them; the largest one's estimate, None when the close fit in one)."""
+    first = cost_of(env, action)
+    pages = run_pages(env)
+    largest = max(pages, key=lambda c: c.estimate()["sdk_gas_estimate"]) if pages else None
+    return {**first.estimate(), "pages_after": len(pages),
+            "largest_page_after": largest.estimate() if largest else None}
+
+
 # -- scenarios -----------------------------------------------------------------------------------
 
 
@@ -224,8 +252,8 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     everyone = [*host_names, *validator_names]
     for name in everyone[:-1]:
         env.reveal(name, 0)
-    reveal_close = cost_of(env, lambda: env.reveal(everyone[-1], 0))
-    assert env.epoch().phase == "verify"
+    reveal_close = close_cost(env, lambda: env.reveal(everyone[-1], 0))
+    assert env.epoch().phase == "verify", env.epoch()
 
     work = [(v, c) for v in validator_names for c in env.challenges(v, 0)]
     verdict_costs = []
@@ -240,6 +268,7 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     # its (empty) trap set; the phase closes early into verdict_reveal.
     assert env.epoch(0).phase == "objection", env.epoch(0)
     env.objection_round(validator_names, host_names, 0)
+    objection_pages = run_pages(env)  # closing `objection` pages too (beyond `settle_page` hosts)
     assert env.epoch(0).phase == "verdict_reveal", env.epoch(0)
     # Openings on a host's last segment (with the probe on they carry its probe gain) and on the others.
     opening_costs: list[Cost] = []
@@ -253,7 +282,7 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     verdict_s = time.perf_counter() - t0
     v, c = work[-1]
     t0 = time.perf_counter()
-    finalize = cost_of(env, lambda: env.reveal_verdict(v, c.host, c.segment, epoch=0))
+    finalize = close_cost(env, lambda: env.reveal_verdict(v, c.host, c.segment, epoch=0))  # wall_s: with its pages
     finalize_s = time.perf_counter() - t0
     assert env.epoch(0).phase == "propose", env.epoch(0)
     median = lambda costs: sorted(costs, key=lambda x: x.fuel)[len(costs) // 2]  # noqa: E731 (a one-line helper, named where it is used)
@@ -266,8 +295,9 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
         "commit_verdict": median(verdict_costs).estimate(),
         "reveal_verdict": median(opening_costs).estimate(),
         "reveal_verdict_last_segment": median(last_costs).estimate(),
-        "reveal_that_closes_the_phase": reveal_close.estimate(),
-        "reveal_verdict_that_finalizes": {**finalize.estimate(), "wall_s": round(finalize_s, 3)},
+        "objection_close_pages": len(objection_pages),
+        "reveal_that_closes_the_phase": reveal_close,
+        "reveal_verdict_that_finalizes": {**finalize, "wall_s": round(finalize_s, 3)},
     }
 
 
@@ -304,6 +334,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=256, help="hosts in the commit/verdict throughput epoch")
     parser.add_argument("--cost-hosts", default="4,16,64", help="host counts of the cost epochs")
     parser.add_argument("--wasm", type=Path, help="estimate costs for this wasm instead of the committed one")
+    parser.add_argument("--full-epochs", type=int, default=5, help="full epochs timed each way (the median)")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--probe-windows", type=int, help="verification.probe_windows of the cost epochs "
                                                           "(default: the spec's; 0: the probe off)")
@@ -320,10 +351,10 @@ def main() -> None:
     if wasm is not None:
         print(json.dumps(out, indent=2))
         return
-    early = [full_epoch(by_deadline=False) for _ in range(5)]
-    waited = [full_epoch(by_deadline=True) for _ in range(5)]
-    out["epoch_8_hosts_4_validators_s"] = {"early_close_median": round(sorted(early)[2], 3),
-                                           "deadlines_and_advance_median": round(sorted(waited)[2], 3)}
+    early = [full_epoch(by_deadline=False) for _ in range(args.full_epochs)]
+    waited = [full_epoch(by_deadline=True) for _ in range(args.full_epochs)]
+    out["epoch_8_hosts_4_validators_s"] = {"early_close_median": round(statistics.median(early), 3),
+                                           "deadlines_and_advance_median": round(statistics.median(waited), 3)}
     out.update({"python": platform.python_version(), "machine": platform.processor() or platform.machine()})
     print(json.dumps(out, indent=2))
 

@@ -290,10 +290,12 @@ def run(spec: RunSpec, dataset: Dataset, root: Path, args: argparse.Namespace, r
         end, nxt = trained[e].ended, behaviour.starts[e + 1]
         stalls.append(nxt - end)
         window = [x for x in samples if end <= x[0] < nxt]
-        for (t, ep, ph, old, old_ph), after in zip(window, [*window[1:], (nxt,)], strict=True):
-            split[f"{rel(ep, e)} {ph}"] += after[0] - t
+        # Each sample holds until the next one (the last until epoch e + 1 starts).
+        until = [x[0] for x in window[1:]] + [nxt]
+        for (t, ep, ph, old, old_ph), after in zip(window, until, strict=True):
+            split[f"{rel(ep, e)} {ph}"] += after - t
             if old is not None:  # the older epoch still settling meanwhile, and its phase
-                settling[f"{rel(old, e)} {old_ph}"] += after[0] - t
+                settling[f"{rel(old, e)} {old_ph}"] += after - t
         for ev in events:
             if end <= ev.at < nxt and not ev.refused:
                 acts[f"{ev.kind.value} ({rel(ev.epoch, e)})"].append(ev.at - end)

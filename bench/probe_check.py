@@ -54,6 +54,7 @@ import json
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,7 @@ from trainer.evaluate import validation_loss, validation_starts
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
+from trainer.peer_bound import PeerBound
 from trainer.probe import (
     admitted,
     dispute_starts,
@@ -106,6 +108,42 @@ def beacon(e: int) -> bytes:
     return tagged_hash("bench/probe-beacon", e.to_bytes(8, "big"))
 
 
+def rule_loss(spec: RunSpec, model: torch.nn.Module, dataset: Dataset, theta: GlobalState, rule: str,
+              kept: dict[str, Tensors], weights: dict[str, int] | None = None) -> float:
+    """The validation loss (512 evenly spread windows) of the agreed model after θ_e's outer step
+    over the Δs ``kept``, aggregated by ``rule``."""
+    ruled = spec.with_changes(aggregation={"rule": rule}).aggregation
+    return validation_loss(model, dataset, params=outer_step(theta, aggregate(ruled, kept, weights), spec.outer).params)
+
+
+def paired_damage(loss: Callable[[str, dict[str, Tensors]], float], rules: list[str], honest: PeerBound,
+                  with_probe: PeerBound, peer_only: PeerBound) -> dict[str, float]:
+    """Per rule, the loss after the forged Δ's epoch minus after the host's honest one in its place,
+    with the probe rule and with the peer bound alone (``damage_probe_…``, ``damage_peer_only_…``)."""
+    out = {}
+    for rule in rules:
+        ref = loss(rule, honest.kept)
+        out[f"damage_probe_{rule}"] = round(loss(rule, with_probe.kept) - ref, 5)
+        out[f"damage_peer_only_{rule}"] = round(loss(rule, peer_only.kept) - ref, 5)
+    return out
+
+
+def blend_attack(judge: Callable[[Tensors, str, int], dict], blend: Callable[[Tensors, float], Tensors],
+                 gain: Callable[[Tensors], int], floor: int, forged: Tensors, attack: str, mode: str,
+                 epoch: int) -> dict:
+    """The blend of a forgery the probe left out: the largest λ (bisection, 10 steps) whose blended
+    Δ's ``gain`` is at least ``floor``, judged as ``{attack}+blend`` (``mode`` oracle) or
+    ``{attack}+blend-own``, with its λ."""
+    lo, hi = 0.0, 1.0
+    for _ in range(10):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if gain(blend(forged, mid)) >= floor else (lo, mid)
+    suffix = "+blend" if mode == "oracle" else "+blend-own"
+    row = judge(blend(forged, lo), f"{attack}{suffix}", epoch)
+    row["lambda"] = round(lo, 4)
+    return row
+
+
 class Probe:
     """The gains of one epoch: every scale on the epoch's windows, ``L(θ_e)`` computed once per scale."""
 
@@ -115,8 +153,12 @@ class Probe:
         self.base = probe_loss(model, dataset, theta, starts)
 
     def gains(self, delta: Tensors) -> list[int]:
-        return [gain_micro(probe_gain(self.model, self.dataset, self.theta, delta, self.starts, s, base=self.base))
-                for s in self.scales]
+        return [self.gain(delta, s) for s in self.scales]
+
+    def gain(self, delta: Tensors, scale: float | None = None) -> int:
+        """The gain at ``scale`` (the first scale, the one the rule uses, by default)."""
+        s = self.scales[0] if scale is None else scale
+        return gain_micro(probe_gain(self.model, self.dataset, self.theta, delta, self.starts, s, base=self.base))
 
 
 def orthogonal(spec: RunSpec, dataset: Dataset, theta: Tensors, own: Tensors, ratio: float = 1.45) -> Tensors:
@@ -155,11 +197,9 @@ class Epoch:
     segments: dict[str, int] | None
     rules: list[str]
 
-    def loss(self, rule: str, kept: dict) -> float:
-        ruled = self.spec.with_changes(aggregation={"rule": rule}).aggregation
+    def loss(self, rule: str, kept: dict[str, Tensors]) -> float:
         weights = {a: self.segments[a] for a in kept} if self.segments else None
-        return validation_loss(self.model, self.dataset,
-                               params=outer_step(self.theta, aggregate(ruled, kept, weights), self.spec.outer).params)
+        return rule_loss(self.spec, self.model, self.dataset, self.theta, rule, kept, weights)
 
     def judge(self, delta: Tensors, name: str, epoch: int) -> dict:
         """The forger's gains and deficits, what leaves it out, and the paired damage per rule."""
@@ -176,11 +216,7 @@ class Epoch:
                      "ratio_to_own": round(max(tensor_norm(delta[n]) / max(tensor_norm(self.own[n]), 1e-30)
                                                for n in self.own), 3),
                      "peer_left_out": a0 in alone.left_out, "probe_left_out": a0 in both.excluded}
-        for rule in self.rules:
-            ref = self.loss(rule, base.kept)
-            out[f"damage_probe_{rule}"] = round(self.loss(rule, both.kept) - ref, 5)
-            out[f"damage_peer_only_{rule}"] = round(self.loss(rule, alone.kept) - ref, 5)
-        return out
+        return {**out, **paired_damage(self.loss, self.rules, base, both, alone)}
 
     def blend(self, forged: Tensors, lam: float) -> Tensors:
         """``Δ̂_own + λ(Δ̂_forged − Δ̂_own)``, quantized as committed."""
@@ -352,13 +388,7 @@ def main() -> None:
                     med_ref = tuner.gains(own)[0]
                 floor = med_ref - probe_allowance(med_ref, margin)
                 if found["probe_left_out"]:
-                    lo, hi = 0.0, 1.0
-                    for _ in range(10):
-                        mid = (lo + hi) / 2
-                        lo, hi = (mid, hi) if tuner.gains(ep.blend(forged, mid))[0] >= floor else (lo, mid)
-                    suffix = "+blend" if args.blend == "oracle" else "+blend-own"
-                    mixed = ep.judge(ep.blend(forged, lo), f"{attack}{suffix}", e)
-                    mixed["lambda"] = round(lo, 4)
+                    mixed = blend_attack(ep.judge, ep.blend, tuner.gain, floor, forged, attack, args.blend, e)
                     attack_rows.append(mixed)
                     print(json.dumps(mixed), flush=True)
             rule0 = spec.aggregation

@@ -47,6 +47,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -216,7 +217,7 @@ def play(ledger: Ledger, send: Send, measure: Measure, hosts: Sequence[str], val
     *full, last_page = ready(seated[-1])
     # A full page (MAX_OBJECTIONS_PER_READY objections) is the largest `ready`; the last page,
     # with fewer, completes the phase.
-    out["ready_full"] = [measure(lambda msg=msg: ledger.ready(key(seated[-1]), msg)) for msg in full[:1]]
+    out["ready_full"] = [measure(partial(ledger.ready, key(seated[-1]), msg)) for msg in full[:1]]
     for msg in full[1:]:
         send(lambda L, msg=msg: [L.ready(key(seated[-1]), msg)])
     out["objection_close"] = measure(lambda: ledger.ready(key(seated[-1]), last_page))

@@ -56,7 +56,9 @@ from pathlib import Path
 
 import torch
 
-from protocol.keys import encode_address
+# The probe benchmark's (sibling script: bench/ is on the path when this one runs).
+from probe_check import address, blend_attack, paired_damage, rule_loss
+
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
@@ -64,7 +66,7 @@ from trainer import compress, presets
 from trainer.data import Dataset
 from trainer.delta import pseudo_gradient
 from trainer.determinism import configure
-from trainer.evaluate import validation_loss, validation_starts
+from trainer.evaluate import validation_starts
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
@@ -86,10 +88,6 @@ from verifier.adversaries import make_adversary
 
 Tensors = dict[str, torch.Tensor]
 QUANTITIES = ("sent", "dense", "sent_noef", "intended", "carried", "next", "sent_other")
-
-
-def address(i: int) -> str:
-    return encode_address(i.to_bytes(20, "big"))
 
 
 def prev_seed(seed: int, e: int) -> bytes:
@@ -139,6 +137,10 @@ class Forger:
         return gain_micro(probe_gain(self.model, self.dataset, self.theta.params, x, self.starts, PROBE_SCALE,
                                      base=self.base))
 
+    def sent_gain(self, dense: Tensors) -> int:
+        """The gain of a dense Δ as sent (:meth:`sent`)."""
+        return self.gain(self.sent(dense))
+
     def floor(self) -> int:
         """The lowest gain the rule admits for host 0 against its peers' gains (its peers' lower median
         less the allowance), rounded up to a whole µnat."""
@@ -147,10 +149,8 @@ class Forger:
         m = probe_deficits(probe)[a0] + GAIN_MICRO_FLOOR
         return int(-((-(m - probe_allowance(m, self.margin, self.bps))) // 1))
 
-    def loss(self, rule: str, kept: dict) -> float:
-        ruled = self.spec.with_changes(aggregation={"rule": rule}).aggregation
-        return validation_loss(self.model, self.dataset,
-                               params=outer_step(self.theta, aggregate(ruled, kept), self.spec.outer).params)
+    def loss(self, rule: str, kept: dict[str, Tensors]) -> float:
+        return rule_loss(self.spec, self.model, self.dataset, self.theta, rule, kept)
 
     def judge(self, dense: Tensors, name: str, epoch: int) -> dict:
         a0 = address(0)
@@ -165,11 +165,7 @@ class Forger:
         out: dict = {"epoch": epoch, "attack": name, "gain_sent": g, "gain_dense": gd,
                      "deficit": int(probe_deficits(gains)[a0]), "floor": self.floor(),
                      "peer_left_out": a0 in alone.left_out, "probe_left_out": a0 in both.excluded}
-        for rule in self.rules:
-            ref = self.loss(rule, base.kept)
-            out[f"damage_probe_{rule}"] = round(self.loss(rule, both.kept) - ref, 5)
-            out[f"damage_peer_only_{rule}"] = round(self.loss(rule, alone.kept) - ref, 5)
-        return out
+        return {**out, **paired_damage(self.loss, self.rules, base, both, alone)}
 
     def blend(self, forged: Tensors, lam: float) -> Tensors:
         return {n: self.own[n] + lam * (forged[n] - self.own[n]) for n in self.own}
@@ -277,15 +273,9 @@ def main() -> None:
                     public_base = probe_loss(model, dataset, theta.params, public)
                     tuner = Forger(spec, dataset, model, theta, public, public_base, carried0, xs["dense"][a0], {}, {},
                                    f.margin, f.bps, rules)
-                    mine = tuner.gain(tuner.sent(xs["dense"][a0]))
+                    mine = tuner.sent_gain(xs["dense"][a0])
                     floor = int(mine - probe_allowance(mine, f.margin, f.bps))
-                lo, hi = 0.0, 1.0
-                for _ in range(10):
-                    mid = (lo + hi) / 2
-                    lo, hi = (mid, hi) if tuner.gain(tuner.sent(f.blend(forged, mid))) >= floor else (lo, mid)
-                suffix = "+blend" if args.blend == "oracle" else "+blend-own"
-                blended = f.judge(f.blend(forged, lo), f"{attack}{suffix}", e)
-                blended["lambda"] = round(lo, 4)
+                blended = blend_attack(f.judge, f.blend, tuner.sent_gain, floor, forged, attack, args.blend, e)
                 attack_rows.append(blended)
                 print(json.dumps(blended), flush=True)
         theta = outer_step(theta, aggregate(spec.aggregation, kept.kept), spec.outer)

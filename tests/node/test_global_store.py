@@ -5,7 +5,10 @@ closed."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
+from collections.abc import Iterator
 
 from http_network import Locked
 
@@ -78,10 +81,13 @@ def test_a_failed_vote_keeps_the_state_it_carried_over() -> None:
 
 
 class _Holder(ArtifactSource):
-    """A peer's server side that holds global states only: each one answers with ``served``."""
+    """A peer's server side that holds global states only: each one answers with ``served``.
+    ``gate``: what the holders below that hold answers back wait for (set when their server stops)."""
 
     def __init__(self, served: bytes) -> None:
         self.served, self.asked = served, 0
+        self.gate = threading.Event()
+        self.reading = threading.Event()  # set once a held-back read is under way (at the gate)
 
     def checkpoint(self, epoch, leaf):
         raise ArtifactUnavailable("global states only")
@@ -130,21 +136,16 @@ def test_a_state_is_fetched_over_http_while_streaming_and_only_the_right_one_rea
 class _Gated(_Holder):
     """A holder whose answers wait until ``gate`` is set."""
 
-    def __init__(self, served: bytes) -> None:
-        super().__init__(served)
-        import threading
-
-        self.gate = threading.Event()
-        self.reading = threading.Event()  # set once a read is under way (held at the gate)
-
     def global_state(self, model_hash):
         self.reading.set()
         self.gate.wait(10)
         return super().global_state(model_hash)
 
 
-def _one_holder_store(tmp_path, holder: _Holder):
-    """A store whose run has one host, ``holder``, behind a real server; the server to stop."""
+@contextlib.contextmanager
+def _one_holder_store(tmp_path, holder: _Holder) -> Iterator[GlobalStore]:
+    """A store whose run has one host, ``holder``, behind a real server; on leaving, the holder's
+    gate is opened (no answer left held back) and the server stopped."""
     spec = SPEC
     key, reader, operator = (PrivateKey(bytes([b]) * 32) for b in (0x40, 0x50, 0x51))
     chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (key, reader, operator)})
@@ -153,10 +154,25 @@ def _one_holder_store(tmp_path, holder: _Holder):
     ledger = Ledger(Locked(deployed.backend))
     server = ServerThread(create_app(holder, spec.run_id().hex(), key.address(), authorize=lambda a: True))
     server.start()
-    ledger.bond(key, "host", server.url, int(spec.economics.min_host_stake))
-    store = GlobalStore(tmp_path, spec, ledger, http_peers(reader, spec, ledger.prefix, allow_private=True,
-                                                          retry_budget_s=0.5), reader.address())
-    return store, server
+    try:
+        ledger.bond(key, "host", server.url, int(spec.economics.min_host_stake))
+        yield GlobalStore(tmp_path, spec, ledger, http_peers(reader, spec, ledger.prefix, allow_private=True,
+                                                             retry_budget_s=0.5), reader.address())
+    finally:
+        holder.gate.set()
+        server.stop()
+
+
+@contextlib.contextmanager
+def _warming(tmp_path) -> Iterator[tuple[GlobalStore, _Gated, str]]:
+    """A store warming θ = :func:`_halved` from its one holder, which holds its answer back until its
+    gate is set: (store, holder, θ's hash), the warm fetch started (as :func:`_one_holder_store`)."""
+    wanted = _halved()
+    holder = _Gated(wanted.encode())
+    with _one_holder_store(tmp_path, holder) as store:
+        model_hash = wanted.hash().hex()
+        assert store.warm(model_hash) is True
+        yield store, holder, model_hash
 
 
 def _halved() -> GlobalState:
@@ -178,14 +194,7 @@ def _until(check, timeout: float = 20.0) -> bool:
 def test_a_warmed_state_is_fetched_once_off_the_callers_thread_and_a_get_then_reads_it(tmp_path) -> None:
     # A validator warms θ_e while e trains: the fetch runs on its own thread (warm returns while the
     # holder still holds the answer back), and the get at its verify reads the copy, not the peer.
-    import threading
-
-    wanted = _halved()
-    holder = _Gated(wanted.encode())
-    store, server = _one_holder_store(tmp_path, holder)
-    model_hash = wanted.hash().hex()
-    try:
-        assert store.warm(model_hash) is True
+    with _warming(tmp_path) as (store, holder, model_hash):
         assert not store.has(model_hash) and store.warm(model_hash) is False  # one fetch under way, not two
         got: list[GlobalState] = []
         waiting = threading.Thread(target=lambda: got.append(store.get(model_hash)))
@@ -194,8 +203,6 @@ def test_a_warmed_state_is_fetched_once_off_the_callers_thread_and_a_get_then_re
         waiting.join(20)
         assert _until(lambda: store.has(model_hash))
         assert store.get(model_hash).hash().hex() == model_hash
-    finally:
-        server.stop()
     assert got and got[0].hash().hex() == model_hash
     assert holder.asked == 1
     assert store.warm(model_hash) is False  # held: nothing to do
@@ -207,9 +214,8 @@ def test_warming_a_state_nobody_serves_raises_nothing_and_is_tried_again_later(t
     from node.global_store import GlobalStateUnavailable
 
     holder = _Holder(GlobalState.initial(SPEC).encode())  # serves another state than the one asked
-    store, server = _one_holder_store(tmp_path, holder)
     model_hash = _halved().hash().hex()
-    try:
+    with _one_holder_store(tmp_path, holder) as store:
         assert store.warm(model_hash, retry_s=60) is True
         assert _until(lambda: holder.asked == 1)
         assert store.warm(model_hash, retry_s=60) is False  # under way, or failed within the retry time
@@ -218,8 +224,6 @@ def test_warming_a_state_nobody_serves_raises_nothing_and_is_tried_again_later(t
         assert _until(lambda: holder.asked == 2)
         with pytest.raises(GlobalStateUnavailable):
             store.get(model_hash)  # the caller that needs it hears why
-    finally:
-        server.stop()
 
 
 class _Shelf(_Holder):
@@ -227,9 +231,7 @@ class _Shelf(_Holder):
 
     def __init__(self, states: dict[str, bytes], gated: set[str]) -> None:
         super().__init__(b"")
-        import threading
-
-        self.states, self.gated, self.gate, self.reading = states, gated, threading.Event(), threading.Event()
+        self.states, self.gated = states, gated
 
     def global_state(self, model_hash):
         if model_hash in self.gated:
@@ -244,14 +246,11 @@ class _Shelf(_Holder):
 def test_a_slow_warm_fetch_of_one_state_does_not_hold_a_read_of_another(tmp_path) -> None:
     # A validator warms θ_{e+1} from a holder that drips it, while its tick needs θ_e: that read must
     # not wait for the other state's fetch.
-    import threading
-
     slow, needed = _halved(), GlobalState({n: t * 0.25 for n, t in GlobalState.initial(SPEC).params.items()},
                                           GlobalState.initial(SPEC).momentum)
     slow_hash, needed_hash = slow.hash().hex(), needed.hash().hex()
     holder = _Shelf({slow_hash: slow.encode(), needed_hash: needed.encode()}, gated={slow_hash})
-    store, server = _one_holder_store(tmp_path, holder)
-    try:
+    with _one_holder_store(tmp_path, holder) as store:
         assert store.warm(slow_hash) is True
         assert holder.reading.wait(10)  # the slow fetch is under way
         got: list[GlobalState] = []
@@ -262,9 +261,6 @@ def test_a_slow_warm_fetch_of_one_state_does_not_hold_a_read_of_another(tmp_path
         assert not store.has(slow_hash)
         holder.gate.set()
         assert _until(lambda: store.has(slow_hash))
-    finally:
-        holder.gate.set()
-        server.stop()
 
 
 CONTRACT_0_3_1_REFUSAL = ("invalid query message: unknown field `lists`, expected `start_after` or `limit` at line 1 "
@@ -350,12 +346,7 @@ def test_a_tick_get_hears_not_yet_while_a_warm_fetch_is_held_back(tmp_path) -> N
 
     from node.global_store import GlobalStateUnavailable
 
-    wanted = _halved()
-    holder = _Gated(wanted.encode())
-    store, server = _one_holder_store(tmp_path, holder)
-    model_hash = wanted.hash().hex()
-    try:
-        assert store.warm(model_hash) is True
+    with _warming(tmp_path) as (store, holder, model_hash):
         assert holder.reading.wait(10)  # the warm fetch is under way, held at the holder
         started = time.monotonic()
         with pytest.raises(GlobalStateUnavailable, match="still being fetched"):
@@ -364,7 +355,4 @@ def test_a_tick_get_hears_not_yet_while_a_warm_fetch_is_held_back(tmp_path) -> N
         holder.gate.set()
         assert _until(lambda: store.has(model_hash))
         assert store.get(model_hash, wait_s=0.2).hash().hex() == model_hash
-    finally:
-        holder.gate.set()
-        server.stop()
     assert holder.asked == 1

@@ -241,13 +241,10 @@ def test_a_held_secret_is_acknowledged_again_while_the_chain_does_not_answer(tmp
         assert put(url, {"epoch": CURRENT, "sealed": sealed()}) == 200  # any number of times
         assert put(url, {"epoch": CURRENT, "sealed": sealed(secret=bytes(32))}) == 503  # a new one needs the chain
         assert put(url, {"epoch": CURRENT + 1, "sealed": sealed(CURRENT + 1)}) == 503
-        courier = courier_to(tmp_path / "primary", url.removesuffix(SECRET_PATH))
-        write_secret(tmp_path / "primary", CURRENT, SECRET)
-        try:
+        with courier_to(tmp_path / "primary", url.removesuffix(SECRET_PATH)) as courier:
+            write_secret(tmp_path / "primary", CURRENT, SECRET)
             courier.offer(status(CURRENT, "train"))
             wait_until(lambda: CURRENT in courier.delivered)
-        finally:
-            courier.close()
     assert courier.delivered == {CURRENT: True}
     assert entries(tmp_path) == {CURRENT: SECRET}
 
@@ -300,10 +297,27 @@ def status(epoch: int, phase: str, revealed: bool = False) -> ParticipantStatus:
         "model_hash": "00" * 32, "prev_seed": "00" * 32, "revealed": revealed})
 
 
-def courier_to(journal: Path, url: str) -> SecretCourier:
-    """A courier of MEMBER's secrets in ``journal`` to the standby at ``url``, retrying fast."""
-    return SecretCourier(journal, MEMBER, RUN, "inj", url, STANDBY.public_key, STANDBY.address(),
-                         first_wait=0.01, max_wait=0.02)
+@contextlib.contextmanager
+def courier_to(journal: Path, url: str) -> Iterator[SecretCourier]:
+    """A courier of MEMBER's secrets in ``journal`` to the standby at ``url``, retrying fast;
+    closed (its thread stopped) on leaving."""
+    courier = SecretCourier(journal, MEMBER, RUN, "inj", url, STANDBY.public_key, STANDBY.address(),
+                            first_wait=0.01, max_wait=0.02)
+    try:
+        yield courier
+    finally:
+        courier.close()
+
+
+@contextlib.contextmanager
+def courier_against(journal: Path, answer: Callable[[], Any]) -> Iterator[SecretCourier]:
+    """MEMBER's epoch-0 secret written in ``journal`` and a courier of it to a fake standby over
+    real HTTP, whose every hand-over ``answer`` answers (raising HTTPException: a refusal)."""
+    fake = FastAPI()
+    fake.put(SECRET_PATH)(answer)
+    write_secret(journal, 0, SECRET)
+    with ServerThread(fake, limits=standby_limits()) as server, courier_to(journal, server.url) as courier:
+        yield courier
 
 
 def wait_until(done: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -316,16 +330,13 @@ def wait_until(done: Callable[[], bool], timeout: float = 10.0) -> None:
 def test_a_courier_to_a_standby_that_is_down_retries_then_gives_up_after_the_reveal(tmp_path, caplog) -> None:
     write_secret(tmp_path, 0, SECRET)
     # A port nothing listens on: every try fails and may heal, so it retries with backoff.
-    courier = courier_to(tmp_path, "http://127.0.0.1:9")
-    try:
+    with courier_to(tmp_path, "http://127.0.0.1:9") as courier:
         courier.offer(status(0, "train"))  # returns at once: the courier's thread does the work
         wait_until(lambda: courier._failed.get(0, 0) >= 2)
         assert courier._failed.get(0, 0) >= 2 and 0 not in courier.delivered
         courier.offer(status(1, "join"))  # the run moved on (epoch 1 has no secret yet): 0 is given up
         wait_until(lambda: 0 in courier.delivered)
         assert courier.delivered == {0: False}
-    finally:
-        courier.close()
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert sum("did not take the secret" in w for w in warnings) == 1  # logged once, not per try
 
@@ -333,21 +344,13 @@ def test_a_courier_to_a_standby_that_is_down_retries_then_gives_up_after_the_rev
 def test_a_refusal_is_retried_until_the_reveal_not_taken_as_final(tmp_path) -> None:
     # An answer is not authenticated: one 400 from anything on the path (or a standby's passing
     # fault) must not end the epoch's hand-over, so the courier keeps trying with backoff.
-    fake = FastAPI()
-
-    @fake.put(SECRET_PATH)
     def refuse() -> None:
         raise HTTPException(400, "no")
 
-    write_secret(tmp_path, 0, SECRET)
-    with ServerThread(fake, limits=standby_limits()) as server:
-        courier = courier_to(tmp_path, server.url)
-        try:
-            courier.offer(status(0, "train"))
-            wait_until(lambda: courier._failed.get(0, 0) >= 3)
-            assert courier._failed.get(0, 0) >= 3 and 0 not in courier.delivered
-        finally:
-            courier.close()
+    with courier_against(tmp_path, refuse) as courier:
+        courier.offer(status(0, "train"))
+        wait_until(lambda: courier._failed.get(0, 0) >= 3)
+        assert courier._failed.get(0, 0) >= 3 and 0 not in courier.delivered
 
 
 def test_a_secret_written_after_the_join_status_is_handed_over_without_another_offer(tmp_path) -> None:
@@ -355,15 +358,11 @@ def test_a_secret_written_after_the_join_status_is_handed_over_without_another_o
     # again on its own, so the standby holds the secret soon after the join, not a poll later.
     primary, folder = tmp_path / "primary", tmp_path / "standby"
     app = create_standby_app(STANDBY, MEMBER.address(), RUN, folder, lambda: 0, "inj")
-    with ServerThread(app, limits=standby_limits()) as server:
-        courier = courier_to(primary, server.url)
-        try:
-            courier.offer(status(0, "join"))  # no secret yet, and no other offer follows
-            time.sleep(0.05)
-            write_secret(primary, 0, SECRET)
-            wait_until(lambda: 0 in courier.delivered)
-        finally:
-            courier.close()
+    with ServerThread(app, limits=standby_limits()) as server, courier_to(primary, server.url) as courier:
+        courier.offer(status(0, "join"))  # no secret yet, and no other offer follows
+        time.sleep(0.05)
+        write_secret(primary, 0, SECRET)
+        wait_until(lambda: 0 in courier.delivered)
     assert courier.delivered == {0: True} and read_secret(folder, 0) == SECRET
 
 
@@ -377,21 +376,13 @@ def test_a_secret_in_the_journal_is_its_owners_only(tmp_path) -> None:
 def test_an_acknowledgement_without_the_standbys_signed_receipt_is_not_a_delivery(tmp_path, caplog) -> None:
     # Something in between answers 200 for the standby: without the standby's signature over the
     # secret the courier does not count the secret delivered, and keeps trying.
-    fake = FastAPI()
-
-    @fake.put(SECRET_PATH)
     def ack() -> dict:
         return {"epoch": 0, "held": True, "receipt": OTHER.sign(bytes(32)).hex()}
 
-    write_secret(tmp_path, 0, SECRET)
-    with ServerThread(fake, limits=standby_limits()) as server:
-        courier = courier_to(tmp_path, server.url)
-        try:
-            courier.offer(status(0, "join"))
-            wait_until(lambda: courier._failed.get(0, 0) >= 2)
-            assert courier._failed.get(0, 0) >= 2 and 0 not in courier.delivered
-        finally:
-            courier.close()
+    with courier_against(tmp_path, ack) as courier:
+        courier.offer(status(0, "join"))
+        wait_until(lambda: courier._failed.get(0, 0) >= 2)
+        assert courier._failed.get(0, 0) >= 2 and 0 not in courier.delivered
     assert any("not the standby's signed receipt" in r.getMessage() for r in caplog.records)
 
 
@@ -403,20 +394,12 @@ def test_an_acknowledgement_without_the_standbys_signed_receipt_is_not_a_deliver
 ])
 def test_only_a_receipt_signed_for_the_epoch_handed_over_counts(tmp_path, answered, signed, delivered) -> None:
     context = SealContext(run_id=RUN, epoch=signed, member=MEMBER.address(), standby=STANDBY.address())
-    fake = FastAPI()
-
-    @fake.put(SECRET_PATH)
     def ack() -> dict:
         return {"epoch": answered, "held": True, "receipt": STANDBY.sign(receipt_digest(context, SECRET)).hex()}
 
-    write_secret(tmp_path, 0, SECRET)
-    with ServerThread(fake, limits=standby_limits()) as server:
-        courier = courier_to(tmp_path, server.url)
-        try:
-            courier.offer(status(0, "train"))
-            wait_until(lambda: 0 in courier.delivered or courier._failed.get(0, 0) >= 2)
-        finally:
-            courier.close()
+    with courier_against(tmp_path, ack) as courier:
+        courier.offer(status(0, "train"))
+        wait_until(lambda: 0 in courier.delivered or courier._failed.get(0, 0) >= 2)
     assert (courier.delivered == {0: True}) is delivered
     assert delivered or courier._failed.get(0, 0) >= 2
 
@@ -425,17 +408,14 @@ def test_only_a_receipt_signed_for_the_epoch_handed_over_counts(tmp_path, answer
 def test_a_courier_sends_nothing_once_the_secret_was_revealed_or_the_reveal_is_over(tmp_path, after) -> None:
     # The secret is public then, or too late to help: the standby is not sent it.
     write_secret(tmp_path / "primary", 0, SECRET)
-    with serving(tmp_path / "standby", lambda: 0) as url:
-        courier = courier_to(tmp_path / "primary", url.removesuffix(SECRET_PATH))
-        try:
-            courier.offer(after)
-            time.sleep(0.3)
-            assert courier.delivered == {} and not (tmp_path / "standby").exists()
-            courier.offer(status(1, "train"))  # the next epoch's secret is not written yet either
-            time.sleep(0.1)
-            assert courier.delivered == {} and not (tmp_path / "standby").exists()
-        finally:
-            courier.close()
+    with serving(tmp_path / "standby", lambda: 0) as url, \
+            courier_to(tmp_path / "primary", url.removesuffix(SECRET_PATH)) as courier:
+        courier.offer(after)
+        time.sleep(0.3)
+        assert courier.delivered == {} and not (tmp_path / "standby").exists()
+        courier.offer(status(1, "train"))  # the next epoch's secret is not written yet either
+        time.sleep(0.1)
+        assert courier.delivered == {} and not (tmp_path / "standby").exists()
 
 
 def test_a_courier_hands_each_epoch_over_once_and_remembers_only_the_last_few(tmp_path, monkeypatch) -> None:
@@ -450,20 +430,17 @@ def test_a_courier_hands_each_epoch_over_once_and_remembers_only_the_last_few(tm
         requests.append(request.method)
         return await call_next(request)
 
-    with ServerThread(app, limits=standby_limits()) as server:
-        courier = courier_to(tmp_path / "primary", server.url)
-        try:
-            for epoch in range(6):
-                chain["epoch"] = epoch
-                write_secret(tmp_path / "primary", epoch, bytes([epoch + 1]) * 32)
-                courier.offer(status(epoch, "join"))
-                wait_until(lambda e=epoch: e in courier.delivered)
-                for phase in ("train", "train", "reveal"):
-                    courier.offer(status(epoch, phase))
-                time.sleep(0.05)
-                assert len(requests) == epoch + 1
-        finally:
-            courier.close()
+    with ServerThread(app, limits=standby_limits()) as server, \
+            courier_to(tmp_path / "primary", server.url) as courier:
+        for epoch in range(6):
+            chain["epoch"] = epoch
+            write_secret(tmp_path / "primary", epoch, bytes([epoch + 1]) * 32)
+            courier.offer(status(epoch, "join"))
+            wait_until(lambda e=epoch: e in courier.delivered)
+            for phase in ("train", "train", "reveal"):
+                courier.offer(status(epoch, phase))
+            time.sleep(0.05)
+            assert len(requests) == epoch + 1
     assert courier.delivered == {3: True, 4: True, 5: True}
     assert entries(tmp_path / "standby") == {e: bytes([e + 1]) * 32 for e in (3, 4, 5)}
 

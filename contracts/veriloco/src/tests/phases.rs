@@ -3254,14 +3254,21 @@ fn a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_waits_fo
     );
 }
 
+/// 2 hosts and 2 validators, pipelined with a long `verify` (500 blocks): epoch 0 played to
+/// `verify`, where it waits, and epoch 1 opened by the start vote (`opt 1`).
+fn pipelined_with_epoch_0_waiting_in_verify() -> Net {
+    let spec = spec_with(json!({"phases": {"pipelined": true, "verify_blocks": 500}}));
+    let mut net = Net::new(&spec, 2, 2);
+    net.play_to_verify();
+    net.propose_start_all(&digest("opt 1"));
+    net
+}
+
 #[test]
 fn a_pipelined_epoch_proposes_only_after_its_predecessor_settled_with_a_whole_window() {
     // A long `verify`: epoch 0 waits in it, unplayed, while epoch 1 runs to `propose`.
-    let spec = spec_with(json!({"phases": {"pipelined": true, "verify_blocks": 500}}));
-    let mut net = Net::new(&spec, 2, 2);
+    let mut net = pipelined_with_epoch_0_waiting_in_verify();
     let h = net.hosts.clone();
-    net.play_to_verify();
-    net.propose_start_all(&digest("opt 1"));
     // Epoch 1 runs to `propose` while epoch 0 still waits in `verify`.
     net.play_to_verify();
     net.play_verdicts(&honest);
@@ -3319,11 +3326,8 @@ fn a_pipelined_epoch_proposes_only_after_its_predecessor_settled_with_a_whole_wi
 #[test]
 fn a_pipelined_join_short_of_its_minimums_waits_for_the_settling_epoch_then_gets_its_window() {
     // A long `verify`: epoch 0 waits in it while epoch 1's join runs past its deadline.
-    let spec = spec_with(json!({"phases": {"pipelined": true, "verify_blocks": 500}}));
-    let mut net = Net::new(&spec, 2, 2);
+    let mut net = pipelined_with_epoch_0_waiting_in_verify();
     let h = net.hosts.clone();
-    net.play_to_verify();
-    net.propose_start_all(&digest("opt 1"));
     // Nobody joins epoch 1: past its deadline it is neither extended nor abandoned.
     net.chain.wait_past_deadline();
     assert_eq!(
@@ -3425,16 +3429,7 @@ fn a_host_that_sits_out_is_not_checked_paid_or_slashed_and_rejoins_the_next_epoc
     // It joins the next epoch with its whole stake and trains it like anyone else.
     let member = net.chain.query(json!({"member": {"address": h[2]}}));
     assert_eq!(amount(&member["bonded"]), HOST_BOND);
-    for who in net.everyone() {
-        net.join(&who);
-    }
-    for host in h.iter() {
-        net.commit(host);
-    }
-    for who in net.everyone() {
-        net.reveal(&who);
-    }
-    net.settle();
+    net.play_to_verify();
     net.play_verdicts(&honest);
     let report = net.chain.report(1);
     for host in h.iter() {
@@ -3538,16 +3533,7 @@ fn sitting_out_e_plus_1_neither_shields_a_slash_earned_in_e_nor_votes_on_the_sta
     let h = net.hosts.clone();
     let cheater = h[2].clone();
     let cheats = |_: &str, host: &str, _: u64| Some(if host == h[2] { "fail" } else { "pass" });
-    for who in net.everyone() {
-        net.join(&who);
-    }
-    for host in h.iter() {
-        net.commit(host);
-    }
-    for who in net.everyone() {
-        net.reveal(&who);
-    }
-    net.settle();
+    net.play_to_verify();
     net.propose_start_all(&digest("opt 1"));
     assert_eq!(net.chain.epoch()["epoch"], 1);
     // Epoch 1: everyone joins; the cheater, caught in epoch 0, sits out epoch 1.
@@ -3794,12 +3780,13 @@ fn a_host_that_sits_out_whenever_it_holds_a_seat_stays_behind_a_smaller_host_tha
     assert_eq!(seats_of_the_smallest_trainer(3), vec![1, 2, 3, 5, 6, 7]);
 }
 
-#[test]
-fn a_host_that_missed_more_of_the_window_ranks_below_one_that_missed_fewer() {
+/// `Net::two_seats_three_stakes` through epoch 0, in which host-0 (30 M) and host-1 (20 M) both
+/// sit out (nobody trains: nothing to check or accept, and the epoch closes), and into epoch 1's
+/// join, where host-2 (10 M, which did not sit out) outranks either and, among those that sat
+/// out, host-0 evicts host-1 (the larger stake keeps the seat), which then cannot join again.
+fn two_sat_out_and_the_larger_stake_keeps_the_seat() -> Net {
     let mut net = Net::two_seats_three_stakes();
     let (h, v) = (net.hosts.clone(), net.validators.clone());
-    let validators = || v.clone();
-    // Epoch 0: host-0 (30 M) and host-1 (20 M) both sit out.
     for who in [&h[0], &h[1], &v[0], &v[1]] {
         net.join(who);
     }
@@ -3810,14 +3797,20 @@ fn a_host_that_missed_more_of_the_window_ranks_below_one_that_missed_fewer() {
         net.reveal(who);
     }
     net.settle();
+    // Nobody trained: nothing to check or accept, and the epoch closes.
     net.chain.wait_past_deadline();
     net.chain.ok(&h[2], json!({"advance": {}}));
     net.settle();
     assert_eq!(net.epoch_number(), 1);
-    // Epoch 1: one miss each; among them the larger stake ranks first. host-0 sits out again.
+    // Epoch 1: both sat out; host-2 (10 M) did not, so it outranks either.
     net.join(&h[1]);
     net.join(&h[2]);
-    assert_eq!(evicted(&net.join(&h[0])), Some(h[1].as_str()));
+    let response = net.join(&h[0]);
+    assert_eq!(
+        evicted(&response),
+        Some(h[1].as_str()),
+        "30 M evicts 20 M among those that sat out"
+    );
     let again = json!({"join": {"epoch": 1, "beacon_commit": digest("b")}});
     assert_eq!(
         net.chain.refused(&h[1], again),
@@ -3828,6 +3821,16 @@ fn a_host_that_missed_more_of_the_window_ranks_below_one_that_missed_fewer() {
             h[1]
         )
     );
+    net
+}
+
+#[test]
+fn a_host_that_missed_more_of_the_window_ranks_below_one_that_missed_fewer() {
+    // Epoch 0: host-0 (30 M) and host-1 (20 M) both sit out. Epoch 1: one miss each; among them
+    // the larger stake ranks first. host-0 sits out again.
+    let mut net = two_sat_out_and_the_larger_stake_keeps_the_seat();
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    let validators = || v.clone();
     for who in validators() {
         net.join(&who);
     }
@@ -3932,16 +3935,7 @@ fn a_host_absent_once_is_not_slashed_and_trains_the_next_epoch() {
     // It joins the next epoch with its whole stake and is accepted like anyone else.
     let member = net.chain.query(json!({"member": {"address": h[2]}}));
     assert_eq!(amount(&member["bonded"]), HOST_BOND);
-    for who in net.everyone() {
-        net.join(&who);
-    }
-    for host in h.iter() {
-        net.commit(host);
-    }
-    for who in net.everyone() {
-        net.reveal(&who);
-    }
-    net.settle();
+    net.play_to_verify();
     net.play_verdicts(&honest);
     assert_eq!(
         row(&net.chain.report(1), "hosts", &h[2])["outcome"],
@@ -4013,43 +4007,7 @@ fn an_excused_absence_still_pays_for_a_withheld_reveal_and_a_repeated_one_pays_b
 
 #[test]
 fn among_hosts_that_sat_out_the_larger_stake_keeps_the_seat() {
-    let mut net = Net::two_seats_three_stakes();
-    let (h, v) = (net.hosts.clone(), net.validators.clone());
-    for who in [&h[0], &h[1], &v[0], &v[1]] {
-        net.join(who);
-    }
-    net.close_join();
-    net.sit_out(&h[0]);
-    net.sit_out(&h[1]);
-    for who in [&h[0], &h[1], &v[0], &v[1]] {
-        net.reveal(who);
-    }
-    net.settle();
-    // Nobody trained: nothing to check or accept, and the epoch closes.
-    net.chain.wait_past_deadline();
-    net.chain.ok(&h[2], json!({"advance": {}}));
-    net.settle();
-    assert_eq!(net.epoch_number(), 1);
-
-    // Epoch 1: both sat out; host-2 (10 M) did not, so it outranks either.
-    net.join(&h[1]);
-    net.join(&h[2]);
-    let response = net.join(&h[0]);
-    assert_eq!(
-        evicted(&response),
-        Some(h[1].as_str()),
-        "30 M evicts 20 M among those that sat out"
-    );
-    let again = json!({"join": {"epoch": 1, "beacon_commit": digest("b")}});
-    assert_eq!(
-        net.chain.refused(&h[1], again),
-        format!(
-            "join: epoch 1 is full and {} missed 1 of the last 8 epochs (the last: epoch 0): it \
-             ranks below every host that missed fewer, and the smallest seat of a host that \
-             missed as many holds 30000000inj",
-            h[1]
-        )
-    );
+    let net = two_sat_out_and_the_larger_stake_keeps_the_seat();
     net.chain.check_books();
 }
 
