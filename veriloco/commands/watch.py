@@ -46,7 +46,7 @@ def watch_view(run: str, now: PhaseProgress, recent: list[EpochReport], names: d
 def _frame(net: NetworkFile, clock: BlockClock, names: dict[str, str], history: int
            ) -> tuple[RenderableType, PhaseProgress]:
     with open_ledger(net) as ledger:
-        spec, info, height = ledger.spec(), ledger.epoch(), ledger.height()
+        spec, info, height = ledger.spec(), ledger.epoch(lists=False), ledger.height()
         if net.chain.backend == "cosmos":  # an embedded chain's blocks come with transactions, not time
             clock.observe(height)
         recent = [ledger.report(e) for e in range(max(0, info.epoch - history), info.epoch)]

@@ -51,7 +51,7 @@ class RunSource:
         with open_ledger(self.net) as ledger:
             if self._spec is None:
                 self._spec = ledger.spec()
-            current, height = ledger.epoch(), ledger.height()
+            current, height = ledger.epoch(lists=False), ledger.height()
             if self.net.chain.backend == "cosmos":  # an embedded chain's blocks come with transactions, not time
                 self.clock.observe(height)
             reports: list[EpochReport] = []
