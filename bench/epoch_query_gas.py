@@ -2,7 +2,7 @@
 ``max_validators`` at ``MAX_PARTICIPANTS`` (1,024 each), every host committed and accepted.
 
     PYTHONPATH=. .venv/bin/python bench/epoch_query_gas.py [--hosts 1024] [--validators 1024]
-        [--page 64] [--commands [--save DIR] [--no-measure]] [--out FILE]
+        [--page 64] [--commands [--save DIR] [--no-measure] | --disputed] [--out FILE]
 
 ``epoch`` lists the epoch's hosts, validators, committed hosts and accepted hosts, so it grows with
 the participants and is at its largest after finalize of an epoch where every host is accepted.
@@ -31,6 +31,11 @@ Beside them: the header-only ``epochs`` page of 10 (``lists: false``: epochs 0 t
 pages. ``--save DIR`` keeps that network (``DIR/network.json``, ``DIR/chain.json``),
 ``--no-measure`` only builds it (what ``tests/veriloco/test_reads_at_scale.py`` reads).
 
+``--disputed`` measures the ``report`` pages of a fully disputed epoch (``settle_paging.play``'s
+"disputed": every challenge goes to the final vote of every validator) with ``--hosts`` hosts and
+``--validators`` validators: a page holds at least one participant, and a host costs one unit
+per 16 votes its challenges hold, so with many validators one host's votes fill a page alone.
+
 Prints one JSON object (``--out`` also writes it to a file).
 """
 
@@ -57,7 +62,7 @@ from chain.ledger import Ledger, TxResult
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment
 from protocol.rules.beacon import beacon_commit
-from protocol.rules.limits import CHALLENGES_PAGE, MAX_PARTICIPANTS
+from protocol.rules.limits import CHALLENGES_PAGE, MAX_PARTICIPANTS, REPORT_PAGE
 from protocol.rules.spec import RunSpec
 from veriloco.connect import ChainSettings, NetworkFile, load_network
 
@@ -368,6 +373,42 @@ def challenge_cursors(ledger: Ledger, e: int, validator: str) -> list[str]:
         cursors.append(start)
 
 
+def disputed_run(hosts: int, validators: int, page: int | None) -> dict[str, Any]:
+    """``--disputed``: every ``report`` page of a fully disputed epoch, measured (:func:`query_gas`)."""
+    t0 = time.perf_counter()
+    host_names = [f"host{i}" for i in range(hosts)]
+    validator_names = [f"validator{i}" for i in range(validators)]
+    accounts = [key(n).address() for n in ["operator", "funder", *host_names, *validator_names]]
+    chain = EmbeddedChain(genesis_balances={a: {DENOM: GENESIS_BALANCE} for a in accounts}, block_txs=1_000_000)
+    operator = key("operator")
+    ledger = deploy_embedded(chain, operator, spec_for(hosts, validators, REWARD), "00" * 32, operator.address(),
+                             settle_page=page)
+
+    def send(plan: Any, kind: str | None = None, sink: dict[str, list[int]] | None = None) -> None:
+        plan(ledger)
+
+    def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
+        action()
+        return {}
+
+    play(ledger, send, measure, host_names, validator_names, "disputed")
+    pages: list[dict[str, Any]] = []
+    start: str | None = None
+    while True:
+        cost, answer = query_gas(ledger, {"report": {"epoch": 0, "start_after": start, "limit": REPORT_PAGE}})
+        pages.append({**cost, "hosts": len(answer["hosts"]), "validators": len(answer["validators"]),
+                      "votes": sum(len(c["votes"]) for c in answer["challenges"])})
+        start = answer.get("next")
+        if start is None:
+            break
+    top = max(pages, key=lambda c: c["sdk_gas"])
+    return {"hosts": hosts, "validators": validators, "scenario": "disputed", "query_gas_limit": QUERY_GAS_LIMIT,
+            "pages": len(pages), "largest_page": {**top, "of_limit": round(top["sdk_gas"] / QUERY_GAS_LIMIT, 3)},
+            "largest_page_next": max(pages, key=lambda c: c["sdk_gas_next"]),
+            "pages_over_limit": sum(1 for c in pages if c["sdk_gas_next"] > QUERY_GAS_LIMIT),
+            "wall_s": round(time.perf_counter() - t0, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=MAX_PARTICIPANTS)
@@ -377,8 +418,11 @@ def main() -> None:
     parser.add_argument("--commands", action="store_true", help="measure the operator commands' queries instead")
     parser.add_argument("--save", type=Path, default=None, help="with --commands: keep the run in this folder")
     parser.add_argument("--no-measure", action="store_true", help="with --commands: only build (and --save) the run")
+    parser.add_argument("--disputed", action="store_true", help="the report pages of a fully disputed epoch instead")
     args = parser.parse_args()
-    if args.commands:
+    if args.disputed:
+        result = disputed_run(args.hosts, args.validators, args.page)
+    elif args.commands:
         result = commands_run(args.hosts, args.validators, args.page, args.save, not args.no_measure)
     else:
         result = run(args.hosts, args.validators, args.page)
