@@ -104,7 +104,7 @@ def run(hosts: int, validators: int, page: int | None) -> dict[str, Any]:
         plan(ledger)
 
     def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
-        return cost_of(None, action).estimate()  # cost_of does not use its env
+        return cost_of(None, action).estimate()  # type: ignore[arg-type]  # cost_of does not use its env
 
     in_verify: dict[str, Any] = {}
 
@@ -266,7 +266,7 @@ class QueryLog:
                                 else None, **cost})
             return original(backend, msg)
 
-        EmbeddedBackend.query = query  # type: ignore[method-assign]
+        EmbeddedBackend.query = query  # type: ignore[method-assign,assignment]
         try:
             yield self
         finally:
