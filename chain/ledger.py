@@ -293,7 +293,7 @@ class Ledger:
         sent: list[TxResult] = []
         while self.closing():
             if len(sent) >= max_pages:
-                raise LedgerError(f"the close is still running after {max_pages} advances: {self.epoch()}")
+                raise LedgerError(f"the close is still running after {max_pages} advances: {self.epoch(lists=False)}")
             sent.append(self.advance(key))
         return sent
 
