@@ -293,7 +293,7 @@ class Ledger:
         sent: list[TxResult] = []
         while self.closing():
             if len(sent) >= max_pages:
-                raise LedgerError(f"the close is still running after {max_pages} advances: {self.epoch()}")
+                raise LedgerError(f"the close is still running after {max_pages} advances: {self.epoch(lists=False)}")
             sent.append(self.advance(key))
         return sent
 
@@ -390,6 +390,38 @@ class Ledger:
             return self._paged("epochs", EpochInfo, msg, start_after, limit, EPOCHS_PAGE, lambda e: e.epoch)
 
         return read({}) if lists else self._header_only(read)
+
+    def epoch_paged(self, epoch: int | None = None, attempts: int = 3) -> EpochInfo:
+        """:meth:`epoch` with its four lists, read without a query that grows with the participants:
+        the header (``lists=False``), then the lists from the epoch's paged :meth:`report` (hosts
+        and validators in address order, the hosts with a commitment, the hosts ``accepted``).
+        What ``epoch {epoch}`` answers, which at 2,048 participants nears a node's query gas limit
+        (and ``epochs`` with lists is past it). More queries than the full answer: one per report
+        page (``REPORT_PAGE`` units, about 32 participants each).
+
+        When the epoch moved between the header and the report (another phase, round, seed or
+        model) both are read again, at most ``attempts`` times in all.
+
+        Raises:
+            ValueError: ``attempts`` below 1.
+            LedgerError: malformed answers, or the epoch moved during every attempt.
+        """
+        if attempts < 1:
+            raise ValueError(f"attempts must be at least 1, got {attempts}")
+        for _ in range(attempts):
+            info = self.epoch(epoch, lists=False)
+            report = self.report(info.epoch)
+            seen = (report.phase, report.round, report.seed, report.next_model_hash, report.agreed)
+            if seen != (info.phase, info.round, info.seed, info.next_model_hash, info.agreed):
+                continue  # a transaction landed between the two: read both again
+            return info.model_copy(update={
+                "hosts": [h.address for h in report.hosts],
+                "validators": [v.address for v in report.validators],
+                "committed": [h.address for h in report.hosts if h.commitment is not None],
+                "accepted": [h.address for h in report.hosts if h.outcome == "accepted"],
+            })
+        raise LedgerError(f"epoch {epoch if epoch is not None else '(current)'} changed while it was read, "
+                          f"in each of {attempts} tries")
 
     def _header_only(self, read: Callable[[dict[str, Any]], R]) -> R:
         """``read({"lists": False})``; on a contract from before 0.3.2, which refuses that field as

@@ -541,7 +541,7 @@ class HostNode(Participant):
         if (not status.committed or status.phase in ("join", "train", "reveal", "closed")
                 or status.epoch in self._started or status.epoch in self._gave_up or self.stopping.is_set()):
             return False
-        info = self.ledger.epoch(status.epoch)
+        info = self.ledger.epoch(status.epoch, lists=False)
         if info.closing is not None or info.start_model_hash is not None:
             return False
         try:

@@ -60,7 +60,7 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
     """
     drive = Drive()
     while True:
-        info, height = ledger.epoch(), ledger.height()
+        info, height = ledger.epoch(lists=False), ledger.height()
         move = next_move(info, height, until)
         if move == "done":
             return drive
@@ -81,7 +81,7 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
             # The deadline's own block: a message there is late, but the close comes one block on.
             ledger.wait_for_height(height + 1, timeout=wait_timeout)
             continue
-        after = ledger.epoch()
+        after = ledger.epoch(lists=False)
         step = f"epoch {info.epoch} {info.phase} → epoch {after.epoch} {after.phase}"
         drive.steps.append(step)
         progress(f"{step} (height {drive.txs[-1].height})")

@@ -242,7 +242,7 @@ class LocalNetwork:
         Raises:
             CommandError: the epoch did not end within ``max_rounds`` rounds (a stuck phase).
         """
-        info = self.ledger.epoch()
+        info = self.ledger.epoch(lists=False)
         epoch = info.settling if info.settling is not None else info.epoch
         for _ in range(max_rounds):
             # Jobs training before the round: one that ends after its host's tick looked at it but
@@ -252,7 +252,7 @@ class LocalNetwork:
             training = self._training_jobs()
             acted = [node.tick() for node in self.nodes]
             self.ledger.end_block()  # one round of transactions, one block
-            info = self.ledger.epoch()
+            info = self.ledger.epoch(lists=False)
             if info.epoch != epoch and info.settling != epoch:
                 if self.spec.phases.pipelined:
                     self.overlaps[epoch] = (info.epoch, info.phase)

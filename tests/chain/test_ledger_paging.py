@@ -1,11 +1,12 @@
 """The Ledger pages through the contract's capped answers: every epoch, member and aggregation
 input comes back, in order."""
 
+import pytest
 from ledger_env import EmbeddedDriver, LedgerEnv, make_spec
 from test_contract_epoch import HOSTS, VALIDATORS, ready
 
 import chain.ledger
-from chain.ledger import EPOCHS_PAGE, MEMBERS_PAGE
+from chain.ledger import EPOCHS_PAGE, MEMBERS_PAGE, LedgerError
 
 
 def test_epochs_beyond_one_contract_page(embedded_env) -> None:
@@ -48,3 +49,30 @@ def test_aggregation_inputs_are_read_page_by_page(embedded_env, monkeypatch) -> 
     assert env.ledger.aggregation_inputs(0) == whole
     assert len(queries) == len(hosts) + 1
     assert queries[1]["aggregation_inputs"]["start_after"] == whole[0].address
+
+
+def test_an_epoch_read_paged_equals_its_full_answer(embedded_env, monkeypatch) -> None:
+    """``Ledger.epoch_paged``: the header without lists and the lists from the paged report give
+    exactly what ``epoch`` answers with its lists, in every phase (one host never commits, so the
+    committed and accepted hosts are not all of them), and a report that shows another state of
+    the epoch than its header is read again."""
+    env = embedded_env
+    hosts = ["host1", "host2", "host3", "host4"]
+    ready(env, hosts)
+    commit = hosts[1:]
+    e = env.play_epoch(hosts, VALIDATORS, commit=commit, stop_after="train")
+    assert env.ledger.epoch_paged(e) == env.ledger.epoch(e) and env.ledger.epoch_paged() == env.ledger.epoch()
+    env.play_epoch(hosts, VALIDATORS, commit=commit, stop_after="verify")
+    assert env.ledger.epoch_paged(e) == env.ledger.epoch(e)
+    env.play_epoch(hosts, VALIDATORS, commit=commit)
+    full = env.ledger.epoch(e)
+    assert (len(full.hosts), len(full.committed)) == (len(hosts), len(commit)) and full.accepted
+    assert env.ledger.epoch_paged(e) == full
+    # The report shows another phase once, then the epoch as its header does: read twice.
+    report = env.ledger.report
+    moved = [report(e).model_copy(update={"phase": "verify"})]
+    monkeypatch.setattr(env.ledger, "report", lambda epoch: moved.pop() if moved else report(epoch))
+    assert env.ledger.epoch_paged(e) == full and not moved
+    monkeypatch.setattr(env.ledger, "report", lambda epoch: report(epoch).model_copy(update={"phase": "verify"}))
+    with pytest.raises(LedgerError, match="changed while it was read, in each of 2 tries"):
+        env.ledger.epoch_paged(e, attempts=2)

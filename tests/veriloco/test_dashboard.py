@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -14,8 +15,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from chain.block_clock import BlockClock
 from protocol.rules.spec import PhaseSpec
-from protocol.views import Accounting, EpochInfo, Member
+from protocol.views import Accounting, EpochInfo, EpochReport, Member
 from trainer.presets import tiny
 from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.dashboard.app import make_app
@@ -68,6 +70,61 @@ def test_the_app_is_read_only_and_says_when_the_chain_cannot_be_read(tmp_path) -
     state = client.get("/api/state")
     assert state.status_code == 503 and "not found" in state.json()["error"]
     assert client.post("/api/state").status_code == 405 and client.put("/").status_code == 405
+
+
+class ReportsLedger:
+    """A ledger for the live views' caches: epoch 2 is current, epoch 1 still settles (a pipelined
+    run), epoch 0 is closed; it records which reports were read."""
+
+    contract_address = ADDRESS
+
+    def __init__(self) -> None:
+        self.read: list[int] = []
+
+    def spec(self):
+        return tiny()
+
+    def epoch(self, epoch=None, lists=True) -> EpochInfo:
+        assert lists is False, "the live views read the header only"
+        return epoch_info(epoch=2, phase="train", settling=1)
+
+    def height(self) -> int:
+        return 150
+
+    def report(self, epoch: int) -> EpochReport:
+        self.read.append(epoch)
+        return EpochReport(run_id="00" * 32, epoch=epoch, phase="closed" if epoch == 0 else "verify", started_at=0,
+                           model_hash="ab" * 32, hosts=[], validators=[], challenges=[])
+
+    def members(self) -> list[Member]:
+        return []
+
+    def accounting(self) -> Accounting:
+        return Accounting(bonded="0", unbonding="0", reward_pool="0")
+
+    def balance(self, address: str) -> int:
+        return 0
+
+
+def test_the_live_views_keep_only_closed_epochs_reports(monkeypatch) -> None:
+    """The dashboard and ``epoch watch`` keep the report of a closed epoch and read the others
+    again: in a pipelined run the epoch before the current one may still be settling."""
+    from veriloco.commands import watch
+    from veriloco.dashboard import source
+
+    ledger = ReportsLedger()
+    net = NetworkFile(chain=ChainSettings(backend="embedded", state="unused.json"), contract=ADDRESS, run_id="00" * 32)
+    monkeypatch.setattr(source, "open_ledger", lambda _: contextlib.nullcontext(ledger))
+    monkeypatch.setattr(watch, "open_ledger", lambda _: contextlib.nullcontext(ledger))
+    dashboard = RunSource(net, min_interval=0)
+    dashboard.state()
+    dashboard.state()
+    assert ledger.read == [0, 1, 2, 1, 2]
+    ledger.read.clear()
+    closed: dict[int, EpochReport] = {}
+    for _ in range(2):
+        watch._frame(net, BlockClock(), {}, 3, closed)
+    assert ledger.read == [0, 1, 1] and list(closed) == [0]
 
 
 def free_port() -> int:

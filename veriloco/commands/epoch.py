@@ -33,7 +33,9 @@ def list_(network: Network = None, home: Home = None, json: Json = False,
           limit: Annotated[int | None, typer.Option(help="at most this many (default: all)")] = None) -> None:
     """Every epoch: phase, model hashes, participants."""
     with open_ledger(load_network(network, home)) as ledger:
-        epochs = ledger.epochs(limit=limit)
+        # Headers in pages, then each epoch's lists from its paged report: no query grows with the
+        # participants (the full `epochs` page is past a node's query gas at 2,048 of them).
+        epochs = [ledger.epoch_paged(e.epoch) for e in ledger.epochs(limit=limit, lists=False)]
     if json:
         print_json({"epochs": epochs})
         return
@@ -51,7 +53,7 @@ def show(epoch: Annotated[int | None, typer.Argument(help="epoch (default: the c
          network: Network = None, home: Home = None, json: Json = False) -> None:
     """One epoch's state: phase, deadline, seeds, participants (named when they are your keys)."""
     with open_ledger(load_network(network, home)) as ledger:
-        info = ledger.epoch(epoch)
+        info = ledger.epoch_paged(epoch)
     names = key_names(home)
     if json:
         print_json({"epoch": info, "names": {a: n for a, n in names.items() if a in {*info.hosts, *info.validators}}})
@@ -83,7 +85,7 @@ def advance(key: KeyName = "operator",
     With --until N: close phase after phase, waiting for their deadlines, until epoch N."""
     signer = open_key(key, home)
     with open_ledger(load_network(network, home), save=True) as ledger:
-        before = ledger.epoch()
+        before = ledger.epoch(lists=False)
         if until is not None:
             from veriloco.advance_until import advance_until  # noqa: PLC0415 (only --until needs it)
 
@@ -96,7 +98,7 @@ def advance(key: KeyName = "operator",
                 txs += ledger.settle(signer)
             except ContractError as exc:
                 raise CommandError(str(exc)) from None
-        after = ledger.epoch()
+        after = ledger.epoch(lists=False)
     if json:
         print_json({"tx": tx_json(txs[0]) if txs else None, "pages": [tx_json(p) for p in txs[1:]],
                     "before": before, "after": after, "key": key})
@@ -115,7 +117,7 @@ def report(epoch: Annotated[int, typer.Argument(help="the epoch")],
            network: Network = None, home: Home = None, json: Json = False) -> None:
     """Hosts, commitments, challenges, verdicts, slashes, rewards and losses of one epoch."""
     with open_ledger(load_network(network, home)) as ledger:
-        current = ledger.epoch().epoch
+        current = ledger.epoch(lists=False).epoch
         if epoch > current:
             raise CommandError(f"epoch {epoch} has not started: the run is in epoch {current}")
         result = ledger.report(epoch)

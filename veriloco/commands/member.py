@@ -250,14 +250,16 @@ def make_app(role: Role) -> typer.Typer:
         net = load_network(network, home)
         with open_ledger(net) as ledger:
             who = address or Keystore.in_home(home_dir(home)).entry(key).public_key.address(ledger.prefix)
-            member, info = ledger.member(who), ledger.epoch()
+            # Its part in the current epoch from point reads (`participant`), not the epoch's lists.
+            member, part = ledger.member(who), ledger.participant(who)
             denom = ledger.denom
         if member is None:
             raise CommandError(f"{who} is not a member of this run (bond first: veriloco {role} bond AMOUNT)")
-        joined = who in (info.hosts if role == "host" else info.validators)
+        joined = part.joined and part.role == role
         name = key_names(home).get(who)
-        state = {"member": member, "name": name, "denom": denom, "epoch": info.epoch, "phase": info.phase,
-                 "joined": joined, "committed": who in info.committed, "accepted": who in info.accepted}
+        state = {"member": member, "name": name, "denom": denom, "epoch": part.epoch, "phase": part.phase,
+                 "joined": joined, "committed": joined and part.committed,
+                 "accepted": joined and part.outcome == "accepted"}
         if json:
             print_json(state)
             return
@@ -268,7 +270,7 @@ def make_app(role: Role) -> typer.Typer:
                               ", ".join(f"{display(u.amount, denom)} from epoch {u.release_epoch}"
                                         for u in member.unbonding),
                               display(member.slashed_total, denom), display(member.rewarded_total, denom),
-                              member.endpoint, info.epoch, info.phase, joined,
+                              member.endpoint, part.epoch, part.phase, joined,
                               *([state["committed"], state["accepted"]] if role == "host" else [])]]))
 
     @app.command("run")

@@ -240,7 +240,7 @@ def show(network: Network = None, home: Home = None, json: Json = False) -> None
     """The run's spec, holdings and current epoch."""
     net = load_network(network, home)
     with open_ledger(net) as ledger:
-        config, accounting, info = ledger.config(), ledger.accounting(), ledger.epoch()
+        config, accounting, info = ledger.config(), ledger.accounting(), ledger.epoch(lists=False)
         spec = RunSpec.from_canonical(config.spec_json)
         members = ledger.members()
     names = key_names(home)

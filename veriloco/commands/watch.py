@@ -43,13 +43,21 @@ def watch_view(run: str, now: PhaseProgress, recent: list[EpochReport], names: d
     return Group(*lines)
 
 
-def _frame(net: NetworkFile, clock: BlockClock, names: dict[str, str], history: int
-           ) -> tuple[RenderableType, PhaseProgress]:
+def _frame(net: NetworkFile, clock: BlockClock, names: dict[str, str], history: int,
+           closed: dict[int, EpochReport] | None = None) -> tuple[RenderableType, PhaseProgress]:
+    """One frame read from the chain; ``closed`` keeps the reports of closed epochs between frames
+    (they never change: at 2,048 participants a report is some 65 queries)."""
+    closed = {} if closed is None else closed
     with open_ledger(net) as ledger:
-        spec, info, height = ledger.spec(), ledger.epoch(), ledger.height()
+        spec, info, height = ledger.spec(), ledger.epoch(lists=False), ledger.height()
         if net.chain.backend == "cosmos":  # an embedded chain's blocks come with transactions, not time
             clock.observe(height)
-        recent = [ledger.report(e) for e in range(max(0, info.epoch - history), info.epoch)]
+        recent = []
+        for e in range(max(0, info.epoch - history), info.epoch):
+            report = closed.get(e) or ledger.report(e)
+            if report.phase == "closed":  # a pipelined run's previous epoch may still settle
+                closed[e] = report
+            recent.append(report)
     now = phase_progress(info, height, spec.phases, clock.seconds_per_block())
     return watch_view(spec.name, now, list(reversed(recent)), names), now
 
@@ -68,12 +76,13 @@ def watch(
     net = load_network(network, home)
     names = {**net.names, **key_names(home)}
     clock = BlockClock()
-    frame, now = _frame(net, clock, names, history)
+    closed: dict[int, EpochReport] = {}
+    frame, now = _frame(net, clock, names, history, closed)
     with Live(frame, console=console, refresh_per_second=4, transient=False) as live:
         try:
             while until is None or now.epoch < until:
                 time.sleep(interval)
-                frame, now = _frame(net, clock, names, history)
+                frame, now = _frame(net, clock, names, history, closed)
                 live.update(frame)
         except KeyboardInterrupt:  # the usual way to stop watching: not an error
             pass

@@ -2,7 +2,8 @@
 
 The ledger is opened for each read, so an embedded network shows what its state file holds now
 (``simulate`` saves it after every epoch) and a node that restarted is simply read again.
-Reports of closed epochs never change and are kept; the current epoch's is read each time.
+Reports of closed epochs never change and are kept; the others (the current epoch's, and in a
+pipelined run the older one still settling) are read each time.
 Reads are serialised and at most one per ``min_interval`` seconds, however many pages poll.
 """
 
@@ -51,13 +52,13 @@ class RunSource:
         with open_ledger(self.net) as ledger:
             if self._spec is None:
                 self._spec = ledger.spec()
-            current, height = ledger.epoch(), ledger.height()
+            current, height = ledger.epoch(lists=False), ledger.height()
             if self.net.chain.backend == "cosmos":  # an embedded chain's blocks come with transactions, not time
                 self.clock.observe(height)
             reports: list[EpochReport] = []
             for epoch in range(current.epoch + 1):
                 report = self._closed.get(epoch) or ledger.report(epoch)
-                if epoch < current.epoch:
+                if report.phase == "closed":  # not merely older: a pipelined run's previous epoch may settle
                     self._closed[epoch] = report
                 reports.append(report)
             members, accounting = ledger.members(), ledger.accounting()
