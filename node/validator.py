@@ -292,10 +292,9 @@ class ValidatorNode(Participant):
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self.end_by_digests = True  # prefetch the end leaf's digest list, not the leaf; off: whole (as before)
         self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
-        # Fetch θ_e once joined e, on a thread of its own (GlobalStore.warm). The daemons' validator
-        # (veriloco.behaviours.validator_node) turns it on: its chain client answers from any
-        # thread; the in-process networks of simulate share one unlocked embedded VM, so not there.
-        self.warm_theta = False
+        # Fetch θ_e once joined e, on a thread of its own (GlobalStore.warm); every chain client
+        # answers from any thread (the embedded chain under one lock, the gRPC client under its own).
+        self.warm_theta = True
 
     def tick(self) -> bool:
         status = self.status()

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import hashlib
 
-from http_network import Locked
-
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import EmbeddedBackend, deploy_embedded
 from chain.ledger import ContractError, Ledger
@@ -148,9 +146,8 @@ def _one_holder_store(tmp_path, holder: _Holder):
     spec = SPEC
     key, reader, operator = (PrivateKey(bytes([b]) * 32) for b in (0x40, 0x50, 0x51))
     chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (key, reader, operator)})
-    deployed = deploy_embedded(chain, operator, spec, hashlib.sha256(b"theta").hexdigest(), operator.address())
-    # The warm thread and the caller both read the chain: one lock, as a real node serves both.
-    ledger = Ledger(Locked(deployed.backend))
+    # The warm thread and the caller both read the chain (its lock makes each call atomic).
+    ledger = deploy_embedded(chain, operator, spec, hashlib.sha256(b"theta").hexdigest(), operator.address())
     server = ServerThread(create_app(holder, spec.run_id().hex(), key.address(), authorize=lambda a: True))
     server.start()
     ledger.bond(key, "host", server.url, int(spec.economics.min_host_stake))

@@ -32,8 +32,6 @@ def test_a_joined_validator_holds_theta_before_any_host_committed(tmp_path, data
     try:
         assert net.run_epoch().hosts[0].outcome == "accepted"
         validators = [n for n in net.nodes if isinstance(n, ValidatorNode)]
-        for v in validators:
-            v.warm_theta = True  # as veriloco.behaviours.validator_node sets it (HttpNetwork locks the chain)
         for _ in range(50):  # epoch 1's join: the host and both validators join, then it trains
             info = net.ledger.epoch()
             if info.phase == "train" and all(v.status().joined for v in validators):
