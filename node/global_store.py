@@ -161,7 +161,8 @@ class GlobalStore:
                 self._cache.pop(model_hash, None)
                 self._seen.pop(model_hash, None)
             # Failed warm fetches are forgotten once an epoch (tried again at the next warm), and
-            # the locks of fetches that are over.
+            # the locks of fetches that are over (a get that took one from the dict but holds it
+            # only after this finds it gone, and takes the dict's: get).
             self._warming = {h: t for h, t in self._warming.items() if t < 0}
             self._fetching = {h: lock for h, lock in self._fetching.items() if lock.locked()}
         return sorted(doomed)
@@ -210,11 +211,7 @@ class GlobalStore:
             if initial.hash().hex() == model_hash:
                 self.put(initial)
                 return initial
-        with self._mutex:
-            fetching = self._fetching.setdefault(model_hash, threading.Lock())
-        # A warm fetch of it under way: wait for it (at most wait_s), then read what it stored.
-        if not fetching.acquire(timeout=-1 if wait_s is None else wait_s):
-            raise GlobalStateUnavailable(f"global state {model_hash[:12]}… is still being fetched")
+        fetching = self._hold_fetch(model_hash, wait_s)
         try:
             cached = self._cache.get(model_hash)
             if cached is not None:
@@ -226,6 +223,27 @@ class GlobalStore:
                 raise GlobalStateUnavailable(str(exc)) from None
             return self._stored(model_hash, state)
         finally:
+            fetching.release()
+
+    def _hold_fetch(self, model_hash: str, wait_s: float | None) -> threading.Lock:
+        """Hold the one fetch lock of ``model_hash``: a fetch of it under way (a warm one) is
+        waited for (at most ``wait_s``; None: until it ends).
+
+        Raises:
+            GlobalStateUnavailable: still being fetched after ``wait_s``.
+        """
+        end = None if wait_s is None else time.monotonic() + wait_s
+        while True:
+            with self._mutex:
+                fetching = self._fetching.setdefault(model_hash, threading.Lock())
+            left = -1.0 if end is None else max(0.0, end - time.monotonic())
+            if not fetching.acquire(timeout=left):
+                raise GlobalStateUnavailable(f"global state {model_hash[:12]}… is still being fetched")
+            with self._mutex:
+                if self._fetching.get(model_hash) is fetching:
+                    return fetching
+            # prune dropped this lock while nobody held it (before this acquire): another get may
+            # hold the dict's lock now, so this one must not fetch beside it. Take the dict's.
             fetching.release()
 
     def warm(self, model_hash: str, epoch: int | None = None, retry_s: float = WARM_RETRY_S) -> bool:
