@@ -122,7 +122,8 @@ class GlobalStore:
         # slow holder of one state never holds a read of another), the dicts under _mutex.
         self._fetching: dict[str, threading.Lock] = {}
         self._mutex = threading.RLock()
-        self._warming: dict[str, float] = {}  # hash -> when its last warm fetch started
+        self._warm_running: set[str] = set()  # hashes a warm thread is fetching now
+        self._warm_failed: dict[str, float] = {}  # hash -> when its last warm fetch ended without it
 
     def held(self) -> list[str]:
         """The hashes of the states on disk."""
@@ -155,7 +156,7 @@ class GlobalStore:
         self._open_from = min([current, *(info.epoch for info in epochs if info.phase != "closed")])
         with self._mutex:
             doomed = prunable_states({h: self._seen.get(h, current) for h in held}, epochs, current,
-                                     self.keep_epochs) - set(self._warming)
+                                     self.keep_epochs) - self._warm_running - set(self._warm_failed)
             for model_hash in sorted(doomed):
                 self.path(model_hash).unlink(missing_ok=True)
                 self._cache.pop(model_hash, None)
@@ -163,7 +164,7 @@ class GlobalStore:
             # Failed warm fetches are forgotten once an epoch (tried again at the next warm), and
             # the locks of fetches that are over (a get that took one from the dict but holds it
             # only after this finds it gone, and takes the dict's: get).
-            self._warming = {h: t for h, t in self._warming.items() if t < 0}
+            self._warm_failed.clear()
             self._fetching = {h: lock for h, lock in self._fetching.items() if lock.locked()}
         return sorted(doomed)
 
@@ -256,12 +257,18 @@ class GlobalStore:
         """
         now = time.monotonic()
         with self._mutex:
-            started = self._warming.get(model_hash)
-            if self.has(model_hash) or (started is not None and (started < 0 or now - started < retry_s)):
+            failed = self._warm_failed.get(model_hash)
+            if (self.has(model_hash) or model_hash in self._warm_running
+                    or (failed is not None and now - failed < retry_s)):
                 return False
-            self._warming[model_hash] = -1.0  # under way
-        threading.Thread(target=self._warm, args=(model_hash, epoch), name=f"warm-{model_hash[:8]}",
-                         daemon=True).start()
+            self._warm_running.add(model_hash)
+        try:
+            threading.Thread(target=self._warm, args=(model_hash, epoch), name=f"warm-{model_hash[:8]}",
+                             daemon=True).start()
+        except RuntimeError as exc:  # no thread to be had: as a failed fetch (the get will read it)
+            log.warning("warming global state %s…: no thread: %s", model_hash[:12], exc)
+            self._warmed(model_hash)
+            return False
         return True
 
     def _warm(self, model_hash: str, epoch: int | None) -> None:
@@ -274,11 +281,16 @@ class GlobalStore:
         except Exception:  # a bug here must not end the thread's owner; its get will raise it
             log.exception("warming global state %s… broke", model_hash[:12])
         finally:
-            with self._mutex:
-                if self.has(model_hash):
-                    self._warming.pop(model_hash, None)
-                else:
-                    self._warming[model_hash] = time.monotonic()
+            self._warmed(model_hash)
+
+    def _warmed(self, model_hash: str) -> None:
+        """A warm fetch of ``model_hash`` is over: without the state, it counts as failed now."""
+        with self._mutex:
+            self._warm_running.discard(model_hash)
+            if self.has(model_hash):
+                self._warm_failed.pop(model_hash, None)
+            else:
+                self._warm_failed[model_hash] = time.monotonic()
 
     def _initial_hash(self) -> str:
         """θ_0's hash as the chain holds it (read once)."""

@@ -333,6 +333,34 @@ def test_a_fetch_lock_pruned_before_its_get_held_it_never_lets_two_fetches_of_on
     assert holder.entered == 1
 
 
+def test_a_warm_that_gets_no_thread_is_a_failed_fetch_tried_again_later(tmp_path, monkeypatch) -> None:
+    # A process out of threads: warm reports no fetch started (the get that needs the state reads it
+    # itself) and does not mark the state as under way for ever.
+    import threading
+
+    wanted = _halved()
+    holder = _Holder(wanted.encode())
+    store, server = _one_holder_store(tmp_path, holder)
+    model_hash = wanted.hash().hex()
+    start = threading.Thread.start
+
+    def no_warm_thread(thread: threading.Thread) -> None:
+        if thread.name.startswith("warm-"):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    try:
+        monkeypatch.setattr(threading.Thread, "start", no_warm_thread)
+        assert store.warm(model_hash, retry_s=60) is False
+        monkeypatch.setattr(threading.Thread, "start", start)
+        assert store.warm(model_hash, retry_s=60) is False  # failed within the retry time
+        assert store.warm(model_hash, retry_s=0) is True  # tried again
+        assert _until(lambda: store.has(model_hash))
+    finally:
+        server.stop()
+    assert holder.asked == 1
+
+
 CONTRACT_0_3_1_REFUSAL = ("invalid query message: unknown field `lists`, expected `start_after` or `limit` at line 1 "
                           "column 48")
 """What contract 0.3.1 (the wasm before ``lists``, sha256 d71e66c8…) answered ``epochs {…, lists: false}``
