@@ -56,6 +56,11 @@ class GlobalStateUnavailable(VerilocoError):
     """No local copy and no peer served a global state with the wanted hash."""
 
 
+class GlobalStateBeingFetched(GlobalStateUnavailable):
+    """Another fetch of the state (a warm one) is still under way after the caller's wait: it may
+    land any moment, so the caller waits again (a validator's tick counts it as acting)."""
+
+
 def prunable_states(held: Mapping[str, int], epochs: Sequence[EpochInfo], current: int, keep_epochs: int) -> set[str]:
     """The global states a participant may delete: nothing it or anyone reading from it can still need.
 
@@ -202,7 +207,8 @@ class GlobalStore:
                 a holder that keeps a warm fetch's answer back cannot hold the tick.
 
         Raises:
-            GlobalStateUnavailable: nobody has it (yet), or it is still being fetched after ``wait_s``.
+            GlobalStateUnavailable: nobody has it (yet), or (:class:`GlobalStateBeingFetched`) it is
+                still being fetched after ``wait_s``.
         """
         cached = self._cache.get(model_hash)
         if cached is not None:
@@ -231,7 +237,7 @@ class GlobalStore:
         waited for (at most ``wait_s``; None: until it ends).
 
         Raises:
-            GlobalStateUnavailable: still being fetched after ``wait_s``.
+            GlobalStateBeingFetched: still being fetched after ``wait_s``.
         """
         end = None if wait_s is None else time.monotonic() + wait_s
         while True:
@@ -239,7 +245,7 @@ class GlobalStore:
                 fetching = self._fetching.setdefault(model_hash, threading.Lock())
             left = -1.0 if end is None else max(0.0, end - time.monotonic())
             if not fetching.acquire(timeout=left):
-                raise GlobalStateUnavailable(f"global state {model_hash[:12]}… is still being fetched")
+                raise GlobalStateBeingFetched(f"global state {model_hash[:12]}… is still being fetched")
             with self._mutex:
                 if self._fetching.get(model_hash) is fetching:
                     return fetching

@@ -442,7 +442,7 @@ def test_a_tick_get_hears_not_yet_while_a_warm_fetch_is_held_back(tmp_path) -> N
 
     import pytest
 
-    from node.global_store import GlobalStateUnavailable
+    from node.global_store import GlobalStateBeingFetched
 
     wanted = _halved()
     holder = _Gated(wanted.encode())
@@ -452,7 +452,7 @@ def test_a_tick_get_hears_not_yet_while_a_warm_fetch_is_held_back(tmp_path) -> N
         assert store.warm(model_hash) is True
         assert holder.reading.wait(10)  # the warm fetch is under way, held at the holder
         started = time.monotonic()
-        with pytest.raises(GlobalStateUnavailable, match="still being fetched"):
+        with pytest.raises(GlobalStateBeingFetched, match="still being fetched"):
             store.get(model_hash, wait_s=0.2)
         assert time.monotonic() - started < 2.0
         holder.gate.set()
