@@ -56,6 +56,11 @@ class GlobalStateUnavailable(VerilocoError):
     """No local copy and no peer served a global state with the wanted hash."""
 
 
+class GlobalStateBeingFetched(GlobalStateUnavailable):
+    """Another fetch of the state (a warm one) is still under way after the caller's wait: it may
+    land any moment, so the caller waits again (a validator's tick counts it as acting)."""
+
+
 def prunable_states(held: Mapping[str, int], epochs: Sequence[EpochInfo], current: int, keep_epochs: int) -> set[str]:
     """The global states a participant may delete: nothing it or anyone reading from it can still need.
 
@@ -122,7 +127,8 @@ class GlobalStore:
         # slow holder of one state never holds a read of another), the dicts under _mutex.
         self._fetching: dict[str, threading.Lock] = {}
         self._mutex = threading.RLock()
-        self._warming: dict[str, float] = {}  # hash -> when its last warm fetch started
+        self._warm_running: set[str] = set()  # hashes a warm thread is fetching now
+        self._warm_failed: dict[str, float] = {}  # hash -> when its last warm fetch ended without it
 
     def held(self) -> list[str]:
         """The hashes of the states on disk."""
@@ -155,14 +161,15 @@ class GlobalStore:
         self._open_from = min([current, *(info.epoch for info in epochs if info.phase != "closed")])
         with self._mutex:
             doomed = prunable_states({h: self._seen.get(h, current) for h in held}, epochs, current,
-                                     self.keep_epochs) - set(self._warming)
+                                     self.keep_epochs) - self._warm_running - set(self._warm_failed)
             for model_hash in sorted(doomed):
                 self.path(model_hash).unlink(missing_ok=True)
                 self._cache.pop(model_hash, None)
                 self._seen.pop(model_hash, None)
             # Failed warm fetches are forgotten once an epoch (tried again at the next warm), and
-            # the locks of fetches that are over.
-            self._warming = {h: t for h, t in self._warming.items() if t < 0}
+            # the locks of fetches that are over (a get that took one from the dict but holds it
+            # only after this finds it gone, and takes the dict's: get).
+            self._warm_failed.clear()
             self._fetching = {h: lock for h, lock in self._fetching.items() if lock.locked()}
         return sorted(doomed)
 
@@ -200,7 +207,8 @@ class GlobalStore:
                 a holder that keeps a warm fetch's answer back cannot hold the tick.
 
         Raises:
-            GlobalStateUnavailable: nobody has it (yet), or it is still being fetched after ``wait_s``.
+            GlobalStateUnavailable: nobody has it (yet), or (:class:`GlobalStateBeingFetched`) it is
+                still being fetched after ``wait_s``.
         """
         cached = self._cache.get(model_hash)
         if cached is not None:
@@ -210,11 +218,7 @@ class GlobalStore:
             if initial.hash().hex() == model_hash:
                 self.put(initial)
                 return initial
-        with self._mutex:
-            fetching = self._fetching.setdefault(model_hash, threading.Lock())
-        # A warm fetch of it under way: wait for it (at most wait_s), then read what it stored.
-        if not fetching.acquire(timeout=-1 if wait_s is None else wait_s):
-            raise GlobalStateUnavailable(f"global state {model_hash[:12]}… is still being fetched")
+        fetching = self._hold_fetch(model_hash, wait_s)
         try:
             cached = self._cache.get(model_hash)
             if cached is not None:
@@ -228,6 +232,27 @@ class GlobalStore:
         finally:
             fetching.release()
 
+    def _hold_fetch(self, model_hash: str, wait_s: float | None) -> threading.Lock:
+        """Hold the one fetch lock of ``model_hash``: a fetch of it under way (a warm one) is
+        waited for (at most ``wait_s``; None: until it ends).
+
+        Raises:
+            GlobalStateBeingFetched: still being fetched after ``wait_s``.
+        """
+        end = None if wait_s is None else time.monotonic() + wait_s
+        while True:
+            with self._mutex:
+                fetching = self._fetching.setdefault(model_hash, threading.Lock())
+            left = -1.0 if end is None else max(0.0, end - time.monotonic())
+            if not fetching.acquire(timeout=left):
+                raise GlobalStateBeingFetched(f"global state {model_hash[:12]}… is still being fetched")
+            with self._mutex:
+                if self._fetching.get(model_hash) is fetching:
+                    return fetching
+            # prune dropped this lock while nobody held it (before this acquire): another get may
+            # hold the dict's lock now, so this one must not fetch beside it. Take the dict's.
+            fetching.release()
+
     def warm(self, model_hash: str, epoch: int | None = None, retry_s: float = WARM_RETRY_S) -> bool:
         """Fetch ``model_hash`` on a thread of its own unless it is held or being fetched, so a
         later :meth:`get` finds it; a fetch that found no holder is tried again after ``retry_s``.
@@ -238,12 +263,18 @@ class GlobalStore:
         """
         now = time.monotonic()
         with self._mutex:
-            started = self._warming.get(model_hash)
-            if self.has(model_hash) or (started is not None and (started < 0 or now - started < retry_s)):
+            failed = self._warm_failed.get(model_hash)
+            if (self.has(model_hash) or model_hash in self._warm_running
+                    or (failed is not None and now - failed < retry_s)):
                 return False
-            self._warming[model_hash] = -1.0  # under way
-        threading.Thread(target=self._warm, args=(model_hash, epoch), name=f"warm-{model_hash[:8]}",
-                         daemon=True).start()
+            self._warm_running.add(model_hash)
+        try:
+            threading.Thread(target=self._warm, args=(model_hash, epoch), name=f"warm-{model_hash[:8]}",
+                             daemon=True).start()
+        except RuntimeError as exc:  # no thread to be had: as a failed fetch (the get will read it)
+            log.warning("warming global state %s…: no thread: %s", model_hash[:12], exc)
+            self._warmed(model_hash)
+            return False
         return True
 
     def _warm(self, model_hash: str, epoch: int | None) -> None:
@@ -256,11 +287,16 @@ class GlobalStore:
         except Exception:  # a bug here must not end the thread's owner; its get will raise it
             log.exception("warming global state %s… broke", model_hash[:12])
         finally:
-            with self._mutex:
-                if self.has(model_hash):
-                    self._warming.pop(model_hash, None)
-                else:
-                    self._warming[model_hash] = time.monotonic()
+            self._warmed(model_hash)
+
+    def _warmed(self, model_hash: str) -> None:
+        """A warm fetch of ``model_hash`` is over: without the state, it counts as failed now."""
+        with self._mutex:
+            self._warm_running.discard(model_hash)
+            if self.has(model_hash):
+                self._warm_failed.pop(model_hash, None)
+            else:
+                self._warm_failed[model_hash] = time.monotonic()
 
     def _initial_hash(self) -> str:
         """θ_0's hash as the chain holds it (read once)."""

@@ -60,7 +60,7 @@ from pathlib import Path
 from chain.ledger import Ledger
 from node.content import Read, WrongContent, fetch, holders
 from node.events import EventKind, EventSink
-from node.global_store import GlobalStateUnavailable, GlobalStore, PeerResolver
+from node.global_store import GlobalStateBeingFetched, GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.http import ClientLimits
 from node.leaf_holding import (
     HOLDER_WAIT_SHARE,
@@ -291,11 +291,11 @@ class ValidatorNode(Participant):
         self._seen_lock = threading.Lock()
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
         self.end_by_digests = True  # prefetch the end leaf's digest list, not the leaf; off: whole (as before)
-        self._deferred = False  # a refused challenge waits for holders this tick (it counts as acting)
-        # Fetch θ_e once joined e, on a thread of its own (GlobalStore.warm). The daemons' validator
-        # (veriloco.behaviours.validator_node) turns it on: its chain client answers from any
-        # thread; the in-process networks of simulate share one unlocked embedded VM, so not there.
-        self.warm_theta = False
+        # A refused challenge waits for holders, or θ_e for its warm fetch, this tick (counts as acting).
+        self._deferred = False
+        # Fetch θ_e once joined e, on a thread of its own (GlobalStore.warm); every chain client
+        # answers from any thread (the embedded chain under one lock, the gRPC client under its own).
+        self.warm_theta = True
 
     def tick(self) -> bool:
         status = self.status()
@@ -390,6 +390,9 @@ class ValidatorNode(Participant):
                 waiting.append(challenge)
             except GlobalStateUnavailable as exc:
                 self.event(status.epoch, EventKind.WAITING_FOR_THETA, str(exc))
+                # θ_e being warmed (GlobalStore.warm) past this tick's wait: it counts as acting, so
+                # a driver that jumps to the deadline when nobody acts (simulate) waits for it.
+                self._deferred |= isinstance(exc, GlobalStateBeingFetched)
                 break
             except ReplayFault as exc:  # our own fault: no verdict; tried again next tick
                 self.event(status.epoch, EventKind.REPLAY_FAULT, str(exc))

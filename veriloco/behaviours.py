@@ -59,5 +59,4 @@ def validator_node(ledger: Ledger, key: PrivateKey, root: Path, behaviour: str |
                     behaviour=validator_behaviour(behaviour), name=name, device=device, patience=Patience(),
                     keep_epochs=keep_epochs)
     made.append(node)
-    node.warm_theta = True  # θ_e fetched once joined, off the tick (GlobalStore.warm)
     return node

@@ -11,6 +11,9 @@ Signing keys are used only for their address: the embedded chain checks no signa
 charges no fees (``TxResult.fee`` is 0). Blocks: every transaction opens one block;
 :meth:`EmbeddedBackend.wait_for_height` produces empty blocks until the height is reached, so
 code written for a real chain (where blocks come by themselves) runs unchanged and instantly.
+
+It may be called from several threads at once, as a node's RPC can: each call is atomic under the
+chain's lock (:mod:`chain.embedded.chain`, "Threads").
 """
 
 from __future__ import annotations
@@ -62,9 +65,10 @@ class EmbeddedBackend(ContractBackend):
 
     def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
         """Produce empty blocks until ``height`` (returns at once if it is already reached)."""
-        if height > self.chain.height:
-            self.chain.advance_blocks(height - self.chain.height)
-        return self.chain.height
+        with self.chain.lock:  # the height read and the blocks made: one step, whoever else calls
+            if height > self.chain.height:
+                self.chain.advance_blocks(height - self.chain.height)
+            return self.chain.height
 
     def raw(self, key: bytes) -> bytes | None:
         return self.chain.raw_storage(self._contract, key)

@@ -26,6 +26,14 @@ What differs from a real chain: no signatures or account sequences (any valid ad
 no fees, gas is wasmtime fuel (not comparable with chain gas), submessage replies and
 contract-to-contract calls are not supported (a contract that dispatches them fails the
 transaction with a clear error), and a failed transaction does not produce a block.
+
+Threads: every public method runs under the chain's one re-entrant lock (:attr:`EmbeddedChain.lock`),
+so each call is atomic and calls from several threads take turns, as a node's RPC serves them. The
+wasmtime VM under it is not thread-safe (a code's host functions find the running instance on one
+stack, and wasmtime-py releases the GIL inside wasm), and a query must not see a transaction half
+done. ``veriloco simulate`` relies on it: its nodes' ticks, fetch threads and θ-warm threads are
+threads of one process. A caller that needs several calls to see one state holds :attr:`lock`
+around them.
 """
 
 from __future__ import annotations
@@ -35,11 +43,13 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
+from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from chain.embedded.addresses import AddressCodec, AddressError, contract_address
 from chain.embedded.bank import Bank
@@ -62,6 +72,20 @@ GENESIS_TIME_NS = 1_735_689_600 * 10**9
 STATE_FORMAT = "veriloco-embedded-chain/1"
 
 MsgLike = Mapping[str, Any] | bytes | str
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _atomic(method: Callable[Concatenate[EmbeddedChain, P], R]) -> Callable[Concatenate[EmbeddedChain, P], R]:
+    """Run ``method`` under the chain's lock (re-entrant: a locked method may call another)."""
+
+    @wraps(method)
+    def locked(chain: EmbeddedChain, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with chain.lock:
+            return method(chain, *args, **kwargs)
+
+    return locked
 
 
 @dataclass
@@ -135,6 +159,9 @@ class EmbeddedChain:
             raise ValueError("block_time_s must be positive")
         if block_txs < 1:
             raise ValueError("block_txs must be at least 1")
+        # Every public method holds it (module docstring, "Threads"); re-entrant, so a caller may
+        # hold it around several calls.
+        self.lock = threading.RLock()
         self.block_txs = block_txs
         self._open = 0  # transactions in the latest block while it is open (0: sealed)
         self.chain_id = chain_id
@@ -168,13 +195,16 @@ class EmbeddedChain:
     @property
     def height(self) -> int:
         """Height of the latest block."""
-        return self._height
+        with self.lock:  # not while a transaction is landing in a new one
+            return self._height
 
     @property
     def time_ns(self) -> int:
         """Time of the latest block, nanoseconds since the Unix epoch."""
-        return self._time_ns
+        with self.lock:
+            return self._time_ns
 
+    @_atomic
     def advance_blocks(self, n: int = 1) -> int:
         """Seal the open block and produce ``n`` empty blocks; returns the new height."""
         if n < 0:
@@ -184,29 +214,35 @@ class EmbeddedChain:
         self._time_ns += n * self.block_time_ns
         return self._height
 
+    @_atomic
     def seal_block(self) -> None:
         """Close the open block: the next transaction opens a new one."""
         self._open = 0
 
     # -- bank ------------------------------------------------------------------------------------
 
+    @_atomic
     def balance(self, address: str, denom: str) -> int:
         """Balance of ``address`` in ``denom``."""
         return self.bank.balance(address, denom)
 
+    @_atomic
     def balances(self, address: str) -> dict[str, int]:
         """All nonzero balances of ``address``."""
         return self.bank.balances(address)
 
+    @_atomic
     def total_supply(self, denom: str) -> int:
         """Sum of every balance in ``denom`` (contracts included)."""
         return self.bank.supply(denom)
 
+    @_atomic
     def fund(self, address: str, coins: CoinsLike) -> None:
         """Create coins in ``address`` (genesis-style; not a transaction, no block)."""
         self._check_address(address, "address")
         self.bank.mint(address, normalize_coins(coins))
 
+    @_atomic
     def send(self, sender: str, recipient: str, coins: CoinsLike) -> TxResult:
         """A bank send transaction.
 
@@ -227,6 +263,7 @@ class EmbeddedChain:
 
     # -- wasm ------------------------------------------------------------------------------------
 
+    @_atomic
     def store_code(self, sender: str, wasm: bytes) -> TxResult:
         """Upload a wasm code (checked like wasmd checks an upload); ``result.code_id`` names it.
 
@@ -248,6 +285,7 @@ class EmbeddedChain:
 
         return self._transaction("store_code", sender, {"checksum": code.checksum.hex()}, body)
 
+    @_atomic
     def instantiate(
         self,
         sender: str,
@@ -296,6 +334,7 @@ class EmbeddedChain:
                                     "funds": [c.to_json() for c in coins], "label": label}, body
         )
 
+    @_atomic
     def execute(self, sender: str, contract: str, msg: MsgLike, *,
                 funds: CoinsLike | None = None) -> TxResult:
         """Run the contract's ``execute`` with ``msg``, attaching ``funds``.
@@ -324,6 +363,7 @@ class EmbeddedChain:
                                 "funds": [c.to_json() for c in coins]}, body
         )
 
+    @_atomic
     def migrate(self, sender: str, contract: str, code_id: int, msg: MsgLike) -> TxResult:
         """wasmd's ``MsgMigrateContract``: switch ``contract`` to ``code_id`` and run that code's
         ``migrate`` on the contract's storage (no funds, no MessageInfo).
@@ -357,6 +397,7 @@ class EmbeddedChain:
             "migrate", sender, {"contract": contract, "code_id": code_id, "msg": raw.decode(errors="replace")}, body
         )
 
+    @_atomic
     def query(self, contract: str, msg: MsgLike) -> Any:
         """A smart query; returns the contract's answer parsed from JSON.
 
@@ -369,6 +410,7 @@ class EmbeddedChain:
         except ValueError as exc:
             raise ChainError(f"query answer is not JSON: {exc}") from None
 
+    @_atomic
     def query_raw(self, contract: str, msg: MsgLike) -> bytes:
         """A smart query; returns the contract's answer bytes (the base64-decoded ``ok``)."""
         self._contract(contract)
@@ -393,20 +435,24 @@ class EmbeddedChain:
         self._query_cache[key] = answer
         return answer
 
+    @_atomic
     def raw_storage(self, contract: str, key: bytes) -> bytes | None:
         """The value under ``key`` in the contract's storage (wasmd's raw query)."""
         self._contract(contract)
         return self._stores[contract].get(key)
 
+    @_atomic
     def storage_items(self, contract: str) -> dict[bytes, bytes]:
         """A copy of the contract's whole storage."""
         self._contract(contract)
         return self._stores[contract].snapshot()
 
+    @_atomic
     def contract_info(self, contract: str) -> ContractInfo:
         """What the chain knows about a contract."""
         return self._contract(contract)
 
+    @_atomic
     def code_info(self, code_id: int) -> CodeInfo:
         """What the chain knows about a code."""
         info = self._codes.get(code_id)
@@ -416,6 +462,7 @@ class EmbeddedChain:
 
     # -- persistence -----------------------------------------------------------------------------
 
+    @_atomic
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the whole state to a JSON file (atomically: a crash leaves the old file)."""
         state = {

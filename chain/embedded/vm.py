@@ -254,6 +254,8 @@ class WasmCode:
     def _bind(self, impl: Callable[..., Any]) -> Callable[..., Any]:
         # Host functions cannot carry per-call state, so they find the instance being run at the
         # top of the stack (calls nest only if a contract queries another, which is unsupported).
+        # One stack per code: one call at a time, which EmbeddedChain's lock ensures (two threads
+        # in here at once read each other's Regions and iterators).
         instances = self._instances
 
         def host_function(*args: int) -> Any:

@@ -2,16 +2,16 @@
 every validator with its holder server, and every read goes through the hardened client — what the
 daemons do, driven in one process so a test can interpose attackers between the nodes.
 
-The embedded chain is one in-process VM, so one lock serialises the driver's ticks and the
-servers' membership lookups (a real chain node serves both concurrently). The driver mines a few
-blocks at a time when nobody acts, so a patient validator sees its deadline come near.
+The driver's ticks, the servers' membership lookups and the nodes' fetch and θ-warm threads all
+read the one embedded chain, whose lock makes each call atomic (a real chain node serves them
+concurrently). The driver mines a few blocks at a time when nobody acts, so a patient validator
+sees its deadline come near.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +19,7 @@ from typing import Any
 
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import deploy_embedded
-from chain.ledger import ContractBackend, ContractError, Ledger, TxResult
+from chain.ledger import ContractError, Ledger
 from chain.metered import MeteredBackend
 from node.daemon import MembershipCache, http_peers
 from node.host import HostNode
@@ -44,50 +44,6 @@ PATIENCE = Patience(margin_blocks=3, margin_fraction=0.5)
 
 def key(name: str) -> PrivateKey:
     return PrivateKey(hashlib.sha256(b"http-network:" + name.encode()).digest())
-
-
-class Locked(ContractBackend):
-    """One lock around a backend shared by the driver and the servers' threads."""
-
-    def __init__(self, inner: ContractBackend) -> None:
-        self.inner = inner
-        self.lock = threading.RLock()
-
-    @property
-    def denom(self) -> str:
-        return self.inner.denom
-
-    @property
-    def contract_address(self) -> str:
-        return self.inner.contract_address
-
-    def execute(self, key: PrivateKey, msg: dict[str, Any], funds: int = 0) -> TxResult:
-        with self.lock:
-            return self.inner.execute(key, msg, funds)
-
-    def query(self, msg: dict[str, Any]) -> Any:
-        with self.lock:
-            return self.inner.query(msg)
-
-    def height(self) -> int:
-        with self.lock:
-            return self.inner.height()
-
-    def balance(self, address: str) -> int:
-        with self.lock:
-            return self.inner.balance(address)
-
-    def wait_for_height(self, height: int, timeout: float = 60.0) -> int:
-        with self.lock:
-            return self.inner.wait_for_height(height, timeout)
-
-    def raw(self, key: bytes) -> bytes | None:
-        with self.lock:
-            return self.inner.raw(key)
-
-    def end_block(self) -> None:
-        with self.lock:
-            self.inner.end_block()
 
 
 @dataclass
@@ -133,7 +89,7 @@ class HttpNetwork:
         funded = [self.operator, *host_keys, *validator_keys, *self.extra_keys]
         chain = EmbeddedChain(genesis_balances={k.address(): {spec.economics.denom: GENESIS_BALANCE} for k in funded})
         deployed = deploy_embedded(chain, self.operator, spec, GlobalState.initial(spec).hash().hex(), self.treasury)
-        self.backend = MeteredBackend(Locked(deployed.backend))
+        self.backend = MeteredBackend(deployed.backend)
         self.ledger = Ledger(self.backend)
         self.audited = [self.treasury, self.ledger.contract_address, *(k.address() for k in funded)]
         self.initial_funds = self.total_funds()

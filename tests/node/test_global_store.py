@@ -10,8 +10,6 @@ import hashlib
 import threading
 from collections.abc import Iterator
 
-from http_network import Locked
-
 from chain.embedded import EmbeddedChain
 from chain.embedded.backend import EmbeddedBackend, deploy_embedded
 from chain.ledger import ContractError, Ledger
@@ -149,9 +147,8 @@ def _one_holder_store(tmp_path, holder: _Holder) -> Iterator[GlobalStore]:
     spec = SPEC
     key, reader, operator = (PrivateKey(bytes([b]) * 32) for b in (0x40, 0x50, 0x51))
     chain = EmbeddedChain(genesis_balances={k.address(): {DENOM: GENESIS_BALANCE} for k in (key, reader, operator)})
-    deployed = deploy_embedded(chain, operator, spec, hashlib.sha256(b"theta").hexdigest(), operator.address())
-    # The warm thread and the caller both read the chain: one lock, as a real node serves both.
-    ledger = Ledger(Locked(deployed.backend))
+    # The warm thread and the caller both read the chain (its lock makes each call atomic).
+    ledger = deploy_embedded(chain, operator, spec, hashlib.sha256(b"theta").hexdigest(), operator.address())
     server = ServerThread(create_app(holder, spec.run_id().hex(), key.address(), authorize=lambda a: True))
     server.start()
     try:
@@ -263,6 +260,103 @@ def test_a_slow_warm_fetch_of_one_state_does_not_hold_a_read_of_another(tmp_path
         assert _until(lambda: store.has(slow_hash))
 
 
+class _Counted(_Holder):
+    """A holder that counts the reads begun (``entered``) and holds each until ``gate`` is set."""
+
+    def __init__(self, served: bytes) -> None:
+        super().__init__(served)
+        import threading
+
+        self.entered, self.gate, self.reading = 0, threading.Event(), threading.Event()
+
+    def global_state(self, model_hash):
+        self.entered += 1
+        self.reading.set()
+        self.gate.wait(20)
+        return super().global_state(model_hash)
+
+
+class _PrunedBeforeHeld:
+    """A state's fetch lock that ``store.prune`` drops between a get taking it from the store and
+    holding it: the first ``acquire`` runs a prune (the lock is not held, so it goes) first."""
+
+    def __init__(self, store: GlobalStore) -> None:
+        import threading
+
+        self.store, self.lock, self.pruned = store, threading.Lock(), False
+
+    def acquire(self, timeout: float = -1) -> bool:
+        if not self.pruned:
+            self.pruned = True
+            self.store.prune(0)
+            assert not any(lock is self for lock in self.store._fetching.values())
+        return self.lock.acquire(timeout=timeout)
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def locked(self) -> bool:
+        return self.lock.locked()
+
+
+def test_a_fetch_lock_pruned_before_its_get_held_it_never_lets_two_fetches_of_one_state_run(tmp_path) -> None:
+    # prune drops the fetch locks nobody holds. A get that took one from the store just before, and
+    # holds it just after, holds a lock nobody else will take: a second get of the same state must
+    # still wait for the first, not fetch beside it.
+    import threading
+
+    wanted = _halved()
+    holder = _Counted(wanted.encode())
+    store, server = _one_holder_store(tmp_path, holder)
+    store.keep_epochs = 1  # prune runs (it deletes nothing here: no state is held)
+    model_hash = wanted.hash().hex()
+    store._fetching[model_hash] = _PrunedBeforeHeld(store)  # type: ignore[assignment]
+    got: list[GlobalState] = []
+    try:
+        first = threading.Thread(target=lambda: got.append(store.get(model_hash)))
+        first.start()
+        assert holder.reading.wait(10)  # the first get is fetching
+        second = threading.Thread(target=lambda: got.append(store.get(model_hash)))
+        second.start()
+        assert not _until(lambda: holder.entered > 1, timeout=1.0)  # the second waits, asks nobody
+        holder.gate.set()
+        first.join(20)
+        second.join(20)
+    finally:
+        holder.gate.set()
+        server.stop()
+    assert [g.hash().hex() for g in got] == [model_hash, model_hash]
+    assert holder.entered == 1
+
+
+def test_a_warm_that_gets_no_thread_is_a_failed_fetch_tried_again_later(tmp_path, monkeypatch) -> None:
+    # A process out of threads: warm reports no fetch started (the get that needs the state reads it
+    # itself) and does not mark the state as under way for ever.
+    import threading
+
+    wanted = _halved()
+    holder = _Holder(wanted.encode())
+    store, server = _one_holder_store(tmp_path, holder)
+    model_hash = wanted.hash().hex()
+    start = threading.Thread.start
+
+    def no_warm_thread(thread: threading.Thread) -> None:
+        if thread.name.startswith("warm-"):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    try:
+        monkeypatch.setattr(threading.Thread, "start", no_warm_thread)
+        assert store.warm(model_hash, retry_s=60) is False
+        monkeypatch.setattr(threading.Thread, "start", start)
+        assert store.warm(model_hash, retry_s=60) is False  # failed within the retry time
+        assert store.warm(model_hash, retry_s=0) is True  # tried again
+        assert _until(lambda: store.has(model_hash))
+    finally:
+        server.stop()
+    assert holder.asked == 1
+
+
 CONTRACT_0_3_1_REFUSAL = ("invalid query message: unknown field `lists`, expected `start_after` or `limit` at line 1 "
                           "column 48")
 """What contract 0.3.1 (the wasm before ``lists``, sha256 d71e66c8…) answered ``epochs {…, lists: false}``
@@ -344,12 +438,12 @@ def test_a_tick_get_hears_not_yet_while_a_warm_fetch_is_held_back(tmp_path) -> N
 
     import pytest
 
-    from node.global_store import GlobalStateUnavailable
+    from node.global_store import GlobalStateBeingFetched
 
     with _warming(tmp_path) as (store, holder, model_hash):
         assert holder.reading.wait(10)  # the warm fetch is under way, held at the holder
         started = time.monotonic()
-        with pytest.raises(GlobalStateUnavailable, match="still being fetched"):
+        with pytest.raises(GlobalStateBeingFetched, match="still being fetched"):
             store.get(model_hash, wait_s=0.2)
         assert time.monotonic() - started < 2.0
         holder.gate.set()
