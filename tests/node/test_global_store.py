@@ -307,12 +307,11 @@ def test_a_fetch_lock_pruned_before_its_get_held_it_never_lets_two_fetches_of_on
 
     wanted = _halved()
     holder = _Counted(wanted.encode())
-    store, server = _one_holder_store(tmp_path, holder)
-    store.keep_epochs = 1  # prune runs (it deletes nothing here: no state is held)
-    model_hash = wanted.hash().hex()
-    store._fetching[model_hash] = _PrunedBeforeHeld(store)  # type: ignore[assignment]
     got: list[GlobalState] = []
-    try:
+    with _one_holder_store(tmp_path, holder) as store:
+        store.keep_epochs = 1  # prune runs (it deletes nothing here: no state is held)
+        model_hash = wanted.hash().hex()
+        store._fetching[model_hash] = _PrunedBeforeHeld(store)  # type: ignore[assignment]
         first = threading.Thread(target=lambda: got.append(store.get(model_hash)))
         first.start()
         assert holder.reading.wait(10)  # the first get is fetching
@@ -322,9 +321,6 @@ def test_a_fetch_lock_pruned_before_its_get_held_it_never_lets_two_fetches_of_on
         holder.gate.set()
         first.join(20)
         second.join(20)
-    finally:
-        holder.gate.set()
-        server.stop()
     assert [g.hash().hex() for g in got] == [model_hash, model_hash]
     assert holder.entered == 1
 
@@ -336,8 +332,6 @@ def test_a_warm_that_gets_no_thread_is_a_failed_fetch_tried_again_later(tmp_path
 
     wanted = _halved()
     holder = _Holder(wanted.encode())
-    store, server = _one_holder_store(tmp_path, holder)
-    model_hash = wanted.hash().hex()
     start = threading.Thread.start
 
     def no_warm_thread(thread: threading.Thread) -> None:
@@ -345,15 +339,14 @@ def test_a_warm_that_gets_no_thread_is_a_failed_fetch_tried_again_later(tmp_path
             raise RuntimeError("can't start new thread")
         start(thread)
 
-    try:
+    with _one_holder_store(tmp_path, holder) as store:
+        model_hash = wanted.hash().hex()
         monkeypatch.setattr(threading.Thread, "start", no_warm_thread)
         assert store.warm(model_hash, retry_s=60) is False
         monkeypatch.setattr(threading.Thread, "start", start)
         assert store.warm(model_hash, retry_s=60) is False  # failed within the retry time
         assert store.warm(model_hash, retry_s=0) is True  # tried again
         assert _until(lambda: store.has(model_hash))
-    finally:
-        server.stop()
     assert holder.asked == 1
 
 
