@@ -292,6 +292,38 @@ def test_a_challenges_or_report_cursor_that_does_not_advance_is_refused(embedded
     assert env.epoch(e).phase != moved.phase
 
 
+class StuckInsideHostNode(StuckCursorNode):
+    """A node that answers every ``report`` page resumed inside a host (``start_segment``) as
+    stopping again where it began (or, with ``last``, as the last page while still naming a
+    segment): a reader that follows it would read the same challenges forever, or stop inside."""
+
+    def __init__(self, backend: ContractBackend, last: bool = False) -> None:
+        super().__init__(backend)
+        self.last = last
+
+    def query(self, msg):
+        answer = self.inner.query(msg)
+        if "report" in msg and answer.get("next_segment") is not None and self.last:
+            return {k: v for k, v in answer.items() if k != "next"}
+        if "report" in msg and msg["report"].get("start_segment") is not None:
+            answer = {**answer, "next": msg["report"]["start_after"],
+                      "next_segment": msg["report"]["start_segment"]}
+        return answer
+
+
+def test_a_report_cursor_inside_a_host_must_move_on(embedded_ledger_driver) -> None:
+    # Pages of one unit split every challenged host (contract 0.3.3): a node that keeps the cursor
+    # at the same challenge, or ends the report inside a host, is refused, not followed.
+    env = LedgerEnv(embedded_ledger_driver(SPEC, DEFAULT_NAMES))
+    env.bond_all([*HOSTS, *VALIDATORS])
+    e = env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    assert env.ledger.report(e, page=1) == env.report(e)
+    with pytest.raises(LedgerError, match="a report page ends at 'inj1"):
+        Ledger(StuckInsideHostNode(env.ledger.backend)).report(e, page=1)
+    with pytest.raises(LedgerError, match="a last report page with a next segment"):
+        Ledger(StuckInsideHostNode(env.ledger.backend, last=True)).report(e, page=1)
+
+
 class CreepingCursorNode(StuckCursorNode):
     """A node that answers every ``report`` page with nobody on it and a cursor one character past
     the one asked after: it always moves on, so only a bound on the pages stops a reader. It gives
