@@ -33,8 +33,10 @@ pages. ``--save DIR`` keeps that network (``DIR/network.json``, ``DIR/chain.json
 
 ``--disputed`` measures the ``report`` pages of a fully disputed epoch (``settle_paging.play``'s
 "disputed": every challenge goes to the final vote of every validator) with ``--hosts`` hosts and
-``--validators`` validators: a page holds at least one participant, and a host costs one unit
-per 16 votes its challenges hold, so with many validators one host's votes fill a page alone.
+``--validators`` validators: a page holds at least one participant or challenge, and a host costs
+one unit per 16 votes its challenges hold; a host whose challenges bound more than a page is split
+over pages a challenge at a time (contract 0.3.3). ``--before WASM`` plays on an older contract,
+reads its report, migrates to the committed one and compares (``same_report``).
 
 Prints one JSON object (``--out`` also writes it to a file).
 """
@@ -59,6 +61,7 @@ from chain.block_clock import BlockClock
 from chain.embedded import EmbeddedChain, deploy_embedded
 from chain.embedded.backend import EmbeddedBackend
 from chain.ledger import Ledger, TxResult
+from chain.wasm_artifact import load_contract_wasm
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.messages import BeaconJoin, BeaconReveal, Commitment
 from protocol.rules.beacon import beacon_commit
@@ -373,8 +376,13 @@ def challenge_cursors(ledger: Ledger, e: int, validator: str) -> list[str]:
         cursors.append(start)
 
 
-def disputed_run(hosts: int, validators: int, page: int | None) -> dict[str, Any]:
-    """``--disputed``: every ``report`` page of a fully disputed epoch, measured (:func:`query_gas`)."""
+def disputed_run(hosts: int, validators: int, page: int | None, before: bytes | None = None) -> dict[str, Any]:
+    """``--disputed``: every ``report`` page of a fully disputed epoch, measured (:func:`query_gas`),
+    following the cursor inside a host split over pages (``next_segment``, contract 0.3.3). With
+    ``before`` (``--before WASM``: an older contract), the run is deployed on that code with the
+    operator as admin and its report read (``Ledger.report``) before the measured pages, then
+    migrated to the committed contract: ``same_report`` says whether the report read there equals
+    the older code's."""
     t0 = time.perf_counter()
     host_names = [f"host{i}" for i in range(hosts)]
     validator_names = [f"validator{i}" for i in range(validators)]
@@ -382,7 +390,7 @@ def disputed_run(hosts: int, validators: int, page: int | None) -> dict[str, Any
     chain = EmbeddedChain(genesis_balances={a: {DENOM: GENESIS_BALANCE} for a in accounts}, block_txs=1_000_000)
     operator = key("operator")
     ledger = deploy_embedded(chain, operator, spec_for(hosts, validators, REWARD), "00" * 32, operator.address(),
-                             settle_page=page)
+                             operator.address() if before is not None else None, wasm=before, settle_page=page)
 
     def send(plan: Any, kind: str | None = None, sink: dict[str, list[int]] | None = None) -> None:
         plan(ledger)
@@ -392,20 +400,35 @@ def disputed_run(hosts: int, validators: int, page: int | None) -> dict[str, Any
         return {}
 
     play(ledger, send, measure, host_names, validator_names, "disputed")
+    earlier = None
+    if before is not None:
+        earlier = ledger.report(0)
+        ledger.migrate(operator, load_contract_wasm())
     pages: list[dict[str, Any]] = []
     start: str | None = None
+    segment: int | None = None
     while True:
-        cost, answer = query_gas(ledger, {"report": {"epoch": 0, "start_after": start, "limit": REPORT_PAGE}})
+        msg: dict[str, Any] = {"epoch": 0, "start_after": start, "limit": REPORT_PAGE}
+        if segment is not None:
+            msg["start_segment"] = segment
+        cost, answer = query_gas(ledger, {"report": msg})
         pages.append({**cost, "hosts": len(answer["hosts"]), "validators": len(answer["validators"]),
-                      "votes": sum(len(c["votes"]) for c in answer["challenges"])})
-        start = answer.get("next")
+                      "challenges": len(answer["challenges"]),
+                      "votes": sum(len(c["votes"]) for c in answer["challenges"]),
+                      "stops_inside": answer.get("next_segment") is not None})
+        start, segment = answer.get("next"), answer.get("next_segment")
         if start is None:
             break
+    report = ledger.report(0)
     top = max(pages, key=lambda c: c["sdk_gas"])
     return {"hosts": hosts, "validators": validators, "scenario": "disputed", "query_gas_limit": QUERY_GAS_LIMIT,
-            "pages": len(pages), "largest_page": {**top, "of_limit": round(top["sdk_gas"] / QUERY_GAS_LIMIT, 3)},
+            "pages": len(pages), "pages_stopping_inside_a_host": sum(1 for c in pages if c["stops_inside"]),
+            "largest_page": {**top, "of_limit": round(top["sdk_gas"] / QUERY_GAS_LIMIT, 3)},
             "largest_page_next": max(pages, key=lambda c: c["sdk_gas_next"]),
             "pages_over_limit": sum(1 for c in pages if c["sdk_gas_next"] > QUERY_GAS_LIMIT),
+            "report": {"hosts": len(report.hosts), "validators": len(report.validators),
+                       "challenges": len(report.challenges), "votes": sum(len(c.votes) for c in report.challenges)},
+            "same_report": None if earlier is None else earlier == report,
             "wall_s": round(time.perf_counter() - t0, 1)}
 
 
@@ -419,9 +442,12 @@ def main() -> None:
     parser.add_argument("--save", type=Path, default=None, help="with --commands: keep the run in this folder")
     parser.add_argument("--no-measure", action="store_true", help="with --commands: only build (and --save) the run")
     parser.add_argument("--disputed", action="store_true", help="the report pages of a fully disputed epoch instead")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="with --disputed: play on this older wasm, read its report, migrate, compare")
     args = parser.parse_args()
     if args.disputed:
-        result = disputed_run(args.hosts, args.validators, args.page)
+        before = args.before.read_bytes() if args.before is not None else None
+        result = disputed_run(args.hosts, args.validators, args.page, before)
     elif args.commands:
         result = commands_run(args.hosts, args.validators, args.page, args.save, not args.no_measure)
     else:

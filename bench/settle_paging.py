@@ -330,10 +330,14 @@ def report_pages(ledger: Ledger, e: int) -> dict[str, Any]:
     and bytes; and that ``Ledger.report`` assembles them to every participant."""
     out: list[dict[str, int]] = []
     start: str | None = None
+    segment: int | None = None
     while True:
-        cost, answer = query_cost(ledger, {"report": {"epoch": e, "start_after": start, "limit": REPORT_PAGE}})
+        msg: dict[str, Any] = {"epoch": e, "start_after": start, "limit": REPORT_PAGE}
+        if segment is not None:
+            msg["start_segment"] = segment  # a host split over pages (contract 0.3.3)
+        cost, answer = query_cost(ledger, {"report": msg})
         out.append(cost)
-        start = answer.get("next")
+        start, segment = answer.get("next"), answer.get("next_segment")
         if start is None:
             break
     whole = ledger.report(e)

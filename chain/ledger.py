@@ -44,6 +44,7 @@ from protocol.rules.limits import (
     CHALLENGES_PAGE,
     EPOCHS_PAGE,
     MAX_PARTICIPANTS,
+    MAX_SEGMENTS,
     MEMBERS_PAGE,
     REPORT_PAGE,
 )
@@ -491,27 +492,45 @@ class Ledger:
         raise LedgerError(f"epoch {epoch} changed while its report was read, in each of {attempts} tries")
 
     def _report_pages(self, epoch: int, page: int) -> list[ReportPage]:
-        """Every page of the report of ``epoch``, from the first to the one without ``next``."""
+        """Every page of the report of ``epoch``, from the first to the one without ``next``.
+
+        A page that stops inside a host too large for one page (contract 0.3.3 onwards) answers
+        ``next_segment`` too, and the next page is asked from there (``start_segment``); an older
+        contract never answers it, so it is never sent the field."""
         pages: list[ReportPage] = []
         start: str | None = None
+        segment: int | None = None
         listed = 0
         while True:
-            answer = self._read(ReportPage, {"report": {"epoch": epoch, "start_after": start, "limit": page}})
+            msg: dict[str, Any] = {"epoch": epoch, "start_after": start, "limit": page}
+            if segment is not None:
+                msg["start_segment"] = segment
+            answer = self._read(ReportPage, {"report": msg})
             pages.append(answer)
-            # Bounded whatever the node answers: the contract puts at least one participant on
-            # every page and an epoch holds at most MAX_PARTICIPANTS of each role, so a node whose
-            # cursor only creeps on (pages listing nobody) cannot keep the reader paging forever.
+            # Bounded whatever the node answers: the contract puts at least one participant or
+            # challenge on every page, an epoch holds at most MAX_PARTICIPANTS of each role, and
+            # the cursor only moves on (below; inside a host, to a later segment, at most
+            # MAX_SEGMENTS), so a node whose cursor only creeps on cannot keep the reader paging.
             listed += len(answer.hosts) + len(answer.validators)
             if listed > 2 * MAX_PARTICIPANTS:
                 raise LedgerError(f"malformed answer from the contract: a report of more than "
                                   f"{2 * MAX_PARTICIPANTS} participants")
             if answer.next is None:
+                if answer.next_segment is not None:
+                    raise LedgerError("malformed answer from the contract: a last report page with a next segment")
                 return pages
-            if not answer.hosts and not answer.validators:
+            if not answer.hosts and not answer.validators and not answer.challenges:
                 raise LedgerError("malformed answer from the contract: a report page that goes on lists nobody")
-            if start is not None and answer.next <= start:
+            if answer.next_segment is not None and (
+                    answer.next != (answer.hosts[-1].address if answer.hosts else start)
+                    or not answer.challenges or answer.next_segment >= MAX_SEGMENTS):
+                raise LedgerError(f"malformed answer from the contract: a report page stops inside "
+                                  f"{answer.next!r} at segment {answer.next_segment}")
+            # The cursor moves on: to a later participant, or inside a host to a later segment, or
+            # from inside a host to past it.
+            if start is not None and _report_cursor(answer.next, answer.next_segment) <= _report_cursor(start, segment):
                 raise LedgerError(f"malformed answer from the contract: a report page ends at {answer.next!r}")
-            start = answer.next
+            start, segment = answer.next, answer.next_segment
 
     def spec(self) -> RunSpec:
         """The run spec the contract was deployed with."""
@@ -569,3 +588,9 @@ class Ledger:
             raise LedgerError(f"malformed answer from the contract: expected a list under {name!r}")
         items: list[Any] = answer[name]
         return items
+
+
+def _report_cursor(address: str, segment: int | None) -> tuple[str, int, int]:
+    """Where a ``report`` page ends, in reading order: inside host ``address`` before its challenge
+    of ``segment``, or (``None``) past ``address``."""
+    return (address, 0, segment) if segment is not None else (address, 1, 0)

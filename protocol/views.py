@@ -346,7 +346,9 @@ class ReportPage(Boundary):
     """One page of the contract's ``report`` query: the epoch's header, and the participants after
     the page's cursor in address order (each host with its challenges, each validator without its
     counts, and the counts the page's challenges give their validators). ``next``: the last
-    participant the page covered, when more follow. :func:`assemble_report` builds the
+    participant the page covered, when more follow; with ``next_segment``, the host whose
+    challenges the page stopped inside (a host too large for one page: its line is on its first
+    page, its challenges on as many as they need). :func:`assemble_report` builds the
     :class:`EpochReport` from every page."""
 
     run_id: HexDigest
@@ -369,6 +371,9 @@ class ReportPage(Boundary):
     challenges: list[ChallengeReport]
     counts: list[ValidatorCounts]
     next: Address | None = None
+    # A host split over pages (contract 0.3.3 onwards): the page stopped inside host ``next``, and
+    # the next page resumes at its challenge of this segment (``start_segment``).
+    next_segment: Count | None = None
 
     def header(self) -> dict[str, object]:
         """The epoch's fields this page repeats (:data:`REPORT_HEADER`)."""

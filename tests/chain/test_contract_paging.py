@@ -124,13 +124,18 @@ def check_report_pages(env: LedgerEnv, epoch: int) -> None:
     """The report read a participant a page equals it read in the default pages (the same hosts,
     validators with their counts summed over the pages, challenges), and bad paging is refused."""
     raw: list[dict[str, Any]] = []
-    start: str | None = None
+    cursor: dict[str, Any] = {"start_after": None}
     while True:
-        raw.append(env.ledger.backend.query({"report": {"epoch": epoch, "start_after": start, "limit": 1}}))
-        start = raw[-1].get("next")
-        if start is None:
+        raw.append(env.ledger.backend.query({"report": {"epoch": epoch, **cursor, "limit": 1}}))
+        cursor = {"start_after": raw[-1].get("next")}
+        if raw[-1].get("next_segment") is not None:
+            cursor["start_segment"] = raw[-1]["next_segment"]  # inside a host (contract 0.3.3)
+        if cursor["start_after"] is None:
             break
-    assert len(raw) == len(HOSTS) + len(VALIDATORS), "9 participants of one unit each, a page each"
+    # 9 participants a page each; a challenged host bounds more than one unit, so its challenges
+    # after the first go on pages of their own.
+    inside = sum(1 for p in raw if p.get("next_segment") is not None)
+    assert inside > 0 and len(raw) == len(HOSTS) + len(VALIDATORS) + inside
     assert sum(len(p["challenges"]) for p in raw) > 0 and all("counts" in p for p in raw)
     whole = env.report(epoch)
     assert env.ledger.report(epoch, page=1) == whole
@@ -265,8 +270,10 @@ def test_a_challenges_or_report_cursor_that_does_not_advance_is_refused(embedded
     assert env.ledger.challenges(e, env.addr("validator1"))  # the honest node's answer reads fine
     with pytest.raises(LedgerError, match="a challenges page ends at 'inj1'"):
         Ledger(StuckCursorNode(env.ledger.backend)).challenges(e, env.addr("validator1"))
-    # The same for the report's pages (a participant a page here).
-    with pytest.raises(LedgerError, match="a report page ends at 'inj1"):
+    # The same for the report's pages (a participant a page here; a challenged host, bounding more
+    # than one unit, is split over pages from 0.3.3, so the stuck cursor names a host the page did
+    # not stop inside).
+    with pytest.raises(LedgerError, match=r"a report page (ends at|stops inside) 'inj1"):
         Ledger(StuckCursorNode(env.ledger.backend)).report(e, page=1)
     # A transaction that moves the epoch on between two pages (its phase closes at its deadline):
     # the report is read again from its first page and shows one state, the new one; with one try
@@ -283,6 +290,38 @@ def test_a_challenges_or_report_cursor_that_does_not_advance_is_refused(embedded
     with pytest.raises(LedgerError, match=f"epoch {e} changed while its report was read, in each of 1 tries"):
         Ledger(LandsBetweenPagesNode(env.ledger.backend, close_phase)).report(e, page=1, attempts=1)
     assert env.epoch(e).phase != moved.phase
+
+
+class StuckInsideHostNode(StuckCursorNode):
+    """A node that answers every ``report`` page resumed inside a host (``start_segment``) as
+    stopping again where it began (or, with ``last``, as the last page while still naming a
+    segment): a reader that follows it would read the same challenges forever, or stop inside."""
+
+    def __init__(self, backend: ContractBackend, last: bool = False) -> None:
+        super().__init__(backend)
+        self.last = last
+
+    def query(self, msg):
+        answer = self.inner.query(msg)
+        if "report" in msg and answer.get("next_segment") is not None and self.last:
+            return {k: v for k, v in answer.items() if k != "next"}
+        if "report" in msg and msg["report"].get("start_segment") is not None:
+            answer = {**answer, "next": msg["report"]["start_after"],
+                      "next_segment": msg["report"]["start_segment"]}
+        return answer
+
+
+def test_a_report_cursor_inside_a_host_must_move_on(embedded_ledger_driver) -> None:
+    # Pages of one unit split every challenged host (contract 0.3.3): a node that keeps the cursor
+    # at the same challenge, or ends the report inside a host, is refused, not followed.
+    env = LedgerEnv(embedded_ledger_driver(SPEC, DEFAULT_NAMES))
+    env.bond_all([*HOSTS, *VALIDATORS])
+    e = env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    assert env.ledger.report(e, page=1) == env.report(e)
+    with pytest.raises(LedgerError, match="a report page ends at 'inj1"):
+        Ledger(StuckInsideHostNode(env.ledger.backend)).report(e, page=1)
+    with pytest.raises(LedgerError, match="a last report page with a next segment"):
+        Ledger(StuckInsideHostNode(env.ledger.backend, last=True)).report(e, page=1)
 
 
 class CreepingCursorNode(StuckCursorNode):

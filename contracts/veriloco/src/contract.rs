@@ -308,11 +308,13 @@ pub fn query(deps: Deps, _env: Env, msg: QueryMsg) -> Result<Binary, ContractErr
         QueryMsg::Report {
             epoch,
             start_after,
+            start_segment,
             limit,
         } => to_json(&queries::report(
             deps,
             epoch,
             start_after.as_deref(),
+            start_segment,
             limit,
         )?),
         QueryMsg::Participant { address, epoch } => {

@@ -194,11 +194,16 @@ pub enum QueryMsg {
     /// Everything about one epoch, a page at a time: the participants after `start_after` in
     /// address order, as many as a page of `limit` units holds (`ReportPage`); `next` in the
     /// answer is where the next page starts (absent after the last). The pages assemble to
-    /// `protocol.views.EpochReport`.
+    /// `protocol.views.EpochReport`. A host too large for one page is split over pages a
+    /// challenge at a time: a page that stops inside one answers `next_segment` too, and the next
+    /// page resumes at that challenge with `start_after` the host and `start_segment` the segment
+    /// (contract 0.3.3 onwards).
     Report {
         epoch: u64,
         #[serde(default)]
         start_after: Option<String>,
+        #[serde(default)]
+        start_segment: Option<u32>,
         #[serde(default)]
         limit: Option<u32>,
     },
@@ -487,9 +492,14 @@ pub struct ReportPage {
     pub validators: Vec<ValidatorPart>,
     pub challenges: Vec<ChallengeReport>,
     pub counts: Vec<ValidatorCounts>,
-    /// The last participant this page covered, when more follow.
+    /// The last participant this page covered, when more follow; with `next_segment`, the host
+    /// the page stopped inside.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
+    /// The segment of host `next`'s first challenge left for the next page (a host split over
+    /// pages), absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_segment: Option<u32>,
 }
 
 /// Answer to `participant {...}` (`protocol.views.ParticipantStatus`).

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::classes;
 use crate::deps::{Deps, Order, Storage};
-use crate::epoch::tally::{votes_read, ChallengeTally, Tally, ValidatorStats};
+use crate::epoch::tally::{self, votes_read, ChallengeTally, Tally, ValidatorStats};
 use crate::error::{refuse, ContractError};
 use crate::limits::{
     AGGREGATION_PAGE, AGGREGATION_PAGE_DEFAULT, CHALLENGES_PAGE, CHALLENGES_PAGE_DEFAULT,
@@ -574,14 +574,93 @@ pub fn report_cost(votes_read: usize) -> u32 {
     1 + (votes_read / REPORT_VOTES_PER_UNIT) as u32
 }
 
+/// What a challenge of `seats` members may cost a `report` page, known before it is read: 1, plus
+/// one unit per [`REPORT_VOTES_PER_UNIT`] members (each may have committed, re-committed and
+/// voted). A host whose line and challenges bound more than a page's `limit` is split over pages.
+pub fn challenge_bound(seats: usize) -> u32 {
+    1 + (seats / REPORT_VOTES_PER_UNIT) as u32
+}
+
+/// A `report` page as it fills.
+struct ReportFill<'a> {
+    storage: &'a dyn Storage,
+    epoch: u64,
+    set: Option<Vec<String>>, // V, read once a challenged host needs it
+    hosts: Vec<HostReport>,
+    validators: Vec<ValidatorPart>,
+    challenges: Vec<ChallengeReport>,
+    counts: BTreeMap<String, ValidatorStats>,
+    spent: u32,
+}
+
+impl<'a> ReportFill<'a> {
+    fn set(&mut self) -> Result<&[String], ContractError> {
+        if self.set.is_none() {
+            self.set = Some(records::load_validator_set(self.storage, self.epoch)?);
+        }
+        Ok(self.set.as_deref().unwrap_or_default())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.hosts.is_empty() && self.validators.is_empty() && self.challenges.is_empty()
+    }
+
+    /// Add a tally's challenges and the counts they give.
+    fn add(&mut self, t: Tally) {
+        for (v, stats) in t.validators.iter() {
+            self.counts.entry(v.clone()).or_default().add(stats);
+        }
+        self.challenges
+            .extend(t.challenges.into_iter().map(challenge_report));
+    }
+
+    /// Add `host`'s challenges (`list`) from segment `from` on, in segment order, while their
+    /// bounds fit `limit` (at least one, the page's first challenge). Returns the segment of the
+    /// first challenge left for the next page, if any.
+    fn split_host(
+        &mut self,
+        host: &str,
+        list: &[Assignment],
+        from: u32,
+        limit: u32,
+    ) -> Result<Option<u32>, ContractError> {
+        let storage = self.storage;
+        let traps = TRAPS.may_load(storage, (self.epoch, host))?;
+        let mut order: Vec<&Assignment> = list.iter().filter(|a| a.segment >= from).collect();
+        order.sort_by_key(|a| a.segment);
+        self.set()?;
+        let set = self.set.take().unwrap_or_default();
+        let mut stopped = None;
+        for a in order {
+            let bound = challenge_bound(a.members(&set)?.len());
+            if !self.challenges.is_empty() && self.spent.saturating_add(bound) > limit {
+                stopped = Some(a.segment);
+                break;
+            }
+            let c = tally::challenge_tally(storage, self.epoch, host, a, &set, traps.as_ref())?;
+            self.spent = self.spent.saturating_add(bound);
+            let one = BTreeMap::from([((host.to_string(), a.segment), c)]);
+            self.add(Tally::of_challenges(one, BTreeMap::new()));
+        }
+        self.set = Some(set);
+        Ok(stopped)
+    }
+}
+
 /// A page of the report of `epoch`: its participants after `start_after` in address order, each
 /// host with its challenges (every vote) and the counts they give the validators that sat on
 /// them, until the page's `limit` units are spent (a host costs [`report_cost`] of the votes it
-/// reads, a validator 1; a page holds at least one participant), so no page grows with the epoch.
+/// reads, a validator 1; a page holds at least one participant or challenge), so no page grows
+/// with the epoch. A host whose line and challenges bound more than `limit` units
+/// ([`challenge_bound`]: a fully disputed host at many validators) starts a page and is split
+/// over pages a challenge at a time: such a page ends with `next` that host and `next_segment`
+/// the challenge it stopped before, and the next page resumes there (`start_after` the host,
+/// `start_segment` the segment), listing the host's line on its first page only.
 pub fn report(
     deps: Deps,
     epoch: u64,
     start_after: Option<&str>,
+    start_segment: Option<u32>,
     limit: Option<u32>,
 ) -> Result<ReportPage, ContractError> {
     const ACTION: &str = "report";
@@ -596,64 +675,113 @@ pub fn report(
     }
     let h = header(storage, ACTION, epoch)?;
     let config = CONFIG.load(storage)?;
-    let mut set: Option<Vec<String>> = None; // V, read once a challenged host needs it
-    let (mut hosts, mut validators, mut challenges) = (Vec::new(), Vec::new(), Vec::new());
-    let mut counts: BTreeMap<String, ValidatorStats> = BTreeMap::new();
-    let (mut spent, mut last, mut next) = (0u32, None::<String>, None);
-    for record in PARTICIPANTS
-        .prefix(epoch)
-        .range(storage, start_after, Order::Ascending)
-    {
-        let (address, p) = record?;
-        if spent >= limit {
-            next = last; // a participant follows the page
-            break;
-        }
-        let revealed = REVEALS.has(storage, (epoch, &address));
-        let pay = records::load_payout(storage, epoch, &address)?;
-        match p.role {
-            Role::Host => {
-                let tally = if ASSIGNMENTS.has(storage, (epoch, &address)) {
-                    if set.is_none() {
-                        set = Some(records::load_validator_set(storage, epoch)?);
+    let mut fill = ReportFill {
+        storage,
+        epoch,
+        set: None,
+        hosts: Vec::new(),
+        validators: Vec::new(),
+        challenges: Vec::new(),
+        counts: BTreeMap::new(),
+        spent: 0,
+    };
+    let (mut last, mut next, mut next_segment) = (None::<String>, None, None);
+    let mut resumed = None;
+    if let Some(from) = start_segment {
+        // The page resumes inside a split host, at its challenge of segment `from`.
+        let host = match start_after {
+            Some(host) => host,
+            None => refuse!(ACTION, "start_segment needs start_after, the host it is in"),
+        };
+        let list = match PARTICIPANTS.may_load(storage, (epoch, host))? {
+            Some(p) if p.role == Role::Host => ASSIGNMENTS.may_load(storage, (epoch, host))?,
+            _ => None,
+        };
+        let list = match list {
+            Some(list) => list,
+            None => refuse!(
+                ACTION,
+                "start_segment: {host} is not a challenged host of epoch {epoch}"
+            ),
+        };
+        resumed = fill.split_host(host, &list, from, limit)?;
+        last = Some(host.to_string());
+    }
+    if let Some(segment) = resumed {
+        next = last.take();
+        next_segment = Some(segment);
+    } else {
+        for record in PARTICIPANTS
+            .prefix(epoch)
+            .range(storage, start_after, Order::Ascending)
+        {
+            let (address, p) = record?;
+            if fill.spent >= limit {
+                next = last; // a participant follows the page
+                break;
+            }
+            let revealed = REVEALS.has(storage, (epoch, &address));
+            let pay = records::load_payout(storage, epoch, &address)?;
+            match p.role {
+                Role::Host => {
+                    let list = ASSIGNMENTS.may_load(storage, (epoch, &address))?;
+                    let bound = match list.as_ref() {
+                        Some(list) => {
+                            let set = fill.set()?;
+                            let mut bound = 1u32;
+                            for a in list {
+                                bound =
+                                    bound.saturating_add(challenge_bound(a.members(set)?.len()));
+                            }
+                            bound
+                        }
+                        None => 1,
+                    };
+                    let line =
+                        |p, pay| host_report(storage, epoch, address.clone(), p, revealed, pay);
+                    match list {
+                        Some(list) if bound > limit => {
+                            if !fill.is_empty() {
+                                next = last; // a host split over pages starts one
+                                break;
+                            }
+                            fill.hosts.push(line(p, pay)?);
+                            fill.spent = 1;
+                            if let Some(segment) = fill.split_host(&address, &list, 0, limit)? {
+                                next = Some(address);
+                                next_segment = Some(segment);
+                                break;
+                            }
+                        }
+                        Some(list) => {
+                            let set = fill.set()?;
+                            let t = Tally::of_assignments(storage, epoch, &address, &list, set)?;
+                            fill.spent = fill.spent.saturating_add(report_cost(votes_read(&t)));
+                            fill.add(t);
+                            fill.hosts.push(line(p, pay)?);
+                        }
+                        None => {
+                            fill.spent += 1;
+                            fill.hosts.push(line(p, pay)?);
+                        }
                     }
-                    let v = set.as_deref().unwrap_or_default();
-                    Tally::of_host(storage, epoch, &address, v)?
-                } else {
-                    None
-                };
-                spent =
-                    spent.saturating_add(tally.as_ref().map_or(1, |t| report_cost(votes_read(t))));
-                if let Some(t) = tally {
-                    for (v, stats) in t.validators.iter() {
-                        counts.entry(v.clone()).or_default().add(stats);
-                    }
-                    challenges.extend(t.challenges.into_iter().map(challenge_report));
                 }
-                hosts.push(host_report(
-                    storage,
-                    epoch,
-                    address.clone(),
-                    p,
-                    revealed,
-                    pay,
-                )?);
+                Role::Validator => {
+                    fill.spent += 1;
+                    fill.validators.push(ValidatorPart {
+                        address: address.clone(),
+                        compute_class: p.class,
+                        stake: p.stake,
+                        revealed,
+                        outcome: pay.outcome.as_str(),
+                        slashed: pay.slashed,
+                        reward: pay.reward,
+                        catcher_reward: pay.catcher,
+                    });
+                }
             }
-            Role::Validator => {
-                spent += 1;
-                validators.push(ValidatorPart {
-                    address: address.clone(),
-                    compute_class: p.class,
-                    stake: p.stake,
-                    revealed,
-                    outcome: pay.outcome.as_str(),
-                    slashed: pay.slashed,
-                    reward: pay.reward,
-                    catcher_reward: pay.catcher,
-                });
-            }
+            last = Some(address);
         }
-        last = Some(address);
     }
     Ok(ReportPage {
         run_id: config.run_id,
@@ -671,10 +799,11 @@ pub fn report(
         to_treasury: h.to_treasury,
         to_catchers: h.to_catchers,
         rewards_total: h.rewards_total,
-        hosts,
-        validators,
-        challenges,
-        counts: counts
+        hosts: fill.hosts,
+        validators: fill.validators,
+        challenges: fill.challenges,
+        counts: fill
+            .counts
             .into_iter()
             .map(|(validator, c)| ValidatorCounts {
                 validator,
@@ -687,6 +816,7 @@ pub fn report(
             })
             .collect(),
         next,
+        next_segment,
     })
 }
 

@@ -408,6 +408,15 @@ impl<A: KeyPart, B: KeyPart, C: KeyPart, D: KeyPart, T, V: Codec<T>> Map<(A, B, 
         second.write(&mut namespace, false);
         Prefix::new(namespace)
     }
+
+    /// The records whose key starts with `first`, `second`, `third`, keyed by the rest.
+    pub fn prefix3(&self, first: A, second: B, third: C) -> Prefix<D, T, V> {
+        let mut namespace = self.namespace.to_vec();
+        first.write(&mut namespace, false);
+        second.write(&mut namespace, false);
+        third.write(&mut namespace, false);
+        Prefix::new(namespace)
+    }
 }
 
 /// The records of a [`Map`] under one value of its first key part.

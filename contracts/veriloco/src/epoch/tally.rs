@@ -205,16 +205,28 @@ impl Tally {
         host: &str,
         set: &[String],
     ) -> Result<Option<Tally>, ContractError> {
-        let list = match ASSIGNMENTS.may_load(storage, (epoch, host))? {
-            Some(list) => list,
-            None => return Ok(None),
-        };
+        match ASSIGNMENTS.may_load(storage, (epoch, host))? {
+            Some(list) => Ok(Some(Tally::of_assignments(
+                storage, epoch, host, &list, set,
+            )?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The tally of one host's challenges from its stored assignments (`list`).
+    pub fn of_assignments(
+        storage: &dyn Storage,
+        epoch: u64,
+        host: &str,
+        list: &[Assignment],
+        set: &[String],
+    ) -> Result<Tally, ContractError> {
         let mut traps = BTreeMap::new();
         if let Some(t) = TRAPS.may_load(storage, (epoch, host))? {
             traps.insert(host.to_string(), t);
         }
-        let challenges = host_challenges(storage, epoch, host, &list, set, traps.get(host))?;
-        Ok(Some(Tally::of_challenges(challenges, traps)))
+        let challenges = host_challenges(storage, epoch, host, list, set, traps.get(host))?;
+        Ok(Tally::of_challenges(challenges, traps))
     }
 
     /// Count, from the challenges with their votes and decisions.
@@ -340,22 +352,7 @@ fn host_challenges(
     for a in list {
         challenges.insert(
             (host.to_string(), a.segment),
-            ChallengeTally {
-                members: a.members(set)?,
-                committed: BTreeMap::new(),
-                recommitted: BTreeSet::new(),
-                objectors: records::index_addresses(&a.objectors, set)?
-                    .into_iter()
-                    .collect(),
-                votes: BTreeMap::new(),
-                outcome: a.outcome,
-                decided_by: a.decided_by.clone(),
-                decided_gain: a.gain_micro,
-                decided_dispute_gain: a.dispute_gain_micro,
-                disputed: a.disputed,
-                gain_dispute: a.gain_dispute,
-                trap: host_traps.map_or(false, |t| t.contains(&a.segment)),
-            },
+            unread_challenge(a, set, host_traps)?,
         );
     }
     for record in VERDICT_COMMITS
@@ -386,6 +383,67 @@ fn host_challenges(
         }
     }
     Ok(challenges)
+}
+
+/// One challenge of `host` (`a`, its stored assignment) with its members, verdict commitments,
+/// opened votes and decision: three prefix scans of that segment's records only (what a `report`
+/// page that splits a host reads per challenge).
+pub fn challenge_tally(
+    storage: &dyn Storage,
+    epoch: u64,
+    host: &str,
+    a: &Assignment,
+    set: &[String],
+    host_traps: Option<&Vec<u32>>,
+) -> Result<ChallengeTally, ContractError> {
+    let mut c = unread_challenge(a, set, host_traps)?;
+    for record in
+        VERDICT_COMMITS
+            .prefix3(epoch, host, a.segment)
+            .range(storage, None, Order::Ascending)
+    {
+        let (validator, commitment) = record?;
+        c.committed.insert(validator, commitment);
+    }
+    for record in
+        REVOTE_COMMITS
+            .prefix3(epoch, host, a.segment)
+            .range(storage, None, Order::Ascending)
+    {
+        c.recommitted.insert(record?.0);
+    }
+    for record in VOTES
+        .prefix3(epoch, host, a.segment)
+        .range(storage, None, Order::Ascending)
+    {
+        let (validator, vote) = record?;
+        c.votes.insert(validator, vote);
+    }
+    Ok(c)
+}
+
+/// A challenge from its stored assignment, before its commitments and votes are read.
+fn unread_challenge(
+    a: &Assignment,
+    set: &[String],
+    host_traps: Option<&Vec<u32>>,
+) -> Result<ChallengeTally, ContractError> {
+    Ok(ChallengeTally {
+        members: a.members(set)?,
+        committed: BTreeMap::new(),
+        recommitted: BTreeSet::new(),
+        objectors: records::index_addresses(&a.objectors, set)?
+            .into_iter()
+            .collect(),
+        votes: BTreeMap::new(),
+        outcome: a.outcome,
+        decided_by: a.decided_by.clone(),
+        decided_gain: a.gain_micro,
+        decided_dispute_gain: a.dispute_gain_micro,
+        disputed: a.disputed,
+        gain_dispute: a.gain_dispute,
+        trap: host_traps.map_or(false, |t| t.contains(&a.segment)),
+    })
 }
 
 /// A validator's outcome: lied (see [`ValidatorStats::against`]) → wrong; else missed a vote it

@@ -256,11 +256,17 @@ impl Chain {
     /// Every page of the report of `epoch`, in pages of `limit` units (None: the default).
     fn report_pages(&self, epoch: u64, limit: Option<u32>) -> Vec<Value> {
         let mut pages: Vec<Value> = Vec::new();
-        let mut start_after = Value::Null;
+        let (mut start_after, mut start_segment) = (Value::Null, Value::Null);
         loop {
             let page = self.query(json!({"report": {
-                "epoch": epoch, "start_after": start_after, "limit": limit}}));
+                "epoch": epoch, "start_after": start_after, "start_segment": start_segment,
+                "limit": limit}}));
             let next = page.get("next").cloned();
+            start_segment = page.get("next_segment").cloned().unwrap_or(Value::Null);
+            assert!(
+                next.is_some() || start_segment.is_null(),
+                "a segment without a host"
+            );
             pages.push(page);
             match next {
                 Some(n) => start_after = n,
@@ -331,7 +337,14 @@ fn assemble(pages: &[Value]) -> Value {
     let header = |page: &Value| -> Value {
         let mut h = page.clone();
         let h_obj = h.as_object_mut().unwrap();
-        for key in ["hosts", "validators", "challenges", "counts", "next"] {
+        for key in [
+            "hosts",
+            "validators",
+            "challenges",
+            "counts",
+            "next",
+            "next_segment",
+        ] {
             h_obj.remove(key);
         }
         h
@@ -2262,6 +2275,143 @@ fn a_report_of_many_hosts_is_served_in_bounded_pages_that_assemble_to_the_whole_
         assert!(
             total > 28 / limit as usize * most / 2,
             "{total} records, {most} at most a page"
+        );
+    }
+}
+
+#[test]
+fn a_host_whose_votes_outgrow_a_page_is_split_over_pages_a_challenge_at_a_time() {
+    // 2 hosts with 2 challenges each and 20 validators, every challenge disputed: each final vote
+    // seats all of V (a challenge bounds 1 + 20 / 16 = 2 units, a host 1 + 2 × 2 = 5).
+    let blocks = json!(1000);
+    let spec = spec_with(json!({
+        "phases": {"join_blocks": blocks, "train_blocks": blocks, "reveal_blocks": blocks,
+                   "verify_blocks": blocks, "verdict_reveal_blocks": blocks,
+                   "propose_blocks": blocks},
+        "verification": {"challenges_k": 2}}));
+    let mut net = Net::new(&spec, 2, 20);
+    net.play_to_verify();
+    let lazy = net.validators[0].clone();
+    let decide = move |v: &str, _: &str, _: u64| Some(if v == lazy { "pass" } else { "fail" });
+    net.play_verdicts(&decide);
+    let chain = &net.chain;
+    let pages = chain.report_pages(0, None);
+    assert!(pages.iter().all(|p| p.get("next_segment").is_none()));
+    let whole = assemble(&pages);
+    let challenges = whole["challenges"].as_array().unwrap();
+    assert_eq!(challenges.len(), 4);
+    assert!(challenges
+        .iter()
+        .all(|c| c["rounds"] == 1 && c["votes"].as_array().unwrap().len() == 20));
+    let host = |i: usize| {
+        net.hosts
+            .iter()
+            .min()
+            .cloned()
+            .filter(|_| i == 0)
+            .unwrap_or_else(|| net.hosts.iter().max().cloned().unwrap())
+    };
+    let (first, second) = (host(0), host(1));
+    let segments: Vec<u64> = challenges
+        .iter()
+        .filter(|c| c["host"] == json!(first))
+        .map(|c| c["segment"].as_u64().unwrap())
+        .collect();
+    assert_eq!(segments.len(), 2);
+    // Any page size assembles to the same report; below a host's 5 units its challenges are
+    // split over pages, each page holding at least one, the host's line on its first page only.
+    for limit in 1..=6u32 {
+        let pages = chain.report_pages(0, Some(limit));
+        assert_eq!(assemble(&pages), whole, "pages of {limit}");
+        let split = pages
+            .iter()
+            .filter(|p| p.get("next_segment").is_some())
+            .count();
+        assert_eq!(split > 0, limit < 5, "pages of {limit}: {split} split");
+        for p in pages.iter() {
+            let n = p["challenges"].as_array().unwrap().len();
+            if limit < 5 {
+                assert!(
+                    n >= 1 || !p["validators"].as_array().unwrap().is_empty(),
+                    "{p}"
+                );
+                assert!(
+                    n <= (limit as usize).max(2) / 2,
+                    "{n} challenges in a page of {limit}"
+                );
+            }
+            if let Some(s) = p.get("next_segment") {
+                assert!(n >= 1, "a page stopped inside a host holds a challenge");
+                let h = p["next"].as_str().unwrap();
+                assert!(p["challenges"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|c| c["host"] == json!(h)));
+                assert!(whole["challenges"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c["host"] == json!(h) && c["segment"] == *s));
+            }
+        }
+    }
+    // Cursor edges. Resuming at a host's first challenge is its first page less its line.
+    let page = |msg: Value| chain.query(json!({ "report": msg }));
+    let at = |h: &str, s: u64, limit: u32| {
+        page(json!({"epoch": 0, "start_after": h, "start_segment": s, "limit": limit}))
+    };
+    let opened = chain
+        .report_pages(0, Some(2))
+        .into_iter()
+        .find(|p| {
+            p["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["address"] == json!(first))
+        })
+        .unwrap();
+    assert_eq!(opened["hosts"].as_array().unwrap().len(), 1);
+    assert!(opened["validators"].as_array().unwrap().is_empty());
+    assert_eq!(opened["hosts"][0]["address"], json!(first));
+    assert_eq!(opened["next"], json!(first));
+    assert_eq!(opened["next_segment"], json!(segments[1]));
+    let resumed = at(&first, segments[0], 2);
+    assert!(resumed["hosts"].as_array().unwrap().is_empty());
+    assert_eq!(resumed["challenges"], opened["challenges"]);
+    assert_eq!(resumed["counts"], opened["counts"]);
+    // A segment between two challenges resumes at the next; past the last, the page is the one
+    // after the host.
+    if segments[1] > segments[0] + 1 {
+        let between = at(&first, segments[0] + 1, 2);
+        assert_eq!(between["challenges"][0]["segment"], json!(segments[1]));
+    }
+    for (h, limit) in [(&first, 2), (&second, 32)] {
+        let past = at(h, segments[1] + 1000, limit);
+        assert!(past["challenges"].as_array().unwrap().is_empty());
+        assert_eq!(
+            past,
+            page(json!({"epoch": 0, "start_after": h, "limit": limit}))
+        );
+    }
+    // A segment without its host, or at a validator or a stranger, is refused.
+    let refused = |msg: Value| -> String {
+        let msg = json!({ "report": msg }).to_string();
+        let msg = parse_json("query message", msg.as_bytes()).unwrap();
+        match contract::query(chain.deps.as_ref(), chain.env(), msg) {
+            Ok(_) => panic!("answered"),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert_eq!(
+        refused(json!({"epoch": 0, "start_segment": 0})),
+        "report: start_segment needs start_after, the host it is in"
+    );
+    for who in [net.validators[3].clone(), "stranger".to_string()] {
+        assert_eq!(
+            refused(json!({"epoch": 0, "start_after": who, "start_segment": 0})),
+            format!("report: start_segment: {who} is not a challenged host of epoch 0")
         );
     }
 }
