@@ -94,14 +94,28 @@ def epoch_gas(ledger: Ledger, e: int) -> dict[str, Any]:
             "header_only": {**header_cost, "of_limit": round(header_cost["sdk_gas"] / QUERY_GAS_LIMIT, 4)}}
 
 
-def run(hosts: int, validators: int, page: int | None) -> dict[str, Any]:
-    host_names = [f"host{i}" for i in range(hosts)]
-    validator_names = [f"validator{i}" for i in range(validators)]
+def participant_names(hosts: int, validators: int) -> tuple[list[str], list[str]]:
+    """The key names of the run's hosts and validators (:func:`chain_devnet.key` of each)."""
+    return [f"host{i}" for i in range(hosts)], [f"validator{i}" for i in range(validators)]
+
+
+def deployed(hosts: int, validators: int, page: int | None,
+             wasm: bytes | None = None) -> tuple[EmbeddedChain, Any, Ledger]:
+    """A fresh embedded chain funding ``hosts`` hosts and ``validators`` validators, with the contract
+    deployed (``wasm``, an older code, with the operator as admin so it can be migrated; else the
+    committed one): (chain, operator key, ledger)."""
+    host_names, validator_names = participant_names(hosts, validators)
     accounts = [key(n).address() for n in ["operator", "funder", *host_names, *validator_names]]
     chain = EmbeddedChain(genesis_balances={a: {DENOM: GENESIS_BALANCE} for a in accounts}, block_txs=1_000_000)
     operator = key("operator")
     ledger = deploy_embedded(chain, operator, spec_for(hosts, validators, REWARD), "00" * 32, operator.address(),
-                             settle_page=page)
+                             operator.address() if wasm is not None else None, wasm=wasm, settle_page=page)
+    return chain, operator, ledger
+
+
+def run(hosts: int, validators: int, page: int | None) -> dict[str, Any]:
+    chain, _, ledger = deployed(hosts, validators, page)
+    host_names, validator_names = participant_names(hosts, validators)
 
     def send(plan: Any, kind: str | None = None, sink: dict[str, list[int]] | None = None) -> None:
         plan(ledger)
@@ -384,13 +398,8 @@ def disputed_run(hosts: int, validators: int, page: int | None, before: bytes | 
     migrated to the committed contract: ``same_report`` says whether the report read there equals
     the older code's."""
     t0 = time.perf_counter()
-    host_names = [f"host{i}" for i in range(hosts)]
-    validator_names = [f"validator{i}" for i in range(validators)]
-    accounts = [key(n).address() for n in ["operator", "funder", *host_names, *validator_names]]
-    chain = EmbeddedChain(genesis_balances={a: {DENOM: GENESIS_BALANCE} for a in accounts}, block_txs=1_000_000)
-    operator = key("operator")
-    ledger = deploy_embedded(chain, operator, spec_for(hosts, validators, REWARD), "00" * 32, operator.address(),
-                             operator.address() if before is not None else None, wasm=before, settle_page=page)
+    _, operator, ledger = deployed(hosts, validators, page, before)
+    host_names, validator_names = participant_names(hosts, validators)
 
     def send(plan: Any, kind: str | None = None, sink: dict[str, list[int]] | None = None) -> None:
         plan(ledger)
