@@ -185,6 +185,8 @@ def main() -> None:
     parser.add_argument("--decay", default="1")
     parser.add_argument("--outer", default="preset", choices=["preset", "sgd"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--probe-margin", default=None,
+                        help="the run spec's aggregation.probe_margin in nats (a topk2 epoch's rule is 3 x it + 5 %%)")
     parser.add_argument("--attacks", default="none",
                         help="';'-separated jump adversaries host 0 runs every epoch (e.g. 'jump:1,1.45,gradient'), "
                              "or none; each followed by its oracle blend where the probe left it out")
@@ -198,6 +200,8 @@ def main() -> None:
     configure(1)
     torch.manual_seed(args.seed)
     spec = topk2_spec(args.preset, args.block, args.decay, args.outer)
+    if args.probe_margin is not None:
+        spec = spec.with_changes(aggregation={"probe_margin": args.probe_margin})
     dataset = Dataset.load(spec.data)
     margin = gain_micro(args.margin)
     quant = spec.quantization
