@@ -1251,8 +1251,8 @@ fn the_standby_query_shows_whom_each_member_named() {
     assert!(parse_json::<QueryMsg>("query message", msg.as_bytes()).is_err());
 }
 
-/// The records `msg` reads, and its answer.
-fn counted_query(chain: &Chain, msg: Value) -> (usize, Value) {
+/// The records `msg` reads, and its answer's JSON bytes.
+fn counted_query_bytes(chain: &Chain, msg: Value) -> (usize, Vec<u8>) {
     let counting = CountingStorage {
         inner: &chain.deps.storage,
         reads: Cell::new(0),
@@ -1263,10 +1263,13 @@ fn counted_query(chain: &Chain, msg: Value) -> (usize, Value) {
     };
     let msg = parse_json("query message", msg.to_string().as_bytes()).unwrap();
     let answer = contract::query(deps, chain.env(), msg).unwrap();
-    (
-        counting.reads.get(),
-        serde_json::from_slice(&answer.0).unwrap(),
-    )
+    (counting.reads.get(), answer.0)
+}
+
+/// The records `msg` reads, and its answer.
+fn counted_query(chain: &Chain, msg: Value) -> (usize, Value) {
+    let (reads, answer) = counted_query_bytes(chain, msg);
+    (reads, serde_json::from_slice(&answer).unwrap())
 }
 
 #[test]
@@ -2243,19 +2246,13 @@ fn a_report_of_many_hosts_is_served_in_bounded_pages_that_assemble_to_the_whole_
     // its answer stays far below a node's 32 MiB query memory, while the whole epoch reads many
     // pages' worth.
     let read = |start_after: &Value, limit: u32| -> (usize, usize, Value) {
-        let counting = CountingStorage {
-            inner: &chain.deps.storage,
-            reads: Cell::new(0),
-        };
-        let deps = Deps {
-            storage: &counting,
-            api: &chain.deps.api,
-        };
         let msg = json!({"report": {"epoch": 0, "start_after": start_after, "limit": limit}});
-        let msg = parse_json("query message", msg.to_string().as_bytes()).unwrap();
-        let answer = contract::query(deps, chain.env(), msg).unwrap();
-        let page: Value = serde_json::from_slice(&answer.0).unwrap();
-        (counting.reads.get(), answer.0.len(), page)
+        let (reads, answer) = counted_query_bytes(chain, msg);
+        (
+            reads,
+            answer.len(),
+            serde_json::from_slice(&answer).unwrap(),
+        )
     };
     let per_unit = 16 + 3 * REPORT_VOTES_PER_UNIT;
     for limit in [4, 16] {
