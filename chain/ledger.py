@@ -491,6 +491,17 @@ class Ledger:
                 raise LedgerError(f"malformed report from the contract: {exc}") from None
         raise LedgerError(f"epoch {epoch} changed while its report was read, in each of {attempts} tries")
 
+    def kept_report(self, epoch: int, closed: dict[int, EpochReport]) -> EpochReport:
+        """:meth:`report` of ``epoch``, from ``closed`` when it is there, and kept there once the
+        epoch is closed: a closed epoch's report never changes (at 2,048 participants it is some 65
+        queries), but an older epoch is not always closed (a pipelined run's previous epoch still
+        settles while the next trains), so the others are read each time. For live views that
+        read the run again and again."""
+        report = closed.get(epoch) or self.report(epoch)
+        if report.phase == "closed":
+            closed[epoch] = report
+        return report
+
     def _report_pages(self, epoch: int, page: int) -> list[ReportPage]:
         """Every page of the report of ``epoch``, from the first to the one without ``next``.
 

@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from chain.block_clock import BlockClock
+from chain.ledger import Ledger
 from protocol.rules.spec import PhaseSpec
 from protocol.views import Accounting, EpochInfo, EpochReport, Member
 from trainer.presets import tiny
@@ -77,6 +78,7 @@ class ReportsLedger:
     run), epoch 0 is closed; it records which reports were read."""
 
     contract_address = ADDRESS
+    kept_report = Ledger.kept_report  # the rule under test, over this ledger's reports
 
     def __init__(self) -> None:
         self.read: list[int] = []

@@ -52,12 +52,7 @@ def _frame(net: NetworkFile, clock: BlockClock, names: dict[str, str], history: 
         spec, info, height = ledger.spec(), ledger.epoch(lists=False), ledger.height()
         if net.chain.backend == "cosmos":  # an embedded chain's blocks come with transactions, not time
             clock.observe(height)
-        recent = []
-        for e in range(max(0, info.epoch - history), info.epoch):
-            report = closed.get(e) or ledger.report(e)
-            if report.phase == "closed":  # a pipelined run's previous epoch may still settle
-                closed[e] = report
-            recent.append(report)
+        recent = [ledger.kept_report(e, closed) for e in range(max(0, info.epoch - history), info.epoch)]
     now = phase_progress(info, height, spec.phases, clock.seconds_per_block())
     return watch_view(spec.name, now, list(reversed(recent)), names), now
 

@@ -55,12 +55,7 @@ class RunSource:
             current, height = ledger.epoch(lists=False), ledger.height()
             if self.net.chain.backend == "cosmos":  # an embedded chain's blocks come with transactions, not time
                 self.clock.observe(height)
-            reports: list[EpochReport] = []
-            for epoch in range(current.epoch + 1):
-                report = self._closed.get(epoch) or ledger.report(epoch)
-                if report.phase == "closed":  # not merely older: a pipelined run's previous epoch may settle
-                    self._closed[epoch] = report
-                reports.append(report)
+            reports = [ledger.kept_report(epoch, self._closed) for epoch in range(current.epoch + 1)]
             members, accounting = ledger.members(), ledger.accounting()
             balance = ledger.balance(ledger.contract_address)
         chain = (self.net.chain.chain_id or "cosmos") if self.net.chain.backend == "cosmos" else "embedded chain"
