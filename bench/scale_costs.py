@@ -324,7 +324,7 @@ def main() -> None:
     result: dict = {"preset": args.preset, "parameters": n_params, "threads": torch.get_num_threads(),
                     "H": spec.train.inner_steps, "c": spec.train.segment_steps, "S": spec.train.segments,
                     "k": spec.verification.challenges_k, "r": spec.verification.validators_r,
-                    "replay_share_steps": replay_share(spec)}
+                    "replay_share_steps_per_picker": replay_share(spec, 1)}
     if args.host_memory_only:
         result["host_memory"] = host_memory(spec, args.memory_segments, args.threads)
         print(json.dumps(result, indent=1, default=str))

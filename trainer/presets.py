@@ -4,17 +4,20 @@
 ``tiny`` trains visibly in seconds on two CPU cores (tests, ``veriloco simulate``); ``demo`` gets
 clearly below the corpus's 3.32 nats/byte unigram entropy within minutes. ``small`` (3.3 M
 parameters, 24× ``demo``) is the preset of the scaling benchmarks (``docs/scaling.md``): its epoch
-shape makes the validators' replays (k = 2 plus the last segment, r = 2 validators each) 3 % of the
-steps a host trains. ``gpt124m`` (127 M parameters, context 1024) is the GPU-class preset; its
+shape makes each picker's replays (k = 2 plus the last segment) 1.5 % of the steps a host trains,
+so the validators' replays are P · 1.5 %, P the host's pickers (1 with two validators of equal stake,
+up to 19 with many: ``replay_share``). ``gpt124m`` (127 M parameters, context 1024) is the GPU-class preset; its
 memory and time estimates are in ``docs/scaling.md``. All train on the ``shakespeare`` corpus, whose
 content address is pinned here: a different corpus version is refused by :class:`trainer.data.Dataset`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 
 from protocol.injective import DENOM, ONE_INJ
+from protocol.rules.sampling import pickers
 from protocol.rules.spec import DataSpec, EconomicsSpec, ModelSpec, PhaseSpec, RunSpec, TrainSpec
 
 SHAKESPEARE_HASH = "4b902eab3c6349aff3ef12ee6e68d4e918ead8180e143aecfed66fa850b39c1a"
@@ -71,10 +74,11 @@ def demo(name: str = "demo") -> RunSpec:
 def small(name: str = "small") -> RunSpec:
     """4 layers, width 256, context 128, batch 8: 3.32 M parameters (step time: docs/training.md#model).
 
-    An epoch is 2400 inner steps in 200 segments of 12: each host's k + 1 = 3 challenged segments,
-    replayed by r = 2 validators each, are 72 steps, 3 % of the host's 2400 (the validators' fixed
-    costs per challenge, fetching and checking two leaves, come on top of that). The validators'
-    share depends on S alone, the host's on what it does per segment (copy, hash and write a 40 MB
+    An epoch is 2400 inner steps in 200 segments of 12: each picker's k + 1 = 3 challenged segments
+    are 36 steps, 1.5 % of the host's 2400, and a host has P pickers (1 with two validators of equal
+    stake, up to ``seats_cap`` = 19 with many: ``replay_share``; the validators' fixed costs per
+    seat, fetching and checking two leaves, come on top of that). The validators' share depends on
+    S and P alone, the host's on what it does per segment (copy, hash and write a 40 MB
     leaf) and per challenge (recompute a leaf it did not store): 200 segments of 12 steps halve the
     host's per-step cost of 200 segments of 6 at the same validator share, and since replays are
     bitwise at any thread count a longer segment costs the verifier no margin
@@ -104,7 +108,8 @@ def gpt124m(name: str = "gpt124m") -> RunSpec:
 
     The GPU-class preset (GPT-2-small's parameter count with the byte vocabulary: the 50 k-token
     embedding GPT-2 spends 38 M parameters on goes into depth and width here). An epoch is 1280
-    inner steps in 160 segments of 8, so the validators replay 3.75 % of the steps. Step time and
+    inner steps in 160 segments of 8, so each picker replays 1.875 % of the steps (P pickers:
+    ``replay_share``). Step time and
     GPU memory on one H100: docs/benchmarks.md#gpu-one-h100 (and ``docs/scaling.md``, "The GPU-class
     preset").
     """
@@ -126,19 +131,31 @@ PRESETS = {"tiny": tiny, "demo": demo, "small": small, "gpt124m": gpt124m}
 """Preset name -> function returning its :class:`RunSpec`."""
 
 
-def replay_share(spec: RunSpec) -> float:
+def mean_pickers(stakes: Sequence[int], seats_cap: int, hosts: int = 512) -> float:
+    """The mean number of distinct pickers a host gets from validators with ``stakes`` (the real draw,
+    ``protocol.rules.sampling.pickers``, over ``hosts`` host addresses from one fixed seed; a host is
+    not among the validators): 1 for two equal stakes, ``⌊V/3⌋ + 1`` for V equal stakes while the
+    cap allows, then towards ``seats_cap`` (repeats land on a validator already drawn)."""
+    validators = {f"validator-{i:04d}": stake for i, stake in enumerate(stakes)}
+    seed = bytes(32)
+    return sum(len(pickers(seed, f"host-{h:04d}", validators, seats_cap)) for h in range(hosts)) / hosts
+
+
+def replay_share(spec: RunSpec, pickers: float) -> float:
     """The validators' replayed steps as a fraction of the steps a host trains, per host-epoch.
 
-    Each host has ``k`` challenged segments plus the last, each replayed by ``r`` validators:
-    ``r · (k + 1) · c`` steps against the host's ``H = S · c``, i.e. ``r · (k + 1) / S``. Their fixed
-    costs per challenge (fetching, hashing and checking two leaves) come on top; the benchmarks
-    measure them.
+    Each of a host's ``pickers`` (the committee drawn by stake, ``protocol.rules.sampling.pickers``:
+    1 with two validators of equal stake, up to ``verification.seats_cap`` with many) replays its
+    ``k`` picks and the last segment: ``P · (k + 1) · c`` steps against the host's ``H = S · c``, i.e.
+    ``P · (k + 1) / S`` (``bench/validator_share.py`` has ``P`` per stake distribution). Their fixed
+    costs per seat (fetching, hashing and checking the leaves) come on top; the benchmarks measure
+    them. Before the settlement game ``P`` was ``verification.validators_r``.
     """
     ver = spec.verification
     if not ver.enabled:
         return 0.0
-    challenged = min(ver.challenges_k + 1, spec.train.segments)
-    return ver.validators_r * challenged / spec.train.segments
+    challenged = min(ver.challenges_k, spec.train.segments - 1) + 1
+    return pickers * challenged / spec.train.segments
 
 
 def preset(name: str) -> RunSpec:

@@ -46,15 +46,19 @@ def _parameters(spec: RunSpec) -> int:
     return sum(math.prod(shape) for shape in parameter_shapes(spec).values())
 
 
-def test_small_preset_is_20_to_100_times_demo_and_replays_at_most_5_percent() -> None:
+def test_small_preset_is_20_to_100_times_demo_and_a_picker_replays_under_2_percent() -> None:
     small, demo = preset("small"), preset("demo")
     assert 20 <= _parameters(small) / _parameters(demo) <= 100
-    assert replay_share(small) <= 0.05
-    assert replay_share(preset("gpt124m")) <= 0.05
-    # The share counts k challenged segments plus the last, each replayed by r validators.
-    assert replay_share(demo) == 2 * 3 / 5
+    # One picker (two validators of equal stake) replays k + 1 = 3 of S segments.
+    assert replay_share(small, 1) == 3 / 200
+    assert replay_share(preset("gpt124m"), 1) == 3 / 160
+    # Every picker replays its k picks and the last segment: the share grows with the committee.
+    assert replay_share(small, 19) == 19 * 3 / 200
+    assert replay_share(demo, 2) == 2 * 3 / 5
+    # Picks are distinct among the first S - 1 segments: at S = 2 a picker replays both.
+    assert replay_share(demo.with_changes(train={"inner_steps": 20, "segment_steps": 10}), 1) == 1.0
     assert replay_share(demo.with_changes(verification={"enabled": False, "validators_r": 0},
-                                          phases={"min_validators": 0})) == 0.0
+                                          phases={"min_validators": 0}), 19) == 0.0
 
 
 def test_gpu_preset_has_gpt2_small_size_and_a_long_context() -> None:
