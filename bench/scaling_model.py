@@ -42,12 +42,15 @@ Run: ``.venv/bin/python bench/scaling_model.py [--costs costs.json] [--hosts 16]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
+
+from trainer.presets import mean_pickers
 
 # Devnet gas of the artifact before the settlement game (4 validators, S = 2, k = 1, r = 2; finalize 509k /
 # 1,029k / 3,110k in docs/benchmarks-archive.md#chain-embedded-before-the-settlement-game-and-paging).
@@ -64,8 +67,8 @@ class Measured(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    k: int = 2  # the presets' challenges (plus the last segment)
-    r: int = 2  # seats per challenge
+    k: int = 2  # the presets' picks per picker (plus the last segment)
+    r: int = 2  # seats per challenge before the settlement game (kept for old costs files; unused)
     # SHA-256 on one thread, otherwise idle machine (benchmarks.md, "Scale: the small preset").
     sha256_GBps: float = 1.98
     # int8 Δ with a float32 scale per 64 (benchmarks.md, "Scale: the small preset").
@@ -117,15 +120,18 @@ class Lever:
     per_node_io: bool = False  # a multi-node host hashes and writes its shards on each node (8 GPUs a node)
     delta_on_gpu: bool = False  # the Δ encoded on the accelerator (memory-bound) instead of at the CPU rate
     longer_segments: int = 1  # c × this (H with it, S unchanged: validators' share unchanged); convergence unmeasured
+    common_seed: bool = False  # one unbiasable seed picks k segments for every picker (a VDF; not built)
+    # A dispute's readers serve each other once they checked the leaf: holders double each round (not built).
+    dispute_tree: bool = False
 
 
 AS_BUILT = Lever("as built")
-_COMMON = Lever("with levers", every_leaf_stored=True, reduce_scatter=True)
+_COMMON = Lever("with levers", every_leaf_stored=True, reduce_scatter=True, common_seed=True, dispute_tree=True)
 # The levers judged necessary at each size (docs/scaling.md says why); 10 B needs no longer epoch. The
 # others (snapshot_overlapped, per_node_io, delta_on_gpu) add at most 0.7 points each and are left out.
 LEVERS = {"1B": replace(_COMMON, longer_segments=2), "10B": _COMMON, "50B": replace(_COMMON, longer_segments=2)}
 LEVER_FIELDS = ("every_leaf_stored", "reduce_scatter", "snapshot_overlapped", "per_node_io", "delta_on_gpu",
-                "longer_segments")
+                "longer_segments", "common_seed", "dispute_tree")
 
 
 def applied(lever: Lever) -> list[str]:
@@ -139,7 +145,11 @@ class Deployment:
     """Assumptions about the hardware and the network at scale (command-line options)."""
 
     hosts: int = 16
-    validators: int = 16  # V; the validators' compute is r·(k+1)/S of the hosts' whatever V
+    # V, of equal stake: a host's pickers P = mean_pickers(V, seats_cap) ≈ 17.3 at 96, and each validator
+    # sits on P·n·(k+1)/V seats an epoch (8.7 at 96; 18 at V = n = 16, more start leaves than a
+    # 1 Gbit/s downlink carries in a 1 B period).
+    validators: int = 96
+    seats_cap: int = 19  # the spec's default (an all-coalition committee below (1/3)^19)
     gpu_tflops: float = 400.0  # a GPU's sustained TFLOP/s: H100 class at 40 % of dense bf16
     link_gbps: float = 1.0  # every member's up- and downlink
     disk_GBps: float = 2.0  # NVMe write per node
@@ -151,6 +161,20 @@ class Deployment:
     trap_probability: float = 0.2  # the spec's default
     val_tokens: int = 65_536  # the settled proposal's validation loss
     aggregate_GBps: float = 100.0  # reading n float32 Δs for the aggregate, on the host (assumed)
+
+
+@functools.cache
+def pickers_of(validators: int, seats_cap: int) -> float:
+    """A host's mean distinct pickers among ``validators`` of equal stake (the real draw)."""
+    return mean_pickers([1] * validators, seats_cap, hosts=256) if validators > 0 else 0.0
+
+
+def distinct_challenges(segments: int, k: int, pickers: float) -> float:
+    """A host's expected challenges: the last segment, and each earlier one that any of ``pickers``
+    independent pickers of ``k`` distinct segments picks."""
+    if segments == 1:
+        return 1.0
+    return 1 + (segments - 1) * (1 - (1 - min(k, segments - 1) / (segments - 1)) ** pickers)
 
 
 def finalize_fit() -> tuple[float, float]:
@@ -166,8 +190,9 @@ def finalize_gas(hosts: int) -> float:
 
 def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> dict:
     """One size's pipelined host-epoch under ``lever``: the period's terms, the period, utilisation."""
-    n_par, k, r = size.params, measured.k, measured.r
+    n_par, k = size.params, measured.k
     n, v = dep.hosts, dep.validators
+    p = pickers_of(v, dep.seats_cap)
     c, s = size.segment_steps * lever.longer_segments, size.segments
     h = c * s
     leaf, theta, delta = 12 * n_par, 8 * n_par, measured.delta_bytes_per_param * n_par
@@ -186,7 +211,10 @@ def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> di
     copy_s = 0.0 if lever.snapshot_overlapped else leaf / (measured.export_GBps_per_gpu * 1e9 * size.gpus)
     write_s = leaf / (dep.disk_GBps * 1e9 * nodes) / kk  # amortized: one leaf in K is written
     snapshot_s = s * (copy_s + max(0.0, hash_s + write_s - segment_s))
-    recompute_segments = k * ((kk + 1) / 2 - 1 / kk) if kk > 1 else 0.0
+    # The host's challenges: every picker's k picks and the last segment (as built), or k + 1 that
+    # every picker sits on (one common seed).
+    d = float(min(k + 1, s)) if lever.common_seed else distinct_challenges(s, k, p)
+    recompute_segments = (d - 1) * ((kk + 1) / 2 - 1 / kk) if kk > 1 else 0.0
     recompute_s = recompute_segments * segment_s
     val_s = dep.val_tokens * 2 * n_par / (dep.gpu_tflops * 1e12 * size.gpus)
     accelerator = snapshot_s + recompute_s + val_s
@@ -204,14 +232,22 @@ def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> di
 
     # Settlement of the epoch before, which must fit in one period.
     leaf_s = leaf / link
-    seats_per_validator = r * n * (k + 1) / v
+    seats_per_validator = p * n * (k + 1) / v
     replay_s = segment_s
-    reads = max((k + 1) * leaf_s + (r - 1) * leaf_s, seats_per_validator * leaf_s)
-    settle_s = (recompute_s + reads + r * replay_s + dep.settle_blocks * dep.block_s)
-    dispute_s = math.ceil((v - r) / (r + 1)) * leaf_s + replay_s + dep.dispute_blocks * dep.block_s
-    p_dispute = 1 - (1 - dep.trap_probability * (k + 1) / s) ** n
+    # The host's uplink sends each challenged start leaf once, then a later seat reads from a seat
+    # that committed (one more leaf time); a validator's downlink carries a leaf per seat and it
+    # replays its seats one after the other, overlapping the reads.
+    reads = max((d + 1) * leaf_s, seats_per_validator * leaf_s, seats_per_validator * replay_s)
+    settle_s = (recompute_s + reads + 2 * replay_s + dep.settle_blocks * dep.block_s)
+    # A challenged trap (a pick, mostly seated by one picker) is read by every other validator from
+    # the host and that seat, then replayed.
+    if lever.dispute_tree:
+        dispute_s = math.ceil(math.log2(max(v, 2) / 2)) * (leaf_s + replay_s) + dep.dispute_blocks * dep.block_s
+    else:
+        dispute_s = math.ceil((v - 1) / 2) * leaf_s + replay_s + dep.dispute_blocks * dep.block_s
+    p_dispute = 1 - (1 - dep.trap_probability * d / s) ** n
 
-    upload = exchange_bytes + (k + 1) * leaf + v * theta / n
+    upload = exchange_bytes + d * leaf + v * theta / n
     upload_s = upload / link
     period = max(period_host, settle_s, upload_s)
     dispute_stall = p_dispute * max(0.0, settle_s + dispute_s - period)
@@ -219,7 +255,7 @@ def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> di
     bound = max(("host", period_host), ("settlement", settle_s), ("uplink", upload_s), key=lambda t: t[1])[0]
     storage = (s / kk + 2) * leaf + delta
     gas = (MESSAGE_GAS["join"] + MESSAGE_GAS["commit"] + MESSAGE_GAS["reveal"] + MESSAGE_GAS["propose_start"]
-           + MESSAGE_GAS["propose"] + r * (k + 1) * MESSAGE_GAS["verdict"] + finalize_gas(n) / n)
+           + MESSAGE_GAS["propose"] + p * (k + 1) * MESSAGE_GAS["verdict"] + finalize_gas(n) / n)
     return {
         **asdict(size), "segment_steps": c, "full_leaf_every": kk,
         "levers": applied(lever), "variant": lever.name, "hosts": n, "validators": v,
@@ -232,7 +268,8 @@ def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> di
         "dispute_round_s": dispute_s, "p_dispute": p_dispute, "dispute_stall_s": dispute_stall,
         "upload_GB": upload / 1e9, "upload_s": upload_s, "period_s": period, "bound": bound,
         "utilisation": compute / period, "meets_target": compute / period >= TARGET,
-        "storage_GB_per_host_epoch": storage / 1e9, "validator_share": r * (k + 1) / s,
+        "storage_GB_per_host_epoch": storage / 1e9, "validator_share": p * (k + 1) / s,
+        "pickers": p, "challenges": d,
         "gas_per_host_epoch": gas, "inj_per_host_epoch": gas * FEE_INJ_PER_GAS / 1e18,
         "finalize_gas": finalize_gas(n), "finalize_fits_block": finalize_gas(n) * 1.3 + 50_000 <= BLOCK_GAS,
     }
@@ -253,6 +290,22 @@ def ablation(measured: Measured, dep: Deployment) -> dict[str, dict[str, float]]
         for field in applied(lever):
             off = replace(lever, **{field: 1 if field == "longer_segments" else False})
             out[size.name][field] = project(size, measured, dep, off)["utilisation"]
+    return out
+
+
+def sweep(measured: Measured, dep: Deployment, validators: list[int]) -> list[dict]:
+    """Per number of validators: the pickers and their costs, and each size's utilisation as built,
+    with its levers, and with its levers but the pickers' own picks (no common seed)."""
+    out = []
+    for v in validators:
+        d = replace(dep, validators=v)
+        first = project(SIZES[0], measured, d, AS_BUILT)
+        out.append({"validators": v, "pickers": first["pickers"], "challenges": first["challenges"],
+                    "seats_per_validator": first["seats_per_validator"], "validator_share": first["validator_share"],
+                    "utilisation": [(project(s, measured, d, AS_BUILT)["utilisation"],
+                                     project(s, measured, d, LEVERS[s.name])["utilisation"],
+                                     project(s, measured, d, replace(LEVERS[s.name], common_seed=False))["utilisation"])
+                                    for s in SIZES]})
     return out
 
 
@@ -294,6 +347,9 @@ def main() -> None:
     parser.add_argument("--sha256-gbps", type=float, help="SHA-256 GB/s instead of the measured figure")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", action="store_true", help="print the table of docs/scaling.md")
+    parser.add_argument("--sweep-validators", type=str, metavar="V,V,...",
+                        help="print, per number of validators, each size's pickers, seats per validator and "
+                             "utilisation as built, with its levers, and with them but without common_seed")
     args = parser.parse_args()
     measured = Measured.from_costs(json.loads(args.costs.read_text())) if args.costs else Measured()
     if args.sha256_gbps:
@@ -315,6 +371,15 @@ def main() -> None:
         for field in ("all", *LEVER_FIELDS):
             print(f"| {field} | " + " | ".join(f"{a[field]:.1%}" if field in a else "—" for a in ablate.values())
                   + " |")
+    if args.sweep_validators:
+        out["sweep"] = sweep(measured, dep, [int(v) for v in args.sweep_validators.split(",")])
+        print("| V | pickers P | challenges per host (as built) | seats per validator | validators' compute / hosts' "
+              "| " + " | ".join(f"{s.name}: as built / levers / levers but per-picker picks" for s in SIZES) + " |")
+        print("| --- " * (5 + len(SIZES)) + "|")
+        for row in out["sweep"]:
+            print(f"| {row['validators']} | {row['pickers']:.1f} | {row['challenges']:.1f} "
+                  f"| {row['seats_per_validator']:.1f} | {row['validator_share']:.1%} | "
+                  + " | ".join(f"{a:.1%} / {b:.1%} / {c:.1%}" for a, b, c in row["utilisation"]) + " |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 

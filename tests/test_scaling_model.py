@@ -48,8 +48,34 @@ def test_slow_validators_make_the_settlement_the_bound() -> None:
     size = SIZE["1B"]
     one = project(size, Measured(), Deployment(validators=1), LEVERS["1B"])
     assert one["bound"] == "settlement"
-    assert one["seats_per_validator"] == 2 * 16 * 3
-    assert one["utilisation"] < 0.2
+    assert one["pickers"] == 1 and one["seats_per_validator"] == 1 * 16 * 3
+    assert one["utilisation"] < 0.3
+
+
+def test_pickers_grow_with_the_validators_and_so_do_the_host_s_challenges() -> None:
+    size = SIZE["10B"]
+    rows = {v: project(size, Measured(), Deployment(validators=v), AS_BUILT) for v in (2, 16, 96)}
+    # Equal stakes: the fewest validators holding more than 1/3, then towards the 19-seat cap.
+    assert rows[2]["pickers"] == 1 and rows[16]["pickers"] == 6
+    assert 16 < rows[96]["pickers"] < 19
+    for r in rows.values():
+        assert r["validator_share"] == pytest.approx(r["pickers"] * 3 / size.segments)
+    # Every picker picks k = 2 of its own: the host recomputes and uploads about P·k + 1 start leaves.
+    assert rows[2]["challenges"] == pytest.approx(3, abs=0.05)
+    assert 2 * 6 < rows[16]["challenges"] < 2 * 6 + 1 and rows[96]["challenges"] > 30
+    assert rows[96]["upload_s"] > 8 * rows[2]["upload_s"] > 0
+    # One common seed would bring them back to k + 1 whatever P; the validators' share stays P·(k+1)/S.
+    common = project(size, Measured(), Deployment(validators=96), replace(AS_BUILT, common_seed=True))
+    assert common["challenges"] == 3 and common["validator_share"] == rows[96]["validator_share"]
+    assert common["recompute_s"] < rows[96]["recompute_s"] / 10
+
+
+def test_a_dispute_tree_reads_in_rounds_that_double_the_holders() -> None:
+    size = SIZE["10B"]
+    line = project(size, Measured(), Deployment(validators=128), AS_BUILT)
+    tree = project(size, Measured(), Deployment(validators=128), replace(AS_BUILT, dispute_tree=True))
+    assert line["dispute_round_s"] > 60 * line["leaf_transfer_s"]  # 64 leaf times, one after another
+    assert tree["dispute_round_s"] < 7 * (tree["leaf_transfer_s"] + tree["segment_s"]) + 10
 
 
 def test_stored_leaves_fall_back_to_the_smallest_k_whose_write_is_hidden() -> None:
