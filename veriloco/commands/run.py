@@ -252,7 +252,7 @@ def show(network: Network = None, home: Home = None, json: Json = False) -> None
     console.print(f"[bold]run[/] {spec.name}  id {config.run_id}\n[bold]contract[/] {net.contract} "
                   f"({net.chain.backend})\n[bold]model[/] {spec.model.architecture} {spec.model.params}\n"
                   f"[bold]epoch[/] H={spec.train.inner_steps} c={spec.train.segment_steps} "
-                  f"S={spec.train.segments}; k={spec.verification.challenges_k} r={spec.verification.validators_r} "
+                  f"S={spec.train.segments}; k={spec.verification.challenges_k} seats_cap={spec.verification.seats_cap} "
                   f"τ={spec.verification.tau}; rule {spec.aggregation.rule}; quantization {spec.quantization.scheme}\n"
                   f"[bold]compute profile[/] {spec.verification.compute_fingerprint or 'not pinned'}\n"
                   f"[bold]holdings[/] bonded {display(accounting.bonded, d)}, unbonding "

@@ -138,7 +138,7 @@ function draw(state) {
   document.getElementById("run-info").textContent =
     `run ${state.run.run_id.slice(0, 16)}… · contract ${state.run.contract} · ${state.run.chain} · ` +
     `${state.run.model} · H=${state.run.inner_steps}, S=${state.run.segments}, k=${state.run.challenges_k}, ` +
-    `r=${state.run.validators_r}, rule ${state.run.rule}`;
+    `seats_cap=${state.run.seats_cap}, rule ${state.run.rule}`;
   drawNow(state);
   drawFunds(state);
   drawEpochs(state);

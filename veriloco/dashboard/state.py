@@ -37,7 +37,7 @@ class RunInfo(Strict):
     inner_steps: int
     segments: int
     challenges_k: int
-    validators_r: int
+    seats_cap: int
     rule: str
     denom: str
 
@@ -144,7 +144,7 @@ def build_state(*, spec: RunSpec, contract: str, chain: str, current: EpochInfo,
     run = RunInfo(name=spec.name, run_id=spec.run_id().hex(), contract=contract, chain=chain,
                   model=f"{spec.model.architecture} {dict(spec.model.params)}", inner_steps=spec.train.inner_steps,
                   segments=spec.train.segments, challenges_k=spec.verification.challenges_k,
-                  validators_r=spec.verification.validators_r, rule=spec.aggregation.rule, denom=denom)
+                  seats_cap=spec.verification.seats_cap, rule=spec.aggregation.rule, denom=denom)
     return DashboardState(run=run, now=phase_progress(current, height, spec.phases, seconds_per_block), epochs=epochs,
                           outcomes_epoch=None if latest is None else latest.epoch, outcomes=outcomes, members=rows,
                           funds=funds, updated=updated)
