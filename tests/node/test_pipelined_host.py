@@ -178,3 +178,47 @@ def test_a_host_that_hides_its_delta_from_peers_at_the_start_vote_does_not_stop_
     assert net.overlaps[0][0] == 1, "epoch 1 was open while epoch 0 settled"
     for node in net.nodes:
         node.close()
+
+
+def test_a_pipelined_host_stopped_while_e_reads_its_leaves_keeps_serving_them(tmp_path, load_dataset,
+                                                                              caplog) -> None:
+    """Issue 30 review: a Ctrl-C while the validators of the settling epoch e read this host's
+    leaves (e in verify) and e + 1 joins: the drain keeps serving e's readers as it does for the
+    current epoch's (here until the drain ends: the embedded chain makes no blocks by itself)."""
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
+                           validators=2, hosts=2).with_changes(phases={"pipelined": True})
+    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None), host_behaviour(None)],
+                                                      validators=[validator_behaviour("honest")] * 2),
+                       load_dataset(spec.data))
+    host = net.hosts[1]
+
+    def read_while_1_joins() -> bool:
+        return net.ledger.epoch().settling == 0 and net.ledger.epoch(0).phase == "verify"
+
+    # Every node acts until epoch 1 opened while epoch 0 is in verify; the validators stay quiet in
+    # that verify (their replays would close it early).
+    for _ in range(400):
+        acted = []
+        for node in net.nodes:
+            if read_while_1_joins():
+                break
+            if node in net.validators and net.ledger.epoch(0).phase == "verify":
+                continue
+            acted.append(node.tick())
+        else:
+            net.ledger.end_block()
+            busy = [job for h in net.hosts if (job := h.training) is not None]
+            if busy:
+                wait(busy, timeout=60, return_when=FIRST_COMPLETED)
+            elif not any(acted) and net.ledger.height() < (deadline := net.ledger.epoch(0).phase_deadline):
+                net.ledger.wait_for_height(deadline)
+            continue
+        break
+    assert read_while_1_joins() and net.ledger.participant(host.address, 0).challenged
+    daemon = Daemon(host, net.ledger, poll=0.01, drain_s=1)
+    daemon.stop()
+    with caplog.at_level(logging.INFO):
+        daemon.run()
+    assert "the end of verify of epoch 0 while serving the validators" in caplog.text
+    for node in net.nodes:
+        node.close()
