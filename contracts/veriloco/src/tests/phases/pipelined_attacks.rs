@@ -256,3 +256,60 @@ fn a_liar_slashed_in_e_keeps_its_weight_in_e_plus_1_but_cannot_join_e_plus_2() {
     );
     net.chain.check_books();
 }
+
+#[test]
+fn an_epoch_that_finalizes_before_the_settling_one_keeps_the_books_and_each_slash_its_own() {
+    // Nobody reveals in epoch 1 while epoch 0's verdict rounds are waited out: epoch 1's reveal
+    // lapses and it finalizes (its no_reveal slashes) before epoch 0 does. The validator that is
+    // also silent in epoch 0 pays both, epoch 0's on what epoch 1 left, and the books balance.
+    let mut net = Net::new(&spec_with(json!({"phases": {"pipelined": true}})), 2, 4);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    let lazy = first_round(&net.challenge(&h[0], 0))[0].clone();
+    net.propose_start_all(&digest("opt 1"));
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    assert_eq!(net.phase(), "reveal");
+    let lazy_decide = lazy.clone();
+    let skips = move |validator: &str, _: &str, _: u64| {
+        if validator == lazy_decide {
+            None
+        } else {
+            Some("pass")
+        }
+    };
+    net.focus = Some(0);
+    net.play_verdicts(&skips);
+    assert_eq!(net.phase(), "propose");
+    net.chain.check_books();
+    let (report_0, report_1) = (net.chain.report(0), net.chain.report(1));
+    let r1 = row(&report_1, "validators", &lazy);
+    assert_eq!(
+        (r1["outcome"].as_str(), amount(&r1["slashed"])),
+        (Some("no_reveal"), VALIDATOR_BOND / 2),
+        "epoch 1 settled its slashes first"
+    );
+    let r0 = row(&report_0, "validators", &lazy);
+    assert_eq!(
+        (r0["outcome"].as_str(), amount(&r0["slashed"])),
+        (Some("silent"), VALIDATOR_BOND / 2 / 5),
+        "epoch 0's share of what epoch 1 left"
+    );
+    let m = member(&net, &lazy);
+    assert_eq!(
+        amount(&m["slashed_total"]),
+        VALIDATOR_BOND / 2 + VALIDATOR_BOND / 10
+    );
+    assert_eq!(
+        amount(&m["bonded"]),
+        VALIDATOR_BOND - VALIDATOR_BOND / 2 - VALIDATOR_BOND / 10
+    );
+    net.propose(&h[0], &digest("settled 1"));
+    net.propose(&h[1], &digest("settled 1"));
+    assert_eq!(net.phase(), "closed");
+    net.chain.check_books();
+}
