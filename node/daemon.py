@@ -348,8 +348,9 @@ class Daemon:
     training stops at its next step boundary (the restart resumes from the last stored leaf), a
     validator starts no new replay, no epoch is joined and no proposal is started. The loop then
     drains (:meth:`drain`): it does what is due now and quick (:meth:`Participant.due_now`: a beacon
-    reveal, verdict openings, commitments of verdicts already reached, a trap opening) and, for a
-    host whose artifacts validators read now, keeps serving when the phase ends within the drain;
+    reveal, verdict openings, commitments of verdicts already reached, a trap opening; a pipelined
+    run's settling epoch's too) and, for a host whose artifacts validators read now (in either
+    epoch), keeps serving when the phase ends within the drain;
     at most ``drain_s`` seconds, logging what it waits for. Everything else is left to the restart,
     which the phase windows leave room for. A second signal exits at once (:func:`exit_now`), and
     so does a drain whose tick outlives ``drain_s`` by :data:`DRAIN_GRACE_S`.
@@ -416,11 +417,14 @@ class Daemon:
             try:
                 status = self.node.status()
                 due = self.node.due_now(status)
-                if due is None and (older := self.node.settling()) is not None:
+                older = self.node.settling() if due is None else None
+                if older is not None:
                     # Pipelined: the settling epoch's quick duties count too (its tick does them).
                     due = None if (late := self.node.due_now(older)) is None else f"{late} of epoch {older.epoch}"
-                if due is None and self.node.serves_now(status):
-                    due = self._serving(status, clock, end)
+                # Validators may be reading the settling epoch's artifacts while the current one trains.
+                for read in (status, older):
+                    if due is None and read is not None and self.node.serves_now(read):
+                        due = self._serving(read, clock, end)
             except LedgerError as exc:
                 due = f"the chain to answer ({exc})"
             if due is None:
@@ -449,11 +453,11 @@ class Daemon:
             clock.observe(height)
         left = clock.seconds(status.phase_deadline - height)
         if left is not None and left > end - time.monotonic():
-            log.info("%s: %s closes in ~%.0f s, past the drain; exiting (validators retry until near their "
-                     "deadline)", self.node.name, status.phase, left)
+            log.info("%s: %s of epoch %d closes in ~%.0f s, past the drain; exiting (validators retry until "
+                     "near their deadline)", self.node.name, status.phase, status.epoch, left)
             return None
         about = f"~{left:.0f} s" if left is not None else f"at height {status.phase_deadline}, now {height}"
-        return f"the end of {status.phase} while serving the validators ({about})"
+        return f"the end of {status.phase} of epoch {status.epoch} while serving the validators ({about})"
 
     def step(self) -> bool:
         """One tick: read the node's status (one chain read), stop if ``max_epochs`` is reached, log

@@ -171,6 +171,8 @@ class HostNode(Participant):
         self._checked: dict[tuple[int, str], dict[str, torch.Tensor] | None] = {}
         self._decided_gains: dict[str, int | None] = {}  # accepted host -> its probe gain on chain
         self._started: set[int] = set()  # pipelined: epochs whose optimistic start this host handled
+        self._start_waits: set[int] = set()  # pipelined: epochs whose start vote waits for a Δ (said once)
+        self._start_inputs: dict[int, list[AggregationInput]] = {}  # pipelined: the committed Δs, read once
         self._trainer: ThreadPoolExecutor | None = None  # pipelined: trains beside the ticks
         self._training: dict[int, Future[EpochResult]] = {}
         self.trainings: list[Training] = []
@@ -537,7 +539,8 @@ class HostNode(Participant):
         """Pipelined runs: once ``status``'s epoch e revealed (its seed is fixed) and no older epoch
         settles, a host that committed in e proposes θ_{e+1}'s optimistic start: the outer step from
         e's settled start over every committed Δ of e within this host's per-coordinate and peer
-        bounds, weighted by its segments (docs/training.md, scheme 3). Once per epoch."""
+        bounds, weighted by its segments (docs/training.md, scheme 3). Once per epoch; a Δ that no
+        holder serves yet is asked for again on later ticks, until e + 1 opens or e closes."""
         if (not status.committed or status.phase in ("join", "train", "reveal", "closed")
                 or status.epoch in self._started or status.epoch in self._gave_up or self.stopping.is_set()):
             return False
@@ -547,7 +550,9 @@ class HostNode(Participant):
         try:
             theta = self.globals.get(status.model_hash, status.epoch)
             base = self._settled_start(status.epoch, theta)
-            inputs = self._committed_inputs(status.epoch)
+            if status.epoch not in self._start_inputs:  # the commitments are final once reveal closed
+                self._start_inputs = {status.epoch: self._committed_inputs(status.epoch)}
+            inputs = self._start_inputs[status.epoch]
             deltas: dict[str, dict[str, torch.Tensor]] = {}
             for committed in inputs:
                 delta = self._checked.get((status.epoch, committed.delta_hash))
@@ -557,9 +562,13 @@ class HostNode(Participant):
                 if delta is not None:
                     deltas[committed.address] = delta
         except (GlobalStateUnavailable, ArtifactUnavailable) as exc:
-            # An unserved Δ leaves this host out of the start vote; e + 1 then opens when e closes.
-            self.event(status.epoch, EventKind.WAITING_TO_AGGREGATE, f"optimistic start: {exc}")
-            self._started.add(status.epoch)
+            # Not yet: right after reveal only a Δ's host holds it (validators keep it once they
+            # passed its last segment), so a host that refuses its peers would, were this the
+            # epoch's one try, keep every honest host out of the vote at no cost to itself.
+            if status.epoch not in self._start_waits:
+                self._start_waits.add(status.epoch)
+                self.event(status.epoch, EventKind.WAITING_TO_AGGREGATE,
+                           f"optimistic start: {exc}; asking again on later ticks")
             return False
         self._started.add(status.epoch)
         deltas = self._within_peer_bound(status.epoch, deltas, {i.address: i.segments for i in inputs})

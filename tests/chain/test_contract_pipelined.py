@@ -109,3 +109,60 @@ def test_a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_wa
     assert (info.epoch, info.settling, info.model_hash) == (2, 1, start_2)
     assert env.total_funds() == total
     env.assert_books()
+
+
+def test_a_stake_unbonded_in_e_plus_1_while_e_settles_is_slashed_by_both_and_claimed_after_both(
+        make_ledger_env) -> None:
+    # Issue 30 review: the cheater joins epoch 1 while epoch 0 settles, then unbonds everything
+    # (released at epoch 2) and cheats in both epochs. Each epoch's slash reaches the unbonding
+    # entry (epoch 1's takes its share of what epoch 0 left), and the claim waits for epoch 1 to
+    # settle although epoch 2, the release epoch, is current. (Rust: the same in
+    # contracts/veriloco/src/tests/phases/pipelined_attacks.rs.)
+    env = make_ledger_env(pipelined_spec())
+    env.bond_all([*HOSTS, *VALIDATORS])
+    total = env.total_funds()
+    cheater_address = env.addr(CHEATER)
+
+    def cheats(_: str, challenge: Challenge) -> str:
+        return "fail" if challenge.host == cheater_address else "pass"
+
+    def unbonding() -> list[tuple[int, int]]:
+        return [(int(u.amount), u.release_epoch) for u in env.member(CHEATER).unbonding]
+
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    for name in HOSTS:
+        propose_start(env, name, 0, digest("optimistic theta 1"))
+    assert (env.current(), env.epoch().settling) == (1, 0)
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="join")  # the cheater joins epoch 1 too
+    env.unbond(CHEATER, HOST_STAKE)
+    assert unbonding() == [(HOST_STAKE, 2)]
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
+
+    play_verdicts(env, 0, cheats)
+    row = {h.address: h for h in env.report(0).hosts}[cheater_address]
+    assert (row.outcome, int(row.slashed)) == ("invalid", HOST_STAKE // 2)
+    assert unbonding() == [(HOST_STAKE // 2, 2)]
+    for name in HOSTS[:2]:
+        env.propose(name, digest("settled theta 1"), 0)
+    assert env.epoch(0).phase == "closed"
+
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    for name in HOSTS:
+        propose_start(env, name, 1, digest("optimistic theta 2"))
+    info = env.epoch()
+    assert (info.epoch, info.settling) == (2, 1)
+    with pytest.raises(ContractError, match=r"^claim: nothing to claim at epoch 1; the next release is at epoch 2"):
+        env.claim(CHEATER)
+
+    play_verdicts(env, 1, cheats)
+    row = {h.address: h for h in env.report(1).hosts}[cheater_address]
+    assert (row.outcome, int(row.stake), int(row.slashed)) == ("invalid", HOST_STAKE, HOST_STAKE // 4)
+    for name in HOSTS[:2]:
+        env.propose(name, digest("settled theta 2"), 1)
+    assert env.epoch().settling is None
+    before = env.net_balance(CHEATER)
+    env.claim(CHEATER)
+    assert env.net_balance(CHEATER) - before == HOST_STAKE // 4
+    assert unbonding() == []
+    assert env.total_funds() == total
+    env.assert_books()

@@ -6,8 +6,11 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, wait
 
 from node.daemon import Daemon
+from trainer.artifacts import ArtifactSource
+from trainer.behaviour import HostBehaviour
 from trainer.inner import Interrupted
 from trainer.presets import tiny
+from verifier.adversaries import WithheldSource
 from veriloco.behaviours import host_behaviour, validator_behaviour
 from veriloco.commands.simulate import simulation_spec
 from veriloco.network import LocalNetwork, Roster
@@ -116,3 +119,106 @@ def test_a_host_closed_mid_training_stops_its_training_thread(tmp_path, load_dat
     assert not [t for t in threading.enumerate() if t not in before and t.name.startswith(f"{host.name}-train")]
     for validator in net.validators:
         validator.close()
+
+
+class ServesValidatorsOnly(HostBehaviour):
+    """An honest host that refuses its peer hosts (``peers``) everything and serves every other
+    reader: its validators check it and pass, so it is accepted and paid."""
+
+    name = "serves_validators_only"
+
+    def __init__(self) -> None:
+        self.peers: set[str] = set()
+
+    def serve_to(self, source: ArtifactSource, requester: str) -> ArtifactSource:
+        return WithheldSource(source, "all") if requester in self.peers else source
+
+
+def test_a_host_that_hides_its_delta_from_peers_at_the_start_vote_does_not_stop_it(tmp_path, load_dataset) -> None:
+    """Issue 30 review: right after e's reveal closes no validator has replayed (and so holds) the
+    griefer's Δ, and the griefer refuses its peers, so the honest hosts' first try at e + 1's
+    optimistic start finds no holder. They try again on later ticks (a try used to be the epoch's
+    only one, so a single committed host kept e + 1 from opening before e settled, free of cost)
+    and vote once a validator that passed its last segment serves the Δ by hash."""
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
+                           validators=2, hosts=3).with_changes(phases={"pipelined": True})
+    griefer = ServesValidatorsOnly()
+    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[HostBehaviour(), HostBehaviour(), griefer],
+                                                      validators=[validator_behaviour("honest")] * 2),
+                       load_dataset(spec.data))
+    honest = net.hosts[:2]
+    griefer.peers = {h.address for h in honest}
+
+    def revealed() -> bool:
+        return net.ledger.epoch(0).phase not in ("join", "train", "reveal")
+
+    for _ in range(400):  # every node acts until epoch 0's reveal closes, then nobody more
+        acted = []
+        for node in net.nodes:
+            if revealed():
+                break
+            acted.append(node.tick())
+        else:
+            net.ledger.end_block()
+            busy = [job for h in net.hosts if (job := h.training) is not None]
+            if busy:
+                wait(busy, timeout=60, return_when=FIRST_COMPLETED)
+            elif not any(acted) and net.ledger.height() < (deadline := net.ledger.epoch(0).phase_deadline):
+                net.ledger.wait_for_height(deadline)
+            continue
+        break
+    assert revealed() and net.ledger.epoch(0).phase == "verify"
+    for host in honest:  # before any validator replayed: the griefer's Δ has no holder yet
+        assert not host.tick()
+    assert net.ledger.epoch(0).start_model_hash is None
+    report = net.run_epoch()
+    assert report.epoch == 0
+    assert all(h.outcome == "accepted" for h in report.hosts)
+    assert net.ledger.epoch(0).start_model_hash is not None, "epoch 1 opened from the start vote"
+    assert net.overlaps[0][0] == 1, "epoch 1 was open while epoch 0 settled"
+    for node in net.nodes:
+        node.close()
+
+
+def test_a_pipelined_host_stopped_while_e_reads_its_leaves_keeps_serving_them(tmp_path, load_dataset,
+                                                                              caplog) -> None:
+    """Issue 30 review: a Ctrl-C while the validators of the settling epoch e read this host's
+    leaves (e in verify) and e + 1 joins: the drain keeps serving e's readers as it does for the
+    current epoch's (here until the drain ends: the embedded chain makes no blocks by itself)."""
+    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
+                           validators=2, hosts=2).with_changes(phases={"pipelined": True})
+    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None), host_behaviour(None)],
+                                                      validators=[validator_behaviour("honest")] * 2),
+                       load_dataset(spec.data))
+    host = net.hosts[1]
+
+    def read_while_1_joins() -> bool:
+        return net.ledger.epoch().settling == 0 and net.ledger.epoch(0).phase == "verify"
+
+    # Every node acts until epoch 1 opened while epoch 0 is in verify; the validators stay quiet in
+    # that verify (their replays would close it early).
+    for _ in range(400):
+        acted = []
+        for node in net.nodes:
+            if read_while_1_joins():
+                break
+            if node in net.validators and net.ledger.epoch(0).phase == "verify":
+                continue
+            acted.append(node.tick())
+        else:
+            net.ledger.end_block()
+            busy = [job for h in net.hosts if (job := h.training) is not None]
+            if busy:
+                wait(busy, timeout=60, return_when=FIRST_COMPLETED)
+            elif not any(acted) and net.ledger.height() < (deadline := net.ledger.epoch(0).phase_deadline):
+                net.ledger.wait_for_height(deadline)
+            continue
+        break
+    assert read_while_1_joins() and net.ledger.participant(host.address, 0).challenged
+    daemon = Daemon(host, net.ledger, poll=0.01, drain_s=1)
+    daemon.stop()
+    with caplog.at_level(logging.INFO):
+        daemon.run()
+    assert "the end of verify of epoch 0 while serving the validators" in caplog.text
+    for node in net.nodes:
+        node.close()

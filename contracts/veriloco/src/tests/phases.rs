@@ -4658,3 +4658,6 @@ fn old_votes_assignments_and_openings_read_without_a_gain() {
         other => panic!("parsed as {other:?}"),
     }
 }
+
+// Adversarial cases of two epochs in flight (issue 30 review).
+mod pipelined_attacks;

@@ -1,0 +1,315 @@
+//! Adversarial cases of two epochs in flight (`docs/contract.md`, "Pipelined epochs"): a member
+//! acting in the settling epoch and the training epoch at once — unbonding between them, lying or
+//! staying silent in one of the two — keeps every slash of each epoch and every coin on the books.
+
+use super::*;
+
+/// Pipelined, with a `reveal` long enough that epoch 1 still reveals when epoch 0's verdict
+/// rounds (each waited out to its deadline when it does not close early) are done.
+fn pipelined_spec_with(economics: Value) -> String {
+    spec_with(json!({"phases": {"pipelined": true, "reveal_blocks": 1000}, "economics": economics}))
+}
+
+fn member(net: &Net, address: &str) -> Value {
+    net.chain.query(json!({"member": {"address": address}}))
+}
+
+#[test]
+fn a_stake_unbonded_in_e_plus_1_while_e_settles_stays_slashable_by_both_epochs() {
+    // A host joins epoch 1 while epoch 0 settles, unbonds everything (release: epoch 2), and
+    // cheats in both epochs. Each epoch's slash reaches the unbonding entry (the second takes
+    // its share of what the first left, not of the stake at join), and `claim` waits for
+    // epoch 1 to settle even once epoch 2 is current.
+    let mut net = Net::new(&pipelined_spec_with(json!({"unbonding_epochs": 1})), 3, 2);
+    let h = net.hosts.clone();
+    let cheater = h[2].clone();
+    let cheats = |_: &str, host: &str, _: u64| Some(if host == h[2] { "fail" } else { "pass" });
+    net.play_to_verify();
+    net.propose_start_all(&digest("opt 1"));
+    assert_eq!(net.chain.epoch()["settling"].as_u64(), Some(0));
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    assert_eq!(net.phase(), "train");
+    let unbond = net.chain.ok(
+        &cheater,
+        json!({"unbond": {"amount": HOST_BOND.to_string()}}),
+    );
+    assert_eq!(top_attr(&unbond, "release_epoch"), Some("2"));
+    for host in h.iter() {
+        net.commit(host);
+    }
+    assert_eq!(net.phase(), "reveal");
+    net.chain.check_books();
+
+    // Epoch 0 convicts the cheater: half of its stake, all of it unbonding.
+    net.focus = Some(0);
+    net.play_verdicts(&cheats);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    assert_eq!(row(&report, "hosts", &cheater)["outcome"], "invalid");
+    assert_eq!(
+        amount(&row(&report, "hosts", &cheater)["slashed"]),
+        HOST_BOND / 2
+    );
+    assert_eq!(
+        member(&net, &cheater)["unbonding"],
+        json!([{"amount": (HOST_BOND / 2).to_string(), "release_epoch": 2}])
+    );
+    net.propose(&h[0], &digest("settled 1"));
+    net.propose(&h[1], &digest("settled 1"));
+    assert_eq!(net.phase(), "closed");
+    net.focus = None;
+    net.chain.check_books();
+
+    // Epoch 1 reveals; its start vote (every committed host, the cheater's stake at join
+    // included) opens epoch 2, the cheater's release epoch, with epoch 1 settling.
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    net.propose_start_all(&digest("opt 2"));
+    let e2 = net.chain.epoch();
+    assert_eq!(
+        (e2["epoch"].as_u64(), e2["settling"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(
+        net.chain.refused(&cheater, json!({"claim": {}})),
+        "claim: nothing to claim at epoch 1; the next release is at epoch 2"
+    );
+
+    // Epoch 1 convicts it again: half of what epoch 0 left.
+    net.focus = Some(1);
+    net.play_verdicts(&cheats);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(1);
+    let r = row(&report, "hosts", &cheater);
+    assert_eq!(r["outcome"], "invalid");
+    assert_eq!(
+        amount(&r["stake"]),
+        HOST_BOND,
+        "its weight is its stake at join"
+    );
+    assert_eq!(amount(&r["slashed"]), HOST_BOND / 4);
+    net.propose(&h[0], &digest("settled 2"));
+    net.propose(&h[1], &digest("settled 2"));
+    assert_eq!(net.phase(), "closed");
+    net.focus = None;
+    assert_eq!(net.chain.epoch()["settling"], Value::Null);
+
+    // Only now, and only what both slashes left.
+    net.chain.ok(&cheater, json!({"claim": {}}));
+    assert_eq!(net.chain.paid[&cheater], HOST_BOND / 4);
+    assert_eq!(member(&net, &cheater)["unbonding"], json!([]));
+    net.chain.check_books();
+}
+
+#[test]
+fn a_validator_that_plays_only_the_training_epoch_is_silent_in_the_settling_one() {
+    // Validator v2 replays epoch 1 but never votes on the settling epoch 0: it is `silent` in
+    // epoch 0 (slashed, unpaid) and paid in epoch 1 only; each epoch pays its rewards once.
+    let mut net = Net::new(&pipelined_spec_with(json!({})), 2, 4);
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    // A second epoch's reward in the pool, so that each epoch pays a whole one.
+    let funder = net.chain.addr("funder");
+    net.chain.pay(&funder, json!({"fund_rewards": {}}), REWARD);
+    net.play_to_verify();
+    // The lazy validator: a round-0 seat of epoch 0 (it owes a vote there).
+    let lazy = first_round(&net.challenge(&h[0], 0))[0].clone();
+    net.propose_start_all(&digest("opt 1"));
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    assert_eq!(net.phase(), "reveal");
+    let lazy_decide = lazy.clone();
+    let skips_epoch_0 = move |validator: &str, _: &str, _: u64| {
+        if validator == lazy_decide {
+            None
+        } else {
+            Some("pass")
+        }
+    };
+    net.focus = Some(0);
+    net.play_verdicts(&skips_epoch_0);
+    assert_eq!(net.phase(), "propose");
+    let report_0 = net.chain.report(0);
+    let r = row(&report_0, "validators", &lazy);
+    assert_eq!(r["outcome"], "silent");
+    assert_eq!(amount(&r["slashed"]), VALIDATOR_BOND / 5);
+    assert_eq!(amount(&r["reward"]), 0);
+    net.propose(&h[0], &digest("settled 1"));
+    net.propose(&h[1], &digest("settled 1"));
+    assert_eq!(net.phase(), "closed");
+    net.focus = None;
+
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+    let report_1 = net.chain.report(1);
+    let r = row(&report_1, "validators", &lazy);
+    assert_eq!(amount(&r["slashed"]), 0);
+    assert_eq!(
+        amount(&r["stake"]),
+        VALIDATOR_BOND,
+        "epoch 1 weighs its stake at join, before epoch 0's slash"
+    );
+    // Every reward paid is one epoch's: what the two reports pay is what left the pool, and a
+    // member's lifetime total is the sum of its two rows.
+    let paid = |report: &Value| -> u128 {
+        ["hosts", "validators"]
+            .iter()
+            .flat_map(|role| report[*role].as_array().unwrap().iter())
+            .map(|r| amount(&r["reward"]))
+            .sum()
+    };
+    let (paid_0, paid_1) = (paid(&report_0), paid(&report_1));
+    assert!(paid_0 > 0 && paid_1 > 0);
+    assert_eq!(amount(&report_0["rewards_total"]), paid_0);
+    assert_eq!(amount(&report_1["rewards_total"]), paid_1);
+    let books = net.chain.query(json!({"accounting": {}}));
+    assert_eq!(amount(&books["reward_pool"]), 2 * REWARD - paid_0 - paid_1);
+    for who in h.iter().chain(v.iter()) {
+        let rows: u128 = [&report_0, &report_1]
+            .iter()
+            .map(|rep| {
+                let role = if h.contains(who) {
+                    "hosts"
+                } else {
+                    "validators"
+                };
+                amount(&row(rep, role, who)["reward"])
+            })
+            .sum();
+        assert_eq!(amount(&member(&net, who)["rewarded_total"]), rows, "{who}");
+    }
+    assert_eq!(
+        amount(&row(&report_1, "validators", &lazy)["reward"]),
+        amount(&member(&net, &lazy)["rewarded_total"])
+    );
+    net.chain.check_books();
+}
+
+#[test]
+fn a_liar_slashed_in_e_keeps_its_weight_in_e_plus_1_but_cannot_join_e_plus_2() {
+    // A validator joins epoch 1 while epoch 0 settles, then is convicted `wrong` in epoch 0 and
+    // falls below the validators' minimum (4.5 M of its 5 M bond). Epoch 1 keeps it with its
+    // stake at join (its seats there were drawn from it); epoch 2's join refuses it.
+    let spec = pipelined_spec_with(json!({"min_validator_stake": "4500000"}));
+    let mut net = Net::new(&spec, 2, 4);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    let liar = first_round(&net.challenge(&h[0], 0))[0].clone();
+    net.propose_start_all(&digest("opt 1"));
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    let liar_decide = liar.clone();
+    let lies = move |validator: &str, _: &str, _: u64| {
+        Some(if validator == liar_decide {
+            "fail"
+        } else {
+            "pass"
+        })
+    };
+    net.focus = Some(0);
+    net.play_verdicts(&lies);
+    assert_eq!(net.phase(), "propose");
+    let report = net.chain.report(0);
+    let r = row(&report, "validators", &liar);
+    assert_eq!(r["outcome"], "wrong");
+    assert_eq!(amount(&r["slashed"]), VALIDATOR_BOND / 5);
+    net.propose(&h[0], &digest("settled 1"));
+    net.propose(&h[1], &digest("settled 1"));
+    net.focus = None;
+    let bonded = VALIDATOR_BOND - VALIDATOR_BOND / 5;
+    assert_eq!(amount(&member(&net, &liar)["bonded"]), bonded);
+    assert_eq!(
+        amount(&net.status_of(&liar)["stake"]),
+        VALIDATOR_BOND,
+        "epoch 1 weighs the liar by its stake at join"
+    );
+    // Epoch 1 reveals and its start vote opens epoch 2: the liar is below the minimum.
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    net.propose_start_all(&digest("opt 2"));
+    assert_eq!(net.epoch_number(), 2);
+    let commit = hex(&beacon::commitment(&liar, 2, &secret(&liar)));
+    assert_eq!(
+        net.chain.refused(
+            &liar,
+            json!({"join": {"epoch": 2, "beacon_commit": commit}})
+        ),
+        format!("join: bonded stake {bonded}inj is below the minimum 4500000inj for a validator")
+    );
+    net.chain.check_books();
+}
+
+#[test]
+fn an_epoch_that_finalizes_before_the_settling_one_keeps_the_books_and_each_slash_its_own() {
+    // Nobody reveals in epoch 1 while epoch 0's verdict rounds are waited out: epoch 1's reveal
+    // lapses and it finalizes (its no_reveal slashes) before epoch 0 does. The validator that is
+    // also silent in epoch 0 pays both, epoch 0's on what epoch 1 left, and the books balance.
+    let mut net = Net::new(&spec_with(json!({"phases": {"pipelined": true}})), 2, 4);
+    let h = net.hosts.clone();
+    net.play_to_verify();
+    let lazy = first_round(&net.challenge(&h[0], 0))[0].clone();
+    net.propose_start_all(&digest("opt 1"));
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.iter() {
+        net.commit(host);
+    }
+    assert_eq!(net.phase(), "reveal");
+    let lazy_decide = lazy.clone();
+    let skips = move |validator: &str, _: &str, _: u64| {
+        if validator == lazy_decide {
+            None
+        } else {
+            Some("pass")
+        }
+    };
+    net.focus = Some(0);
+    net.play_verdicts(&skips);
+    assert_eq!(net.phase(), "propose");
+    net.chain.check_books();
+    let (report_0, report_1) = (net.chain.report(0), net.chain.report(1));
+    let r1 = row(&report_1, "validators", &lazy);
+    assert_eq!(
+        (r1["outcome"].as_str(), amount(&r1["slashed"])),
+        (Some("no_reveal"), VALIDATOR_BOND / 2),
+        "epoch 1 settled its slashes first"
+    );
+    let r0 = row(&report_0, "validators", &lazy);
+    assert_eq!(
+        (r0["outcome"].as_str(), amount(&r0["slashed"])),
+        (Some("silent"), VALIDATOR_BOND / 2 / 5),
+        "epoch 0's share of what epoch 1 left"
+    );
+    let m = member(&net, &lazy);
+    assert_eq!(
+        amount(&m["slashed_total"]),
+        VALIDATOR_BOND / 2 + VALIDATOR_BOND / 10
+    );
+    assert_eq!(
+        amount(&m["bonded"]),
+        VALIDATOR_BOND - VALIDATOR_BOND / 2 - VALIDATOR_BOND / 10
+    );
+    net.propose(&h[0], &digest("settled 1"));
+    net.propose(&h[1], &digest("settled 1"));
+    assert_eq!(net.phase(), "closed");
+    net.chain.check_books();
+}
