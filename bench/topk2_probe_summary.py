@@ -1,0 +1,86 @@
+"""One table row per configuration from ``bench/topk2_probe.py``'s honest runs (their ``--json``).
+
+Per group of runs (the same preset, schedule and segments, several seeds): the host-epochs, the
+honest exclusions under the ``topk2`` rule the runs applied (``rule_left_out``), the worst deficit
+over its allowance (``trainer.probe.probe_allowance``) and the largest deficit in nats, the same for
+the partial host alone, and whether the partial host was ever left out.
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/topk2_probe_summary.py /tmp/s11pp/*.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+# The bench's host addresses (sibling script: bench/ is on the path when this one runs).
+from probe_check import address
+
+from trainer.probe import probe_allowance
+
+
+def host_ratios(row: dict[str, Any], margin: int, bps: int) -> list[Fraction]:
+    """Per host (in the run's order), its Δ̂'s deficit over the allowance at the median it was compared
+    with (the gain plus the deficit)."""
+    gains, deficits = row["gains"]["sent"], row["deficits"]
+    return [Fraction(d) / probe_allowance(g + d, margin, bps) for g, d in zip(gains, deficits, strict=True)]
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of one group of runs (see the module's docstring); ``partial`` None when every
+    host trained whole."""
+    margin, bps = runs[0]["spec"]["rule"]
+    segments = runs[0]["spec"]["segments"]
+    part = next((i for i, s in enumerate(segments) if s < max(segments)), None)
+    ratios, deficits, part_ratios, part_deficits, left, part_left = [], [], [], [], 0, 0
+    host_epochs = 0
+    for run in runs:
+        for row in run["rows"]:
+            r = host_ratios(row, margin, bps)
+            host_epochs += len(r)
+            ratios += r
+            deficits += row["deficits"]
+            left += len(row["rule_left_out"])
+            if part is not None:
+                part_ratios.append(r[part])
+                part_deficits.append(row["deficits"][part])
+                part_left += int(address(part) in row["rule_left_out"])
+    out: dict[str, Any] = {"host_epochs": host_epochs, "excluded": left, "worst_over_allowance": float(max(ratios)),
+                           "largest_deficit": max(deficits) / 1e6, "partial": None}
+    if part is not None:
+        out["partial"] = {"host": part, "segments": segments[part], "of": max(segments),
+                          "worst_over_allowance": float(max(part_ratios)),
+                          "largest_deficit": max(part_deficits) / 1e6, "excluded": part_left}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, nargs="+")
+    args = parser.parse_args()
+    groups: dict[tuple[str, str, tuple[int, ...]], list[dict[str, Any]]] = {}
+    for path in args.runs:
+        run = json.loads(path.read_text())
+        if run["attacks"]:
+            continue
+        spec = run["spec"]
+        key = (spec["preset"], spec.get("schedule", "synchronous"), tuple(spec["segments"]))
+        groups.setdefault(key, []).append(run)
+    print("| preset | schedule | partial host | seeds | host-epochs | honest exclusions | worst / topk2 allowance "
+          "| largest deficit, nats | partial host: worst / allowance, largest deficit, left out |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (preset, schedule, _), runs in sorted(groups.items()):
+        s = summarize(runs)
+        seeds = ",".join(str(r["spec"]["seed"]) for r in sorted(runs, key=lambda r: r["spec"]["seed"]))
+        p = s["partial"]
+        who = f"host {p['host']} at {p['segments']} of {p['of']}" if p else "none"
+        mine = f"{p['worst_over_allowance']:.2f}, {p['largest_deficit']:.4f}, {p['excluded']}" if p else "—"
+        print(f"| {preset} | {schedule} | {who} | {seeds} | {s['host_epochs']} | {s['excluded']} "
+              f"| {s['worst_over_allowance']:.2f} | {s['largest_deficit']:.4f} | {mine} |")
+
+
+if __name__ == "__main__":
+    main()
