@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     margin, bps = runs[0]["spec"]["rule"]
     segments = runs[0]["spec"]["segments"]
     part = next((i for i, s in enumerate(segments) if s < max(segments)), None)
-    ratios, deficits, part_ratios, part_deficits, left, part_left = [], [], [], [], 0, 0
+    ratios, deficits, part_ratios, part_deficits, shares, left, part_left = [], [], [], [], [], 0, 0
     host_epochs = 0
     for run in runs:
         for row in run["rows"]:
@@ -48,12 +49,16 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 part_ratios.append(r[part])
                 part_deficits.append(row["deficits"][part])
                 part_left += int(address(part) in row["rule_left_out"])
+                whole = sorted(g for i, g in enumerate(row["gains"]["sent"]) if i != part)
+                if whole[(len(whole) - 1) // 2] > 0:  # its gain over its whole peers' lower median
+                    shares.append(row["gains"]["sent"][part] / whole[(len(whole) - 1) // 2])
     out: dict[str, Any] = {"host_epochs": host_epochs, "excluded": left, "worst_over_allowance": float(max(ratios)),
                            "largest_deficit": max(deficits) / 1e6, "partial": None}
     if part is not None:
         out["partial"] = {"host": part, "segments": segments[part], "of": max(segments),
                           "worst_over_allowance": float(max(part_ratios)),
-                          "largest_deficit": max(part_deficits) / 1e6, "excluded": part_left}
+                          "largest_deficit": max(part_deficits) / 1e6, "excluded": part_left,
+                          "gain_share": [round(min(shares), 2), round(statistics.median(shares), 2)]}
     return out
 
 
@@ -70,14 +75,16 @@ def main() -> None:
         key = (spec["preset"], spec.get("schedule", "synchronous"), tuple(spec["segments"]))
         groups.setdefault(key, []).append(run)
     print("| preset | schedule | partial host | seeds | host-epochs | honest exclusions | worst / topk2 allowance "
-          "| largest deficit, nats | partial host: worst / allowance, largest deficit, left out |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| largest deficit, nats | partial host: worst / allowance, largest deficit, left out "
+          "| partial host's gain ÷ its whole peers' median: lowest, median |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (preset, schedule, _), runs in sorted(groups.items()):
         s = summarize(runs)
         seeds = ",".join(str(r["spec"]["seed"]) for r in sorted(runs, key=lambda r: r["spec"]["seed"]))
         p = s["partial"]
         who = f"host {p['host']} at {p['segments']} of {p['of']}" if p else "none"
-        mine = f"{p['worst_over_allowance']:.2f}, {p['largest_deficit']:.4f}, {p['excluded']}" if p else "—"
+        mine = (f"{p['worst_over_allowance']:.2f}, {p['largest_deficit']:.4f}, {p['excluded']} "
+                f"| {p['gain_share'][0]:.2f}, {p['gain_share'][1]:.2f}") if p else "— | —"
         print(f"| {preset} | {schedule} | {who} | {seeds} | {s['host_epochs']} | {s['excluded']} "
               f"| {s['worst_over_allowance']:.2f} | {s['largest_deficit']:.4f} | {mine} |")
 

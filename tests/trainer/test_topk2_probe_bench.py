@@ -108,6 +108,7 @@ def test_summarize_counts_the_partial_hosts_exclusions_and_ratios() -> None:
     partial = found["partial"]
     assert (partial["host"], partial["segments"], partial["of"], partial["excluded"]) == (1, 4, 8, 1)
     assert partial["largest_deficit"] == pytest.approx(0.2)
+    assert partial["gain_share"] == [0.3, 0.65]  # 1.0 / 1.0, then 0.3 / 1.0
     whole = summarize([{**run, "spec": {**run["spec"], "segments": [8] * 4}}])
     assert whole["partial"] is None
     assert summarize([{**run, "rows": run["rows"][:1]}])["worst_over_allowance"] == pytest.approx(0.5)
