@@ -96,7 +96,8 @@ def test_parse_partial() -> None:
 def test_summarize_counts_the_partial_hosts_exclusions_and_ratios() -> None:
     # Rule 0.06 + 5 %: a host at median 1.0 nats may be 0.11 below it.
     def row(gains: list[int], deficits: list[int], left: list[int]) -> dict:
-        return {"gains": {"sent": gains}, "deficits": deficits, "rule_left_out": [address(i) for i in left]}
+        return {"gains": {"sent": gains}, "deficits": deficits, "rule_left_out": [address(i) for i in left],
+                "worst": {"sent": [max(deficits) / 50_000, 0, 0]}}  # the bench's own int8 figure, passed on
 
     run = {"spec": {"rule": [60_000, 500], "segments": [8, 4, 8, 8]}, "attacks": [],
            "rows": [row([1_000_000, 1_000_000, 945_000, 1_000_000], [0, -500_000, 55_000, 0], []),
@@ -105,6 +106,7 @@ def test_summarize_counts_the_partial_hosts_exclusions_and_ratios() -> None:
     assert found["host_epochs"] == 8 and found["excluded"] == 1
     assert found["worst_over_allowance"] == pytest.approx(200_000 / (60_000 + 0.05 * 500_000))
     assert found["largest_deficit"] == pytest.approx(0.2)
+    assert found["worst_over_int8"] == pytest.approx(4.0)
     partial = found["partial"]
     assert (partial["host"], partial["segments"], partial["of"], partial["excluded"]) == (1, 4, 8, 1)
     assert partial["largest_deficit"] == pytest.approx(0.2)
