@@ -3,7 +3,8 @@
 Per group of runs (the same preset, schedule and segments, several seeds): the host-epochs, the
 honest exclusions under the ``topk2`` rule the runs applied (``rule_left_out``), the worst deficit
 over its allowance (``trainer.probe.probe_allowance``) and the largest deficit in nats, the same for
-the partial host alone, and whether the partial host was ever left out.
+the partial host alone, and whether the partial host was ever left out. Runs with ``--attacks``: one
+row per run and attack (:func:`attack_table`).
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/topk2_probe_summary.py /tmp/s11pp/*.json``
 """
@@ -63,23 +64,57 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def attack_table(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per attack of one ``--attacks`` run, in the order first met: the epochs, how many the probe
+    and the peer bound left out, the forger's Δ̂ gain and floor per epoch (µnats), the worst damage
+    with the peer bound alone (in a pipelined run, what the optimistic start takes) and, where the
+    probe admitted it, with the probe, and the blends' damage and λ per epoch (damage: nats,
+    ``centered_clip`` and ``mean``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in run["attacks"]:
+        name, blend = row["attack"], ""
+        for suffix in ("+blend-own", "+blend"):
+            if name.endswith(suffix):
+                name, blend = name[: -len(suffix)], suffix
+                break
+        a = out.setdefault(name, {"attack": name, "epochs": 0, "probe_left_out": 0, "peer_left_out": 0, "gains": [],
+                                  "worst_peer_only": [-1e9, -1e9], "admitted": [], "blends": []})
+        damage = [row["damage_probe_centered_clip"], row["damage_probe_mean"]]
+        if blend:
+            a["blends"].append({"epoch": row["epoch"], "lambda": row["lambda"], "damage": damage,
+                                "left_out": row["probe_left_out"], "gain": row["gain_sent"], "floor": row["floor"]})
+            continue
+        a["epochs"] += 1
+        a["probe_left_out"] += int(row["probe_left_out"])
+        a["peer_left_out"] += int(row["peer_left_out"])
+        a["gains"].append([row["gain_sent"], row["floor"]])
+        peer = [row["damage_peer_only_centered_clip"], row["damage_peer_only_mean"]]
+        a["worst_peer_only"] = [max(x, y) for x, y in zip(a["worst_peer_only"], peer, strict=True)]
+        if not row["probe_left_out"] and not row["peer_left_out"]:
+            a["admitted"].append({"epoch": row["epoch"], "damage": damage})
+    return list(out.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+")
     args = parser.parse_args()
     groups: dict[tuple[str, str, tuple[int, ...]], list[dict[str, Any]]] = {}
+    attacked: list[dict[str, Any]] = []
     for path in args.runs:
         run = json.loads(path.read_text())
         if run["attacks"]:
+            attacked.append(run)
             continue
         spec = run["spec"]
         key = (spec["preset"], spec.get("schedule", "synchronous"), tuple(spec["segments"]))
         groups.setdefault(key, []).append(run)
-    print("| preset | schedule | partial host | seeds | host-epochs | honest exclusions | worst / topk2 allowance "
-          "| worst / int8 allowance "
-          "| largest deficit, nats | partial host: worst / allowance, largest deficit, left out "
-          "| partial host's gain ÷ its whole peers' median: lowest, median |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    if groups:
+        print("| preset | schedule | partial host | seeds | host-epochs | honest exclusions | worst / topk2 allowance "
+              "| worst / int8 allowance "
+              "| largest deficit, nats | partial host: worst / allowance, largest deficit, left out "
+              "| partial host's gain ÷ its whole peers' median: lowest, median |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (preset, schedule, _), runs in sorted(groups.items()):
         s = summarize(runs)
         seeds = ",".join(str(r["spec"]["seed"]) for r in sorted(runs, key=lambda r: r["spec"]["seed"]))
@@ -89,6 +124,23 @@ def main() -> None:
                 f"| {p['gain_share'][0]:.2f}, {p['gain_share'][1]:.2f}") if p else "— | —"
         print(f"| {preset} | {schedule} | {who} | {seeds} | {s['host_epochs']} | {s['excluded']} "
               f"| {s['worst_over_allowance']:.2f} | {s['worst_over_int8']:.2f} | {s['largest_deficit']:.4f} | {mine} |")
+
+    if attacked:
+        print("| preset | schedule | segments | attack | left out by the probe (by the peer bound) "
+              "| Δ̂ gain per epoch, µnats (floor) | without the probe, worst (pipelined: the optimistic start) "
+              "| admitted: damage | blend (λ): damage |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for run in attacked:
+        spec = run["spec"]
+        for a in attack_table(run):
+            gains = ", ".join(f"{g:,} ({f:,})" for g, f in a["gains"])
+            admitted = ", ".join(f"epoch {x['epoch']}: {x['damage'][0]:+.3f} / {x['damage'][1]:+.3f}"
+                                 for x in a["admitted"]) or "—"
+            blends = ", ".join(f"{b['damage'][0]:+.3f} / {b['damage'][1]:+.3f} ({b['lambda']:.2f}"
+                               f"{', left out' if b['left_out'] else ''})" for b in a["blends"]) or "—"
+            print(f"| {spec['preset']} | {spec.get('schedule', 'synchronous')} | {spec['segments']} | `{a['attack']}` "
+                  f"| {a['probe_left_out']} of {a['epochs']} ({a['peer_left_out']}) | {gains} "
+                  f"| {a['worst_peer_only'][0]:+.3f} / {a['worst_peer_only'][1]:+.3f} | {admitted} | {blends} |")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ sys.path[:0] = [str(_ROOT), str(_ROOT / "bench")]  # the bench imports its sibli
 
 from bench.probe_check import address  # noqa: E402
 from bench.topk2_probe import next_states, parse_partial, topk2_spec  # noqa: E402
-from bench.topk2_probe_summary import summarize  # noqa: E402
+from bench.topk2_probe_summary import attack_table, summarize  # noqa: E402
 from protocol.tensors.aggregation import aggregate  # noqa: E402
 from trainer.model import parameter_shapes  # noqa: E402
 from trainer.outer import GlobalState, outer_step  # noqa: E402
@@ -114,3 +114,21 @@ def test_summarize_counts_the_partial_hosts_exclusions_and_ratios() -> None:
     whole = summarize([{**run, "spec": {**run["spec"], "segments": [8] * 4}}])
     assert whole["partial"] is None
     assert summarize([{**run, "rows": run["rows"][:1]}])["worst_over_allowance"] == pytest.approx(0.5)
+
+
+def test_attack_table_counts_exclusions_and_pairs_each_blend_with_its_attack() -> None:
+    def row(epoch: int, attack: str, probe: bool, damage: float, peer_only: float, **more) -> dict:
+        return {"epoch": epoch, "attack": attack, "gain_sent": -1, "floor": 5, "probe_left_out": probe,
+                "peer_left_out": False, "damage_probe_centered_clip": damage, "damage_probe_mean": damage,
+                "damage_peer_only_centered_clip": peer_only, "damage_peer_only_mean": peer_only, **more}
+
+    run = {"attacks": [row(0, "jump:1", True, -0.01, 0.3), row(0, "jump:1+blend", False, 0.04, 0.04, **{"lambda": 0.2}),
+                       row(1, "jump:1", False, 0.05, 0.05), row(1, "sign", True, 0.0, 0.1),
+                       row(1, "sign+blend-own", True, -0.01, 0.02, **{"lambda": 0.5})]}
+    jump, sign = attack_table(run)
+    assert (jump["attack"], jump["epochs"], jump["probe_left_out"]) == ("jump:1", 2, 1)
+    assert jump["worst_peer_only"] == [0.3, 0.3]
+    assert jump["admitted"] == [{"epoch": 1, "damage": [0.05, 0.05]}]
+    assert [b["lambda"] for b in jump["blends"]] == [0.2]
+    assert (sign["epochs"], sign["probe_left_out"], sign["admitted"]) == (1, 1, [])
+    assert sign["blends"][0]["left_out"] is True
