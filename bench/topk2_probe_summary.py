@@ -78,9 +78,10 @@ def attack_table(run: dict[str, Any]) -> list[dict[str, Any]]:
                 name, blend = name[: -len(suffix)], suffix
                 break
         a = out.setdefault(name, {"attack": name, "epochs": 0, "probe_left_out": 0, "peer_left_out": 0, "gains": [],
-                                  "worst_peer_only": [-1e9, -1e9], "admitted": [], "blends": []})
+                                  "worst_peer_only": [-1e9, -1e9], "admitted": [], "blends": [], "tuned": "—"})
         damage = [row["damage_probe_centered_clip"], row["damage_probe_mean"]]
         if blend:
+            a["tuned"] = "public windows" if blend == "+blend-own" else "oracle"
             a["blends"].append({"epoch": row["epoch"], "lambda": row["lambda"], "damage": damage,
                                 "left_out": row["probe_left_out"], "gain": row["gain_sent"], "floor": row["floor"]})
             continue
@@ -126,10 +127,10 @@ def main() -> None:
               f"| {s['worst_over_allowance']:.2f} | {s['worst_over_int8']:.2f} | {s['largest_deficit']:.4f} | {mine} |")
 
     if attacked:
-        print("| preset | schedule | segments | attack | left out by the probe (by the peer bound) "
+        print("| preset | schedule | segments | attack | blend tuned on | left out by the probe (by the peer bound) "
               "| Δ̂ gain per epoch, µnats (floor) | without the probe, worst (pipelined: the optimistic start) "
               "| admitted: damage | blend (λ): damage |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for run in attacked:
         spec = run["spec"]
         for a in attack_table(run):
@@ -139,6 +140,7 @@ def main() -> None:
             blends = ", ".join(f"{b['damage'][0]:+.3f} / {b['damage'][1]:+.3f} ({b['lambda']:.2f}"
                                f"{', left out' if b['left_out'] else ''})" for b in a["blends"]) or "—"
             print(f"| {spec['preset']} | {spec.get('schedule', 'synchronous')} | {spec['segments']} | `{a['attack']}` "
+                  f"| {a['tuned']} "
                   f"| {a['probe_left_out']} of {a['epochs']} ({a['peer_left_out']}) | {gains} "
                   f"| {a['worst_peer_only'][0]:+.3f} / {a['worst_peer_only'][1]:+.3f} | {admitted} | {blends} |")
 

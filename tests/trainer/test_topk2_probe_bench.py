@@ -132,3 +132,4 @@ def test_attack_table_counts_exclusions_and_pairs_each_blend_with_its_attack() -
     assert [b["lambda"] for b in jump["blends"]] == [0.2]
     assert (sign["epochs"], sign["probe_left_out"], sign["admitted"]) == (1, 1, [])
     assert sign["blends"][0]["left_out"] is True
+    assert (jump["tuned"], sign["tuned"]) == ("oracle", "public windows")
