@@ -3,7 +3,8 @@
 Chain-free. ``--hosts`` honest hosts train ``--epochs`` epochs of ``--preset`` from θ_0 under the
 ``topk2`` scheme (block ``--block``, error feedback β = ``--decay``), each host carrying its own
 residual from epoch to epoch as the protocol does; the agreed model moves by the run's rule over what
-the peer bound keeps (``trainer.probe.admitted`` without gains: today's topk2 path). ``--outer sgd``
+the peer bound and the epoch's probe rule admit (``trainer.probe.admitted`` on the Δ̂ gains below,
+:func:`next_states`: the proposers' path). ``--outer sgd``
 uses the outer step the compression runs recommend for topk2 (SGD lr 1, no momentum); ``preset`` keeps
 the preset's Nesterov (0.7, 0.9). Every epoch, on the probe's windows (``probe_starts`` of the epoch's
 beacon, ``--windows``, scale ``PROBE_SCALE``) each host's gain ``L(θ_e) − L(θ_e − s·x)`` of:
@@ -48,7 +49,8 @@ and weighed by s in the aggregate, as the proposers treat a partial epoch (a hyp
 ``topk2`` epochs: a host trains those whole, its residual rides on leaf S, docs/training.md).
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/topk2_probe.py --preset demo --epochs 8 [--seed 0]
-[--outer preset|sgd] [--attacks 'jump:1,1.45,gradient;…'] [--rules centered_clip,mean] [--json out.json]``
+[--outer preset|sgd] [--schedule synchronous|pipelined] [--partial H:s] [--attacks 'jump:1,1.45,gradient;…']
+[--rules centered_clip,mean] [--json out.json]``; tables from the JSON files: ``bench/topk2_probe_summary.py``.
 """
 
 from __future__ import annotations
