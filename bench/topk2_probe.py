@@ -3,7 +3,8 @@
 Chain-free. ``--hosts`` honest hosts train ``--epochs`` epochs of ``--preset`` from θ_0 under the
 ``topk2`` scheme (block ``--block``, error feedback β = ``--decay``), each host carrying its own
 residual from epoch to epoch as the protocol does; the agreed model moves by the run's rule over what
-the peer bound keeps (``trainer.probe.admitted`` without gains: today's topk2 path). ``--outer sgd``
+the peer bound and the epoch's probe rule admit (``trainer.probe.admitted`` on the Δ̂ gains below,
+:func:`next_states`: the proposers' path). ``--outer sgd``
 uses the outer step the compression runs recommend for topk2 (SGD lr 1, no momentum); ``preset`` keeps
 the preset's Nesterov (0.7, 0.9). Every epoch, on the probe's windows (``probe_starts`` of the epoch's
 beacon, ``--windows``, scale ``PROBE_SCALE``) each host's gain ``L(θ_e) − L(θ_e − s·x)`` of:
@@ -36,8 +37,20 @@ validation windows against its own honest Δ̂'s gain there, aimed exactly at th
 
 ``--seed`` moves every draw (the hosts' data, the beacons): several seeds are several honest runs.
 
+``--schedule pipelined``: the protocol's pipelined run (docs/training.md, "Pipelined epochs"): each
+host carries its residual from two epochs back (``trainer.delta.carried_from`` of the spec with
+``phases.pipelined``, the run id kept), and epoch e + 1 trains from the optimistic start, e's outer
+step from the settled θ^s_e over every committed Δ within the peer bound, while θ^s_{e+1} takes the
+Δs the probe rule admits (:func:`next_states`, as ``trainer.diloco.simulate(schedule="optimistic")``);
+the probe scores at the start each epoch trained from. ``synchronous`` (the default): both are
+θ^s_{e+1}. ``--partial H:s``: host H trains only the first s of the S segments every epoch, its Δ
+θ_e − θ_s compressed with its residual, compared per segments by the probe rule and the peer bound
+and weighed by s in the aggregate, as the proposers treat a partial epoch (a hypothetical in
+``topk2`` epochs: a host trains those whole, its residual rides on leaf S, docs/training.md).
+
 Run: ``PYTHONPATH=. .venv/bin/python bench/topk2_probe.py --preset demo --epochs 8 [--seed 0]
-[--outer preset|sgd] [--attacks 'jump:1,1.45,gradient;…'] [--rules centered_clip,mean] [--json out.json]``
+[--outer preset|sgd] [--schedule synchronous|pipelined] [--partial H:s] [--attacks 'jump:1,1.45,gradient;…']
+[--rules centered_clip,mean] [--json out.json]``; tables from the JSON files: ``bench/topk2_probe_summary.py``.
 """
 
 from __future__ import annotations
@@ -64,12 +77,13 @@ from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate
 from trainer import compress, presets
 from trainer.data import Dataset
-from trainer.delta import pseudo_gradient
+from trainer.delta import carried_from, pseudo_gradient
 from trainer.determinism import configure
 from trainer.evaluate import validation_starts
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
+from trainer.peer_bound import PeerBound
 from trainer.probe import (
     PROBE_SCALE,
     admitted,
@@ -106,13 +120,58 @@ def topk2_spec(preset: str, block: int, decay: str, outer: str) -> RunSpec:
     return spec.with_changes(**changes)
 
 
-def worst_over_allowance(gains: dict[str, int], margin: int, bps: int = 500) -> tuple[float, int, int]:
-    """(largest deficit / its allowance, that deficit, the median it was measured from), µnats."""
-    deficits = probe_deficits(gains)
+def worst_over_allowance(gains: dict[str, int], margin: int, bps: int = 500,
+                         segments: dict[str, int] | None = None) -> tuple[float, int, int]:
+    """(largest deficit / its allowance, that deficit, the median it was measured from), µnats;
+    hosts compared per ``segments`` as the rule compares them (``None``: all whole)."""
+    deficits = probe_deficits(gains, segments)
     worst = max(deficits, key=lambda a: deficits[a] / probe_allowance(gains[a] + deficits[a], margin, bps))
     d = deficits[worst]
     m = gains[worst] + d
     return float(d / probe_allowance(m, margin, bps)), int(d), int(m)
+
+
+def parse_partial(text: str | None, hosts: list[str], whole: int) -> dict[str, int]:
+    """Every host's segments: ``whole`` (S), but ``text`` ``"H:s"`` gives host index H only s.
+
+    Raises:
+        ValueError: not ``H:s`` with H a host index and 1 <= s <= S.
+    """
+    segments = dict.fromkeys(hosts, whole)
+    if text is None:
+        return segments
+    index, sep, count = text.partition(":")
+    if not sep or not index.isdigit() or not count.isdigit():
+        raise ValueError(f"--partial must be H:s (host index : segments), not {text!r}")
+    h, s = int(index), int(count)
+    if not 0 <= h < len(hosts) or not 1 <= s <= whole:
+        raise ValueError(f"--partial {text}: the host must be in [0, {len(hosts)}) and s in [1, {whole}]")
+    segments[hosts[h]] = s
+    return segments
+
+
+def weights(kept: dict[str, Tensors], segments: dict[str, int]) -> dict[str, int]:
+    """The aggregate's weights of the Δs ``kept``: their segments (all S: the unweighted rule)."""
+    return {a: segments[a] for a in kept}
+
+
+def next_states(spec: RunSpec, epoch: int, settled: GlobalState, sent: dict[str, Tensors], gains: dict[str, int],
+                segments: dict[str, int], schedule: str) -> tuple[GlobalState, GlobalState, PeerBound]:
+    """(θ^s_{e+1}, the start epoch e + 1 trains from, what the proposers admitted of epoch e's Δs).
+
+    θ^s_{e+1}: the outer step from θ^s_e over the Δs the peer bound and the probe rule of epoch
+    ``epoch``'s scheme admit (``gains``: the decided probe gains), weighed by segments, as a
+    proposer takes it. Synchronous: e + 1 trains from it. ``pipelined``: from the optimistic start,
+    the outer step from θ^s_e over every committed Δ within the peer bound (no gains are posted yet);
+    only a Δ the probe left out makes the two differ, and the next start builds on θ^s_{e+1} again."""
+    margin, bps = probe_rule(spec, epoch)
+    kept = admitted(sent, gains, margin, segments, relative_bps=bps)
+    settled_next = outer_step(settled, aggregate(spec.aggregation, kept.kept, weights(kept.kept, segments)), spec.outer)
+    if schedule == "synchronous":
+        return settled_next, settled_next, kept
+    every = admitted(sent, None, 0, segments).kept
+    return settled_next, outer_step(settled, aggregate(spec.aggregation, every, weights(every, segments)),
+                                    spec.outer), kept
 
 
 class Forger:
@@ -121,8 +180,11 @@ class Forger:
 
     def __init__(self, spec: RunSpec, dataset: Dataset, model: torch.nn.Module, theta: GlobalState,
                  starts: list[int], base: float, residual: Tensors, own: Tensors, peers: dict[str, Tensors],
-                 peer_gains: dict[str, int], margin: int, bps: int, rules: list[str]) -> None:
+                 peer_gains: dict[str, int], margin: int, bps: int, rules: list[str],
+                 segments: dict[str, int] | None = None, settled: GlobalState | None = None) -> None:
         self.spec, self.dataset, self.model, self.theta = spec, dataset, model, theta
+        # Per host (host 0 whole); the damage is the outer step from the settled model (θ_e when synchronous).
+        self.segments, self.settled = segments, settled if settled is not None else theta
         self.starts, self.base, self.residual, self.own = starts, base, residual, own
         self.peers, self.peer_gains, self.margin, self.bps, self.rules = peers, peer_gains, margin, bps, rules
         self.shapes = parameter_shapes(spec)
@@ -146,11 +208,12 @@ class Forger:
         less the allowance), rounded up to a whole µnat."""
         a0 = address(0)
         probe = {**self.peer_gains, a0: GAIN_MICRO_FLOOR}
-        m = probe_deficits(probe)[a0] + GAIN_MICRO_FLOOR
+        m = probe_deficits(probe, self.segments)[a0] + GAIN_MICRO_FLOOR
         return int(-((-(m - probe_allowance(m, self.margin, self.bps))) // 1))
 
     def loss(self, rule: str, kept: dict[str, Tensors]) -> float:
-        return rule_loss(self.spec, self.model, self.dataset, self.theta, rule, kept)
+        w = weights(kept, self.segments) if self.segments is not None else None
+        return rule_loss(self.spec, self.model, self.dataset, self.settled, rule, kept, w)
 
     def judge(self, dense: Tensors, name: str, epoch: int) -> dict:
         a0 = address(0)
@@ -158,12 +221,14 @@ class Forger:
         g, gd = self.gain(sent), self.gain(dense)
         own_sent = self.sent(self.own)
         gains = {**self.peer_gains, a0: g}
-        both = admitted({**self.peers, a0: sent}, gains, self.margin, relative_bps=self.bps)
-        alone = admitted({**self.peers, a0: sent}, None, 0)
-        base = admitted({**self.peers, a0: own_sent}, {**self.peer_gains, a0: self.gain(own_sent)}, self.margin,
+        seg = self.segments
+        both = admitted({**self.peers, a0: sent}, gains, self.margin, seg, relative_bps=self.bps)
+        alone = admitted({**self.peers, a0: sent}, None, 0, seg)
+        base = admitted({**self.peers, a0: own_sent}, {**self.peer_gains, a0: self.gain(own_sent)}, self.margin, seg,
                         relative_bps=self.bps)
         out: dict = {"epoch": epoch, "attack": name, "gain_sent": g, "gain_dense": gd,
-                     "deficit": int(probe_deficits(gains)[a0]), "floor": self.floor(),
+                     "deficit": int(probe_deficits(gains, seg)[a0]), "floor": self.floor(),
+                     "peers_left_out": sorted(both.excluded - {a0}),
                      "peer_left_out": a0 in alone.left_out, "probe_left_out": a0 in both.excluded}
         return {**out, **paired_damage(self.loss, self.rules, base, both, alone)}
 
@@ -195,6 +260,9 @@ def main() -> None:
                         help="how a blend is tuned: on the probe's windows against the peers' gains (oracle), or "
                              "on the 512 public evenly spread windows against its own honest Δ̂'s gain there (own)")
     parser.add_argument("--json", type=Path)
+    # The pipelined schedule and a partial host (next_states, parse_partial).
+    parser.add_argument("--schedule", default="synchronous", choices=["synchronous", "pipelined"])
+    parser.add_argument("--partial", default=None, metavar="H:s", help="host H trains only s of the S segments")
     args = parser.parse_args()
     logging.getLogger("veriloco.verifier").setLevel(logging.ERROR)
     configure(1)
@@ -209,10 +277,13 @@ def main() -> None:
     run_id, shapes = spec.run_id(), parameter_shapes(spec)
     c, s_all = spec.train.segment_steps, spec.train.segments
     hosts = [address(i) for i in range(args.hosts)]
+    segments = parse_partial(args.partial, hosts, s_all)
+    # Whose residual lag: a pipelined run's (e − 2); the run id stays the spec's.
+    lag = spec.with_changes(phases={"pipelined": args.schedule == "pipelined"})
     model = build_model(spec)
     stepper = Stepper(spec)
-    theta = GlobalState.initial(spec)
-    residuals: dict[str, Tensors] = {a: compress.zero_residual(shapes) for a in hosts}
+    settled = theta = GlobalState.initial(spec)  # θ^s_e and the start θ_e the epoch trains from
+    left: dict[tuple[str, int], Tensors] = {}  # (host, epoch) -> the residual r' that epoch left
     plan = [] if args.attacks == "none" else args.attacks.split(";")
     forgers = {a: make_adversary(a) for a in plan}
     rules = args.rules.split(",")
@@ -224,10 +295,12 @@ def main() -> None:
         for a in hosts:
             ctx = EpochContext(run_id, e, a, prev_seed(args.seed, e))
             stepper.load(start_checkpoint(spec, theta.params, e).state)
-            train_steps(stepper, dataset, spec, ctx, range(s_all * c), 1)
+            train_steps(stepper, dataset, spec, ctx, range(segments[a] * c), 1)
             delta = pseudo_gradient(theta.params, stepper.export().params)
-            carried = compress.decay_residual(residuals[a], decay)
-            payload, nxt = compress.compress(delta, residuals[a], quant.block_size, decay)
+            source = carried_from(lag, e)
+            residual = left.pop((a, source)) if source is not None else compress.zero_residual(shapes)
+            carried = compress.decay_residual(residual, decay)
+            payload, nxt = compress.compress(delta, residual, quant.block_size, decay)
             noef, _ = compress.compress(delta, compress.zero_residual(shapes), quant.block_size, decay)
             xs["sent"][a] = compress.decompress(payload, shapes, quant.block_size)
             xs["dense"][a] = delta
@@ -236,8 +309,8 @@ def main() -> None:
             xs["carried"][a] = carried
             xs["next"][a] = nxt
             if a == hosts[0]:
-                carried0 = residuals[a]
-            residuals[a] = nxt
+                carried0 = residual
+            left[(a, e)] = nxt
         starts = probe_starts(dataset, probe_seed(beacon(args.seed, e), e), args.windows)
         base = probe_loss(model, dataset, theta.params, starts)
         gains = {q: {a: gain_micro(probe_gain(model, dataset, theta.params, x[a], starts, PROBE_SCALE, base=base))
@@ -248,21 +321,27 @@ def main() -> None:
             other[a] = gain_micro(probe_gain(model, dataset, theta.params, xs["sent"][a], ds, PROBE_SCALE))
         gains["sent_other"] = other
         # The window draw's share: each host's Δ̂ gain on its dispute windows among its peers' probe-window gains.
-        mixed = max(float(probe_deficits({**gains["sent"], a: other[a]})[a]) for a in hosts)
+        mixed = max(float(probe_deficits({**gains["sent"], a: other[a]}, segments)[a]) for a in hosts)
         norms = {q: [round(float(sum(float(t.double().norm()) ** 2 for t in x[a].values()) ** 0.5), 5)
                      for a in hosts] for q, x in xs.items()}
         row = {"epoch": e, "base_loss": round(base, 4), "gains": {q: [g[a] for a in hosts] for q, g in gains.items()},
                "worst": {q: [round(w, 3), d, m] for q, (w, d, m) in
-                         ((q, worst_over_allowance(g, margin)) for q, g in gains.items() if q != "sent_other")},
+                         ((q, worst_over_allowance(g, margin, segments=segments)) for q, g in gains.items()
+                          if q != "sent_other")},
                "mixed_window_deficit": round(mixed), "norms": norms,
-               "sent_under_rule": [round(w, 3) for w in worst_over_allowance(gains["sent"], *probe_rule(spec, e))[:1]]}
-        kept = admitted(xs["sent"], None, 0)
+               "sent_under_rule": [round(w, 3) for w in
+                                   worst_over_allowance(gains["sent"], *probe_rule(spec, e), segments)[:1]],
+               "deficits": [int(probe_deficits(gains["sent"], segments)[a]) for a in hosts]}
+        settled_next, theta_next, kept = next_states(spec, e, settled, xs["sent"], gains["sent"], segments,
+                                                     args.schedule)
         row["peer_left_out"] = sorted(kept.left_out)
+        row["rule_left_out"] = sorted(kept.excluded)
         a0 = hosts[0]
         for attack in plan:
             f = Forger(spec, dataset, model, theta, starts, base, carried0, xs["dense"][a0],
                        {a: x for a, x in xs["sent"].items() if a != a0},
-                       {a: g for a, g in gains["sent"].items() if a != a0}, *probe_rule(spec, e), rules)
+                       {a: g for a, g in gains["sent"].items() if a != a0}, *probe_rule(spec, e), rules,
+                       segments, settled)
             ctx = EpochContext(run_id, e, a0, prev_seed(args.seed, e))
             result = forgers[attack].train_epoch(spec, dataset, ctx, theta.params, Path(tmp.name) / f"{attack}-{e}")
             forged = pseudo_gradient(theta.params, result.end.params)
@@ -282,12 +361,13 @@ def main() -> None:
                 blended = blend_attack(f.judge, f.blend, tuner.sent_gain, floor, forged, attack, args.blend, e)
                 attack_rows.append(blended)
                 print(json.dumps(blended), flush=True)
-        theta = outer_step(theta, aggregate(spec.aggregation, kept.kept), spec.outer)
+        settled, theta = settled_next, theta_next
         rows.append(row)
         print(json.dumps(row), flush=True)
     out = {"spec": {"preset": args.preset, "epochs": args.epochs, "hosts": args.hosts, "windows": args.windows,
                     "margin": args.margin, "block": args.block, "decay": args.decay, "outer": args.outer,
-                    "seed": args.seed, "scale": PROBE_SCALE, "rule": probe_rule(spec, 0)},
+                    "seed": args.seed, "scale": PROBE_SCALE, "rule": probe_rule(spec, 0),
+                    "schedule": args.schedule, "segments": [segments[a] for a in hosts]},
            "rows": rows, "attacks": attack_rows, "seconds": round(time.perf_counter() - t0, 1)}
     print(json.dumps({"seconds": out["seconds"]}))
     if args.json:
