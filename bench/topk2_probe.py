@@ -37,7 +37,8 @@ validation windows against its own honest Δ̂'s gain there, aimed exactly at th
 ``--seed`` moves every draw (the hosts' data, the beacons): several seeds are several honest runs.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/topk2_probe.py --preset demo --epochs 8 [--seed 0]
-[--outer preset|sgd] [--attacks 'jump:1,1.45,gradient;…'] [--rules centered_clip,mean] [--json out.json]``
+[--outer preset|sgd] [--decay 0.9] [--probe-margin-topk2 0.03] [--attacks 'jump:1,1.45,gradient;…']
+[--rules centered_clip,mean] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -186,7 +187,10 @@ def main() -> None:
     parser.add_argument("--outer", default="preset", choices=["preset", "sgd"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--probe-margin", default=None,
-                        help="the run spec's aggregation.probe_margin in nats (a topk2 epoch's rule is 3 x it + 5 %%)")
+                        help="the run spec's aggregation.probe_margin in nats (a topk2 epoch's rule is 3 x it + 5 %% "
+                             "unless --probe-margin-topk2 is given)")
+    parser.add_argument("--probe-margin-topk2", default=None,
+                        help="the run spec's aggregation.probe_margin_topk2 in nats (a topk2 epoch's rule: it + 5 %%)")
     parser.add_argument("--attacks", default="none",
                         help="';'-separated jump adversaries host 0 runs every epoch (e.g. 'jump:1,1.45,gradient'), "
                              "or none; each followed by its oracle blend where the probe left it out")
@@ -200,8 +204,9 @@ def main() -> None:
     configure(1)
     torch.manual_seed(args.seed)
     spec = topk2_spec(args.preset, args.block, args.decay, args.outer)
-    if args.probe_margin is not None:
-        spec = spec.with_changes(aggregation={"probe_margin": args.probe_margin})
+    margins = {"probe_margin": args.probe_margin, "probe_margin_topk2": args.probe_margin_topk2}
+    if any(v is not None for v in margins.values()):
+        spec = spec.with_changes(aggregation={k: v for k, v in margins.items() if v is not None})
     dataset = Dataset.load(spec.data)
     margin = gain_micro(args.margin)
     quant = spec.quantization
