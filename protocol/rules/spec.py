@@ -264,7 +264,7 @@ class QuantizationSpec(Boundary):
         _check_topk_block(self.scheme, self.block_size)
         if not 0 <= self.error_decay <= 1:
             raise ValueError(f"quantization.error_decay must be in [0, 1] (got {self.error_decay})")
-        if self.error_decay != 1 and "topk2" not in {self.scheme, *(step.scheme for step in self.schedule)}:
+        if self.error_decay != 1 and not self.reaches_topk2:
             raise ValueError("quantization.error_decay applies to topk2 only (no epoch of this run uses it)")
         previous, scheme = 0, self.scheme
         for step in self.schedule:
@@ -276,6 +276,11 @@ class QuantizationSpec(Boundary):
                                  f"{step.scheme}, which would drop the error-feedback residual")
             previous, scheme = step.from_epoch, step.scheme
         return self
+
+    @property
+    def reaches_topk2(self) -> bool:
+        """Whether any epoch of the run uses ``topk2`` (the section's scheme or a schedule step)."""
+        return "topk2" in {self.scheme, *(step.scheme for step in self.schedule)}
 
     def at(self, epoch: int) -> QuantizationSpec:
         """The scheme epoch ``epoch`` uses (without a schedule): the last step that has begun."""
