@@ -49,8 +49,10 @@ and weighed by s in the aggregate, as the proposers treat a partial epoch (a hyp
 ``topk2`` epochs: a host trains those whole, its residual rides on leaf S, docs/training.md).
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/topk2_probe.py --preset demo --epochs 8 [--seed 0]
-[--outer preset|sgd] [--schedule synchronous|pipelined] [--partial H:s] [--attacks 'jump:1,1.45,gradient;…']
-[--rules centered_clip,mean] [--json out.json]``; tables from the JSON files: ``bench/topk2_probe_summary.py``.
+[--outer preset|sgd] [--decay 0.9] [--probe-margin-topk2 0.03] [--schedule synchronous|pipelined] [--partial H:s]
+[--attacks 'jump:1,1.45,gradient;…'] [--rules centered_clip,mean] [--json out.json]``; tables from the JSON
+files: ``bench/topk2_probe_summary.py`` (per configuration, partial hosts and attacks) and
+``bench/topk2_decay_summary.py`` (per run, early and late epochs, another allowance re-read).
 """
 
 from __future__ import annotations
@@ -251,7 +253,10 @@ def main() -> None:
     parser.add_argument("--outer", default="preset", choices=["preset", "sgd"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--probe-margin", default=None,
-                        help="the run spec's aggregation.probe_margin in nats (a topk2 epoch's rule is 3 x it + 5 %%)")
+                        help="the run spec's aggregation.probe_margin in nats (a topk2 epoch's rule is 3 x it + 5 %% "
+                             "unless --probe-margin-topk2 is given)")
+    parser.add_argument("--probe-margin-topk2", default=None,
+                        help="the run spec's aggregation.probe_margin_topk2 in nats (a topk2 epoch's rule: it + 5 %%)")
     parser.add_argument("--attacks", default="none",
                         help="';'-separated jump adversaries host 0 runs every epoch (e.g. 'jump:1,1.45,gradient'), "
                              "or none; each followed by its oracle blend where the probe left it out")
@@ -268,8 +273,9 @@ def main() -> None:
     configure(1)
     torch.manual_seed(args.seed)
     spec = topk2_spec(args.preset, args.block, args.decay, args.outer)
-    if args.probe_margin is not None:
-        spec = spec.with_changes(aggregation={"probe_margin": args.probe_margin})
+    margins = {"probe_margin": args.probe_margin, "probe_margin_topk2": args.probe_margin_topk2}
+    if any(v is not None for v in margins.values()):
+        spec = spec.with_changes(aggregation={k: v for k, v in margins.items() if v is not None})
     dataset = Dataset.load(spec.data)
     margin = gain_micro(args.margin)
     quant = spec.quantization

@@ -624,7 +624,8 @@ class HostNode(Participant):
         of the others per tensor, and every small tensor of the rest clipped to that factor × its
         median: what no replay saw is bounded by what the peers' training moved. With ``gains``
         (the probe gains the chain decided, run's probe on) also without the Δs whose gain is below
-        its peers' median by more than ``aggregation.probe_margin`` and a share of a positive median
+        its peers' median by more than ``aggregation.probe_margin`` (``probe_margin_topk2`` in a
+        ``topk2`` epoch, ``trainer.probe.probe_rule``) and a share of a positive median
         (``trainer.probe.probe_outliers``,
         from :data:`~trainer.peer_bound.DELTA_PEER_MIN` Δs up): what a Δ does to the model. Applied
         once, to the set that is aggregated (the same pure function of the same bytes and chain
@@ -649,7 +650,8 @@ class HostNode(Participant):
                 self.event(epoch, EventKind.DELTA_LEFT_OUT,
                            f"{address}: its probe gain {decided[address] / MICRO:+.6f} nats is "
                            f"{float(deficits[address]) / MICRO:.6f} below its peers' median (at most "
-                           f"{float(allowed) / MICRO:.6f}: aggregation.probe_margin and a share of the median)")
+                           f"{float(allowed) / MICRO:.6f}: the epoch's margin, aggregation.probe_margin or "
+                           f"probe_margin_topk2, and a share of the median)")
         for address, (excess, where) in bound.left_out.items():
             if address in bound.excluded:
                 continue  # said above

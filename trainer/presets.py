@@ -130,6 +130,26 @@ def gpt124m(name: str = "gpt124m") -> RunSpec:
 PRESETS = {"tiny": tiny, "demo": demo, "small": small, "gpt124m": gpt124m}
 """Preset name -> function returning its :class:`RunSpec`."""
 
+TOPK2_ERROR_DECAY = Decimal("0.9")
+"""The ``quantization.error_decay`` β the project writes into a run that reaches ``topk2``
+(:func:`with_topk2_settings`): it bounds the residual whose spread the probe must allow for."""
+TOPK2_PROBE_MARGIN = Decimal("0.03")
+"""The ``aggregation.probe_margin_topk2`` (nats, + 5 % of the median) written with
+:data:`TOPK2_ERROR_DECAY`: at β = 0.9 no honest host-epoch was left out over 0.03 + 5 % in the
+measured runs (docs/benchmarks.md, "Error-feedback decay and the probe's honest spread")."""
+
+
+def with_topk2_settings(spec: RunSpec) -> RunSpec:
+    """``spec`` with β = :data:`TOPK2_ERROR_DECAY` and the ``topk2`` allowance
+    :data:`TOPK2_PROBE_MARGIN` spelled out when any of its epochs uses ``topk2``; otherwise ``spec``.
+
+    What the commands that build a ``topk2`` spec for a user write. Not the spec's defaults: those
+    (β = 1, 3 × ``probe_margin``) are what existing run ids mean and stay as they are."""
+    if not spec.quantization.reaches_topk2:
+        return spec
+    return spec.with_changes(quantization={"error_decay": str(TOPK2_ERROR_DECAY)},
+                             aggregation={"probe_margin_topk2": str(TOPK2_PROBE_MARGIN)})
+
 
 def mean_pickers(stakes: Sequence[int], seats_cap: int, hosts: int = 512) -> float:
     """The mean number of distinct pickers a host gets from validators with ``stakes`` (the real draw,

@@ -62,13 +62,13 @@ such a Δ earns no credit."""
 
 PROBE_MARGIN_TIMES_TOPK2 = 3
 """In a ``topk2`` epoch the allowance's absolute part is this many times ``aggregation.probe_margin``
-(:func:`probe_rule`). Honest ``topk2`` gains spread by an amount that hardly scales with the
-median: each host's Δ̂ carries the top of its own error-feedback residual, mass from earlier epochs
-whose effect at θ_e differs from host to host (it turns harmful as training moves on: down to
-−0.45 nats at scale 0.25 by epoch 7 at demo). Measured at tiny and demo (8 epochs, 4 hosts, 3 seeds,
-both outer steps, 384 host-epochs; ``bench/topk2_probe.py``): the largest honest deficit 0.043
-nats, 1.67× the int8 allowance; 0.66 of this rule's (docs/verification.md, "The probe in topk2
-epochs")."""
+(:func:`probe_rule`) unless the run sets ``aggregation.probe_margin_topk2``. Honest ``topk2`` gains
+spread by an amount that hardly scales with the median: each host's Δ̂ carries the top of its own
+error-feedback residual, mass from earlier epochs whose effect at θ_e differs from host to host (it
+turns harmful as training moves on: down to −0.45 nats at scale 0.25 by epoch 7 at demo). Measured
+at tiny and demo (8 epochs, 4 hosts, 3 seeds, both outer steps, 384 host-epochs;
+``bench/topk2_probe.py``): the largest honest deficit 0.043 nats, 1.67× the int8 allowance; 0.66 of
+this rule's (docs/verification.md, "The probe in topk2 epochs")."""
 
 PROBE_RELATIVE_BPS_TOPK2 = PROBE_RELATIVE_BPS
 """The relative share of the allowance in a ``topk2`` epoch: the dense schemes' 5 % of a positive
@@ -88,11 +88,14 @@ def probe_applies(spec: RunSpec, epoch: int) -> bool:
 def probe_rule(spec: RunSpec, epoch: int) -> tuple[int, int]:
     """``(margin_micro, relative_bps)`` of :func:`probe_allowance` for epoch ``epoch``'s scheme:
     ``aggregation.probe_margin`` and :data:`PROBE_RELATIVE_BPS`, or in a ``topk2`` epoch
-    :data:`PROBE_MARGIN_TIMES_TOPK2` × that margin and :data:`PROBE_RELATIVE_BPS_TOPK2`."""
-    margin = spec.aggregation.probe_margin_micro
+    ``aggregation.probe_margin_topk2`` (when the run sets it, else :data:`PROBE_MARGIN_TIMES_TOPK2` ×
+    ``probe_margin``) and :data:`PROBE_RELATIVE_BPS_TOPK2`."""
+    agg = spec.aggregation
     if spec.quantization.at(epoch).scheme == "topk2":
-        return PROBE_MARGIN_TIMES_TOPK2 * margin, PROBE_RELATIVE_BPS_TOPK2
-    return margin, PROBE_RELATIVE_BPS
+        topk2 = agg.probe_margin_topk2_micro
+        margin = PROBE_MARGIN_TIMES_TOPK2 * agg.probe_margin_micro if topk2 is None else topk2
+        return margin, PROBE_RELATIVE_BPS_TOPK2
+    return agg.probe_margin_micro, PROBE_RELATIVE_BPS
 
 
 def probe_seed(beacon: bytes, epoch: int) -> bytes:

@@ -170,12 +170,18 @@ class AggregationSpec(Boundary):
     # chain records micro-nats). Applies when verification.probe_windows > 0. Omitted from the
     # canonical JSON at its default, so specs (and run ids) from before the field are unchanged.
     probe_margin: Dec = DEFAULT_PROBE_MARGIN
+    # The absolute part of the allowance in a topk2 epoch (trainer.probe.probe_rule), in nats, a
+    # multiple of 1e-6. Unset (None, omitted from the canonical JSON, so older run ids are
+    # unchanged) means PROBE_MARGIN_TIMES_TOPK2 × probe_margin.
+    probe_margin_topk2: Dec | None = None
 
     @model_serializer(mode="wrap")
     def _omit_default_probe_margin(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if "probe_margin" in data and Decimal(str(data["probe_margin"])) == DEFAULT_PROBE_MARGIN:
             del data["probe_margin"]
+        if data.get("probe_margin_topk2", 0) is None:
+            del data["probe_margin_topk2"]
         return data
 
     @property
@@ -183,14 +189,20 @@ class AggregationSpec(Boundary):
         """``probe_margin`` in integer micro-nats (exact: the validator allows only multiples of 1e-6)."""
         return int(self.probe_margin * 1_000_000)
 
+    @property
+    def probe_margin_topk2_micro(self) -> int | None:
+        """``probe_margin_topk2`` in integer micro-nats, or None when the run leaves it unset."""
+        return None if self.probe_margin_topk2 is None else int(self.probe_margin_topk2 * 1_000_000)
+
     @model_validator(mode="after")
     def _ranges(self) -> AggregationSpec:
         if not 0 <= self.trim_fraction < Decimal("0.5"):
             raise ValueError("trim_fraction must be in [0, 0.5)")
         if self.clip_radius <= 0 or self.gm_eps <= 0:
             raise ValueError("clip_radius and gm_eps must be positive")
-        if not 0 <= self.probe_margin <= MAX_PROBE_MARGIN or (self.probe_margin * 1_000_000) % 1:
-            raise ValueError(f"probe_margin must be in [0, {MAX_PROBE_MARGIN}] nats, a multiple of 0.000001")
+        for name, margin in (("probe_margin", self.probe_margin), ("probe_margin_topk2", self.probe_margin_topk2)):
+            if margin is not None and (not 0 <= margin <= MAX_PROBE_MARGIN or (margin * 1_000_000) % 1):
+                raise ValueError(f"{name} must be in [0, {MAX_PROBE_MARGIN}] nats, a multiple of 0.000001")
         return self
 
 
@@ -252,7 +264,7 @@ class QuantizationSpec(Boundary):
         _check_topk_block(self.scheme, self.block_size)
         if not 0 <= self.error_decay <= 1:
             raise ValueError(f"quantization.error_decay must be in [0, 1] (got {self.error_decay})")
-        if self.error_decay != 1 and "topk2" not in {self.scheme, *(step.scheme for step in self.schedule)}:
+        if self.error_decay != 1 and not self.reaches_topk2:
             raise ValueError("quantization.error_decay applies to topk2 only (no epoch of this run uses it)")
         previous, scheme = 0, self.scheme
         for step in self.schedule:
@@ -264,6 +276,11 @@ class QuantizationSpec(Boundary):
                                  f"{step.scheme}, which would drop the error-feedback residual")
             previous, scheme = step.from_epoch, step.scheme
         return self
+
+    @property
+    def reaches_topk2(self) -> bool:
+        """Whether any epoch of the run uses ``topk2`` (the section's scheme or a schedule step)."""
+        return "topk2" in {self.scheme, *(step.scheme for step in self.schedule)}
 
     def at(self, epoch: int) -> QuantizationSpec:
         """The scheme epoch ``epoch`` uses (without a schedule): the last step that has begun."""
@@ -578,7 +595,8 @@ class RunSpec(Boundary):
             EncodingError: also when the bytes spell out a field the canonical form omits
                 (``train.inner_optimizer``, ``verification.trap_probability``,
                 ``economics.miss_window_epochs``, ``quantization.error_decay``,
-                ``verification.probe_windows``, ``aggregation.probe_margin`` at their defaults).
+                ``verification.probe_windows``, ``aggregation.probe_margin`` at their defaults,
+                ``aggregation.probe_margin_topk2`` as null).
         """
         spec = cls.model_validate(parse_canonical(data))
         if spec.canonical() != (data.encode() if isinstance(data, str) else data):

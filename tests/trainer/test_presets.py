@@ -12,7 +12,14 @@ from protocol.rules.beacon import genesis_seed
 from protocol.rules.spec import RunSpec
 from trainer.evaluate import validation_loss
 from trainer.model import parameter_shapes
-from trainer.presets import PRESETS, preset, replay_share
+from trainer.presets import (
+    PRESETS,
+    TOPK2_ERROR_DECAY,
+    TOPK2_PROBE_MARGIN,
+    preset,
+    replay_share,
+    with_topk2_settings,
+)
 from trainer.step import Stepper
 
 
@@ -22,6 +29,26 @@ def test_presets_are_canonical_run_specs(name) -> None:
     assert RunSpec.from_canonical(spec.canonical()) == spec
     assert spec.model.architecture == "gpt" and spec.economics.denom == "inj"
     assert spec.train.inner_steps % spec.train.segment_steps == 0
+
+
+def test_topk2_settings_are_written_only_into_a_run_that_reaches_topk2() -> None:
+    from decimal import Decimal
+
+    from protocol.rules.spec import parse_quant_schedule
+
+    plain = preset("demo")
+    assert with_topk2_settings(plain) == plain  # int8 throughout: the run id does not move
+    for quant in ({"scheme": "topk2", "block_size": 1024},
+                  parse_quant_schedule("int8@0,topk2/1024@10").model_dump(mode="json")):
+        bare = plain.with_changes(quantization=quant)
+        spec = with_topk2_settings(bare)
+        assert spec.quantization.error_decay == TOPK2_ERROR_DECAY == Decimal("0.9")
+        assert spec.aggregation.probe_margin_topk2 == TOPK2_PROBE_MARGIN == Decimal("0.03")
+        assert b'"error_decay":"0.9"' in spec.canonical() and b'"probe_margin_topk2":"0.03"' in spec.canonical()
+        assert spec.quantization.schedule == bare.quantization.schedule and spec.run_id() != bare.run_id()
+        assert with_topk2_settings(spec) == spec
+    # The spec's own defaults stay: a topk2 spec that does not spell them out is β = 1, 3 × probe_margin.
+    assert bare.quantization.error_decay == 1 and bare.aggregation.probe_margin_topk2 is None
 
 
 def test_unknown_preset() -> None:

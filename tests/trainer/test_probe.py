@@ -311,6 +311,44 @@ def test_topk2_epochs_are_probed_with_their_own_allowance() -> None:
             probe_outliers(gains, 0, relative_bps=bad)
 
 
+def test_a_run_may_set_the_topk2_allowance() -> None:
+    # aggregation.probe_margin_topk2: the absolute part of a topk2 epoch's allowance, in place of
+    # PROBE_MARGIN_TIMES_TOPK2 × probe_margin; int8 epochs keep probe_margin. Unset, it is not in the
+    # canonical JSON, so run ids from before the field do not move.
+    from decimal import Decimal
+
+    from pydantic import ValidationError
+    from suite_env import small_spec
+
+    from protocol.rules.encoding import EncodingError
+    from protocol.rules.spec import RunSpec
+    from trainer.probe import PROBE_MARGIN_TIMES_TOPK2, PROBE_RELATIVE_BPS, PROBE_RELATIVE_BPS_TOPK2, probe_rule
+
+    quant = {"scheme": "int8", "block_size": 64,
+             "schedule": [{"from_epoch": 1, "scheme": "topk2", "block_size": 1024}]}
+    unset = small_spec(quantization=quant)
+    assert unset.aggregation.probe_margin_topk2 is None and unset.aggregation.probe_margin_topk2_micro is None
+    assert b"probe_margin_topk2" not in unset.canonical()
+    assert unset.run_id() == RunSpec.from_canonical(unset.canonical()).run_id()
+    assert probe_rule(unset, 1) == (PROBE_MARGIN_TIMES_TOPK2 * 20_000, PROBE_RELATIVE_BPS_TOPK2)
+    spelled = unset.canonical().replace(b'"rule":', b'"probe_margin_topk2":null,"rule":')
+    with pytest.raises(EncodingError, match="default-omitted"):
+        RunSpec.from_canonical(spelled)
+
+    tight = small_spec(quantization=quant, aggregation={"probe_margin_topk2": "0.03"})
+    assert tight.aggregation.probe_margin_topk2 == Decimal("0.03")
+    assert tight.aggregation.probe_margin_topk2_micro == 30_000
+    assert b'"probe_margin_topk2":"0.03"' in tight.canonical() and tight.run_id() != unset.run_id()
+    assert RunSpec.from_canonical(tight.canonical()) == tight
+    assert [probe_rule(tight, e) for e in range(3)] == [(20_000, PROBE_RELATIVE_BPS)] + [(30_000, 500)] * 2
+    # Set, it does not follow probe_margin; 0 is a rule too (5 % of a positive median alone).
+    wide = small_spec(quantization=quant, aggregation={"probe_margin": "0.05", "probe_margin_topk2": "0"})
+    assert [probe_rule(wide, e) for e in range(2)] == [(50_000, PROBE_RELATIVE_BPS), (0, PROBE_RELATIVE_BPS_TOPK2)]
+    for bad in ("-0.01", "0.0000001", "1001"):
+        with pytest.raises(ValidationError, match="probe_margin_topk2"):
+            small_spec(quantization=quant, aggregation={"probe_margin_topk2": bad})
+
+
 @pytest.mark.parametrize("preset_name", ["tiny", "demo"])
 def test_the_gain_is_the_same_bits_at_any_thread_count(preset_name, dataset, threads) -> None:
     """Honest validators of one compute class may run different thread counts. A gain that differed

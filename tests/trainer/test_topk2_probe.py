@@ -101,3 +101,22 @@ def test_a_steering_host_is_left_out_of_a_topk2_epoch(dataset: Dataset, tmp_path
                               beacon, e)
             assert own is not None
             assert not admitted({**sent, hosts[0]: honest_sent}, own, margin, relative_bps=relative).excluded
+
+
+def test_the_probe_summary_counts_what_an_allowance_leaves_out() -> None:
+    # bench/topk2_decay_summary.py re-reads recorded honest gains under an allowance: a host 39,000
+    # µnats below the median the rule uses (99,000) is past 0.03 + 5 % (34,950) but within 0.06 + 5 %
+    # (64,950), and past int8's 0.02 + 5 % under either.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for bench/
+    from bench.topk2_decay_summary import summarise
+
+    rows = [{"epoch": 0, "gains": {"sent": [100_000, 101_000, 99_000, 60_000]}},
+            {"epoch": 1, "gains": {"sent": [50_000, 50_000, 50_000, 50_000]}}]
+    tight, wide = summarise(rows, 30_000), summarise(rows, 60_000)
+    assert tight["host_epochs"] == wide["host_epochs"] == 8
+    assert (tight["left_out"], wide["left_out"]) == (1, 0) and tight["left_out_int8"] == wide["left_out_int8"] == 1
+    assert tight["worst"] == round(39_000 / 34_950, 3) and wide["worst"] == round(39_000 / 64_950, 3)
+    assert tight["worst_epoch"] == 0 and tight["largest_deficit_nats"] == 0.039

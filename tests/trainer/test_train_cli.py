@@ -36,6 +36,10 @@ def test_topk2_sends_far_fewer_bytes_than_int8(veriloco_home) -> None:
         assert result.exit_code == 0, result.output
         summary = json.loads(result.stdout)
         assert summary["quantization"] == quant
+        # What the command writes into a topk2 spec: β = 0.9 and the topk2 allowance 0.03 + 5 %.
+        topk2 = "topk2" in quant
+        assert summary["error_decay"] == ("0.9" if topk2 else "1")
+        assert summary["probe_margin_topk2"] == ("0.03" if topk2 else None)
         run = summary["runs"][0]
         assert run["val_loss"] < 5.4  # from ~5.5 nats/byte at initialization, after two rounds
         sent[quant] = run["bytes_sent"]
