@@ -9,28 +9,32 @@ Inputs: measured on this repository's code (:class:`Measured`, each field naming
 is this model's arithmetic.
 
 A host-epoch, for a model of ``N`` parameters, ``H = S·c`` inner steps of ``B·T`` tokens, ``n`` hosts,
-``V`` validators, ``k`` challenges plus the last segment, ``r`` seats each, every ``K``-th leaf stored:
+``V`` validators of equal stake, ``P`` pickers per host (the real draw, ``trainer.presets.mean_pickers``),
+each picking ``k`` segments and seated on them and the last segment, so ``D`` challenges per host
+(:func:`distinct_challenges`; ``k + 1`` with the ``common_seed`` lever), every ``K``-th leaf stored:
 
 * compute ``C = H · 6·N·B·T / F`` (F: the host's sustained FLOP/s); a leaf is ``12·N`` bytes, θ
   (parameters and outer momentum) ``8·N``, a Δ ``δ·N``;
 * **on the host's accelerator, besides training** (``A``): per leaf the snapshot copy (GPU→host at
   ``pcie``, on the training thread), plus whatever the background hash (SHA-256 × threads) and write
   (one leaf in K) exceed a segment; the recomputation of the challenged leaves that were not stored
-  (``k · ((K+1)/2 − 1/K)`` segments); the validation loss of the settled proposal (forward only);
+  (``(D − 1) · ((K+1)/2 − 1/K)`` segments: each challenge from its stored leaf, an upper bound);
+  the validation loss of the settled proposal (forward only);
 * **between two trainings** (``L``, pipelined scheme 3, docs/training.md): encode the Δ, the chain
   steps (commit, reveal close, start vote, join close: ``chain_blocks`` blocks), fetch every committed
   Δ of the epoch (all-to-all: ``(n − 1)·Δ`` through the link; reduce-scatter/all-gather:
   ``2·(n − 1)/n·Δ``), aggregate and apply the outer step, hash θ;
 * the host's own period ``P_host = C + A + L``;
 * **settlement of the epoch before** (``e + 1``'s start vote needs ``e − 1`` closed, so it must fit
-  in one period): the host recomputes what it did not store, its uplink carries the ``k + 1``
-  challenged start leaves once (seats in turn), a later seat reads it from the seat before it, each
-  validator's downlink carries a start leaf per seat (``m = r·n·(k+1)/V`` seats), each seat replays
-  ``c`` steps on hardware like the host's; then the objection, verdict-reveal and propose phases
-  (``settle_blocks``). A challenged trap sends its challenge to a dispute round (every validator
-  without a seat reads the leaf from the ``r + 1`` holders and replays): in a share ``p_d`` of the
-  epochs (``1 − (1 − trap_probability·(k+1)/S)^n``), which stalls that epoch's successor by what the
-  settlement then exceeds the period;
+  in one period): the host recomputes what it did not store, its uplink carries the ``D``
+  challenged start leaves once (seats in turn), a later seat reads from a seat that committed, each
+  validator's downlink carries a start leaf per seat (``m = P·n·(k+1)/V`` seats) and it replays
+  ``c`` steps per seat on hardware like the host's; then the objection, verdict-reveal and propose
+  phases (``settle_blocks``). A challenged trap sends its challenge to a dispute round (every
+  validator reads the leaf from the host and the trap's seat, one after another, or in rounds that
+  double the holders with ``dispute_tree``, and replays): in a share ``p_d`` of the epochs
+  (``1 − (1 − trap_probability·D/S)^n``), which stalls that epoch's successor by what the settlement
+  then exceeds the period;
 * the uplink's whole upload per epoch (Δ exchange, challenged start leaves, θ to the validators: ``V·8N/n``)
   must fit in a period too;
 * the period ``P = max(P_host, settlement, upload / link)`` plus the dispute stall's expectation;

@@ -17,8 +17,11 @@ segment length) that would bring it to 2 %, a validator's seats per epoch with a
 validators, and what the committee buys: the chance that every picker of a host belongs to a
 coalition holding β = 1/3 − ε of the stake (the only way a cheater is shielded), bounded by
 ``β^seats_cap`` where the cap stops the draw and 0 where the draw stops on stake (a coalition under
-1/3 never holds more than 1/3). Detection with one honest picker is ``1 − (1 − f)^k`` per epoch
-whatever ``P``: more pickers buy the guarantee that one is honest, not more detection.
+1/3 never holds more than 1/3). Detection with one honest picker is ``1 − (1 − f)^k`` per epoch,
+the guaranteed minimum; ``h`` honest pickers picking apart catch about ``1 − (1 − f)^(h·k)``.
+
+The host's recomputation is counted as the cost model does, each challenge from its stored leaf:
+an upper bound (the host recomputes on request, from the nearest leaf on disk).
 """
 
 from __future__ import annotations

@@ -150,7 +150,8 @@ class ClientLimits:
     read_s: float = 10.0
     deadline_s: float = 60.0
     # 12.5 MB/s = 100 Mbit/s per reader: a tenth of the 1 Gbit/s links docs/scaling.md assumes, so
-    # a host serving its r·(k+1) = 6 challenged-leaf readers at once on such a link (~20 MB/s each)
+    # a host serving 6 challenged-leaf readers at once on such a link (~20 MB/s each; a host has
+    # about P·k + 1 challenges, P its pickers, each read once by seats in turn)
     # is well above it, and n - 1 peers reading a Δ at once fit in the fixed deadline_s besides.
     # Lower would let a slow-drip host hold a reader longer (deadline_s + max_bytes / min_rate per
     # request: 182 s for a gpt124m leaf at this rate, 364 s at half of it).

@@ -30,7 +30,7 @@ leaves from it: any validator that read and checked them holds them.
 * **Seats in turn (the daemons' prefetch).** A validator with fetch threads (``veriloco validator
   run``) fetches its round-0 challenges ahead (``node.prefetch``) in the chain's seat order
   (``Challenge.validators``): the first seat fetches from the host at once; seat ``p`` (``p ≥ 1``
-  of ``r``) fetches from the seats before it that have committed their verdict (a replay settles
+  of the challenge's seats) fetches from the seats before it that have committed their verdict (a replay settles
   before its commitment is posted, so from then on a seat holds the leaves whole, or nothing), and
   from the host once the chain reaches :func:`holder_wait_end` (the phase's start plus
   ``p / (r − 1)`` of :data:`HOLDER_WAIT_SHARE` of the blocks it has before it gives up on a host)

@@ -272,8 +272,8 @@ def simulation_spec(spec: RunSpec, *, validators: int, hosts: int = 1, block_txs
     phase must last at least as many blocks as its messages fill, with room to spare: each window
     is the preset's or, when longer, ``2 × ceil(messages / block_txs) + 4`` blocks, where a
     phase's messages are one per member (join, reveal), per host (train, propose) or per verdict
-    of the round (verify, verdict_reveal: ``hosts × (k + 1) × P``, ``P`` a host's pickers: with
-    equal stakes at most ``⌊V/3⌋ + 1`` and ``seats_cap``; a dispute round draws fewer).
+    of the round (verify, verdict_reveal: ``hosts × (k + 1) × P``, ``P`` a host's pickers, at most
+    ``min(V, seats_cap)`` whatever the stakes; a dispute round adds a vote per validator).
 
     Args:
         spec: the preset's run spec.
@@ -286,7 +286,7 @@ def simulation_spec(spec: RunSpec, *, validators: int, hosts: int = 1, block_txs
 
         block_txs = SIM_BLOCK_TXS
     ver = spec.verification
-    pickers = min(max(validators, 1) // 3 + 1, ver.seats_cap)  # equal stakes: the most a committee needs
+    pickers = min(max(validators, 1), ver.seats_cap)  # the most a host's committee can hold
     verdicts = hosts * (ver.challenges_k + 1) * pickers
 
     def window(preset: int, messages: int) -> int:
