@@ -8,6 +8,8 @@ Backend-neutral (``make_ledger_env``): the embedded chain, and the session's dev
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from ledger_env import HOST_STAKE, LedgerEnv, digest, make_spec
 
@@ -25,6 +27,20 @@ def pipelined_spec() -> RunSpec:
     # Epoch e + 1's reveal window runs while e's verdict rounds (re-votes included) take a block
     # per transaction: 80 blocks leave it open until the test reveals.
     return make_spec(phases={"pipelined": True, "reveal_blocks": 80}, unbonding_epochs=1)
+
+
+@pytest.fixture
+def env(make_ledger_env: Callable[[RunSpec], LedgerEnv]) -> LedgerEnv:
+    """A pipelined run (:func:`pipelined_spec`) on each backend, every host and validator bonded."""
+    env = make_ledger_env(pipelined_spec())
+    env.bond_all([*HOSTS, *VALIDATORS])
+    return env
+
+
+def cheats(env: LedgerEnv) -> Callable[[str, Challenge], str]:
+    """The validators' vote: ``fail`` on every segment of :data:`CHEATER`, ``pass`` on the rest."""
+    cheater_address = env.addr(CHEATER)
+    return lambda _, challenge: "fail" if challenge.host == cheater_address else "pass"
 
 
 def propose_start(env: LedgerEnv, name: str, epoch: int, model_hash: str):
@@ -55,14 +71,9 @@ def test_a_spec_at_the_synchronous_default_keeps_its_run_id() -> None:
     assert RunSpec.from_canonical(pipelined_spec().canonical()).phases.pipelined
 
 
-def test_a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_waits(make_ledger_env) -> None:
-    env = make_ledger_env(pipelined_spec())
-    env.bond_all([*HOSTS, *VALIDATORS])
+def test_a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_waits(env: LedgerEnv) -> None:
     total = env.total_funds()
     cheater_address = env.addr(CHEATER)
-
-    def cheats(_: str, challenge: Challenge) -> str:
-        return "fail" if challenge.host == cheater_address else "pass"
 
     # Epoch 0 trains, reveals; then its committed hosts agree on the optimistic start of epoch 1.
     env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
@@ -81,7 +92,7 @@ def test_a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_wa
     # Epoch 1 joins and trains while epoch 0 is verified; the cheater's Δ is caught in epoch 0.
     env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
     assert env.epoch(1).phase == "reveal"
-    play_verdicts(env, 0, cheats)
+    play_verdicts(env, 0, cheats(env))
     assert env.epoch(0).phase == "propose"
     report = {h.address: h for h in env.report(0).hosts}
     assert report[cheater_address].outcome == "invalid"
@@ -112,19 +123,14 @@ def test_a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_wa
 
 
 def test_a_stake_unbonded_in_e_plus_1_while_e_settles_is_slashed_by_both_and_claimed_after_both(
-        make_ledger_env) -> None:
+        env: LedgerEnv) -> None:
     # Issue 30 review: the cheater joins epoch 1 while epoch 0 settles, then unbonds everything
     # (released at epoch 2) and cheats in both epochs. Each epoch's slash reaches the unbonding
     # entry (epoch 1's takes its share of what epoch 0 left), and the claim waits for epoch 1 to
     # settle although epoch 2, the release epoch, is current. (Rust: the same in
     # contracts/veriloco/src/tests/phases/pipelined_attacks.rs.)
-    env = make_ledger_env(pipelined_spec())
-    env.bond_all([*HOSTS, *VALIDATORS])
     total = env.total_funds()
     cheater_address = env.addr(CHEATER)
-
-    def cheats(_: str, challenge: Challenge) -> str:
-        return "fail" if challenge.host == cheater_address else "pass"
 
     def unbonding() -> list[tuple[int, int]]:
         return [(int(u.amount), u.release_epoch) for u in env.member(CHEATER).unbonding]
@@ -138,7 +144,7 @@ def test_a_stake_unbonded_in_e_plus_1_while_e_settles_is_slashed_by_both_and_cla
     assert unbonding() == [(HOST_STAKE, 2)]
     env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
 
-    play_verdicts(env, 0, cheats)
+    play_verdicts(env, 0, cheats(env))
     row = {h.address: h for h in env.report(0).hosts}[cheater_address]
     assert (row.outcome, int(row.slashed)) == ("invalid", HOST_STAKE // 2)
     assert unbonding() == [(HOST_STAKE // 2, 2)]
@@ -154,7 +160,7 @@ def test_a_stake_unbonded_in_e_plus_1_while_e_settles_is_slashed_by_both_and_cla
     with pytest.raises(ContractError, match=r"^claim: nothing to claim at epoch 1; the next release is at epoch 2"):
         env.claim(CHEATER)
 
-    play_verdicts(env, 1, cheats)
+    play_verdicts(env, 1, cheats(env))
     row = {h.address: h for h in env.report(1).hosts}[cheater_address]
     assert (row.outcome, int(row.stake), int(row.slashed)) == ("invalid", HOST_STAKE, HOST_STAKE // 4)
     for name in HOSTS[:2]:

@@ -3,26 +3,19 @@ for the epoch that settles (pipelined topk2 runs: tests/e2e/test_pipelined_topk2
 
 import logging
 import threading
-from concurrent.futures import FIRST_COMPLETED, wait
+
+from pipelined_network import pipelined_network, tick_until
 
 from node.daemon import Daemon
 from trainer.artifacts import ArtifactSource
 from trainer.behaviour import HostBehaviour
 from trainer.inner import Interrupted
-from trainer.presets import tiny
 from verifier.adversaries import WithheldSource
-from veriloco.behaviours import host_behaviour, validator_behaviour
-from veriloco.commands.simulate import simulation_spec
-from veriloco.network import LocalNetwork, Roster
 
 
 def test_a_pipelined_host_stopped_opens_the_settling_epochs_traps_before_it_exits(tmp_path, load_dataset,
                                                                                    caplog) -> None:
-    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
-                           validators=2, hosts=2).with_changes(phases={"pipelined": True})
-    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None), host_behaviour(None)],
-                                                      validators=[validator_behaviour("honest")] * 2),
-                       load_dataset(spec.data))
+    net = pipelined_network(tmp_path / "net", load_dataset, [HostBehaviour(), HostBehaviour()], validators=2)
     host = net.hosts[1]
 
     def objection_of_0() -> bool:
@@ -31,21 +24,7 @@ def test_a_pipelined_host_stopped_opens_the_settling_epochs_traps_before_it_exit
 
     # Every node acts (host 1 included) until epoch 0 reaches objection with epoch 1 opened from the
     # start vote (a host sends its vote before its trap opening): then host 1 goes quiet.
-    for _ in range(400):
-        acted = []
-        for node in net.nodes:
-            if node is host and objection_of_0():
-                break
-            acted.append(node.tick())
-        else:
-            net.ledger.end_block()
-            busy = [job for h in net.hosts if (job := h.training) is not None]
-            if busy:
-                wait(busy, timeout=60, return_when=FIRST_COMPLETED)
-            elif not any(acted) and net.ledger.height() < (deadline := net.ledger.epoch(0).phase_deadline):
-                net.ledger.wait_for_height(deadline)
-            continue
-        break
+    tick_until(net, lambda node: node is host and objection_of_0())
     assert objection_of_0() and net.ledger.epoch().settling == 0, "epoch 1 opened from its start vote"
     assert not net.ledger.participant(host.address, 0).traps_opened
     daemon = Daemon(host, net.ledger, poll=0.01, drain_s=5)
@@ -62,11 +41,7 @@ def test_a_training_that_ends_after_its_hosts_tick_still_commits(tmp_path, load_
     for its commitment — not a jump to the train deadline, which closes the phase first and leaves
     the host ``absent`` (seen under load in CI). The interleaving is forced here: the host's tick
     returns, then the training it saw running is let finish."""
-    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
-                           validators=2, hosts=1).with_changes(phases={"pipelined": True})
-    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None)],
-                                                      validators=[validator_behaviour("honest")] * 2),
-                       load_dataset(spec.data))
+    net = pipelined_network(tmp_path / "net", load_dataset, [HostBehaviour()], validators=2)
     host = net.hosts[0]
     tick, forced = host.tick, []
 
@@ -87,11 +62,7 @@ def test_a_training_that_ends_after_its_hosts_tick_still_commits(tmp_path, load_
 def test_a_host_closed_mid_training_stops_its_training_thread(tmp_path, load_dataset) -> None:
     """``HostNode.close`` stops a pipelined training at its next step and waits for its thread: the
     training ends interrupted, and no thread of the host is left running."""
-    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
-                           validators=1, hosts=1).with_changes(phases={"pipelined": True})
-    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None)],
-                                                      validators=[validator_behaviour("honest")]),
-                       load_dataset(spec.data))
+    net = pipelined_network(tmp_path / "net", load_dataset, [HostBehaviour()], validators=1)
     host = net.hosts[0]
     training = threading.Event()
     before = set(threading.enumerate())  # other tests' nodes may still run threads of the same names
@@ -140,33 +111,16 @@ def test_a_host_that_hides_its_delta_from_peers_at_the_start_vote_does_not_stop_
     optimistic start finds no holder. They try again on later ticks (a try used to be the epoch's
     only one, so a single committed host kept e + 1 from opening before e settled, free of cost)
     and vote once a validator that passed its last segment serves the Δ by hash."""
-    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
-                           validators=2, hosts=3).with_changes(phases={"pipelined": True})
     griefer = ServesValidatorsOnly()
-    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[HostBehaviour(), HostBehaviour(), griefer],
-                                                      validators=[validator_behaviour("honest")] * 2),
-                       load_dataset(spec.data))
+    net = pipelined_network(tmp_path / "net", load_dataset, [HostBehaviour(), HostBehaviour(), griefer],
+                            validators=2)
     honest = net.hosts[:2]
     griefer.peers = {h.address for h in honest}
 
     def revealed() -> bool:
         return net.ledger.epoch(0).phase not in ("join", "train", "reveal")
 
-    for _ in range(400):  # every node acts until epoch 0's reveal closes, then nobody more
-        acted = []
-        for node in net.nodes:
-            if revealed():
-                break
-            acted.append(node.tick())
-        else:
-            net.ledger.end_block()
-            busy = [job for h in net.hosts if (job := h.training) is not None]
-            if busy:
-                wait(busy, timeout=60, return_when=FIRST_COMPLETED)
-            elif not any(acted) and net.ledger.height() < (deadline := net.ledger.epoch(0).phase_deadline):
-                net.ledger.wait_for_height(deadline)
-            continue
-        break
+    tick_until(net, lambda _: revealed())  # every node acts until epoch 0's reveal closes, then nobody more
     assert revealed() and net.ledger.epoch(0).phase == "verify"
     for host in honest:  # before any validator replayed: the griefer's Δ has no holder yet
         assert not host.tick()
@@ -185,11 +139,7 @@ def test_a_pipelined_host_stopped_while_e_reads_its_leaves_keeps_serving_them(tm
     """Issue 30 review: a Ctrl-C while the validators of the settling epoch e read this host's
     leaves (e in verify) and e + 1 joins: the drain keeps serving e's readers as it does for the
     current epoch's (here until the drain ends: the embedded chain makes no blocks by itself)."""
-    spec = simulation_spec(tiny().with_changes(train={"inner_steps": 8, "segment_steps": 2, "batch_size": 4}),
-                           validators=2, hosts=2).with_changes(phases={"pipelined": True})
-    net = LocalNetwork(spec, tmp_path / "net", Roster(hosts=[host_behaviour(None), host_behaviour(None)],
-                                                      validators=[validator_behaviour("honest")] * 2),
-                       load_dataset(spec.data))
+    net = pipelined_network(tmp_path / "net", load_dataset, [HostBehaviour(), HostBehaviour()], validators=2)
     host = net.hosts[1]
 
     def read_while_1_joins() -> bool:
@@ -197,23 +147,8 @@ def test_a_pipelined_host_stopped_while_e_reads_its_leaves_keeps_serving_them(tm
 
     # Every node acts until epoch 1 opened while epoch 0 is in verify; the validators stay quiet in
     # that verify (their replays would close it early).
-    for _ in range(400):
-        acted = []
-        for node in net.nodes:
-            if read_while_1_joins():
-                break
-            if node in net.validators and net.ledger.epoch(0).phase == "verify":
-                continue
-            acted.append(node.tick())
-        else:
-            net.ledger.end_block()
-            busy = [job for h in net.hosts if (job := h.training) is not None]
-            if busy:
-                wait(busy, timeout=60, return_when=FIRST_COMPLETED)
-            elif not any(acted) and net.ledger.height() < (deadline := net.ledger.epoch(0).phase_deadline):
-                net.ledger.wait_for_height(deadline)
-            continue
-        break
+    tick_until(net, lambda _: read_while_1_joins(),
+               quiet=lambda node: node in net.validators and net.ledger.epoch(0).phase == "verify")
     assert read_while_1_joins() and net.ledger.participant(host.address, 0).challenged
     daemon = Daemon(host, net.ledger, poll=0.01, drain_s=1)
     daemon.stop()

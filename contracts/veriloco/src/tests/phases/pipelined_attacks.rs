@@ -14,6 +14,49 @@ fn member(net: &Net, address: &str) -> Value {
     net.chain.query(json!({"member": {"address": address}}))
 }
 
+/// Epoch 0 played to `verify`, then epoch 1 opened by the hosts' start vote and joined by
+/// everyone: epoch 0 settles while epoch 1 trains. Returns a round-0 seat of epoch 0's
+/// challenge (host 0, segment 0): a validator that owes a vote in the settling epoch.
+fn open_epoch_1(net: &mut Net) -> String {
+    net.play_to_verify();
+    let seat = first_round(&net.challenge(&net.hosts[0], 0))[0].clone();
+    net.propose_start_all(&digest("opt 1"));
+    assert_eq!(net.chain.epoch()["settling"].as_u64(), Some(0));
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    assert_eq!(net.phase(), "train");
+    seat
+}
+
+/// Every host commits in epoch 1, which moves on to `reveal`.
+fn commit_epoch_1(net: &mut Net) {
+    for host in net.hosts.clone() {
+        net.commit(&host);
+    }
+    assert_eq!(net.phase(), "reveal");
+}
+
+/// The settling epoch `epoch`'s verdict rounds played with `decide` (`focus` on it), up to its
+/// `propose`: its report.
+fn verdicts_of(net: &mut Net, epoch: u64, decide: Decide) -> Value {
+    net.focus = Some(epoch);
+    net.play_verdicts(decide);
+    assert_eq!(net.phase(), "propose");
+    net.chain.report(epoch)
+}
+
+/// Every validator votes `pass`, but `silent` does not vote at all.
+fn all_pass_but_silent(silent: String) -> impl Fn(&str, &str, u64) -> Option<&'static str> {
+    move |validator: &str, _: &str, _: u64| {
+        if validator == silent {
+            None
+        } else {
+            Some("pass")
+        }
+    }
+}
+
 #[test]
 fn a_stake_unbonded_in_e_plus_1_while_e_settles_stays_slashable_by_both_epochs() {
     // A host joins epoch 1 while epoch 0 settles, unbonds everything (release: epoch 2), and
@@ -24,29 +67,17 @@ fn a_stake_unbonded_in_e_plus_1_while_e_settles_stays_slashable_by_both_epochs()
     let h = net.hosts.clone();
     let cheater = h[2].clone();
     let cheats = |_: &str, host: &str, _: u64| Some(if host == h[2] { "fail" } else { "pass" });
-    net.play_to_verify();
-    net.propose_start_all(&digest("opt 1"));
-    assert_eq!(net.chain.epoch()["settling"].as_u64(), Some(0));
-    for who in net.everyone() {
-        net.join(&who);
-    }
-    assert_eq!(net.phase(), "train");
+    open_epoch_1(&mut net);
     let unbond = net.chain.ok(
         &cheater,
         json!({"unbond": {"amount": HOST_BOND.to_string()}}),
     );
     assert_eq!(top_attr(&unbond, "release_epoch"), Some("2"));
-    for host in h.iter() {
-        net.commit(host);
-    }
-    assert_eq!(net.phase(), "reveal");
+    commit_epoch_1(&mut net);
     net.chain.check_books();
 
     // Epoch 0 convicts the cheater: half of its stake, all of it unbonding.
-    net.focus = Some(0);
-    net.play_verdicts(&cheats);
-    assert_eq!(net.phase(), "propose");
-    let report = net.chain.report(0);
+    let report = verdicts_of(&mut net, 0, &cheats);
     assert_eq!(row(&report, "hosts", &cheater)["outcome"], "invalid");
     assert_eq!(
         amount(&row(&report, "hosts", &cheater)["slashed"]),
@@ -81,10 +112,7 @@ fn a_stake_unbonded_in_e_plus_1_while_e_settles_stays_slashable_by_both_epochs()
     );
 
     // Epoch 1 convicts it again: half of what epoch 0 left.
-    net.focus = Some(1);
-    net.play_verdicts(&cheats);
-    assert_eq!(net.phase(), "propose");
-    let report = net.chain.report(1);
+    let report = verdicts_of(&mut net, 1, &cheats);
     let r = row(&report, "hosts", &cheater);
     assert_eq!(r["outcome"], "invalid");
     assert_eq!(
@@ -115,29 +143,10 @@ fn a_validator_that_plays_only_the_training_epoch_is_silent_in_the_settling_one(
     // A second epoch's reward in the pool, so that each epoch pays a whole one.
     let funder = net.chain.addr("funder");
     net.chain.pay(&funder, json!({"fund_rewards": {}}), REWARD);
-    net.play_to_verify();
     // The lazy validator: a round-0 seat of epoch 0 (it owes a vote there).
-    let lazy = first_round(&net.challenge(&h[0], 0))[0].clone();
-    net.propose_start_all(&digest("opt 1"));
-    for who in net.everyone() {
-        net.join(&who);
-    }
-    for host in h.iter() {
-        net.commit(host);
-    }
-    assert_eq!(net.phase(), "reveal");
-    let lazy_decide = lazy.clone();
-    let skips_epoch_0 = move |validator: &str, _: &str, _: u64| {
-        if validator == lazy_decide {
-            None
-        } else {
-            Some("pass")
-        }
-    };
-    net.focus = Some(0);
-    net.play_verdicts(&skips_epoch_0);
-    assert_eq!(net.phase(), "propose");
-    let report_0 = net.chain.report(0);
+    let lazy = open_epoch_1(&mut net);
+    commit_epoch_1(&mut net);
+    let report_0 = verdicts_of(&mut net, 0, &all_pass_but_silent(lazy.clone()));
     let r = row(&report_0, "validators", &lazy);
     assert_eq!(r["outcome"], "silent");
     assert_eq!(amount(&r["slashed"]), VALIDATOR_BOND / 5);
@@ -205,15 +214,8 @@ fn a_liar_slashed_in_e_keeps_its_weight_in_e_plus_1_but_cannot_join_e_plus_2() {
     let spec = pipelined_spec_with(json!({"min_validator_stake": "4500000"}));
     let mut net = Net::new(&spec, 2, 4);
     let h = net.hosts.clone();
-    net.play_to_verify();
-    let liar = first_round(&net.challenge(&h[0], 0))[0].clone();
-    net.propose_start_all(&digest("opt 1"));
-    for who in net.everyone() {
-        net.join(&who);
-    }
-    for host in h.iter() {
-        net.commit(host);
-    }
+    let liar = open_epoch_1(&mut net);
+    commit_epoch_1(&mut net);
     let liar_decide = liar.clone();
     let lies = move |validator: &str, _: &str, _: u64| {
         Some(if validator == liar_decide {
@@ -222,10 +224,7 @@ fn a_liar_slashed_in_e_keeps_its_weight_in_e_plus_1_but_cannot_join_e_plus_2() {
             "pass"
         })
     };
-    net.focus = Some(0);
-    net.play_verdicts(&lies);
-    assert_eq!(net.phase(), "propose");
-    let report = net.chain.report(0);
+    let report = verdicts_of(&mut net, 0, &lies);
     let r = row(&report, "validators", &liar);
     assert_eq!(r["outcome"], "wrong");
     assert_eq!(amount(&r["slashed"]), VALIDATOR_BOND / 5);
@@ -264,29 +263,11 @@ fn an_epoch_that_finalizes_before_the_settling_one_keeps_the_books_and_each_slas
     // also silent in epoch 0 pays both, epoch 0's on what epoch 1 left, and the books balance.
     let mut net = Net::new(&spec_with(json!({"phases": {"pipelined": true}})), 2, 4);
     let h = net.hosts.clone();
-    net.play_to_verify();
-    let lazy = first_round(&net.challenge(&h[0], 0))[0].clone();
-    net.propose_start_all(&digest("opt 1"));
-    for who in net.everyone() {
-        net.join(&who);
-    }
-    for host in h.iter() {
-        net.commit(host);
-    }
-    assert_eq!(net.phase(), "reveal");
-    let lazy_decide = lazy.clone();
-    let skips = move |validator: &str, _: &str, _: u64| {
-        if validator == lazy_decide {
-            None
-        } else {
-            Some("pass")
-        }
-    };
-    net.focus = Some(0);
-    net.play_verdicts(&skips);
-    assert_eq!(net.phase(), "propose");
+    let lazy = open_epoch_1(&mut net);
+    commit_epoch_1(&mut net);
+    let report_0 = verdicts_of(&mut net, 0, &all_pass_but_silent(lazy.clone()));
     net.chain.check_books();
-    let (report_0, report_1) = (net.chain.report(0), net.chain.report(1));
+    let report_1 = net.chain.report(1);
     let r1 = row(&report_1, "validators", &lazy);
     assert_eq!(
         (r1["outcome"].as_str(), amount(&r1["slashed"])),
