@@ -370,27 +370,30 @@ class Ledger:
         return self._paged("members", Member, {"role": role}, start_after, limit, MEMBERS_PAGE,
                            lambda m: m.address)
 
-    def epoch(self, epoch: int | None = None, lists: bool = True) -> EpochInfo:
+    def epoch(self, epoch: int | None = None, lists: bool = True, counts: bool = False) -> EpochInfo:
         """One epoch (the current one when ``epoch`` is None).
 
         With ``lists=False`` the contract answers the header only: ``hosts``, ``validators``,
         ``committed`` and ``accepted`` are left empty, and the query's gas does not grow with the
         participants (the full answer nears wasmd's query gas limit at 2,048 of them). A contract
         from before 0.3.2 refuses the ``lists`` field; then the full answer is read instead.
+        ``counts=True`` also asks for the lists' lengths (``counts``, one more point read); a
+        contract from before 0.3.4 refuses that field, and then ``counts`` is None.
         """
-        if lists:
-            return self._read(EpochInfo, {"epoch": {"epoch": epoch}})
-        return self._header_only(lambda msg: self._read(EpochInfo, {"epoch": {"epoch": epoch, **msg}}))
+        def read(msg: dict[str, Any]) -> EpochInfo:
+            return self._read(EpochInfo, {"epoch": {"epoch": epoch, **msg}})
+
+        return self._asking(read, lists, counts)
 
     def epochs(self, start_after: int | None = None, limit: int | None = None,
-               lists: bool = True) -> list[EpochInfo]:
+               lists: bool = True, counts: bool = False) -> list[EpochInfo]:
         """Epochs in order after ``start_after``: up to ``limit``, or all of them (paging through the
-        contract's pages of at most ``EPOCHS_PAGE``). ``lists=False``: headers only, as for
-        :meth:`epoch`."""
+        contract's pages of at most ``EPOCHS_PAGE``). ``lists=False``: headers only, and
+        ``counts=True``: with the lists' lengths, as for :meth:`epoch`."""
         def read(msg: dict[str, Any]) -> list[EpochInfo]:
             return self._paged("epochs", EpochInfo, msg, start_after, limit, EPOCHS_PAGE, lambda e: e.epoch)
 
-        return read({}) if lists else self._header_only(read)
+        return self._asking(read, lists, counts)
 
     def epoch_paged(self, epoch: int | None = None, attempts: int = 3) -> EpochInfo:
         """:meth:`epoch` with its four lists, read without a query that grows with the participants:
@@ -424,15 +427,19 @@ class Ledger:
         raise LedgerError(f"epoch {epoch if epoch is not None else '(current)'} changed while it was read, "
                           f"in each of {attempts} tries")
 
-    def _header_only(self, read: Callable[[dict[str, Any]], R]) -> R:
-        """``read({"lists": False})``; on a contract from before 0.3.2, which refuses that field as
-        unknown, ``read({})`` (the full answer, lists included)."""
-        try:
-            return read({"lists": False})
-        except ContractError as exc:
-            if not is_unknown_field(exc, "lists"):
-                raise
-        return read({})
+    def _asking(self, read: Callable[[dict[str, Any]], R], lists: bool, counts: bool) -> R:
+        """``read`` with ``lists: false`` unless ``lists`` and ``counts: true`` if ``counts``; a
+        contract that refuses one of these fields as unknown (``counts`` before 0.3.4, ``lists``
+        before 0.3.2) is asked again without it, so its answer has no counts, or the lists."""
+        msg: dict[str, Any] = {**({} if lists else {"lists": False}), **({"counts": True} if counts else {})}
+        while True:
+            try:
+                return read(msg)
+            except ContractError as exc:
+                unknown = [name for name in msg if is_unknown_field(exc, name)]
+                if not unknown:
+                    raise
+                msg = {k: v for k, v in msg.items() if k not in unknown}
 
     def participant(self, address: str, epoch: int | None = None) -> ParticipantStatus:
         """``address``'s part in ``epoch`` (the current one when None) and the epoch's phase."""

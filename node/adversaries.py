@@ -74,7 +74,7 @@ class SelectiveRevealHost(HostNode):
         """Its challenged segments, from its pickers' reveals (``protocol.rules.sampling``: the
         union of their picks plus the last segment; its own reveal is no part of them); None while
         any of its pickers has not revealed."""
-        info = self.ledger.epoch(epoch)
+        info = self.ledger.epoch(epoch, lists=False)  # the previous seed: the header's
         joined = {v.address: int(v.stake) for v in self.ledger.report(epoch).validators}
         chosen = pickers(bytes.fromhex(info.prev_seed), self.address, joined, self.spec.verification.seats_cap)
         secrets = {}
@@ -158,10 +158,11 @@ class WithholderValidatorNode(ValidatorNode):
 
     def own_picks(self, epoch: int) -> dict[str, list[int]]:
         """Coalition host -> the segments its secret picks there, for the hosts it is a picker of."""
-        info = self.ledger.epoch(epoch)
-        joined = {v.address: int(v.stake) for v in self.ledger.report(epoch).validators}
+        info = self.ledger.epoch(epoch, lists=False)  # the previous seed: the header's
+        report = self.ledger.report(epoch)  # the hosts and validators, paged
+        joined = {v.address: int(v.stake) for v in report.validators}
         out: dict[str, list[int]] = {}
-        for host in sorted(self.behaviour.coalition & set(info.hosts)):
+        for host in sorted(self.behaviour.coalition & {h.address for h in report.hosts}):
             ver = self.spec.verification
             if self.address in pickers(bytes.fromhex(info.prev_seed), host, joined, ver.seats_cap):
                 out[host] = picks(self.secret(epoch), host, self.spec.train.segments, ver.challenges_k)

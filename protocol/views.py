@@ -87,6 +87,23 @@ class Accounting(Boundary):
     reward_pool: Amount
 
 
+class EpochCounts(Boundary):
+    """How many hosts and validators joined an epoch, how many hosts committed and how many were
+    accepted: the lengths of :class:`EpochInfo`'s four lists, from the epoch's counters
+    (``counts: true``, contract 0.3.4 onwards; docs/contract.md, "Queries")."""
+
+    hosts: Count
+    validators: Count
+    committed: Count
+    accepted: Count
+
+    @classmethod
+    def of(cls, info: EpochInfo) -> EpochCounts:
+        """The lengths of ``info``'s lists (an answer with them)."""
+        return cls(hosts=len(info.hosts), validators=len(info.validators), committed=len(info.committed),
+                   accepted=len(info.accepted))
+
+
 class EpochInfo(Boundary):
     """The state of one epoch as participants need it to act.
 
@@ -115,6 +132,9 @@ class EpochInfo(Boundary):
     validators: list[Address] = Field(default_factory=list)
     committed: list[Address] = Field(default_factory=list)
     accepted: list[Address] = Field(default_factory=list)
+    # The lists' lengths (``counts: true``, contract 0.3.4 onwards); None when not asked for, from
+    # an older contract, or for an epoch whose exclusions were settled by one (read the report).
+    counts: EpochCounts | None = None
     round: Count = 0
     abandoned: bool = False
     closing: ClosingStage | None = None

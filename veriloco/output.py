@@ -24,8 +24,9 @@ from rich.table import Table
 
 from chain.types import TxResult
 
-SCHEMA_VERSION = 1
-"""The version of every ``--json`` document's layout."""
+SCHEMA_VERSION = 2
+"""The version of every ``--json`` document's layout (2: ``epoch list`` prints each epoch's
+``counts`` instead of its four address lists)."""
 
 # Logs, CI and docs are not terminals; Rich would squeeze tables into 80 columns there. Text lines
 # are never wrapped (soft_wrap): a mnemonic or a path must stay on one line to be copied.

@@ -133,8 +133,8 @@ def test_the_header_form_of_epoch_and_epochs_is_the_answer_without_its_four_list
     assert [set(lists) & set(e) for e in page["epochs"]] == [set()] * len(page["epochs"])
     # A contract refuses a field it does not know in the one form the fallback to the full answer
     # recognizes (a code id from before `lists`: tests/node/test_global_store.py).
-    with pytest.raises(ContractError, match=r"^invalid query message: unknown field `list`, expected `epoch` or "
-                                            r"`lists`") as unknown:
+    with pytest.raises(ContractError, match=r"^invalid query message: unknown field `list`, expected one of "
+                                            r"`epoch`, `lists`, `counts`") as unknown:
         env.ledger.backend.query({"epoch": {"epoch": 0, "list": False}})
     assert is_unknown_field(unknown.value, "list") and not is_unknown_field(unknown.value, "lists")
     with pytest.raises(ContractError, match=r"^invalid query message: invalid type: string"):

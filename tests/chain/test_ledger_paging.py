@@ -6,7 +6,8 @@ from ledger_env import EmbeddedDriver, LedgerEnv, make_spec
 from test_contract_epoch import HOSTS, VALIDATORS, ready
 
 import chain.ledger
-from chain.ledger import EPOCHS_PAGE, MEMBERS_PAGE, LedgerError
+from chain.ledger import EPOCHS_PAGE, MEMBERS_PAGE, ContractError, LedgerError
+from protocol.views import EpochCounts
 
 
 def test_epochs_beyond_one_contract_page(embedded_env) -> None:
@@ -76,3 +77,31 @@ def test_an_epoch_read_paged_equals_its_full_answer(embedded_env, monkeypatch) -
     monkeypatch.setattr(env.ledger, "report", lambda epoch: report(epoch).model_copy(update={"phase": "verify"}))
     with pytest.raises(LedgerError, match="changed while it was read, in each of 2 tries"):
         env.ledger.epoch_paged(e, attempts=2)
+
+
+def test_epoch_counts_are_the_lists_lengths_and_absent_from_a_contract_that_refuses_them(
+        embedded_env, monkeypatch) -> None:
+    # Contract 0.3.4 answers `counts` on request; before it, the field is refused as unknown (this
+    # form, both backends: tests/chain/test_contract_queries.py) and the ledger asks without it.
+    env = embedded_env
+    ready(env)
+    env.play_epoch(HOSTS, VALIDATORS)
+    full = env.ledger.epochs()
+    headers = env.ledger.epochs(lists=False, counts=True)
+    assert [e.counts for e in headers] == [EpochCounts.of(e) for e in full]
+    assert headers[0].counts is not None and headers[0].counts.accepted == len(HOSTS)
+    assert env.ledger.epoch(0, counts=True).counts == headers[0].counts  # with the lists too
+    assert EpochCounts.of(env.ledger.epoch_paged(0)) == headers[0].counts
+    asked: list[dict] = []
+    original = type(env.ledger.backend).query
+
+    def older(backend, msg):  # a contract from before 0.3.4
+        asked.append(msg)
+        if any("counts" in args for args in msg.values()):
+            raise ContractError("invalid query message: unknown field `counts`, expected one of `epoch`, `lists`",
+                                contract="c", entry_point="query")
+        return original(backend, msg)
+
+    monkeypatch.setattr(type(env.ledger.backend), "query", older)
+    assert env.ledger.epoch(0, lists=False, counts=True) == headers[0].model_copy(update={"counts": None})
+    assert asked == [{"epoch": {"epoch": 0, "lists": False, "counts": True}}, {"epoch": {"epoch": 0, "lists": False}}]

@@ -52,11 +52,18 @@ def test_operator_commands_read_a_saved_run(saved_run, tmp_path) -> None:
     home = tmp_path / "home"
     Keystore.in_home(home).add("alice", sim_key("host-0"), "pw", scrypt_n=2**10)  # a key of the run's
     epochs = json.loads(cli("epoch", "list", "--json", "--network", str(saved_run), home=home).stdout)
-    assert epochs["schema_version"] == 1
+    assert epochs["schema_version"] == 2
     assert [e["epoch"] for e in epochs["epochs"]] == [0, 1, 2]
     assert [e["agreed"] for e in epochs["epochs"][:2]] == [True, True]
     report = json.loads(cli("report", "1", "--json", "--network", str(saved_run), home=home).stdout)
-    assert report["schema_version"] == 1 and report["denom"] == "inj"
+    assert report["schema_version"] == 2 and report["denom"] == "inj"
+    # Headers with their counts (contract 0.3.4), not the lists: the counts are the report's.
+    listed = epochs["epochs"][1]
+    assert "hosts" not in listed
+    hosts = report["report"]["hosts"]
+    assert listed["counts"] == {"hosts": len(hosts), "validators": len(report["report"]["validators"]),
+                                "committed": sum(h["commitment"] is not None for h in hosts),
+                                "accepted": sum(h["outcome"] == "accepted" for h in hosts)}
     assert {h["outcome"] for h in report["report"]["hosts"]} == {"accepted"} and report["report"]["next_model_hash"]
     done = cli("report", "1", "--plot", str(tmp_path / "loss.png"), "--network", str(saved_run), home=home)
     assert "accepted" in done.stdout and "validation loss of θ_2" in done.stdout
@@ -127,7 +134,7 @@ def test_simulate_json_is_one_document_on_stdout(tmp_path) -> None:
     done = cli("simulate", "--synchronous", "--preset", "tiny", "--epochs", "1", "--hosts", "1", "--cheaters", "1",
                "--validators", "2", "--metrics", str(tmp_path / "live"), "--json", home=tmp_path / "home")
     result = json.loads(done.stdout)
-    assert result["schema_version"] == 1 and result["funds_conserved"] is True
+    assert result["schema_version"] == 2 and result["funds_conserved"] is True
     assert result["pipelined"] is False and result["trained_while_settling"] == {}
     assert "on the embedded chain, synchronous;" in done.stderr
     assert [r["epoch"] for r in result["reports"]] == [0] and result["val_loss_next"][0] is not None

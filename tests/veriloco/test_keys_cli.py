@@ -140,7 +140,7 @@ def test_an_altered_entry_is_flagged_refused_and_can_be_deleted(keys) -> None:
     assert gone.exit_code == 0 and f"deleted key alice ({INJ_ETH})" in gone.stdout
     assert [r["name"] for r in ok_json(keys("list", "--json"))["keys"]] == ["mallory"]
     deleted = ok_json(keys("delete", "mallory", "--yes", "--json"))
-    assert deleted == {"deleted": "mallory", "address": mallory["address"], "schema_version": 1}
+    assert deleted == {"deleted": "mallory", "address": mallory["address"], "schema_version": 2}
     missing = keys("delete", "alice", "--yes")
     assert missing.exit_code != 0 and "no key named 'alice'" in str(missing.exception)
 

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from chain.ledger import ContractError
+from protocol.views import EpochCounts
 from veriloco.commands import tx_flags
 from veriloco.commands.common import Home, Json, KeyName, Network, key_names, open_key
 from veriloco.connect import load_network, open_ledger
@@ -26,22 +27,27 @@ from veriloco.report import (
 
 app = typer.Typer(help="Inspect epochs.", no_args_is_help=True)
 
+# An epoch's address lists; `epoch list` prints their lengths (`EpochInfo.counts`), not them.
+LISTS = ("hosts", "validators", "committed", "accepted")
+
 
 @app.command("list")
 @tx_flags.reads
 def list_(network: Network = None, home: Home = None, json: Json = False,
           limit: Annotated[int | None, typer.Option(help="at most this many (default: all)")] = None) -> None:
-    """Every epoch: phase, model hashes, participants."""
+    """Every epoch: phase, model hashes, how many participants (--json: the headers with their counts)."""
     with open_ledger(load_network(network, home)) as ledger:
-        # Headers in pages, then each epoch's lists from its paged report: no query grows with the
-        # participants (the full `epochs` page is past a node's query gas at 2,048 of them).
-        epochs = [ledger.epoch_paged(e.epoch) for e in ledger.epochs(limit=limit, lists=False)]
+        # Headers with their counts in pages: no query grows with the participants (the full
+        # `epochs` page is past a node's query gas at 2,048 of them). Only an epoch without
+        # counts (contract before 0.3.4, or exclusions settled by one) reads its paged report.
+        epochs = [e if e.counts is not None
+                  else e.model_copy(update={"counts": EpochCounts.of(ledger.epoch_paged(e.epoch))})
+                  for e in ledger.epochs(limit=limit, lists=False, counts=True)]
     if json:
-        print_json({"epochs": epochs})
+        print_json({"epochs": [e.model_dump(mode="json", exclude=set(LISTS)) for e in epochs]})
         return
-    console.print(table("epochs", ["epoch", "phase", "hosts", "validators", "committed", "accepted",
-                                   "θ_e", "θ_e+1", "θ_e+1 vote"],
-                        [[e.epoch, e.phase, len(e.hosts), len(e.validators), len(e.committed), len(e.accepted),
+    console.print(table("epochs", ["epoch", "phase", *LISTS, "θ_e", "θ_e+1", "θ_e+1 vote"],
+                        [[e.epoch, e.phase, *(getattr(e.counts, name) for name in LISTS),
                           e.model_hash[:12], (e.next_model_hash or "")[:12],
                           agreement(e.agreed) if e.next_model_hash or e.agreed is not None else ""]
                          for e in epochs]))

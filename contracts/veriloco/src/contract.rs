@@ -287,13 +287,18 @@ pub fn query(deps: Deps, _env: Env, msg: QueryMsg) -> Result<Binary, ContractErr
             members: queries::members(deps, role, start_after.as_deref(), limit)?,
         }),
         QueryMsg::Accounting {} => to_json(&queries::accounting(deps)?),
-        QueryMsg::Epoch { epoch, lists } => to_json(&queries::epoch(deps, epoch, lists)?),
+        QueryMsg::Epoch {
+            epoch,
+            lists,
+            counts,
+        } => to_json(&queries::epoch(deps, epoch, lists, counts)?),
         QueryMsg::Epochs {
             start_after,
             limit,
             lists,
+            counts,
         } => to_json(&EpochsResponse {
-            epochs: queries::epochs(deps, start_after, limit, lists)?,
+            epochs: queries::epochs(deps, start_after, limit, lists, counts)?,
         }),
         QueryMsg::Challenges {
             epoch,

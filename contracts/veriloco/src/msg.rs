@@ -164,14 +164,18 @@ pub enum QueryMsg {
     Accounting {},
     /// One epoch (the current one when `epoch` is omitted). `lists: false` (0.3.2 onwards)
     /// answers the header only, without the four address lists: a few point reads whatever
-    /// the number of participants.
+    /// the number of participants. `counts: true` (0.3.4 onwards) adds the lists' lengths
+    /// (`counts`, one more point read): opt-in, so a node from before 0.3.4, which refuses
+    /// unknown answer fields, reads a 0.3.4 contract unchanged.
     Epoch {
         #[serde(default)]
         epoch: Option<u64>,
         #[serde(default)]
         lists: Option<bool>,
+        #[serde(default)]
+        counts: Option<bool>,
     },
-    /// Epochs in ascending order after `start_after` (`lists` as for `epoch`).
+    /// Epochs in ascending order after `start_after` (`lists`, `counts` as for `epoch`).
     Epochs {
         #[serde(default)]
         start_after: Option<u64>,
@@ -179,6 +183,8 @@ pub enum QueryMsg {
         limit: Option<u32>,
         #[serde(default)]
         lists: Option<bool>,
+        #[serde(default)]
+        counts: Option<bool>,
     },
     /// The challenges `validator` must replay in `epoch`, from the challenged hosts after
     /// `start_after` in address order, scanning at most `limit` of them; `next` in the answer is
@@ -290,6 +296,9 @@ pub struct EpochInfo {
     pub committed: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accepted: Option<Vec<String>>,
+    /// The four lists' lengths, from the epoch's counters (`counts: true`, 0.3.4 onwards).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counts: Option<EpochCounts>,
     /// The dispute round in progress (0: none).
     pub round: u32,
     /// Closed unplayed: the join phase ran out of extensions.
@@ -307,6 +316,16 @@ pub struct EpochInfo {
     /// `epoch {}` of a pipelined run: the older epoch still settling, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settling: Option<u64>,
+}
+
+/// How many hosts and validators joined an epoch, committed, and were accepted: the lengths of
+/// `EpochInfo`'s four lists (`protocol.views.EpochCounts`).
+#[derive(Serialize, Debug, PartialEq, Eq)]
+pub struct EpochCounts {
+    pub hosts: u32,
+    pub validators: u32,
+    pub committed: u32,
+    pub accepted: u32,
 }
 
 #[derive(Serialize)]

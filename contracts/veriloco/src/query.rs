@@ -20,13 +20,13 @@ use crate::limits::{
 };
 use crate::msg::{
     AccountingResponse, AggregationInput, ChallengeInfo, ChallengeReport, CommitmentView,
-    ComputeClassStatus, ConfigResponse, EpochInfo, HostReport, ParticipantStatus, ProposalView,
-    ReportPage, StandbyResponse, ValidatorCounts, ValidatorPart, VoteView,
+    ComputeClassStatus, ConfigResponse, EpochCounts, EpochInfo, HostReport, ParticipantStatus,
+    ProposalView, ReportPage, StandbyResponse, ValidatorCounts, ValidatorPart, VoteView,
 };
 use crate::records::{
-    self, Assignment, EpochHeader, Outcome, Phase, ASSIGNMENTS, COMMITMENTS, HEADERS, PARTICIPANTS,
-    PAYOUTS, PROPOSALS, READY, REVEALS, REVOTE, REVOTE_COMMITS, SEATED, TRAPS, VERDICT_COMMITS,
-    VOTES,
+    self, Assignment, EpochHeader, Outcome, Phase, Stage, ASSIGNMENTS, COMMITMENTS, HEADERS,
+    PARTICIPANTS, PAYOUTS, PROPOSALS, READY, REVEALS, REVOTE, REVOTE_COMMITS, SEATED, TRAPS,
+    VERDICT_COMMITS, VOTES,
 };
 use crate::sittings::{self, COUNTED};
 use crate::state::{self, MemberView, Role, CONFIG, SPEC, TOTALS};
@@ -142,19 +142,78 @@ fn lists(storage: &dyn Storage, e: u64) -> Result<Lists, ContractError> {
     Ok((hosts, validators, committed, accepted))
 }
 
-/// An epoch's answer: its header and, when `with_lists`, its four address lists (absent
-/// otherwise, so the answer costs the same whatever the number of participants).
+/// The lengths of the four lists of epoch `header`, from its counters (`en/`): join counts each
+/// seat once (an eviction swaps one seat for another), commit each commitment, finalize each
+/// accepted host and the exclusions stage each host it withdrew. Every version kept all but the
+/// last (the phases wait on them); an epoch whose exclusions stage began on a contract before
+/// 0.3.4 has no tally of its withdrawals, so its counts are None (the caller reads its paged
+/// report): rare, and only a scan of the epoch's exclusions could rebuild it, which would make
+/// `migrate` grow with the run. A few point reads either way.
+fn counts(
+    storage: &dyn Storage,
+    header: &EpochHeader,
+) -> Result<Option<EpochCounts>, ContractError> {
+    let e = header.epoch;
+    let c = records::load_counts(storage, e)?;
+    if c.withdrawn.is_none() {
+        let stage_ran = header.phase == Phase::Closed
+            || header
+                .closing
+                .as_ref()
+                .map_or(false, |c| c.stage == Stage::Exclusions);
+        let excluded = match crate::epoch::agreed_hash(header, &c) {
+            Some(hash) if stage_ran => crate::epoch::finalize::has_exclusions(storage, e, &hash)?,
+            _ => false,
+        };
+        if excluded {
+            return Ok(None);
+        }
+    }
+    Ok(Some(EpochCounts {
+        hosts: c.hosts,
+        validators: c.validators,
+        committed: c.committed,
+        accepted: c.accepted - c.withdrawn.unwrap_or(0),
+    }))
+}
+
+/// What an epoch's answer carries besides its header: the four address lists (grow with the
+/// participants) and their lengths (one point read).
+#[derive(Clone, Copy)]
+struct Parts {
+    lists: bool,
+    counts: bool,
+}
+
+impl Parts {
+    /// Lists unless `lists: false`; counts only with `counts: true`.
+    fn of(lists: Option<bool>, counts: Option<bool>) -> Self {
+        Parts {
+            lists: lists.unwrap_or(true),
+            counts: counts.unwrap_or(false),
+        }
+    }
+}
+
+/// An epoch's answer: its header and, when `parts.lists`, its four address lists (absent
+/// otherwise, so the answer costs the same whatever the number of participants), and their
+/// lengths when `parts.counts`.
 fn info(
     storage: &dyn Storage,
     header: EpochHeader,
-    with_lists: bool,
+    parts: Parts,
 ) -> Result<EpochInfo, ContractError> {
     let e = header.epoch;
-    let (hosts, validators, committed, accepted) = if with_lists {
+    let (hosts, validators, committed, accepted) = if parts.lists {
         let (h, v, c, a) = lists(storage, e)?;
         (Some(h), Some(v), Some(c), Some(a))
     } else {
         (None, None, None, None)
+    };
+    let counts = if parts.counts {
+        counts(storage, &header)?
+    } else {
+        None
     };
     Ok(EpochInfo {
         epoch: e,
@@ -170,6 +229,7 @@ fn info(
         validators,
         committed,
         accepted,
+        counts,
         round: header.round,
         abandoned: header.abandoned,
         closing: header.closing.as_ref().map(|c| c.stage.as_str()),
@@ -191,10 +251,11 @@ pub fn epoch(
     deps: Deps,
     epoch: Option<u64>,
     lists: Option<bool>,
+    counts: Option<bool>,
 ) -> Result<EpochInfo, ContractError> {
     let e = epoch_or_current(deps.storage, epoch)?;
-    let with_lists = lists.unwrap_or(true);
-    let mut answer = info(deps.storage, header(deps.storage, "epoch", e)?, with_lists)?;
+    let parts = Parts::of(lists, counts);
+    let mut answer = info(deps.storage, header(deps.storage, "epoch", e)?, parts)?;
     if epoch.is_none() {
         answer.settling = state::SETTLING.may_load(deps.storage)?;
     }
@@ -206,13 +267,14 @@ pub fn epochs(
     start_after: Option<u64>,
     limit: Option<u32>,
     lists: Option<bool>,
+    counts: Option<bool>,
 ) -> Result<Vec<EpochInfo>, ContractError> {
     let limit = limit.unwrap_or(EPOCHS_PAGE_DEFAULT).min(EPOCHS_PAGE) as usize;
-    let with_lists = lists.unwrap_or(true);
+    let parts = Parts::of(lists, counts);
     HEADERS
         .page(deps.storage, start_after, limit)?
         .into_iter()
-        .map(|(_, h)| info(deps.storage, h, with_lists))
+        .map(|(_, h)| info(deps.storage, h, parts))
         .collect()
 }
 

@@ -7,7 +7,7 @@
 //! | key | value | written by |
 //! | --- | --- | --- |
 //! | `ep/` e | [`EpochHeader`] (phase, deadline, hashes, seed, settlement totals) | phase changes |
-//! | `en/` e | [`Counts`] (how many joined, committed, revealed, voted, proposed) | every epoch message |
+//! | `en/` e | [`Counts`] (how many joined, committed, revealed, voted, proposed, were accepted or withdrawn) | every epoch message, finalize, exclusions |
 //! | `pa/` e addr | [`Participant`] (role, stake at join, beacon commitment) | join |
 //! | `po/` e addr | [`Payout`] (outcome, slashed, reward, catcher share) | sit_out, reveal close (absent, absent_excused, no_reveal), finalize |
 //! | `cm/` e addr | [`Commitment`] | commit |
@@ -496,8 +496,13 @@ pub struct Counts {
     /// Final-round commitments the disputed challenges expect.
     #[serde(rename = "fe", default, skip_serializing_if = "is_zero_u32")]
     pub final_expected: u32,
+    /// Hosts finalize accepted (never lowered: `propose` waits for their proposals).
     #[serde(rename = "a", default, skip_serializing_if = "is_zero_u32")]
     pub accepted: u32,
+    /// Of those, the hosts the exclusions stage slashed (no longer accepted): Some from the
+    /// stage's start on a 0.3.4+ contract, None when no such stage began there.
+    #[serde(rename = "xw", default, skip_serializing_if = "Option::is_none")]
+    pub withdrawn: Option<u32>,
     /// The segments the accepted hosts committed (S each, fewer for a partial epoch).
     #[serde(rename = "as", default, skip_serializing_if = "is_zero_u32")]
     pub accepted_segments: u32,

@@ -659,6 +659,8 @@ pub fn exclusions_page(
         if books.payouts.get(storage, e, host)?.outcome != Outcome::Accepted {
             continue;
         }
+        let withdrawn = &mut ep.counts_mut().withdrawn;
+        *withdrawn = Some(withdrawn.unwrap_or(0) + 1);
         let passers = last_segment_passers(storage, e, host)?;
         let mut offenders = vec![(host.clone(), Outcome::Unavailable)];
         offenders.extend(passers.iter().map(|v| (v.clone(), Outcome::Wrong)));

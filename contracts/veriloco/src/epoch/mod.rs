@@ -403,6 +403,8 @@ fn close_phase(
                 None => false,
             };
             if excluded {
+                // Counted from the start, so `epoch {counts: true}` knows the stage's tally is whole.
+                ep.counts_mut().withdrawn = Some(0);
                 begin_close(ep, Closing::at(Stage::Exclusions), at);
                 Ok(())
             } else {

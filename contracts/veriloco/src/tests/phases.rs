@@ -181,8 +181,30 @@ impl Chain {
         self.check_books();
         if result.is_ok() {
             self.check_sittings();
+            self.check_counts();
         }
         result
+    }
+
+    /// After every transaction, in every epoch, the `counts` of the answer (the epoch's
+    /// counters) equal the lengths of its four lists (scans of its records), mid-close too.
+    fn check_counts(&self) {
+        let epochs: Vec<u64> = HEADERS
+            .range(&self.deps.storage, None, Order::Ascending)
+            .map(|r| r.unwrap().0)
+            .collect();
+        for e in epochs {
+            let answer = self.query(json!({"epoch": {"epoch": e, "counts": true}}));
+            assert!(answer["counts"].is_object(), "epoch {e}: counts absent");
+            for key in ["hosts", "validators", "committed", "accepted"] {
+                assert_eq!(
+                    answer["counts"][key].as_u64().unwrap() as usize,
+                    answer[key].as_array().unwrap().len(),
+                    "epoch {e} phase {}: {key}",
+                    answer["phase"]
+                );
+            }
+        }
     }
 
     /// After every transaction, in every epoch whose sittings are counted, each validator's
@@ -1306,6 +1328,22 @@ fn a_header_only_epoch_query_omits_the_lists_and_reads_the_same_at_any_size() {
         let page = chain.query(json!({"epochs": {}}));
         assert_eq!(page["epochs"][0]["hosts"], full["hosts"]);
         let (page_reads, _) = counted_query(chain, json!({"epochs": {"lists": false}}));
+        // `counts: true` (0.3.4) adds the lists' lengths for one more read, lists or not.
+        let (counted_reads, counted) =
+            counted_query(chain, json!({"epoch": {"lists": false, "counts": true}}));
+        let want =
+            json!({"hosts": hosts, "validators": validators, "committed": hosts, "accepted": 0});
+        let mut with_counts = expected.clone();
+        with_counts["counts"] = want.clone();
+        assert_eq!(counted, with_counts);
+        assert_eq!(counted_reads, header_reads + 1);
+        assert_eq!(
+            chain.query(json!({"epoch": {"counts": true}}))["counts"],
+            want
+        );
+        assert_eq!(chain.query(json!({"epoch": {"counts": false}})), full);
+        let page = chain.query(json!({"epochs": {"lists": false, "counts": true}}));
+        assert_eq!(page, json!({ "epochs": [with_counts] }));
         reads.push((header_reads, page_reads));
     }
     // The header form reads the same records whatever the number of participants.
@@ -1315,6 +1353,8 @@ fn a_header_only_epoch_query_omits_the_lists_and_reads_the_same_at_any_size() {
         json!({"epoch": {"lists": "no"}}),
         json!({"epochs": {"lists": 0}}),
         json!({"epochs": {"list": false}}),
+        json!({"epoch": {"counts": "yes"}}),
+        json!({"epochs": {"counts": 1}}),
     ] {
         let text = msg.to_string();
         assert!(parse_json::<QueryMsg>("query message", text.as_bytes()).is_err());
@@ -2941,10 +2981,21 @@ fn last_segment_passers(report: &Value, host: &str) -> Vec<String> {
 fn an_exclusion_backed_by_the_agreed_majority_slashes_the_withholder_and_its_passers() {
     // h0, h1, h2 (3/4 of the accepted stake) could get h3's Δ from nobody: they aggregate
     // without it and say so; the model they agree on is the next θ.
-    let (net, s) = propose_with_exclusions(None, &[(0, "A", &[3]), (1, "A", &[3]), (2, "A", &[3])]);
+    let (mut net, s) =
+        propose_with_exclusions(None, &[(0, "A", &[3]), (1, "A", &[3]), (2, "A", &[3])]);
     let h = net.hosts.clone();
     assert_eq!(s.next.0, json!(digest("A")));
     let r = &s.report;
+    // The counts (0.3.4): four accepted at finalize, one withdrawn by the exclusions stage. An
+    // epoch whose stage ran on an older contract (no tally of withdrawals) answers no counts.
+    let e = r["epoch"].as_u64().unwrap();
+    let query = json!({"epoch": {"epoch": e, "lists": false, "counts": true}});
+    assert_eq!(net.chain.query(query.clone())["counts"]["accepted"], 3);
+    let mut older = records::load_counts(&net.chain.deps.storage, e).unwrap();
+    assert_eq!((older.accepted, older.withdrawn), (4, Some(1)));
+    older.withdrawn = None;
+    records::COUNTS.save(&mut net.chain.deps.storage, e, &older);
+    assert_eq!(net.chain.query(query)["counts"], Value::Null);
     let withholder = row(r, "hosts", &h[3]);
     assert_eq!(withholder["outcome"], "unavailable");
     assert_eq!(withholder["reward"], "0");
