@@ -5,7 +5,8 @@ own ``topk2`` rule, the ``spec.rule`` it recorded, or ``--margin-topk2`` to re-r
 gains under another absolute part; and int8's 0.02 + 5 %), the worst deficit over that allowance (and
 its epoch), the largest deficit in nats; and ‖β·r‖ ÷ ‖Δ‖ (the carried residual over the Δ trained) at
 the last epoch and its peak. Deficits and allowances are ``trainer.probe``'s (``probe_deficits``,
-``probe_allowance``) on the recorded ``sent`` gains, the Δ̂s the probe scores.
+``probe_allowance``) on the recorded ``sent`` gains, the Δ̂s the probe scores, computed as
+``bench/topk2_probe_summary.py`` computes them (``host_ratios``, ``deficits``).
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/topk2_decay_summary.py run.json… [--margin-topk2 0.03]``
 """
@@ -18,7 +19,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from trainer.probe import PROBE_RELATIVE_BPS, PROBE_RELATIVE_BPS_TOPK2, probe_allowance, probe_deficits
+# The per-configuration summary's deficits and ratios (sibling script: bench/ is on the path when this one runs).
+from topk2_probe_summary import deficits, host_ratios
+
+from trainer.probe import PROBE_RELATIVE_BPS, PROBE_RELATIVE_BPS_TOPK2
 
 INT8_MARGIN = 20_000
 """int8's allowance in µnats at the default ``aggregation.probe_margin`` (0.02 nats)."""
@@ -31,11 +35,9 @@ def summarise(rows: list[dict[str, Any]], margin: int) -> dict[str, Any]:
     out: dict[str, Any] = {"host_epochs": 0, "left_out": 0, "left_out_int8": 0, "worst": 0.0, "worst_epoch": None,
                            "worst_int8": 0.0, "largest_deficit_nats": 0.0}
     for row in rows:
-        gains = {f"host-{i}": int(g) for i, g in enumerate(row["gains"]["sent"])}
-        for host, deficit in probe_deficits(gains).items():
-            median = gains[host] + deficit
-            ratio = float(deficit / probe_allowance(median, margin, PROBE_RELATIVE_BPS_TOPK2))
-            ratio8 = float(deficit / probe_allowance(median, INT8_MARGIN, PROBE_RELATIVE_BPS))
+        for topk2, int8, deficit in zip(host_ratios(row, margin, PROBE_RELATIVE_BPS_TOPK2),
+                                        host_ratios(row, INT8_MARGIN, PROBE_RELATIVE_BPS), deficits(row), strict=True):
+            ratio, ratio8 = float(topk2), float(int8)
             out["host_epochs"] += 1
             out["left_out"] += ratio > 1
             out["left_out_int8"] += ratio8 > 1

@@ -21,14 +21,24 @@ from typing import Any
 # The bench's host addresses (sibling script: bench/ is on the path when this one runs).
 from probe_check import address
 
-from trainer.probe import probe_allowance
+from trainer.probe import probe_allowance, probe_deficits
+
+
+def deficits(row: dict[str, Any]) -> list[Fraction]:
+    """Per host (in the run's order), how far its Δ̂'s gain is below the median it was compared with:
+    as the run recorded it, or, for a run from before the bench recorded deficits (every host whole),
+    from its gains (``trainer.probe.probe_deficits``)."""
+    if "deficits" in row:
+        return [Fraction(d) for d in row["deficits"]]
+    gains = {address(i): int(g) for i, g in enumerate(row["gains"]["sent"])}
+    computed = probe_deficits(gains)
+    return [computed[address(i)] for i in range(len(gains))]
 
 
 def host_ratios(row: dict[str, Any], margin: int, bps: int) -> list[Fraction]:
     """Per host (in the run's order), its Δ̂'s deficit over the allowance at the median it was compared
     with (the gain plus the deficit)."""
-    gains, deficits = row["gains"]["sent"], row["deficits"]
-    return [Fraction(d) / probe_allowance(g + d, margin, bps) for g, d in zip(gains, deficits, strict=True)]
+    return [d / probe_allowance(g + d, margin, bps) for g, d in zip(row["gains"]["sent"], deficits(row), strict=True)]
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -37,29 +47,34 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     margin, bps = runs[0]["spec"]["rule"]
     segments = runs[0]["spec"]["segments"]
     part = next((i for i, s in enumerate(segments) if s < max(segments)), None)
-    ratios, deficits, part_ratios, part_deficits, shares, left, part_left = [], [], [], [], [], 0, 0
+    ratios: list[Fraction] = []
+    largest: list[Fraction] = []
+    part_ratios: list[Fraction] = []
+    part_deficits: list[Fraction] = []
+    shares: list[float] = []
+    left, part_left = 0, 0
     host_epochs, int8 = 0, 0.0
     for run in runs:
         for row in run["rows"]:
-            r = host_ratios(row, margin, bps)
+            r, d = host_ratios(row, margin, bps), deficits(row)
             host_epochs += len(r)
             ratios += r
-            deficits += row["deficits"]
+            largest += d
             left += len(row["rule_left_out"])
             int8 = max(int8, row["worst"]["sent"][0])  # over the bench's --margin + 5 % (int8's rule)
             if part is not None:
                 part_ratios.append(r[part])
-                part_deficits.append(row["deficits"][part])
+                part_deficits.append(d[part])
                 part_left += int(address(part) in row["rule_left_out"])
                 whole = sorted(g for i, g in enumerate(row["gains"]["sent"]) if i != part)
                 if whole[(len(whole) - 1) // 2] > 0:  # its gain over its whole peers' lower median
                     shares.append(row["gains"]["sent"][part] / whole[(len(whole) - 1) // 2])
     out: dict[str, Any] = {"host_epochs": host_epochs, "excluded": left, "worst_over_allowance": float(max(ratios)),
-                           "largest_deficit": max(deficits) / 1e6, "worst_over_int8": int8, "partial": None}
+                           "largest_deficit": float(max(largest)) / 1e6, "worst_over_int8": int8, "partial": None}
     if part is not None:
         out["partial"] = {"host": part, "segments": segments[part], "of": max(segments),
                           "worst_over_allowance": float(max(part_ratios)),
-                          "largest_deficit": max(part_deficits) / 1e6, "excluded": part_left,
+                          "largest_deficit": float(max(part_deficits)) / 1e6, "excluded": part_left,
                           "gain_share": [round(min(shares), 2), round(statistics.median(shares), 2)]}
     return out
 
