@@ -72,7 +72,6 @@ class Measured(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     k: int = 2  # the presets' picks per picker (plus the last segment)
-    r: int = 2  # seats per challenge before the settlement game (kept for old costs files; unused)
     # SHA-256 on one thread, otherwise idle machine (benchmarks.md, "Scale: the small preset").
     sha256_GBps: float = 1.98
     # int8 Δ with a float32 scale per 64 (benchmarks.md, "Scale: the small preset").
@@ -89,7 +88,7 @@ class Measured(BaseModel):
     @classmethod
     def from_costs(cls, costs: dict) -> Measured:
         """Override the per-byte figures with a ``bench/scale_costs.py --json`` output."""
-        return cls(k=costs["k"], r=costs["r"], sha256_GBps=costs["limits"]["sha256_GBps"],
+        return cls(k=costs["k"], sha256_GBps=costs["limits"]["sha256_GBps"],
                    delta_bytes_per_param=costs["delta_bytes_per_param"])
 
 

@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from protocol.rules.hashing import tagged_hash
-from protocol.rules.sampling import challenge_seats, pickers
-from trainer.presets import mean_pickers, preset, replay_share
+from protocol.rules.sampling import challenge_seats
+from trainer.presets import picker_committees, preset, replay_share
 
 VALIDATOR_COUNTS = (2, 3, 4, 8, 16, 32, 64, 128, 256, 1024)
 SEATS_CAPS = (19, 10, 7)
@@ -54,18 +54,16 @@ def shield_bound(seats_cap: int, beta: float = BETA) -> float:
     return beta ** seats_cap
 
 
-def mean_challenges(stakes: Sequence[int], seats_cap: int, segments: int, k: int, hosts: int = 512) -> float:
+def mean_challenges(committees: dict[str, list[str]], segments: int, k: int) -> float:
     """A host's mean number of challenges (distinct segments its pickers' picks and the last segment
-    make, ``protocol.rules.sampling.challenge_seats``) with each picker's secret drawn at random
-    (deterministically, from the picker and the host): what the host recomputes and uploads."""
-    validators = {f"validator-{i:04d}": stake for i, stake in enumerate(stakes)}
+    make, ``protocol.rules.sampling.challenge_seats``) over ``committees`` (host -> its pickers,
+    ``trainer.presets.picker_committees``), each picker's secret drawn at random (deterministically,
+    from the picker and the host): what the host recomputes and uploads."""
     total = 0
-    for h in range(hosts):
-        host = f"host-{h:04d}"
-        secrets = {v: tagged_hash("bench/secret", v.encode(), host.encode())
-                   for v in pickers(bytes(32), host, validators, seats_cap)}
+    for host, chosen in committees.items():
+        secrets = {v: tagged_hash("bench/secret", v.encode(), host.encode()) for v in chosen}
         total += len(challenge_seats(secrets, host, segments, k))
-    return total / hosts
+    return total / len(committees)
 
 
 def zipf(count: int) -> list[int]:
@@ -74,7 +72,8 @@ def zipf(count: int) -> list[int]:
 
 
 def row(label: str, stakes: Sequence[int], seats_cap: int, hosts: int) -> dict[str, float | int | str]:
-    p = mean_pickers(stakes, seats_cap, hosts)
+    committees = picker_committees(stakes, seats_cap, hosts)  # drawn once for every figure below
+    p = sum(map(len, committees.values())) / hosts
     out: dict[str, float | int | str] = {"stakes": label, "validators": len(stakes), "seats_cap": seats_cap,
                                          "pickers": p, "shield_bound": shield_bound(seats_cap)}
     for name in ("small", "gpt124m"):
@@ -83,7 +82,7 @@ def row(label: str, stakes: Sequence[int], seats_cap: int, hosts: int) -> dict[s
         k = spec.verification.challenges_k
         segments_for_target = math.ceil(p * (k + 1) / TARGET_SHARE)
         out[f"{name}_share"] = share
-        out[f"{name}_challenges"] = mean_challenges(stakes, seats_cap, spec.train.segments, k, hosts)
+        out[f"{name}_challenges"] = mean_challenges(committees, spec.train.segments, k)
         # The host recomputes a challenged start leaf it did not store from the last stored one
         # (every K-th): (K + 1)/2 − 1/K segments per challenge on average, the last segment aside.
         kk, challenges = RECOMPUTE_K, float(out[f"{name}_challenges"])

@@ -151,14 +151,20 @@ def with_topk2_settings(spec: RunSpec) -> RunSpec:
                              aggregation={"probe_margin_topk2": str(TOPK2_PROBE_MARGIN)})
 
 
-def mean_pickers(stakes: Sequence[int], seats_cap: int, hosts: int = 512) -> float:
-    """The mean number of distinct pickers a host gets from validators with ``stakes`` (the real draw,
-    ``protocol.rules.sampling.pickers``, over ``hosts`` host addresses from one fixed seed; a host is
-    not among the validators): 1 for two equal stakes, ``⌊V/3⌋ + 1`` for V equal stakes while the
-    cap allows, then towards ``seats_cap`` (repeats land on a validator already drawn)."""
+def picker_committees(stakes: Sequence[int], seats_cap: int, hosts: int = 512) -> dict[str, list[str]]:
+    """Host -> its pickers among validators with ``stakes``: the real draw
+    (``protocol.rules.sampling.pickers``) for ``hosts`` host addresses from one fixed seed (a host is
+    not among the validators). What cost estimates average over."""
     validators = {f"validator-{i:04d}": stake for i, stake in enumerate(stakes)}
     seed = bytes(32)
-    return sum(len(pickers(seed, f"host-{h:04d}", validators, seats_cap)) for h in range(hosts)) / hosts
+    return {host: pickers(seed, host, validators, seats_cap) for host in (f"host-{h:04d}" for h in range(hosts))}
+
+
+def mean_pickers(stakes: Sequence[int], seats_cap: int, hosts: int = 512) -> float:
+    """The mean number of distinct pickers a host gets (:func:`picker_committees`): 1 for two equal
+    stakes, ``⌊V/3⌋ + 1`` for V equal stakes while the cap allows, then towards ``seats_cap``
+    (repeats land on a validator already drawn)."""
+    return sum(map(len, picker_committees(stakes, seats_cap, hosts).values())) / hosts
 
 
 def replay_share(spec: RunSpec, pickers: float) -> float:
