@@ -139,16 +139,27 @@ TOPK2_PROBE_MARGIN = Decimal("0.03")
 measured runs (docs/benchmarks.md, "Error-feedback decay and the probe's honest spread")."""
 
 
+TOPK2_OUTER_LR = Decimal("1")
+"""The outer step written into a run that reaches ``topk2``: SGD at lr 1 without momentum, where the
+error-feedback residual plays the momentum's part (SparseLoCo's choice). Measured on the shaped demo
+(docs/benchmarks.md, "Compression"): under the presets' Nesterov step (0.7, 0.9) every ``topk2`` run
+stalled at 1.256–1.258× data parallelism's loss; without momentum 1.041× at lr 1, 1.089–1.101× at lr
+0.7, 1.5 and 2, and 1.097× with momentum 0.5."""
+
+
 def with_topk2_settings(spec: RunSpec) -> RunSpec:
-    """``spec`` with β = :data:`TOPK2_ERROR_DECAY` and the ``topk2`` allowance
-    :data:`TOPK2_PROBE_MARGIN` spelled out when any of its epochs uses ``topk2``; otherwise ``spec``.
+    """``spec`` with β = :data:`TOPK2_ERROR_DECAY`, the ``topk2`` allowance :data:`TOPK2_PROBE_MARGIN`
+    and, unless it already has no outer momentum, the outer step SGD lr :data:`TOPK2_OUTER_LR`
+    without momentum spelled out when any of its epochs uses ``topk2``; otherwise ``spec``.
 
     What the commands that build a ``topk2`` spec for a user write. Not the spec's defaults: those
-    (β = 1, 3 × ``probe_margin``) are what existing run ids mean and stay as they are."""
+    (β = 1, 3 × ``probe_margin``, Nesterov 0.7/0.9) are what existing run ids mean and stay as they
+    are. A spec without outer momentum keeps its outer lr, so a user's own lr survives this."""
     if not spec.quantization.reaches_topk2:
         return spec
+    outer = {} if spec.outer.momentum == 0 else {"outer": {"lr": str(TOPK2_OUTER_LR), "momentum": "0"}}
     return spec.with_changes(quantization={"error_decay": str(TOPK2_ERROR_DECAY)},
-                             aggregation={"probe_margin_topk2": str(TOPK2_PROBE_MARGIN)})
+                             aggregation={"probe_margin_topk2": str(TOPK2_PROBE_MARGIN)}, **outer)
 
 
 def picker_committees(stakes: Sequence[int], seats_cap: int, hosts: int = 512) -> dict[str, list[str]]:

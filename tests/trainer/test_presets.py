@@ -15,6 +15,7 @@ from trainer.model import parameter_shapes
 from trainer.presets import (
     PRESETS,
     TOPK2_ERROR_DECAY,
+    TOPK2_OUTER_LR,
     TOPK2_PROBE_MARGIN,
     preset,
     replay_share,
@@ -45,10 +46,16 @@ def test_topk2_settings_are_written_only_into_a_run_that_reaches_topk2() -> None
         assert spec.quantization.error_decay == TOPK2_ERROR_DECAY == Decimal("0.9")
         assert spec.aggregation.probe_margin_topk2 == TOPK2_PROBE_MARGIN == Decimal("0.03")
         assert b'"error_decay":"0.9"' in spec.canonical() and b'"probe_margin_topk2":"0.03"' in spec.canonical()
+        # The measured topk2 outer step: SGD lr 1 without momentum, not the preset's Nesterov 0.7/0.9.
+        assert (spec.outer.lr, spec.outer.momentum) == (TOPK2_OUTER_LR, 0) == (Decimal("1"), 0)
         assert spec.quantization.schedule == bare.quantization.schedule and spec.run_id() != bare.run_id()
         assert with_topk2_settings(spec) == spec
+        # A run that already has no outer momentum keeps its own outer lr.
+        own = bare.with_changes(outer={"lr": "1.5", "momentum": "0"})
+        assert with_topk2_settings(own).outer == own.outer
     # The spec's own defaults stay: a topk2 spec that does not spell them out is β = 1, 3 × probe_margin.
     assert bare.quantization.error_decay == 1 and bare.aggregation.probe_margin_topk2 is None
+    assert (bare.outer.lr, bare.outer.momentum) == (Decimal("0.7"), Decimal("0.9"))
 
 
 def test_unknown_preset() -> None:

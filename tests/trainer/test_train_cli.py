@@ -40,12 +40,21 @@ def test_topk2_sends_far_fewer_bytes_than_int8(veriloco_home) -> None:
         topk2 = "topk2" in quant
         assert summary["error_decay"] == ("0.9" if topk2 else "1")
         assert summary["probe_margin_topk2"] == ("0.03" if topk2 else None)
+        assert summary["outer"] == ({"lr": "1", "momentum": "0"} if topk2 else {"lr": "0.7", "momentum": "0.9"})
         run = summary["runs"][0]
         assert run["val_loss"] < 5.4  # from ~5.5 nats/byte at initialization, after two rounds
         sent[quant] = run["bytes_sent"]
     assert sent["int8"] > 10 * sent["topk2"] > 0
     # The schedule's first round is sent as int8, its second as topk2.
     assert sent["int8@0,topk2@1"] == sent["int8"] // 2 + sent["topk2"] // 2
+
+
+def test_an_outer_lr_given_overrides_the_topk2_outer_lr(veriloco_home) -> None:
+    result = CliRunner().invoke(_cli(), ["train", "--preset", "tiny", "--mode", "diloco", "-k", "2", "-H", "8",
+                                         "--steps", "8", "--evals", "1", "--quant", "topk2", "--outer-lr", "1.5",
+                                         "--home", str(veriloco_home), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["outer"] == {"lr": "1.5", "momentum": "0"}
 
 
 def test_bad_arguments_are_refused(tmp_path) -> None:

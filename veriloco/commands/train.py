@@ -41,11 +41,13 @@ def train(
     steps: Annotated[int | None, typer.Option(min=1, help="T steps per worker, a multiple of H (default 10·H)")] = None,
     quant: Annotated[str | None, typer.Option(help="Δ quantization: none, int8, int4, topk2 (the largest 1/64 of "
                                                    "every 1024 values at 2 bits, with error feedback decayed by "
-                                                   "0.9, probed with 0.03 nats + 5 %) (default: the preset's)")] = None,
+                                                   "0.9, probed with 0.03 nats + 5 %, outer SGD lr 1 without "
+                                                   "momentum) (default: the preset's)")] = None,
     quant_schedule: Annotated[str | None, typer.Option(
         help="Δ quantization by epoch (quantization.schedule), SCHEME[/BLOCK]@FROM_EPOCH,..., the first @0, "
              "e.g. int8@0,topk2/1024@10; replaces --quant")] = None,
-    outer_lr: Annotated[str | None, typer.Option(help="outer learning rate (default: the preset's, 0.7)")] = None,
+    outer_lr: Annotated[str | None, typer.Option(
+        help="outer learning rate (default: the preset's, 0.7; 1 in a topk2 run)")] = None,
     inner_state: Annotated[str, typer.Option(help="DiLoCo inner AdamW state per round: fresh (the protocol) "
                                                   "or kept (the DiLoCo paper)")] = "fresh",
     inner_optimizer: Annotated[str | None, typer.Option(
@@ -86,10 +88,11 @@ def train(
             changes["quantization"] = parse_quant_schedule(quant_schedule).model_dump(mode="json")
         except ValueError as exc:
             raise CommandError(f"invalid --quant-schedule: {exc}") from None
-    if outer_lr is not None:
-        changes["outer"] = {"lr": outer_lr}
     try:
+        # A topk2 run gets its outer step (SGD lr 1, no momentum) first; --outer-lr then overrides the lr.
         spec = with_topk2_settings(spec.with_changes(**changes))
+        if outer_lr is not None:
+            spec = spec.with_changes(outer={"lr": outer_lr})
     except ValueError as exc:
         raise CommandError(f"invalid run spec: {exc}") from None
     t = steps or 10 * h
@@ -120,12 +123,13 @@ def train(
         print_json({"preset": preset_name, "quantization": scheme, "error_decay": str(spec.quantization.error_decay),
                     "probe_margin_topk2": None if spec.aggregation.probe_margin_topk2 is None
                     else str(spec.aggregation.probe_margin_topk2),
+                    "outer": {"lr": str(spec.outer.lr), "momentum": str(spec.outer.momentum)},
                     "inner_optimizer": spec.train.inner_optimizer, "runs": rows})
         return
     console.print(table(
         f"{preset_name}: K={workers}, H={h}, T={t} steps per worker, Δ {scheme}"
         + (f" (β {spec.quantization.error_decay})" if spec.quantization.reaches_topk2 else "")
-        + f", inner {spec.train.inner_optimizer}",
+        + f", outer lr {spec.outer.lr} momentum {spec.outer.momentum}, inner {spec.train.inner_optimizer}",
         ["mode", "val loss (nats/byte)", "bytes sent", "Δ quant. error", "wall s"],
         [[r["mode"], f"{r['val_loss']:.4f}", _bytes(r["bytes_sent"]),
           "" if r["quant_error"] is None else f"{100 * r['quant_error']:.2f}%", r["wall_s"]] for r in rows]))
