@@ -1,6 +1,6 @@
 """Bytes a host uploads for its challenged leaves through the daemons' code path (issue 27).
 
-    PYTHONPATH=. .venv/bin/python bench/leaf_uploads_daemons.py
+    PYTHONPATH=. .venv/bin/python bench/leaf_uploads_daemons.py [--dispute]
 
 ``bench/leaf_uploads.py`` counts ``simulate``'s in-process network, whose validators read in turn.
 The daemons (``veriloco validator run``) prefetch every challenge on fetch threads as soon as it is
@@ -15,6 +15,14 @@ end leaf prefetched whole (``ValidatorNode.end_by_digests`` off: how the daemons
 turn with the end leaf by its chunk digests (the default: the prefetch fetches the digest list, the
 replay the chunks it does not reproduce), and the same while the host refuses the first seat.
 Prints a JSON object and a Markdown table.
+
+``--dispute``: instead, a dispute (issue 30): the host traps a segment, whose challenge goes to the
+final vote of every validator without a round-0 seat; at V = 8 and 16 validators (the default seats,
+over a third of V's stake) and at V = 16 with 2 seats a challenge (the cap binding, as from V ≈ 57
+at the default cap), each with the voters reading the round-0 seats first (how the daemons were)
+and in the dispute tree (``node.leaf_holding.dispute_tree``), side by side: the bytes of the
+trapped segment's start leaf (read whole by each of its readers, by nobody else) that the host,
+each round-0 seat and the voters served to the voters.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "node"))
 
-from test_seats_in_turn import first_seat, network, seats_spec
+from test_seats_in_turn import dispute_uploads, first_seat, network, seats_spec
 
 from trainer.data import Dataset
 
@@ -56,8 +64,29 @@ def run(root: Path, dataset: Dataset, holders_first: bool, refuse_first: bool, d
         net.close()
 
 
+def disputes(dataset: Dataset) -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for v, cap in ((8, None), (16, None), (16, 2)):
+            for tree in (False, True):
+                r = dispute_uploads(Path(tmp) / f"{v}-{cap}-{tree}", dataset, v, tree, seats_cap=cap)
+                rows.append({"validators": v, "seats_cap": cap, "tree": tree, **r})
+    json.dump(rows, sys.stdout, indent=1)
+    print("\n\n| V | seats | reads | host | busiest seat | seats (each) | voters (sum) | final votes | slashed |")
+    print("| --- |" + " --- |" * 8)
+    for r in rows:
+        seats, voters = r["seats"], r["voters"]
+        print(f"| {r['validators']} | {len(seats)} | {'dispute tree' if r['tree'] else 'seats first'} | "
+              f"{r['host']:,} | {max(seats.values()):,} | {' / '.join(f'{b:,}' for b in seats.values())} | "
+              f"{sum(voters.values()):,} | {len(r['votes'])} {'/'.join(sorted(set(r['votes'])))} | "
+              f"{sum(int(s) for s in r['slashed'])} |")
+
+
 def main() -> None:
     dataset = Dataset.load(seats_spec().data)
+    if "--dispute" in sys.argv[1:]:
+        disputes(dataset)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         runs = ((False, False, False), (True, False, False), (True, False, True), (True, True, True))
         results = [run(Path(tmp) / f"net-{i}", dataset, first, refuse, digests)

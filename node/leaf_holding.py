@@ -40,8 +40,14 @@ leaves from it: any validator that read and checked them holds them.
   (``ValidatorNode._prefetch_plan``). A seat the host did not deliver to reads any seat that
   committed, on its fetch threads; the proofs and losses read of a seat are reused across the
   host's challenges (``node.prefetch.Reusing``), so a reader stays within the holder's
-  :data:`node.server.HELD_READS_PER_MEMBER` (a read that finds nothing held costs none). Later
-  rounds read the round-0 seats inline (holders first).
+  :data:`node.server.HELD_READS_PER_MEMBER` (a read that finds nothing held costs none).
+* **The dispute tree (the same prefetch, issue 30).** A voter of a dispute round with fetch threads
+  stands in the chain of the challenge's round-0 seats followed by the epoch's validators without
+  a seat (:func:`dispute_tree`): voter ``i`` asks first the holder at ``i // 2`` of those before
+  it that committed (round-0 seats, then earlier voters), then the rest, under the same
+  :func:`holder_wait_end` and fallbacks as a round-0 seat, so the holders double each step and
+  the round-0 seats serve each leaf about twice. A re-vote, and a validator without fetch
+  threads, read the round-0 seats inline (holders first).
 """
 
 from __future__ import annotations
@@ -96,6 +102,26 @@ def holder_wait_end(position: int, seats: int, phase_deadline: int, window: int,
         return None
     start = phase_deadline - window
     return start + int(max(0, usable) * HOLDER_WAIT_SHARE * position / (seats - 1))
+
+
+def dispute_tree(reader: str, seats: list[str], voters: list[str]) -> tuple[int, list[str]] | None:
+    """Where ``reader``, a voter of a disputed challenge's later round, stands in the dispute tree
+    and whom it asks, likeliest first; None: not a voter there (or nobody before it: the host).
+
+    The chain of holders is the challenge's round-0 ``seats`` then the round's ``voters`` (both in
+    the chain's order); the reader at ``i`` of the voters stands at ``len(seats) + i`` of it (its
+    position for :func:`holder_wait_end`) and asks first the holder at ``i // 2`` of those before
+    it, then the rest of them from there on: each holder is the first choice of at most two
+    readers, so the holders double each step and the round-0 seats serve each leaf about twice.
+    """
+    if reader not in voters:
+        return None
+    i = voters.index(reader)
+    before = seats + voters[:i]
+    if not before:
+        return None
+    first = (i // 2) % len(before)
+    return len(seats) + i, before[first:] + before[:first]
 
 
 class Keeping(ArtifactSource):

@@ -68,6 +68,7 @@ from node.leaf_holding import (
     MAX_OTHER_HOLDERS,
     FromHolder,
     Keeping,
+    dispute_tree,
     holder_addresses,
     holder_wait_end,
     prune_held,
@@ -280,6 +281,7 @@ class ValidatorNode(Participant):
         self._probe_bases: dict[tuple[int, str, str], tuple[list[int], float]] = {}
         self.probe_only = 0  # gain-dispute final votes answered with the probe alone (no replay)
         self._waited: set[tuple[int, str, int, int]] = set()  # refused challenges given one tick for holders
+        self._validators: dict[int, list[str]] = {}  # the epoch's validators (V), the dispute tree's order
         self._holders_asked: set[tuple[int, str, int, int]] = set()  # challenges whose holders were asked first
         self._declined: set[tuple[int, str, int, int]] = set()  # round-0 challenges the seats before did not serve
         self._whole_end: set[tuple[int, str]] = set()  # (epoch, host) whose end-leaf chunks did not arrive
@@ -290,6 +292,7 @@ class ValidatorNode(Participant):
         # while another thread inserts raises "changed size during iteration".
         self._seen_lock = threading.Lock()
         self.holders_first = True  # ask holders before the host (node.leaf_holding); off: the host first
+        self.dispute_tree = True  # a dispute voter reads in the dispute tree; off: the round-0 seats first
         self.end_by_digests = True  # prefetch the end leaf's digest list, not the leaf; off: whole (as before)
         # A refused challenge waits for holders, or θ_e for its warm fetch, this tick (counts as acting).
         self._deferred = False
@@ -411,7 +414,7 @@ class ValidatorNode(Participant):
             self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix=f"fetch-{self.name}")
         budget = self.fetch_budget_s(status, len(hosts))
         order = sorted(hosts, key=lambda h: (self._seconds.get(h, 1e6), h))
-        committed: dict[str, set[tuple[str, int]]] = {}  # seat -> its round-0 challenges committed to
+        committed: dict[str, set[tuple[str, int, int]]] = {}  # holder -> (host, segment, round) committed to
         for host in order:
             if host in self._fetching:
                 continue
@@ -426,7 +429,7 @@ class ValidatorNode(Participant):
             self._fetching[host] = self._pool.submit(self._fetch_host, jobs, deadline, ends)
 
     def _prefetch_plan(self, status: ParticipantStatus, challenge: Challenge,
-                       committed: dict[str, set[tuple[str, int]]], deadline: float | None) -> _SeatsFirst | None:
+                       committed: dict[str, set[tuple[str, int, int]]], deadline: float | None) -> _SeatsFirst | None:
         """How to fetch ``challenge`` ahead now (``node.leaf_holding``: seats in turn): None from its
         host; else from the round-0 seats before this one that committed their verdict (a seat
         holds the leaves whole from its commitment on, or not at all), while the chain is below
@@ -434,19 +437,26 @@ class ValidatorNode(Participant):
         it; a challenge its host did not deliver to this seat, from every other seat that
         committed. ``committed`` caches the chain's answers for one tick."""
         key = _key(challenge)
-        if self.holders_first and self.patience is not None and challenge.round != 0:
-            return self._holders_first_plan(challenge, key, deadline)
-        if (not self.holders_first or self.patience is None or challenge.round != 0
-                or self.address not in challenge.validators):
+        if not self.holders_first or self.patience is None:
             return None
-        position = challenge.validators.index(self.address)
+        tree = self._tree(status, challenge) if challenge.round == 1 and self.dispute_tree else None
+        if challenge.round != 0 and tree is None:
+            return self._holders_first_plan(challenge, key, deadline)
+        if tree is not None:  # a dispute voter: the dispute tree (node.leaf_holding.dispute_tree)
+            (position, ordered), chain = tree
+        elif self.address in challenge.validators:
+            chain = challenge.validators
+            position, ordered = chain.index(self.address), chain[:chain.index(self.address)]
+        else:
+            return None
         refused = key in self._refused
-        asked = [a for a in challenge.validators if a != self.address] if refused else challenge.validators[:position]
+        asked = [a for a in chain if a != self.address] if refused else ordered
+        seated = set(challenge.validators)
         for address in asked:
             if address not in committed:
-                committed[address] = {(c.host, c.segment) for c in self.ledger.challenges(status.epoch, address)
-                                      if c.round == 0 and c.committed}
-        done = [a for a in asked if (challenge.host, challenge.segment) in committed[a]]
+                committed[address] = {(c.host, c.segment, c.round)
+                                      for c in self.ledger.challenges(status.epoch, address) if c.committed}
+        done = [a for a in asked if (challenge.host, challenge.segment, 0 if a in seated else 1) in committed[a]]
         if refused:
             if not done:
                 return None  # nobody holds it yet: the host again (retried until the give-up height)
@@ -454,17 +464,29 @@ class ValidatorNode(Participant):
         else:
             if key in self._declined:
                 return None
-            window = self.spec.phases.verify_blocks
-            end = holder_wait_end(position, len(challenge.validators), status.phase_deadline, window,
+            window = self.spec.phases.verify_blocks  # the dispute round's too
+            end = holder_wait_end(position, len(chain), status.phase_deadline, window,
                                   window - self.patience.margin(window, status.to_commit))
             height = self.clock_height()
             if end is None or height >= end:
                 return None
             left = self.clock.seconds(end - height)
             until = time.monotonic() + (left if left is not None else MIN_REQUEST_S)  # block time unknown: re-planned
+            if tree is not None and ordered[0] not in done:
+                done = []  # the tree: its first holder, once it committed (the others after it), or the host
         seats = [(a, m.endpoint) for a in done if (m := self.ledger.member(a)) is not None]
         return _SeatsFirst(seats, until, not refused and len(done) == len(asked), self._previous_delta(challenge),
                            carried_from(self.spec, challenge.epoch))
+
+    def _tree(self, status: ParticipantStatus,
+              challenge: Challenge) -> tuple[tuple[int, list[str]], list[str]] | None:
+        """This voter's place in ``challenge``'s dispute tree and the tree's chain (round-0 seats,
+        then the validators of the epoch without one, in the chain's order); None: not in it."""
+        if status.epoch not in self._validators:
+            self._validators = {status.epoch: list(self.ledger.epoch(status.epoch).validators)}
+        voters = [a for a in self._validators[status.epoch] if a not in challenge.validators]
+        place = dispute_tree(self.address, challenge.validators, voters)
+        return None if place is None else (place, challenge.validators + voters)
 
     def _holders_first_plan(self, challenge: Challenge, key: tuple[int, str, int, int],
                             deadline: float | None) -> _SeatsFirst | None:
