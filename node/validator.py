@@ -446,7 +446,8 @@ class ValidatorNode(Participant):
             (position, ordered), chain = tree
         elif self.address in challenge.validators:
             chain = challenge.validators
-            position, ordered = chain.index(self.address), chain[:chain.index(self.address)]
+            position = chain.index(self.address)
+            ordered = chain[:position]
         else:
             return None
         refused = key in self._refused
@@ -481,9 +482,11 @@ class ValidatorNode(Participant):
     def _tree(self, status: ParticipantStatus,
               challenge: Challenge) -> tuple[tuple[int, list[str]], list[str]] | None:
         """This voter's place in ``challenge``'s dispute tree and the tree's chain (round-0 seats,
-        then the validators of the epoch without one, in the chain's order); None: not in it."""
+        then the validators of the epoch without one, in the chain's order); None: not in it. V is
+        read once per epoch through the paged report, as every read whose answer grows with the
+        participants (the full ``epoch`` answer nears a node's query gas limit at 2,048 of them)."""
         if status.epoch not in self._validators:
-            self._validators = {status.epoch: list(self.ledger.epoch(status.epoch).validators)}
+            self._validators = {status.epoch: list(self.ledger.epoch_paged(status.epoch).validators)}
         voters = [a for a in self._validators[status.epoch] if a not in challenge.validators]
         place = dispute_tree(self.address, challenge.validators, voters)
         return None if place is None else (place, challenge.validators + voters)
