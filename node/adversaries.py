@@ -40,7 +40,7 @@ from protocol.messages import Ready, Verdict, VerdictCommit
 from protocol.rules.beacon import SECRET_SIZE
 from protocol.rules.hashing import u64be
 from protocol.rules.sampling import challenge_seats, pickers, picks
-from protocol.views import Challenge, ParticipantStatus, Vote
+from protocol.views import Challenge, ParticipantStatus, Vote, validator_weights
 from verifier.adversaries import CopycatValidator, SelectiveReveal
 from verifier.adversaries.validators import SybilWithholder, TrapReader
 
@@ -75,7 +75,7 @@ class SelectiveRevealHost(HostNode):
         union of their picks plus the last segment; its own reveal is no part of them); None while
         any of its pickers has not revealed."""
         info = self.ledger.epoch(epoch, lists=False)  # the previous seed: the header's
-        joined = {v.address: int(v.stake) for v in self.ledger.report(epoch).validators}
+        joined = validator_weights(self.ledger.report(epoch).validators)
         chosen = pickers(bytes.fromhex(info.prev_seed), self.address, joined, self.spec.verification.seats_cap)
         secrets = {}
         for address in chosen:
@@ -160,7 +160,7 @@ class WithholderValidatorNode(ValidatorNode):
         """Coalition host -> the segments its secret picks there, for the hosts it is a picker of."""
         info = self.ledger.epoch(epoch, lists=False)  # the previous seed: the header's
         report = self.ledger.report(epoch)  # the hosts and validators, paged
-        joined = {v.address: int(v.stake) for v in report.validators}
+        joined = validator_weights(report.validators)
         out: dict[str, list[int]] = {}
         for host in sorted(self.behaviour.coalition & {h.address for h in report.hosts}):
             ver = self.spec.verification

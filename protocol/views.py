@@ -7,6 +7,7 @@ source of these values; nothing here recomputes settlement.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import Field
@@ -312,6 +313,10 @@ class HostReport(Boundary):
 class ValidatorReport(Boundary):
     address: Address
     stake: Amount
+    weight: Amount | None = None
+    """Its weight in the epoch's picker draw, seats and final votes when below ``stake`` (a slash
+    of the epoch before landed after it joined: docs/contract.md, "A slash of e lands after
+    e + 1's join"; contract 0.3.5 onwards); None: its stake at join."""
     revealed: bool
     assigned: Count = 0
     committed: Count = 0
@@ -332,12 +337,20 @@ class ValidatorPart(Boundary):
 
     address: Address
     stake: Amount
+    weight: Amount | None = None
     revealed: bool
     outcome: ValidatorOutcome
     slashed: Amount = "0"
     reward: Amount = "0"
     catcher_reward: Amount = "0"
     compute_class: str = Field(default="", pattern=CLASS_PATTERN)
+
+
+def validator_weights(validators: Iterable[ValidatorReport | ValidatorPart]) -> dict[str, int]:
+    """Address -> what each validator weighs in its epoch's picker draw, seats and final votes
+    (``protocol.rules.sampling.pickers``'s stakes): its ``weight`` when the report gives one,
+    else its stake at join."""
+    return {v.address: int(v.weight if v.weight is not None else v.stake) for v in validators}
 
 
 class ValidatorCounts(Boundary):

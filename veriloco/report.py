@@ -116,7 +116,9 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
                 "outcome", "slashed", "reward", "caught"):
         validators.add_column(col)
     for v in report.validators:
-        validators.add_row(label(v.address, names), display(v.stake, denom), str(v.assigned), str(v.voted),
+        # A validator a slash of the epoch before reached after it joined weighs less than its stake.
+        stake = display(v.stake, denom) + (f" (weighs {display(v.weight, denom)})" if v.weight is not None else "")
+        validators.add_row(label(v.address, names), stake, str(v.assigned), str(v.voted),
                            str(objections.get(v.address, 0)), str(v.against), str(v.unavailable), str(v.unserved),
                            _styled(v.outcome), _coin(v.slashed, denom), _coin(v.reward, denom),
                            _coin(v.catcher_reward, denom))

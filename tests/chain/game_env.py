@@ -26,7 +26,7 @@ from ledger_env import DEFAULT_NAMES, HOST_STAKE, VALIDATOR_STAKE, EmbeddedDrive
 from chain.ledger import ContractError
 from protocol.rules.sampling import challenge_seats, pickers
 from protocol.rules.spec import RunSpec
-from protocol.views import Challenge, EpochReport
+from protocol.views import Challenge, EpochReport, validator_weights
 
 HOST_STRATEGIES = ("honest", "auditor", "lazy", "selective_serve", "selective_reveal", "withhold")
 """``honest`` and ``auditor`` (an honest host with one trap segment a round) are honest parties."""
@@ -168,7 +168,7 @@ class Game:
         its pickers' secrets alone, so its own reveal changes nothing: withholding only costs it."""
         info = self.env.epoch(e)
         report = self.env.report(e)
-        joined = {v.address: int(v.stake) for v in report.validators}
+        joined = validator_weights(report.validators)
         chosen = pickers(bytes.fromhex(info.prev_seed), self.env.addr(host), joined,
                          self.spec.verification.seats_cap)
         revealed = {self.env.addr(n): self.env.secret(n, e) for n in revealers}

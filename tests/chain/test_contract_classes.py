@@ -12,7 +12,7 @@ from ledger_env import VALIDATOR_STAKE, LedgerEnv, make_spec
 from chain.ledger import ContractError
 from protocol.rules.classes import of_class
 from protocol.rules.sampling import challenge_seats, pickers
-from protocol.views import REVOTE_ROUND, Challenge
+from protocol.views import REVOTE_ROUND, Challenge, validator_weights
 
 # Two compute profiles, as two machines' fingerprints would name them.
 AVX512, AVX2 = "a5" * 32, "a2" * 32
@@ -52,7 +52,7 @@ def test_a_mixed_network_fails_no_honest_host_when_each_class_checks_its_own(mak
     assert all(m.compute_class == env.classes[env.name_of(m.address)] for m in [*report.hosts, *report.validators])
     # Every seat of every challenge is of the host's class, as the Python rules draw them.
     info = env.epoch(e)
-    joined = [(v.address, int(v.stake)) for v in sorted(report.validators, key=lambda v: v.address)]
+    joined = sorted(validator_weights(report.validators).items())
     classes = [env.classes[env.name_of(a)] for a, _ in joined]
     for host in HOSTS:
         address = env.addr(host)

@@ -15,8 +15,9 @@ from ledger_env import HOST_STAKE, LedgerEnv, digest, make_spec
 
 from chain.ledger import ContractError
 from protocol.messages import StartProposal
+from protocol.rules.sampling import challenge_seats, pickers
 from protocol.rules.spec import RunSpec
-from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge
+from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge, validator_weights
 
 HOSTS = ["host1", "host2", "host3"]
 VALIDATORS = ["validator1", "validator2"]
@@ -47,15 +48,15 @@ def propose_start(env: LedgerEnv, name: str, epoch: int, model_hash: str):
     return env.ledger.propose_start(env.key(name), StartProposal(epoch=epoch, model_hash=model_hash))
 
 
-def play_verdicts(env: LedgerEnv, epoch: int, vote) -> None:
+def play_verdicts(env: LedgerEnv, epoch: int, vote, validators: list[str] = VALIDATORS) -> None:
     """Every verdict round of ``epoch`` (which may be the settling one), to finalize."""
     while (phase := env.epoch(epoch).phase) in (*VERDICT_COMMIT_PHASES, "objection", *VERDICT_REVEAL_PHASES):
         if phase in VERDICT_COMMIT_PHASES:
-            env.commit_round(VALIDATORS, vote, epoch)
+            env.commit_round(validators, vote, epoch)
         elif phase == "objection":
-            env.objection_round(VALIDATORS, HOSTS, epoch)
+            env.objection_round(validators, HOSTS, epoch)
         else:
-            env.reveal_round(VALIDATORS, None, HOSTS, epoch)
+            env.reveal_round(validators, None, HOSTS, epoch)
         env.settle()
         if env.epoch(epoch).phase == phase:
             env.wait_past_deadline(epoch)
@@ -170,5 +171,50 @@ def test_a_stake_unbonded_in_e_plus_1_while_e_settles_is_slashed_by_both_and_cla
     env.claim(CHEATER)
     assert env.net_balance(CHEATER) - before == HOST_STAKE // 4
     assert unbonding() == []
+    assert env.total_funds() == total
+    env.assert_books()
+
+
+def test_a_validator_convicted_in_e_after_joining_e_plus_1_weighs_there_what_it_kept(
+        make_ledger_env: Callable[[RunSpec], LedgerEnv]) -> None:
+    # Issue 27, two epochs in flight: a validator joins epoch 1 while epoch 0 settles, then lies in
+    # epoch 0 (`fail` on every seat) and is convicted `wrong`. In epoch 1 it weighs what it still
+    # has at risk, not its stake at join: in the picker draw (the seats the Python rules draw
+    # from the report's weights are the contract's) and in the report an operator reads.
+    validators = ["validator1", "validator2", "validator3", "validator4"]
+    env = make_ledger_env(pipelined_spec())
+    env.bond_all([*HOSTS, *validators])
+    total = env.total_funds()
+    env.play_epoch(HOSTS, validators, stop_after="reveal")
+    liar = next(v for v in validators if env.challenges(v, 0))
+    for name in HOSTS:
+        propose_start(env, name, 0, digest("optimistic theta 1"))
+    assert env.current() == 1
+    env.play_epoch(HOSTS, validators, stop_after="train")
+    stake_at_join = int(next(v.stake for v in env.report(1).validators if v.address == env.addr(liar)))
+
+    play_verdicts(env, 0, lambda name, _: "fail" if name == liar else "pass", validators)
+    settled = {v.address: v for v in env.report(0).validators}
+    assert settled[env.addr(liar)].outcome == "wrong" and int(settled[env.addr(liar)].slashed) > 0
+    member = env.member(liar)
+    at_risk = int(member.bonded) + sum(int(u.amount) for u in member.unbonding)
+    assert at_risk < stake_at_join
+
+    env.play_epoch(HOSTS, validators, stop_after="reveal")  # epoch 1's reveal closes: the draw
+    report = env.report(1)
+    weights = validator_weights(report.validators)
+    assert {v.address: v.weight for v in report.validators} == {
+        env.addr(v): (str(at_risk) if v == liar else None) for v in validators}
+    assert weights[env.addr(liar)] == at_risk
+    info = env.epoch(1)
+    want = {}
+    for host in HOSTS:
+        address = env.addr(host)
+        chosen = pickers(bytes.fromhex(info.prev_seed), address, weights, env.spec.verification.seats_cap)
+        secrets = {p: env.secret(env.name_of(p), 1) for p in chosen}
+        for segment, seats in challenge_seats(secrets, address, env.spec.train.segments,
+                                              env.spec.verification.challenges_k).items():
+            want[(address, segment)] = seats
+    assert {(c.host, c.segment): [v.validator for v in c.votes if v.round == 0] for c in report.challenges} == want
     assert env.total_funds() == total
     env.assert_books()

@@ -14,6 +14,7 @@ from ledger_env import EMBEDDED_ONLY, VALIDATOR_STAKE, make_spec
 from chain.ledger import ContractError
 from protocol.rules.beacon import epoch_seed
 from protocol.rules.sampling import challenge_seats, pickers
+from protocol.views import validator_weights
 
 HOSTS = ["host1", "host2", "host3"]
 VALIDATORS = ["validator1", "validator2", "validator3"]
@@ -22,7 +23,7 @@ VALIDATORS = ["validator1", "validator2", "validator3"]
 def expected_seats(env, spec, epoch: int, revealing: list[str]) -> dict[tuple[str, int], list[str]]:
     """(host, segment) -> round-0 seats, from the Python rules."""
     info = env.epoch(epoch)
-    joined = {v.address: int(v.stake) for v in env.report(epoch).validators}
+    joined = validator_weights(env.report(epoch).validators)
     revealed = {env.addr(n): env.secret(n, epoch) for n in revealing}
     want = {}
     for host in HOSTS:

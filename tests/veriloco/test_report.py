@@ -20,6 +20,7 @@ from protocol.views import (
     ValidatorReport,
     Vote,
     assemble_report,
+    validator_weights,
 )
 from veriloco.report import (
     MEMBER_COLUMNS,
@@ -108,6 +109,20 @@ def test_a_challenge_shows_its_objections_and_both_rounds_and_validators_their_u
     assert {"unavailable", "unserved"} <= set(MEMBER_COLUMNS)
     assert [(row["unavailable"], row["unserved"], row["outcome"]) for row in rows] == [
         (1, 1, "unserved"), (0, 0, "diligent")]
+
+
+def test_a_validator_weighed_below_its_stake_shows_both_and_the_draw_uses_the_weight() -> None:
+    """Issue 27: a validator that a slash of the epoch before reached after it joined weighs what it
+    kept at risk (contract 0.3.5): the table shows both, the picker draw's recomputation the weight."""
+    ten, eight = str(10 * 10**18), str(8 * 10**18)
+    validators = [ValidatorReport(address=B, stake=ten, weight=eight, revealed=True, outcome="diligent"),
+                  ValidatorReport(address=C, stake=ten, revealed=True, outcome="diligent")]
+    assert validator_weights(validators) == {B: 8 * 10**18, C: 10 * 10**18}
+    r = report([host(A, 10, proposes=ONE)], agreed=True).model_copy(update={"validators": validators})
+    console = Console(width=240, record=True)
+    console.print(report_tables(r, "inj"))
+    text = console.export_text()
+    assert text.count("(weighs") == 1 and "10INJ (weighs 8INJ)" in text, text
 
 
 def page(hosts: list[HostReport], validators: list[ValidatorPart], challenges: list[ChallengeReport],

@@ -463,6 +463,10 @@ pub struct HostReport {
 pub struct ValidatorPart {
     pub address: String,
     pub stake: Uint128,
+    /// Its weight in the epoch's draws and votes, when below its stake at join (a slash of the
+    /// epoch before landed after it joined: `records::WEIGHT_CAPS`); omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Uint128>,
     pub revealed: bool,
     pub outcome: &'static str,
     pub slashed: Uint128,

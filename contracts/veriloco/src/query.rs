@@ -834,6 +834,7 @@ pub fn report(
                         address: address.clone(),
                         compute_class: p.class,
                         stake: p.stake,
+                        weight: p.weight,
                         revealed,
                         outcome: pay.outcome.as_str(),
                         slashed: pay.slashed,

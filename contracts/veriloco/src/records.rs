@@ -57,8 +57,15 @@ pub const COMMITMENTS: Map<(u64, &str), Commitment> = Map::new(b"cm/");
 pub const REVEALS: Map<(u64, &str), [u8; 32], Raw> = Map::new(b"rv/");
 /// V: the validators that joined and revealed, in address order (assignments index into it).
 pub const VALIDATOR_SETS: Map<u64, Vec<String>> = Map::new(b"vs/");
-/// The stake at join of each member of V, in V's order.
+/// The weight of each member of V, in V's order: its stake at join, or less when a slash of the
+/// epoch before landed after it joined (`WEIGHT_CAPS`).
 pub const VALIDATOR_STAKES: Map<u64, Vec<Uint128>> = Map::new(b"vw/");
+/// A validator of epoch e that a slash of epoch e − 1 reached after it joined e and before e's
+/// seed was set (pipelined runs): the stake it still had at risk, bonded plus unbonding, after
+/// that slash. At the end of e's stage `seed` its weight in e (`Participant::weight`, the picker
+/// draw's `JOINED_VALIDATORS`, `VALIDATOR_STAKES`) becomes the smaller of this and its stake at
+/// join (`docs/contract.md`, "A slash of e lands after e + 1's join").
+pub const WEIGHT_CAPS: Map<(u64, &str), Uint128> = Map::new(b"wk/");
 /// The validators that joined (V_joined), in address order, with their stake at join: who may
 /// pick challenges (written when the join phase closes).
 pub const JOINED_VALIDATORS: Map<u64, Vec<(String, Uint128)>> = Map::new(b"vj/");
@@ -539,6 +546,17 @@ pub struct Participant {
     /// The compute-profile class it declared at join ("" if none; `crate::classes`).
     #[serde(rename = "c", default, skip_serializing_if = "String::is_empty")]
     pub class: String,
+    /// A validator's weight in the epoch's draws and votes when a slash of the epoch before
+    /// left it less at risk than its stake at join (`WEIGHT_CAPS`); none: its stake at join.
+    #[serde(rename = "w", default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Uint128>,
+}
+
+impl Participant {
+    /// What it weighs in the epoch's picker draw, seats and votes.
+    pub fn weight(&self) -> Uint128 {
+        self.weight.unwrap_or(self.stake)
+    }
 }
 
 /// How a participant's epoch ended: its outcome and what it was slashed and paid.

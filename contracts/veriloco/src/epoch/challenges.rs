@@ -19,7 +19,7 @@ use crate::classes;
 use crate::records::{
     self, Assignment, Closing, Outcome, Participant, Payout, Stage, ASSIGNMENTS, COMMITMENTS,
     JOINED_CLASSES, JOINED_VALIDATORS, PARTICIPANTS, PAYOUTS, REVEALS, SEATED, VALIDATOR_SETS,
-    VALIDATOR_STAKES,
+    VALIDATOR_STAKES, WEIGHT_CAPS,
 };
 use crate::sampling::{pickers, picks};
 use crate::sittings;
@@ -87,11 +87,52 @@ pub fn seed_page(
     }
     closing.reveals += page.len() as u32;
     if done {
+        if config.verification.enabled {
+            apply_weight_caps(storage, e)?;
+        }
         ep.header_mut().seed = Some(hex(&hash.finish()));
     } else {
         closing.seed_hash = Some(hash);
     }
     Ok(end_page(ep, closing, &page, done, Some(Stage::Assign)))
+}
+
+/// At the end of stage `seed`, before any of `e`'s pickers is drawn: each validator that a
+/// slash of the epoch before reached after it joined (`WEIGHT_CAPS`, noted by that epoch's
+/// finalize) weighs the smaller of its stake at join and what it still had at risk: in the
+/// picker draw (`JOINED_VALIDATORS`), in the final votes (`VALIDATOR_STAKES`) and in its
+/// participant record (`weight`, which the report shows). Linear in the capped validators.
+pub fn apply_weight_caps(storage: &mut dyn Storage, e: u64) -> Result<(), ContractError> {
+    let caps: Vec<(String, crate::types::Uint128)> =
+        WEIGHT_CAPS.prefix(e).page(storage, None, usize::MAX)?;
+    if caps.is_empty() {
+        return Ok(());
+    }
+    let mut joined = JOINED_VALIDATORS.may_load(storage, e)?.unwrap_or_default();
+    let set = records::load_validator_set(storage, e)?;
+    let mut stakes = records::load_validator_stakes(storage, e)?;
+    for (address, cap) in caps.iter() {
+        let mut p = PARTICIPANTS.load_or(storage, (e, address.as_str()), || {
+            ContractError::Corrupt(format!(
+                "corrupt state: a weight cap of {address} without joining"
+            ))
+        })?;
+        let weight = p.stake.min(*cap);
+        p.weight = Some(weight);
+        PARTICIPANTS.save(storage, (e, address.as_str()), &p);
+        if let Ok(i) = joined.binary_search_by(|(a, _)| a.as_str().cmp(address)) {
+            joined[i].1 = joined[i].1.min(weight);
+        }
+        if let Ok(i) = set.binary_search_by(|v| v.as_str().cmp(address)) {
+            stakes[i] = stakes[i].min(weight);
+        }
+        WEIGHT_CAPS.remove(storage, (e, address.as_str()));
+    }
+    JOINED_VALIDATORS.save(storage, e, &joined);
+    if !set.is_empty() {
+        VALIDATOR_STAKES.save(storage, e, &stakes);
+    }
+    Ok(())
 }
 
 /// Stage `assign`: for the next `limit` participants (address order), `absent` for hosts

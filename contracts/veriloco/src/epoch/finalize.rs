@@ -25,7 +25,7 @@ use crate::error::ContractError;
 use crate::limits::BPS_DENOMINATOR;
 use crate::records::{
     self, Closing, Outcome, Payout, Stage, VoteOutcome, EXCLUSIONS, PARTICIPANTS, PAYOUTS, REVEALS,
-    STANDINGS, VOTES,
+    STANDINGS, VOTES, WEIGHT_CAPS,
 };
 use crate::staking::{slash, take};
 use crate::state::{
@@ -219,13 +219,15 @@ impl Books {
         })
     }
 
-    fn save(&self, storage: &mut dyn Storage, epoch: u64) {
+    fn save(&self, storage: &mut dyn Storage, epoch: u64) -> Result<(), ContractError> {
         self.payouts.save(storage, epoch);
         self.members.save(storage);
+        cap_later_weights(storage, epoch, self.members.members.values())?;
         TOTALS.save(storage, &self.totals);
         if self.eligible_changed {
             ELIGIBLE.save(storage, &self.eligible);
         }
+        Ok(())
     }
 
     /// Slash `address` `bps` of its stake (its member record, the totals, the eligible counts);
@@ -321,6 +323,51 @@ impl Books {
         lifetime.rewarded = Uint128(lifetime.rewarded.0.saturating_sub(reclaimed.0));
         Ok((role, amount, reclaimed))
     }
+}
+
+/// Epoch `epoch`'s slashes reach members that already joined `epoch + 1` (a pipelined run):
+/// for each validator of `epoch + 1` among `members` whose stake at risk (bonded plus unbonding)
+/// is now below its stake at join there, while `epoch + 1`'s seed is not yet set (its pickers'
+/// weights are not yet used), note that stake in `WEIGHT_CAPS`; the end of its stage `seed`
+/// makes it its weight (`super::challenges::apply_weight_caps`). A validator so convicted
+/// weighs in the epoch in flight no more than it can still lose there.
+fn cap_later_weights<'a>(
+    storage: &mut dyn Storage,
+    epoch: u64,
+    members: impl Iterator<Item = &'a Member>,
+) -> Result<(), ContractError> {
+    let next = epoch + 1;
+    let mut open: Option<bool> = None;
+    for member in members {
+        let p = match PARTICIPANTS.may_load(storage, (next, member.address.as_str()))? {
+            Some(p) => p,
+            None => continue,
+        };
+        if p.role != Role::Validator {
+            continue;
+        }
+        let at_risk = member
+            .unbonding
+            .iter()
+            .try_fold(member.bonded, |acc, u| acc.checked_add(u.amount))?;
+        if at_risk >= p.stake {
+            continue;
+        }
+        let open = *open.get_or_insert(
+            records::HEADERS
+                .may_load(storage, next)?
+                .map_or(false, |h| h.seed.is_none()),
+        );
+        if !open {
+            return Ok(());
+        }
+        let key = (next, member.address.as_str());
+        let cap = WEIGHT_CAPS
+            .may_load(storage, key)?
+            .map_or(at_risk, |c| c.min(at_risk));
+        WEIGHT_CAPS.save(storage, key, &cap);
+    }
+    Ok(())
 }
 
 /// Payouts of one page, loaded once and saved once if changed (catcher shares land on members
@@ -420,7 +467,7 @@ pub fn slashes_page(
     if !to_treasury.is_zero() {
         add_to(&mut sends, &config.treasury, to_treasury)?;
     }
-    books.save(storage, e);
+    books.save(storage, e)?;
     ep.pay(&sends)?;
     let header = ep.header_mut();
     header.slashed_total = header.slashed_total.checked_add(slashed_total)?;
@@ -687,7 +734,7 @@ pub fn exclusions_page(
                 .add_attribute("passers", passers.join(",")),
         );
     }
-    books.save(storage, e);
+    books.save(storage, e)?;
     let mut sends = BTreeMap::new();
     if !slashed_total.is_zero() {
         add_to(&mut sends, &config.treasury, slashed_total)?;

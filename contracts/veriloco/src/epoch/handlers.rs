@@ -315,6 +315,7 @@ pub fn join(
             stake: member.bonded,
             beacon: beacon_commit,
             class: compute_class.clone(),
+            weight: None,
         },
     );
     let response = Response::new()

@@ -207,10 +207,11 @@ fn a_validator_that_plays_only_the_training_epoch_is_silent_in_the_settling_one(
 }
 
 #[test]
-fn a_liar_slashed_in_e_keeps_its_weight_in_e_plus_1_but_cannot_join_e_plus_2() {
+fn a_liar_slashed_in_e_weighs_what_it_kept_in_e_plus_1_and_cannot_join_e_plus_2() {
     // A validator joins epoch 1 while epoch 0 settles, then is convicted `wrong` in epoch 0 and
-    // falls below the validators' minimum (4.5 M of its 5 M bond). Epoch 1 keeps it with its
-    // stake at join (its seats there were drawn from it); epoch 2's join refuses it.
+    // falls below the validators' minimum (4.5 M of its 5 M bond). Epoch 1 keeps it, but from
+    // epoch 1's seed on it weighs what it still has at risk (4 M), not its stake at join (5 M),
+    // in the picker draw and the final votes; epoch 2's join refuses it.
     let spec = pipelined_spec_with(json!({"min_validator_stake": "4500000"}));
     let mut net = Net::new(&spec, 2, 4);
     let h = net.hosts.clone();
@@ -236,13 +237,46 @@ fn a_liar_slashed_in_e_keeps_its_weight_in_e_plus_1_but_cannot_join_e_plus_2() {
     assert_eq!(
         amount(&net.status_of(&liar)["stake"]),
         VALIDATOR_BOND,
-        "epoch 1 weighs the liar by its stake at join"
+        "its stake at join stays on record"
     );
     // Epoch 1 reveals and its start vote opens epoch 2: the liar is below the minimum.
     for who in net.everyone() {
         net.reveal(&who);
     }
     net.settle();
+    let report_1 = net.chain.report(1);
+    let row_1 = row(&report_1, "validators", &liar);
+    assert_eq!(amount(&row_1["stake"]), VALIDATOR_BOND);
+    assert_eq!(
+        amount(&row_1["weight"]),
+        bonded,
+        "epoch 1 weighs what it has left"
+    );
+    // The final votes weigh it so too (V's weights), and so does the picker draw.
+    let storage = &net.chain.deps.storage;
+    let set = crate::records::load_validator_set(storage, 1).unwrap();
+    let weights = crate::records::load_validator_stakes(storage, 1).unwrap();
+    let at = set
+        .iter()
+        .position(|v| *v == liar)
+        .expect("the liar revealed");
+    assert_eq!(weights[at].0, bonded);
+    assert!(weights
+        .iter()
+        .enumerate()
+        .all(|(i, w)| i == at || w.0 == VALIDATOR_BOND));
+    let joined = crate::records::JOINED_VALIDATORS
+        .may_load(storage, 1)
+        .unwrap()
+        .unwrap();
+    assert!(joined
+        .iter()
+        .all(|(a, w)| w.0 == if *a == liar { bonded } else { VALIDATOR_BOND }));
+    assert!(crate::records::WEIGHT_CAPS
+        .prefix(1)
+        .page(storage, None, 8)
+        .unwrap()
+        .is_empty());
     net.propose_start_all(&digest("opt 2"));
     assert_eq!(net.epoch_number(), 2);
     let commit = hex(&beacon::commitment(&liar, 2, &secret(&liar)));
@@ -292,5 +326,42 @@ fn an_epoch_that_finalizes_before_the_settling_one_keeps_the_books_and_each_slas
     net.propose(&h[0], &digest("settled 1"));
     net.propose(&h[1], &digest("settled 1"));
     assert_eq!(net.phase(), "closed");
+    net.chain.check_books();
+}
+
+#[test]
+fn a_slash_of_e_after_e_plus_1_drew_its_pickers_leaves_e_plus_1_as_drawn() {
+    // The same liar, but epoch 1's reveal closes (its seed set, its pickers drawn) before epoch
+    // 0 convicts it: epoch 1's weights stay as drawn (its stake at join) and no cap is left over.
+    let spec = pipelined_spec_with(json!({"min_validator_stake": "4500000"}));
+    let mut net = Net::new(&spec, 2, 4);
+    let liar = open_epoch_1(&mut net);
+    commit_epoch_1(&mut net);
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    let liar_decide = liar.clone();
+    let lies = move |validator: &str, _: &str, _: u64| {
+        Some(if validator == liar_decide {
+            "fail"
+        } else {
+            "pass"
+        })
+    };
+    let report = verdicts_of(&mut net, 0, &lies);
+    assert_eq!(row(&report, "validators", &liar)["outcome"], "wrong");
+    let report_1 = net.chain.report(1);
+    let row_1 = row(&report_1, "validators", &liar);
+    assert_eq!(amount(&row_1["stake"]), VALIDATOR_BOND);
+    assert!(row_1.get("weight").is_none(), "{row_1}");
+    let storage = &net.chain.deps.storage;
+    let weights = crate::records::load_validator_stakes(storage, 1).unwrap();
+    assert!(!weights.is_empty() && weights.iter().all(|w| w.0 == VALIDATOR_BOND));
+    assert!(crate::records::WEIGHT_CAPS
+        .prefix(1)
+        .page(storage, None, 8)
+        .unwrap()
+        .is_empty());
     net.chain.check_books();
 }
