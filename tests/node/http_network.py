@@ -154,6 +154,10 @@ class HttpNetwork:
         raise AssertionError(f"epoch {epoch} did not finish")
 
     def close(self) -> None:
+        """Close every node (what its daemon does when it stops: fetch and training threads end),
+        then stop the servers. Idempotent, so a test's ``finally`` may call it whatever happened."""
+        for node in self.nodes:
+            node.close()
         for m in self.members:
             if m.server is not None:
                 m.server.stop()

@@ -147,8 +147,6 @@ def _sit_out_rank(rank: int, port: int, root: Path, cache_dir: Path) -> None:
                 "island": net.host(2).node.address, "steps": steps,
                 "funds_conserved": net.total_funds() == net.initial_funds}))
         finally:
-            for node in net.nodes:
-                node.close()
             net.close()
             island.stop()
     finally:

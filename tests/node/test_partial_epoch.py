@@ -94,8 +94,6 @@ def test_a_host_at_half_speed_commits_a_partial_epoch_that_counts(tmp_path, data
             m.node.address: spec.train.segments for m in net.members[:3]}
         assert {h.outcome for h in nxt.hosts} == {"accepted"}
     finally:
-        for node in net.nodes:
-            node.close()
         net.close()
 
 
@@ -130,6 +128,4 @@ def test_a_host_too_slow_for_one_segment_sits_out_and_trains_the_next_epoch(tmp_
         nxt = net.run_epoch()
         assert {h.address: h.outcome for h in nxt.hosts}[slow] == "accepted"
     finally:
-        for node in net.nodes:
-            node.close()
         net.close()

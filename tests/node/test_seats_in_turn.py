@@ -159,8 +159,6 @@ def test_seats_in_turn_the_host_uploads_each_leaf_about_once_with_the_same_verdi
             check_all_passed(net, reports[-1])
             uploads.append(sent["host-0"])
         finally:
-            for node in net.nodes:
-                node.close()
             net.close()
     assert verdicts(reports[0]) == verdicts(reports[1])
     assert uploads[1] <= 0.6 * uploads[0], uploads
@@ -193,8 +191,6 @@ def test_a_silent_first_seat_or_a_refusing_host_lets_every_seat_post_in_time(tmp
         assert all(first[0] in {v.validator for v in c.votes} for c in report.challenges)  # it sat on each
         assert hit  # the host did refuse it / a seat after it did wait for it
     finally:
-        for node in net.nodes:
-            node.close()
         net.close()
 
 
@@ -220,8 +216,6 @@ def test_a_dispute_voter_reads_the_round_0_seats_not_the_host(tmp_path, dataset)
         assert [h.outcome for h in report.hosts] == ["accepted"]
         assert all(v.slashed == "0" for v in report.validators) and net.total_funds() == net.initial_funds
     finally:
-        for node in net.nodes:
-            node.close()
         net.close()
 
 
@@ -274,8 +268,6 @@ def dispute_uploads(tmp_path, dataset, validators: int, tree: bool,
                 "outcomes": [h.outcome for h in report.hosts], "slashed": [v.slashed for v in report.validators],
                 "whole": net.total_funds() == net.initial_funds}
     finally:
-        for node in net.nodes:
-            node.close()
         net.close()
 
 

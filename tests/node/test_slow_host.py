@@ -100,6 +100,4 @@ def test_a_slow_drip_host_is_slashed_and_delays_no_other_verdict(tmp_path, datas
             print(f"\nslow drip: dripper {slow.outcome}, slashed {slow.slashed}; {dripper.connections} connections "
                   f"to it; epoch in {took:.0f} s of wall time at {BLOCK_S} s blocks")
         finally:
-            for node in net.nodes:
-                node.close()
             net.close()
