@@ -18,7 +18,8 @@ each picking ``k`` segments and seated on them and the last segment, so ``D`` ch
 * **on the host's accelerator, besides training** (``A``): per leaf the snapshot copy (GPU→host at
   ``pcie``, on the training thread), plus whatever the background hash (SHA-256 × threads) and write
   (one leaf in K) exceed a segment; the recomputation of the challenged leaves that were not stored
-  (``(D − 1) · ((K+1)/2 − 1/K)`` segments: each challenge from its stored leaf, an upper bound);
+  (each run of ``K`` segments replayed once, as far as its highest challenged leaf:
+  :func:`recomputed_segments`);
   the validation loss of the settled proposal (forward only);
 * **between two trainings** (``L``, pipelined scheme 3, docs/training.md): encode the Δ, the chain
   steps (commit, reveal close, start vote, join close: ``chain_blocks`` blocks), fetch every committed
@@ -180,6 +181,20 @@ def distinct_challenges(segments: int, k: int, pickers: float) -> float:
     return 1 + (segments - 1) * (1 - (1 - min(k, segments - 1) / (segments - 1)) ** pickers)
 
 
+def recomputed_segments(segments: int, full_leaf_every: int, challenged: float) -> float:
+    """The segments a host replays to recompute its challenged leaves (``trainer.recompute``: every
+    leaf it passes is kept, so each run of ``K`` segments is replayed once, from its stored leaf to
+    its highest leaf asked for), each of the first ``S − 1`` segments challenged independently with
+    probability ``challenged``. A challenge of segment ``g`` reads leaves ``g`` and ``g + 1``, so a
+    run's leaves at offset ``m`` or above are asked for when any of its segments from offset
+    ``m − 1`` on is challenged: ``E[highest offset] = Σ_{m=1}^{K−1} 1 − (1 − q)^{K − m + 1}``."""
+    kk = full_leaf_every
+    if kk <= 1:
+        return 0.0
+    per_run = sum(1 - (1 - challenged) ** (kk - m + 1) for m in range(1, kk))
+    return segments / kk * per_run
+
+
 def finalize_fit() -> tuple[float, float]:
     """Slope and intercept of finalize gas against hosts, through the 16- and 64-host measurements."""
     slope = (FINALIZE_GAS[64] - FINALIZE_GAS[16]) / 48
@@ -217,7 +232,7 @@ def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> di
     # The host's challenges: every picker's k picks and the last segment (as built), or k + 1 that
     # every picker sits on (one common seed).
     d = float(min(k + 1, s)) if lever.common_seed else distinct_challenges(s, k, p)
-    recompute_segments = (d - 1) * ((kk + 1) / 2 - 1 / kk) if kk > 1 else 0.0
+    recompute_segments = recomputed_segments(s, kk, (d - 1) / (s - 1) if s > 1 else 0.0)
     recompute_s = recompute_segments * segment_s
     val_s = dep.val_tokens * 2 * n_par / (dep.gpu_tflops * 1e12 * size.gpus)
     accelerator = snapshot_s + recompute_s + val_s

@@ -20,8 +20,9 @@ coalition holding β = 1/3 − ε of the stake (the only way a cheater is shield
 1/3 never holds more than 1/3). Detection with one honest picker is ``1 − (1 − f)^k`` per epoch,
 the guaranteed minimum; ``h`` honest pickers picking apart catch about ``1 − (1 − f)^(h·k)``.
 
-The host's recomputation is counted as the cost model does, each challenge from its stored leaf:
-an upper bound (the host recomputes on request, from the nearest leaf on disk).
+The host's recomputation is counted exactly on the same draw (``trainer.recompute.replayed_segments``:
+it keeps every leaf it recomputes, so each run of ``K`` segments is replayed once, as far as its
+highest challenged leaf, whatever order the validators ask in).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.sampling import challenge_seats
 from trainer.presets import picker_committees, preset, replay_share
+from trainer.recompute import replayed_segments
 
 VALIDATOR_COUNTS = (2, 3, 4, 8, 16, 32, 64, 128, 256, 1024)
 SEATS_CAPS = (19, 10, 7)
@@ -54,16 +56,19 @@ def shield_bound(seats_cap: int, beta: float = BETA) -> float:
     return beta ** seats_cap
 
 
-def mean_challenges(committees: dict[str, list[str]], segments: int, k: int) -> float:
+def mean_challenges(committees: dict[str, list[str]], segments: int, k: int) -> tuple[float, float]:
     """A host's mean number of challenges (distinct segments its pickers' picks and the last segment
     make, ``protocol.rules.sampling.challenge_seats``) over ``committees`` (host -> its pickers,
     ``trainer.presets.picker_committees``), each picker's secret drawn at random (deterministically,
-    from the picker and the host): what the host recomputes and uploads."""
-    total = 0
+    from the picker and the host): what the host uploads; and the mean segments it replays to
+    recompute their leaves at ``K`` = :data:`RECOMPUTE_K`."""
+    total, replayed = 0, 0
     for host, chosen in committees.items():
         secrets = {v: tagged_hash("bench/secret", v.encode(), host.encode()) for v in chosen}
-        total += len(challenge_seats(secrets, host, segments, k))
-    return total / len(committees)
+        challenged = challenge_seats(secrets, host, segments, k)
+        total += len(challenged)
+        replayed += replayed_segments(challenged, segments, RECOMPUTE_K)
+    return total / len(committees), replayed / len(committees)
 
 
 def zipf(count: int) -> list[int]:
@@ -82,11 +87,9 @@ def row(label: str, stakes: Sequence[int], seats_cap: int, hosts: int) -> dict[s
         k = spec.verification.challenges_k
         segments_for_target = math.ceil(p * (k + 1) / TARGET_SHARE)
         out[f"{name}_share"] = share
-        out[f"{name}_challenges"] = mean_challenges(committees, spec.train.segments, k)
-        # The host recomputes a challenged start leaf it did not store from the last stored one
-        # (every K-th): (K + 1)/2 − 1/K segments per challenge on average, the last segment aside.
-        kk, challenges = RECOMPUTE_K, float(out[f"{name}_challenges"])
-        out[f"{name}_recompute"] = (challenges - 1) * ((kk + 1) / 2 - 1 / kk) / spec.train.segments
+        challenges, replayed = mean_challenges(committees, spec.train.segments, k)
+        out[f"{name}_challenges"] = challenges
+        out[f"{name}_recompute"] = replayed / spec.train.segments
         out[f"{name}_segments_for_2pct"] = segments_for_target
         out[f"{name}_steps_for_2pct"] = segments_for_target * spec.train.segment_steps
     # A validator's seats per epoch with as many hosts as validators and equal shares of the seats.

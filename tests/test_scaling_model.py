@@ -67,7 +67,9 @@ def test_pickers_grow_with_the_validators_and_so_do_the_host_s_challenges() -> N
     # One common seed would bring them back to k + 1 whatever P; the validators' share stays P·(k+1)/S.
     common = project(size, Measured(), Deployment(validators=96), replace(AS_BUILT, common_seed=True))
     assert common["challenges"] == 3 and common["validator_share"] == rows[96]["validator_share"]
-    assert common["recompute_s"] < rows[96]["recompute_s"] / 10
+    # 3 challenges against 32 (each run of K = 16 segments replayed once, as far as its highest
+    # challenged leaf: ~17 segments against ~118).
+    assert common["recompute_s"] < rows[96]["recompute_s"] / 5
 
 
 def test_a_dispute_tree_reads_in_rounds_that_double_the_holders() -> None:

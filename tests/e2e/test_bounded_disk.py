@@ -27,9 +27,11 @@ def test_disk_use_stays_bounded_over_a_long_run(tmp_path, load_dataset) -> None:
     host, validator = net.hosts[0], net.validators[0]
     epochs_dir = host.root / spec.run_id().hex()
     sizes, kept, states = [], [], []
+    challenged: dict[int, set[int]] = {}
     for _ in range(7):
         report = net.run_epoch(max_rounds=300)
         assert {h.outcome for h in report.hosts} == {"accepted"} and report.agreed
+        challenged[report.epoch] = {c.segment for c in report.challenges if c.host == host.address}
         sizes.append(_bytes(epochs_dir) - _bytes(epochs_dir / "global"))
         kept.append(host.epochs.epochs_on_disk())
         states.append((len(host.globals.held()), len(validator.globals.held())))
@@ -38,8 +40,16 @@ def test_disk_use_stays_bounded_over_a_long_run(tmp_path, load_dataset) -> None:
     current = net.ledger.epoch()
     assert max(max(s) for s in states) <= 4, states
     assert current.model_hash in host.globals.held() and len(host.globals.held()) < 7
-    # Leaves 0, 4, 8 of 9 stored, plus what challenges made the host recompute.
-    assert all(len(host.epochs.leaves_on_disk(e)) < 9 for e in kept[-1])
+    # Leaves 0, 4 and the last two of 9 stored, plus what challenges made the host recompute: each
+    # run of 4 segments from its stored leaf up to its highest leaf a challenge reads (a challenge
+    # of segment g reads leaves g and g + 1), every leaf on the way kept.
+    segments = spec.train.segments
+    for e in kept[-1]:
+        on_disk = {i for i in range(segments + 1) if i % 4 == 0 or i >= segments - 1}
+        for run in range(0, segments, 4):
+            read = [i for g in challenged[e] for i in (g, g + 1) if run < i < run + 4 and i < segments - 1]
+            on_disk |= set(range(run + 1, max(read, default=run) + 1))
+        assert host.epochs.leaves_on_disk(e) == sorted(on_disk), (e, challenged[e])
     assert host.recomputer.stats.leaves > 0 and host.recomputer.stats.steps > 0
     # The epochs a host keeps: the current one's predecessor and older ones until their close is seen.
     assert max(len(k) for k in kept) <= 3 and kept[-1][0] >= 4

@@ -20,7 +20,7 @@ from trainer.checkpoint import decode_checkpoint
 from trainer.epoch_store import EpochStore
 from trainer.inner import EpochContext, run_epoch
 from trainer.outer import GlobalState
-from trainer.recompute import LeafRecomputer, RecomputeError
+from trainer.recompute import LeafRecomputer, RecomputeError, replayed_segments
 from trainer.snapshot import SnapshotStats
 
 
@@ -83,7 +83,9 @@ def test_recomputation_falls_back_to_a_lower_stored_leaf_and_refuses_without_one
     recomputer = LeafRecomputer(spec, dataset, store)
     assert recomputer.materialize(0, 5).leaf_hash() == full.read_leaf(spec, 0, 5).leaf_hash()
     assert recomputer.stats.segments == 5  # from leaf 0
-    store.leaf_path(0, 0).unlink()
+    assert store.leaves_on_disk(0) == [0, 1, 2, 3, 4, 5, 7, 8]  # every leaf passed is kept
+    for leaf in range(5):
+        store.leaf_path(0, leaf).unlink()
     source = LocalArtifacts(store.root, ctx.run_id, HOST, recompute=recomputer.materialize)
     with pytest.raises(ArtifactUnavailable, match="cannot recompute"):
         source.checkpoint(0, 3)
@@ -156,3 +158,20 @@ def test_retention_prunes_only_closed_epochs_beyond_the_kept_ones(tmp_path) -> N
     assert store.epochs_on_disk() == [5]  # the current epoch is never pruned
     with pytest.raises(ValueError):
         store.prune(keep_epochs=-1, current=5, closed=lambda e: True)
+
+
+def test_the_order_validators_ask_in_costs_nothing(sparse, dataset, tmp_path) -> None:
+    """Issue 30: challenges on leaves 1, 2 and 3 of a run stored every 4th leaf. Asked highest
+    first, the host replays from leaf 0 once, as far as leaf 3, keeping 1 and 2 on the way; the
+    lower ones then cost nothing (keeping only the leaf asked for: 3 + 1 + 2 segments)."""
+    spec, ctx, root, _, full, _ = sparse
+    store = copy_of(root, tmp_path, ctx)
+    recomputer = LeafRecomputer(spec, dataset, store)
+    for leaf in (3, 1, 2):
+        assert recomputer.materialize(0, leaf).leaf_hash() == full.read_leaf(spec, 0, leaf).leaf_hash()
+    assert (recomputer.stats.segments, recomputer.stats.leaves) == (3, 3)
+    assert store.leaves_on_disk(0) == [0, 1, 2, 3, 4, 7, 8]
+    # What the count the benches use says of the same challenges (segments 1 and 2: leaves 1–3).
+    assert replayed_segments([2, 1], spec.train.segments, 4) == 3
+    assert replayed_segments([5, 7], spec.train.segments, 4) == 2  # leaves 5, 6; 7 and 8 are stored
+    assert replayed_segments([3, 4, 5, 6], 16, 4) == 3 + 3  # leaves 3 and 5, 6, 7
