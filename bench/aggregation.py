@@ -315,7 +315,7 @@ def rule_costs(hosts: Sequence[int], reps: int, rules: Sequence[str]) -> list[di
         deltas = {f"host-{i:03d}": {n: 1e-2 * torch.randn(tuple(s), generator=gen) for n, s in shapes.items()}
                   for i in range(k)}
         for rule in rules:
-            spec = AggregationSpec(rule=rule)
+            spec = AggregationSpec.model_validate({"rule": rule})  # a name from the command line
             times = []
             for _ in range(reps):
                 t0 = time.perf_counter()
@@ -354,7 +354,10 @@ def validate_against_network(spec: RunSpec, dataset: Dataset, epochs: int, root:
     make_patient(net, 4)
     reports = [net.run_epoch() for _ in range(epochs)]
     network_s = time.perf_counter() - t0
-    seeds = [bytes.fromhex(r.seed) for r in reports]
+    seeds = []
+    for r in reports:
+        assert r.seed is not None, f"epoch {r.epoch} closed without a seed"
+        seeds.append(bytes.fromhex(r.seed))
     sim = Simulator(spec, dataset, hosts)
     t0 = time.perf_counter()
     run = sim.run({hosts[3]: "ipm", hosts[4]: "alie", hosts[5]: "sign_flip"}, True, epochs, seeds,
@@ -505,8 +508,8 @@ def main() -> None:
         print("| rule | " + " | ".join(f"K = {k}" for k in cost_hosts) + " |")
         print("|---|" + "---|" * len(cost_hosts))
         for rule in rules:
-            cells = [next(c for c in costs if c["rule"] == rule and c["hosts"] == k) for k in cost_hosts]
-            print(f"| {rule} | " + " | ".join(f"{1000 * c['median_s']:.0f} ms" for c in cells) + " |", flush=True)
+            row = [next(c for c in costs if c["rule"] == rule and c["hosts"] == k) for k in cost_hosts]
+            print(f"| {rule} | " + " | ".join(f"{1000 * c['median_s']:.0f} ms" for c in row) + " |", flush=True)
 
     if not args.skip_grid:
         noise = [int(x) for x in args.noise_seeds.split(",") if x]

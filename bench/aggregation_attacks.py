@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from node.events import EventKind
 from node.host import HostNode
 from protocol.rules.sampling import challenged_segments
 from protocol.rules.spec import RunSpec
@@ -221,7 +222,7 @@ class PatientHost(HostNode):
         try:
             return super()._maybe_train(info)
         except ArtifactUnavailable as exc:
-            self.event(info.epoch, "waiting for peers' Δs", str(exc))
+            self.event(info.epoch, EventKind.WAITING_TO_AGGREGATE, f"waiting for peers' Δs: {exc}")
             return False
 
 

@@ -130,7 +130,7 @@ class Run:
         self.planned = Ledger(self.capture)
         self.spec = s
 
-    def parallel(self, plan: Callable[[Ledger], None], chunk: int = 0) -> tuple[list[TxResult], int]:
+    def parallel(self, plan: Callable[[Ledger], object], chunk: int = 0) -> tuple[list[TxResult], int]:
         """Send every call ``plan`` makes without waiting in between (simulated gas each), then
         wait for all; with ``chunk`` > 0, at most that many before waiting for them (thousands in
         flight at once lost account sequences on a loaded node). The one that completes a phase
@@ -174,10 +174,10 @@ def opening(v: str, c: Any, outcome: str) -> VerdictOpening:
     replays are bitwise equal, so the final vote groups equal verdicts), the salt on the voter; on
     the host's last segment (the spec's probe is on by default) the host's probe gain."""
     last = c.segment == c.segments - 1 and outcome != "unavailable"
-    return VerdictOpening(epoch=c.epoch, host=c.host, segment=c.segment, outcome=outcome, distance="0.001",
-                          evidence=digest(f"ev:{c.host}:{c.segment}:{outcome}"),
-                          salt=digest(f"salt:{v}:{c.host}:{c.segment}:{c.round}"),
-                          gain_micro=25_000 if last else None)
+    return VerdictOpening.model_validate({  # the outcome a plain string, validated as a message
+        "epoch": c.epoch, "host": c.host, "segment": c.segment, "outcome": outcome, "distance": "0.001",
+        "evidence": digest(f"ev:{c.host}:{c.segment}:{outcome}"),
+        "salt": digest(f"salt:{v}:{c.host}:{c.segment}:{c.round}"), "gain_micro": 25_000 if last else None})
 
 
 def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
@@ -194,7 +194,7 @@ def play_epoch(run: Run, hosts: Sequence[str], validators: Sequence[str], *,
     t0 = time.perf_counter()
     h0 = run.ledger.height()
 
-    def phase(name: str, plan: Callable[[Ledger], None], expect: str | None) -> None:
+    def phase(name: str, plan: Callable[[Ledger], object], expect: str | None) -> None:
         results, retries = run.parallel(plan)
         out[name] = out.get(name, []) + results
         out["retries"] += retries
@@ -387,9 +387,12 @@ def measure(chain: CosmosChain, args: argparse.Namespace, report: dict[str, Any]
         for dispute in (False, True):
             r = Run(chain, code_id, operator, spec(verify_blocks=80))  # room for 512 parallel submits
             hs, vs = hosts[:h], validators[:args.validators]
-            r.parallel(lambda Lp, hs=hs, vs=vs: [Lp.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE)
-                                                 for n in hs]
-                       + [Lp.bond(key(n), "validator", "http://127.0.0.1:8701", VALIDATOR_STAKE) for n in vs])
+            def bond_all(Lp: Ledger, hs: list[str] = hs, vs: list[str] = vs) -> None:
+                for n in hs:
+                    Lp.bond(key(n), "host", "http://127.0.0.1:8700", HOST_STAKE)
+                for n in vs:
+                    Lp.bond(key(n), "validator", "http://127.0.0.1:8701", VALIDATOR_STAKE)
+            r.parallel(bond_all)
             r.ledger.fund_rewards(funder, 1_000_000)
             out = play_epoch(r, hs, vs, finalize_by_advance=True, dispute=dispute)
             row: dict[str, Any] = {p: gas_summary(out[p]) for p in phases if p in out}

@@ -20,6 +20,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any, Literal
 
 import torch
 
@@ -28,7 +29,7 @@ from protocol.rules.spec import QuantizationSpec
 from trainer.data import Dataset
 from trainer.delta import dequantize, payload_bytes, pseudo_gradient, quantize, relative_error
 from trainer.determinism import configure
-from trainer.diloco import simulate
+from trainer.diloco import Mode, simulate
 from trainer.inner import EpochContext, start_checkpoint, train_steps
 from trainer.outer import GlobalState
 from trainer.presets import preset
@@ -81,12 +82,14 @@ def main() -> None:
     dataset = Dataset.load(base.data)
     if args.rule:
         base = base.with_changes(aggregation={"rule": args.rule})
-    runs = [] if args.no_baselines else [("ddp", 50, "int8", "fresh"), ("single", 50, "int8", "fresh")]
+    # (mode, H, Δ scheme, inner AdamW state across rounds)
+    runs: list[tuple[Mode, int, str, Literal["fresh", "kept"]]] = (
+        [] if args.no_baselines else [("ddp", 50, "int8", "fresh"), ("single", 50, "int8", "fresh")])
     runs += [("diloco", int(h), "int8", "fresh") for h in args.inner_steps.split(",")]
     if args.quant_h:
         runs += [("diloco", args.quant_h, "none", "fresh"), ("diloco", args.quant_h, "int4", "fresh"),
                  ("diloco", args.quant_h, "int8", "kept")]
-    results = []
+    results: list[dict[str, Any]] = []  # one row per run (JSON)
     for mode, h, scheme, inner_state in runs:
         spec = base.with_changes(train={"inner_steps": h, "segment_steps": h}, quantization={"scheme": scheme})
         r = simulate(spec, dataset, mode, args.workers, args.steps, inner_state=inner_state)
@@ -109,11 +112,12 @@ def main() -> None:
         return
     print("\n| run | final val loss | × data-parallel | bytes sent | ddp bytes ÷ run bytes | wall s |")
     print("|---|---|---|---|---|---|")
-    for r in results:
-        name = r["mode"] if r["mode"] != "diloco" else f"DiLoCo H={r['H']} ({r['quant']}, {r['inner_state']} AdamW)"
-        ratio = f"{ddp['bytes_sent'] / r['bytes_sent']:.0f}×" if r["bytes_sent"] else "—"
-        print(f"| {name} | {r['val_loss']:.4f} | {r['val_loss'] / ddp['val_loss']:.4f} | "
-              f"{r['bytes_sent'] / 1e6:.1f} MB | {ratio} | {r['wall_s']:.0f} |")
+    for done in results:
+        name = (done["mode"] if done["mode"] != "diloco"
+                else f"DiLoCo H={done['H']} ({done['quant']}, {done['inner_state']} AdamW)")
+        ratio = f"{ddp['bytes_sent'] / done['bytes_sent']:.0f}×" if done["bytes_sent"] else "—"
+        print(f"| {name} | {done['val_loss']:.4f} | {done['val_loss'] / ddp['val_loss']:.4f} | "
+              f"{done['bytes_sent'] / 1e6:.1f} MB | {ratio} | {done['wall_s']:.0f} |")
     if args.json:
         args.json.write_text(json.dumps({"config": vars(args) | {"json": str(args.json)}, "runs": results,
                                          "quantization": quant_rows, "torch_threads": torch.get_num_threads()},

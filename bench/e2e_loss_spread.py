@@ -30,6 +30,7 @@ import os
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from node.validator import ValidatorNode
 from protocol.injective import ONE_INJ
@@ -87,13 +88,16 @@ def main() -> None:
             spec, roster = host_network() if args.network == "host" else devnet_network()
             if args.fresh_keys:  # LocalNetwork derives its keys by name; a fresh salt per run
                 salt = os.urandom(8).hex()
-                network.sim_key = lambda name, salt=salt: PrivateKey(hashlib.sha256(f"{salt}:{name}".encode()).digest())
+
+                def salted_key(name: str, salt: str = salt) -> PrivateKey:
+                    return PrivateKey(hashlib.sha256(f"{salt}:{name}".encode()).digest())
+                network.sim_key = salted_key
             net = LocalNetwork(spec, Path(tmp) / f"run-{run}", roster, dataset, validator_factory=ValidatorNode)
             reports = [net.run_epoch() for _ in range(EPOCHS)]
             row = [min(h.proposal.val_loss_micro for h in r.hosts if h.proposal) / 1e6 for r in reports]
             losses.append(row)
             print(f"run {run}: " + "  ".join(f"θ_{e + 1} {v:.4f}" for e, v in enumerate(row)), flush=True)
-    summary = {}
+    summary: dict[str, Any] = {}
     for e in range(EPOCHS):
         col = [row[e] for row in losses]
         drops = [theta0 - v for v in col]

@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,8 @@ class CountingStore(ContractStore):
         return items
 
 
-embedded_chain_module.ContractStore = CountingStore  # type: ignore[misc]
+# Every contract store of the embedded chain counted from here on (a monkeypatch of its class).
+embedded_chain_module.ContractStore = CountingStore  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -143,7 +145,8 @@ def measured(cost: Cost):
         CountingStore.traffic = None
 
 
-def cost_of(env: LedgerEnv, action) -> Cost:
+def cost_of(action: Callable[[], TxResult]) -> Cost:
+    """What ``action`` (one transaction) cost: its wasm fuel, storage traffic and bank sends."""
     cost = Cost()
     with measured(cost):
         result = action()
@@ -157,7 +160,7 @@ def run_pages(env: LedgerEnv) -> list[Cost]:
     pages: list[Cost] = []
     while env.ledger.closing():
         assert len(pages) < 10_000, f"the close does not end: {env.epoch()}"
-        pages.append(cost_of(env, env.advance))
+        pages.append(cost_of(env.advance))
     return pages
 
 
@@ -165,7 +168,7 @@ def close_cost(env: LedgerEnv, action: Callable[[], TxResult]) -> dict[str, Any]
     """What a message that completes a phase costs, and the close it starts: since paged
     settlement (``settle_page``) it runs the close's first page, and ``advance`` runs the rest
     (``pages_after`` of them; the largest one's estimate, None when the close fit in one)."""
-    first = cost_of(env, action)
+    first = cost_of(action)
     pages = run_pages(env)
     largest = max(pages, key=lambda c: c.estimate()["sdk_gas_estimate"]) if pages else None
     return {**first.estimate(), "pages_after": len(pages),
@@ -187,11 +190,13 @@ def bond_and_query(n: int, members: int) -> dict[str, Any]:
                           cache_queries=False)
     t0 = time.perf_counter()
     code_id = chain.store_code(operator, load_contract_wasm()).code_id
+    assert code_id is not None
     store_s = time.perf_counter() - t0
     spec = make_spec()
     contract = chain.instantiate(operator, code_id, {
         "spec_json": spec.canonical().decode(), "initial_model_hash": "0" * 64, "denom": DENOM,
         "treasury": operator, "admin": None}).contract_address
+    assert contract is not None
     msg = {"bond": {"role": "host", "endpoint": "http://127.0.0.1:8700"}}
     fuel = []
     t0 = time.perf_counter()
@@ -239,13 +244,13 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
 
     commits = [env.commitment(h, 0) for h in host_names]
     t0 = time.perf_counter()
-    commit_costs = []
-    for name, c in zip(host_names, commits, strict=True):
+    commit_costs: list[Cost] = []
+    for name, commitment in zip(host_names, commits, strict=True):
         if len(commit_costs) < 5:
-            commit_costs.append(cost_of(env, lambda name=name, c=c: env.ledger.commit(
-                env.key(name), c, env.trap_opening(name, 0).commitment(env.addr(name)))))
+            commit_costs.append(cost_of(partial(env.ledger.commit, env.key(name), commitment,
+                                                env.trap_opening(name, 0).commitment(env.addr(name)))))
         else:
-            env.ledger.commit(env.key(name), c, env.trap_opening(name, 0).commitment(env.addr(name)))
+            env.ledger.commit(env.key(name), commitment, env.trap_opening(name, 0).commitment(env.addr(name)))
     commit_s = time.perf_counter() - t0
     assert env.epoch().phase == "reveal"
 
@@ -256,12 +261,11 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     assert env.epoch().phase == "verify", env.epoch()
 
     work = [(v, c) for v in validator_names for c in env.challenges(v, 0)]
-    verdict_costs = []
+    verdict_costs: list[Cost] = []
     t0 = time.perf_counter()
     for v, c in work:  # commitments (the last one closes verify)
         if len(verdict_costs) < 5:
-            verdict_costs.append(cost_of(env, lambda v=v, c=c: env.commit_verdict(v, c.host, c.segment, "pass",
-                                                                                   epoch=0)))
+            verdict_costs.append(cost_of(partial(env.commit_verdict, v, c.host, c.segment, "pass", epoch=0)))
         else:
             env.commit_verdict(v, c.host, c.segment, "pass", epoch=0)
     # objection (issue 27): every seated validator says it is done (no objection), every host opens
@@ -276,7 +280,7 @@ def epoch_at_scale(spec: RunSpec, hosts: int, validators: int, wasm: bytes | Non
     for v, c in work[:-1]:
         costs = last_costs if c.segment == c.segments - 1 else opening_costs
         if len(costs) < 5:
-            costs.append(cost_of(env, lambda v=v, c=c: env.reveal_verdict(v, c.host, c.segment, epoch=0)))
+            costs.append(cost_of(partial(env.reveal_verdict, v, c.host, c.segment, epoch=0)))
         else:
             env.reveal_verdict(v, c.host, c.segment, epoch=0)
     verdict_s = time.perf_counter() - t0

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -52,11 +53,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from chain_devnet import digest, key, secret, trap_opening
-from embedded_chain import INSTANCE_COST, INSTRUCTIONS_PER_SDK_GAS, ITER_FLAT, READ_BYTE, Cost, cost_of, measured
-from settle_paging import _FUEL, HOST_STAKE, VALIDATOR_STAKE, bench_spec, play, query_cost
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench.*
 
 import chain.embedded.vm as embedded_vm
+from bench.chain_devnet import digest, key, secret, trap_opening
+from bench.embedded_chain import INSTANCE_COST, INSTRUCTIONS_PER_SDK_GAS, ITER_FLAT, READ_BYTE, Cost, cost_of, measured
+from bench.settle_paging import _FUEL, HOST_STAKE, VALIDATOR_STAKE, bench_spec, play, query_cost
 from chain.block_clock import BlockClock
 from chain.embedded import EmbeddedChain, deploy_embedded
 from chain.embedded.backend import EmbeddedBackend
@@ -121,7 +123,7 @@ def run(hosts: int, validators: int, page: int | None) -> dict[str, Any]:
         plan(ledger)
 
     def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
-        return cost_of(None, action).estimate()  # type: ignore[arg-type]  # cost_of does not use its env
+        return cost_of(action).estimate()
 
     in_verify: dict[str, Any] = {}
 

@@ -34,6 +34,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -107,6 +108,7 @@ def steps_per_m(spec, dataset, ctx, theta, device, counts: list[int], steps: int
     for m in counts:
         reset_memory(device)
         row: dict = {"micro_batches": m}
+        stepper: Stepper | None = None
         try:
             stepper = Stepper(spec, device=device)
             stepper.load(start_checkpoint(spec, theta, 0, m).state)
@@ -236,8 +238,7 @@ def main() -> None:
     # The snapshot on the training thread, and the leaf hash on the CPU.
     leaf = Checkpoint(replayer.export(), replayed.losses, m)
     leaf_bytes = sum(t.numel() * t.element_size() for t in leaf.tensors().values())
-    snap = {"leaf_bytes": leaf_bytes,
-            "export_blocking_s": timed(replayer.export, device)}
+    snap: dict[str, Any] = {"leaf_bytes": leaf_bytes, "export_blocking_s": timed(replayer.export, device)}
     # export_async, then one training step, then the wait for the copy: whether the transfer
     # overlaps the step (the wait is then ~0 and the step no slower than without a copy in flight).
     returns, steps_during, waits = [], [], []

@@ -89,7 +89,7 @@ def rank_main(rank: int, job: Job) -> None:
     if job.world > 1:
         backend = "nccl" if device.type == "cuda" else "gloo"
         dist.init_process_group(backend, init_method=f"file://{job.init_file}", rank=rank, world_size=job.world,
-                                **({"device_id": device} if device.type == "cuda" else {}))
+                                device_id=device if device.type == "cuda" else None)
     spec = RunSpec.from_canonical(job.spec_json)
     dataset = Dataset.load(spec.data)
     run_id = spec.run_id()

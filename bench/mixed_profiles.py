@@ -36,6 +36,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -110,7 +111,7 @@ def measure(name: str, steps: int, keep: list[str] | None, cache_dir: Path | Non
     pairs = measure_pairs(spec, dataset, ctx, theta, [hs for hs, _ in classes.values()],
                           [vs for _, vs in classes.values()], cache_dir=cache_dir)
     label = {setup.profile: cls for cls, (setup, _) in classes.items()}
-    rows = [{"host_class": label[p.host.profile], "validator_class": label[p.validator.profile],
+    rows: list[dict[str, Any]] = [{"host_class": label[p.host.profile], "validator_class": label[p.validator.profile],
              "same_class": p.same_profile, "segments": len(p.segments), "bitwise": p.bitwise,
              "fails": fails(p, spec), "distance": max(x.distance for x in p.segments),
              "moment_error": max(x.moment_error for x in p.segments)} for p in pairs]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from trainer.data import Dataset
 from trainer.determinism import configure
@@ -58,7 +59,7 @@ def main() -> None:
     configure(args.threads)
     base = preset(args.preset)
     dataset = Dataset.load(base.data)
-    rows = []
+    rows: list[dict[str, Any]] = []
 
     def record(seed: int, schedule: str, outer: str, cheaters: int, sync: SimResult, r: SimResult) -> None:
         print(json.dumps({"seed": seed, "schedule": schedule, "outer": outer, "cheaters": cheaters,
@@ -96,9 +97,9 @@ def main() -> None:
     print("| seed | schedule | outer lr:momentum | cheaters | synchronous val loss | pipelined val loss | "
           "pipelined ÷ synchronous | same bytes |")
     print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['seed']} | {r['schedule']} | {r['outer']} | {r['cheaters']} | {r['sync']:.4f} | "
-              f"{r['pipelined']:.4f} | {r['ratio']:.4f} | {r['bytes_equal']} |")
+    for row in rows:
+        print(f"| {row['seed']} | {row['schedule']} | {row['outer']} | {row['cheaters']} | {row['sync']:.4f} | "
+              f"{row['pipelined']:.4f} | {row['ratio']:.4f} | {row['bytes_equal']} |")
 
 
 if __name__ == "__main__":

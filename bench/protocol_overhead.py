@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -131,7 +132,7 @@ def main() -> None:
         plain_theta = GlobalState.initial(spec)
         plain_hosts = [sim_key(f"host-{i}").address() for i in range(args.hosts)]
         stepper = Stepper(spec)
-        rows = []
+        rows: list[dict[str, Any]] = []  # one per epoch (JSON)
         for e in range(args.epochs):
             prev = genesis_seed(spec.run_id()) if e == 0 else bytes.fromhex(net.ledger.epoch().prev_seed)
             plain_cpu: list[float] = []

@@ -52,6 +52,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -306,7 +307,9 @@ def ablation(measured: Measured, dep: Deployment) -> dict[str, dict[str, float]]
         lever = LEVERS[size.name]
         out[size.name] = {"all": project(size, measured, dep, lever)["utilisation"]}
         for field in applied(lever):
-            off = replace(lever, **{field: 1 if field == "longer_segments" else False})
+            # A flag named at run time: mypy cannot tell it from `name`, the one str field.
+            off = (replace(lever, longer_segments=1) if field == "longer_segments"
+                   else replace(lever, **{field: False}))  # type: ignore[arg-type]
             out[size.name][field] = project(size, measured, dep, off)["utilisation"]
     return out
 
@@ -379,7 +382,7 @@ def main() -> None:
               f"compute {row['compute_s']:,.0f} s, utilisation {row['utilisation']:.1%}"
               f"{'' if row['meets_target'] else ' (below 95 %)'}")
     ablate = ablation(measured, dep)
-    out = {"measured": measured.model_dump(), "deployment": asdict(dep),
+    out: dict[str, Any] = {"measured": measured.model_dump(), "deployment": asdict(dep),
            "levers": {name: asdict(lever) for name, lever in LEVERS.items()}, "ablation": ablate, "rows": rows}
     if args.markdown:
         print(markdown(rows))

@@ -44,6 +44,7 @@ import hashlib
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -51,10 +52,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from chain_devnet import Capture, Run, digest, key, opening, secret, trap_opening
-from embedded_chain import INSTANCE_COST, INSTRUCTIONS_PER_SDK_GAS, Cost, cost_of, measured
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench.*
 
 import chain.embedded.vm as embedded_vm
+from bench.chain_devnet import Capture, Run, digest, key, opening, secret, trap_opening
+from bench.embedded_chain import INSTANCE_COST, INSTRUCTIONS_PER_SDK_GAS, Cost, cost_of, measured
 from chain.cosmos import CosmosBackend, CosmosChain
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.embedded import EmbeddedChain, deploy_embedded
@@ -452,7 +454,7 @@ def embedded(hosts: int, page: int | None, reward: int, scenario: Scenario = "ho
         plan(Ledger(Metered(backend, sink.setdefault(kind, []))))
 
     def measure(action: Callable[[], TxResult]) -> dict[str, Any]:
-        return cost_of(None, action).estimate()  # cost_of does not use its env
+        return cost_of(action).estimate()
 
     def query_gas(phase: str) -> dict[str, Any]:
         e = ledger.epoch().epoch

@@ -73,7 +73,7 @@ from ledger_env import DEFAULT_NAMES, EmbeddedDriver, LedgerEnv, make_spec  # no
 from chain.ledger import ContractError  # noqa: E402
 from protocol.rules.sampling import pickers, picks  # noqa: E402
 from protocol.rules.spec import RunSpec  # noqa: E402
-from protocol.views import Challenge, EpochReport  # noqa: E402
+from protocol.views import Challenge, EpochReport, HostReport, ValidatorReport  # noqa: E402
 
 SEGMENTS, K, SEATS_CAP = 8, 2, 19
 HONEST_HOSTS, HONEST_VALIDATORS = 3, 4
@@ -257,7 +257,8 @@ class AttackGame:
 
     def _record(self, report: EpochReport, joined: Sequence[str], withheld: Sequence[str], honest_pickers: int) -> None:
         env = self.env
-        members = {env.name_of(m.address): m for m in [*report.hosts, *report.validators]}
+        parts: list[HostReport | ValidatorReport] = [*report.hosts, *report.validators]
+        members = {env.name_of(m.address): m for m in parts}
         coalition = set(self.coalition) | ({"cheat1"} if self.cheater_in_coalition else set())
 
         def net(names: set[str]) -> int:

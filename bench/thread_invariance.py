@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 CHILD = r"""
 import json, os, sys, time, torch
@@ -125,12 +126,13 @@ def main() -> None:
                         help="also time this many `small` steps at 2 threads per mode (CPU seconds)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    rows = []
+    rows: list[dict[str, Any]] = []  # a child's JSON, or its error
     for cbwr in args.cbwr:
         env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE",
                "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
         res = subprocess.run([sys.executable, "-c", CHILD, cbwr, str(args.time_steps)], capture_output=True,
                              text=True, env=env)
+        row: dict[str, Any]
         if res.returncode:
             row = {"cbwr": cbwr or "(MKL's choice)", "error": res.stderr.strip().splitlines()[-1:]}
         else:

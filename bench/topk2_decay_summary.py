@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-# The per-configuration summary's deficits and ratios (sibling script: bench/ is on the path when this one runs).
-from topk2_probe_summary import deficits, host_ratios
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench.*
 
+# The per-configuration summary's deficits and ratios.
+from bench.topk2_probe_summary import deficits, host_ratios
 from trainer.probe import PROBE_RELATIVE_BPS, PROBE_RELATIVE_BPS_TOPK2
 
 INT8_MARGIN = 20_000

@@ -64,6 +64,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP
 import argparse
 import json
 import logging
+import sys
 import tempfile
 import time
 from decimal import Decimal
@@ -71,9 +72,10 @@ from pathlib import Path
 
 import torch
 
-# The probe benchmark's (sibling script: bench/ is on the path when this one runs).
-from probe_check import address, blend_attack, paired_damage, rule_loss
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench.*
 
+# The probe benchmark's.
+from bench.probe_check import address, blend_attack, paired_damage, rule_loss
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.spec import RunSpec
 from protocol.tensors.aggregation import aggregate

@@ -14,13 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-# The bench's host addresses (sibling script: bench/ is on the path when this one runs).
-from probe_check import address
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for bench.*
 
+# The bench's host addresses.
+from bench.probe_check import address
 from trainer.probe import probe_allowance, probe_deficits
 
 

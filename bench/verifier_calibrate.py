@@ -35,8 +35,10 @@ import argparse
 import json
 import math
 import time
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -72,13 +74,12 @@ def warm(spec: RunSpec, dataset: Dataset, ctx: EpochContext, steps: int,
     return {n: t.clone() for n, t in stepper.export().params.items()}
 
 
-def _clone(state: TrainState, **changes) -> TrainState:
-    fields = {"params": {n: t.clone() for n, t in state.params.items()},
-              "exp_avg": {n: t.clone() for n, t in state.exp_avg.items()},
-              "exp_avg_sq": {n: t.clone() for n, t in state.exp_avg_sq.items()},
-              "step": state.step, "rng_key": state.rng_key}
-    fields.update(changes)
-    return TrainState(**fields)
+def _clone(state: TrainState, **changes: Any) -> TrainState:
+    copy = TrainState(params={n: t.clone() for n, t in state.params.items()},
+                      exp_avg={n: t.clone() for n, t in state.exp_avg.items()},
+                      exp_avg_sq={n: t.clone() for n, t in state.exp_avg_sq.items()},
+                      step=state.step, rng_key=state.rng_key)
+    return replace(copy, **changes)
 
 
 def cheat_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Checkpoint, kind: str) -> Checkpoint:
@@ -137,7 +138,10 @@ def forged_segment(spec: RunSpec, dataset: Dataset, ctx: EpochContext, start: Ch
     x, y = dataset.batch(ctx.run_id, ctx.prev_epoch_seed, ctx.host, s.step, spec.train.batch_size)
     logits = stepper.model(x)
     F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1)).backward()
-    grad = {n: p.grad.detach() for n, p in stepper.named.items()}
+    grad = {}
+    for n, p in stepper.named.items():
+        assert p.grad is not None, n  # every parameter takes part in the loss
+        grad[n] = p.grad.detach()
     gnorm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grad.values()))
     size = 0.009 * update_norm(s, start.state)
     return Checkpoint(_clone(s, params={n: s.params[n] + grad[n] * (size / gnorm) for n in s.params}),

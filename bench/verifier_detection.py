@@ -35,6 +35,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -45,8 +46,8 @@ from trainer.artifacts import LocalArtifacts
 from trainer.data import Dataset
 from trainer.delta import dequantize
 from trainer.determinism import configure
-from trainer.epoch_store import EpochStore
-from trainer.inner import EpochContext
+from trainer.epoch_store import EpochRecord, EpochStore
+from trainer.inner import EpochContext, EpochResult
 from trainer.island import spawn_island
 from trainer.model import parameter_shapes
 from trainer.outer import GlobalState, outer_step
@@ -76,7 +77,7 @@ def address(i: int) -> str:
     return encode_address(i.to_bytes(20, "big"))
 
 
-def challenge(result, ctx: EpochContext, segment: int) -> Challenge:
+def challenge(result: EpochRecord | EpochResult, ctx: EpochContext, segment: int) -> Challenge:
     return Challenge.of(result.commitment, ctx.host, segment, "local", [VALIDATOR])
 
 
@@ -91,14 +92,17 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
     theta = GlobalState.initial(spec)
-    steppers = {}
-    replays, fails, worst = Counter(), [], {1: 0.0, 2: 0.0}
+    steppers: dict[int, Stepper] = {}
+    replays: Counter[int] = Counter()
+    fails: list[dict[str, Any]] = []
+    worst = {1: 0.0, 2: 0.0}
     rows: list[dict] = []  # every replay (for --json): which setups, the verdict, the distances
     worst_loss = worst_moments = 0.0
     t0 = time.perf_counter()
     for e in range(epochs):
         host_threads, island = HOST_SETUPS[e % len(HOST_SETUPS)]
         ctx = EpochContext(spec.run_id(), e, address(1000 + e), bytes([e % 256, e // 256]) * 16)
+        result: EpochRecord | EpochResult
         if island:
             result = spawn_island(island, spec, ctx, theta, root, threads=host_threads)
         else:
@@ -125,9 +129,10 @@ def false_positives(spec, dataset, epochs: int, root: Path) -> dict:
                 # The largest honest values over every replay, passed or not: they are what any
                 # threshold is calibrated against (a replay fails only on a value above its threshold).
                 if "distance" in m:
-                    worst[val_threads] = max(worst[val_threads], m["distance"])
-                    worst_loss = max(worst_loss, m["loss_max_diff"])
-                    worst_moments = max(worst_moments, m["moment_error_exp_avg"], m["moment_error_exp_avg_sq"])
+                    worst[val_threads] = max(worst[val_threads], float(m["distance"]))
+                    worst_loss = max(worst_loss, float(m["loss_max_diff"]))
+                    worst_moments = max(worst_moments, float(m["moment_error_exp_avg"]),
+                                        float(m["moment_error_exp_avg_sq"]))
         store = EpochStore(root, spec.run_id(), ctx.host)
         delta = dequantize(store.read_delta(spec, e), parameter_shapes(spec), spec.quantization)
         theta = outer_step(theta, delta, spec.outer)
@@ -150,7 +155,8 @@ def detection(spec, dataset, text: str, epochs: int, root: Path, k: int) -> dict
     theta = GlobalState.initial(spec)
     rng = random.Random(f"detection:{text}")
     host = address(7)
-    caught, faked_epochs, checks = 0, 0, Counter()
+    caught, faked_epochs = 0, 0
+    checks: Counter[str] = Counter()
     # Challenges of faked segments, how many of those passed (a cheat the replay missed), and
     # challenges of honestly trained segments that did not pass (what the cheat cost its honest work).
     faked_challenges, faked_passed, honest_not_passed = 0, 0, 0
@@ -159,14 +165,13 @@ def detection(spec, dataset, text: str, epochs: int, root: Path, k: int) -> dict
     for e in range(epochs):
         prev_seed = rng.randbytes(32)
         ctx = EpochContext(spec.run_id(), e, host, prev_seed)
-        context = {}
+        victim: LocalArtifacts | None = None
         if text.startswith(("copycat", "alie")):
             victim_ctx = EpochContext(spec.run_id(), e, address(8), prev_seed)
             Honest().train_epoch(spec, dataset, victim_ctx, theta.params, root)
             victim = LocalArtifacts(root, spec.run_id(), victim_ctx.host)
-            context = {"victim": victim, "peers": [victim]}
-        if adversary is None or context:
-            adversary = make_adversary(text, seed=11, **context)
+        if adversary is None or victim is not None:
+            adversary = make_adversary(text, seed=11, victim=victim, peers=[victim] if victim is not None else [])
         result = adversary.train_epoch(spec, dataset, ctx, theta.params, root)
         source = adversary.serve(LocalArtifacts(root, spec.run_id(), host))
         faked = set(adversary.faked.get(e, []))
@@ -182,6 +187,7 @@ def detection(spec, dataset, text: str, epochs: int, root: Path, k: int) -> dict
                 detected = True
                 checks[f"{report.outcome}:{report.check}"] += 1
         caught += detected
+    assert adversary is not None, "no epoch was played"
     expected = adversary.expected_detection(spec, k) if hasattr(adversary, "expected_detection") else float("nan")
     if text.startswith("stale"):
         expected *= (epochs - 1) / epochs  # epoch 0 has nothing stale to reuse

@@ -378,10 +378,11 @@ class LedgerEnv:
         probed = self.spec.verification.probe_windows > 0 and outcome != "unavailable" and segment == last
         gain = self.revote_gains.get(name, GAIN_MICRO) if dispute else self.gains.get(name, GAIN_MICRO)
         dispute_gain = self.dispute_gains.get(name, DISPUTE_GAIN_MICRO) if dispute else None
-        return VerdictOpening(epoch=epoch, host=host_address, segment=segment, outcome=outcome, distance=distance,
-                              evidence=digest(f"evidence:{host_address}:{segment}:{outcome}:{distance}"), salt=salt,
-                              gain_micro=gain if probed else None,
-                              dispute_gain_micro=dispute_gain if probed else None)
+        # Validated like any message from outside: the tests' outcomes and distances are plain strings.
+        return VerdictOpening.model_validate({
+            "epoch": epoch, "host": host_address, "segment": segment, "outcome": outcome, "distance": distance,
+            "evidence": digest(f"evidence:{host_address}:{segment}:{outcome}:{distance}"), "salt": salt,
+            "gain_micro": gain if probed else None, "dispute_gain_micro": dispute_gain if probed else None})
 
     def commit_verdict(self, name: str, host: str, segment: int, outcome: str = "pass", *,
                        distance: str = "0.001", epoch: int | None = None, revote: bool = False,

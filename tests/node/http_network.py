@@ -106,14 +106,14 @@ class HttpNetwork:
             self.ledger.bond(k, "host", endpoint, 2 * int(spec.economics.min_host_stake))
             self.members.append(Member(node, server, endpoint))
         for i, k in enumerate(validator_keys):
-            node = ValidatorNode(self.ledger, k, spec, self.dataset, self.root / f"validator-{i}", self._peers(k),
-                                 name=f"validator-{i}", patience=PATIENCE)
-            app = create_app(LocalArtifacts(node.root, spec.run_id(), node.address), run, node.address,
+            validator = ValidatorNode(self.ledger, k, spec, self.dataset, self.root / f"validator-{i}",
+                                      self._peers(k), name=f"validator-{i}", patience=PATIENCE)
+            app = create_app(LocalArtifacts(validator.root, spec.run_id(), validator.address), run, validator.address,
                              authorize=MembershipCache(self.ledger))
             j = len(self.hosts) + i
             server = ServerThread(self.wrap[j](app) if j in self.wrap else app).start()
             self.ledger.bond(k, "validator", server.url, 2 * int(spec.economics.min_validator_stake))
-            self.members.append(Member(node, server, server.url))
+            self.members.append(Member(validator, server, server.url))
 
     def _peers(self, k: PrivateKey) -> Callable[[str], Any]:
         return http_peers(k, self.spec, self.ledger.prefix, allow_private=True, limits=LIMITS, retry_budget_s=1.0)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 _ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(_ROOT), str(_ROOT / "bench")]  # the bench imports its sibling probe_check
+sys.path.insert(0, str(_ROOT))  # the repository root, for bench/
 
 from bench.probe_check import address  # noqa: E402
 from bench.topk2_probe import next_states, parse_partial, topk2_spec  # noqa: E402
