@@ -61,10 +61,10 @@ pub const VALIDATOR_SETS: Map<u64, Vec<String>> = Map::new(b"vs/");
 /// epoch before landed after it joined (`WEIGHT_CAPS`).
 pub const VALIDATOR_STAKES: Map<u64, Vec<Uint128>> = Map::new(b"vw/");
 /// A validator of epoch e that a slash of epoch e − 1 reached after it joined e and before e's
-/// seed was set (pipelined runs): the stake it still had at risk, bonded plus unbonding, after
-/// that slash. At the end of e's stage `seed` its weight in e (`Participant::weight`, the picker
-/// draw's `JOINED_VALIDATORS`, `VALIDATOR_STAKES`) becomes the smaller of this and its stake at
-/// join (`docs/contract.md`, "A slash of e lands after e + 1's join").
+/// reveal close began (pipelined runs): the stake it still had at risk, bonded plus unbonding,
+/// after that slash. That close makes the smaller of this and its stake at join its weight in e
+/// (`Participant::weight`, `VALIDATOR_STAKES`, the picker draw's `JOINED_VALIDATORS`;
+/// `docs/contract.md`, "A slash of e lands after e + 1's join"). Kept as the record of the cap.
 pub const WEIGHT_CAPS: Map<(u64, &str), Uint128> = Map::new(b"wk/");
 /// The validators that joined (V_joined), in address order, with their stake at join: who may
 /// pick challenges (written when the join phase closes).

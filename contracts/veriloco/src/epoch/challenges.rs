@@ -65,10 +65,15 @@ pub fn seed_page(
         if !config.verification.enabled {
             continue;
         }
-        let participant = PARTICIPANTS.load_or(storage, (e, address), || {
+        let mut participant = PARTICIPANTS.load_or(storage, (e, address), || {
             ContractError::Corrupt(format!("corrupt state: {address} revealed without joining"))
         })?;
         if participant.role == Role::Validator {
+            // Its weight: its stake at join, or what a slash of the epoch before left it at risk.
+            if let Some(cap) = WEIGHT_CAPS.may_load(storage, (e, address))? {
+                participant.weight = Some(participant.stake.min(cap));
+                PARTICIPANTS.save(storage, (e, address), &participant);
+            }
             if validators.is_none() {
                 validators = Some((
                     records::load_validator_set(storage, e)?,
@@ -77,7 +82,7 @@ pub fn seed_page(
             }
             if let Some((v, w)) = validators.as_mut() {
                 v.push(address.clone());
-                w.push(participant.stake);
+                w.push(participant.weight());
             }
         }
     }
@@ -88,7 +93,7 @@ pub fn seed_page(
     closing.reveals += page.len() as u32;
     if done {
         if config.verification.enabled {
-            apply_weight_caps(storage, e)?;
+            cap_joined_weights(storage, e)?;
         }
         ep.header_mut().seed = Some(hex(&hash.finish()));
     } else {
@@ -97,41 +102,36 @@ pub fn seed_page(
     Ok(end_page(ep, closing, &page, done, Some(Stage::Assign)))
 }
 
-/// At the end of stage `seed`, before any of `e`'s pickers is drawn: each validator that a
-/// slash of the epoch before reached after it joined (`WEIGHT_CAPS`, noted by that epoch's
-/// finalize) weighs the smaller of its stake at join and what it still had at risk: in the
-/// picker draw (`JOINED_VALIDATORS`), in the final votes (`VALIDATOR_STAKES`) and in its
-/// participant record (`weight`, which the report shows). Linear in the capped validators.
-pub fn apply_weight_caps(storage: &mut dyn Storage, e: u64) -> Result<(), ContractError> {
+/// At the end of stage `seed`, before any of `e`'s pickers is drawn: the picker draw
+/// (`JOINED_VALIDATORS`) weighs each validator a slash of the epoch before reached after it
+/// joined (`WEIGHT_CAPS`, noted by that epoch's finalize until `e`'s reveal close began, so the
+/// same caps for every page) as the seed pages weighed it in V (`VALIDATOR_STAKES`, its
+/// participant record's `weight`); a capped validator that did not reveal gets its `weight`
+/// here. Nothing to do without caps (one empty range); with them, one rewrite of the joined
+/// list, as the close of `join` wrote it.
+pub fn cap_joined_weights(storage: &mut dyn Storage, e: u64) -> Result<(), ContractError> {
     let caps: Vec<(String, crate::types::Uint128)> =
         WEIGHT_CAPS.prefix(e).page(storage, None, usize::MAX)?;
     if caps.is_empty() {
         return Ok(());
     }
     let mut joined = JOINED_VALIDATORS.may_load(storage, e)?.unwrap_or_default();
-    let set = records::load_validator_set(storage, e)?;
-    let mut stakes = records::load_validator_stakes(storage, e)?;
     for (address, cap) in caps.iter() {
-        let mut p = PARTICIPANTS.load_or(storage, (e, address.as_str()), || {
-            ContractError::Corrupt(format!(
-                "corrupt state: a weight cap of {address} without joining"
-            ))
-        })?;
-        let weight = p.stake.min(*cap);
-        p.weight = Some(weight);
-        PARTICIPANTS.save(storage, (e, address.as_str()), &p);
-        if let Ok(i) = joined.binary_search_by(|(a, _)| a.as_str().cmp(address)) {
-            joined[i].1 = joined[i].1.min(weight);
+        let i = match joined.binary_search_by(|(a, _)| a.as_str().cmp(address)) {
+            Ok(i) => i,
+            Err(_) => continue, // not a validator of `e` (the finalize noted only those)
+        };
+        let weight = joined[i].1.min(*cap);
+        joined[i].1 = weight;
+        if !REVEALS.has(storage, (e, address.as_str())) {
+            let mut p = PARTICIPANTS.load_or(storage, (e, address.as_str()), || {
+                ContractError::Corrupt(format!("corrupt state: {address} joined without a record"))
+            })?;
+            p.weight = Some(weight);
+            PARTICIPANTS.save(storage, (e, address.as_str()), &p);
         }
-        if let Ok(i) = set.binary_search_by(|v| v.as_str().cmp(address)) {
-            stakes[i] = stakes[i].min(weight);
-        }
-        WEIGHT_CAPS.remove(storage, (e, address.as_str()));
     }
     JOINED_VALIDATORS.save(storage, e, &joined);
-    if !set.is_empty() {
-        VALIDATOR_STAKES.save(storage, e, &stakes);
-    }
     Ok(())
 }
 

@@ -327,10 +327,11 @@ impl Books {
 
 /// Epoch `epoch`'s slashes reach members that already joined `epoch + 1` (a pipelined run):
 /// for each validator of `epoch + 1` among `members` whose stake at risk (bonded plus unbonding)
-/// is now below its stake at join there, while `epoch + 1`'s seed is not yet set (its pickers'
-/// weights are not yet used), note that stake in `WEIGHT_CAPS`; the end of its stage `seed`
-/// makes it its weight (`super::challenges::apply_weight_caps`). A validator so convicted
-/// weighs in the epoch in flight no more than it can still lose there.
+/// is now below its stake at join there, while `epoch + 1`'s reveal close has not begun (no
+/// weight of it used yet, and every page of that close sees the same caps), note that stake in
+/// `WEIGHT_CAPS`; that close makes the smaller its weight (`super::challenges::seed_page`,
+/// `cap_joined_weights`). A validator so convicted weighs in the epoch in flight no more than
+/// it can still lose there. O(1) per slashed member.
 fn cap_later_weights<'a>(
     storage: &mut dyn Storage,
     epoch: u64,
@@ -356,7 +357,7 @@ fn cap_later_weights<'a>(
         let open = *open.get_or_insert(
             records::HEADERS
                 .may_load(storage, next)?
-                .map_or(false, |h| h.seed.is_none()),
+                .map_or(false, |h| h.seed.is_none() && h.closing.is_none()),
         );
         if !open {
             return Ok(());
@@ -745,4 +746,71 @@ pub fn exclusions_page(
     header.to_treasury = header.to_treasury.checked_add(slashed_total)?;
     header.rewards_total = header.rewards_total.checked_sub(reclaimed_total)?;
     Ok(end_page(ep, closing, &page, done, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::records::{EpochHeader, Participant, HEADERS};
+    use crate::state::UnbondingEntry;
+    use crate::testing::MemoryStorage;
+
+    fn header(closing: bool, seed: bool) -> EpochHeader {
+        let mut v = json!({"epoch": 1, "phase": "reveal", "phase_deadline": 10, "started_at": 1,
+                           "model_hash": "00", "prev_seed": "00"});
+        if closing {
+            v["closing"] = json!({"stage": "seed"});
+        }
+        if seed {
+            v["seed"] = json!("ab");
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn validator(address: &str, bonded: u128, unbonding: u128) -> Member {
+        Member {
+            address: address.to_string(),
+            role: Role::Validator,
+            endpoint: "http://v".to_string(),
+            bonded: Uint128(bonded),
+            unbonding: vec![UnbondingEntry {
+                amount: Uint128(unbonding),
+                release_epoch: 5,
+            }],
+            last_miss: None,
+            earlier_misses: 0,
+        }
+    }
+
+    /// Epoch 0's finalize slashed `member`, a validator of epoch 1 that joined with 100: the cap
+    /// it notes for epoch 1, if any.
+    fn noted(closing: bool, seed: bool, member: &Member) -> Option<Uint128> {
+        let mut storage = MemoryStorage::default();
+        let joined = Participant {
+            role: Role::Validator,
+            stake: Uint128(100),
+            beacon: String::new(),
+            class: String::new(),
+            weight: None,
+        };
+        PARTICIPANTS.save(&mut storage, (1, member.address.as_str()), &joined);
+        HEADERS.save(&mut storage, 1, &header(closing, seed));
+        cap_later_weights(&mut storage, 0, [member].into_iter()).unwrap();
+        WEIGHT_CAPS
+            .may_load(&storage, (1, member.address.as_str()))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_slash_caps_the_next_epochs_weight_only_before_its_reveal_close_begins() {
+        let slashed = validator("v", 50, 10); // 60 at risk of the 100 it joined epoch 1 with
+        assert_eq!(noted(false, false, &slashed), Some(Uint128(60)));
+        // Its reveal close under way (a page weighed it already) or done: the weights stay.
+        assert_eq!(noted(true, false, &slashed), None);
+        assert_eq!(noted(false, true, &slashed), None);
+        // Still 100 at risk, unbonding included: no cap.
+        assert_eq!(noted(false, false, &validator("v", 40, 60)), None);
+    }
 }

@@ -272,11 +272,11 @@ fn a_liar_slashed_in_e_weighs_what_it_kept_in_e_plus_1_and_cannot_join_e_plus_2(
     assert!(joined
         .iter()
         .all(|(a, w)| w.0 == if *a == liar { bonded } else { VALIDATOR_BOND }));
-    assert!(crate::records::WEIGHT_CAPS
+    let caps = crate::records::WEIGHT_CAPS
         .prefix(1)
         .page(storage, None, 8)
-        .unwrap()
-        .is_empty());
+        .unwrap();
+    assert_eq!(caps, vec![(liar.clone(), crate::types::Uint128(bonded))]);
     net.propose_start_all(&digest("opt 2"));
     assert_eq!(net.epoch_number(), 2);
     let commit = hex(&beacon::commitment(&liar, 2, &secret(&liar)));
