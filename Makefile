@@ -80,7 +80,8 @@ test: install-dev toolchain browser
 
 # Static checks of the Python code, configured in pyproject.toml: ruff (lint rules and import
 # order) over every package, the benchmarks and the tests, and mypy over every package and the
-# benchmarks. `make test` runs them first; a cold mypy takes about 15 s of CPU, a warm one under a second.
+# benchmarks. `make test` runs them first; a cold mypy takes about 15 s of CPU, a warm one under
+# a second.
 .PHONY: lint
 lint: install-dev
 	$(BIN)/ruff check .

@@ -30,7 +30,7 @@ import torch
 from protocol.rules.spec import parse_quant_schedule
 from trainer.data import Dataset
 from trainer.determinism import configure
-from trainer.diloco import simulate
+from trainer.diloco import Mode, simulate
 from trainer.presets import preset
 
 
@@ -69,8 +69,8 @@ def main() -> None:
     wanted = args.runs.split(",")
     dataset = Dataset.load(base.data)
     inners = args.inner.split(",")
-    runs: list[tuple[str, int, str, str]] = [(m, 50, "int8", args.baseline_inner) for m in ("ddp", "single")
-                                              if m in wanted]
+    baselines: tuple[Mode, ...] = ("ddp", "single")
+    runs: list[tuple[Mode, int, str, str]] = [(m, 50, "int8", args.baseline_inner) for m in baselines if m in wanted]
     if "int8" in wanted:
         runs += [("diloco", int(h), "int8", i) for h in args.int8_h.split(",") for i in inners]
     if "topk2" in wanted:
@@ -91,7 +91,7 @@ def main() -> None:
         spec = base.with_changes(train={"inner_steps": h, "segment_steps": h, "inner_optimizer": inner},
                                  quantization=quant,
                                  **({"outer": outer} if outer else {}))
-        run = simulate(spec, dataset, mode, args.workers, args.steps,  # type: ignore[arg-type]
+        run = simulate(spec, dataset, mode, args.workers, args.steps,
                        evals=args.evals, eval_windows=args.eval_windows, device=args.device)
         row: dict[str, object] = {"mode": mode, "H": h if mode == "diloco" else None,
                                   "outer": f"{spec.outer.lr},{spec.outer.momentum}" if mode == "diloco" else None,

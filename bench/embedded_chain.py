@@ -116,7 +116,8 @@ class CountingStore(ContractStore):
         return items
 
 
-# Every contract store of the embedded chain counted from here on (a monkeypatch of its class).
+# Every contract store of the embedded chain counted from here on (a monkeypatch of its class: the
+# name is the module's own import, not re-exported, hence attr-defined).
 embedded_chain_module.ContractStore = CountingStore  # type: ignore[attr-defined]
 
 

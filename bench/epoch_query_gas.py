@@ -160,6 +160,7 @@ def _counted_next_item(self: embedded_vm.WasmInstance, iterator_id: int) -> tupl
     return item
 
 
+# mypy forbids assigning to a method; this monkeypatch is the point (every iterator step counted).
 embedded_vm.WasmInstance.next_item = _counted_next_item  # type: ignore[method-assign]
 
 
@@ -285,6 +286,7 @@ class QueryLog:
                                 else None, **cost})
             return original(backend, msg)
 
+        # The method replaced while listening, restored below: a monkeypatch mypy cannot type.
         EmbeddedBackend.query = query  # type: ignore[method-assign,assignment]
         try:
             yield self

@@ -33,16 +33,32 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "node"))
 
 from test_seats_in_turn import dispute_uploads, first_seat, network, seats_spec
 
+from protocol.views import HostOutcome
 from trainer.data import Dataset
 
 
-def run(root: Path, dataset: Dataset, holders_first: bool, refuse_first: bool, digests: bool) -> dict[str, object]:
+class Uploads(TypedDict):
+    """One run's row (printed as JSON): the switches, the bytes each member sent, the epoch."""
+
+    holders_first: bool
+    refuse_first: bool
+    end_by_digests: bool
+    sent: dict[str, int]  # member name → bytes
+    challenges: int
+    votes: list[str]  # every vote's outcome, sorted
+    slashed: int
+    outcomes: list[HostOutcome]
+    seconds: float
+
+
+def run(root: Path, dataset: Dataset, holders_first: bool, refuse_first: bool, digests: bool) -> Uploads:
     sent: Counter[str] = Counter()
     first: list[str] = []
     net = network(root, dataset, holders_first, sent, refuse=first.__contains__ if refuse_first else lambda _: False,
@@ -92,17 +108,16 @@ def main() -> None:
         results = [run(Path(tmp) / f"net-{i}", dataset, first, refuse, digests)
                    for i, (first, refuse, digests) in enumerate(runs)]
     json.dump(results, sys.stdout, indent=1)
-    parties = sorted({w for r in results for w in r["sent"]})  # type: ignore[attr-defined]
-    base = results[0]["sent"]["host-0"]  # type: ignore[index]
+    parties = sorted({w for r in results for w in r["sent"]})
+    base = results[0]["sent"]["host-0"]
     print("\n\n| run | " + " | ".join(f"{w} sent" for w in parties) + " | host vs host first | votes | slashed |")
     print("| --- |" + " --- |" * (len(parties) + 3))
     for r in results:
         sent = r["sent"]
-        assert isinstance(sent, dict)
         name = ("seats in turn" if r["holders_first"] else "every seat from the host") + (
             ", end leaf by chunk digests" if r["end_by_digests"] else ", end leaf whole") + (
             ", host refuses the first seat" if r["refuse_first"] else "")
-        votes: Counter[str] = Counter(r["votes"]) if isinstance(r["votes"], list) else Counter()
+        votes = Counter(r["votes"])
         print(f"| {name} | " + " | ".join(f"{sent.get(w, 0):,}" for w in parties)
               + f" | {sent.get('host-0', 0) / base:.2f}× | "
               + ", ".join(f"{n} {o}" for o, n in sorted(votes.items())) + f" | {r['slashed']} |")

@@ -35,10 +35,10 @@ from typing import Any
 
 from trainer.data import Dataset
 from trainer.determinism import configure
-from trainer.diloco import simulate
+from trainer.diloco import Mode, Schedule, simulate
 from trainer.presets import preset
 
-_LAG = {"synchronous": 1, "optimistic": 2}
+_LAG: dict[Schedule, int] = {"synchronous": 1, "optimistic": 2}
 
 
 def _name(row: dict[str, Any]) -> str:
@@ -101,12 +101,16 @@ def main() -> None:
         train={"batch_size": args.batch, "lr": args.lr, "inner_steps": h, "segment_steps": h, "seed": args.seed},
         quantization={"scheme": "topk2", "block_size": args.block}, outer={"lr": lr, "momentum": momentum})
     dataset = Dataset.load(base.data)
-    plan: list[tuple[str, str, str, str]] = []  # (mode, scheme, schedule, β)
+    by_name: dict[str, Schedule] = {s: s for s in _LAG}  # the schedules this table has a lag for
+    if unknown := [s for s in args.schedules.split(",") if s not in by_name]:
+        parser.error(f"--schedules: unknown {', '.join(unknown)}; one of {', '.join(by_name)}")
+    schedules = [by_name[s] for s in args.schedules.split(",")]
+    plan: list[tuple[Mode, str, Schedule, str]] = []  # (mode, scheme, schedule, β)
     baselines = [b for b in args.baselines.split(",") if b]
     if "ddp" in baselines:
         plan.append(("ddp", "int8", "synchronous", "1"))
     plan += [("diloco", "topk2", schedule, decay) for decay in args.decays.split(",")
-             for schedule in args.schedules.split(",")]
+             for schedule in schedules]
     if "int8" in baselines:  # no residual: the optimistic schedule is the synchronous one bit for bit
         plan.append(("diloco", "int8", "synchronous", "1"))
     rows: list[dict[str, object]] = []
@@ -116,8 +120,7 @@ def main() -> None:
         if scheme == "topk2":
             quant["error_decay"] = decay
         spec = base.with_changes(quantization=quant)
-        run = simulate(spec, dataset, mode, args.workers, args.steps, evals=args.evals,  # type: ignore[arg-type]
-                       schedule=schedule)  # type: ignore[arg-type]
+        run = simulate(spec, dataset, mode, args.workers, args.steps, evals=args.evals, schedule=schedule)
         rows.append({"mode": mode, "quant": scheme, "schedule": schedule, "lag": _LAG[schedule], "decay": decay,
                      "seed": args.seed, "val_loss": run.val_loss, "bytes_sent": run.bytes_sent,
                      "wall_s": run.wall_s, "curve": run.curve})
