@@ -57,6 +57,11 @@ fn all_pass_but_silent(silent: String) -> impl Fn(&str, &str, u64) -> Option<&'s
     }
 }
 
+/// Every validator votes `pass`, but `liar` votes `fail` on every seat.
+fn all_pass_but_liar(liar: String) -> impl Fn(&str, &str, u64) -> Option<&'static str> {
+    move |validator: &str, _: &str, _: u64| Some(if validator == liar { "fail" } else { "pass" })
+}
+
 #[test]
 fn a_stake_unbonded_in_e_plus_1_while_e_settles_stays_slashable_by_both_epochs() {
     // A host joins epoch 1 while epoch 0 settles, unbonds everything (release: epoch 2), and
@@ -217,15 +222,7 @@ fn a_liar_slashed_in_e_weighs_what_it_kept_in_e_plus_1_and_cannot_join_e_plus_2(
     let h = net.hosts.clone();
     let liar = open_epoch_1(&mut net);
     commit_epoch_1(&mut net);
-    let liar_decide = liar.clone();
-    let lies = move |validator: &str, _: &str, _: u64| {
-        Some(if validator == liar_decide {
-            "fail"
-        } else {
-            "pass"
-        })
-    };
-    let report = verdicts_of(&mut net, 0, &lies);
+    let report = verdicts_of(&mut net, 0, &all_pass_but_liar(liar.clone()));
     let r = row(&report, "validators", &liar);
     assert_eq!(r["outcome"], "wrong");
     assert_eq!(amount(&r["slashed"]), VALIDATOR_BOND / 5);
@@ -341,15 +338,7 @@ fn a_slash_of_e_after_e_plus_1_drew_its_pickers_leaves_e_plus_1_as_drawn() {
         net.reveal(&who);
     }
     net.settle();
-    let liar_decide = liar.clone();
-    let lies = move |validator: &str, _: &str, _: u64| {
-        Some(if validator == liar_decide {
-            "fail"
-        } else {
-            "pass"
-        })
-    };
-    let report = verdicts_of(&mut net, 0, &lies);
+    let report = verdicts_of(&mut net, 0, &all_pass_but_liar(liar.clone()));
     assert_eq!(row(&report, "validators", &liar)["outcome"], "wrong");
     let report_1 = net.chain.report(1);
     let row_1 = row(&report_1, "validators", &liar);
