@@ -316,11 +316,7 @@ pub fn claim(
 /// first, then from unbonding entries, latest release first. Updates `totals` to match; returns
 /// the amount taken (the caller pays it out and adds it to the member's lifetime totals).
 pub fn slash(member: &mut Member, bps: u16, totals: &mut Totals) -> Result<Uint128, ContractError> {
-    let unbonding = member
-        .unbonding
-        .iter()
-        .try_fold(Uint128::zero(), |acc, e| acc.checked_add(e.amount))?;
-    let amount = member.bonded.checked_add(unbonding)?.mul_bps(bps);
+    let amount = member.at_risk()?.mul_bps(bps);
     take(member, amount, totals)?;
     Ok(amount)
 }

@@ -203,6 +203,13 @@ pub struct MemberView {
 }
 
 impl Member {
+    /// Its stake a slash takes its share of: bonded plus every unbonding entry not yet claimed.
+    pub fn at_risk(&self) -> Result<Uint128, ContractError> {
+        self.unbonding
+            .iter()
+            .try_fold(self.bonded, |acc, e| acc.checked_add(e.amount))
+    }
+
     /// Record a miss in `epoch` (idempotent, in any order; a miss more than [`MISS_HISTORY`]
     /// epochs before the last one is forgotten, as no window reaches it).
     pub fn record_miss(&mut self, epoch: u64) {

@@ -347,10 +347,7 @@ fn cap_later_weights<'a>(
         if p.role != Role::Validator {
             continue;
         }
-        let at_risk = member
-            .unbonding
-            .iter()
-            .try_fold(member.bonded, |acc, u| acc.checked_add(u.amount))?;
+        let at_risk = member.at_risk()?;
         if at_risk >= p.stake {
             continue;
         }
