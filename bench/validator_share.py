@@ -35,6 +35,7 @@ from pathlib import Path
 
 from protocol.rules.hashing import tagged_hash
 from protocol.rules.sampling import challenge_seats
+from protocol.rules.spec import RunSpec
 from trainer.presets import picker_committees, preset, replay_share
 from trainer.recompute import replayed_segments
 
@@ -56,7 +57,7 @@ def shield_bound(seats_cap: int, beta: float = BETA) -> float:
     return beta ** seats_cap
 
 
-def mean_challenges(committees: dict[str, list[str]], segments: int, k: int) -> tuple[float, float]:
+def mean_challenges(committees: dict[str, list[str]], spec: RunSpec) -> tuple[float, float]:
     """A host's mean number of challenges (distinct segments its pickers' picks and the last segment
     make, ``protocol.rules.sampling.challenge_seats``) over ``committees`` (host -> its pickers,
     ``trainer.presets.picker_committees``), each picker's secret drawn at random (deterministically,
@@ -65,9 +66,9 @@ def mean_challenges(committees: dict[str, list[str]], segments: int, k: int) -> 
     total, replayed = 0, 0
     for host, chosen in committees.items():
         secrets = {v: tagged_hash("bench/secret", v.encode(), host.encode()) for v in chosen}
-        challenged = challenge_seats(secrets, host, segments, k)
+        challenged = challenge_seats(secrets, host, spec.train.segments, spec.verification.challenges_k)
         total += len(challenged)
-        replayed += replayed_segments(challenged, segments, RECOMPUTE_K)
+        replayed += replayed_segments(spec, challenged, RECOMPUTE_K)
     return total / len(committees), replayed / len(committees)
 
 
@@ -87,7 +88,7 @@ def row(label: str, stakes: Sequence[int], seats_cap: int, hosts: int) -> dict[s
         k = spec.verification.challenges_k
         segments_for_target = math.ceil(p * (k + 1) / TARGET_SHARE)
         out[f"{name}_share"] = share
-        challenges, replayed = mean_challenges(committees, spec.train.segments, k)
+        challenges, replayed = mean_challenges(committees, spec)
         out[f"{name}_challenges"] = challenges
         out[f"{name}_recompute"] = replayed / spec.train.segments
         out[f"{name}_segments_for_2pct"] = segments_for_target

@@ -59,16 +59,16 @@ class RecomputeStats:
     cpu_seconds: float = 0.0
 
 
-def replayed_segments(challenged: Iterable[int], segments: int, full_leaf_every: int) -> int:
+def replayed_segments(spec: RunSpec, challenged: Iterable[int], full_leaf_every: int) -> int:
     """The segments :class:`LeafRecomputer` replays to serve the challenges of ``challenged``
-    segments (each reads its start and end leaf), in any order, with leaf 0, every ``K``-th and the
-    last two stored (:meth:`~trainer.epoch_store.EpochStore.stored`): each run of ``K`` segments
-    once, from its stored leaf to its highest leaf asked for."""
+    segments (each reads its start and end leaf), in any order, a host storing the leaves
+    :meth:`~trainer.epoch_store.EpochStore.stored` names: each run of ``K`` segments once, from its
+    stored leaf to its highest leaf asked for."""
     kk = full_leaf_every
     highest: dict[int, int] = {}
     for g in challenged:
         for leaf in (g, g + 1):
-            if leaf % kk and leaf < segments - 1:  # not stored
+            if not EpochStore.stored(spec, leaf, kk):
                 run = leaf // kk
                 highest[run] = max(highest.get(run, 0), leaf - run * kk)
     return sum(highest.values())

@@ -172,6 +172,7 @@ def test_the_order_validators_ask_in_costs_nothing(sparse, dataset, tmp_path) ->
     assert (recomputer.stats.segments, recomputer.stats.leaves) == (3, 3)
     assert store.leaves_on_disk(0) == [0, 1, 2, 3, 4, 7, 8]
     # What the count the benches use says of the same challenges (segments 1 and 2: leaves 1–3).
-    assert replayed_segments([2, 1], spec.train.segments, 4) == 3
-    assert replayed_segments([5, 7], spec.train.segments, 4) == 2  # leaves 5, 6; 7 and 8 are stored
-    assert replayed_segments([3, 4, 5, 6], 16, 4) == 3 + 3  # leaves 3 and 5, 6, 7
+    assert replayed_segments(spec, [2, 1], 4) == 3
+    assert replayed_segments(spec, [5, 7], 4) == 2  # leaves 5, 6; 7 and 8 are stored
+    longer = spec.with_changes(train={"inner_steps": 32})  # S = 16
+    assert replayed_segments(longer, [3, 4, 5, 6], 4) == 3 + 3  # leaves 3 and 5, 6, 7
