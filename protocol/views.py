@@ -297,6 +297,10 @@ class ChallengeReport(Boundary):
 class HostReport(Boundary):
     address: Address
     stake: Amount
+    weight: Amount | None = None
+    """Its weight in the epoch's start and model votes when below ``stake`` (a slash of the epoch
+    before landed after it joined: docs/contract.md, "A slash of e lands after e + 1's join";
+    contract 0.3.6 onwards); None: its stake at join."""
     revealed: bool
     commitment: Commitment | None = None
     outcome: HostOutcome
@@ -346,11 +350,17 @@ class ValidatorPart(Boundary):
     compute_class: str = Field(default="", pattern=CLASS_PATTERN)
 
 
+def weight(member: HostReport | ValidatorReport | ValidatorPart) -> int:
+    """What a participant weighs in its epoch's votes (a validator: also the picker draw and
+    seats): its ``weight`` when the report gives one, else its stake at join."""
+    return int(member.weight if member.weight is not None else member.stake)
+
+
 def validator_weights(validators: Iterable[ValidatorReport | ValidatorPart]) -> dict[str, int]:
     """Address -> what each validator weighs in its epoch's picker draw, seats and final votes
     (``protocol.rules.sampling.pickers``'s stakes): its ``weight`` when the report gives one,
     else its stake at join."""
-    return {v.address: int(v.weight if v.weight is not None else v.stake) for v in validators}
+    return {v.address: weight(v) for v in validators}
 
 
 class ValidatorCounts(Boundary):

@@ -19,7 +19,7 @@ from rich.text import Text
 from protocol.coins import display
 from protocol.rules.losses import MICRO
 from protocol.rules.spec import PhaseSpec
-from protocol.views import EpochReport, HostReport, ValidatorReport
+from protocol.views import EpochReport, HostReport, ValidatorReport, weight
 
 OUTCOME_STYLE = {
     "accepted": "green", "diligent": "green", "pass": "green",
@@ -87,6 +87,13 @@ def _coin(value: str, denom: str) -> str:
     return display(value, denom) if value != "0" else ""
 
 
+def _stake(member: HostReport | ValidatorReport, denom: str) -> str:
+    """Its stake at join, and what it weighs when a slash of the epoch before reached it after it
+    joined (pipelined runs)."""
+    weighs = f" (weighs {display(member.weight, denom)})" if member.weight is not None else ""
+    return display(member.stake, denom) + weighs
+
+
 def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None = None,
                   phases: PhaseSpec | None = None) -> Group:
     """The hosts table, the validators table and the epoch's totals (with why θ stayed unchanged)."""
@@ -100,7 +107,7 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
         hosts.add_column(col)
     for h in report.hosts:
         c = h.commitment
-        hosts.add_row(label(h.address, names), display(h.stake, denom),
+        hosts.add_row(label(h.address, names), _stake(h, denom),
                       _loss(c.train_loss_micro) if c else "—", _gain(h.gain_micro),
                       Text(" ".join(challenges.get(h.address, []))),
                       _styled(h.outcome), _coin(h.slashed, denom),
@@ -116,9 +123,7 @@ def report_tables(report: EpochReport, denom: str, names: dict[str, str] | None 
                 "outcome", "slashed", "reward", "caught"):
         validators.add_column(col)
     for v in report.validators:
-        # A validator a slash of the epoch before reached after it joined weighs less than its stake.
-        stake = display(v.stake, denom) + (f" (weighs {display(v.weight, denom)})" if v.weight is not None else "")
-        validators.add_row(label(v.address, names), stake, str(v.assigned), str(v.voted),
+        validators.add_row(label(v.address, names), _stake(v, denom), str(v.assigned), str(v.voted),
                            str(objections.get(v.address, 0)), str(v.against), str(v.unavailable), str(v.unserved),
                            _styled(v.outcome), _coin(v.slashed, denom), _coin(v.reward, denom),
                            _coin(v.catcher_reward, denom))
@@ -165,11 +170,11 @@ def unchanged_reason(report: EpochReport, phases: PhaseSpec | None = None) -> st
             outcomes[h.outcome] = outcomes.get(h.outcome, 0) + 1
         seen = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "no host joined"
         return f"no host was accepted ({seen})"
-    stake = sum(int(h.stake) for h in accepted)
+    stake = sum(weight(h) for h in accepted)
     backing: dict[str, int] = {}
     for h in accepted:
         if h.proposal is not None:
-            backing[h.proposal.model_hash] = backing.get(h.proposal.model_hash, 0) + int(h.stake)
+            backing[h.proposal.model_hash] = backing.get(h.proposal.model_hash, 0) + weight(h)
     if not backing:
         return (f"none of the {len(accepted)} accepted host(s) proposed θ_{report.epoch + 1} "
                 "(their logs say why: a Δ no holder served, a model out of bounds)")

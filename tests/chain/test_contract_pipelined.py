@@ -112,13 +112,51 @@ def test_a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_wa
     info = env.epoch()
     assert (info.epoch, info.settling, info.settled_start) == (1, None, settled_1)
 
-    # Epoch 1 is verified; its hosts agree on epoch 2's start.
+    # Epoch 1 is verified; its hosts agree on epoch 2's start. The cheater weighs there the half it
+    # kept (contract 0.3.6), so the honest two, 2 of 2.5 stakes, are enough.
     play_verdicts(env, 1, None)
     start_2 = digest("optimistic theta 2")
-    for name in HOSTS:
+    for name in HOSTS[:2]:
         propose_start(env, name, 1, start_2)
     info = env.epoch()
     assert (info.epoch, info.settling, info.model_hash) == (2, 1, start_2)
+    assert env.total_funds() == total
+    env.assert_books()
+
+
+def test_a_host_convicted_in_e_after_joining_e_plus_1_votes_there_with_what_it_kept(env: LedgerEnv) -> None:
+    # Issue 27, contract 0.3.6: the cheater joins and commits in epoch 1 while epoch 0 settles,
+    # then epoch 0 convicts it (`invalid`, half its stake). In epoch 1 its start and model votes
+    # weigh what it kept: the two honest hosts' 2 stakes are more than 2/3 of 2.5, so they open
+    # epoch 2 and agree on θ^s_2 without it (at its stake at join, 2 of 3 would not pass). (Rust:
+    # the same in contracts/veriloco/src/tests/phases/pipelined_attacks.rs.)
+    total = env.total_funds()
+    cheater_address = env.addr(CHEATER)
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    for name in HOSTS:
+        propose_start(env, name, 0, digest("optimistic theta 1"))
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
+    play_verdicts(env, 0, cheats(env))
+    row = {h.address: h for h in env.report(0).hosts}[cheater_address]
+    assert (row.outcome, int(row.slashed)) == ("invalid", HOST_STAKE // 2)
+    for name in HOSTS[:2]:
+        env.propose(name, digest("settled theta 1"), 0)
+    assert env.epoch(0).phase == "closed"
+
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
+    for name in HOSTS[:2]:
+        propose_start(env, name, 1, digest("optimistic theta 2"))
+    info = env.epoch()
+    assert (info.epoch, info.settling) == (2, 1), "2 of 2.5 stakes is more than 2/3"
+    play_verdicts(env, 1, None)
+    hosts = {h.address: h for h in env.report(1).hosts}
+    assert {a: (h.outcome, int(h.stake), h.weight) for a, h in hosts.items()} == {
+        env.addr(h): ("accepted", HOST_STAKE, str(HOST_STAKE // 2) if h == CHEATER else None) for h in HOSTS}
+    env.propose(CHEATER, digest("forged theta 2"), 1)
+    for name in HOSTS[:2]:
+        env.propose(name, digest("settled theta 2"), 1)
+    closed = env.epoch(1)
+    assert (closed.phase, closed.next_model_hash, closed.agreed) == ("closed", digest("settled theta 2"), True)
     assert env.total_funds() == total
     env.assert_books()
 
@@ -154,7 +192,7 @@ def test_a_stake_unbonded_in_e_plus_1_while_e_settles_is_slashed_by_both_and_cla
     assert env.epoch(0).phase == "closed"
 
     env.play_epoch(HOSTS, VALIDATORS, stop_after="reveal")
-    for name in HOSTS:
+    for name in HOSTS[:2]:  # 2 of the 2.5 stakes the committed hosts weigh: the cheater kept half
         propose_start(env, name, 1, digest("optimistic theta 2"))
     info = env.epoch()
     assert (info.epoch, info.settling) == (2, 1)
@@ -163,7 +201,8 @@ def test_a_stake_unbonded_in_e_plus_1_while_e_settles_is_slashed_by_both_and_cla
 
     play_verdicts(env, 1, cheats(env))
     row = {h.address: h for h in env.report(1).hosts}[cheater_address]
-    assert (row.outcome, int(row.stake), int(row.slashed)) == ("invalid", HOST_STAKE, HOST_STAKE // 4)
+    assert (row.outcome, int(row.stake), row.weight, int(row.slashed)) == (
+        "invalid", HOST_STAKE, str(HOST_STAKE // 2), HOST_STAKE // 4)
     for name in HOSTS[:2]:
         env.propose(name, digest("settled theta 2"), 1)
     assert env.epoch().settling is None

@@ -125,6 +125,20 @@ def test_a_validator_weighed_below_its_stake_shows_both_and_the_draw_uses_the_we
     assert text.count("(weighs") == 1 and "10INJ (weighs 8INJ)" in text, text
 
 
+def test_a_host_weighed_below_its_stake_shows_both_and_the_split_vote_counts_the_weight() -> None:
+    """Issue 27: a host that a slash of the epoch before reached after it joined votes with what it
+    kept at risk (contract 0.3.6): the table shows both, the split vote's shares use the weight."""
+    inj = 10**18
+    capped = host(A, 50 * inj, proposes=ONE).model_copy(update={"weight": str(10 * inj)})
+    split = report([capped, host(B, 30 * inj, proposes=TWO), host(C, 20 * inj)])
+    assert unchanged_reason(split) == (f"no θ_4 was backed by more than 2/3 of the accepted stake "
+                                       f"({TWO[:12]}… 50 %, {ONE[:12]}… 17 %, no proposal 33 %)")
+    console = Console(width=240, record=True)
+    console.print(report_tables(split, "inj"))
+    text = console.export_text()
+    assert text.count("(weighs") == 1 and "50INJ (weighs 10INJ)" in text, text
+
+
 def page(hosts: list[HostReport], validators: list[ValidatorPart], challenges: list[ChallengeReport],
          counts: list[ValidatorCounts], next: str | None, phase: str = "closed") -> ReportPage:
     return ReportPage(run_id=THETA, epoch=3, phase=phase, started_at=1, model_hash=THETA, agreed=True,

@@ -440,6 +440,10 @@ pub struct ChallengeReport {
 pub struct HostReport {
     pub address: String,
     pub stake: Uint128,
+    /// Its weight in the epoch's start and model votes, when below its stake at join (a slash of
+    /// the epoch before landed after it joined: `records::HostCuts`); omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Uint128>,
     pub revealed: bool,
     pub commitment: Option<CommitmentView>,
     pub outcome: &'static str,

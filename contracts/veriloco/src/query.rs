@@ -902,6 +902,7 @@ fn host_report(
         gain_micro,
         compute_class: p.class,
         stake: p.stake,
+        weight: p.weight,
         revealed,
         commitment: commitment.map(|c| CommitmentView {
             epoch,

@@ -107,6 +107,24 @@ pub const EXCLUSIONS: Map<(u64, &str, &str), Uint128> = Map::new(b"xb/");
 /// A validator's counts gathered from the hosts finalize has settled so far (kept only while
 /// finalize runs page by page).
 pub const STANDINGS: Map<(u64, &str), Standing> = Map::new(b"vt/");
+/// Pipelined runs: what the slashes of epoch e − 1 took off the host vote totals of epoch e
+/// after they had counted a host at its stake at join (`HostCuts`); e − 1's finalize writes it,
+/// e takes it off its totals when e − 1 closes, before any host of e votes.
+pub const HOST_CUTS: Map<u64, HostCuts> = Map::new(b"hc/");
+
+/// A host of epoch e that a slash of epoch e − 1 reached after it joined e weighs in e's votes
+/// only what it still has at risk (`Participant::weight`). The totals the thresholds compare
+/// with counted it already when it committed (the start vote's) or was accepted (the model
+/// vote's) before the slash: these are the differences to take off them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostCuts {
+    /// Off `Counts::committed_stake`.
+    #[serde(rename = "c", default, skip_serializing_if = "is_zero")]
+    pub committed: Uint128,
+    /// Off `EpochHeader::accepted_stake`.
+    #[serde(rename = "a", default, skip_serializing_if = "is_zero")]
+    pub accepted: Uint128,
+}
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -546,8 +564,9 @@ pub struct Participant {
     /// The compute-profile class it declared at join ("" if none; `crate::classes`).
     #[serde(rename = "c", default, skip_serializing_if = "String::is_empty")]
     pub class: String,
-    /// A validator's weight in the epoch's draws and votes when a slash of the epoch before
-    /// left it less at risk than its stake at join (`WEIGHT_CAPS`); none: its stake at join.
+    /// Its weight in the epoch's draws and votes when a slash of the epoch before left it less
+    /// at risk than its stake at join (a validator: `WEIGHT_CAPS`; a host: its model and start
+    /// votes, `HOST_CUTS`); none: its stake at join.
     #[serde(rename = "w", default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<Uint128>,
 }

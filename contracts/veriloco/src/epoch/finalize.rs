@@ -24,8 +24,8 @@ use crate::deps::{Order, Storage};
 use crate::error::ContractError;
 use crate::limits::BPS_DENOMINATOR;
 use crate::records::{
-    self, Closing, Outcome, Payout, Stage, VoteOutcome, EXCLUSIONS, PARTICIPANTS, PAYOUTS, REVEALS,
-    STANDINGS, VOTES, WEIGHT_CAPS,
+    self, Closing, HostCuts, Outcome, Payout, Stage, VoteOutcome, COMMITMENTS, EXCLUSIONS,
+    HOST_CUTS, PARTICIPANTS, PAYOUTS, REVEALS, STANDINGS, VOTES, WEIGHT_CAPS,
 };
 use crate::staking::{slash, take};
 use crate::state::{
@@ -166,7 +166,7 @@ pub fn outcomes_page(
         if pay.outcome == Outcome::Accepted {
             accepted += 1;
             accepted_segments += super::challenges::committed_segments(storage, e, address)?;
-            accepted_stake = accepted_stake.checked_add(p.stake)?;
+            accepted_stake = accepted_stake.checked_add(p.weight())?;
         }
         PAYOUTS.save(storage, (e, address), &pay);
         Ok(host_cost(read))
@@ -325,13 +325,18 @@ impl Books {
     }
 }
 
-/// Epoch `epoch`'s slashes reach members that already joined `epoch + 1` (a pipelined run):
-/// for each validator of `epoch + 1` among `members` whose stake at risk (bonded plus unbonding)
-/// is now below its stake at join there, while `epoch + 1`'s reveal close has not begun (no
-/// weight of it used yet, and every page of that close sees the same caps), note that stake in
-/// `WEIGHT_CAPS`; that close makes the smaller its weight (`super::challenges::seed_page`,
-/// `cap_joined_weights`). A validator so convicted weighs in the epoch in flight no more than
-/// it can still lose there. O(1) per slashed member.
+/// Epoch `epoch`'s slashes reach members that already joined `epoch + 1` (a pipelined run).
+/// Each one whose stake at risk (bonded plus unbonding) is now below what it weighs there weighs
+/// there no more than it can still lose (`docs/contract.md`, "A slash of e lands after e + 1's
+/// join"). O(1) per slashed member:
+/// * a **validator**, while `epoch + 1`'s reveal close has not begun (no weight of it used yet,
+///   and every page of that close sees the same caps): the stake is noted in `WEIGHT_CAPS`, and
+///   that close makes the smaller its weight (`super::challenges::seed_page`,
+///   `cap_joined_weights`);
+/// * a **host**: its participant record's `weight` at once (its votes in `epoch + 1`, start and
+///   model, wait for `epoch` to close), and what the totals of those votes already counted of it
+///   (committed, accepted) in `HOST_CUTS`, taken off them when `epoch` closes
+///   (`super::pipeline`).
 fn cap_later_weights<'a>(
     storage: &mut dyn Storage,
     epoch: u64,
@@ -339,16 +344,31 @@ fn cap_later_weights<'a>(
 ) -> Result<(), ContractError> {
     let next = epoch + 1;
     let mut open: Option<bool> = None;
+    let mut cuts: Option<HostCuts> = None;
     for member in members {
-        let p = match PARTICIPANTS.may_load(storage, (next, member.address.as_str()))? {
+        let address = member.address.as_str();
+        let mut p = match PARTICIPANTS.may_load(storage, (next, address))? {
             Some(p) => p,
             None => continue,
         };
-        if p.role != Role::Validator {
+        let (at_risk, weight) = (member.at_risk()?, p.weight());
+        if at_risk >= weight {
             continue;
         }
-        let at_risk = member.at_risk()?;
-        if at_risk >= p.stake {
+        if p.role == Role::Host {
+            let cut = weight.checked_sub(at_risk)?;
+            p.weight = Some(at_risk);
+            PARTICIPANTS.save(storage, (next, address), &p);
+            let c = match cuts.as_mut() {
+                Some(c) => c,
+                None => cuts.insert(HOST_CUTS.may_load(storage, next)?.unwrap_or_default()),
+            };
+            if COMMITMENTS.has(storage, (next, address)) {
+                c.committed = c.committed.checked_add(cut)?;
+            }
+            if records::load_payout(storage, next, address)?.outcome == Outcome::Accepted {
+                c.accepted = c.accepted.checked_add(cut)?;
+            }
             continue;
         }
         let open = *open.get_or_insert(
@@ -357,13 +377,16 @@ fn cap_later_weights<'a>(
                 .map_or(false, |h| h.seed.is_none() && h.closing.is_none()),
         );
         if !open {
-            return Ok(());
+            continue;
         }
-        let key = (next, member.address.as_str());
+        let key = (next, address);
         let cap = WEIGHT_CAPS
             .may_load(storage, key)?
             .map_or(at_risk, |c| c.min(at_risk));
         WEIGHT_CAPS.save(storage, key, &cap);
+    }
+    if let Some(c) = cuts {
+        HOST_CUTS.save(storage, next, &c);
     }
     Ok(())
 }
@@ -767,9 +790,13 @@ mod tests {
     }
 
     fn validator(address: &str, bonded: u128, unbonding: u128) -> Member {
+        member(Role::Validator, address, bonded, unbonding)
+    }
+
+    fn member(role: Role, address: &str, bonded: u128, unbonding: u128) -> Member {
         Member {
             address: address.to_string(),
-            role: Role::Validator,
+            role,
             endpoint: "http://v".to_string(),
             bonded: Uint128(bonded),
             unbonding: vec![UnbondingEntry {
@@ -798,6 +825,71 @@ mod tests {
         WEIGHT_CAPS
             .may_load(&storage, (1, member.address.as_str()))
             .unwrap()
+    }
+
+    /// Epoch 0's finalize slashed `host` to 60 at risk (50 bonded, 10 unbonding), a host that
+    /// joined epoch 1 with 100 (its weight so far `weight`), and committed and was accepted there
+    /// as given: its weight in epoch 1 and what comes off epoch 1's vote totals.
+    fn host_capped(
+        committed: bool,
+        accepted: bool,
+        weight: Option<u128>,
+    ) -> (Option<Uint128>, HostCuts) {
+        let mut storage = MemoryStorage::default();
+        let host = member(Role::Host, "h", 50, 10);
+        let joined = Participant {
+            role: Role::Host,
+            stake: Uint128(100),
+            beacon: String::new(),
+            class: String::new(),
+            weight: weight.map(Uint128),
+        };
+        PARTICIPANTS.save(&mut storage, (1, "h"), &joined);
+        // Its reveal close over: a host's weight is for votes that wait for epoch 0 to close.
+        HEADERS.save(&mut storage, 1, &header(false, true));
+        if committed {
+            let c = records::Commitment {
+                checkpoint_root: "00".into(),
+                delta_hash: "00".into(),
+                loss_digest: "00".into(),
+                segments: 2,
+                train_loss_micro: 0,
+                trap_commit: "00".into(),
+            };
+            COMMITMENTS.save(&mut storage, (1, "h"), &c);
+        }
+        if accepted {
+            let pay = Payout {
+                outcome: Outcome::Accepted,
+                ..Payout::default()
+            };
+            PAYOUTS.save(&mut storage, (1, "h"), &pay);
+        }
+        cap_later_weights(&mut storage, 0, [&host].into_iter()).unwrap();
+        let p = PARTICIPANTS.may_load(&storage, (1, "h")).unwrap().unwrap();
+        let cuts = HOST_CUTS.may_load(&storage, 1).unwrap().unwrap_or_default();
+        (p.weight, cuts)
+    }
+
+    #[test]
+    fn a_slash_takes_a_host_of_the_next_epoch_off_what_its_votes_counted_of_it() {
+        let cut = |c: u128, a: u128| HostCuts {
+            committed: Uint128(c),
+            accepted: Uint128(a),
+        };
+        let capped = Some(Uint128(60));
+        // Neither total counted it yet: they will count 60.
+        assert_eq!(host_capped(false, false, None), (capped, cut(0, 0)));
+        // Counted at 100 when it committed, and when it was accepted.
+        assert_eq!(host_capped(true, false, None), (capped, cut(40, 0)));
+        assert_eq!(host_capped(true, true, None), (capped, cut(40, 40)));
+        // A second slash of the same epoch takes only what the first left (70 -> 60).
+        assert_eq!(host_capped(true, true, Some(70)), (capped, cut(10, 10)));
+        // Still weighing no more than it has at risk: nothing changes.
+        assert_eq!(
+            host_capped(true, true, Some(60)),
+            (capped, HostCuts::default())
+        );
     }
 
     #[test]

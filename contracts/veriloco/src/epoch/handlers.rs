@@ -472,8 +472,9 @@ pub fn commit(
     COMMITMENTS.save(deps.storage, (epoch, sender), &commitment);
     let counts = ep.counts_mut();
     counts.committed += 1;
-    // The weight of a pipelined run's start vote (`pipeline::propose_start`).
-    counts.committed_stake = counts.committed_stake.checked_add(host.stake)?;
+    // The weight of a pipelined run's start vote (`pipeline::propose_start`): its stake at
+    // join, or less once a slash of the epoch before reached it (`records::HostCuts`).
+    counts.committed_stake = counts.committed_stake.checked_add(host.weight())?;
     Ok(Response::new()
         .add_attribute("action", ACTION)
         .add_attribute("epoch", epoch)
@@ -1234,14 +1235,15 @@ pub fn propose_model(
         );
     }
     check_excluded(&deps, config, ep, sender, &excluded)?;
-    // Each exclusion is backed, like the hash, by the proposer's accepted stake, counted per
-    // model hash: only the agreed hash's backers settle an exclusion (`exclusions_page`).
+    // Each exclusion is backed, like the hash, by the proposer's accepted stake (its weight: a
+    // slash of the epoch before may have capped it), counted per model hash: only the agreed
+    // hash's backers settle an exclusion (`exclusions_page`).
     for host in excluded.iter() {
         let key = (epoch, model_hash.as_str(), host.as_str());
         let stake = EXCLUSIONS
             .may_load(deps.storage, key)?
             .unwrap_or_default()
-            .checked_add(participant.stake)?;
+            .checked_add(participant.weight())?;
         EXCLUSIONS.save(deps.storage, key, &stake);
     }
     let count = excluded.len();
@@ -1257,7 +1259,7 @@ pub fn propose_model(
     let backing = BACKING
         .may_load(deps.storage, (epoch, &model_hash))?
         .unwrap_or_default()
-        .checked_add(participant.stake)?;
+        .checked_add(participant.weight())?;
     BACKING.save(deps.storage, (epoch, &model_hash), &backing);
     let counts = ep.counts_mut();
     counts.proposed += 1;

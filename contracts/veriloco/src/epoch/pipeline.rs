@@ -18,7 +18,9 @@
 use crate::deps::{DepsMut, Storage};
 use crate::error::{refuse, ContractError};
 use crate::funds::nonpayable;
-use crate::records::{Phase, Stage, COMMITMENTS, PARTICIPANTS, START_BACKING, START_PROPOSALS};
+use crate::records::{
+    Phase, Stage, COMMITMENTS, HOST_CUTS, PARTICIPANTS, START_BACKING, START_PROPOSALS,
+};
 use crate::state::{Config, Role, CURRENT_EPOCH, SETTLING};
 use crate::types::{Event, MessageInfo, Response, SubMsg};
 
@@ -106,6 +108,15 @@ impl Epochs {
             _ => config.phases.join_blocks,
         };
         let until = deadline(at, blocks)?;
+        // What the old epoch's slashes took off this epoch's hosts after the vote totals had
+        // counted them (`records::HostCuts`): off the totals now, before any of them votes.
+        if let Some(cuts) = HOST_CUTS.may_load(storage, epoch)? {
+            let counts = self.current.counts_mut();
+            counts.committed_stake = counts.committed_stake.checked_sub(cuts.committed)?;
+            let header = self.current.header_mut();
+            header.accepted_stake = header.accepted_stake.checked_sub(cuts.accepted)?;
+            HOST_CUTS.remove(storage, epoch);
+        }
         let header = self.current.header_mut();
         header.settled_start = settled;
         if held && header.phase_deadline < until {
@@ -268,7 +279,7 @@ pub fn propose_start(
     let sender = &info.sender;
     let stake = match PARTICIPANTS.may_load(deps.storage, (epoch, sender))? {
         Some(p) if p.role == Role::Host && COMMITMENTS.has(deps.storage, (epoch, sender)) => {
-            p.stake
+            p.weight()
         }
         _ => refuse!(ACTION, "{sender} is not a committed host of epoch {epoch}"),
     };

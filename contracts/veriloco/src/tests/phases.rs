@@ -182,8 +182,62 @@ impl Chain {
         if result.is_ok() {
             self.check_sittings();
             self.check_counts();
+            self.check_vote_totals();
         }
         result
+    }
+
+    /// After every transaction, in every epoch, the totals the hosts' votes are measured against
+    /// are what the hosts weigh now (`Participant::weight`: less than the stake at join once a
+    /// slash of the epoch before reached it), less what is still to be taken off them
+    /// (`records::HOST_CUTS`): the committed stake over the committed hosts, and, unless the
+    /// exclusions stage withdrew some (it keeps the total), the accepted stake over the accepted.
+    fn check_vote_totals(&self) {
+        let storage = &self.deps.storage;
+        let epochs: Vec<u64> = HEADERS
+            .range(storage, None, Order::Ascending)
+            .map(|r| r.unwrap().0)
+            .collect();
+        for e in epochs {
+            let header = HEADERS.may_load(storage, e).unwrap().unwrap();
+            let counts = records::COUNTS
+                .may_load(storage, e)
+                .unwrap()
+                .unwrap_or_default();
+            let cuts = records::HOST_CUTS
+                .may_load(storage, e)
+                .unwrap()
+                .unwrap_or_default();
+            let (mut committed, mut accepted) = (0u128, 0u128);
+            let hosts = records::PARTICIPANTS
+                .prefix(e)
+                .page(storage, None, usize::MAX)
+                .unwrap();
+            for (address, p) in hosts
+                .iter()
+                .filter(|(_, p)| p.role == crate::state::Role::Host)
+            {
+                if records::COMMITMENTS.has(storage, (e, address.as_str())) {
+                    committed += p.weight().0;
+                }
+                let pay = records::load_payout(storage, e, address).unwrap();
+                if pay.outcome == records::Outcome::Accepted {
+                    accepted += p.weight().0;
+                }
+            }
+            assert_eq!(
+                counts.committed_stake.0 - cuts.committed.0,
+                committed,
+                "epoch {e}: the committed hosts' weights"
+            );
+            if counts.withdrawn.unwrap_or(0) == 0 {
+                assert_eq!(
+                    header.accepted_stake.0 - cuts.accepted.0,
+                    accepted,
+                    "epoch {e}: the accepted hosts' weights"
+                );
+            }
+        }
     }
 
     /// After every transaction, in every epoch, the `counts` of the answer (the epoch's

@@ -98,14 +98,18 @@ fn a_stake_unbonded_in_e_plus_1_while_e_settles_stays_slashable_by_both_epochs()
     net.focus = None;
     net.chain.check_books();
 
-    // Epoch 1 reveals; its start vote (every committed host, the cheater's stake at join
-    // included) opens epoch 2, the cheater's release epoch, with epoch 1 settling.
+    // Epoch 1 reveals; its start vote opens epoch 2, the cheater's release epoch, with epoch 1
+    // settling: the honest hosts' 20 M are more than 2/3 of the 25 M the committed hosts weigh
+    // (the cheater weighs the 5 M it kept).
     for who in net.everyone() {
         net.reveal(&who);
     }
     net.settle();
     assert_eq!(net.phase(), "verify");
-    net.propose_start_all(&digest("opt 2"));
+    for host in [&h[0], &h[1]] {
+        let msg = json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}});
+        net.chain.ok(host, msg);
+    }
     let e2 = net.chain.epoch();
     assert_eq!(
         (e2["epoch"].as_u64(), e2["settling"].as_u64()),
@@ -120,10 +124,11 @@ fn a_stake_unbonded_in_e_plus_1_while_e_settles_stays_slashable_by_both_epochs()
     let report = verdicts_of(&mut net, 1, &cheats);
     let r = row(&report, "hosts", &cheater);
     assert_eq!(r["outcome"], "invalid");
+    assert_eq!(amount(&r["stake"]), HOST_BOND, "its stake at join");
     assert_eq!(
-        amount(&r["stake"]),
-        HOST_BOND,
-        "its weight is its stake at join"
+        amount(&r["weight"]),
+        HOST_BOND / 2,
+        "its weight: what it kept"
     );
     assert_eq!(amount(&r["slashed"]), HOST_BOND / 4);
     net.propose(&h[0], &digest("settled 2"));
@@ -352,5 +357,81 @@ fn a_slash_of_e_after_e_plus_1_drew_its_pickers_leaves_e_plus_1_as_drawn() {
         .page(storage, None, 8)
         .unwrap()
         .is_empty());
+    net.chain.check_books();
+}
+
+#[test]
+fn a_host_convicted_in_e_after_joining_e_plus_1_votes_there_with_what_it_kept() {
+    // Three hosts join and commit in epoch 1 while epoch 0 settles; epoch 0 then convicts host 0
+    // (`invalid`: half its 10 M). In epoch 1 it weighs 5 M, not its stake at join: the honest
+    // 20 M are more than 2/3 of the 25 M in both of epoch 1's host votes, the start vote that
+    // opens epoch 2 and the model vote (at its stake at join neither would pass: 20 of 30 M).
+    let mut net = Net::new(&pipelined_spec_with(json!({})), 3, 4);
+    let h = net.hosts.clone();
+    let cheater = h[0].clone();
+    open_epoch_1(&mut net);
+    commit_epoch_1(&mut net);
+    let convict = |_: &str, host: &str, _: u64| Some(if host == h[0] { "fail" } else { "pass" });
+    let report = verdicts_of(&mut net, 0, &convict);
+    let r = row(&report, "hosts", &cheater);
+    assert_eq!(
+        (r["outcome"].as_str(), amount(&r["slashed"])),
+        (Some("invalid"), HOST_BOND / 2)
+    );
+    let kept = HOST_BOND - HOST_BOND / 2;
+    let storage = &net.chain.deps.storage;
+    let cuts = crate::records::HOST_CUTS
+        .may_load(storage, 1)
+        .unwrap()
+        .expect("cuts noted");
+    assert_eq!(
+        (cuts.committed.0, cuts.accepted.0),
+        (HOST_BOND - kept, 0),
+        "epoch 1 counted its commitment at its stake at join"
+    );
+    net.propose(&h[1], &digest("settled 1"));
+    net.propose(&h[2], &digest("settled 1"));
+    net.focus = None;
+    let storage = &net.chain.deps.storage;
+    assert!(
+        crate::records::HOST_CUTS
+            .may_load(storage, 1)
+            .unwrap()
+            .is_none(),
+        "taken off when epoch 0 closed"
+    );
+    let counts = crate::records::COUNTS
+        .may_load(storage, 1)
+        .unwrap()
+        .unwrap();
+    assert_eq!(counts.committed_stake.0, 2 * HOST_BOND + kept);
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    // The honest hosts' start vote opens epoch 2 without the cheater.
+    for host in [&h[1], &h[2]] {
+        let msg = json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}});
+        net.chain.ok(host, msg);
+    }
+    assert_eq!(net.epoch_number(), 2, "20 of 25 M is more than 2/3");
+    let report_1 = verdicts_of(&mut net, 1, &|_, _, _| Some("pass"));
+    let row_1 = row(&report_1, "hosts", &cheater);
+    assert_eq!(row_1["outcome"], "accepted");
+    assert_eq!(amount(&row_1["stake"]), HOST_BOND);
+    assert_eq!(
+        amount(&row_1["weight"]),
+        kept,
+        "epoch 1 weighs what it has left"
+    );
+    assert!(row(&report_1, "hosts", &h[1]).get("weight").is_none());
+    // It proposes another model; the honest hosts' hash is agreed at once.
+    net.propose(&cheater, &digest("forged 2"));
+    net.propose(&h[1], &digest("settled 2"));
+    let done = net.propose(&h[2], &digest("settled 2"));
+    assert!(!done.events.is_empty());
+    let report_1 = net.chain.report(1);
+    assert_eq!(report_1["agreed"], true, "{}", report_1["agreed"]);
+    assert_eq!(report_1["next_model_hash"], digest("settled 2"));
     net.chain.check_books();
 }
