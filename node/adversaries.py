@@ -73,7 +73,10 @@ class SelectiveRevealHost(HostNode):
     def challenged_if_last(self, epoch: int) -> list[int] | None:
         """Its challenged segments, from its pickers' reveals (``protocol.rules.sampling``: the
         union of their picks plus the last segment; its own reveal is no part of them); None while
-        any of its pickers has not revealed."""
+        any of its pickers has not revealed. The draw uses the report's weights, which during
+        ``reveal`` are the stakes at join: a validator whose weight the settling epoch capped
+        (``wk/``, applied when the reveal close begins: docs/contract.md, "Pipelined epochs") is
+        drawn by its cap on chain, so with one the prediction can differ from the contract's."""
         info = self.ledger.epoch(epoch, lists=False)  # the previous seed: the header's
         joined = validator_weights(self.ledger.report(epoch).validators)
         chosen = pickers(bytes.fromhex(info.prev_seed), self.address, joined, self.spec.verification.seats_cap)
@@ -157,7 +160,8 @@ class WithholderValidatorNode(ValidatorNode):
         return super().maybe_reveal(status)
 
     def own_picks(self, epoch: int) -> dict[str, list[int]]:
-        """Coalition host -> the segments its secret picks there, for the hosts it is a picker of."""
+        """Coalition host -> the segments its secret picks there, for the hosts it is a picker of
+        (the draw predicted from the report's weights, as in ``challenged_if_last``)."""
         info = self.ledger.epoch(epoch, lists=False)  # the previous seed: the header's
         report = self.ledger.report(epoch)  # the hosts and validators, paged
         joined = validator_weights(report.validators)
