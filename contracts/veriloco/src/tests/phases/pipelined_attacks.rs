@@ -435,3 +435,55 @@ fn a_host_convicted_in_e_after_joining_e_plus_1_votes_there_with_what_it_kept() 
     assert_eq!(report_1["next_model_hash"], digest("settled 2"));
     net.chain.check_books();
 }
+
+#[test]
+fn a_host_accepted_in_e_plus_1_before_e_convicts_it_is_taken_off_both_totals() {
+    // Epoch 1 is verified and accepts all three hosts while epoch 0 still waits in `verify`;
+    // then epoch 0 convicts host 0. Both of epoch 1's totals had counted it at its stake at join
+    // (committed and accepted): both lose its lost half when epoch 0 closes, so the honest 20 M
+    // are more than 2/3 of the 25 M in the model vote.
+    let spec = spec_with(json!({"phases": {"pipelined": true, "reveal_blocks": 1000,
+                                           "verify_blocks": 1000, "verdict_reveal_blocks": 1000}}));
+    let mut net = Net::new(&spec, 3, 4);
+    let h = net.hosts.clone();
+    let cheater = h[0].clone();
+    open_epoch_1(&mut net);
+    commit_epoch_1(&mut net);
+    for who in net.everyone() {
+        net.reveal(&who);
+    }
+    net.settle();
+    let report_1 = verdicts_of(&mut net, 1, &|_, _, _| Some("pass"));
+    assert_eq!(row(&report_1, "hosts", &cheater)["outcome"], "accepted");
+    assert_eq!(
+        net.chain.epoch()["settling"].as_u64(),
+        Some(0),
+        "epoch 0 still settles"
+    );
+    let convict = |_: &str, host: &str, _: u64| Some(if host == h[0] { "fail" } else { "pass" });
+    let report = verdicts_of(&mut net, 0, &convict);
+    assert_eq!(row(&report, "hosts", &cheater)["outcome"], "invalid");
+    let kept = HOST_BOND / 2;
+    let storage = &net.chain.deps.storage;
+    let cuts = crate::records::HOST_CUTS
+        .may_load(storage, 1)
+        .unwrap()
+        .expect("cuts noted");
+    assert_eq!((cuts.committed.0, cuts.accepted.0), (kept, kept));
+    net.focus = Some(0);
+    net.propose(&h[1], &digest("settled 1"));
+    net.propose(&h[2], &digest("settled 1"));
+    let storage = &net.chain.deps.storage;
+    let header = HEADERS.may_load(storage, 1).unwrap().unwrap();
+    assert_eq!(header.accepted_stake.0, 2 * HOST_BOND + kept);
+    // Epoch 1's model vote: the honest hosts' hash is agreed without the cheater.
+    net.focus = Some(1);
+    net.propose(&cheater, &digest("forged 2"));
+    net.propose(&h[1], &digest("settled 2"));
+    net.propose(&h[2], &digest("settled 2"));
+    let report_1 = net.chain.report(1);
+    assert_eq!(report_1["agreed"], true);
+    assert_eq!(report_1["next_model_hash"], digest("settled 2"));
+    assert_eq!(amount(&row(&report_1, "hosts", &cheater)["weight"]), kept);
+    net.chain.check_books();
+}
