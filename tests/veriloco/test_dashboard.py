@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from chain.block_clock import BlockClock
 from chain.ledger import Ledger
 from protocol.rules.spec import PhaseSpec
-from protocol.views import Accounting, EpochInfo, EpochReport, Member
+from protocol.views import Accounting, EpochInfo, EpochReport, HostReport, Member, ValidatorReport
 from trainer.presets import tiny
 from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.dashboard.app import make_app
@@ -28,6 +28,7 @@ from veriloco.phase_progress import phase_progress
 
 VERILOCO = [sys.executable, "-m", "veriloco.cli"]
 ADDRESS = "inj1npvwllfr9dqr8erajqqr6s0vxnk2ak55re90dz"
+OTHER = "inj1r8n7xah8cgfm0el8u3kvwzja6zrd4le2krtp7d"  # PrivateKey.from_hex("11" * 32)
 
 
 def epoch_info(**fields: object) -> EpochInfo:
@@ -58,6 +59,21 @@ def test_the_funds_audit_says_when_the_accounts_do_not_add_up() -> None:
     assert state(28).funds.balanced and state(28).funds.held.base == "28"
     assert not state(27).funds.balanced
     assert state(28).members[0].name == "alice" and state(28).outcomes_epoch is None
+
+
+def test_an_outcome_shows_what_a_member_weighed_when_a_slash_capped_it() -> None:
+    """Issue 27, pipelined runs: the latest decided epoch's outcomes carry a host's and a
+    validator's weight where the report has one (what ``veriloco report`` prints as "weighs")."""
+    host = HostReport(address=ADDRESS, stake="20", weight="10", revealed=True, outcome="accepted")
+    validator = ValidatorReport(address=OTHER, stake="8", revealed=True, outcome="diligent")
+    report = EpochReport(run_id="ab" * 32, epoch=2, phase="closed", started_at=1, model_hash="ab" * 32,
+                         agreed=True, hosts=[host], validators=[validator], challenges=[])
+    state = build_state(spec=tiny(), contract=ADDRESS, chain="c", current=epoch_info(), height=250,
+                        seconds_per_block=None, reports=[report], members=[],
+                        accounting=Accounting(bonded="0", unbonding="0", reward_pool="0"), contract_balance=0,
+                        names={}, updated=0.0)
+    weights = {o.role: (o.stake.base, None if o.weight is None else o.weight.base) for o in state.outcomes}
+    assert weights == {"host": ("20", "10"), "validator": ("8", None)}
 
 
 def test_the_app_is_read_only_and_says_when_the_chain_cannot_be_read(tmp_path) -> None:

@@ -88,7 +88,8 @@ function drawMembers(state) {
   document.getElementById("outcomes-epoch").textContent =
     state.outcomes_epoch === null ? "(none decided yet)" : `of epoch ${state.outcomes_epoch}`;
   fill(document.querySelector("#outcomes tbody"), state.outcomes.map(o => row([
-    o.name, el("td", o.address, "addr"), o.role, el("td", o.outcome, o.outcome), o.stake.shown, o.slashed.shown,
+    o.name, el("td", o.address, "addr"), o.role, el("td", o.outcome, o.outcome),
+    o.weight ? `${o.stake.shown} (weighs ${o.weight.shown})` : o.stake.shown, o.slashed.shown,
     o.reward.shown])));
   fill(document.querySelector("#members tbody"), state.members.map(m => row([
     m.name, el("td", m.address, "addr"), m.role, m.bonded.shown, m.unbonding.shown, m.slashed_total.shown,

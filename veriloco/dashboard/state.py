@@ -63,6 +63,9 @@ class Outcome(Strict):
     role: str
     outcome: str
     stake: Coin
+    weight: Coin | None = None
+    """What it weighed in the epoch when below ``stake`` (a pipelined run's slash of the epoch
+    before reached it after it joined: docs/contract.md, "Pipelined epochs"); None: its stake."""
     slashed: Coin
     reward: Coin
 
@@ -126,12 +129,10 @@ def build_state(*, spec: RunSpec, contract: str, chain: str, current: EpochInfo,
     latest = decided[-1] if decided else None
     outcomes: list[Outcome] = []
     if latest is not None:
-        outcomes = [Outcome(name=name(h.address), address=h.address, role="host", outcome=h.outcome,
-                            stake=coin(h.stake), slashed=coin(h.slashed),
-                            reward=coin(int(h.reward) + int(h.catcher_reward))) for h in latest.hosts]
-        outcomes += [Outcome(name=name(v.address), address=v.address, role="validator", outcome=v.outcome,
-                             stake=coin(v.stake), slashed=coin(v.slashed),
-                             reward=coin(int(v.reward) + int(v.catcher_reward))) for v in latest.validators]
+        outcomes = [Outcome(name=name(p.address), address=p.address, role=role, outcome=p.outcome,
+                            stake=coin(p.stake), weight=None if p.weight is None else coin(p.weight),
+                            slashed=coin(p.slashed), reward=coin(int(p.reward) + int(p.catcher_reward)))
+                    for role, part in (("host", latest.hosts), ("validator", latest.validators)) for p in part]
     rows = [MemberRow(name=name(m.address), address=m.address, role=m.role, bonded=coin(m.bonded),
                       unbonding=coin(sum(int(u.amount) for u in m.unbonding)), slashed_total=coin(m.slashed_total),
                       rewarded_total=coin(m.rewarded_total)) for m in members]
