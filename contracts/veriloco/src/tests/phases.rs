@@ -194,11 +194,7 @@ impl Chain {
     /// exclusions stage withdrew some (it keeps the total), the accepted stake over the accepted.
     fn check_vote_totals(&self) {
         let storage = &self.deps.storage;
-        let epochs: Vec<u64> = HEADERS
-            .range(storage, None, Order::Ascending)
-            .map(|r| r.unwrap().0)
-            .collect();
-        for e in epochs {
+        for e in self.epoch_numbers() {
             let header = HEADERS.may_load(storage, e).unwrap().unwrap();
             let counts = records::COUNTS
                 .may_load(storage, e)
@@ -240,14 +236,18 @@ impl Chain {
         }
     }
 
+    /// The number of every epoch the contract has a header for, in order.
+    fn epoch_numbers(&self) -> Vec<u64> {
+        HEADERS
+            .range(&self.deps.storage, None, Order::Ascending)
+            .map(|r| r.unwrap().0)
+            .collect()
+    }
+
     /// After every transaction, in every epoch, the `counts` of the answer (the epoch's
     /// counters) equal the lengths of its four lists (scans of its records), mid-close too.
     fn check_counts(&self) {
-        let epochs: Vec<u64> = HEADERS
-            .range(&self.deps.storage, None, Order::Ascending)
-            .map(|r| r.unwrap().0)
-            .collect();
-        for e in epochs {
+        for e in self.epoch_numbers() {
             let answer = self.query(json!({"epoch": {"epoch": e, "counts": true}}));
             assert!(answer["counts"].is_object(), "epoch {e}: counts absent");
             for key in ["hosts", "validators", "committed", "accepted"] {
@@ -3340,11 +3340,18 @@ impl Net {
     /// Every committed host of the epoch the moves go to proposes `start` for the next epoch;
     /// returns the last response.
     fn propose_start_all(&mut self, start: &str) -> Response {
+        let hosts = self.hosts.clone();
+        self.propose_start_by(&hosts, start)
+    }
+
+    /// `hosts` (committed hosts of the epoch the moves go to) propose `start` for the next
+    /// epoch, in order; returns the last response.
+    fn propose_start_by(&mut self, hosts: &[String], start: &str) -> Response {
         let e = self.epoch_number();
         let mut last = None;
-        for h in self.hosts.clone() {
+        for h in hosts {
             let msg = json!({"propose_start": {"epoch": e, "model_hash": start}});
-            last = Some(self.chain.ok(&h, msg));
+            last = Some(self.chain.ok(h, msg));
         }
         last.unwrap()
     }

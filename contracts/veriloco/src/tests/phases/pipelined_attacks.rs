@@ -106,10 +106,7 @@ fn a_stake_unbonded_in_e_plus_1_while_e_settles_stays_slashable_by_both_epochs()
     }
     net.settle();
     assert_eq!(net.phase(), "verify");
-    for host in [&h[0], &h[1]] {
-        let msg = json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}});
-        net.chain.ok(host, msg);
-    }
+    net.propose_start_by(&[h[0].clone(), h[1].clone()], &digest("opt 2"));
     let e2 = net.chain.epoch();
     assert_eq!(
         (e2["epoch"].as_u64(), e2["settling"].as_u64()),
@@ -410,10 +407,7 @@ fn a_host_convicted_in_e_after_joining_e_plus_1_votes_there_with_what_it_kept() 
     }
     net.settle();
     // The honest hosts' start vote opens epoch 2 without the cheater.
-    for host in [&h[1], &h[2]] {
-        let msg = json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}});
-        net.chain.ok(host, msg);
-    }
+    net.propose_start_by(&[h[1].clone(), h[2].clone()], &digest("opt 2"));
     assert_eq!(net.epoch_number(), 2, "20 of 25 M is more than 2/3");
     let report_1 = verdicts_of(&mut net, 1, &|_, _, _| Some("pass"));
     let row_1 = row(&report_1, "hosts", &cheater);
