@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "chain"))
 
 from ledger_env import EmbeddedDriver, LedgerEnv, make_spec
 
-from bench.embedded_chain import LONG_PHASES, Cost, measured
+from bench.embedded_chain import LONG_PHASES, Cost, run_costed
 from chain.types import TxResult
 from protocol.messages import StartProposal
 from protocol.views import VERDICT_COMMIT_PHASES, VERDICT_REVEAL_PHASES, Challenge
@@ -67,14 +67,11 @@ def convicting_epoch(hosts: int, validators: int, pipelined: bool) -> dict[str, 
     advance, reveal_verdict = env.advance, env.reveal_verdict
 
     def metered(send: Any, *args: Any, **kwargs: Any) -> TxResult:
-        stage = env.epoch(0).closing or "(first page)"
-        cost = Cost()
-        with measured(cost):
-            result: TxResult = send(*args, **kwargs)
-        cost.fuel = result.gas_used
-        cost.bank_sends = sum(1 for e in result.events if e.type == "transfer")
+        stage = env.epoch(0).closing
+        result, cost = run_costed(lambda: send(*args, **kwargs))
+        # A finalize page, or the message whose close ran all of finalize (listed as `outcomes`).
         if stage in ("outcomes", "slashes", "rewards") or env.epoch(0).phase in ("propose", "closed"):
-            costs.append((stage if stage != "(first page)" else "outcomes", cost))
+            costs.append((stage or "outcomes", cost))
         return result
 
     env.advance = lambda *a, **k: metered(advance, *a, **k)  # type: ignore[method-assign]  # a bench's meter

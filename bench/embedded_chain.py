@@ -146,14 +146,20 @@ def measured(cost: Cost):
         CountingStore.traffic = None
 
 
-def cost_of(action: Callable[[], TxResult]) -> Cost:
-    """What ``action`` (one transaction) cost: its wasm fuel, storage traffic and bank sends."""
+def run_costed(action: Callable[[], TxResult]) -> tuple[TxResult, Cost]:
+    """Run ``action`` (one transaction): its result, and what it cost (wasm fuel, storage
+    traffic and bank sends)."""
     cost = Cost()
     with measured(cost):
         result = action()
     cost.fuel = result.gas_used
     cost.bank_sends = sum(1 for e in result.events if e.type == "transfer")
-    return cost
+    return result, cost
+
+
+def cost_of(action: Callable[[], TxResult]) -> Cost:
+    """What ``action`` (one transaction) cost: its wasm fuel, storage traffic and bank sends."""
+    return run_costed(action)[1]
 
 
 def run_pages(env: LedgerEnv) -> list[Cost]:
