@@ -23,6 +23,7 @@ from veriloco.report import EPOCH_COLUMNS, MEMBER_COLUMNS, epoch_rows, member_ro
 log = logging.getLogger("veriloco.metrics")
 
 EPOCHS_CSV, MEMBERS_CSV, TENSORBOARD_DIR = "epochs.csv", "members.csv", "tensorboard"
+_SAID: set[Path] = set()  # files whose missing columns the log has named
 
 
 class MetricsWriter:
@@ -101,12 +102,28 @@ def written_epochs(path: Path) -> set[int]:
 
 
 def _append_csv(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    new = not path.exists() or path.stat().st_size == 0
+    # A file an older version began keeps its own header: rows are appended in its columns (a
+    # column it lacks is left out, once said in the log), so no row ever shifts under a header.
+    header = _header(path)
+    if header and header != columns:
+        if (missing := [c for c in columns if c not in header]) and path not in _SAID:
+            _SAID.add(path)
+            log.warning("metrics: %s has no column %s (begun by an older version); appending without it",
+                        path.name, ", ".join(missing))
+        columns = header
     with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        if new:
+        writer = csv.DictWriter(f, fieldnames=columns, restval="", extrasaction="ignore")
+        if not header:
             writer.writeheader()
         writer.writerows(rows)
+
+
+def _header(path: Path) -> list[str]:
+    """The first row of a CSV file; empty when it does not exist or is empty."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        return next(csv.reader(f), [])
 
 
 def _append_tensorboard(folder: Path, epochs: list[dict[str, Any]], members: list[dict[str, Any]]) -> None:

@@ -231,8 +231,9 @@ def slashed_over_run(reports: Sequence[EpochReport], denom: str, names: dict[str
 EPOCH_COLUMNS = ["epoch", "phase", "agreed", "unchanged_reason", "model_hash", "next_model_hash",
                  "val_loss_next", "train_loss_accepted", "hosts", "accepted", "validators", "slashed_total",
                  "to_catchers", "to_treasury", "rewards_total", "denom"]
-MEMBER_COLUMNS = ["epoch", "role", "address", "name", "stake", "outcome", "train_loss", "val_loss", "assigned",
-                  "voted", "against", "unavailable", "unserved", "slashed", "reward", "catcher_reward", "denom"]
+MEMBER_COLUMNS = ["epoch", "role", "address", "name", "stake", "weight", "outcome", "train_loss", "val_loss",
+                  "assigned", "voted", "against", "unavailable", "unserved", "slashed", "reward", "catcher_reward",
+                  "denom"]
 
 
 def epoch_rows(reports: Sequence[EpochReport], denom: str) -> list[dict[str, Any]]:
@@ -252,13 +253,16 @@ def epoch_rows(reports: Sequence[EpochReport], denom: str) -> list[dict[str, Any
 
 def member_rows(reports: Sequence[EpochReport], denom: str,
                 names: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """One row per member and epoch (columns :data:`MEMBER_COLUMNS`); amounts in base units."""
+    """One row per member and epoch (columns :data:`MEMBER_COLUMNS`); amounts in base units.
+
+    ``weight`` is what the member weighed in the epoch's votes (:func:`protocol.views.weight`):
+    its stake at join unless a slash of the epoch before cut it (issue 27)."""
     rows: list[dict[str, Any]] = []
     for r in reports:
         for h in r.hosts:
             rows.append({"epoch": r.epoch, "role": "host", "address": h.address,
                          "name": (names or {}).get(h.address, ""),
-                         "stake": h.stake, "outcome": h.outcome,
+                         "stake": h.stake, "weight": weight(h), "outcome": h.outcome,
                          "train_loss": _opt(h.commitment.train_loss_micro / MICRO if h.commitment else None),
                          "val_loss": _opt(h.proposal.val_loss_micro / MICRO if h.proposal else None),
                          "assigned": "", "voted": "", "against": "", "unavailable": "", "unserved": "",
@@ -266,7 +270,8 @@ def member_rows(reports: Sequence[EpochReport], denom: str,
                          "reward": h.reward, "catcher_reward": h.catcher_reward, "denom": denom})
         for v in r.validators:
             rows.append({"epoch": r.epoch, "role": "validator", "address": v.address,
-                         "name": (names or {}).get(v.address, ""), "stake": v.stake, "outcome": v.outcome,
+                         "name": (names or {}).get(v.address, ""), "stake": v.stake, "weight": weight(v),
+                         "outcome": v.outcome,
                          "train_loss": "", "val_loss": "", "assigned": v.assigned, "voted": v.voted,
                          "against": v.against, "unavailable": v.unavailable, "unserved": v.unserved,
                          "slashed": v.slashed, "reward": v.reward,

@@ -10,6 +10,7 @@ import pytest
 
 from veriloco.connect import NetworkFile, open_ledger
 from veriloco.metrics_files import MetricsFollower, MetricsWriter, written_epochs
+from veriloco.report import MEMBER_COLUMNS
 
 
 def scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
@@ -78,3 +79,27 @@ def test_a_follower_that_cannot_read_the_chain_carries_on(tmp_path, caplog) -> N
     follower = MetricsFollower(MetricsWriter(tmp_path, "inj", tensorboard=False))
     assert follower.observe(Down(), 1) == []  # type: ignore[arg-type]
     assert "could not write epochs [0] yet: node down" in caplog.text and follower.writer.written == set()
+
+
+def test_a_members_file_begun_by_an_older_version_keeps_its_columns(saved_run, tmp_path, caplog) -> None:
+    """A ``members.csv`` whose header predates a column (``weight``, issue 27) is appended in its own
+    columns: no row shifts under the header, and the log names the column left out once."""
+    out = tmp_path / "metrics"
+    out.mkdir()
+    older = [c for c in MEMBER_COLUMNS if c != "weight"]
+    (out / "members.csv").write_text(",".join(older) + "\n")
+    with open_ledger(NetworkFile.model_validate_json(saved_run.read_text())) as ledger:
+        MetricsFollower(MetricsWriter(out, ledger.denom, tensorboard=False)).observe(ledger, 2)
+    with (out / "members.csv").open(newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == older and len(rows) == 3 and all(len(row) == len(older) for row in rows)
+    assert [dict(zip(older, row, strict=True))["role"] for row in rows[1:]] == ["host", "host"]
+    assert caplog.text.count("members.csv has no column weight") == 1
+    # A new folder gets the full header, the weight beside the stake.
+    fresh = tmp_path / "fresh"
+    MetricsWriter(fresh, "inj", tensorboard=False).write([])
+    with open_ledger(NetworkFile.model_validate_json(saved_run.read_text())) as ledger:
+        MetricsWriter(fresh, ledger.denom, tensorboard=False).write([ledger.report(0)])
+    row = next(csv.DictReader((fresh / "members.csv").open()))
+    assert list(row)[:6] == ["epoch", "role", "address", "name", "stake", "weight"] and row["weight"] == row["stake"]
+

@@ -123,6 +123,9 @@ def test_a_validator_weighed_below_its_stake_shows_both_and_the_draw_uses_the_we
     console.print(report_tables(r, "inj"))
     text = console.export_text()
     assert text.count("(weighs") == 1 and "10INJ (weighs 8INJ)" in text, text
+    # The CSV rows carry both, the weight equal to the stake where nothing cut it.
+    assert [(row["stake"], row["weight"]) for row in member_rows([r], "inj") if row["role"] == "validator"] == [
+        (ten, 8 * 10**18), (ten, 10 * 10**18)]
 
 
 def test_a_host_weighed_below_its_stake_shows_both_and_the_split_vote_counts_the_weight() -> None:
@@ -137,6 +140,7 @@ def test_a_host_weighed_below_its_stake_shows_both_and_the_split_vote_counts_the
     console.print(report_tables(split, "inj"))
     text = console.export_text()
     assert text.count("(weighs") == 1 and "50INJ (weighs 10INJ)" in text, text
+    assert [row["weight"] for row in member_rows([split], "inj")] == [10 * inj, 30 * inj, 20 * inj]
 
 
 def page(hosts: list[HostReport], validators: list[ValidatorPart], challenges: list[ChallengeReport],
