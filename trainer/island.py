@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,15 @@ from trainer.trap import Traps
 log = logging.getLogger(__name__)
 
 _ORDER_BYTES = 4096  # an order is a few hundred bytes of JSON
+
+# The tensors of this process's latest small broadcasts (orders, per-step and per-segment flags),
+# kept referenced. A gloo worker thread drops its reference to a collective's tensors after the
+# caller's wait has returned; when that is the last reference to the tensor's Python object, the
+# drop takes the GIL, and a process already exiting ends that thread inside a C++ destructor: the
+# process aborts ("terminate called without an active exception"). A follower leaving on rank 0's
+# stop order did so about one run in twenty. Held here, the Python objects outlive the workers'
+# references (16 covers two worker threads on each of an island's groups, a few kB in all).
+_HELD: deque[torch.Tensor] = deque(maxlen=16)
 
 
 def island_device(device: str) -> torch.device:
@@ -132,6 +142,9 @@ def _rank_main(rank: int, job: _Job) -> None:
         stepper = Stepper(spec, group=dist.group.WORLD)
         run_epoch(spec, dataset, job.ctx, start.params, job.root, job.world, stepper,
                   full_leaf_every=job.full_leaf_every)
+        # Every rank waits (the GIL released) until rank 0 has committed: gloo's workers free the
+        # last gathers' tensors meanwhile, not while this process exits (_HELD says why).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
@@ -217,6 +230,7 @@ def broadcast_bytes(data: bytes | None, group: dist.ProcessGroup, cap: int) -> b
         if data:
             buf[8:8 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     dist.broadcast(buf, src=dist.get_global_rank(group, 0), group=group)
+    _HELD.append(buf)
     raw = buf.numpy().tobytes()
     n = int.from_bytes(raw[:8], "little")
     if n > cap:
@@ -255,6 +269,7 @@ def _agreed(on_step: StepCallback | None, rank: int, group: dist.ProcessGroup,
                 reason = str(exc)
         flag = torch.tensor([1 if reason else 0], dtype=torch.uint8, device=device)
         dist.broadcast(flag, src=dist.get_global_rank(group, 0), group=group)
+        _HELD.append(flag)
         if int(flag.item()):
             raise Interrupted(reason or f"rank 0 of the island stopped at step {done}")
 
@@ -277,6 +292,7 @@ def agreed_stop(stop: SegmentsDone | None, rank: int, group: dist.ProcessGroup,
                 log.warning("island: the partial-epoch check after segment %d failed (%s); training on", done, exc)
         flag = torch.tensor([1 if end else 0], dtype=torch.uint8, device=device)
         dist.broadcast(flag, src=dist.get_global_rank(group, 0), group=group)
+        _HELD.append(flag)
         return bool(flag.item())
 
     return agreed
