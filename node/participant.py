@@ -95,9 +95,11 @@ class Participant:
         self.stopping = threading.Event()
         """Set when the node's daemon is asked to stop: long work (training, replays) stops at its
         next boundary and only what :meth:`due_now` names is still done."""
-        # Pipelined runs: the (epoch, phase, deadline) whose advance the contract refused (a phase
-        # held by the settling epoch keeps its old deadline): not asked again until it changes.
-        self._advance_refused: tuple[int, str, int] | None = None
+        # Pipelined runs: the (epoch, phase, deadline, settling epoch) whose advance the contract
+        # refused (a phase held by the settling epoch keeps its old deadline): not asked again
+        # until one of them changes (the settling one as last seen by `settling`).
+        self._advance_refused: tuple[int, str, int, int | None] | None = None
+        self._settling_seen: int | None = None
 
     # -- events --------------------------------------------------------------------------------
 
@@ -177,9 +179,9 @@ class Participant:
         transaction; nodes send it so that no run waits for an operator)."""
         if status.phase == "closed" or self.ledger.height() < status.phase_deadline:
             return False
-        key = (status.epoch, status.phase, status.phase_deadline)
+        key = (status.epoch, status.phase, status.phase_deadline, self._settling_seen)
         if self.spec.phases.pipelined and key == self._advance_refused:
-            return False  # held until the settling epoch closes: its close gives a new deadline
+            return False  # held until the settling epoch closes (a held reveal keeps its deadline)
         sent = self.attempt(status.epoch, EventKind.ADVANCED, lambda: self.ledger.advance(self.key),
                             f"{status.phase} was due at height {status.phase_deadline}")
         self._advance_refused = None if sent else key
@@ -190,7 +192,7 @@ class Participant:
         one trains (``EpochInfo.settling``), or None (none settles, or a synchronous run)."""
         if not self.spec.phases.pipelined:
             return None
-        older = self.ledger.epoch(lists=False).settling
+        older = self._settling_seen = self.ledger.epoch(lists=False).settling
         return None if older is None else self.ledger.participant(self.address, older)
 
     def min_stake(self) -> int:

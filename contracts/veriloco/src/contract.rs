@@ -168,6 +168,7 @@ pub fn execute(
             d,
             epochs.for_message(epoch),
             &info,
+            height,
             epoch,
             secret,
             participant,

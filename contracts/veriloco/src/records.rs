@@ -60,8 +60,8 @@ pub const VALIDATOR_SETS: Map<u64, Vec<String>> = Map::new(b"vs/");
 /// The weight of each member of V, in V's order: its stake at join, or less when a slash of the
 /// epoch before landed after it joined (`WEIGHT_CAPS`).
 pub const VALIDATOR_STAKES: Map<u64, Vec<Uint128>> = Map::new(b"vw/");
-/// A validator of epoch e that a slash of epoch e − 1 reached after it joined e and before e's
-/// reveal close began (pipelined runs): the stake it still had at risk, bonded plus unbonding,
+/// A validator of epoch e that a slash of epoch e − 1 reached after it joined e (pipelined runs;
+/// e's reveal close waits for e − 1 to close, so before it): the stake it still had at risk, bonded plus unbonding,
 /// after that slash. That close makes the smaller of this and its stake at join its weight in e
 /// (`Participant::weight`, `VALIDATOR_STAKES`, the picker draw's `JOINED_VALIDATORS`;
 /// `docs/contract.md`, "A slash of e lands after e + 1's join"). Kept as the record of the cap.
@@ -113,17 +113,15 @@ pub const STANDINGS: Map<(u64, &str), Standing> = Map::new(b"vt/");
 pub const HOST_CUTS: Map<u64, HostCuts> = Map::new(b"hc/");
 
 /// A host of epoch e that a slash of epoch e − 1 reached after it joined e weighs in e's votes
-/// only what it still has at risk (`Participant::weight`). The totals the thresholds compare
-/// with counted it already when it committed (the start vote's) or was accepted (the model
-/// vote's) before the slash: these are the differences to take off them.
+/// only what it still has at risk (`Participant::weight`). The start vote's total counted it
+/// already if it committed before the slash: the difference to take off it. (The model vote's
+/// total, the accepted stake, never counted it: e's outcomes come after e's reveal close, which
+/// waits for e − 1 to close. Contract 0.3.6 stored a second field `a` for it, ignored now.)
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HostCuts {
     /// Off `Counts::committed_stake`.
     #[serde(rename = "c", default, skip_serializing_if = "is_zero")]
     pub committed: Uint128,
-    /// Off `EpochHeader::accepted_stake`.
-    #[serde(rename = "a", default, skip_serializing_if = "is_zero")]
-    pub accepted: Uint128,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

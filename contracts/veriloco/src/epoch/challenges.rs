@@ -104,8 +104,9 @@ pub fn seed_page(
 
 /// At the end of stage `seed`, before any of `e`'s pickers is drawn: the picker draw
 /// (`JOINED_VALIDATORS`) weighs each validator a slash of the epoch before reached after it
-/// joined (`WEIGHT_CAPS`, noted by that epoch's finalize until `e`'s reveal close began, so the
-/// same caps for every page) as the seed pages weighed it in V (`VALIDATOR_STAKES`, its
+/// joined (`WEIGHT_CAPS`, noted by that epoch's finalize and exclusions, all before `e`'s reveal
+/// close began: it waits for that epoch to close, `super::pipeline::held`; so the same caps for
+/// every page) as the seed pages weighed it in V (`VALIDATOR_STAKES`, its
 /// participant record's `weight`); a capped validator that did not reveal gets its `weight`
 /// here. Nothing to do without caps (one empty range); with them, one rewrite of the joined
 /// list, as the close of `join` wrote it.

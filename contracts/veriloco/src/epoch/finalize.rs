@@ -328,22 +328,19 @@ impl Books {
 /// Epoch `epoch`'s slashes reach members that already joined `epoch + 1` (a pipelined run).
 /// Each one whose stake at risk (bonded plus unbonding) is now below what it weighs there weighs
 /// there no more than it can still lose (`docs/contract.md`, "A slash of e lands after e + 1's
-/// join"). O(1) per slashed member:
-/// * a **validator**, while `epoch + 1`'s reveal close has not begun (no weight of it used yet,
-///   and every page of that close sees the same caps): the stake is noted in `WEIGHT_CAPS`, and
-///   that close makes the smaller its weight (`super::challenges::seed_page`,
-///   `cap_joined_weights`);
+/// join"). `epoch + 1`'s reveal close waits for `epoch` to close (`super::pipeline::held`), so
+/// none of `epoch + 1`'s weights has been used yet. O(1) per slashed member:
+/// * a **validator**: the stake is noted in `WEIGHT_CAPS`, and that close makes the smaller its
+///   weight (`super::challenges::seed_page`, `cap_joined_weights`), the same on every page;
 /// * a **host**: its participant record's `weight` at once (its votes in `epoch + 1`, start and
-///   model, wait for `epoch` to close), and what the totals of those votes already counted of it
-///   (committed, accepted) in `HOST_CUTS`, taken off them when `epoch` closes
-///   (`super::pipeline`).
+///   model, come after that close), and what the start vote's total already counted of it (its
+///   commitment) in `HOST_CUTS`, taken off when `epoch` closes (`super::pipeline`).
 fn cap_later_weights<'a>(
     storage: &mut dyn Storage,
     epoch: u64,
     members: impl Iterator<Item = &'a Member>,
 ) -> Result<(), ContractError> {
     let next = epoch + 1;
-    let mut open: Option<bool> = None;
     let mut cuts: Option<HostCuts> = None;
     for member in members {
         let address = member.address.as_str();
@@ -366,17 +363,6 @@ fn cap_later_weights<'a>(
             if COMMITMENTS.has(storage, (next, address)) {
                 c.committed = c.committed.checked_add(cut)?;
             }
-            if records::load_payout(storage, next, address)?.outcome == Outcome::Accepted {
-                c.accepted = c.accepted.checked_add(cut)?;
-            }
-            continue;
-        }
-        let open = *open.get_or_insert(
-            records::HEADERS
-                .may_load(storage, next)?
-                .map_or(false, |h| h.seed.is_none() && h.closing.is_none()),
-        );
-        if !open {
             continue;
         }
         let key = (next, address);
@@ -770,24 +756,10 @@ pub fn exclusions_page(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-    use crate::records::{EpochHeader, Participant, HEADERS};
+    use crate::records::Participant;
     use crate::state::UnbondingEntry;
     use crate::testing::MemoryStorage;
-
-    fn header(closing: bool, seed: bool) -> EpochHeader {
-        let mut v = json!({"epoch": 1, "phase": "reveal", "phase_deadline": 10, "started_at": 1,
-                           "model_hash": "00", "prev_seed": "00"});
-        if closing {
-            v["closing"] = json!({"stage": "seed"});
-        }
-        if seed {
-            v["seed"] = json!("ab");
-        }
-        serde_json::from_value(v).unwrap()
-    }
 
     fn validator(address: &str, bonded: u128, unbonding: u128) -> Member {
         member(Role::Validator, address, bonded, unbonding)
@@ -808,9 +780,9 @@ mod tests {
         }
     }
 
-    /// Epoch 0's finalize slashed `member`, a validator of epoch 1 that joined with 100: the cap
-    /// it notes for epoch 1, if any.
-    fn noted(closing: bool, seed: bool, member: &Member) -> Option<Uint128> {
+    /// Epoch 0's finalize slashed `member`, a validator of epoch 1 that joined with 100 (epoch
+    /// 1's reveal close waits for epoch 0): the cap it notes for epoch 1, if any.
+    fn noted(member: &Member) -> Option<Uint128> {
         let mut storage = MemoryStorage::default();
         let joined = Participant {
             role: Role::Validator,
@@ -820,7 +792,6 @@ mod tests {
             weight: None,
         };
         PARTICIPANTS.save(&mut storage, (1, member.address.as_str()), &joined);
-        HEADERS.save(&mut storage, 1, &header(closing, seed));
         cap_later_weights(&mut storage, 0, [member].into_iter()).unwrap();
         WEIGHT_CAPS
             .may_load(&storage, (1, member.address.as_str()))
@@ -828,13 +799,9 @@ mod tests {
     }
 
     /// Epoch 0's finalize slashed `host` to 60 at risk (50 bonded, 10 unbonding), a host that
-    /// joined epoch 1 with 100 (its weight so far `weight`), and committed and was accepted there
-    /// as given: its weight in epoch 1 and what comes off epoch 1's vote totals.
-    fn host_capped(
-        committed: bool,
-        accepted: bool,
-        weight: Option<u128>,
-    ) -> (Option<Uint128>, HostCuts) {
+    /// joined epoch 1 with 100 (its weight so far `weight`), and committed there as given: its
+    /// weight in epoch 1 and what comes off epoch 1's start vote total.
+    fn host_capped(committed: bool, weight: Option<u128>) -> (Option<Uint128>, HostCuts) {
         let mut storage = MemoryStorage::default();
         let host = member(Role::Host, "h", 50, 10);
         let joined = Participant {
@@ -845,8 +812,6 @@ mod tests {
             weight: weight.map(Uint128),
         };
         PARTICIPANTS.save(&mut storage, (1, "h"), &joined);
-        // Its reveal close over: a host's weight is for votes that wait for epoch 0 to close.
-        HEADERS.save(&mut storage, 1, &header(false, true));
         if committed {
             let c = records::Commitment {
                 checkpoint_root: "00".into(),
@@ -858,13 +823,6 @@ mod tests {
             };
             COMMITMENTS.save(&mut storage, (1, "h"), &c);
         }
-        if accepted {
-            let pay = Payout {
-                outcome: Outcome::Accepted,
-                ..Payout::default()
-            };
-            PAYOUTS.save(&mut storage, (1, "h"), &pay);
-        }
         cap_later_weights(&mut storage, 0, [&host].into_iter()).unwrap();
         let p = PARTICIPANTS.may_load(&storage, (1, "h")).unwrap().unwrap();
         let cuts = HOST_CUTS.may_load(&storage, 1).unwrap().unwrap_or_default();
@@ -873,33 +831,25 @@ mod tests {
 
     #[test]
     fn a_slash_takes_a_host_of_the_next_epoch_off_what_its_votes_counted_of_it() {
-        let cut = |c: u128, a: u128| HostCuts {
+        let cut = |c: u128| HostCuts {
             committed: Uint128(c),
-            accepted: Uint128(a),
         };
         let capped = Some(Uint128(60));
-        // Neither total counted it yet: they will count 60.
-        assert_eq!(host_capped(false, false, None), (capped, cut(0, 0)));
-        // Counted at 100 when it committed, and when it was accepted.
-        assert_eq!(host_capped(true, false, None), (capped, cut(40, 0)));
-        assert_eq!(host_capped(true, true, None), (capped, cut(40, 40)));
+        // Not committed yet: the total will count 60.
+        assert_eq!(host_capped(false, None), (capped, cut(0)));
+        // Counted at 100 when it committed.
+        assert_eq!(host_capped(true, None), (capped, cut(40)));
         // A second slash of the same epoch takes only what the first left (70 -> 60).
-        assert_eq!(host_capped(true, true, Some(70)), (capped, cut(10, 10)));
+        assert_eq!(host_capped(true, Some(70)), (capped, cut(10)));
         // Still weighing no more than it has at risk: nothing changes.
-        assert_eq!(
-            host_capped(true, true, Some(60)),
-            (capped, HostCuts::default())
-        );
+        assert_eq!(host_capped(true, Some(60)), (capped, HostCuts::default()));
     }
 
     #[test]
-    fn a_slash_caps_the_next_epochs_weight_only_before_its_reveal_close_begins() {
-        let slashed = validator("v", 50, 10); // 60 at risk of the 100 it joined epoch 1 with
-        assert_eq!(noted(false, false, &slashed), Some(Uint128(60)));
-        // Its reveal close under way (a page weighed it already) or done: the weights stay.
-        assert_eq!(noted(true, false, &slashed), None);
-        assert_eq!(noted(false, true, &slashed), None);
+    fn a_slash_caps_the_next_epochs_weight_of_a_validator_below_what_it_joined_with() {
+        // 60 at risk of the 100 it joined epoch 1 with.
+        assert_eq!(noted(&validator("v", 50, 10)), Some(Uint128(60)));
         // Still 100 at risk, unbonding included: no cap.
-        assert_eq!(noted(false, false, &validator("v", 40, 60)), None);
+        assert_eq!(noted(&validator("v", 40, 60)), None);
     }
 }

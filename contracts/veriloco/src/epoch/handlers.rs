@@ -536,6 +536,7 @@ pub fn reveal(
     deps: DepsMut,
     ep: &mut Epoch,
     info: &MessageInfo,
+    height: u64,
     epoch: u64,
     secret: String,
     on_behalf: Option<String>,
@@ -543,6 +544,16 @@ pub fn reveal(
     const ACTION: &str = "reveal";
     nonpayable(info, ACTION)?;
     expect_phase(ep, ACTION, epoch, Phase::Reveal)?;
+    // Past its deadline a `reveal` is still open only while its close waits for the older
+    // epoch to settle (`pipeline::held`); the window itself is over.
+    let deadline = ep.header.phase_deadline;
+    if height >= deadline {
+        refuse!(
+            ACTION,
+            "the reveal window of epoch {epoch} closed at height {deadline} (its close waits \
+             for the older epoch to settle)"
+        );
+    }
     // A standby reveals for the one member that named it; everyone else only for itself.
     let sender = match &on_behalf {
         None => &info.sender,

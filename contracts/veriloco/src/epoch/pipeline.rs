@@ -11,6 +11,9 @@
 //! * e + 1's `propose` (θ^s_{e+2} builds on θ^s_{e+1}): its window counts from e's close;
 //! * e + 1's `join` when its minimums are missing (it is neither extended nor abandoned until e
 //!   closed, so an epoch never closes before its predecessor);
+//! * the close of e + 1's `reveal`, which fixes e + 1's weights (V's, the picker draw's): every
+//!   slash of e, its finalize's and its exclusions', lands before it (a reveal after the
+//!   window's deadline is refused meanwhile);
 //! * every `claim` ([`crate::state::unsettled_epoch`]): a stake unbonded while e settles stays
 //!   slashable by e.
 //! An epoch whose start vote does not pass opens its successor at its close, synchronously.
@@ -113,13 +116,14 @@ impl Epochs {
         if let Some(cuts) = HOST_CUTS.may_load(storage, epoch)? {
             let counts = self.current.counts_mut();
             counts.committed_stake = counts.committed_stake.checked_sub(cuts.committed)?;
-            let header = self.current.header_mut();
-            header.accepted_stake = header.accepted_stake.checked_sub(cuts.accepted)?;
             HOST_CUTS.remove(storage, epoch);
         }
         let header = self.current.header_mut();
         header.settled_start = settled;
-        if held && header.phase_deadline < until {
+        // A held `propose` or `join` gets its window from now; a held `reveal` does not: its
+        // window was the reveals' (late ones are refused), and its close begins at once.
+        let extends = matches!(header.phase, Phase::Propose | Phase::Join);
+        if held && extends && header.phase_deadline < until {
             header.phase_deadline = until;
             let phase = header.phase;
             out.events.push(
@@ -210,11 +214,12 @@ pub fn older_settling(storage: &dyn Storage, ep: &Epoch) -> Result<bool, Contrac
     Ok(matches!(SETTLING.may_load(storage)?, Some(e) if e < ep.number()))
 }
 
-/// Is `ep`'s phase held by an older epoch still settling (it neither closes nor is extended
-/// until that one closed)? `propose`, and a `join` short of its minimums.
+/// Is `ep`'s phase held by an older epoch still settling (it does not close until that one
+/// closed)? `propose`, `reveal` (its close fixes every weight of `ep`: every slash of the older
+/// epoch lands first), and a `join` short of its minimums.
 pub fn held(storage: &dyn Storage, config: &Config, ep: &Epoch) -> Result<bool, ContractError> {
     let waits = match ep.header.phase {
-        Phase::Propose => true,
+        Phase::Propose | Phase::Reveal => true,
         Phase::Join => !minimums_met(config, &ep.counts),
         _ => false,
     };

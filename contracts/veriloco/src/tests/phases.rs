@@ -228,8 +228,7 @@ impl Chain {
             );
             if counts.withdrawn.unwrap_or(0) == 0 {
                 assert_eq!(
-                    header.accepted_stake.0 - cuts.accepted.0,
-                    accepted,
+                    header.accepted_stake.0, accepted,
                     "epoch {e}: the accepted hosts' weights"
                 );
             }
@@ -3465,13 +3464,17 @@ fn a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_waits_fo
             net.reveal(&who);
         }
     }
+    // Epoch 1's reveal close (its weights) and its start vote for epoch 2 wait for epoch 0.
     net.settle();
-    assert_eq!(net.phase(), "verify");
-    // Epoch 1's start vote for epoch 2 waits for epoch 0 to settle.
+    assert_eq!(net.phase(), "reveal");
+    assert_eq!(
+        net.chain.refused(&h[0], json!({"advance": {}})),
+        "advance: nothing is due: epoch 1 is in phase reveal, held until epoch 0 settles"
+    );
     let msg = json!({"propose_start": {"epoch": 1, "model_hash": digest("opt 2")}});
     assert_eq!(
         net.chain.refused(&h[0], msg.clone()),
-        "propose_start: epoch 0 is still settling: θ_2 builds on its settled model"
+        "propose_start: epoch 1 is in reveal: the start vote opens when reveal has closed"
     );
     // Epoch 0 settles on the accepted Δs (the cheater's left out): θ^s_1.
     net.focus = Some(0);
@@ -3491,6 +3494,12 @@ fn a_cheater_caught_in_e_after_e_plus_1_started_is_slashed_and_e_plus_2_waits_fo
     assert_eq!(
         e1["settled_start"].as_str(),
         Some(digest("settled 1").as_str())
+    );
+    net.settle();
+    assert_eq!(
+        net.phase(),
+        "verify",
+        "epoch 1's reveal closed with epoch 0"
     );
     // Only what the slash left is claimable, now that epoch 0 settled.
     net.chain.ok(&cheater, json!({"claim": {}}));
@@ -3524,28 +3533,41 @@ fn pipelined_with_epoch_0_waiting_in_verify() -> Net {
 }
 
 #[test]
-fn a_pipelined_epoch_proposes_only_after_its_predecessor_settled_with_a_whole_window() {
-    // A long `verify`: epoch 0 waits in it, unplayed, while epoch 1 runs to `propose`.
+fn a_pipelined_epochs_reveal_closes_only_after_its_predecessor_settled() {
+    // A long `verify`: epoch 0 waits in it, unplayed, while epoch 1 trains and reveals.
     let mut net = pipelined_with_epoch_0_waiting_in_verify();
-    let h = net.hosts.clone();
-    // Epoch 1 runs to `propose` while epoch 0 still waits in `verify`.
-    net.play_to_verify();
-    net.play_verdicts(&honest);
-    assert_eq!(net.phase(), "propose");
-    let msg = json!({"propose_model": {"epoch": 1, "model_hash": digest("settled 2"),
-                                       "val_loss_micro": 1_900_000}});
-    assert_eq!(
-        net.chain.refused(&h[0], msg.clone()),
-        "propose_model: epoch 0 is still settling: θ_2 builds on its settled model"
-    );
-    // Its deadline passes: it is held, not closed (nothing is due).
+    let (h, v) = (net.hosts.clone(), net.validators.clone());
+    for who in net.everyone() {
+        net.join(&who);
+    }
+    for host in h.clone() {
+        net.commit(&host);
+    }
+    // Everyone but one validator reveals: the reveal would close (complete or due), but its
+    // close fixes epoch 1's weights, so it waits for every slash of epoch 0.
+    for who in net.everyone() {
+        if who != v[1] {
+            net.reveal(&who);
+        }
+    }
     net.chain.wait_past_deadline();
     assert_eq!(
         net.chain.refused(&h[0], json!({"advance": {}})),
-        "advance: nothing is due: epoch 1 is in phase propose, held until epoch 0 settles"
+        "advance: nothing is due: epoch 1 is in phase reveal, held until epoch 0 settles"
     );
-    assert_eq!((net.epoch_number(), net.phase().as_str()), (1, "propose"));
-    // Epoch 0 settles without an agreed model: θ^s_1 = θ_0.
+    assert_eq!((net.epoch_number(), net.phase().as_str()), (1, "reveal"));
+    // The window is over: the late reveal is refused, though the phase is still open.
+    let deadline = net.info()["phase_deadline"].as_u64().unwrap();
+    let late = json!({"reveal": {"epoch": 1, "secret": hex(&secret(&v[1]))}});
+    assert_eq!(
+        net.chain.refused(&v[1], late),
+        format!(
+            "reveal: the reveal window of epoch 1 closed at height {deadline} (its close waits \
+             for the older epoch to settle)"
+        )
+    );
+    // Epoch 0 settles without an agreed model: epoch 1's reveal closes in the same
+    // transaction, not reopened (no new window), and the late validator is `no_reveal`.
     net.focus = Some(0);
     net.play_verdicts(&honest);
     assert_eq!(net.phase(), "propose");
@@ -3553,33 +3575,19 @@ fn a_pipelined_epoch_proposes_only_after_its_predecessor_settled_with_a_whole_wi
     net.chain.wait_until(deadline);
     let closed = net.chain.ok(&h[0], json!({"advance": {}}));
     assert_eq!(attr(&closed, "epoch", "agreed"), Some("false"));
-    let held = events(&closed, "phase");
-    let reopened = held.iter().find(|p| p["epoch"] == "1").unwrap();
-    assert_eq!(
-        reopened["deadline"],
-        (net.chain.height + 50).to_string().as_str()
+    assert!(
+        !events(&closed, "phase")
+            .iter()
+            .any(|p| p["epoch"] == "1" && p["phase"] == "reveal"),
+        "a held reveal gets no new window"
     );
     net.focus = None;
-    assert_eq!(
-        net.chain.epoch()["settled_start"].as_str(),
-        Some(hex(&[0u8; 32]).as_str())
-    );
-    // Now epoch 1 proposes; without a start vote it closes synchronously and opens epoch 2.
-    net.chain.ok(&h[0], msg);
-    net.chain.ok(
-        &h[1],
-        json!({"propose_model": {"epoch": 1, "model_hash": digest("settled 2"),
-                                                 "val_loss_micro": 1_900_000}}),
-    );
-    let e2 = net.chain.epoch();
-    assert_eq!(
-        (e2["epoch"].as_u64(), e2["settling"].as_u64()),
-        (Some(2), None)
-    );
-    assert_eq!(
-        e2["model_hash"].as_str(),
-        Some(digest("settled 2").as_str())
-    );
+    net.settle();
+    assert_eq!((net.epoch_number(), net.phase().as_str()), (1, "verify"));
+    let report_1 = net.chain.report(1);
+    assert_eq!(row(&report_1, "validators", &v[1])["outcome"], "no_reveal");
+    assert_eq!(row(&report_1, "validators", &v[0])["revealed"], true);
+    net.chain.check_books();
 }
 
 #[test]
