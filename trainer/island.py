@@ -78,6 +78,12 @@ _ORDER_BYTES = 4096  # an order is a few hundred bytes of JSON
 _HELD: deque[torch.Tensor] = deque(maxlen=16)
 
 
+def _broadcast_held(tensor: torch.Tensor, group: dist.ProcessGroup) -> None:
+    """Broadcast ``tensor`` in place from the group's first rank, and keep it referenced (``_HELD``)."""
+    dist.broadcast(tensor, src=dist.get_global_rank(group, 0), group=group)
+    _HELD.append(tensor)
+
+
 def island_device(device: str) -> torch.device:
     """The device this rank computes on: on CUDA the local rank's GPU (``LOCAL_RANK`` from the
     launcher; ``cuda:N`` given explicitly is refused in an island, each rank takes its own).
@@ -229,8 +235,7 @@ def broadcast_bytes(data: bytes | None, group: dist.ProcessGroup, cap: int) -> b
         buf[:8] = torch.tensor(list(len(data).to_bytes(8, "little")), dtype=torch.uint8)
         if data:
             buf[8:8 + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    dist.broadcast(buf, src=dist.get_global_rank(group, 0), group=group)
-    _HELD.append(buf)
+    _broadcast_held(buf, group)
     raw = buf.numpy().tobytes()
     n = int.from_bytes(raw[:8], "little")
     if n > cap:
@@ -268,8 +273,7 @@ def _agreed(on_step: StepCallback | None, rank: int, group: dist.ProcessGroup,
             except Interrupted as exc:
                 reason = str(exc)
         flag = torch.tensor([1 if reason else 0], dtype=torch.uint8, device=device)
-        dist.broadcast(flag, src=dist.get_global_rank(group, 0), group=group)
-        _HELD.append(flag)
+        _broadcast_held(flag, group)
         if int(flag.item()):
             raise Interrupted(reason or f"rank 0 of the island stopped at step {done}")
 
@@ -291,8 +295,7 @@ def agreed_stop(stop: SegmentsDone | None, rank: int, group: dist.ProcessGroup,
             except Exception as exc:  # noqa: BLE001 - the other ranks wait for an answer: give one
                 log.warning("island: the partial-epoch check after segment %d failed (%s); training on", done, exc)
         flag = torch.tensor([1 if end else 0], dtype=torch.uint8, device=device)
-        dist.broadcast(flag, src=dist.get_global_rank(group, 0), group=group)
-        _HELD.append(flag)
+        _broadcast_held(flag, group)
         return bool(flag.item())
 
     return agreed
