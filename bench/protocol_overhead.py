@@ -76,7 +76,10 @@ def _bytes(path: Path) -> int:
 
 
 def _trained_bytes(store: EpochStore, spec, epoch: int, k: int) -> int:
-    """A host's epoch directory as training left it: without the leaves recomputed for validators."""
+    """A host's epoch directory as training left it: without the leaves recomputed for validators
+    (``k``: the interval the epoch was stored at while open, from its progress header)."""
+    header, _ = store.read_progress(epoch)
+    k = header.full_leaf_every if header is not None else k
     total = 0
     for path in store.directory(epoch).iterdir():
         if path.name.startswith("leaf-") and not EpochStore.stored(spec, int(path.name[5:9]), k):
@@ -95,6 +98,9 @@ def main() -> None:
     parser.add_argument("--segment-steps", type=int, help="c (default: the preset's)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--full-leaf-every", type=int, default=4, help="K: hosts store every K-th leaf in full")
+    parser.add_argument("--live-leaf-every", default="auto",
+                        help="how densely hosts store an epoch still open: auto (the free disk's choice) "
+                             "or a divisor of K")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     configure(args.threads)
@@ -126,7 +132,8 @@ def main() -> None:
         roster = Roster(hosts=[HostBehaviour() for _ in range(args.hosts)],
                         validators=[ValidatorBehaviour() for _ in range(args.validators)])
         net = LocalNetwork(spec, Path(tmp), roster, dataset, validator_factory=ValidatorNode,
-                           full_leaf_every=args.full_leaf_every)
+                           full_leaf_every=args.full_leaf_every,
+                           live_leaf_every=None if args.live_leaf_every == "auto" else int(args.live_leaf_every))
         for node in net.nodes:
             timed(node)
         plain_theta = GlobalState.initial(spec)

@@ -508,17 +508,18 @@ def host_daemon(ledger: Ledger, key: PrivateKey, root: Path, listen: str, behavi
                 on_event: Callable[[NodeEvent], None] | None = None,
                 name: str | None = None, device: str = "cpu", full_leaf_every: int = 1,
                 keep_epochs: int | None = None, allow_private: bool = False,
-                upload_rate: float | None = None) -> tuple[HostNode, ServerThread]:
+                upload_rate: float | None = None, live_leaf_every: int | None = None) -> tuple[HostNode, ServerThread]:
     """A host node on ``ledger`` and its artifact server, started on ``listen`` (``host:port``);
     ``name`` labels its logs (default: its address), ``device`` is where it trains;
-    ``full_leaf_every`` and ``keep_epochs`` are :class:`~node.host.HostNode`'s storage settings;
+    ``full_leaf_every``, ``live_leaf_every`` and ``keep_epochs`` are :class:`~node.host.HostNode`'s
+    storage settings;
     ``allow_private``: peers' endpoints on loopback and private networks may be dialed (local runs);
     ``upload_rate``: bytes per second the server sends at most (``ServerLimits.upload_rate``)."""
     spec = ledger.spec()
     dataset = Dataset.load(spec.data)
     node = host_node(ledger, key, spec, dataset, root, http_peers(key, spec, ledger.prefix, allow_private),
                     behaviour=behaviour, name=name, on_event=on_event, device=device,
-                    full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
+                    full_leaf_every=full_leaf_every, keep_epochs=keep_epochs, live_leaf_every=live_leaf_every)
     host, _, port = listen.rpartition(":")
     app = create_app(node.source, spec.run_id().hex(), node.address,
                      authorize=MembershipCache(ledger), prefix=ledger.prefix, source_for=node.source_for)

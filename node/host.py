@@ -59,6 +59,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -91,6 +92,7 @@ from trainer.epoch_store import EpochStore
 from trainer.evaluate import validation_loss
 from trainer.fingerprint import check_fingerprint
 from trainer.inner import EpochResult, Interrupted, ResidualUnavailable, SegmentsDone, StepCallback
+from trainer.leaf_budget import leaf_bytes, live_leaf_every
 from trainer.model import build_model, parameter_shapes
 from trainer.outer import GlobalState, outer_step
 from trainer.probe import admitted, decided_gains, probe_allowance, probe_applies, probe_deficits, probe_rule
@@ -136,6 +138,11 @@ class HostNode(Participant):
         full_leaf_every: ``K``: store leaf 0, every ``K``-th leaf and the last in full; a challenged
             leaf in between is recomputed from the nearest stored one when a validator asks for it
             (at most ``K − 1`` segments, counted in :attr:`recomputer`'s stats). 1 stores all.
+            That is what the host *keeps* of a closed epoch; see ``live_leaf_every``.
+        live_leaf_every: how densely an epoch is stored while it can still be challenged, a
+            divisor of ``K``; None (the default) chooses per epoch from the free disk
+            (:func:`trainer.leaf_budget.live_leaf_every`: every leaf where it fits, so a challenge
+            costs no recomputation). Once the chain has closed the epoch it is thinned to ``K``.
         keep_epochs: keep this many epochs before the current one; older epochs are deleted once
             the chain has closed them (no challenge or verdict can come any more), and so are the
             global states no epoch can need any more (``GlobalStore.prune``). None keeps all.
@@ -146,19 +153,25 @@ class HostNode(Participant):
     def __init__(self, ledger: Ledger, key: PrivateKey, spec: RunSpec, dataset: Dataset, root: Path,
                  peers: PeerResolver, behaviour: HostBehaviour | None = None, name: str | None = None,
                  on_event: EventSink | None = None, on_step: StepCallback | None = None,
-                 device: str = "cpu", full_leaf_every: int = 1, keep_epochs: int | None = None) -> None:
+                 device: str = "cpu", full_leaf_every: int = 1, keep_epochs: int | None = None,
+                 live_leaf_every: int | None = None) -> None:
         super().__init__(ledger, key, spec, root, name, on_event)
         if full_leaf_every < 1 or (keep_epochs is not None and keep_epochs < 0):
             raise ValueError("full_leaf_every must be >= 1 and keep_epochs >= 0")
+        if live_leaf_every is not None and (live_leaf_every < 1 or full_leaf_every % live_leaf_every):
+            raise ValueError(f"live_leaf_every must divide full_leaf_every ({full_leaf_every}), "
+                             f"not {live_leaf_every}")
         self.dataset = dataset
         self.behaviour = behaviour or HostBehaviour()
         self.device = device
         self.full_leaf_every = full_leaf_every
+        self.live_leaf_every = live_leaf_every
         check_fingerprint(spec, device)  # a run that pins a compute profile admits no other
         self.keep_epochs = keep_epochs
         self.epochs = EpochStore(self.root, self.run_id, self.address)
         self.recomputer = LeafRecomputer(spec, dataset, self.epochs, device)
         self._pruned_before = -1
+        self._thinned_below = 0  # every epoch below it is closed and kept at K (or was never denser)
         self.peers = peers
         self.globals = GlobalStore(self.root, spec, ledger, peers, self.address, keep_epochs=keep_epochs)
         self._on_step = on_step
@@ -199,6 +212,7 @@ class HostNode(Participant):
         # Pipelined runs: the older epoch's duties first (its trap opening and settled proposal),
         # then the newer one's (join, train, reveal) — training e + 1 while e settles.
         older = self.settling()
+        self._thin(status.epoch if older is None else older.epoch)
         if older is not None:
             return self._settle(older) | self._act(status, older)
         return self._act(status, None)
@@ -251,6 +265,39 @@ class HostNode(Participant):
         if deleted:
             log.info("%s pruned epochs %s (keeping %d before %d)", self.name, deleted, self.keep_epochs, current)
 
+    def _live_leaf_every(self) -> int:
+        """How densely the epoch about to train is stored (``live_leaf_every``, or the free disk's choice)."""
+        if self.live_leaf_every is not None:
+            return self.live_leaf_every
+        try:
+            free = shutil.disk_usage(self.root).free
+        except OSError:
+            return self.full_leaf_every
+        return live_leaf_every(self.spec.train.segments, self.full_leaf_every, leaf_bytes(self._shapes), free)
+
+    def _thin(self, open_from: int) -> None:
+        """Thin every closed epoch below ``open_from`` (the oldest epoch still open) to ``K``: its
+        leaves serve no one any more, and ``K`` is what the host keeps. One chain read per epoch
+        that has leaves to delete, when an epoch closes."""
+        if open_from <= self._thinned_below:
+            return
+        k = self.full_leaf_every
+        for epoch in self.epochs.epochs_on_disk():
+            if epoch < self._thinned_below:
+                continue
+            if epoch >= open_from:
+                break
+            extra = [leaf for leaf in self.epochs.leaves_on_disk(epoch) if not EpochStore.stored(self.spec, leaf, k)]
+            if extra and self.epochs.committed(epoch):
+                if not self._windows_closed(epoch):
+                    self._thinned_below = epoch  # ask again on a later tick
+                    return
+                traps = self.trap_draw(epoch).segments  # a trap's end leaf is kept: no replay reaches it
+                deleted = self.epochs.thin(self.spec, epoch, k, keep={g + 1 for g in traps})
+                log.info("%s thinned closed epoch %d to every %d-th leaf: %d leaves deleted",
+                         self.name, epoch, k, len(deleted))
+        self._thinned_below = open_from
+
     def _windows_closed(self, epoch: int) -> bool:
         # An epoch is closed on chain after its verify (challenges, verdicts) and propose phases:
         # nothing can ask for its artifacts any more. Anything else (or a chain that cannot say) keeps it.
@@ -302,7 +349,7 @@ class HostNode(Participant):
             if late is not None:
                 return self._sit_out(info.epoch, late)
             ctx = HostEpoch(self.run_id, info.epoch, self.address, bytes.fromhex(info.prev_seed),
-                            device=self.device, full_leaf_every=self.full_leaf_every,
+                            device=self.device, full_leaf_every=self._live_leaf_every(),
                             carry_residual=self._accepted_before(info.epoch),
                             # A topk2 residual rides on leaf S: such an epoch is whole or not committed.
                             stop=None if carries_residual(self.spec.quantization.at(info.epoch))

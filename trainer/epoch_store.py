@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -342,6 +342,26 @@ class EpochStore:
             if (directory / self.host).is_dir() and directory.name[6:].isdigit():
                 found.append(int(directory.name[6:]))
         return sorted(found)
+
+    def thin(self, spec: RunSpec, epoch: int, full_leaf_every: int, keep: Collection[int] = ()) -> list[int]:
+        """Delete the leaves of ``epoch`` that interval ``K`` does not store (``trainer.leaf_budget``:
+        an epoch stored densely while it could be challenged, kept at ``K`` once closed). The last
+        committed leaf stays too (a partial epoch's), and so do the leaves of ``keep`` (a trap's end
+        leaf: no honest replay reaches it). Any deleted leaf can still be recomputed.
+
+        Returns:
+            The leaves deleted, ascending.
+        """
+        if full_leaf_every < 1:
+            raise ValueError("full_leaf_every must be >= 1")
+        last = self.read_record(epoch).commitment.segments if self.committed(epoch) else None
+        deleted = []
+        for leaf in self.leaves_on_disk(epoch):
+            if leaf == last or leaf in keep or self.stored(spec, leaf, full_leaf_every):
+                continue
+            self.leaf_path(epoch, leaf).unlink(missing_ok=True)
+            deleted.append(leaf)
+        return deleted
 
     def prune(self, keep_epochs: int, current: int, closed: Callable[[int], bool]) -> list[int]:
         """Delete this host's epochs older than the ``keep_epochs`` before ``current`` whose

@@ -149,7 +149,9 @@ class LocalNetwork:
         chain: deploys the contract (default: a new embedded chain).
         device: where every node trains and replays (``cpu``, ``cuda``, ``cuda:N``).
         full_leaf_every: each host stores every ``K``-th leaf in full and recomputes the others when
-            challenged (:class:`node.host.HostNode`).
+            challenged (:class:`node.host.HostNode`): what it keeps of a closed epoch.
+        live_leaf_every: how densely each host stores an epoch that can still be challenged (a
+            divisor of ``K``; None: as the free disk allows, :mod:`trainer.leaf_budget`).
         keep_epochs: each host deletes epochs older than this many once the chain closed them, and
             every node the global states no open epoch needs (None: keep all).
     """
@@ -158,7 +160,7 @@ class LocalNetwork:
                  on_event: EventSink | None = None,
                  validator_factory: Callable[..., Participant] | None = None,
                  chain: ChainFactory | None = None, device: str = "cpu", full_leaf_every: int = 1,
-                 keep_epochs: int | None = None) -> None:
+                 keep_epochs: int | None = None, live_leaf_every: int | None = None) -> None:
         self.spec = spec
         self.root = Path(root)
         econ = spec.economics
@@ -188,7 +190,8 @@ class LocalNetwork:
             endpoint = f"http://host-{i}.sim"
             node = host_node(self.ledger, key, spec, dataset, self.root / f"host-{i}",
                             self.resolver_for(key.address()), behaviour=behaviour, name=name, on_event=on_event,
-                            device=device, full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
+                            device=device, full_leaf_every=full_leaf_every, keep_epochs=keep_epochs,
+                            live_leaf_every=live_leaf_every)
             self._sources[endpoint] = _source_of(node)
             self.ledger.bond(key, "host", endpoint, roster.host_stake or 2 * int(econ.min_host_stake))
             self.hosts.append(node)

@@ -31,7 +31,8 @@ def run_spec() -> RunSpec:
 @pytest.mark.parametrize("how", ["source", "source_for"])
 def test_a_leaf_not_stored_is_recomputed_for_every_reader(tmp_path, dataset, how) -> None:
     spec = run_spec()
-    net = LocalNetwork(spec, tmp_path, Roster(hosts=[HostBehaviour()]), dataset, full_leaf_every=4)
+    net = LocalNetwork(spec, tmp_path, Roster(hosts=[HostBehaviour()]), dataset, full_leaf_every=4,
+                       live_leaf_every=4)  # stored at K while open, so some leaves need a recomputation
     net.run_epoch()
     host = net.hosts[0]
     store = EpochStore(host.root, spec.run_id(), host.address)

@@ -176,3 +176,22 @@ def test_the_order_validators_ask_in_costs_nothing(sparse, dataset, tmp_path) ->
     assert replayed_segments(spec, [5, 7], 4) == 2  # leaves 5, 6; 7 and 8 are stored
     longer = spec.with_changes(train={"inner_steps": 32})  # S = 16
     assert replayed_segments(longer, [3, 4, 5, 6], 4) == 3 + 3  # leaves 3 and 5, 6, 7
+
+
+def test_a_closed_epoch_stored_densely_is_thinned_to_k_and_a_thinned_leaf_recomputes(sparse, dataset,
+                                                                                      tmp_path) -> None:
+    """An epoch stored with every leaf while open keeps only K's leaves once thinned; a thinned
+    leaf asked for again is recomputed to the very bytes it had."""
+    spec, ctx, _, _, full, _ = sparse
+    store = copy_of(full.root, tmp_path, ctx)
+    before = {leaf: store.leaf_path(0, leaf).read_bytes() for leaf in (5, 6)}
+    assert store.thin(spec, 0, 4) == [1, 2, 3, 5, 6]
+    assert store.leaves_on_disk(0) == [0, 4, 7, 8]
+    assert store.thin(spec, 0, 4) == []  # nothing left to thin
+    other = copy_of(full.root, tmp_path / "trap", ctx)
+    assert other.thin(spec, 0, 4, keep={2}) == [1, 3, 5, 6]  # a trap's end leaf stays
+    recomputer = LeafRecomputer(spec, dataset, store)
+    source = LocalArtifacts(store.root, ctx.run_id, HOST, recompute=recomputer.materialize)
+    assert {leaf: source.checkpoint(0, leaf) for leaf in (5, 6)} == before
+    with pytest.raises(ValueError, match=">= 1"):
+        store.thin(spec, 0, 0)

@@ -27,6 +27,11 @@ Device = Annotated[str, typer.Option("--device", help="where to compute: cpu (de
 FullLeafEvery = Annotated[int, typer.Option(
     "--full-leaf-every", min=1, help="hosts store every Nth checkpoint leaf in full and recompute the others "
                                      "when challenged (1: store all); restart with the same --device")]
+LiveLeafEvery = Annotated[str, typer.Option(
+    "--live-leaf-every", help="hosts store an epoch that can still be challenged this densely: a divisor of "
+                              "--full-leaf-every, or auto (every leaf where half the free disk holds the epoch, "
+                              "so no challenge costs a recomputation); once the epoch closes it is thinned to "
+                              "--full-leaf-every")]
 KeepEpochs = Annotated[int | None, typer.Option(
     "--keep-epochs", min=0, help="hosts delete epochs older than N once the chain has closed them, and "
                                  "hosts and validators the global states no open epoch needs (default: keep all)")]
@@ -90,6 +95,20 @@ def check_device(device: str) -> None:
         resolve_device(device)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+
+
+def live_leaves(value: str, full_leaf_every: int) -> int | None:
+    """``--live-leaf-every``: None for ``auto``, else a divisor of ``--full-leaf-every``.
+
+    Raises:
+        CommandError: neither ``auto`` nor a positive divisor of ``full_leaf_every``.
+    """
+    if value == "auto":
+        return None
+    if not value.isdigit() or int(value) < 1 or full_leaf_every % int(value):
+        raise CommandError(f"--live-leaf-every must be auto or a divisor of --full-leaf-every ({full_leaf_every}), "
+                           f"not {value!r}")
+    return int(value)
 
 
 def key_names(home: str | None) -> dict[str, str]:

@@ -30,10 +30,12 @@ from veriloco.commands.common import (
     Json,
     KeepEpochs,
     KeyName,
+    LiveLeafEvery,
     LiveMetrics,
     Network,
     check_device,
     key_names,
+    live_leaves,
     open_key,
 )
 from veriloco.connect import be_patient, load_network, open_ledger
@@ -308,6 +310,7 @@ def make_app(role: Role) -> typer.Typer:
             master_port: Annotated[int, typer.Option(
                 min=1, max=65535, hidden=role != "host", help="hosts: node 0's rendezvous port")] = 29500,
             full_leaf_every: FullLeafEvery = 4,
+            live_leaf_every: LiveLeafEvery = "auto",
             keep_epochs: KeepEpochs = None,
             upload_rate: Annotated[float | None, typer.Option(
                 help="bytes per second the artifact server sends at most, over all its readers together "
@@ -330,6 +333,7 @@ def make_app(role: Role) -> typer.Typer:
         configure_logging(verbose)
         check_upload_rate(upload_rate)  # before anything loads or starts
         check_standby_options(standby_url, standby_pubkey)
+        live_every = live_leaves(live_leaf_every, full_leaf_every)
         islanded = nproc_per_node * nnodes > 1
         if not islanded and accumulate > 1:
             raise CommandError("--accumulate is for an island (--nproc-per-node or --nnodes above 1)")
@@ -406,7 +410,8 @@ def make_app(role: Role) -> typer.Typer:
                     node, server = host_daemon(ledger, participant, root, listen,
                                                behaviour=behaviour, name=key, device=device,
                                                full_leaf_every=full_leaf_every, keep_epochs=keep_epochs,
-                                               allow_private=private, upload_rate=upload_rate)
+                                               allow_private=private, upload_rate=upload_rate,
+                                               live_leaf_every=live_every)
                     host_node = node
                     servers.append(server)
                     err_console.print(f"host {key} {node.address} serving on {server.url}", highlight=False)

@@ -41,7 +41,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from protocol.coins import display
 from protocol.rules.spec import AggregationRule, RunSpec
 from trainer.presets import PRESETS, preset
-from veriloco.commands.common import Device, FullLeafEvery, KeepEpochs, check_device
+from veriloco.commands.common import Device, FullLeafEvery, KeepEpochs, LiveLeafEvery, check_device, live_leaves
 from veriloco.connect import ChainSettings, NetworkFile
 from veriloco.errors import CommandError
 from veriloco.output import console, err_console, print_json
@@ -83,6 +83,7 @@ def simulate(
     plot: Annotated[Path | None, typer.Option(help="draw the loss curve and host outcomes to this PNG")] = None,
     device: Device = "cpu",
     full_leaf_every: FullLeafEvery = 4,
+    live_leaf_every: LiveLeafEvery = "auto",
     keep_epochs: KeepEpochs = None,
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads (default: torch's choice)")] = None,
     json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object (progress stays on "
@@ -115,6 +116,7 @@ def simulate(
     if min(hosts, cheaters, auditors, validators, liars) < 0:
         raise CommandError("counts of participants cannot be negative")
     check_device(device)
+    live_every = live_leaves(live_leaf_every, full_leaf_every)
     configure(threads, device)
     if chain not in ("embedded", "devnet"):
         raise CommandError(f"--chain must be embedded or devnet, not {chain!r}")
@@ -176,7 +178,7 @@ def simulate(
         from veriloco.metrics_files import MetricsWriter  # noqa: PLC0415 (loaded by simulate)
 
         net = LocalNetwork(spec, root, roster, dataset, on_event=on_event, chain=factory, device=device,
-                           full_leaf_every=full_leaf_every, keep_epochs=keep_epochs)
+                           full_leaf_every=full_leaf_every, keep_epochs=keep_epochs, live_leaf_every=live_every)
         names.update(net.names)
         live = MetricsWriter(metrics_dir, spec.economics.denom, net.names)
         arm_coalition(net, cheaters)
