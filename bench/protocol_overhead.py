@@ -8,7 +8,9 @@ hashing Δ, the loss digest, beacon secrets, transactions on the embedded chain 
 reveal, propose), serving its artifacts to validators, fetching and checking every accepted Δ,
 robust aggregation, the validation loss it posts with its proposal. Validators run on other
 machines in a real network, so their time is excluded from the host's and reported separately as
-a fraction of the hosts' compute.
+a fraction of the hosts' compute, split into what goes where: the segment replays
+(``verifier.replay.replay_segment``), the probe (``trainer.probe``'s losses on the beacon windows)
+and the rest (fetching, hashing and decoding leaves, the bounds, the Δ check, transactions).
 
 The two are measured side by side, epoch by epoch (plain epoch first in even epochs, protocol epoch
 first in odd ones), so the noise and drift of this shared machine land on both. Run:
@@ -34,6 +36,8 @@ from typing import Any
 
 import torch
 
+import node.validator as validator_module
+import verifier.replay
 from node.validator import ValidatorNode
 from protocol.rules.beacon import genesis_seed
 from protocol.tensors.aggregation import aggregate
@@ -69,6 +73,21 @@ def plain_epoch(spec, dataset, theta: GlobalState, hosts: list[str], epoch: int,
     new = outer_step(theta, aggregate(spec.aggregation, deltas), spec.outer)
     shared = time.perf_counter() - t0  # every worker does this once
     return new, [s + shared for s in seconds]
+
+
+def count_cpu(module: Any, name: str, into: dict[str, float], key: str) -> None:
+    """Wrap ``module.name`` so the process CPU seconds (and calls) it takes add up in ``into[key]``."""
+    inner = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        c0 = time.process_time()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            into[key] += time.process_time() - c0
+            into[f"{key}_calls"] += 1
+
+    setattr(module, name, counted)
 
 
 def _bytes(path: Path) -> int:
@@ -128,6 +147,12 @@ def main() -> None:
         node.tick = wrapper
         return node
 
+    # Where the validators' CPU goes (the recomputation of a host's leaves calls trainer.inner's
+    # replay, not verifier.replay's, so it is not counted here).
+    parts: dict[str, float] = defaultdict(float)
+    count_cpu(verifier.replay, "replay_segment", parts, "replay")
+    for fn in ("probe_loss", "probe_gain"):
+        count_cpu(validator_module, fn, parts, "probe")
     with tempfile.TemporaryDirectory() as tmp:
         roster = Roster(hosts=[HostBehaviour() for _ in range(args.hosts)],
                         validators=[ValidatorBehaviour() for _ in range(args.validators)])
@@ -157,6 +182,7 @@ def main() -> None:
                 plain()
             busy.clear()
             cpu.clear()
+            parts.clear()
             recomputed = [h.recomputer.stats.seconds for h in net.hosts]
             recomputed_cpu = [h.recomputer.stats.cpu_seconds for h in net.hosts]
             t0 = time.perf_counter()
@@ -183,6 +209,10 @@ def main() -> None:
                          "validators_s": sum(val_s), "hosts_s": sum(host_s),
                          "validator_fraction": sum(val_s) / sum(host_s), "network_wall_s": wall,
                          "validator_cpu_fraction": val_cpu / sum(host_cpu),
+                         "validator_replay_cpu_fraction": parts["replay"] / sum(host_cpu),
+                         "validator_probe_cpu_fraction": parts["probe"] / sum(host_cpu),
+                         "validator_rest_cpu_fraction": (val_cpu - parts["replay"] - parts["probe"]) / sum(host_cpu),
+                         "replays": parts["replay_calls"], "probe_calls": parts["probe_calls"],
                          "agreed": report.agreed, "recompute_s": sum(extra), "recompute_cpu_s": sum(cpu_extra),
                          "storage_after_training_bytes": statistics.mean(
                              _trained_bytes(h.epochs, spec, e, args.full_leaf_every) for h in net.hosts),
@@ -203,6 +233,11 @@ def main() -> None:
     print(f"host wall time per epoch, protocol / plain DiLoCo: median {ratio:.3f}× "
           f"(per epoch: {', '.join(format(r['ratio'], '.3f') for r in rows)})")
     print(f"validators' compute / hosts' compute: median {frac:.3f}")
+    for r in rows:
+        print(f"epoch {r['epoch']}: validators' CPU / hosts' {r['validator_cpu_fraction']:.2%}: replays "
+              f"{r['validator_replay_cpu_fraction']:.2%} ({r['replays']:.0f} segments), probe "
+              f"{r['validator_probe_cpu_fraction']:.2%} ({r['probe_calls']:.0f} calls), the rest "
+              f"{r['validator_rest_cpu_fraction']:.2%}")
     cpu_ratio = statistics.median(r["cpu_ratio"] for r in rows)
     print(f"host CPU time per epoch, protocol / plain DiLoCo: median {cpu_ratio:.3f}× "
           f"(per epoch: {', '.join(format(r['cpu_ratio'], '.3f') for r in rows)})")
