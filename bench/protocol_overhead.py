@@ -94,11 +94,15 @@ def _bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
 
 
-def _trained_bytes(store: EpochStore, spec, epoch: int, k: int) -> int:
-    """A host's epoch directory as training left it: without the leaves recomputed for validators
-    (``k``: the interval the epoch was stored at while open, from its progress header)."""
+def live_every(store: EpochStore, epoch: int, k: int) -> int:
+    """The interval a host stored ``epoch`` at while it was open (its progress header), else ``k``."""
     header, _ = store.read_progress(epoch)
-    k = header.full_leaf_every if header is not None else k
+    return header.full_leaf_every if header is not None else k
+
+
+def _trained_bytes(store: EpochStore, spec, epoch: int, k: int) -> int:
+    """A host's epoch directory as training left it: without the leaves recomputed for validators."""
+    k = live_every(store, epoch, k)
     total = 0
     for path in store.directory(epoch).iterdir():
         if path.name.startswith("leaf-") and not EpochStore.stored(spec, int(path.name[5:9]), k):
@@ -214,6 +218,7 @@ def main() -> None:
                          "validator_rest_cpu_fraction": (val_cpu - parts["replay"] - parts["probe"]) / sum(host_cpu),
                          "replays": parts["replay_calls"], "probe_calls": parts["probe_calls"],
                          "agreed": report.agreed, "recompute_s": sum(extra), "recompute_cpu_s": sum(cpu_extra),
+                         "live_leaf_every": live_every(net.hosts[0].epochs, e, args.full_leaf_every),
                          "storage_after_training_bytes": statistics.mean(
                              _trained_bytes(h.epochs, spec, e, args.full_leaf_every) for h in net.hosts),
                          "epoch_dir_bytes_after_verify": statistics.mean(
@@ -243,7 +248,8 @@ def main() -> None:
           f"(per epoch: {', '.join(format(r['cpu_ratio'], '.3f') for r in rows)})")
     last = rows[-1]
     print(f"host-epoch storage after training {last['storage_after_training_bytes'] / 1e6:.1f} MB "
-          f"(K = {args.full_leaf_every}), after verification {last['epoch_dir_bytes_after_verify'] / 1e6:.1f} MB; "
+          f"(stored every {last['live_leaf_every']}-th leaf while open, K = {args.full_leaf_every} kept once "
+          f"closed), after verification {last['epoch_dir_bytes_after_verify'] / 1e6:.1f} MB; "
           f"leaf snapshots hashed {last['snapshot_bytes_hashed'] / 1e6:.0f} MB in {last['snapshot_hash_s']:.2f} s, "
           f"written in {last['snapshot_write_s']:.2f} s (background, {last['snapshot_cpu_s']:.2f} s of CPU), "
           f"training waited {last['snapshot_wait_s']:.2f} s; "

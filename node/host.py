@@ -288,7 +288,7 @@ class HostNode(Participant):
             if epoch >= open_from:
                 break
             extra = [leaf for leaf in self.epochs.leaves_on_disk(epoch) if not EpochStore.stored(self.spec, leaf, k)]
-            if extra and self.epochs.committed(epoch):
+            if extra:  # committed or not (an epoch trained but never committed is served to no one)
                 if not self._windows_closed(epoch):
                     self._thinned_below = epoch  # ask again on a later tick
                     return

@@ -190,6 +190,9 @@ def test_a_closed_epoch_stored_densely_is_thinned_to_k_and_a_thinned_leaf_recomp
     assert store.thin(spec, 0, 4) == []  # nothing left to thin
     other = copy_of(full.root, tmp_path / "trap", ctx)
     assert other.thin(spec, 0, 4, keep={2}) == [1, 3, 5, 6]  # a trap's end leaf stays
+    uncommitted = copy_of(full.root, tmp_path / "uncommitted", ctx)
+    uncommitted.record_path(0).unlink()  # trained, never committed: thinned the same way
+    assert uncommitted.thin(spec, 0, 4) == [1, 2, 3, 5, 6]
     recomputer = LeafRecomputer(spec, dataset, store)
     source = LocalArtifacts(store.root, ctx.run_id, HOST, recompute=recomputer.materialize)
     assert {leaf: source.checkpoint(0, leaf) for leaf in (5, 6)} == before
