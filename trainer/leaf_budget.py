@@ -58,4 +58,3 @@ def live_leaf_every(segments: int, full_leaf_every: int, leaf_size: int, free_by
         if full_leaf_every % d == 0 and stored_leaves(segments, d) * leaf_size <= budget:
             return d
     return full_leaf_every
-
