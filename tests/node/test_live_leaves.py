@@ -64,3 +64,24 @@ def test_a_disk_too_small_for_every_leaf_stores_at_k(tmp_path, load_dataset, mon
 def test_an_explicit_live_interval_must_divide_k(tmp_path, load_dataset) -> None:
     with pytest.raises(ValueError, match="must divide full_leaf_every"):
         _network(tmp_path, load_dataset, live_leaf_every=3)
+
+
+def test_leaves_thinned_while_still_challenged_are_recomputed_and_nobody_pays(tmp_path, load_dataset,
+                                                                              monkeypatch) -> None:
+    """A chain read that says "closed" too early (a lagging or lying node) thins an open epoch: what
+    a validator then asks for is recomputed from K's leaves, so it costs the host CPU, never a verdict."""
+    net = _network(tmp_path, load_dataset)
+    host = net.hosts[0]
+    while net.ledger.epoch(0, lists=False).phase in ("join", "train"):
+        for node in net.nodes:
+            node.tick()
+        net.ledger.end_block()
+    assert host.epochs.leaves_on_disk(0) == list(range(9))
+    monkeypatch.setattr(host, "_windows_closed", lambda _epoch: True)
+    host._thin(1)  # as if epoch 1 were open: epoch 0 is thinned before its validators read it
+    assert host.epochs.leaves_on_disk(0) == [0, 4, 7, 8]
+    report = net.run_epoch()
+    assert report.hosts[0].outcome == "accepted" and report.agreed
+    assert host.recomputer.stats.leaves > 0  # the challenged leaves came back by replay
+    assert all(v.outcome not in ("wrong", "unserved", "silent") for v in report.validators)
+    assert net.total_funds() == net.initial_funds
