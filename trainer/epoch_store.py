@@ -54,6 +54,7 @@ from protocol.rules.spec import RunSpec
 from trainer.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from trainer.compress import NEXT, residual_digest
 from trainer.delta import delta_hash, load_delta, save_delta
+from trainer.leaf_budget import stored_in_full
 from trainer.model import parameter_shapes
 from trainer.tensorfile import load_tensors, remove_partial_writes, save_tensors, write_atomic
 
@@ -214,9 +215,8 @@ class EpochStore:
 
     @staticmethod
     def stored(spec: RunSpec, leaf: int, full_leaf_every: int) -> bool:
-        """Whether leaf ``leaf`` is kept in full on disk: leaf 0, every multiple of ``K``, and the last
-        two (the last segment is challenged in every epoch: serving it costs no recomputation)."""
-        return leaf % full_leaf_every == 0 or leaf >= spec.train.segments - 1
+        """Whether leaf ``leaf`` is kept in full on disk (:func:`trainer.leaf_budget.stored_in_full`)."""
+        return stored_in_full(spec.train.segments, leaf, full_leaf_every)
 
     def read_progress(self, epoch: int) -> tuple[ProgressHeader | None, dict[int, tuple[bytes, list[float]]]]:
         """The header and the leaf lines of ``leaves.jsonl`` (empty when absent).

@@ -1,8 +1,8 @@
 """How densely a host stores the leaves of an epoch that can still be challenged.
 
-A host keeps leaf 0, every ``K``-th leaf and the last two in full
-(:meth:`~trainer.epoch_store.EpochStore.stored`); a challenged leaf in between is recomputed from
-the nearest stored one (:mod:`trainer.recompute`), on the cores that train the next epoch. With
+A host keeps leaf 0, every ``K``-th leaf and the last two in full (:func:`stored_in_full`, what
+:meth:`~trainer.epoch_store.EpochStore.stored` asks); a challenged leaf in between is recomputed
+from the nearest stored one (:mod:`trainer.recompute`), on the cores that train the next epoch. With
 more validators a host has more pickers and so more challenges (docs/scaling.md, "What the stake
 guarantee costs in replays"): at eight validators of equal stake and ``K`` = 4 the recomputation
 took 7–8 % of a `small` host's epoch.
@@ -29,12 +29,17 @@ LEAF_TENSORS = 3
 the estimate errs on the side of storing less)."""
 
 
+def stored_in_full(segments: int, leaf: int, full_leaf_every: int) -> bool:
+    """Whether leaf ``leaf`` is kept in full at interval ``K``: leaf 0, every multiple of ``K`` and
+    the last two (the last segment is challenged in every epoch: serving it costs no recomputation)."""
+    return leaf % full_leaf_every == 0 or leaf >= segments - 1
+
+
 def stored_leaves(segments: int, full_leaf_every: int) -> int:
-    """How many of an epoch's ``segments + 1`` leaves are stored in full at interval ``K``: leaf
-    0, every multiple of ``K`` and the last two (``EpochStore.stored``)."""
+    """How many of an epoch's ``segments + 1`` leaves are stored in full at interval ``K``."""
     if segments < 1 or full_leaf_every < 1:
         raise ValueError("segments and full_leaf_every must be >= 1")
-    return sum(1 for leaf in range(segments + 1) if leaf % full_leaf_every == 0 or leaf >= segments - 1)
+    return sum(stored_in_full(segments, leaf, full_leaf_every) for leaf in range(segments + 1))
 
 
 def leaf_bytes(shapes: Mapping[str, Iterable[int]], bytes_per_value: int = 4) -> int:
