@@ -49,6 +49,9 @@ class Tag:
     EVIDENCE = "evidence"
     MESSAGE = "message"
     STANDBY_RECEIPT = "standby/receipt"
+    VDF_INPUT = "vdf/input"
+    VDF_PRIME = "vdf/prime"
+    VDF_SEED = "vdf/seed"
 
 
 def tagged_hasher(tag: str) -> hashlib._Hash:

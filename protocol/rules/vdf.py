@@ -1,0 +1,162 @@
+"""A verifiable delay function over the epoch seed: the common seed of the challenges.
+
+Wesolowski's VDF ("Efficient verifiable delay functions", 2019) in the RSA group of RSA
+Laboratories' RSA-2048 challenge number, whose factors nobody has published (no trusted set-up of
+ours). Elements are taken modulo ``±1`` (``a`` and ``N − a`` are one element, written as the
+smaller), which removes the element of order two that Wesolowski's soundness argument excludes.
+
+* ``x = input_element(seed)``: 256 bytes of ``H("vdf/input", seed || u32be(i))``, i = 0..7, read
+  big-endian, modulo ``N``.
+* ``y = x^(2^T)``: ``T`` sequential squarings, which is the delay (``evaluate``).
+* ``π = x^⌊2^T / ℓ⌋`` with the challenge prime ``ℓ = challenge_prime(x, y, T)``, the first of
+  ``H("vdf/prime", enc(x) || enc(y) || u64be(T) || u32be(i))`` (the first 16 bytes, top and
+  bottom bits set) that passes Miller–Rabin on the first 20 primes as bases (``prove``).
+* The check, two exponentiations with 128-bit exponents: ``π^ℓ · x^(2^T mod ℓ) = y`` (``verify``).
+* The delayed seed is ``H("vdf/seed", enc(y))`` (``delayed_seed``).
+
+Everything here is pure and the contract runs ``verify`` on the same bytes
+(``contracts/veriloco/src/vdf.rs``, pinned by ``tests/vectors/vdf.json``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from protocol.rules.hashing import Tag, tagged_hash, u32be, u64be
+
+MODULUS = int(
+    "25195908475657893494027183240048398571429282126204032027777137836043662020707595556264018525880784406918"
+    "29064124951508218929855914917618450280848912007284499268739280728777673597141834727026189637501497182469"
+    "11650776133798590957000973304597488084284017974291006424586918171951187461215151726546322822168699875491"
+    "82422433637259085141865462043576798423387184774447920739934236584823824281198163815010674810451660377306"
+    "05620161967625613384414360383390441495263443219011465754445417842402092461651572335077870774981712577246"
+    "796292638635637328991215483143816789988504044536402352738195137863656439121201039712282212072035"
+    "7"
+)
+"""RSA-2048 (RSA Laboratories' factoring challenge, 1991; 617 decimal digits, 2,048 bits)."""
+
+ELEMENT_BYTES = 256
+"""An element's encoding: big-endian, fixed width; as text, 512 lowercase hex characters."""
+
+MAX_SQUARINGS = 1 << 40
+"""The largest delay the rules accept (a spec's ``verification.delay_squarings``)."""
+
+CHUNK_SQUARINGS = 4096
+"""Squarings per ``pow`` call: CPython holds the GIL through one call, so a long delay runs in chunks
+(about 40 ms each here) between which other threads run and ``stop`` is read."""
+
+_PRIME_BITS = 128
+_PRIME_TRIES = 1 << 16
+_SMALL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71)
+
+
+def normalize(a: int) -> int:
+    """The representative of ``{a, −a}`` modulo ``N``: the smaller of ``a mod N`` and ``N − a mod N``."""
+    a %= MODULUS
+    return min(a, MODULUS - a)
+
+
+def encode(a: int) -> str:
+    """An element as 512 lowercase hex characters."""
+    return a.to_bytes(ELEMENT_BYTES, "big").hex()
+
+
+def decode(text: str) -> int:
+    """An element from its encoding; anything but a canonical element is refused with ValueError."""
+    if len(text) != 2 * ELEMENT_BYTES or text != text.lower():
+        raise ValueError(f"a VDF element is {2 * ELEMENT_BYTES} lowercase hex characters")
+    a = int.from_bytes(bytes.fromhex(text), "big")
+    if a == 0 or a != normalize(a):
+        raise ValueError("a VDF element must be in [1, (N - 1) / 2] (the smaller of a and N - a)")
+    return a
+
+
+def input_element(seed: bytes) -> int:
+    """``x`` for a seed (the epoch seed: the hash of every valid reveal)."""
+    wide = b"".join(tagged_hash(Tag.VDF_INPUT, seed, u32be(i)) for i in range(ELEMENT_BYTES // 32))
+    return normalize(int.from_bytes(wide, "big"))
+
+
+def is_probable_prime(n: int) -> bool:
+    """Miller–Rabin with the first 20 primes as bases (the contract's exact rule)."""
+    if n < 2:
+        return False
+    for p in _SMALL_PRIMES:
+        if n % p == 0:
+            return n == p
+    d, s = n - 1, 0
+    while d % 2 == 0:
+        d, s = d // 2, s + 1
+    for a in _SMALL_PRIMES:
+        x = pow(a, d, n)
+        if x in (1, n - 1):
+            continue
+        for _ in range(s - 1):
+            x = x * x % n
+            if x == n - 1:
+                break
+        else:
+            return False
+    return True
+
+
+def challenge_prime(x: int, y: int, squarings: int) -> int:
+    """Wesolowski's ``ℓ``: a 128-bit prime bound to the input, the output and the delay."""
+    material = bytes.fromhex(encode(x)) + bytes.fromhex(encode(y)) + u64be(squarings)
+    for i in range(_PRIME_TRIES):
+        block = tagged_hash(Tag.VDF_PRIME, material, u32be(i))
+        candidate = int.from_bytes(block[:16], "big") | (1 << (_PRIME_BITS - 1)) | 1
+        if is_probable_prime(candidate):
+            return candidate
+    raise ValueError("no challenge prime among 65,536 candidates")  # about 2^-900 likely
+
+
+def _check_squarings(squarings: int) -> None:
+    if not 1 <= squarings <= MAX_SQUARINGS:
+        raise ValueError(f"the delay must be 1 to 2^40 squarings, got {squarings}")
+
+
+def _power(x: int, exponent: int, stop: threading.Event | None) -> int:
+    """``x^exponent mod N``, left to right in chunks of :data:`CHUNK_SQUARINGS` bits.
+
+    Raises:
+        InterruptedError: ``stop`` was set (read between chunks).
+    """
+    result = 1
+    bits = exponent.bit_length()
+    for top in range(bits, 0, -CHUNK_SQUARINGS):
+        if stop is not None and stop.is_set():
+            raise InterruptedError("the VDF evaluation was stopped")
+        width = min(CHUNK_SQUARINGS, top)
+        chunk = (exponent >> (top - width)) & ((1 << width) - 1)
+        result = pow(result, 1 << width, MODULUS) * pow(x, chunk, MODULUS) % MODULUS
+    return result
+
+
+def evaluate(x: int, squarings: int, stop: threading.Event | None = None) -> int:
+    """``y = x^(2^T)``: ``T`` squarings one after the other, in chunks (``stop`` ends it early)."""
+    _check_squarings(squarings)
+    return normalize(_power(x, 1 << squarings, stop))
+
+
+def prove(x: int, y: int, squarings: int, stop: threading.Event | None = None) -> int:
+    """``π = x^⌊2^T / ℓ⌋``: another ``T`` squarings (its exponent has ``T − 127`` bits)."""
+    _check_squarings(squarings)
+    ell = challenge_prime(x, y, squarings)
+    return normalize(_power(x, (1 << squarings) // ell, stop))
+
+
+def verify(x: int, squarings: int, y: int, proof: int) -> bool:
+    """Whether ``proof`` shows ``y = x^(2^T)``: ``π^ℓ · x^(2^T mod ℓ) = y`` modulo ``±1``."""
+    _check_squarings(squarings)
+    for a in (y, proof):
+        if not 1 <= a <= MODULUS // 2:
+            return False
+    ell = challenge_prime(x, y, squarings)
+    r = pow(2, squarings, ell)
+    return normalize(pow(proof, ell, MODULUS) * pow(x, r, MODULUS)) == y
+
+
+def delayed_seed(y: int) -> bytes:
+    """The seed the challenges are drawn from: ``H("vdf/seed", enc(y))``."""
+    return tagged_hash(Tag.VDF_SEED, bytes.fromhex(encode(y)))
