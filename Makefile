@@ -45,7 +45,7 @@ torch-requirement:
 # the wasm linker (/usr/bin/rust-lld), which libstd-rust-dev-wasm32 only recommends; binaryen's
 # wasm-opt shrinks the linked wasm (contracts/build.sh); rustfmt and rust-clippy check the sources.
 RUST_PKGS = cargo rustc libstd-rust-dev-wasm32 lld-14 binaryen rustfmt rust-clippy librust-serde-dev \
-            librust-serde-derive-dev librust-serde-json-dev librust-sha2-dev
+            librust-serde-derive-dev librust-serde-json-dev librust-sha2-dev librust-num-bigint-dev
 toolchain:
 	@missing=$$(for p in $(RUST_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null \
 	    | grep -q 'install ok installed' || echo $$p; done); \

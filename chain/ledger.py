@@ -30,6 +30,7 @@ from protocol.messages import (
     BeaconJoin,
     BeaconReveal,
     Commitment,
+    DelayedSeedOutput,
     ModelProposal,
     Ready,
     Role,
@@ -278,6 +279,11 @@ class Ledger:
     def propose_start(self, key: PrivateKey, msg: StartProposal) -> TxResult:
         """Pipelined runs: propose the optimistic start of the next epoch (``StartProposal``)."""
         return self.backend.execute(key, {"propose_start": self._to_json(msg)})
+
+    def delayed_seed(self, key: PrivateKey, output: DelayedSeedOutput) -> TxResult:
+        """Phase ``delay`` (anyone): post the VDF output over the epoch seed with its proof
+        (``protocol.rules.vdf``); the contract checks it and draws the challenges from it."""
+        return self.backend.execute(key, {"delayed_seed": self._to_json(output)})
 
     def advance(self, key: PrivateKey) -> TxResult:
         """Close every phase whose deadline has passed, or run the next page of a close that

@@ -38,7 +38,7 @@ ensure_toolchain() {
     # lld-14 provides /usr/bin/rust-lld, the wasm linker; libstd-rust-dev-wasm32 only recommends it,
     # and --no-install-recommends would leave a dangling link.
     local pkgs=(cargo rustc libstd-rust-dev-wasm32 lld-14 librust-serde-dev librust-serde-derive-dev
-                librust-serde-json-dev librust-sha2-dev binaryen)
+                librust-serde-json-dev librust-sha2-dev librust-num-bigint-dev binaryen)
     local missing=() p
     for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

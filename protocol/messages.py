@@ -24,7 +24,11 @@ from protocol.rules.limits import (
     MAX_PARTICIPANTS,
     MAX_SEGMENTS,
 )
+from protocol.rules.vdf import ELEMENT_BYTES
 from protocol.types import Address, Boundary, Count, Dec
+
+VDF_ELEMENT_PATTERN = rf"^[0-9a-f]{{{2 * ELEMENT_BYTES}}}$"
+"""A VDF element as the contract takes it: 512 lowercase hex characters (``protocol.rules.vdf.encode``)."""
 
 Role = Literal["host", "validator"]
 Outcome = Literal["pass", "fail", "unavailable"]
@@ -227,6 +231,16 @@ class StartProposal(Boundary):
 
     epoch: Count
     model_hash: HexDigest
+
+
+class DelayedSeedOutput(Boundary):
+    """Phase ``delay`` (``verification.delay_squarings`` > 0): the VDF output ``y`` over the epoch seed
+    and Wesolowski's proof (``protocol.rules.vdf``), each 512 lowercase hex characters. Anyone may
+    send it; the contract checks it and draws every host's challenges from ``H("vdf/seed", y)``."""
+
+    epoch: Count
+    output: str = Field(pattern=VDF_ELEMENT_PATTERN)
+    proof: str = Field(pattern=VDF_ELEMENT_PATTERN)
 
 
 class ModelProposal(Boundary):

@@ -18,8 +18,10 @@ from protocol.rules.hashing import HexDigest
 from protocol.rules.limits import MAX_SEGMENTS
 from protocol.types import Address, Amount, Boundary, Count, Dec
 
-Phase = Literal["join", "train", "reveal", "verify", "objection", "verdict_reveal", "dispute", "dispute_reveal",
-                "propose", "closed"]
+Phase = Literal["join", "train", "reveal", "delay", "verify", "objection", "verdict_reveal", "dispute",
+                "dispute_reveal", "propose", "closed"]
+"""``delay`` (``verification.delay_squarings`` > 0 only): the seed is fixed and the epoch waits for
+the VDF output over it (``protocol.rules.vdf``), which picks every host's challenges."""
 ClosingStage = Literal["seed", "assign", "objections", "decide", "outcomes", "slashes", "rewards", "exclusions"]
 """The stages of a close that runs over several transactions (closing ``reveal``: ``seed``,
 ``assign``; closing ``objection``: ``objections``; closing ``verdict_reveal`` and
@@ -146,6 +148,9 @@ class EpochInfo(Boundary):
     start_model_hash: HexDigest | None = None
     settled_start: HexDigest | None = None
     settling: Count | None = None
+    # With ``verification.delay_squarings`` > 0: ``H("vdf/seed", y)`` once the VDF output ``y`` over
+    # ``seed`` was posted (phase ``delay``); the challenges are drawn from it.
+    delayed_seed: HexDigest | None = None
 
 
 class ComputeClassStatus(Boundary):

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
+from protocol.rules import vdf
 from protocol.rules.encoding import I64_MAX, EncodingError, canonical_json, parse_canonical
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
 from protocol.rules.limits import (
@@ -368,6 +369,11 @@ class VerificationSpec(Boundary):
     # epoch's beacon; 0 turns the probe (and the probe rule, aggregation.probe_margin) off. Omitted
     # from the canonical JSON at its default, so specs (and run ids) from before the field are unchanged.
     probe_windows: int = Field(default=DEFAULT_PROBE_WINDOWS, ge=0, le=MAX_PROBE_WINDOWS, strict=True)
+    # The delayed seed (protocol.rules.vdf, docs/contract.md "The delayed seed"): > 0, the squarings
+    # T of a VDF over the epoch seed whose output picks every host's challenges, the same for all of
+    # its pickers (each sits on all k + 1); 0, each picker's revealed secret picks its own. T must
+    # take the fastest squarer longer than the reveal window. Omitted from the canonical JSON at 0.
+    delay_squarings: int = Field(default=0, ge=0, le=vdf.MAX_SQUARINGS, strict=True)
 
     @model_serializer(mode="wrap")
     def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -376,6 +382,8 @@ class VerificationSpec(Boundary):
             del data["trap_probability"]
         if data.get("probe_windows") == DEFAULT_PROBE_WINDOWS:
             del data["probe_windows"]
+        if data.get("delay_squarings") == 0:
+            del data["delay_squarings"]
         return data
 
     @model_validator(mode="before")

@@ -236,3 +236,16 @@ def test_the_error_decay_is_omitted_at_one_carried_to_topk2_epochs_and_bounded()
 def test_bad_error_decays_are_refused(quant, message) -> None:
     with pytest.raises(ValidationError, match=message):
         make_spec(quantization=quant)
+
+
+def test_the_delayed_seed_is_omitted_at_zero_and_bounded() -> None:
+    # verification.delay_squarings (docs/contract.md "The delayed seed"): 0 keeps every run id.
+    plain = make_spec()
+    delayed = make_spec(verification={"delay_squarings": 1000})
+    assert b"delay_squarings" not in plain.canonical()
+    assert b'"delay_squarings":1000' in delayed.canonical() and delayed.run_id() != plain.run_id()
+    assert RunSpec.from_canonical(delayed.canonical()) == delayed
+    with pytest.raises(ValidationError):
+        make_spec(verification={"delay_squarings": 2**40 + 1})
+    with pytest.raises(ValidationError):
+        make_spec(verification={"delay_squarings": -1})

@@ -9,7 +9,7 @@ from types import ModuleType
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from protocol.rules import limits
+from protocol.rules import limits, vdf
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
 from protocol.rules.commitments import trap_commitment, verdict_commitment
 from protocol.rules.encoding import EncodingError, canonical_decimal
@@ -132,6 +132,24 @@ def test_beacon() -> None:
         reveals = {r["address"]: bytes.fromhex(r["secret"]) for r in c["reveals"]}
         assert epoch_seed(bytes.fromhex(c["run_id"]), c["epoch"], reveals).hex() == c["seed"]
     assert genesis_seed(bytes.fromhex(v["genesis"]["run_id"])).hex() == v["genesis"]["seed"]
+
+
+def test_vdf() -> None:
+    v = load("vdf")
+    assert int(v["modulus"]) == vdf.MODULUS
+    for c in v["cases"]:
+        x = vdf.input_element(bytes.fromhex(c["seed"]))
+        assert vdf.encode(x) == c["x"]
+        y, proof = vdf.decode(c["y"]), vdf.decode(c["proof"])
+        assert vdf.evaluate(x, c["squarings"]) == y and vdf.prove(x, y, c["squarings"]) == proof
+        assert str(vdf.challenge_prime(x, y, c["squarings"])) == c["ell"]
+        assert vdf.verify(x, c["squarings"], y, proof)
+        assert vdf.delayed_seed(y).hex() == c["delayed_seed"]
+        for bad in c["refused"]:
+            y_bad = int(bad["y"], 16)
+            assert not vdf.verify(x, bad["squarings"], y_bad, int(bad["proof"], 16)), bad["why"]
+    for c in v["primes"]:
+        assert vdf.is_probable_prime(int(c["n"])) == c["prime"]
 
 
 def test_merkle() -> None:

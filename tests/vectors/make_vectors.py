@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from protocol.keys import PrivateKey
+from protocol.rules import vdf
 from protocol.rules.beacon import beacon_commit, epoch_seed, genesis_seed
 from protocol.rules.classes import electorate, of_class, served, valid_class
 from protocol.rules.commitments import trap_commitment, verdict_commitment
@@ -434,9 +435,35 @@ def architectures() -> dict:
     return {"names": architecture_names()}
 
 
+def vdf_cases() -> dict:
+    """The delayed seed: input elements, (y, π) that verify, neighbours that do not, and primality."""
+    cases = []
+    for label, squarings in [("vdf-a", 1), ("vdf-b", 64), ("vdf-c", 1000)]:
+        x = vdf.input_element(seed(label))
+        y = vdf.evaluate(x, squarings)
+        proof = vdf.prove(x, y, squarings)
+        other = vdf.normalize(y + 1)
+        cases.append({"seed": seed(label).hex(), "squarings": squarings, "x": vdf.encode(x), "y": vdf.encode(y),
+                      "proof": vdf.encode(proof), "ell": str(vdf.challenge_prime(x, y, squarings)),
+                      "delayed_seed": vdf.delayed_seed(y).hex(),
+                      "refused": [{"why": "another y", "squarings": squarings, "y": vdf.encode(other),
+                                   "proof": vdf.encode(proof)},
+                                  {"why": "another delay", "squarings": squarings + 1, "y": vdf.encode(y),
+                                   "proof": vdf.encode(proof)},
+                                  {"why": "y as N - y", "squarings": squarings, "y": vdf.encode(vdf.MODULUS - y),
+                                   "proof": vdf.encode(proof)},
+                                  {"why": "the proof as N - proof", "squarings": squarings, "y": vdf.encode(y),
+                                   "proof": vdf.encode(vdf.MODULUS - proof)}]})
+    numbers = [2, 71, 73, 561, 7919, 3215031751, 341550071728321, 2**61 - 1, 2**127 - 1, 2**128 + 1,
+               170141183460469231731687303715884105757, 3825123056546413051]
+    primes = [{"n": str(n), "prime": vdf.is_probable_prime(n)} for n in numbers]
+    return {"modulus": str(vdf.MODULUS), "cases": cases, "primes": primes}
+
+
 VECTORS = {"hashing": hashing, "stream": streams, "sampling": sampling, "classes": classes, "beacon": beacon,
            "commitments": commitments, "merkle": merkle, "losses": losses, "decimals": decimals, "amounts": amounts,
-           "spec": spec, "limits": limits, "architectures": architectures, "endpoints": endpoints}
+           "spec": spec, "limits": limits, "architectures": architectures, "endpoints": endpoints,
+           "vdf": vdf_cases}
 """Every vector file by name (``<name>.json``); both test suites must read each of them."""
 
 

@@ -262,6 +262,18 @@ pub fn execute(
             epoch,
             model_hash,
         )?,
+        ExecuteMsg::DelayedSeed {
+            epoch,
+            output,
+            proof,
+        } => handlers::delayed_seed(
+            &config,
+            epochs.for_message(epoch),
+            &info,
+            epoch,
+            &output,
+            &proof,
+        )?,
         ExecuteMsg::Advance {} => {
             let held_by = pipeline::held_by(d.storage, &config, &epochs.current)?;
             handlers::advance(&epochs.current, &info, height, transitions, held_by)?

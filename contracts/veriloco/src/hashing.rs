@@ -19,6 +19,9 @@ pub mod tag {
     pub const SEAT: &str = "seat";
     pub const VERDICT: &str = "verdict";
     pub const TRAPS: &str = "traps";
+    pub const VDF_INPUT: &str = "vdf/input";
+    pub const VDF_PRIME: &str = "vdf/prime";
+    pub const VDF_SEED: &str = "vdf/seed";
     // Rules the contract does not run, checked against the shared vectors by the tests.
     #[cfg(test)]
     pub const SAMPLE_BATCH: &str = "sample/batch";

@@ -52,6 +52,7 @@ mod testing;
 mod tests;
 pub mod types;
 pub mod upgrade;
+pub mod vdf;
 
 // The entry points the VM calls (`migrate` only when the chain's admin migrates the contract). `allocate`, `deallocate` and `interface_version_8` are
 // exported from `abi`.

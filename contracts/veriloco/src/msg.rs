@@ -130,6 +130,13 @@ pub enum ExecuteMsg {
     /// (every committed Δ aggregated), once the epoch's reveal closed; epoch + 1 opens from the
     /// hash backed by more than 2/3 of the committed stake.
     ProposeStart { epoch: u64, model_hash: String },
+    /// With `verification.delay_squarings` > 0, phase `delay` (anyone): the VDF output over the
+    /// epoch seed and its proof, 512 lowercase hex characters each (`crate::vdf`).
+    DelayedSeed {
+        epoch: u64,
+        output: String,
+        proof: String,
+    },
     /// Close every phase that is due; fails if nothing is.
     Advance {},
 }
@@ -316,6 +323,10 @@ pub struct EpochInfo {
     /// `epoch {}` of a pipelined run: the older epoch still settling, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settling: Option<u64>,
+    /// With `verification.delay_squarings` > 0: `H("vdf/seed", y)` once the VDF output `y`
+    /// over `seed` was posted (phase `delay`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delayed_seed: Option<String>,
 }
 
 /// How many hosts and validators joined an epoch, committed, and were accepted: the lengths of

@@ -236,6 +236,7 @@ fn info(
         start_model_hash: header.start_model_hash,
         settled_start: header.settled_start,
         settling: None,
+        delayed_seed: header.delayed_seed,
     })
 }
 

@@ -130,6 +130,9 @@ pub enum Phase {
     Join,
     Train,
     Reveal,
+    /// With `verification.delay_squarings` > 0: the seed is fixed; anyone posts the VDF output
+    /// over it (`delayed_seed`), which picks the challenges. Closes only on a valid output.
+    Delay,
     /// Round-0 seats commit to their verdicts.
     Verify,
     /// Seated validators send `ready` with their objections; hosts open their trap commitments.
@@ -150,6 +153,7 @@ impl Phase {
             Phase::Join => "join",
             Phase::Train => "train",
             Phase::Reveal => "reveal",
+            Phase::Delay => "delay",
             Phase::Verify => "verify",
             Phase::Objection => "objection",
             Phase::VerdictReveal => "verdict_reveal",
@@ -349,6 +353,10 @@ pub struct EpochHeader {
     /// to when this epoch's own model is not agreed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_start: Option<String>,
+    /// With `verification.delay_squarings` > 0: `H("vdf/seed", y)` for the VDF output `y` over
+    /// `seed`, once posted (phase `delay`); every host's challenges are drawn from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delayed_seed: Option<String>,
 }
 
 fn is_zero_u32(n: &u32) -> bool {

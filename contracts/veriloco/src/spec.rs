@@ -221,6 +221,16 @@ pub struct Verification {
         skip_serializing_if = "is_default_probe_windows"
     )]
     pub probe_windows: u32,
+    /// The delayed seed (`crate::vdf`, `docs/contract.md` "The delayed seed"): > 0, the squarings
+    /// `T` of a VDF over the epoch seed, whose output picks every host's challenges for all of
+    /// its pickers at once; 0 (the default, omitted from the canonical JSON): each picker's
+    /// revealed secret picks its own.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub delay_squarings: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The default `verification.probe_windows` (`protocol.rules.spec.DEFAULT_PROBE_WINDOWS`).
@@ -382,6 +392,12 @@ impl RunSpecView {
         }
         if ver.challenges_k > MAX_SEGMENTS {
             invalid!("verification.challenges_k must be at most {MAX_SEGMENTS}");
+        }
+        if ver.delay_squarings > crate::vdf::MAX_SQUARINGS {
+            invalid!(
+                "verification.delay_squarings must be at most 2^40 ({})",
+                crate::vdf::MAX_SQUARINGS
+            );
         }
         Ok(())
     }

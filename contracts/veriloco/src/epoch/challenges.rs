@@ -182,8 +182,18 @@ pub fn assign_page(
                     .unwrap_or_default()
             })
             .collect();
+        // With a delayed seed, the VDF output's seed picks for every picker (phase `delay`).
+        let delayed_seed = if config.verification.delay_squarings > 0 {
+            Some(stored_digest(
+                ep.header.delayed_seed.as_deref(),
+                "corrupt state: challenges assigned before the delayed seed",
+            )?)
+        } else {
+            None
+        };
         Some(PickContext {
             prev_seed,
+            delayed_seed,
             joined,
             joined_classes,
             set,
@@ -243,6 +253,8 @@ pub fn assign_page(
 /// V's classes.
 struct PickContext {
     prev_seed: [u8; 32],
+    /// `H("vdf/seed", y)` when the run delays its seed: it picks in place of each secret.
+    delayed_seed: Option<[u8; 32]>,
     joined: Vec<(String, u128)>,
     joined_classes: Vec<String>,
     set: Vec<String>,
@@ -355,7 +367,8 @@ pub fn committed_segments(storage: &dyn Storage, e: u64, host: &str) -> Result<u
 
 /// The challenges of `host` (of compute-profile class `class`): its pickers (drawn by stake from
 /// the previous seed among the validators of its class that joined), and for each picker that
-/// revealed (a member of V) the segments its secret picks; each picked segment's round-0 seats
+/// revealed (a member of V) the segments its secret picks (with a delayed seed, the segments
+/// that seed picks, the same for every picker: each then sits on all `k + 1`); each picked segment's round-0 seats
 /// are the pickers that picked it, and the last segment, always challenged, seats every picker
 /// that revealed. Seats are indices into V; a dispute is decided by V's members of the class
 /// (`electorate`). A class that is not served (`classes::served`) gets the last segment only,
@@ -395,9 +408,13 @@ fn assign(
             Ok(i) => i as u16,
             Err(_) => continue, // joined but did not reveal: no picks, no seats
         };
-        let secret = REVEALS.load_or(storage, (e, picker), || {
-            ContractError::Corrupt(format!("corrupt state: {picker} is in V without a reveal"))
-        })?;
+        // One common seed, or the picker's own revealed secret.
+        let secret = match ctx.delayed_seed {
+            Some(seed) => seed,
+            None => REVEALS.load_or(storage, (e, picker), || {
+                ContractError::Corrupt(format!("corrupt state: {picker} is in V without a reveal"))
+            })?,
+        };
         revealed.insert(index);
         for g in picks(&secret, host, segments, ver.challenges_k) {
             seats.entry(g).or_default().insert(index);

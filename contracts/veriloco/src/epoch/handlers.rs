@@ -488,6 +488,53 @@ fn sat_out(deps: &DepsMut, e: u64, host: &str) -> Result<bool, ContractError> {
     Ok(records::load_payout(deps.storage, e, host)?.outcome == Outcome::SatOut)
 }
 
+/// `delayed_seed {epoch, output, proof}` (phase `delay`, anyone): the VDF output `y` over the
+/// epoch seed with Wesolowski's proof (`crate::vdf`, 512 lowercase hex characters each). The
+/// contract checks it (two 128-bit exponentiations) and keeps `H("vdf/seed", y)`, from which
+/// every host's challenges are drawn; the phase then closes and the challenges are assigned.
+/// Nobody can post another output: the first valid one is the only one there is.
+pub fn delayed_seed(
+    config: &Config,
+    ep: &mut Epoch,
+    info: &MessageInfo,
+    epoch: u64,
+    output: &str,
+    proof: &str,
+) -> Result<Response, ContractError> {
+    const ACTION: &str = "delayed_seed";
+    nonpayable(info, ACTION)?;
+    expect_phase(ep, ACTION, epoch, Phase::Delay)?;
+    if ep.header.delayed_seed.is_some() {
+        refuse!(ACTION, "epoch {epoch}'s delayed seed is already set");
+    }
+    let (y, pi) = match (crate::vdf::decode(output), crate::vdf::decode(proof)) {
+        (Some(y), Some(pi)) => (y, pi),
+        _ => refuse!(
+            ACTION,
+            "output and proof must be 512 lowercase hex characters each, a number in [1, (N - 1)/2]"
+        ),
+    };
+    let seed = stored_digest(
+        ep.header.seed.as_deref(),
+        "corrupt state: delay without a seed",
+    )?;
+    let squarings = config.verification.delay_squarings;
+    let x = crate::vdf::input_element(&seed);
+    if !crate::vdf::verify(&x, squarings, &y, &pi) {
+        refuse!(
+            ACTION,
+            "the proof does not show that output is the epoch {epoch} seed's input raised to 2^{squarings}"
+        );
+    }
+    let delayed = hex(&crate::vdf::delayed_seed(&y));
+    ep.header_mut().delayed_seed = Some(delayed.clone());
+    Ok(Response::new()
+        .add_attribute("action", ACTION)
+        .add_attribute("epoch", epoch)
+        .add_attribute("delayed_seed", delayed)
+        .add_attribute("sender", info.sender.as_str()))
+}
+
 /// `sit_out {epoch}` (train): a joined host that will finish no segment by the train deadline
 /// says so instead of committing nothing (issue 30). It is `sat_out` at once: it has no
 /// commitment, so it is not challenged, has no start vote or proposal, is neither paid nor

@@ -182,6 +182,7 @@ pub(crate) fn fresh_header(
         closing: None,
         start_model_hash: None,
         settled_start: None,
+        delayed_seed: None,
     }
 }
 
@@ -270,6 +271,7 @@ fn phase_complete(
         }
         Phase::Train => c.committed + c.sat_out >= c.hosts,
         Phase::Reveal => c.revealed >= c.hosts + c.validators,
+        Phase::Delay => ep.header.delayed_seed.is_some(),
         Phase::Verify | Phase::Dispute => c.votes_posted >= c.votes_expected,
         Phase::Objection => c.ready >= c.seated && c.traps_opened >= c.challenged,
         Phase::VerdictReveal => c.votes_revealed >= c.votes_expected,
@@ -329,7 +331,8 @@ pub fn advance(
         if ep.header.phase == Phase::Closed || pipeline::held(storage, config, ep)? {
             return Ok(transitions);
         }
-        let due = height >= ep.header.phase_deadline;
+        // `delay` has no deadline to close on: only a valid VDF output ends it.
+        let due = height >= ep.header.phase_deadline && ep.header.phase != Phase::Delay;
         let complete = phase_complete(storage, config, ep)?;
         if !due && !complete {
             return Ok(transitions);
@@ -363,6 +366,15 @@ fn close_phase(
         // The closes that walk every participant start here and run page by page in `advance`.
         Phase::Reveal => {
             let closing = challenges::begin(config, ep.number())?;
+            begin_close(ep, closing, at);
+            Ok(())
+        }
+        // The VDF output was posted: the challenges follow, drawn from it.
+        Phase::Delay => {
+            let closing = Closing {
+                reveals: ep.counts.revealed,
+                ..Closing::at(Stage::Assign)
+            };
             begin_close(ep, closing, at);
             Ok(())
         }
@@ -429,6 +441,15 @@ fn after_close(
 ) -> Result<(), ContractError> {
     let verify_blocks = config.phases.verify_blocks;
     match stage {
+        // The seed is fixed; the challenges wait for the VDF output over it. The window is
+        // what the delay is expected to take (`reveal_blocks`); the phase closes only on it.
+        Stage::Seed => enter(
+            ep,
+            Phase::Delay,
+            at,
+            config.phases.reveal_blocks,
+            &mut out.events,
+        ),
         Stage::Assign => enter(ep, Phase::Verify, at, verify_blocks, &mut out.events),
         Stage::Objections => {
             let counts = ep.counts_mut();
@@ -497,6 +518,13 @@ fn run_close(
             continue;
         }
         match stage {
+            // With a delayed seed the close of `reveal` stops after the seed: phase `delay`.
+            Stage::Seed
+                if config.verification.enabled && config.verification.delay_squarings > 0 =>
+            {
+                ep.header_mut().closing = None;
+                return Ok(Some(stage));
+            }
             Stage::Assign if config.verification.enabled => {
                 ep.header_mut().closing = None;
                 return Ok(Some(stage));

@@ -476,6 +476,7 @@ mod tests {
             tau: "0.00001".into(),
             trap_max_distance: "0.001".into(),
             probe_windows: 0,
+            delay_squarings: 0,
         }
     }
 

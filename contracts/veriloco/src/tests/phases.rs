@@ -4781,3 +4781,6 @@ fn old_votes_assignments_and_openings_read_without_a_gain() {
 
 // Adversarial cases of two epochs in flight (issue 30 review).
 mod pipelined_attacks;
+
+// The delayed seed: one VDF output picks every picker's challenges (issue 30).
+mod delayed_seed;

@@ -18,6 +18,7 @@ use crate::records::VoteOutcome;
 use crate::sampling::{pickers, picks, seat_rank, stake_committee, stake_seats, StakePool, Stream};
 use crate::spec::parse_spec;
 use crate::types::Uint128;
+use crate::vdf;
 
 fn vectors_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors")
@@ -32,7 +33,7 @@ fn vectors(name: &str) -> Value {
 }
 
 /// The files this module checks, one test each.
-const CHECKED: [&str; 14] = [
+const CHECKED: [&str; 15] = [
     "amounts",
     "architectures",
     "beacon",
@@ -47,6 +48,7 @@ const CHECKED: [&str; 14] = [
     "sampling",
     "spec",
     "stream",
+    "vdf",
 ];
 
 #[test]
@@ -689,6 +691,47 @@ fn limits_equal_the_python_definitions() {
         assert!(
             names.contains(name.as_str()),
             "protocol/rules/limits.py {name} has no constant in limits.rs"
+        );
+    }
+}
+
+#[test]
+fn vdf() {
+    let v = vectors("vdf");
+    for case in cases(&v, "cases") {
+        let x = vdf::input_element(&unhex(str_of(&case["seed"])));
+        assert_eq!(Some(&x), vdf::decode(str_of(&case["x"])).as_ref());
+        let t = case["squarings"].as_u64().unwrap();
+        let y = vdf::decode(str_of(&case["y"])).expect("canonical y");
+        let proof = vdf::decode(str_of(&case["proof"])).expect("canonical proof");
+        let ell = vdf::challenge_prime(&x, &y, t).unwrap();
+        assert_eq!(ell.to_string(), str_of(&case["ell"]));
+        assert!(vdf::verify(&x, t, &y, &proof));
+        assert_eq!(hex(&vdf::delayed_seed(&y)), str_of(&case["delayed_seed"]));
+        for bad in case["refused"].as_array().unwrap() {
+            let t_bad = bad["squarings"].as_u64().unwrap();
+            let parse =
+                |k: &str| num_bigint::BigUint::parse_bytes(str_of(&bad[k]).as_bytes(), 16).unwrap();
+            assert!(
+                !vdf::verify(&x, t_bad, &parse("y"), &parse("proof")),
+                "{}",
+                bad["why"]
+            );
+            // Only canonical elements decode: the N − a spellings are refused up front.
+            if str_of(&bad["why"]).contains("N -") {
+                assert!(
+                    vdf::decode(str_of(&bad["y"])).is_none()
+                        || vdf::decode(str_of(&bad["proof"])).is_none()
+                );
+            }
+        }
+    }
+    for case in cases(&v, "primes") {
+        let n = num_bigint::BigUint::parse_bytes(str_of(&case["n"]).as_bytes(), 10).unwrap();
+        assert_eq!(
+            vdf::is_probable_prime(&n),
+            case["prime"].as_bool().unwrap(),
+            "{n}"
         );
     }
 }
