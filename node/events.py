@@ -29,6 +29,8 @@ class EventKind(StrEnum):
     """A verdict reached (``outcome``), kept on disk before its commitment is posted."""
     VERDICT_COMMITTED = "committed verdict"
     VERDICT_OPENED = "opened verdict"
+    DELAYED_SEED = "posted the delayed seed"
+    """Phase ``delay``: the VDF output over the epoch seed, with its proof (``node.delayed_seed``)."""
     READY = "ready"
     """A validator's ``ready`` in ``objection``: done with its round-0 seats, naming its objections."""
     WAITING_FOR_THETA = "waiting for θ"

@@ -59,6 +59,7 @@ from pathlib import Path
 
 from chain.ledger import Ledger
 from node.content import Read, WrongContent, fetch, holders
+from node.delayed_seed import DelayedSeedPoster
 from node.events import EventKind, EventSink
 from node.global_store import GlobalStateBeingFetched, GlobalStateUnavailable, GlobalStore, PeerResolver
 from node.http import ClientLimits
@@ -299,6 +300,8 @@ class ValidatorNode(Participant):
         # Fetch θ_e once joined e, on a thread of its own (GlobalStore.warm); every chain client
         # answers from any thread (the embedded chain under one lock, the gRPC client under its own).
         self.warm_theta = True
+        # Phase `delay` (verification.delay_squarings > 0): the VDF over the seed, on its own thread.
+        self.delayed_seed = DelayedSeedPoster(self)
 
     def tick(self) -> bool:
         status = self.status()
@@ -325,6 +328,8 @@ class ValidatorNode(Participant):
             return self.maybe_join(status)
         if status.phase == "reveal":
             return self.maybe_reveal(status)
+        if status.phase == "delay":
+            return self.delayed_seed.tick(status)
         if status.phase in VERDICT_COMMIT_PHASES and status.to_commit:
             return self._commit_verdicts(status)
         if status.phase in VERDICT_REVEAL_PHASES and status.to_reveal:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from chain.devnet import Devnet, DevnetPorts, GenesisAccount
 from chain.ledger import ContractBackend, ContractError, Ledger, instantiate_msg
@@ -34,6 +34,7 @@ from node.events import EventSink
 from node.global_store import PeerResolver
 from node.host import HostNode
 from node.participant import Participant
+from node.validator import ValidatorNode
 from protocol.injective import GENESIS_BALANCE
 from protocol.keys import PrivateKey
 from protocol.rules.spec import RunSpec
@@ -47,7 +48,6 @@ from veriloco.errors import CommandError
 if TYPE_CHECKING:  # the backends load only when a factory deploys on one
     from chain.cosmos import CosmosChain
     from chain.embedded import EmbeddedChain
-    from trainer.inner import EpochResult
 
 
 SIM_BLOCK_TXS = 500
@@ -231,9 +231,11 @@ class LocalNetwork:
         """
         return sum(self.ledger.balance(a) for a in self._audited) + self.backend.fees_paid
 
-    def _training_jobs(self) -> list[Future[EpochResult]]:
-        """The pipelined hosts' trainings under way on their threads."""
-        return [job for h in self.hosts if (job := h.training) is not None]
+    def _training_jobs(self) -> list[Future[Any]]:
+        """The pipelined hosts' trainings and the validators' VDF evaluations (phase ``delay``)
+        under way on their threads."""
+        vdfs = [job for v in self.validators if isinstance(v, ValidatorNode) for job in v.delayed_seed.running]
+        return [*(job for h in self.hosts if (job := h.training) is not None), *vdfs]
 
     def run_epoch(self, max_rounds: int = 10_000) -> EpochReport:
         """Drive the oldest epoch not settled yet to its end; return its report.

@@ -14,9 +14,10 @@ from pydantic import BaseModel, ConfigDict
 from protocol.rules.spec import PhaseSpec
 from protocol.views import EpochInfo
 
-PHASE_ORDER: tuple[str, ...] = ("join", "train", "reveal", "verify", "objection", "verdict_reveal", "dispute",
-                                "dispute_reveal", "propose")
-"""An epoch's phases in order (``dispute`` and ``dispute_reveal`` only when a challenge is disputed)."""
+PHASE_ORDER: tuple[str, ...] = ("join", "train", "reveal", "delay", "verify", "objection", "verdict_reveal",
+                                "dispute", "dispute_reveal", "propose")
+"""An epoch's phases in order (``delay`` only with ``verification.delay_squarings`` > 0; ``dispute`` and
+``dispute_reveal`` only when a challenge is disputed)."""
 
 
 class PhaseProgress(BaseModel):
@@ -40,8 +41,9 @@ class PhaseProgress(BaseModel):
 
 def phase_window(phase: str, phases: PhaseSpec) -> int | None:
     """The spec's window for ``phase`` in blocks (None: ``objection``, ``closed``)."""
+    # ``delay`` closes only on the VDF output: its deadline is when the output is expected.
     windows = {"join": phases.join_blocks, "train": phases.train_blocks, "reveal": phases.reveal_blocks,
-               "verify": phases.verify_blocks, "dispute": phases.verify_blocks,
+               "delay": phases.reveal_blocks, "verify": phases.verify_blocks, "dispute": phases.verify_blocks,
                "verdict_reveal": phases.verdict_reveal_blocks, "dispute_reveal": phases.verdict_reveal_blocks,
                "propose": phases.propose_blocks}
     return windows.get(phase)

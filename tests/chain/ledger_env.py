@@ -41,10 +41,12 @@ from chain.ledger import ContractError, Ledger, TxResult
 from chain.metered import MeteredBackend
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import KeyType, PrivateKey
+from node.delayed_seed import delayed_seed_output
 from protocol.messages import (
     BeaconJoin,
     BeaconReveal,
     Commitment,
+    DelayedSeedOutput,
     ModelProposal,
     Objection,
     Ready,
@@ -534,6 +536,9 @@ class LedgerEnv:
             for name in [*hosts, *validators] if reveal is None else reveal:
                 self.reveal(name, e)
             self._leave("reveal", e)
+        if self.epoch(e).phase == "delay":  # verification.delay_squarings > 0
+            self.post_delayed_seed(e)
+            self._leave("delay", e)
         if stop_after == "reveal":
             return e
         openers = list(hosts if open_traps is None else open_traps)
@@ -560,6 +565,16 @@ class LedgerEnv:
                     self.propose(name, model, e)
             self._leave("propose", e)
         return e
+
+    def delayed_seed_output(self, epoch: int) -> DelayedSeedOutput:
+        """The VDF output over ``epoch``'s seed and its proof, as a validator computes it."""
+        info = self.epoch(epoch)
+        assert info.seed is not None, info
+        return delayed_seed_output(epoch, bytes.fromhex(info.seed), self.spec.verification.delay_squarings)
+
+    def post_delayed_seed(self, epoch: int, name: str = "operator") -> TxResult:
+        """Phase ``delay``: ``name`` (anyone) posts the VDF output over the epoch seed."""
+        return self.ledger.delayed_seed(self.key(name), self.delayed_seed_output(epoch))
 
     def round_challenges(self, name: str, epoch: int) -> list[Challenge]:
         """``name``'s challenges the current phase waits for it on (``Challenge.due``)."""

@@ -96,6 +96,11 @@ def simulate(
         help="pipelined epochs (phases.pipelined): epoch e + 1 trains from the optimistic start while "
              "e is verified and settled (the default); --synchronous: each epoch settles before the next "
              "starts")] = True,
+    delay_squarings: Annotated[int, typer.Option(
+        min=0, max=1 << 40,
+        help="the delayed seed (verification.delay_squarings): > 0, a VDF of this many squarings over each "
+             "epoch's seed picks every host's challenges, the same for all its pickers (phase delay); 0: "
+             "each picker's own secret picks (the default)")] = 0,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True,
                                          help="-v: what stands out (refusals, failed verdicts, waits, what "
                                               "adversaries do); -vv: every event")] = 0,
@@ -130,6 +135,8 @@ def simulate(
         spec = spec.with_changes(aggregation={"rule": rule})
     spec = simulation_spec(spec, validators=validators + liars, hosts=hosts + cheaters + auditors)
     spec = spec.with_changes(phases={"pipelined": pipelined})
+    if delay_squarings:
+        spec = spec.with_changes(verification={"delay_squarings": delay_squarings})
     if liar == "sybil" and liars:  # the sybils outnumber the seats the honest validators leave
         spec = spec.with_changes(phases={"max_validators": validators + max(1, liars // 2)})
     honest_validators = [validator_behaviour("honest") for _ in range(validators)]
@@ -168,7 +175,8 @@ def simulate(
                       f"{f' + {auditors} auditors' if auditors else ''}, {validators} "
                       f"validators{f' + {liars} {liar}' if liars else ''}, {epochs} epochs of {spec.name} "
                       f"(H={spec.train.inner_steps}, S={spec.train.segments}, rule {spec.aggregation.rule}) "
-                      f"on the {chain} chain, {mode}; "
+                      f"on the {chain} chain, {mode}"
+                      f"{f', challenges from a VDF of {delay_squarings:,} squarings' if delay_squarings else ''}; "
                       f"work in {root}{'' if kept else ' (removed at the end; --keep keeps it)'}")
     err_console.print(f"live metrics: {metrics_dir} (tensorboard --logdir {metrics_dir / 'tensorboard'})",
                       highlight=False)
