@@ -116,31 +116,52 @@ def _check_squarings(squarings: int) -> None:
         raise ValueError(f"the delay must be 1 to 2^40 squarings, got {squarings}")
 
 
-def _power(x: int, exponent: int, stop: threading.Event | None) -> int:
-    """``x^exponent mod N``, left to right in chunks of :data:`CHUNK_SQUARINGS` bits.
+_WINDOW_BITS = 8
+
+
+def _square(x: int, squarings: int, stop: threading.Event | None) -> int:
+    """``x^(2^squarings) mod N`` in chunks of :data:`CHUNK_SQUARINGS` squarings.
 
     Raises:
         InterruptedError: ``stop`` was set (read between chunks).
     """
-    result = 1
-    bits = exponent.bit_length()
-    for top in range(bits, 0, -CHUNK_SQUARINGS):
+    for done in range(0, squarings, CHUNK_SQUARINGS):
         if stop is not None and stop.is_set():
             raise InterruptedError("the VDF evaluation was stopped")
-        width = min(CHUNK_SQUARINGS, top)
-        chunk = (exponent >> (top - width)) & ((1 << width) - 1)
-        result = pow(result, 1 << width, MODULUS) * pow(x, chunk, MODULUS) % MODULUS
+        x = pow(x, 1 << min(CHUNK_SQUARINGS, squarings - done), MODULUS)
+    return x
+
+
+def _power(x: int, exponent: int, stop: threading.Event | None) -> int:
+    """``x^exponent mod N``, left to right in windows of 8 bits over a table of ``x^0 … x^255``: one
+    squaring per bit and one product per window (about 1.13 squarings per bit), a chunk of
+    :data:`CHUNK_SQUARINGS` bits at a time.
+
+    Raises:
+        InterruptedError: ``stop`` was set (read between chunks).
+    """
+    table = [1, x % MODULUS]
+    for _ in range(2, 1 << _WINDOW_BITS):
+        table.append(table[-1] * x % MODULUS)
+    windows = -(-exponent.bit_length() // _WINDOW_BITS)
+    per_chunk = CHUNK_SQUARINGS // _WINDOW_BITS
+    mask = (1 << _WINDOW_BITS) - 1
+    result = 1
+    for i in range(windows - 1, -1, -1):
+        if (windows - 1 - i) % per_chunk == 0 and stop is not None and stop.is_set():
+            raise InterruptedError("the VDF evaluation was stopped")
+        result = pow(result, 1 << _WINDOW_BITS, MODULUS) * table[(exponent >> (i * _WINDOW_BITS)) & mask] % MODULUS
     return result
 
 
 def evaluate(x: int, squarings: int, stop: threading.Event | None = None) -> int:
     """``y = x^(2^T)``: ``T`` squarings one after the other, in chunks (``stop`` ends it early)."""
     _check_squarings(squarings)
-    return normalize(_power(x, 1 << squarings, stop))
+    return normalize(_square(x, squarings, stop))
 
 
 def prove(x: int, y: int, squarings: int, stop: threading.Event | None = None) -> int:
-    """``π = x^⌊2^T / ℓ⌋``: another ``T`` squarings (its exponent has ``T − 127`` bits)."""
+    """``π = x^⌊2^T / ℓ⌋``: about ``1.13 · T`` more squarings (its exponent has ``T − 127`` bits)."""
     _check_squarings(squarings)
     ell = challenge_prime(x, y, squarings)
     return normalize(_power(x, (1 << squarings) // ell, stop))
