@@ -86,6 +86,9 @@ class Measured(BaseModel):
     # The snapshot copy on an H100 at gpt124m: export_async held training 61–83 ms per 1.52 GB leaf,
     # 18–25 GB/s (benchmarks.md, "GPU (one H100)"): the model's 25 GB/s per GPU is the fast end.
     export_GBps_per_gpu: float = 25.0
+    # The delayed seed's proof against its evaluation, both CPython on this machine (9.46 and 11.48 µs
+    # per squaring at T = 200,000; benchmarks.md, "The delayed seed").
+    vdf_prove_over_evaluate: float = 1.21
 
     @classmethod
     def from_costs(cls, costs: dict) -> Measured:
@@ -125,7 +128,9 @@ class Lever:
     per_node_io: bool = False  # a multi-node host hashes and writes its shards on each node (8 GPUs a node)
     delta_on_gpu: bool = False  # the Δ encoded on the accelerator (memory-bound) instead of at the CPU rate
     longer_segments: int = 1  # c × this (H with it, S unchanged: validators' share unchanged); convergence unmeasured
-    common_seed: bool = False  # one unbiasable seed picks k segments for every picker (a VDF; not built)
+    # One seed no withholder can choose picks k segments for every picker: the delayed seed
+    # (verification.delay_squarings, built; its VDF's delay is added to the settlement).
+    common_seed: bool = False
     # A dispute's readers serve each other once they checked the leaf: holders double each round (not built).
     dispute_tree: bool = False
 
@@ -166,6 +171,12 @@ class Deployment:
     trap_probability: float = 0.2  # the spec's default
     val_tokens: int = 65_536  # the settled proposal's validation loss
     aggregate_GBps: float = 100.0  # reading n float32 Δs for the aggregate, on the host (assumed)
+    # The delayed seed (common_seed): T squarings must outlast the reveal window W at the fastest
+    # squarer's speed, `vdf_speedup` times the evaluator's, so the evaluator needs speedup · W and its
+    # proof (Measured.vdf_prove_over_evaluate) more. W: reveal_blocks of a run that delays its seed
+    # (30 blocks; a standby revealer covers a restarting member), at block_s.
+    reveal_blocks: int = 30
+    vdf_speedup: float = 10.0
 
 
 @functools.cache
@@ -257,7 +268,10 @@ def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> di
     # that committed (one more leaf time); a validator's downlink carries a leaf per seat and it
     # replays its seats one after the other, overlapping the reads.
     reads = max((d + 1) * leaf_s, seats_per_validator * leaf_s, seats_per_validator * replay_s)
-    settle_s = (recompute_s + reads + 2 * replay_s + dep.settle_blocks * dep.block_s)
+    # The delayed seed: its VDF (speedup · W, and the proof) runs before any challenge is known.
+    delay_s = (dep.vdf_speedup * dep.reveal_blocks * dep.block_s * (1 + measured.vdf_prove_over_evaluate)
+               if lever.common_seed else 0.0)
+    settle_s = (delay_s + recompute_s + reads + 2 * replay_s + dep.settle_blocks * dep.block_s)
     # A challenged trap (a pick, mostly seated by one picker) is read by every other validator from
     # the host and that seat, then replayed.
     if lever.dispute_tree:
@@ -284,6 +298,7 @@ def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> di
         "encode_s": encode_s, "chain_s": chain_s, "exchange_s": exchange_s, "aggregate_s": aggregate_s,
         "between_s": between, "period_host_s": period_host,
         "leaf_transfer_s": leaf_s, "seats_per_validator": seats_per_validator, "settlement_s": settle_s,
+        "delay_s": delay_s,
         "dispute_round_s": dispute_s, "p_dispute": p_dispute, "dispute_stall_s": dispute_stall,
         "upload_GB": upload / 1e9, "upload_s": upload_s, "period_s": period, "bound": bound,
         "utilisation": compute / period, "meets_target": compute / period >= TARGET,
@@ -347,8 +362,8 @@ def markdown(rows: list[dict]) -> str:
     row("between trainings: Δ encode + chain + Δ exchange + aggregate (s)",
         lambda r: f"{r['encode_s']:,.1f} + {r['chain_s']:.0f} + {r['exchange_s']:,.0f} + {r['aggregate_s']:,.1f}")
     row("host's own period C + A + L (s)", lambda r: f"{r['period_host_s']:,.0f}")
-    row("settlement of the epoch before (s); seats per validator",
-        lambda r: f"{r['settlement_s']:,.0f}; {r['seats_per_validator']:.0f}")
+    row("settlement of the epoch before (s), of it the delayed seed; seats per validator",
+        lambda r: f"{r['settlement_s']:,.0f}, {r['delay_s']:,.0f}; {r['seats_per_validator']:.0f}")
     row("uplink: upload per epoch (GB, s)", lambda r: f"{r['upload_GB']:,.0f}, {r['upload_s']:,.0f}")
     row("dispute round (s) × P(per epoch) → stall (s)",
         lambda r: f"{r['dispute_round_s']:,.0f} × {r['p_dispute']:.1%} → {r['dispute_stall_s']:,.0f}")
