@@ -39,9 +39,9 @@ from suite_env import named_key
 from chain.embedded import EmbeddedBackend, EmbeddedChain, deploy_embedded
 from chain.ledger import ContractError, Ledger, TxResult
 from chain.metered import MeteredBackend
+from node.delayed_seed import delayed_seed_output
 from protocol.injective import DENOM, GENESIS_BALANCE
 from protocol.keys import KeyType, PrivateKey
-from node.delayed_seed import delayed_seed_output
 from protocol.messages import (
     BeaconJoin,
     BeaconReveal,
