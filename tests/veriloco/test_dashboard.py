@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from rich.console import Console
 
 from chain.block_clock import BlockClock
 from chain.ledger import Ledger
@@ -45,6 +46,24 @@ def test_phase_progress_counts_down_to_the_deadline() -> None:
     assert (late.blocks_left, late.fraction, late.seconds_left) == (0, 1.0, None)
     objection = phase_progress(epoch_info(phase="objection"), 250, phases, seconds_per_block=None)
     assert (objection.window, objection.fraction) == (None, None)
+
+
+def test_the_delay_phase_is_a_step_of_its_own_shown_only_while_it_runs() -> None:
+    # verification.delay_squarings > 0: after reveal, the epoch waits for the VDF output.
+    from veriloco.commands.watch import watch_view
+
+    phases = PhaseSpec(reveal_blocks=30)
+    delay = phase_progress(epoch_info(phase="delay"), 290, phases, seconds_per_block=1.0)
+    verify = phase_progress(epoch_info(phase="verify"), 290, phases, seconds_per_block=1.0)
+    assert (delay.step, delay.window, delay.blocks_left) == (4, 30, 10)
+    assert verify.step == 5
+    console = Console(width=200, record=True)
+    console.print(watch_view("run", delay, [], {}))
+    assert " delay " in console.export_text()
+    console = Console(width=200, record=True)
+    console.print(watch_view("run", verify, [], {}))
+    text = console.export_text()
+    assert " delay " not in text and " verify " in text
 
 
 def test_the_funds_audit_says_when_the_accounts_do_not_add_up() -> None:

@@ -29,6 +29,8 @@ def watch_view(run: str, now: PhaseProgress, recent: list[EpochReport], names: d
     for i, phase in enumerate(PHASE_ORDER, start=1):
         if phase.startswith("dispute") and not now.phase.startswith("dispute"):
             continue
+        if phase == "delay" and now.phase != "delay":  # only a run that delays its seed, while it waits
+            continue
         style = "green" if i < now.step else "bold reverse blue" if i == now.step else "dim"
         steps.append(f" {'✓ ' if i < now.step else ''}{phase} ", style=style)
         steps.append(" ")

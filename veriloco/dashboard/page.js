@@ -1,8 +1,9 @@
 // The dashboard page: polls /api/state and redraws. No library; text goes in with textContent only.
 "use strict";
 
-const PHASES = ["join", "train", "reveal", "verify", "objection", "verdict_reveal", "dispute", "dispute_reveal",
-                "propose"];
+// The order of veriloco/phase_progress.py's PHASE_ORDER (its step numbers index this list).
+const PHASES = ["join", "train", "reveal", "delay", "verify", "objection", "verdict_reveal", "dispute",
+                "dispute_reveal", "propose"];
 const SVG = "http://www.w3.org/2000/svg";
 let lastRead = null;      // the last document, and when it arrived (for the countdown between polls)
 let lastArrival = 0;
@@ -43,7 +44,9 @@ function drawNow(state) {
   document.getElementById("epoch-now").textContent = `epoch ${now.epoch}`;
   document.getElementById("phase").textContent = now.closing ? `${now.phase} (closing: ${now.closing})` : now.phase;
   const list = document.getElementById("phases");
-  list.replaceChildren(...PHASES.filter(p => !p.startsWith("dispute") || now.phase.startsWith("dispute")).map(p => {
+  // Shown only while they run: a dispute round, and the delayed seed's phase (a run with delay_squarings).
+  const shown = p => (!p.startsWith("dispute") || now.phase.startsWith("dispute")) && (p !== "delay" || now.phase === p);
+  list.replaceChildren(...PHASES.filter(shown).map(p => {
     const step = PHASES.indexOf(p) + 1;
     return el("li", p, step < now.step ? "done" : step === now.step ? "current" : "");
   }));
