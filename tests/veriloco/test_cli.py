@@ -96,6 +96,9 @@ def test_operator_commands_read_a_saved_run(saved_run, tmp_path) -> None:
         min(h["proposal"]["val_loss_micro"] for h in report["report"]["hosts"]) / 1e6)
     assert len(list(csv.DictReader((out / "members.csv").open()))) == 4
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    # A run that does not delay its seed has none to post (one line, a non-zero exit).
+    none = cli("epoch", "delayed-seed", "--key", "alice", "--network", str(saved_run), home=home, check=False)
+    assert none.returncode != 0 and "does not delay its seed" in none.stderr
     # epoch advance: epoch 2's join phase is not past its deadline, so there is nothing to close (one
     # line, a non-zero exit, nothing saved).
     done = cli("epoch", "advance", "--key", "alice", "--network", str(saved_run), home=home, check=False)
