@@ -21,6 +21,7 @@ Everything here is pure and the contract runs ``verify`` on the same bytes
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from protocol.rules.hashing import Tag, tagged_hash, u32be, u64be
 
@@ -117,6 +118,9 @@ def _check_squarings(squarings: int) -> None:
 
 
 _WINDOW_BITS = 8
+MAX_CHECKPOINTS = 1 << 16
+"""The most powers an evaluation keeps for its proof (about 18 MB of Python integers)."""
+_BUCKET_BITS = 12
 
 
 def _square(x: int, squarings: int, stop: threading.Event | None) -> int:
@@ -160,11 +164,79 @@ def evaluate(x: int, squarings: int, stop: threading.Event | None = None) -> int
     return normalize(_square(x, squarings, stop))
 
 
-def prove(x: int, y: int, squarings: int, stop: threading.Event | None = None) -> int:
-    """``π = x^⌊2^T / ℓ⌋``: about ``1.13 · T`` more squarings (its exponent has ``T − 127`` bits)."""
+@dataclass(frozen=True)
+class Checkpoints:
+    """``x^(2^(m·every))`` for ``m = 0, 1, …``: what :func:`evaluate_with_checkpoints` passed on its
+    way to ``y``, from which :func:`prove` builds the proof in about ``T / 12`` products."""
+
+    every: int
+    powers: list[int]
+
+
+def checkpoint_interval(squarings: int) -> int:
+    """Squarings between two kept powers: at least 12 (one bucket window), and at most
+    :data:`MAX_CHECKPOINTS` powers kept."""
+    return max(_BUCKET_BITS, -(-squarings // MAX_CHECKPOINTS))
+
+
+def evaluate_with_checkpoints(x: int, squarings: int,
+                              stop: threading.Event | None = None) -> tuple[int, Checkpoints]:
+    """:func:`evaluate`, keeping every :func:`checkpoint_interval`-th power for :func:`prove`."""
+    _check_squarings(squarings)
+    every = checkpoint_interval(squarings)
+    powers = []
+    for done in range(0, squarings, every):
+        if stop is not None and stop.is_set():
+            raise InterruptedError("the VDF evaluation was stopped")
+        powers.append(x)
+        x = pow(x, 1 << min(every, squarings - done), MODULUS)
+    return normalize(x), Checkpoints(every, powers)
+
+
+def _multi_power(bases: list[int], exponents: list[int], bits: int, stop: threading.Event | None) -> int:
+    """``Π bases[m]^exponents[m] mod N`` for exponents below ``2^bits``: Pippenger's buckets, 12 bits
+    of every exponent at a time (one product per base and window, plus two per bucket)."""
+    result = 1
+    mask = (1 << _BUCKET_BITS) - 1
+    for window in range(-(-bits // _BUCKET_BITS) - 1, -1, -1):
+        if stop is not None and stop.is_set():
+            raise InterruptedError("the VDF proof was stopped")
+        result = pow(result, 1 << _BUCKET_BITS, MODULUS)
+        buckets = [1] * (mask + 1)
+        shift = window * _BUCKET_BITS
+        for base, exponent in zip(bases, exponents, strict=True):
+            v = (exponent >> shift) & mask
+            if v:
+                buckets[v] = buckets[v] * base % MODULUS
+        running, total = 1, 1
+        for v in range(mask, 0, -1):  # Σ v · bucket[v] as running products: bucket v counted v times
+            if buckets[v] != 1:
+                running = running * buckets[v] % MODULUS
+            if running != 1:
+                total = total * running % MODULUS
+        result = result * total % MODULUS
+    return result
+
+
+def prove(x: int, y: int, squarings: int, stop: threading.Event | None = None,
+          checkpoints: Checkpoints | None = None) -> int:
+    """``π = x^⌊2^T / ℓ⌋``. From ``x`` alone: about ``1.13 · T`` more squarings (its exponent has
+    ``T − 127`` bits). From the evaluation's ``checkpoints``: ``π = Π_m c_m^(e_m)`` where ``c_m =
+    x^(2^(m·s))`` and ``e_m`` is the ``s``-bit block of ``⌊2^T / ℓ⌋`` at bit ``m·s``, which is
+    ``⌊2^s · (2^(T − (m+1)·s) mod ℓ) / ℓ⌋`` (``⌊2^(T − m·s) / ℓ⌋`` for a last, shorter block), so the
+    proof costs about ``T / 12`` products (Wesolowski 2019, section 4.1's idea with Pippenger's
+    multi-exponentiation)."""
     _check_squarings(squarings)
     ell = challenge_prime(x, y, squarings)
-    return normalize(_power(x, (1 << squarings) // ell, stop))
+    if checkpoints is None:
+        return normalize(_power(x, (1 << squarings) // ell, stop))
+    every = checkpoints.every
+    exponents = []
+    for m in range(len(checkpoints.powers)):
+        rest = squarings - (m + 1) * every
+        exponents.append((pow(2, rest, ell) << every) // ell if rest >= 0
+                         else (1 << (squarings - m * every)) // ell)
+    return normalize(_multi_power(checkpoints.powers, exponents, every, stop))
 
 
 def verify(x: int, squarings: int, y: int, proof: int) -> bool:

@@ -21,6 +21,20 @@ def test_the_chunked_evaluation_is_the_plain_power_and_its_proof_verifies(squari
     assert vdf.verify(X, squarings, y, proof)
 
 
+@pytest.mark.parametrize("squarings", [1, 11, 12, 13, 127, 128, 129, 1000, 12 * 1000 + 7])
+def test_the_proof_from_the_kept_powers_is_the_proof_from_x(squarings: int) -> None:
+    y, checkpoints = vdf.evaluate_with_checkpoints(X, squarings)
+    assert y == vdf.evaluate(X, squarings)
+    assert len(checkpoints.powers) == -(-squarings // checkpoints.every)
+    proof = vdf.prove(X, y, squarings, checkpoints=checkpoints)
+    assert proof == vdf.prove(X, y, squarings) and vdf.verify(X, squarings, y, proof)
+
+
+def test_the_kept_powers_are_bounded() -> None:
+    assert vdf.checkpoint_interval(100) == 12
+    assert -(-(10**9) // vdf.checkpoint_interval(10**9)) <= vdf.MAX_CHECKPOINTS
+
+
 def test_an_output_verifies_with_nothing_but_its_own_input_delay_and_proof() -> None:
     y = vdf.evaluate(X, 300)
     proof = vdf.prove(X, y, 300)
@@ -59,6 +73,8 @@ def test_a_stop_ends_a_long_evaluation_between_chunks() -> None:
     stop.set()
     with pytest.raises(InterruptedError):
         vdf.evaluate(X, 10 * vdf.CHUNK_SQUARINGS, stop)
+    with pytest.raises(InterruptedError):
+        vdf.evaluate_with_checkpoints(X, 10 * vdf.CHUNK_SQUARINGS, stop)
 
 
 def test_challenge_primes_are_128_bit_primes_bound_to_the_output() -> None:
