@@ -55,8 +55,8 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
         progress: told each step in words (for stderr).
 
     Raises:
-        CommandError: the chain did not reach a deadline within ``wait_timeout``, or more than
-            :data:`MAX_ADVANCES` transactions were needed.
+        CommandError: the chain did not reach a deadline within ``wait_timeout``, more than
+            :data:`MAX_ADVANCES` transactions were needed, or an epoch waits for its delayed seed.
     """
     drive = Drive()
     while True:
@@ -66,6 +66,10 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
             return drive
         if len(drive.txs) >= MAX_ADVANCES:
             raise CommandError(f"still in epoch {info.epoch} after {MAX_ADVANCES} advances; stopping")
+        if move == "advance" and info.phase == "delay" and info.closing is None:
+            # Only the VDF output closes it (docs/operators.md, "A stalled phase").
+            raise CommandError(f"epoch {info.epoch} waits for its delayed seed (phase delay), which advance "
+                               f"cannot close: `veriloco epoch delayed-seed` posts it")
         if move == "wait":
             progress(f"epoch {info.epoch} {info.phase}: waiting for height {info.phase_deadline} (now {height})")
             reached = ledger.wait_for_height(info.phase_deadline, timeout=wait_timeout)

@@ -46,6 +46,10 @@ def test_an_operator_posts_the_delayed_seed_an_epoch_waits_for(tmp_path, load_da
     Keystore.in_home(home).add("alice", sim_key("host-0"), "pw", scrypt_n=2**10)
     shown = json.loads(cli("epoch", "show", "--json", "--network", str(network), home=home).stdout)
     assert shown["epoch"]["phase"] == "delay" and shown["epoch"].get("delayed_seed") is None
+    # `advance --until` cannot close it, and says what does (rather than waiting for ever).
+    stuck = cli("epoch", "advance", "--until", "1", "--key", "alice", "--network", str(network), home=home,
+                check=False)
+    assert stuck.returncode != 0 and "veriloco epoch delayed-seed" in stuck.stderr, stuck.stderr
     posted = json.loads(cli("epoch", "delayed-seed", "--key", "alice", "--json", "--network", str(network),
                             home=home).stdout)
     after = posted["epoch"]
