@@ -86,9 +86,10 @@ class Measured(BaseModel):
     # The snapshot copy on an H100 at gpt124m: export_async held training 61–83 ms per 1.52 GB leaf,
     # 18–25 GB/s (benchmarks.md, "GPU (one H100)"): the model's 25 GB/s per GPU is the fast end.
     export_GBps_per_gpu: float = 25.0
-    # The delayed seed's proof against its evaluation, both CPython on this machine (9.46 and 11.48 µs
-    # per squaring at T = 200,000; benchmarks.md, "The delayed seed").
-    vdf_prove_over_evaluate: float = 1.21
+    # A node's delayed seed against a plain evaluation of its T squarings: the evaluation keeping a
+    # power every 16 squarings and the proof from them, CPython on this machine at T = 10^6 (9.5 and
+    # 1.67 µs per squaring against 9.2; benchmarks.md, "The delayed seed").
+    vdf_node_over_evaluate: float = 1.214
 
     @classmethod
     def from_costs(cls, costs: dict) -> Measured:
@@ -172,8 +173,8 @@ class Deployment:
     val_tokens: int = 65_536  # the settled proposal's validation loss
     aggregate_GBps: float = 100.0  # reading n float32 Δs for the aggregate, on the host (assumed)
     # The delayed seed (common_seed): T squarings must outlast the reveal window W at the fastest
-    # squarer's speed, `vdf_speedup` times the evaluator's, so the evaluator needs speedup · W and its
-    # proof (Measured.vdf_prove_over_evaluate) more. W: reveal_blocks of a run that delays its seed
+    # squarer's speed, `vdf_speedup` times the evaluator's, so the evaluator needs speedup · W, and
+    # with its proof Measured.vdf_node_over_evaluate times that. W: reveal_blocks of a run that delays its seed
     # (30 blocks; a standby revealer covers a restarting member), at block_s.
     reveal_blocks: int = 30
     vdf_speedup: float = 10.0
@@ -269,7 +270,7 @@ def project(size: Size, measured: Measured, dep: Deployment, lever: Lever) -> di
     # replays its seats one after the other, overlapping the reads.
     reads = max((d + 1) * leaf_s, seats_per_validator * leaf_s, seats_per_validator * replay_s)
     # The delayed seed: its VDF (speedup · W, and the proof) runs before any challenge is known.
-    delay_s = (dep.vdf_speedup * dep.reveal_blocks * dep.block_s * (1 + measured.vdf_prove_over_evaluate)
+    delay_s = (dep.vdf_speedup * dep.reveal_blocks * dep.block_s * measured.vdf_node_over_evaluate
                if lever.common_seed else 0.0)
     settle_s = (delay_s + recompute_s + reads + 2 * replay_s + dep.settle_blocks * dep.block_s)
     # A challenged trap (a pick, mostly seated by one picker) is read by every other validator from

@@ -23,17 +23,18 @@ def test_the_doc_s_verdicts_as_built_below_the_target_with_levers_above_but_at_1
     assert [r["name"] for r in built] == list(levers) == ["1B", "10B", "50B"]
     assert all(r["utilisation"] < TARGET and not r["meets_target"] for r in built)
     assert levers["10B"]["meets_target"] and levers["50B"]["meets_target"]
-    # At 1 B the delayed seed's delay (A = 10 over a 21 s reveal window) makes the settlement bind.
-    assert not levers["1B"]["meets_target"] and levers["1B"]["bound"] == "settlement"
-    assert project(SIZE["1B"], Measured(), Deployment(vdf_speedup=4.5), LEVERS["1B"])["meets_target"]
+    # At 1 B the delayed seed's delay (A = 10 over a 21 s reveal window) lengthens the dispute stall
+    # past the target; against a squarer at most 5 times the evaluator's speed it is met.
+    assert not levers["1B"]["meets_target"] and levers["1B"]["delay_s"] > 0
+    assert project(SIZE["1B"], Measured(), Deployment(vdf_speedup=5), LEVERS["1B"])["meets_target"]
     for r in rows:
         assert r["utilisation"] == pytest.approx(r["compute_s"] / r["period_s"])
         assert r["period_s"] >= max(r["period_host_s"], r["settlement_s"], r["upload_s"])
 
 
 def test_every_lever_of_a_size_is_needed_for_the_target() -> None:
-    # 1 B with a squarer at most 4.5 times the evaluator's speed, where its levers reach the target.
-    for dep in (Deployment(), Deployment(vdf_speedup=4.5)):
+    # 1 B with a squarer at most 5 times the evaluator's speed, where its levers reach the target.
+    for dep in (Deployment(), Deployment(vdf_speedup=5)):
         for name, by_lever in ablation(Measured(), dep).items():
             if by_lever["all"] < TARGET:
                 assert name == "1B" and dep.vdf_speedup == 10
@@ -46,7 +47,7 @@ def test_the_delayed_seed_adds_its_delay_to_the_settlement_only() -> None:
     measured, dep = Measured(), Deployment()
     with_seed = project(SIZE["10B"], measured, dep, LEVERS["10B"])
     without = project(SIZE["10B"], measured, dep, replace(LEVERS["10B"], common_seed=False))
-    delay = dep.vdf_speedup * dep.reveal_blocks * dep.block_s * (1 + measured.vdf_prove_over_evaluate)
+    delay = dep.vdf_speedup * dep.reveal_blocks * dep.block_s * measured.vdf_node_over_evaluate
     assert with_seed["delay_s"] == pytest.approx(delay) and without["delay_s"] == 0
     assert with_seed["challenges"] == 3 and without["challenges"] > 30
     # Twice the squarer's speed, twice the delay.

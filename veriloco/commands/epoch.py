@@ -125,7 +125,7 @@ def delayed_seed(epoch: Annotated[int | None, typer.Argument(
                  key: KeyName = "operator", network: Network = None, home: Home = None, json: Json = False) -> None:
     """Evaluate the VDF over an epoch's seed and post its output (phase delay of a run with
     verification.delay_squarings; any account may, validators' nodes do it too). On one core it
-    takes about 21 us per squaring with CPython here, the evaluation and its proof together."""
+    takes about 11 us per squaring with CPython here, the evaluation and its proof together."""
     from node.delayed_seed import delayed_seed_output  # noqa: PLC0415 (only this command evaluates)
 
     signer = open_key(key, home)
