@@ -22,8 +22,18 @@ from protocol.rules.hashing import digest_from_hex
 from protocol.views import ParticipantStatus
 
 
+class _Either:
+    """Set when either event is: a job's own stop, or its node's."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
 def delayed_seed_output(epoch: int, seed: bytes, squarings: int,
-                        stop: threading.Event | None = None) -> DelayedSeedOutput:
+                        stop: vdf.StopFlag | None = None) -> DelayedSeedOutput:
     """The VDF output over ``seed`` and its proof: ``T`` squarings, then about ``T / 12`` products
     from the powers kept on the way (``InterruptedError`` on ``stop``)."""
     x = vdf.input_element(seed)
@@ -38,51 +48,63 @@ class DelayedSeedPoster:
     def __init__(self, participant: Participant) -> None:
         self.node = participant
         self.squarings = participant.spec.verification.delay_squarings
-        self._jobs: dict[int, Future[DelayedSeedOutput]] = {}
+        self._jobs: dict[int, tuple[Future[DelayedSeedOutput], threading.Event]] = {}
 
     @property
     def running(self) -> list[Future[DelayedSeedOutput]]:
         """The evaluations under way (what a caller that drives the chain may wait for)."""
-        return [job for job in self._jobs.values() if not job.done()]
+        return [job for job, _ in self._jobs.values() if not job.done()]
 
     def tick(self, status: ParticipantStatus) -> bool:
         """Start the evaluation of ``status``'s epoch once it is in ``delay`` without an output, and
-        post the output once evaluated; whether a transaction was sent."""
-        if self.squarings == 0 or status.phase != "delay":
+        post the output once evaluated; whether a transaction was sent. An evaluation whose epoch
+        no longer waits (another node posted first) is stopped at its next chunk."""
+        if self.squarings == 0:
             return False
         epoch = status.epoch
-        info = self.node.ledger.epoch(epoch, lists=False)
-        if info.phase != "delay" or info.delayed_seed is not None or info.seed is None:
-            self._jobs.pop(epoch, None)
+        info = self.node.ledger.epoch(epoch, lists=False) if status.phase == "delay" else None
+        waiting = info is not None and info.delayed_seed is None and info.seed is not None
+        self._drop(keep=epoch if waiting else None)
+        if not waiting or info is None or info.seed is None:
             return False
-        job = self._jobs.get(epoch)
-        if job is None:
+        entry = self._jobs.get(epoch)
+        if entry is None:
             self._jobs[epoch] = self._start(epoch, digest_from_hex(info.seed))
             return False
+        job, _ = entry
         if not job.done():
             return False
+        del self._jobs[epoch]  # whatever happens now, a later tick starts afresh if still needed
         try:
             output = job.result()
         except InterruptedError:
-            self._jobs.pop(epoch, None)  # stopped: the next tick (after a restart) begins again
+            return False  # stopped: the next tick (after a restart) begins again
+        except Exception as exc:  # noqa: BLE001 - a fault of this node's evaluation, never a verdict
+            self.node.event(epoch, EventKind.DELAYED_SEED, f"evaluation failed ({exc}); starting again",
+                            refused=True)
             return False
-        sent = self.node.attempt(epoch, EventKind.DELAYED_SEED,
+        return self.node.attempt(epoch, EventKind.DELAYED_SEED,
                                  lambda: self.node.ledger.delayed_seed(self.node.key, output),
                                  f"VDF output after {self.squarings:,} squarings")
-        if sent:
-            self._jobs = {e: j for e, j in self._jobs.items() if e > epoch}
-        return sent
 
-    def _start(self, epoch: int, seed: bytes) -> Future[DelayedSeedOutput]:
-        # A daemon thread: a node that stops (Ctrl-C) sets `stopping`, which ends the evaluation
-        # at its next chunk; nothing of it is kept (a restart evaluates again).
+    def _drop(self, keep: int | None) -> None:
+        """Stop and forget every evaluation but ``keep``'s (its epoch still waits for it)."""
+        for epoch in [e for e in self._jobs if e != keep]:
+            _, stop = self._jobs.pop(epoch)
+            stop.set()
+
+    def _start(self, epoch: int, seed: bytes) -> tuple[Future[DelayedSeedOutput], threading.Event]:
+        # A daemon thread with a stop of its own, also set when the node stops (Ctrl-C): either
+        # ends the evaluation at its next chunk; nothing of it is kept (a restart evaluates again).
         job: Future[DelayedSeedOutput] = Future()
+        stop = threading.Event()
+        either = _Either(stop, self.node.stopping)
 
         def run() -> None:
             try:
-                job.set_result(delayed_seed_output(epoch, seed, self.squarings, self.node.stopping))
+                job.set_result(delayed_seed_output(epoch, seed, self.squarings, either))
             except BaseException as exc:  # noqa: BLE001 - handed to the tick, which reads it from the future
                 job.set_exception(exc)
 
         threading.Thread(target=run, name=f"vdf-{epoch}", daemon=True).start()
-        return job
+        return job, stop

@@ -20,8 +20,9 @@ Everything here is pure and the contract runs ``verify`` on the same bytes
 
 from __future__ import annotations
 
-import threading
+import re
 from dataclasses import dataclass
+from typing import Protocol
 
 from protocol.rules.hashing import Tag, tagged_hash, u32be, u64be
 
@@ -46,6 +47,14 @@ CHUNK_SQUARINGS = 4096
 """Squarings per ``pow`` call: CPython holds the GIL through one call, so a long delay runs in chunks
 (about 40 ms each here) between which other threads run and ``stop`` is read."""
 
+_LOWER_HEX = re.compile(r"[0-9a-f]*")
+
+
+class StopFlag(Protocol):
+    """What a long evaluation reads between chunks (a ``threading.Event`` is one)."""
+
+    def is_set(self) -> bool: ...
+
 _PRIME_BITS = 128
 _PRIME_TRIES = 1 << 16
 _SMALL_PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71)
@@ -64,7 +73,7 @@ def encode(a: int) -> str:
 
 def decode(text: str) -> int:
     """An element from its encoding; anything but a canonical element is refused with ValueError."""
-    if len(text) != 2 * ELEMENT_BYTES or text != text.lower():
+    if len(text) != 2 * ELEMENT_BYTES or _LOWER_HEX.fullmatch(text) is None:
         raise ValueError(f"a VDF element is {2 * ELEMENT_BYTES} lowercase hex characters")
     a = int.from_bytes(bytes.fromhex(text), "big")
     if a == 0 or a != normalize(a):
@@ -123,7 +132,7 @@ MAX_CHECKPOINTS = 1 << 16
 _BUCKET_BITS = 12
 
 
-def _square(x: int, squarings: int, stop: threading.Event | None) -> int:
+def _square(x: int, squarings: int, stop: StopFlag | None) -> int:
     """``x^(2^squarings) mod N`` in chunks of :data:`CHUNK_SQUARINGS` squarings.
 
     Raises:
@@ -136,7 +145,7 @@ def _square(x: int, squarings: int, stop: threading.Event | None) -> int:
     return x
 
 
-def _power(x: int, exponent: int, stop: threading.Event | None) -> int:
+def _power(x: int, exponent: int, stop: StopFlag | None) -> int:
     """``x^exponent mod N``, left to right in windows of 8 bits over a table of ``x^0 … x^255``: one
     squaring per bit and one product per window (about 1.13 squarings per bit), a chunk of
     :data:`CHUNK_SQUARINGS` bits at a time.
@@ -158,7 +167,7 @@ def _power(x: int, exponent: int, stop: threading.Event | None) -> int:
     return result
 
 
-def evaluate(x: int, squarings: int, stop: threading.Event | None = None) -> int:
+def evaluate(x: int, squarings: int, stop: StopFlag | None = None) -> int:
     """``y = x^(2^T)``: ``T`` squarings one after the other, in chunks (``stop`` ends it early)."""
     _check_squarings(squarings)
     return normalize(_square(x, squarings, stop))
@@ -180,20 +189,18 @@ def checkpoint_interval(squarings: int) -> int:
 
 
 def evaluate_with_checkpoints(x: int, squarings: int,
-                              stop: threading.Event | None = None) -> tuple[int, Checkpoints]:
+                              stop: StopFlag | None = None) -> tuple[int, Checkpoints]:
     """:func:`evaluate`, keeping every :func:`checkpoint_interval`-th power for :func:`prove`."""
     _check_squarings(squarings)
     every = checkpoint_interval(squarings)
     powers = []
     for done in range(0, squarings, every):
-        if stop is not None and stop.is_set():
-            raise InterruptedError("the VDF evaluation was stopped")
         powers.append(x)
-        x = pow(x, 1 << min(every, squarings - done), MODULUS)
+        x = _square(x, min(every, squarings - done), stop)  # chunks of at most CHUNK_SQUARINGS
     return normalize(x), Checkpoints(every, powers)
 
 
-def _multi_power(bases: list[int], exponents: list[int], bits: int, stop: threading.Event | None) -> int:
+def _multi_power(bases: list[int], exponents: list[int], bits: int, stop: StopFlag | None) -> int:
     """``Π bases[m]^exponents[m] mod N`` for exponents below ``2^bits``: Pippenger's buckets, 12 bits
     of every exponent at a time (one product per base and window, plus two per bucket)."""
     result = 1
@@ -218,7 +225,7 @@ def _multi_power(bases: list[int], exponents: list[int], bits: int, stop: thread
     return result
 
 
-def prove(x: int, y: int, squarings: int, stop: threading.Event | None = None,
+def prove(x: int, y: int, squarings: int, stop: StopFlag | None = None,
           checkpoints: Checkpoints | None = None) -> int:
     """``π = x^⌊2^T / ℓ⌋``. From ``x`` alone: about ``1.13 · T`` more squarings (its exponent has
     ``T − 127`` bits). From the evaluation's ``checkpoints``: ``π = Π_m c_m^(e_m)`` where ``c_m =

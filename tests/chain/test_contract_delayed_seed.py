@@ -8,9 +8,10 @@ balanced. Both backends (the devnet runs the same wasm through injectived)."""
 from __future__ import annotations
 
 import pytest
-from ledger_env import VALIDATOR_STAKE, make_spec
+from ledger_env import EMBEDDED_ONLY, VALIDATOR_STAKE, make_spec
 
 from chain.ledger import ContractError
+from node.participant import Participant
 from protocol.messages import DelayedSeedOutput
 from protocol.rules import vdf
 from protocol.rules.sampling import challenge_seats, pickers
@@ -81,3 +82,33 @@ def test_the_delay_phase_ends_only_with_a_valid_output_whose_seed_picks_for_ever
     assert all(h.outcome == "accepted" for h in report.hosts)
     assert env.epoch(1).phase == "join"
     env.assert_books()
+
+
+@EMBEDDED_ONLY
+def test_nodes_wait_in_delay_but_advance_the_assignment_pages_that_follow_its_output(make_ledger_env,
+                                                                                       tmp_path) -> None:
+    """A node never sends ``advance`` into ``delay`` while it waits (only the output ends it), but
+    once the output is posted the assignment runs under that phase's name, page by page: nodes must
+    advance those pages, or a run of more participants than a page stalls there."""
+    spec = make_spec(train={"inner_steps": 16, "segment_steps": 2},
+                     verification={"challenges_k": 2, "delay_squarings": 64})
+    env = make_ledger_env(spec, settle_page=2)  # 6 participants: three pages of assignment
+    env.bond_all([*HOSTS, *VALIDATORS])
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
+    for name in [*HOSTS, *VALIDATORS]:
+        env.reveal(name, 0)
+    env.settle()
+    node = Participant(env.ledger, env.key("host1"), spec, tmp_path)
+    node.role = "host"
+    env.wait_past_deadline(0)
+    status = env.ledger.participant(env.addr("host1"), 0)
+    assert status.phase == "delay" and env.height() >= status.phase_deadline
+    assert not node.maybe_advance(status)  # past its deadline, and still nothing to send
+    env.ledger.delayed_seed(env.key("funder"), env.delayed_seed_output(0))
+    assert env.epoch(0).phase == "delay" and env.epoch(0).closing == "assign"
+    sent = 0
+    while (status := env.ledger.participant(env.addr("host1"), 0)).phase == "delay":
+        assert node.maybe_advance(status), "a page of the assignment was not advanced"
+        sent += 1
+        assert sent < 10
+    assert sent >= 1 and env.epoch(0).phase == "verify"

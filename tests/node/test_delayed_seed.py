@@ -47,7 +47,8 @@ def test_a_network_draws_every_hosts_challenges_from_the_delayed_seed(tmp_path, 
     assert net.total_funds() == net.initial_funds
 
 
-def test_a_stopping_node_ends_its_evaluation_and_posts_nothing(tmp_path, load_dataset) -> None:
+def _waiting_in_delay(tmp_path, load_dataset) -> tuple[LocalNetwork, ValidatorNode]:
+    """A run whose epoch 0 waits in delay with its validator evaluating 2^30 squarings (hours)."""
     spec = simulation_spec(tiny("delayed-seed-stop").with_changes(
         train={"inner_steps": 16, "segment_steps": 2, "batch_size": 4},
         verification={"delay_squarings": 1 << 30}), validators=1)
@@ -55,19 +56,39 @@ def test_a_stopping_node_ends_its_evaluation_and_posts_nothing(tmp_path, load_da
     net = LocalNetwork(spec, tmp_path, roster, load_dataset(spec.data), validator_factory=ValidatorNode)
     validator = net.validators[0]
     assert isinstance(validator, ValidatorNode)
-    poster: DelayedSeedPoster = validator.delayed_seed
     for _ in range(200):  # join, train, reveal: until the epoch waits for its delayed seed
         for node in net.nodes:
             node.tick()
         net.ledger.end_block()
-        if net.ledger.epoch(0, lists=False).phase == "delay" and poster.running:
+        if net.ledger.epoch(0, lists=False).phase == "delay" and validator.delayed_seed.running:
             break
     assert net.ledger.epoch(0, lists=False).phase == "delay"
-    (job,) = poster.running  # 2^30 squarings: hours, so still running
-    validator.stopping.set()
+    return net, validator
+
+
+def _ended(job) -> bool:
     done = threading.Event()
     job.add_done_callback(lambda _: done.set())
-    assert done.wait(timeout=30), "the evaluation did not stop"
+    return done.wait(timeout=30)
+
+
+def test_a_stopping_node_ends_its_evaluation_and_posts_nothing(tmp_path, load_dataset) -> None:
+    net, validator = _waiting_in_delay(tmp_path, load_dataset)
+    poster: DelayedSeedPoster = validator.delayed_seed
+    (job,) = poster.running  # 2^30 squarings: hours, so still running
+    validator.stopping.set()
+    assert _ended(job), "the evaluation did not stop"
     assert isinstance(job.exception(), InterruptedError)
     assert not poster.tick(validator.status())  # nothing posted; the job is dropped
     assert poster.running == [] and net.ledger.epoch(0, lists=False).delayed_seed is None
+
+
+def test_an_evaluation_whose_epoch_no_longer_waits_is_stopped(tmp_path, load_dataset) -> None:
+    # As when another node posted first: the next tick sees the epoch past delay and stops the job.
+    _net, validator = _waiting_in_delay(tmp_path, load_dataset)
+    poster: DelayedSeedPoster = validator.delayed_seed
+    (job,) = poster.running
+    moved_on = validator.status().model_copy(update={"phase": "verify"})
+    assert not poster.tick(moved_on)
+    assert _ended(job) and isinstance(job.exception(), InterruptedError)
+    assert poster.running == [] and not validator.stopping.is_set()

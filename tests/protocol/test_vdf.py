@@ -57,6 +57,7 @@ def test_encodings_are_canonical() -> None:
     y = vdf.evaluate(X, 10)
     assert vdf.decode(vdf.encode(y)) == y
     for bad, why in [(vdf.encode(y)[:-2], "512"), (vdf.encode(y).upper(), "512"),
+                     ("00 " * 170 + "01", "512"),  # bytes.fromhex would skip the spaces
                      (vdf.encode(vdf.MODULUS - y), "smaller"), ("0" * 512, "smaller")]:
         with pytest.raises(ValueError, match=why):
             vdf.decode(bad)

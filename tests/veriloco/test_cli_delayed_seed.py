@@ -56,7 +56,7 @@ def test_an_operator_posts_the_delayed_seed_an_epoch_waits_for(tmp_path, load_da
     assert after["epoch"] == 0 and after["phase"] == "verify" and len(after["delayed_seed"]) == 64
     # The epoch no longer waits: a second post is refused in one line, nothing is sent.
     again = cli("epoch", "delayed-seed", "--key", "alice", "--network", str(network), home=home, check=False)
-    assert again.returncode != 0 and "not delay: nothing to post" in again.stderr
+    assert again.returncode != 0 and "not waiting in delay: nothing to post" in again.stderr
     # The validator's challenges were assigned from that seed: it has its seats now.
     challenges = json.loads(cli("epoch", "show", "--json", "--network", str(network), home=home).stdout)
     assert challenges["epoch"]["phase"] == "verify" and validator in challenges["epoch"]["validators"]

@@ -129,7 +129,8 @@ def delayed_seed(epoch: Annotated[int | None, typer.Argument(
     from node.delayed_seed import delayed_seed_output  # noqa: PLC0415 (only this command evaluates)
 
     signer = open_key(key, home)
-    with open_ledger(load_network(network, home), save=True) as ledger:
+    settings = load_network(network, home)
+    with open_ledger(settings) as ledger:  # read, then let go of the chain while evaluating
         squarings = ledger.spec().verification.delay_squarings
         if squarings == 0:
             raise CommandError("this run does not delay its seed (verification.delay_squarings is 0)")
@@ -137,11 +138,12 @@ def delayed_seed(epoch: Annotated[int | None, typer.Argument(
             current = ledger.epoch(lists=False)
             epoch = current.settling if current.phase != "delay" and current.settling is not None else current.epoch
         info = ledger.epoch(epoch, lists=False)
-        if info.phase != "delay" or info.seed is None:
-            raise CommandError(f"epoch {epoch} is in phase {info.phase}, not delay: nothing to post")
-        err_console.print(f"delayed-seed: {squarings:,} squarings over epoch {epoch}'s seed, then the proof",
-                          highlight=False)
-        output = delayed_seed_output(epoch, bytes.fromhex(info.seed), squarings)
+    if info.phase != "delay" or info.seed is None or info.delayed_seed is not None:
+        raise CommandError(f"epoch {epoch} is in phase {info.phase}, not waiting in delay: nothing to post")
+    err_console.print(f"delayed-seed: {squarings:,} squarings over epoch {epoch}'s seed, then the proof",
+                      highlight=False)
+    output = delayed_seed_output(epoch, bytes.fromhex(info.seed), squarings)
+    with open_ledger(settings, save=True) as ledger:
         try:
             tx = ledger.delayed_seed(signer, output)
         except ContractError as exc:
