@@ -177,12 +177,14 @@ class Participant:
     def maybe_advance(self, status: ParticipantStatus) -> bool:
         """Close the current phase if its deadline has passed (the contract closes it only with a
         transaction; nodes send it so that no run waits for an operator). Not ``delay`` while it
-        waits: only its VDF output closes it (``node.delayed_seed``); once the output is posted the
-        assignment runs under that name page by page, and those pages are advanced as any close."""
+        waits without a fallback window (``verification.delay_blocks``): only its VDF output closes
+        it (``node.delayed_seed``); once the output is posted the assignment runs under that name
+        page by page, and those pages are advanced as any close."""
         if status.phase == "closed" or self.ledger.height() < status.phase_deadline:
             return False
-        if status.phase == "delay" and self.ledger.epoch(status.epoch, lists=False).closing is None:
-            return False
+        if (status.phase == "delay" and self.spec.verification.delay_blocks == 0
+                and self.ledger.epoch(status.epoch, lists=False).closing is None):
+            return False  # no fallback window: only the output ends it
         key = (status.epoch, status.phase, status.phase_deadline, self._settling_seen)
         if self.spec.phases.pipelined and key == self._advance_refused:
             return False  # held until the settling epoch closes (a held reveal keeps its deadline)

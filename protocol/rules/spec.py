@@ -19,6 +19,7 @@ from protocol.rules.encoding import I64_MAX, EncodingError, canonical_json, pars
 from protocol.rules.hashing import HexDigest, Tag, tagged_hash
 from protocol.rules.limits import (
     BPS_DENOMINATOR,
+    MAX_BLOCKS,
     MAX_HELD_BITS,
     MAX_JOIN_EXTENSIONS,
     MAX_MISS_WINDOW_EPOCHS,
@@ -374,6 +375,10 @@ class VerificationSpec(Boundary):
     # its pickers (each sits on all k + 1); 0, each picker's revealed secret picks its own. T must
     # take the fastest squarer longer than the reveal window. Omitted from the canonical JSON at 0.
     delay_squarings: int = Field(default=0, ge=0, le=vdf.MAX_SQUARINGS, strict=True)
+    # With a delayed seed: the blocks phase delay waits for the output; past them the challenges
+    # fall back to each picker's own picks. 0 (the default, omitted): it waits however long it
+    # takes. Size it well past an honest evaluation (docs/contract.md, "The delayed seed").
+    delay_blocks: int = Field(default=0, ge=0, le=MAX_BLOCKS, strict=True)
 
     @model_serializer(mode="wrap")
     def _omit_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -382,8 +387,9 @@ class VerificationSpec(Boundary):
             del data["trap_probability"]
         if data.get("probe_windows") == DEFAULT_PROBE_WINDOWS:
             del data["probe_windows"]
-        if data.get("delay_squarings") == 0:
-            del data["delay_squarings"]
+        for field in ("delay_squarings", "delay_blocks"):
+            if data.get(field) == 0:
+                del data[field]
         return data
 
     @model_validator(mode="before")

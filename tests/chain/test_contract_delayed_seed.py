@@ -112,3 +112,42 @@ def test_nodes_wait_in_delay_but_advance_the_assignment_pages_that_follow_its_ou
         sent += 1
         assert sent < 10
     assert sent >= 1 and env.epoch(0).phase == "verify"
+
+
+@EMBEDDED_ONLY
+def test_with_a_fallback_window_nodes_close_delay_and_each_picker_picks_for_itself(make_ledger_env,
+                                                                                   tmp_path) -> None:
+    """``verification.delay_blocks``: past that window without an output the nodes close ``delay``
+    as any due phase, and the challenges are each picker's own (what a run without the option draws):
+    every evaluator down no longer holds the epoch."""
+    spec = make_spec(train={"inner_steps": 16, "segment_steps": 2},
+                     verification={"challenges_k": 2, "delay_squarings": 64, "delay_blocks": 20})
+    env = make_ledger_env(spec)
+    env.bond_all([*HOSTS, *VALIDATORS])
+    revealing = [*HOSTS, *VALIDATORS]
+    env.play_epoch(HOSTS, VALIDATORS, stop_after="train")
+    for name in revealing:
+        env.reveal(name, 0)
+    env.settle()
+    node = Participant(env.ledger, env.key("host1"), spec, tmp_path)
+    node.role = "host"
+    status = env.ledger.participant(env.addr("host1"), 0)
+    assert status.phase == "delay" and not node.maybe_advance(status)  # within its window
+    env.wait_past_deadline(0)
+    assert node.maybe_advance(env.ledger.participant(env.addr("host1"), 0))
+    env.settle()
+    info = env.epoch(0)
+    assert info.phase == "verify" and info.delayed_seed is None
+    joined = validator_weights(env.report(0).validators)
+    want = {}
+    for host in HOSTS:
+        address = env.addr(host)
+        chosen = pickers(bytes.fromhex(info.prev_seed), address, joined, spec.verification.seats_cap)
+        secrets = {p: env.secret(env.name_of(p), 0) for p in chosen}
+        want.update({(address, g): v for g, v in challenge_seats(secrets, address, spec.train.segments,
+                                                                 spec.verification.challenges_k).items()})
+    got = {(c.host, c.segment): [v.validator for v in c.votes if v.round == 0] for c in env.report(0).challenges}
+    assert got == want
+    env.play_epoch(HOSTS, VALIDATORS)
+    assert all(h.outcome == "accepted" for h in env.report(0).hosts)
+    env.assert_books()

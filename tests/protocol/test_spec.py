@@ -249,3 +249,9 @@ def test_the_delayed_seed_is_omitted_at_zero_and_bounded() -> None:
         make_spec(verification={"delay_squarings": 2**40 + 1})
     with pytest.raises(ValidationError):
         make_spec(verification={"delay_squarings": -1})
+    # Its fallback window, omitted at 0 (wait for the output however long it takes).
+    window = make_spec(verification={"delay_squarings": 1000, "delay_blocks": 600})
+    assert b'"delay_blocks":600' in window.canonical() and window.run_id() != delayed.run_id()
+    assert RunSpec.from_canonical(window.canonical()) == window
+    with pytest.raises(ValidationError):
+        make_spec(verification={"delay_blocks": 10_000_001})

@@ -227,6 +227,11 @@ pub struct Verification {
     /// revealed secret picks its own.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub delay_squarings: u64,
+    /// With a delayed seed: the blocks phase `delay` waits for the output; past them the
+    /// challenges fall back to each picker's own picks (0, the default, omitted: it waits for
+    /// the output however long it takes).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub delay_blocks: u64,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -392,6 +397,9 @@ impl RunSpecView {
         }
         if ver.challenges_k > MAX_SEGMENTS {
             invalid!("verification.challenges_k must be at most {MAX_SEGMENTS}");
+        }
+        if ver.delay_blocks > MAX_BLOCKS {
+            invalid!("verification.delay_blocks must be at most {MAX_BLOCKS}");
         }
         if ver.delay_squarings > crate::vdf::MAX_SQUARINGS {
             invalid!(

@@ -182,14 +182,14 @@ pub fn assign_page(
                     .unwrap_or_default()
             })
             .collect();
-        // With a delayed seed, the VDF output's seed picks for every picker (phase `delay`).
-        let delayed_seed = if config.verification.delay_squarings > 0 {
-            Some(stored_digest(
-                ep.header.delayed_seed.as_deref(),
-                "corrupt state: challenges assigned before the delayed seed",
-            )?)
-        } else {
-            None
+        // With a delayed seed, the VDF output's seed picks for every picker (phase `delay`); none
+        // posted within `delay_blocks`: each picker's own secret, as without the option.
+        let delayed_seed = match ep.header.delayed_seed.as_deref() {
+            Some(text) if config.verification.delay_squarings > 0 => Some(stored_digest(
+                Some(text),
+                "corrupt state: a delayed seed that is not a digest",
+            )?),
+            _ => None,
         };
         Some(PickContext {
             prev_seed,

@@ -331,8 +331,11 @@ pub fn advance(
         if ep.header.phase == Phase::Closed || pipeline::held(storage, config, ep)? {
             return Ok(transitions);
         }
-        // `delay` has no deadline to close on: only a valid VDF output ends it.
-        let due = height >= ep.header.phase_deadline && ep.header.phase != Phase::Delay;
+        // `delay` closes on its deadline only with a fallback window (`delay_blocks`); otherwise
+        // only a valid VDF output ends it.
+        let waits_for_output =
+            ep.header.phase == Phase::Delay && config.verification.delay_blocks == 0;
+        let due = height >= ep.header.phase_deadline && !waits_for_output;
         let complete = phase_complete(storage, config, ep)?;
         if !due && !complete {
             return Ok(transitions);
@@ -369,7 +372,8 @@ fn close_phase(
             begin_close(ep, closing, at);
             Ok(())
         }
-        // The VDF output was posted: the challenges follow, drawn from it.
+        // The VDF output was posted (the challenges follow, drawn from it), or the fallback window
+        // passed without it (each picker's own picks).
         Phase::Delay => {
             let closing = Closing {
                 reveals: ep.counts.revealed,
@@ -441,15 +445,18 @@ fn after_close(
 ) -> Result<(), ContractError> {
     let verify_blocks = config.phases.verify_blocks;
     match stage {
-        // The seed is fixed; the challenges wait for the VDF output over it. The window is
-        // what the delay is expected to take (`reveal_blocks`); the phase closes only on it.
-        Stage::Seed => enter(
-            ep,
-            Phase::Delay,
-            at,
-            config.phases.reveal_blocks,
-            &mut out.events,
-        ),
+        // The seed is fixed; the challenges wait for the VDF output over it: for `delay_blocks`
+        // (then each picker's own picks), or, without them, as long as it takes (the window,
+        // `reveal_blocks`, is then only when the output is expected).
+        Stage::Seed => {
+            let ver = &config.verification;
+            let window = if ver.delay_blocks > 0 {
+                ver.delay_blocks
+            } else {
+                config.phases.reveal_blocks
+            };
+            enter(ep, Phase::Delay, at, window, &mut out.events)
+        }
         Stage::Assign => enter(ep, Phase::Verify, at, verify_blocks, &mut out.events),
         Stage::Objections => {
             let counts = ep.counts_mut();

@@ -477,6 +477,7 @@ mod tests {
             trap_max_distance: "0.001".into(),
             probe_windows: 0,
             delay_squarings: 0,
+            delay_blocks: 0,
         }
     }
 

@@ -195,6 +195,42 @@ fn a_settling_epoch_waits_in_delay_while_the_next_one_trains() {
 }
 
 #[test]
+fn past_its_fallback_window_the_challenges_are_each_pickers_own_and_a_late_output_is_refused() {
+    let spec = spec_with(json!({"train": {"inner_steps": 16, "segment_steps": 2},
+                                "verification": {"challenges_k": 2, "delay_squarings": SQUARINGS,
+                                                 "delay_blocks": 20}}));
+    let mut net = Net::new(&spec, 2, 6);
+    play_to_delay(&mut net);
+    let info = net.info();
+    assert_eq!(info["phase"], "delay");
+    let seed = info["seed"].as_str().unwrap().to_string();
+    // Within the window nothing is due; past it, advance closes `delay` without an output.
+    let refusal = net.chain.refused(&net.hosts[0], json!({"advance": {}}));
+    assert!(refusal.contains("nothing is due"), "{refusal}");
+    net.chain.wait_past_deadline();
+    let (_, output, proof) = output_and_proof(&seed, SQUARINGS);
+    let late = json!({"delayed_seed": {"epoch": 0, "output": output, "proof": proof}});
+    let refusal = net.chain.refused(&net.validators[0].clone(), late);
+    assert!(refusal.contains("delayed_seed"), "{refusal}");
+    net.chain.ok(&net.hosts[0].clone(), json!({"advance": {}}));
+    net.settle();
+    assert_eq!(net.phase(), "verify");
+    assert!(net.info()["delayed_seed"].is_null());
+    // Every seat on a segment other than the last is one of that picker's own picks.
+    for v in net.validators.clone() {
+        for c in net.challenges(&v) {
+            let (host, g) = (c["host"].as_str().unwrap(), c["segment"].as_u64().unwrap());
+            if g != 7 {
+                let own: Vec<u64> = picks(&secret(&v), host, 8, 2).into_iter().map(u64::from).collect();
+                assert!(own.contains(&g), "{v} seated on {host}/{g}, not its own pick {own:?}");
+            }
+        }
+    }
+    net.play_verdicts(&honest);
+    assert_eq!(net.phase(), "propose");
+}
+
+#[test]
 fn a_delay_past_the_largest_is_refused_with_the_spec() {
     let spec = spec_with(json!({"verification": {"delay_squarings": (1u64 << 40) + 1}}));
     let chain = MockDeps::default();
