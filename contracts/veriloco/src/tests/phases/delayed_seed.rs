@@ -221,8 +221,14 @@ fn past_its_fallback_window_the_challenges_are_each_pickers_own_and_a_late_outpu
         for c in net.challenges(&v) {
             let (host, g) = (c["host"].as_str().unwrap(), c["segment"].as_u64().unwrap());
             if g != 7 {
-                let own: Vec<u64> = picks(&secret(&v), host, 8, 2).into_iter().map(u64::from).collect();
-                assert!(own.contains(&g), "{v} seated on {host}/{g}, not its own pick {own:?}");
+                let own: Vec<u64> = picks(&secret(&v), host, 8, 2)
+                    .into_iter()
+                    .map(u64::from)
+                    .collect();
+                assert!(
+                    own.contains(&g),
+                    "{v} seated on {host}/{g}, not its own pick {own:?}"
+                );
             }
         }
     }
