@@ -63,10 +63,10 @@ class DelayedSeedPoster:
             return False
         epoch = status.epoch
         info = self.node.ledger.epoch(epoch, lists=False) if status.phase == "delay" else None
-        waiting = info is not None and info.delayed_seed is None and info.seed is not None
-        self._drop(keep=epoch if waiting else None)
-        if not waiting or info is None or info.seed is None:
+        if info is None or info.delayed_seed is not None or info.seed is None:
+            self._drop(keep=None)  # the epoch no longer waits: stop whatever still evaluates
             return False
+        self._drop(keep=epoch)
         entry = self._jobs.get(epoch)
         if entry is None:
             self._jobs[epoch] = self._start(epoch, digest_from_hex(info.seed))

@@ -59,6 +59,7 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
             :data:`MAX_ADVANCES` transactions were needed, or an epoch waits for its delayed seed.
     """
     drive = Drive()
+    waits_for_output = ledger.spec().verification.delay_blocks == 0  # else delay closes on its deadline
     while True:
         info, height = ledger.epoch(lists=False), ledger.height()
         move = next_move(info, height, until)
@@ -66,7 +67,7 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
             return drive
         if len(drive.txs) >= MAX_ADVANCES:
             raise CommandError(f"still in epoch {info.epoch} after {MAX_ADVANCES} advances; stopping")
-        if move == "advance" and info.phase == "delay" and info.closing is None:
+        if move == "advance" and info.phase == "delay" and info.closing is None and waits_for_output:
             # Only the VDF output closes it (docs/operators.md, "A stalled phase").
             raise CommandError(f"epoch {info.epoch} waits for its delayed seed (phase delay), which advance "
                                f"cannot close: `veriloco epoch delayed-seed` posts it")

@@ -39,20 +39,24 @@ class PhaseProgress(BaseModel):
     closing: str | None = None
 
 
-def phase_window(phase: str, phases: PhaseSpec) -> int | None:
-    """The spec's window for ``phase`` in blocks (None: ``objection``, ``closed``)."""
-    # ``delay`` closes only on the VDF output: its deadline is when the output is expected.
+def phase_window(phase: str, phases: PhaseSpec, delay_blocks: int = 0) -> int | None:
+    """The spec's window for ``phase`` in blocks (None: ``objection``, ``closed``). ``delay`` waits
+    ``verification.delay_blocks`` when the run sets them, else its deadline is only when the VDF
+    output is expected (``reveal_blocks``), as the contract opens it."""
     windows = {"join": phases.join_blocks, "train": phases.train_blocks, "reveal": phases.reveal_blocks,
-               "delay": phases.reveal_blocks, "verify": phases.verify_blocks, "dispute": phases.verify_blocks,
+               "delay": delay_blocks or phases.reveal_blocks, "verify": phases.verify_blocks,
+               "dispute": phases.verify_blocks,
                "verdict_reveal": phases.verdict_reveal_blocks, "dispute_reveal": phases.verdict_reveal_blocks,
                "propose": phases.propose_blocks}
     return windows.get(phase)
 
 
-def phase_progress(info: EpochInfo, height: int, phases: PhaseSpec, seconds_per_block: float | None) -> PhaseProgress:
-    """The progress of ``info``'s phase at ``height``."""
+def phase_progress(info: EpochInfo, height: int, phases: PhaseSpec, seconds_per_block: float | None,
+                   delay_blocks: int = 0) -> PhaseProgress:
+    """The progress of ``info``'s phase at ``height`` (``delay_blocks``: the run's
+    ``verification.delay_blocks``)."""
     left = max(0, info.phase_deadline - height)
-    window = phase_window(info.phase, phases)
+    window = phase_window(info.phase, phases, delay_blocks)
     fraction = None if not window else min(1.0, max(0.0, 1 - left / window))
     step = PHASE_ORDER.index(info.phase) + 1 if info.phase in PHASE_ORDER else 0
     return PhaseProgress(epoch=info.epoch, phase=info.phase, height=height, deadline=info.phase_deadline,

@@ -56,6 +56,8 @@ def test_the_delay_phase_is_a_step_of_its_own_shown_only_while_it_runs() -> None
     delay = phase_progress(epoch_info(phase="delay"), 290, phases, seconds_per_block=1.0)
     verify = phase_progress(epoch_info(phase="verify"), 290, phases, seconds_per_block=1.0)
     assert (delay.step, delay.window, delay.blocks_left) == (4, 30, 10)
+    # With a fallback window (verification.delay_blocks) that is the phase's window.
+    assert phase_progress(epoch_info(phase="delay"), 290, phases, 1.0, delay_blocks=40).window == 40
     assert verify.step == 5
     console = Console(width=200, record=True)
     console.print(watch_view("run", delay, [], {}))

@@ -55,7 +55,7 @@ def _frame(net: NetworkFile, clock: BlockClock, names: dict[str, str], history: 
         if net.chain.backend == "cosmos":  # an embedded chain's blocks come with transactions, not time
             clock.observe(height)
         recent = [ledger.kept_report(e, closed) for e in range(max(0, info.epoch - history), info.epoch)]
-    now = phase_progress(info, height, spec.phases, clock.seconds_per_block())
+    now = phase_progress(info, height, spec.phases, clock.seconds_per_block(), spec.verification.delay_blocks)
     return watch_view(spec.name, now, list(reversed(recent)), names), now
 
 

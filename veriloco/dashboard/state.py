@@ -146,6 +146,7 @@ def build_state(*, spec: RunSpec, contract: str, chain: str, current: EpochInfo,
                   model=f"{spec.model.architecture} {dict(spec.model.params)}", inner_steps=spec.train.inner_steps,
                   segments=spec.train.segments, challenges_k=spec.verification.challenges_k,
                   seats_cap=spec.verification.seats_cap, rule=spec.aggregation.rule, denom=denom)
-    return DashboardState(run=run, now=phase_progress(current, height, spec.phases, seconds_per_block), epochs=epochs,
+    return DashboardState(run=run, now=phase_progress(current, height, spec.phases, seconds_per_block,
+                                                                 spec.verification.delay_blocks), epochs=epochs,
                           outcomes_epoch=None if latest is None else latest.epoch, outcomes=outcomes, members=rows,
                           funds=funds, updated=updated)
