@@ -131,7 +131,8 @@ pub enum Phase {
     Train,
     Reveal,
     /// With `verification.delay_squarings` > 0: the seed is fixed; anyone posts the VDF output
-    /// over it (`delayed_seed`), which picks the challenges. Closes only on a valid output.
+    /// over it (`delayed_seed`), which picks the challenges. Closes on a valid output, or, with
+    /// `verification.delay_blocks` > 0, once that window passed (each picker's own picks then).
     Delay,
     /// Round-0 seats commit to their verdicts.
     Verify,

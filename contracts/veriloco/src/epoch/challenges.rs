@@ -184,13 +184,17 @@ pub fn assign_page(
             .collect();
         // With a delayed seed, the VDF output's seed picks for every picker (phase `delay`); none
         // posted within `delay_blocks`: each picker's own secret, as without the option.
-        let delayed_seed = match ep.header.delayed_seed.as_deref() {
-            Some(text) if config.verification.delay_squarings > 0 => Some(stored_digest(
-                Some(text),
-                "corrupt state: a delayed seed that is not a digest",
-            )?),
-            _ => None,
-        };
+        let delayed_seed = ep
+            .header
+            .delayed_seed
+            .as_deref()
+            .map(|text| {
+                stored_digest(
+                    Some(text),
+                    "corrupt state: a delayed seed that is not a digest",
+                )
+            })
+            .transpose()?;
         Some(PickContext {
             prev_seed,
             delayed_seed,
