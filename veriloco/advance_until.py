@@ -22,17 +22,47 @@ from veriloco.errors import CommandError
 Move = Literal["done", "advance", "wait"]
 
 MAX_ADVANCES = 10_000
-"""The most transactions one ``--until`` sends (a guard against a run that never reaches its epoch)."""
+"""The most ``advance``s one ``--until`` sends, refused ones included (a guard against a run that
+never reaches its epoch)."""
 
 
-def next_move(info: EpochInfo, height: int, until: int) -> Move:
+def next_move(info: EpochInfo, height: int, until: int, settling: EpochInfo | None = None) -> Move:
     """What to do to bring the run to epoch ``until``: ``done`` once it is there, ``advance`` when
-    the current phase's deadline has passed (or a paged close is running), ``wait`` for blocks."""
+    a phase's deadline has passed (or a paged close is running) in the current epoch or in the
+    older one a pipelined run still settles (``settling``), ``wait`` for blocks."""
     if info.epoch >= until:
         return "done"
-    if info.closing is not None or height >= info.phase_deadline:
+    if any(e.closing is not None or height >= e.phase_deadline for e in _in_flight(info, settling)):
         return "advance"
     return "wait"
+
+
+def next_deadline(info: EpochInfo, height: int, settling: EpochInfo | None = None) -> int:
+    """The height to wait for: the nearest deadline ahead of either epoch in flight, else the next
+    block (a phase held by the settling epoch keeps its old deadline until that one closes)."""
+    ahead = [e.phase_deadline for e in _in_flight(info, settling) if e.phase_deadline > height]
+    return min(ahead, default=height + 1)
+
+
+def waiting_for_output(info: EpochInfo, settling: EpochInfo | None, height: int, delay_blocks: int) -> int | None:
+    """The epoch that nothing but its delayed seed can move on, when that is all that is due: in
+    phase ``delay`` of a run without a fallback window (``verification.delay_blocks`` = 0), with
+    no other epoch's phase due. ``None`` when an ``advance`` may still close something."""
+    if delay_blocks:
+        return None  # the window's deadline closes delay like any other
+    due = [e for e in _in_flight(info, settling) if e.closing is not None or height >= e.phase_deadline]
+    stuck = [e for e in due if e.phase == "delay" and e.closing is None]
+    return stuck[0].epoch if stuck and len(stuck) == len(due) else None
+
+
+def _in_flight(info: EpochInfo, settling: EpochInfo | None) -> list[EpochInfo]:
+    return [info] if settling is None else [settling, info]
+
+
+def _delay_error(epoch: int) -> CommandError:
+    # Only the VDF output closes it (docs/operators.md, "A stalled phase").
+    return CommandError(f"epoch {epoch} waits for its delayed seed (phase delay), which advance cannot close: "
+                        f"`veriloco epoch delayed-seed {epoch}` posts it")
 
 
 @dataclass
@@ -47,6 +77,9 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
                   progress: Callable[[str], None] = lambda _: None) -> Drive:
     """Advance phases until the run's current epoch is ``until`` (or later).
 
+    In a pipelined run the current epoch's later phases wait for the older epoch to settle
+    ("held"): then it waits for the older epoch's deadlines and closes them too.
+
     Args:
         ledger: the run.
         key: who sends ``advance`` (any account with funds for fees).
@@ -59,34 +92,51 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
             :data:`MAX_ADVANCES` transactions were needed, or an epoch waits for its delayed seed.
     """
     drive = Drive()
-    waits_for_output = ledger.spec().verification.delay_blocks == 0  # else delay closes on its deadline
+    delay_blocks = ledger.spec().verification.delay_blocks
+    tries = 0  # advances sent or refused: a run that never gets there stops
     while True:
         info, height = ledger.epoch(lists=False), ledger.height()
-        move = next_move(info, height, until)
+        settling = ledger.epoch(info.settling, lists=False) if info.settling is not None else None
+        move = next_move(info, height, until, settling)
         if move == "done":
             return drive
-        if len(drive.txs) >= MAX_ADVANCES:
+        if tries >= MAX_ADVANCES:
             raise CommandError(f"still in epoch {info.epoch} after {MAX_ADVANCES} advances; stopping")
-        if move == "advance" and info.phase == "delay" and info.closing is None and waits_for_output:
-            # Only the VDF output closes it (docs/operators.md, "A stalled phase").
-            raise CommandError(f"epoch {info.epoch} waits for its delayed seed (phase delay), which advance "
-                               f"cannot close: `veriloco epoch delayed-seed` posts it")
+        if move == "advance" and (stuck := waiting_for_output(info, settling, height, delay_blocks)) is not None:
+            raise _delay_error(stuck)
         if move == "wait":
-            progress(f"epoch {info.epoch} {info.phase}: waiting for height {info.phase_deadline} (now {height})")
-            reached = ledger.wait_for_height(info.phase_deadline, timeout=wait_timeout)
-            if reached < info.phase_deadline:
-                raise CommandError(f"the chain is at height {reached}, not {info.phase_deadline}, after "
-                                   f"{wait_timeout:.0f} s: is it producing blocks?")
+            _wait(ledger, info, next_deadline(info, height, settling), wait_timeout, progress)
             continue
+        tries += 1
         try:
             drive.txs.append(ledger.advance(key))
         except ContractError as exc:
+            held = "held until epoch" in str(exc)
             if "nothing is due" not in str(exc):
                 raise CommandError(str(exc)) from None
-            # The deadline's own block: a message there is late, but the close comes one block on.
-            ledger.wait_for_height(height + 1, timeout=wait_timeout)
+            if held and settling is not None and settling.phase == "delay" and not delay_blocks:
+                raise _delay_error(settling.epoch) from None
+            # The deadline's own block (a message there is late, but the close comes one block on),
+            # or a phase held by the settling epoch: wait for what is due next.
+            target = next_deadline(info, height, settling) if held else height + 1
+            _wait(ledger, info, target, wait_timeout, progress)
             continue
         after = ledger.epoch(lists=False)
-        step = f"epoch {info.epoch} {info.phase} → epoch {after.epoch} {after.phase}"
+        after_settling = ledger.epoch(after.settling, lists=False) if after.settling is not None else None
+        step = f"{_where(info, settling)} → {_where(after, after_settling)}"
         drive.steps.append(step)
         progress(f"{step} (height {drive.txs[-1].height})")
+
+
+def _where(info: EpochInfo, settling: EpochInfo | None) -> str:
+    here = f"epoch {info.epoch} {info.phase}"
+    return here if settling is None else f"{here} (epoch {settling.epoch} {settling.phase} settling)"
+
+
+def _wait(ledger: Ledger, info: EpochInfo, target: int, wait_timeout: float,
+          progress: Callable[[str], None]) -> None:
+    progress(f"epoch {info.epoch} {info.phase}: waiting for height {target} (now {ledger.height()})")
+    reached = ledger.wait_for_height(target, timeout=wait_timeout)
+    if reached < target:
+        raise CommandError(f"the chain is at height {reached}, not {target}, after "
+                           f"{wait_timeout:.0f} s: is it producing blocks?")

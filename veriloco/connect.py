@@ -224,7 +224,8 @@ def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
 
     Args:
         net: the network file.
-        save: for an embedded network, write the chain state back afterwards (after writes).
+        save: for an embedded network, write the chain state back afterwards (after writes), also
+            when the block ends with an error: the transactions committed before it stay.
     """
     if net.chain.backend == "cosmos":
         from chain.cosmos import CosmosBackend  # noqa: PLC0415 (cosmpy loads only for a cosmos network)
@@ -243,6 +244,11 @@ def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
     chain = EmbeddedChain.load(net.chain.state)
     config = chain.query(net.contract, {"config": {}})
     denom = RunSpec.from_canonical(config["spec_json"]).economics.denom
-    yield Ledger(EmbeddedBackend(chain, net.contract, denom))
-    if save:
-        chain.save(net.chain.state)
+    try:
+        yield Ledger(EmbeddedBackend(chain, net.contract, denom))
+    finally:
+        # Also when the command stops part-way (an error, Ctrl-C): what it committed stays, as on a
+        # real chain (`epoch advance --until` may have sent many advances); a refused or interrupted
+        # transaction left nothing (the embedded chain undoes it whole).
+        if save:
+            chain.save(net.chain.state)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_cli import cli
 
 from chain.embedded import EmbeddedChain
@@ -60,3 +61,58 @@ def test_an_operator_posts_the_delayed_seed_an_epoch_waits_for(tmp_path, load_da
     # The validator's challenges were assigned from that seed: it has its seats now.
     challenges = json.loads(cli("epoch", "show", "--json", "--network", str(network), home=home).stdout)
     assert challenges["epoch"]["phase"] == "verify" and validator in challenges["epoch"]["validators"]
+
+
+def saved_settling_in_delay(root: Path, load_dataset) -> Path:
+    """A pipelined run whose epoch 0 waits in phase delay while epoch 1 trains: its validator's
+    node evaluates nothing (as if every evaluator were down), so nobody posts the output."""
+    spec = simulation_spec(tiny("cli-delay-settling").with_changes(
+        train={"inner_steps": 16, "segment_steps": 2, "batch_size": 4},
+        verification={"delay_squarings": 2_000}, phases={"pipelined": True}), validators=1)
+    factory = EmbeddedChainFactory()
+    net = LocalNetwork(spec, root, Roster(hosts=[HostBehaviour()], validators=[validator_behaviour("honest")]),
+                       load_dataset(spec.data), chain=factory)
+    net.validators[0].delayed_seed.squarings = 0  # this node never evaluates the delay
+    for _ in range(300):
+        current = net.ledger.epoch(lists=False)
+        if current.epoch == 1 and current.phase not in ("join", "closed"):
+            break
+        acted = [node.tick() for node in net.nodes]
+        if (job := net.hosts[0].training) is not None:
+            job.result(timeout=120)
+        if not any(acted):  # let a block pass: the embedded chain makes one per round of transactions
+            net.ledger.wait_for_height(net.ledger.height() + 1, timeout=10)
+        net.ledger.end_block()
+    current = net.ledger.epoch(lists=False)
+    assert (current.epoch, current.settling) == (1, 0) and current.phase != "join", current
+    assert net.ledger.epoch(0, lists=False).phase == "delay"
+    assert isinstance(factory.chain, EmbeddedChain)
+    factory.chain.save(root / "chain.json")
+    return NetworkFile(chain=ChainSettings(backend="embedded", state=str(root / "chain.json")),
+                       contract=net.ledger.contract_address, run_id=spec.run_id().hex()).save(root / "network.json")
+
+
+@pytest.mark.slow
+def test_advance_until_names_the_settling_epoch_that_waits_then_waits_out_the_held_phases(
+        tmp_path, load_dataset) -> None:
+    """`advance --until` in a pipelined run whose older epoch waits in delay: it names that epoch and
+    the command that posts its seed (not the contract's bare "held"); once posted, it drives both
+    epochs through their deadlines, waiting where the newer one's phase is held by the older."""
+    network = saved_settling_in_delay(tmp_path / "run", load_dataset)
+    home = tmp_path / "home"
+    Keystore.in_home(home).add("alice", sim_key("host-0"), "pw", scrypt_n=2**10)
+    stuck = cli("epoch", "advance", "--until", "2", "--key", "alice", "--network", str(network), home=home,
+                check=False)
+    assert stuck.returncode != 0, stuck.stdout
+    assert "epoch 0 waits for its delayed seed" in stuck.stderr
+    assert "veriloco epoch delayed-seed 0" in stuck.stderr and "held" not in stuck.stderr, stuck.stderr
+    cli("epoch", "delayed-seed", "0", "--key", "alice", "--network", str(network), home=home)
+    # Epoch 0 settles through its deadlines while epoch 1 trains, then epoch 1 waits in delay too.
+    second = cli("epoch", "advance", "--until", "2", "--key", "alice", "--network", str(network), home=home,
+                 check=False)
+    assert second.returncode != 0 and "(epoch 0 verify settling)" in second.stderr, second.stderr
+    assert "epoch 1 waits for its delayed seed" in second.stderr, second.stderr
+    cli("epoch", "delayed-seed", "1", "--key", "alice", "--network", str(network), home=home)
+    done = json.loads(cli("epoch", "advance", "--until", "2", "--key", "alice", "--json", "--network",
+                          str(network), home=home).stdout)
+    assert done["after"]["epoch"] == 2, done["after"]
