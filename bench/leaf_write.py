@@ -21,6 +21,18 @@ just before the write. The machine may be shared: compare the variants' ratios, 
 
 Run: ``.venv/bin/python bench/leaf_write.py [--repeats 7] [--dir DIR] [--json out.json]``
 (``--dir``: where the files go, default the system's temporary directory; use a real disk, not tmpfs)
+
+``--epoch N`` measures instead what a host's epoch does: ``N`` *distinct* ``small`` leaves written
+one after the other (the writes above replace one path, whose old pages the rename frees at once),
+each either left in the page cache (``kept``, the write before 2026-11-29) or dropped from it once
+on disk (``dropped``: ``save_tensors(..., drop_cache=True)``, what the leaf writer now does for
+every leaf but the last segment's two). Each epoch is thinned to every fourth leaf after it (a
+closed epoch at K = 4); the variants alternate in ``--repeats`` blocks of ``--epochs`` epochs, a
+block's files deleted before the next. A steady host's page cache is full (its leaves alone are
+8 GB an epoch at ``small``), which a block reaches only once the machine's memory (or its memory
+cgroup's limit) is: say how full it was when you report. Per leaf: the writing
+thread's CPU, wall, and the whole machine's busy CPU (``/proc/stat``, every core: it counts the
+kernel's own threads, and also whatever else runs on a shared machine).
 """
 
 from __future__ import annotations
@@ -138,12 +150,75 @@ def run(name: str, tensors: Mapping[str, torch.Tensor], directory: Path, repeats
     return out
 
 
+def machine_busy_s() -> float:
+    """Busy CPU seconds of the whole machine so far (every core; ``/proc/stat``, idle and iowait out)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def epoch_run(tensors: Mapping[str, torch.Tensor], directory: Path, leaves: int, epochs: int,
+              blocks: int) -> dict:
+    """Per variant, ``blocks`` blocks of ``epochs`` epochs of ``leaves`` distinct leaf files, the
+    variants' blocks alternating; after each epoch its leaves are thinned to every fourth (as a
+    host's closed epoch, K = 4), and a block's files are deleted before the next block."""
+    rows: dict[str, list[dict[str, float]]] = {"kept": [], "dropped": []}
+    for _ in range(blocks):
+        for variant in rows:
+            for e in range(epochs):
+                gc.collect()
+                c0, w0, m0 = time.thread_time(), time.perf_counter(), machine_busy_s()
+                for i in range(leaves):
+                    save_tensors(directory / f"e{e}-leaf-{i:04d}.safetensors", tensors, FORMAT,
+                                 drop_cache=variant == "dropped")
+                c1, w1, m1 = time.thread_time(), time.perf_counter(), machine_busy_s()
+                rows[variant].append({"cpu_s": (c1 - c0) / leaves, "wall_s": (w1 - w0) / leaves,
+                                      "machine_s": (m1 - m0) / leaves})
+                for i in range(leaves):
+                    if i % 4:
+                        (directory / f"e{e}-leaf-{i:04d}.safetensors").unlink()
+            for f in directory.iterdir():
+                f.unlink()
+    nbytes = sum(t.numel() * t.element_size() for t in tensors.values())
+    out: dict = {"state": "small leaf", "leaf_MB": nbytes / 1e6, "leaves": leaves, "epochs": epochs,
+                 "blocks": blocks}
+    for variant, r in rows.items():
+        out[variant] = {k: statistics.median(x[k] for x in r) for k in r[0]}
+        out[variant]["runs"] = r
+    out["dropped_cpu_of_kept"] = out["dropped"]["cpu_s"] / out["kept"]["cpu_s"]
+    out["dropped_machine_of_kept"] = out["dropped"]["machine_s"] / out["kept"]["machine_s"]
+    return out
+
+
+def main_epoch(args: argparse.Namespace) -> None:
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        result = epoch_run(small_leaf(), Path(tmp), args.epoch, args.epochs, args.repeats)
+    print(json.dumps(result, indent=1), flush=True)
+    print(f"| {result['leaves']} distinct {result['leaf_MB']:.0f} MB leaves an epoch, {result['blocks']} blocks of "
+          f"{result['epochs']} epochs each | writer CPU s per leaf (median epoch) | wall s per leaf | "
+          "machine busy CPU s per leaf |")
+    print("| --- | --- | --- | --- |")
+    for variant in ("kept", "dropped"):
+        m = result[variant]
+        print(f"| {variant} | {m['cpu_s']:.4f} | {m['wall_s']:.3f} | {m['machine_s']:.3f} |")
+    print(f"dropped / kept: writer CPU {result['dropped_cpu_of_kept']:.2f}×, "
+          f"machine {result['dropped_machine_of_kept']:.2f}×")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--epoch", type=int, default=0,
+                        help="N: write N distinct small leaves per epoch, kept in or dropped from the page cache")
+    parser.add_argument("--epochs", type=int, default=2, help="with --epoch: epochs per block (repeats: blocks)")
     args = parser.parse_args()
+    if args.epoch:
+        main_epoch(args)
+        return
     torch.set_num_threads(1)  # a write is one thread's work; keep torch from spreading the fills
     results = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:

@@ -70,10 +70,11 @@ class Checkpoint:
         """The safetensors bytes (what is stored and served)."""
         return encode_tensors(self.tensors(), FORMAT)
 
-    def save(self, path: Path) -> None:
+    def save(self, path: Path, *, drop_cache: bool = False) -> None:
         """Write atomically (temporary file, fsync, rename): the bytes of :meth:`encode`, streamed
-        from the tensors without building them in memory."""
-        save_tensors(Path(path), self.tensors(), FORMAT)
+        from the tensors without building them in memory (``drop_cache``: as
+        :func:`trainer.tensorfile.atomic_file`'s)."""
+        save_tensors(Path(path), self.tensors(), FORMAT, drop_cache=drop_cache)
 
 
 def checkpoint_layout(spec: RunSpec, leaf: int) -> Layout:

@@ -194,11 +194,12 @@ class EpochStore:
     # ------------------------------------------------------------------------------------------
     # Leaves
 
-    def write_leaf(self, epoch: int, leaf: int, checkpoint: Checkpoint) -> None:
-        """Write leaf ``leaf`` of ``epoch`` atomically (the epoch's directory is created)."""
+    def write_leaf(self, epoch: int, leaf: int, checkpoint: Checkpoint, *, drop_cache: bool = False) -> None:
+        """Write leaf ``leaf`` of ``epoch`` atomically (the epoch's directory is created);
+        ``drop_cache`` for a leaf not expected to be read soon (:meth:`read_soon`)."""
         path = self.leaf_path(epoch, leaf)
         path.parent.mkdir(parents=True, exist_ok=True)
-        checkpoint.save(path)
+        checkpoint.save(path, drop_cache=drop_cache)
 
     def read_leaf(self, spec: RunSpec, epoch: int, leaf: int) -> Checkpoint:
         """Leaf ``leaf`` of ``epoch``, validated against the spec's layout.
@@ -217,6 +218,13 @@ class EpochStore:
     def stored(spec: RunSpec, leaf: int, full_leaf_every: int) -> bool:
         """Whether leaf ``leaf`` is kept in full on disk (:func:`trainer.leaf_budget.stored_in_full`)."""
         return stored_in_full(spec.train.segments, leaf, full_leaf_every)
+
+    @staticmethod
+    def read_soon(spec: RunSpec, leaf: int) -> bool:
+        """Whether the host will read leaf ``leaf`` back soon after writing it: the last segment's
+        start and end leaves (the last segment is challenged in every epoch); any other leaf is
+        read only if challenged, so its pages are dropped from the page cache once on disk."""
+        return leaf >= spec.train.segments - 1
 
     def read_progress(self, epoch: int) -> tuple[ProgressHeader | None, dict[int, tuple[bytes, list[float]]]]:
         """The header and the leaf lines of ``leaves.jsonl`` (empty when absent).

@@ -7,7 +7,11 @@ waits for it) to a :class:`LeafWriter` and goes on with the next segment. One ba
 the leaf (``hashlib`` releases the GIL on large buffers, so hashing runs beside the training
 thread's torch kernels), writes it atomically when it is one of the leaves stored in full, and only
 then appends its hash to the epoch's progress file, so after a crash every hash on record belongs
-to a leaf that was either stored or can be recomputed from one that was.
+to a leaf that was either stored or can be recomputed from one that was. A stored leaf leaves the
+page cache once on disk unless the host reads it again in every epoch (the last segment's two,
+:meth:`~trainer.epoch_store.EpochStore.read_soon`): the other leaves are read only when
+challenged, and an epoch's worth of them (8 GB at ``small``) would otherwise push the page cache
+into reclaim, which each later write pays for on the writer's core.
 
 At most ``max_pending`` snapshots wait (each is a full copy of the training state): when the writer
 falls behind, :meth:`LeafWriter.submit` blocks, so memory stays bounded at ``max_pending + 1``
@@ -173,7 +177,8 @@ class LeafWriter:
         self.stats.bytes_hashed += nbytes
         self.stats.hash_seconds += t1 - t0
         if job.store:
-            self.store.write_leaf(self.epoch, job.index, job.checkpoint)
+            self.store.write_leaf(self.epoch, job.index, job.checkpoint,
+                                  drop_cache=not EpochStore.read_soon(self.spec, job.index))
             self.stats.stored += 1
             self.stats.bytes_written += self.store.leaf_path(self.epoch, job.index).stat().st_size
         # The leaf is on disk (or recomputable from one that is) before its hash is on record.

@@ -4,6 +4,7 @@ flight (a GPU's device-to-host transfer) before it hashes, writes or records the
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import weakref
 
@@ -89,3 +90,33 @@ def test_an_async_export_is_a_snapshot_later_steps_do_not_touch(spec, dataset, d
     assert first.state.step == spec.train.segment_steps and second.state.step == 2 * spec.train.segment_steps
     assert first.leaf_hash() == expected != second.leaf_hash()
     assert all(t.device.type == "cpu" for t in first.state.params.values())
+
+
+def test_leaves_not_read_soon_leave_the_page_cache_once_on_disk(spec, dataset, tmp_path, monkeypatch) -> None:
+    """Every leaf but the last segment's start and end (read in every epoch: the last segment is
+    always challenged) is dropped from the page cache after its fsync, and reads back the same."""
+    dropped: list[str] = []
+    advise = os.posix_fadvise
+
+    def spy(fd: int, offset: int, length: int, advice: int) -> None:
+        if advice == os.POSIX_FADV_DONTNEED:
+            tmp = os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[-1]  # .NAME.PID.TID.tmp
+            dropped.append(tmp[1:].split(".safetensors")[0] + ".safetensors")
+        advise(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", spy)
+    run_id = spec.run_id()
+    ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
+    stepper = Stepper(spec)
+    stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
+    store = EpochStore(tmp_path, run_id, HOST)
+    store.directory(0).mkdir(parents=True, exist_ok=True)
+    writer = LeafWriter(store, spec, 0, full_leaf_every=1)
+    s = spec.train.segments
+    leaves = {}
+    for index in range(1, s + 1):
+        leaves[index], ready = train_segment(stepper, dataset, spec, ctx, 1)
+        writer.submit(index, leaves[index], ready)
+    assert writer.finish() == [leaves[i].leaf_hash() for i in range(1, s + 1)]
+    assert sorted(dropped) == sorted(store.leaf_path(0, i).name for i in range(1, s - 1)), dropped
+    assert all(store.read_leaf(spec, 0, i).leaf_hash() == leaves[i].leaf_hash() for i in range(1, s + 1))
