@@ -27,6 +27,16 @@ def _blank(state: TrainState) -> TrainState:
     return TrainState(zeros(state.params), zeros(state.exp_avg), zeros(state.exp_avg_sq), state.step, state.rng_key)
 
 
+def _epoch_0(spec, tmp_path) -> tuple[EpochContext, Stepper, EpochStore]:
+    """Epoch 0's context, a stepper at θ_0 and an epoch store with the epoch's directory made."""
+    run_id = spec.run_id()
+    stepper = Stepper(spec)
+    stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
+    store = EpochStore(tmp_path, run_id, HOST)
+    store.directory(0).mkdir(parents=True, exist_ok=True)
+    return EpochContext(run_id, 0, HOST, genesis_seed(run_id)), stepper, store
+
+
 def test_the_writer_waits_for_a_copy_in_flight_before_hashing(spec, dataset, tmp_path) -> None:
     run_id = spec.run_id()
     ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
@@ -58,12 +68,7 @@ def test_the_writer_waits_for_a_copy_in_flight_before_hashing(spec, dataset, tmp
 def test_the_writer_keeps_no_leaf_it_has_processed(spec, dataset, tmp_path) -> None:
     # Each leaf is a whole training state: a writer that held on to them would keep the epoch's
     # S + 1 states in memory (8 GB at `small`) instead of its queue's few.
-    run_id = spec.run_id()
-    ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
-    stepper = Stepper(spec)
-    stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
-    store = EpochStore(tmp_path, run_id, HOST)
-    store.directory(0).mkdir(parents=True, exist_ok=True)
+    ctx, stepper, store = _epoch_0(spec, tmp_path)
     writer = LeafWriter(store, spec, 0, full_leaf_every=4)
     alive = []
     for index in range(1, 4):
@@ -105,12 +110,7 @@ def test_leaves_not_read_soon_leave_the_page_cache_once_on_disk(spec, dataset, t
         advise(fd, offset, length, advice)
 
     monkeypatch.setattr(os, "posix_fadvise", spy)
-    run_id = spec.run_id()
-    ctx = EpochContext(run_id, 0, HOST, genesis_seed(run_id))
-    stepper = Stepper(spec)
-    stepper.load(start_checkpoint(spec, GlobalState.initial(spec).params, 0).state)
-    store = EpochStore(tmp_path, run_id, HOST)
-    store.directory(0).mkdir(parents=True, exist_ok=True)
+    ctx, stepper, store = _epoch_0(spec, tmp_path)
     writer = LeafWriter(store, spec, 0, full_leaf_every=1)
     s = spec.train.segments
     leaves = {}
