@@ -55,6 +55,17 @@ def waiting_for_output(info: EpochInfo, settling: EpochInfo | None, height: int,
     return stuck[0].epoch if stuck and len(stuck) == len(due) else None
 
 
+def after_held(info: EpochInfo, settling: EpochInfo | None, height: int, delay_blocks: int) -> int | None:
+    """The height to wait for after the contract refused an ``advance`` because the newer epoch's
+    phase is held until the settling one closes: that epoch's next deadline (or the next block).
+    ``None`` when the settling epoch waits in ``delay`` past its deadline without a fallback window:
+    only its delayed seed moves it (before that deadline a validator's node may still post it)."""
+    if (settling is not None and settling.phase == "delay" and settling.closing is None and not delay_blocks
+            and height >= settling.phase_deadline):
+        return None
+    return next_deadline(info, height, settling)
+
+
 def _in_flight(info: EpochInfo, settling: EpochInfo | None) -> list[EpochInfo]:
     return [info] if settling is None else [settling, info]
 
@@ -105,7 +116,7 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
         if move == "advance" and (stuck := waiting_for_output(info, settling, height, delay_blocks)) is not None:
             raise _delay_error(stuck)
         if move == "wait":
-            _wait(ledger, info, next_deadline(info, height, settling), wait_timeout, progress)
+            _wait(ledger, info, settling, next_deadline(info, height, settling), wait_timeout, progress)
             continue
         tries += 1
         try:
@@ -114,12 +125,13 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
             held = "held until epoch" in str(exc)
             if "nothing is due" not in str(exc):
                 raise CommandError(str(exc)) from None
-            if held and settling is not None and settling.phase == "delay" and not delay_blocks:
-                raise _delay_error(settling.epoch) from None
             # The deadline's own block (a message there is late, but the close comes one block on),
             # or a phase held by the settling epoch: wait for what is due next.
-            target = next_deadline(info, height, settling) if held else height + 1
-            _wait(ledger, info, target, wait_timeout, progress)
+            target = after_held(info, settling, height, delay_blocks) if held else height + 1
+            if target is None:
+                assert settling is not None
+                raise _delay_error(settling.epoch) from None
+            _wait(ledger, info, settling, target, wait_timeout, progress)
             continue
         after = ledger.epoch(lists=False)
         after_settling = ledger.epoch(after.settling, lists=False) if after.settling is not None else None
@@ -133,9 +145,10 @@ def _where(info: EpochInfo, settling: EpochInfo | None) -> str:
     return here if settling is None else f"{here} (epoch {settling.epoch} {settling.phase} settling)"
 
 
-def _wait(ledger: Ledger, info: EpochInfo, target: int, wait_timeout: float,
+def _wait(ledger: Ledger, info: EpochInfo, settling: EpochInfo | None, target: int, wait_timeout: float,
           progress: Callable[[str], None]) -> None:
-    progress(f"epoch {info.epoch} {info.phase}: waiting for height {target} (now {ledger.height()})")
+    owner = settling if settling is not None and settling.phase_deadline == target else info  # whose deadline
+    progress(f"epoch {owner.epoch} {owner.phase}: waiting for height {target} (now {ledger.height()})")
     reached = ledger.wait_for_height(target, timeout=wait_timeout)
     if reached < target:
         raise CommandError(f"the chain is at height {reached}, not {target}, after "

@@ -248,7 +248,7 @@ def open_ledger(net: NetworkFile, save: bool = False) -> Iterator[Ledger]:
         yield Ledger(EmbeddedBackend(chain, net.contract, denom))
     finally:
         # Also when the command stops part-way (an error, Ctrl-C): what it committed stays, as on a
-        # real chain (`epoch advance --until` may have sent many advances); a refused or interrupted
-        # transaction left nothing (the embedded chain undoes it whole).
-        if save:
+        # real chain (`epoch advance --until` may have sent many advances). A refused transaction
+        # was undone whole; a state that an interrupt caught half-way through one is not saved.
+        if save and chain.settled:
             chain.save(net.chain.state)

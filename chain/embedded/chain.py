@@ -164,6 +164,7 @@ class EmbeddedChain:
         self.lock = threading.RLock()
         self.block_txs = block_txs
         self._open = 0  # transactions in the latest block while it is open (0: sealed)
+        self._settled = True  # no transaction half-way (`settled`)
         self.chain_id = chain_id
         self.prefix = prefix
         self.api = AddressCodec(prefix)
@@ -462,6 +463,13 @@ class EmbeddedChain:
 
     # -- persistence -----------------------------------------------------------------------------
 
+    @property
+    def settled(self) -> bool:
+        """Whether no transaction is half-way: each one so far either stays whole (its writes and
+        its block) or was undone whole. Only an interrupt (Ctrl-C) inside one can make it false;
+        a state that is not settled must not be saved."""
+        return self._settled
+
     @_atomic
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the whole state to a JSON file (atomically: a crash leaves the old file)."""
@@ -656,10 +664,16 @@ class EmbeddedChain:
         else:
             height, time_ns, index = self._height, self._time_ns, self._open
         self._tx_index = index
-        with self._journal.transaction():
-            out = body(height, time_ns)
+        self._settled = False  # until this transaction is whole (kept and counted) or undone
+        try:
+            with self._journal.transaction():
+                out = body(height, time_ns)
+        except BaseException:
+            self._settled = self._journal.undone  # undone whole, unless a second interrupt cut the undo
+            raise
         self._height, self._time_ns = height, time_ns
         self._open = index + 1
+        self._settled = True
         # A stable name for the transaction: hash of what it was, where it landed.
         description = {"chain_id": self.chain_id, "height": height, "index": index, "type": kind,
                        "sender": sender, **details}

@@ -28,6 +28,7 @@ class Journal:
         # Bumped by every write and every undo: equal versions mean the same state (the chain's
         # query cache keys on it).
         self.version = 0
+        self.undone = False  # whether the last transaction that failed had all its writes restored
 
     @property
     def active(self) -> bool:
@@ -46,12 +47,14 @@ class Journal:
         if self._entries is not None:
             raise RuntimeError("transactions do not nest")
         self._entries = []
+        self.undone = False
         try:
             yield
         except BaseException:
             for owner, key, old in reversed(self._entries):
                 owner._restore(key, old)
             self.version += 1
+            self.undone = True  # every write restored (a second interrupt above leaves it False)
             raise
         finally:
             self._entries = None

@@ -368,3 +368,31 @@ def test_a_repeated_query_answers_the_state_and_block_of_now(embedded_env) -> No
     both(lambda c, at, a: c.execute(a["host1"], at, {"unbond": {"amount": "500"}}))
     assert chain.height == twin.chain.height == height
     both(lambda c, at, a: c.advance_blocks(500))
+
+
+def test_an_interrupt_inside_a_transaction_undoes_it_whole_and_says_whether_it_could(
+        chain: EmbeddedChain, alice: str, bob: str, monkeypatch) -> None:
+    """Ctrl-C in the middle of a send: the send is undone whole and the chain is `settled` (a CLI
+    may save it). A second Ctrl-C that cuts the undo short leaves it unsettled: nothing saves it."""
+    height, send = chain.height, chain.bank.send
+
+    def interrupted(*args, **kwargs):
+        send(*args, **kwargs)  # the coins moved ...
+        raise KeyboardInterrupt  # ... and the operator pressed Ctrl-C before the transaction ended
+
+    monkeypatch.setattr(chain.bank, "send", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        chain.send(alice, bob, {DENOM: 400})
+    assert chain.balances(alice)[DENOM] == 1_000_000 and chain.balances(bob) == {DENOM: 10}
+    assert chain.height == height and chain.settled
+
+    def cut(self, key, old):
+        raise KeyboardInterrupt  # the second Ctrl-C, during the undo
+
+    monkeypatch.setattr(type(chain.bank._balances), "_restore", cut)
+    with pytest.raises(KeyboardInterrupt):
+        chain.send(alice, bob, {DENOM: 400})
+    assert not chain.settled
+    monkeypatch.undo()
+    chain.send(alice, bob, {DENOM: 1})  # a whole transaction later: settled again
+    assert chain.settled

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from protocol.views import EpochInfo
-from veriloco.advance_until import next_deadline, next_move, waiting_for_output
+from veriloco.advance_until import after_held, next_deadline, next_move, waiting_for_output
 
 ZERO = "00" * 32
 
@@ -47,3 +47,13 @@ def test_only_a_waiting_delay_stops_the_drive() -> None:
     current = epoch(4, "train", 65, settling=3)
     assert waiting_for_output(current, delay, 70, delay_blocks=0) is None
     assert waiting_for_output(epoch(4, "train", 90, settling=3), delay, 70, delay_blocks=0) == 3
+
+
+def test_a_phase_held_by_an_epoch_in_delay_waits_for_the_output_until_its_deadline() -> None:
+    """Epoch 4's reveal is held by epoch 3, in delay until 150: a validator's node may still post
+    the output, so the drive waits for 150; past it, only the output moves epoch 3 (None: say so)."""
+    current, older = epoch(4, "reveal", 90, settling=3), epoch(3, "delay", 150)
+    assert after_held(current, older, 100, delay_blocks=0) == 150
+    assert after_held(current, older, 150, delay_blocks=0) is None
+    assert after_held(current, older, 150, delay_blocks=60) == 151  # its window closes it: keep going
+    assert after_held(current, epoch(3, "verify", 150), 100, delay_blocks=0) == 150
