@@ -105,7 +105,7 @@ class ShardedLeafWriter(LeafWriter):
             for name in order:
                 offsets[name] = at
                 at += meta[name].numel() * meta[name].element_size()
-            with atomic_file(path, drop_cache=not EpochStore.read_soon(self.spec, job.index)) as f:
+            with atomic_file(path, drop_cache=not job.read_soon) as f:
                 f.write(head)
                 self._stream(layout, mine, digest, lambda name, data: (f.seek(offsets[name]), f.write(data)))
             self.stats.stored += 1

@@ -9,7 +9,8 @@ thread's torch kernels), writes it atomically when it is one of the leaves store
 then appends its hash to the epoch's progress file, so after a crash every hash on record belongs
 to a leaf that was either stored or can be recomputed from one that was. A stored leaf leaves the
 page cache once on disk unless the host reads it again in every epoch (the last segment's two,
-:meth:`~trainer.epoch_store.EpochStore.read_soon`): the other leaves are read only when
+:meth:`~trainer.epoch_store.EpochStore.read_soon`, a partial epoch's last leaf, a trap's end
+leaf): the other leaves are read only when
 challenged, and an epoch's worth of them (8 GB at ``small``) would otherwise push the page cache
 into reclaim, which each later write pays for on the writer's core.
 
@@ -77,6 +78,7 @@ class _Job:
     index: int
     checkpoint: Checkpoint | None  # dropped once processed: only the queue's snapshots stay alive
     store: bool
+    read_soon: bool = False  # the host reads it back in this epoch: its pages stay in the page cache
     ready: Callable[[], None] | None = None
     digest: bytes = b""
 
@@ -119,8 +121,9 @@ class LeafWriter:
             keep: write it in full whatever ``K`` says (a partial epoch's last leaf).
         """
         self._raise()
-        stored = keep or index in self.keep or EpochStore.stored(self.spec, index, self.k)
-        job = _Job(index, checkpoint, stored, ready)
+        kept = keep or index in self.keep  # a partial epoch's last leaf, a trap's end leaf: challenged
+        stored = kept or EpochStore.stored(self.spec, index, self.k)
+        job = _Job(index, checkpoint, stored, kept or EpochStore.read_soon(self.spec, index), ready)
         self._jobs.append(job)
         t0 = time.perf_counter()
         self._queue.put(job)
@@ -177,8 +180,7 @@ class LeafWriter:
         self.stats.bytes_hashed += nbytes
         self.stats.hash_seconds += t1 - t0
         if job.store:
-            self.store.write_leaf(self.epoch, job.index, job.checkpoint,
-                                  drop_cache=not EpochStore.read_soon(self.spec, job.index))
+            self.store.write_leaf(self.epoch, job.index, job.checkpoint, drop_cache=not job.read_soon)
             self.stats.stored += 1
             self.stats.bytes_written += self.store.leaf_path(self.epoch, job.index).stat().st_size
         # The leaf is on disk (or recomputable from one that is) before its hash is on record.

@@ -19,6 +19,7 @@ files written before and after read the same and hash the same.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -104,7 +105,8 @@ def atomic_file(path: Path, mode: int = 0o666, *, drop_cache: bool = False) -> I
             f.flush()
             os.fsync(f.fileno())
             if drop_cache and hasattr(os, "posix_fadvise"):  # clean pages after the fsync: dropped
-                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+                with contextlib.suppress(OSError):  # a hint: a file system that refuses it loses nothing
+                    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
