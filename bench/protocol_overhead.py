@@ -10,7 +10,10 @@ robust aggregation, the validation loss it posts with its proposal. Validators r
 machines in a real network, so their time is excluded from the host's and reported separately as
 a fraction of the hosts' compute, split into what goes where: the segment replays
 (``verifier.replay.replay_segment``), the probe (``trainer.probe``'s losses on the beacon windows)
-and the rest (fetching, hashing and decoding leaves, the bounds, the Δ check, transactions).
+the embedded chain's own execution of the validators' transactions and queries (in this one-process
+network it runs inside their ticks; on a real network the chain's nodes run it, and a validator only
+signs and sends), and the rest (fetching, hashing and decoding leaves, the bounds, the Δ check,
+building and signing transactions).
 
 The two are measured side by side, epoch by epoch (plain epoch first in even epochs, protocol epoch
 first in odd ones), so the noise and drift of this shared machine land on both. Run:
@@ -31,6 +34,7 @@ import statistics
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +42,7 @@ import torch
 
 import node.validator as validator_module
 import verifier.replay
+from chain.embedded import EmbeddedChain
 from node.validator import ValidatorNode
 from protocol.rules.beacon import genesis_seed
 from protocol.tensors.aggregation import aggregate
@@ -75,11 +80,15 @@ def plain_epoch(spec, dataset, theta: GlobalState, hosts: list[str], epoch: int,
     return new, [s + shared for s in seconds]
 
 
-def count_cpu(module: Any, name: str, into: dict[str, float], key: str) -> None:
-    """Wrap ``module.name`` so the process CPU seconds (and calls) it takes add up in ``into[key]``."""
+def count_cpu(module: Any, name: str, into: dict[str, float], key: str,
+              only: Callable[[], bool] = lambda: True) -> None:
+    """Wrap ``module.name`` so the process CPU seconds (and calls) it takes add up in ``into[key]``
+    (when ``only()`` says so at the call: whose tick it runs in)."""
     inner = getattr(module, name)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
+        if not only():
+            return inner(*args, **kwargs)
         c0 = time.process_time()
         try:
             return inner(*args, **kwargs)
@@ -137,14 +146,18 @@ def main() -> None:
     busy: dict[str, float] = defaultdict(float)
     cpu: dict[str, float] = defaultdict(float)  # process CPU time: every thread (torch's, the leaf writer)
 
+    acting: list[str] = []  # the node whose tick runs now (ticks run one at a time, on this thread)
+
     def timed(node):
         tick = node.tick
 
         def wrapper() -> bool:
             t0, c0 = time.perf_counter(), time.process_time()
+            acting.append(node.name)
             try:
                 return tick()
             finally:
+                acting.pop()
                 busy[node.name] += time.perf_counter() - t0
                 cpu[node.name] += time.process_time() - c0
 
@@ -157,6 +170,9 @@ def main() -> None:
     count_cpu(verifier.replay, "replay_segment", parts, "replay")
     for fn in ("probe_loss", "probe_gain"):
         count_cpu(validator_module, fn, parts, "probe")
+    validator_names: set[str] = set()
+    for fn in ("execute", "query"):  # the contract's wasm, run for a validator's tick
+        count_cpu(EmbeddedChain, fn, parts, "chain", lambda: bool(acting) and acting[-1] in validator_names)
     with tempfile.TemporaryDirectory() as tmp:
         roster = Roster(hosts=[HostBehaviour() for _ in range(args.hosts)],
                         validators=[ValidatorBehaviour() for _ in range(args.validators)])
@@ -165,6 +181,7 @@ def main() -> None:
                            live_leaf_every=None if args.live_leaf_every == "auto" else int(args.live_leaf_every))
         for node in net.nodes:
             timed(node)
+        validator_names.update(v.name for v in net.validators)
         plain_theta = GlobalState.initial(spec)
         plain_hosts = [sim_key(f"host-{i}").address() for i in range(args.hosts)]
         stepper = Stepper(spec)
@@ -215,7 +232,10 @@ def main() -> None:
                          "validator_cpu_fraction": val_cpu / sum(host_cpu),
                          "validator_replay_cpu_fraction": parts["replay"] / sum(host_cpu),
                          "validator_probe_cpu_fraction": parts["probe"] / sum(host_cpu),
-                         "validator_rest_cpu_fraction": (val_cpu - parts["replay"] - parts["probe"]) / sum(host_cpu),
+                         "validator_chain_cpu_fraction": parts["chain"] / sum(host_cpu),
+                         "validator_rest_cpu_fraction": (val_cpu - parts["replay"] - parts["probe"] - parts["chain"])
+                         / sum(host_cpu),
+                         "chain_calls": parts["chain_calls"],
                          "replays": parts["replay_calls"], "probe_calls": parts["probe_calls"],
                          "agreed": report.agreed, "recompute_s": sum(extra), "recompute_cpu_s": sum(cpu_extra),
                          "live_leaf_every": live_every(net.hosts[0].epochs, e, args.full_leaf_every),
@@ -241,8 +261,9 @@ def main() -> None:
     for r in rows:
         print(f"epoch {r['epoch']}: validators' CPU / hosts' {r['validator_cpu_fraction']:.2%}: replays "
               f"{r['validator_replay_cpu_fraction']:.2%} ({r['replays']:.0f} segments), probe "
-              f"{r['validator_probe_cpu_fraction']:.2%} ({r['probe_calls']:.0f} calls), the rest "
-              f"{r['validator_rest_cpu_fraction']:.2%}")
+              f"{r['validator_probe_cpu_fraction']:.2%} ({r['probe_calls']:.0f} calls), the embedded chain's "
+              f"execution {r['validator_chain_cpu_fraction']:.2%} ({r['chain_calls']:.0f} calls: a real "
+              f"network's nodes run it), the rest {r['validator_rest_cpu_fraction']:.2%}")
     cpu_ratio = statistics.median(r["cpu_ratio"] for r in rows)
     print(f"host CPU time per epoch, protocol / plain DiLoCo: median {cpu_ratio:.3f}× "
           f"(per epoch: {', '.join(format(r['cpu_ratio'], '.3f') for r in rows)})")
