@@ -8,11 +8,11 @@ the leaf (``hashlib`` releases the GIL on large buffers, so hashing runs beside 
 thread's torch kernels), writes it atomically when it is one of the leaves stored in full, and only
 then appends its hash to the epoch's progress file, so after a crash every hash on record belongs
 to a leaf that was either stored or can be recomputed from one that was. A stored leaf leaves the
-page cache once on disk unless the host reads it again in every epoch (the last segment's two,
+page cache once on disk unless the host reads it again this epoch (the last segment's two,
 :meth:`~trainer.epoch_store.EpochStore.read_soon`, a partial epoch's last leaf, a trap's end
-leaf): the other leaves are read only when
-challenged, and an epoch's worth of them (8 GB at ``small``) would otherwise push the page cache
-into reclaim, which each later write pays for on the writer's core.
+leaf): the other leaves are read only when challenged, and an epoch's worth of them (8 GB at
+``small``) would otherwise push the page cache into reclaim, which each later write pays for on
+the writer's core.
 
 At most ``max_pending`` snapshots wait (each is a full copy of the training state): when the writer
 falls behind, :meth:`LeafWriter.submit` blocks, so memory stays bounded at ``max_pending + 1``

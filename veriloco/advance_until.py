@@ -32,7 +32,7 @@ def next_move(info: EpochInfo, height: int, until: int, settling: EpochInfo | No
     older one a pipelined run still settles (``settling``), ``wait`` for blocks."""
     if info.epoch >= until:
         return "done"
-    if any(e.closing is not None or height >= e.phase_deadline for e in _in_flight(info, settling)):
+    if any(_due(e, height) for e in _in_flight(info, settling)):
         return "advance"
     return "wait"
 
@@ -48,10 +48,8 @@ def waiting_for_output(info: EpochInfo, settling: EpochInfo | None, height: int,
     """The epoch that nothing but its delayed seed can move on, when that is all that is due: in
     phase ``delay`` of a run without a fallback window (``verification.delay_blocks`` = 0), with
     no other epoch's phase due. ``None`` when an ``advance`` may still close something."""
-    if delay_blocks:
-        return None  # the window's deadline closes delay like any other
-    due = [e for e in _in_flight(info, settling) if e.closing is not None or height >= e.phase_deadline]
-    stuck = [e for e in due if e.phase == "delay" and e.closing is None]
+    due = [e for e in _in_flight(info, settling) if _due(e, height)]
+    stuck = [e for e in due if _waits_for_output(e, delay_blocks)]
     return stuck[0].epoch if stuck and len(stuck) == len(due) else None
 
 
@@ -60,14 +58,30 @@ def after_held(info: EpochInfo, settling: EpochInfo | None, height: int, delay_b
     phase is held until the settling one closes: that epoch's next deadline (or the next block).
     ``None`` when the settling epoch waits in ``delay`` past its deadline without a fallback window:
     only its delayed seed moves it (before that deadline a validator's node may still post it)."""
-    if (settling is not None and settling.phase == "delay" and settling.closing is None and not delay_blocks
-            and height >= settling.phase_deadline):
+    if settling is not None and _waits_for_output(settling, delay_blocks) and height >= settling.phase_deadline:
         return None
     return next_deadline(info, height, settling)
 
 
 def _in_flight(info: EpochInfo, settling: EpochInfo | None) -> list[EpochInfo]:
     return [info] if settling is None else [settling, info]
+
+
+def _due(e: EpochInfo, height: int) -> bool:
+    """Its phase's deadline has passed, or a paged close runs: an ``advance`` may close something."""
+    return e.closing is not None or height >= e.phase_deadline
+
+
+def _waits_for_output(e: EpochInfo, delay_blocks: int) -> bool:
+    """In ``delay`` with no fallback window (``delay_blocks`` = 0, whose deadline would close it like
+    any other): only its delayed seed moves it."""
+    return not delay_blocks and e.phase == "delay" and e.closing is None
+
+
+def _read_in_flight(ledger: Ledger) -> tuple[EpochInfo, EpochInfo | None]:
+    """The current epoch and, in a pipelined run, the older one still settling."""
+    info = ledger.epoch(lists=False)
+    return info, ledger.epoch(info.settling, lists=False) if info.settling is not None else None
 
 
 def _delay_error(epoch: int) -> CommandError:
@@ -106,8 +120,7 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
     delay_blocks = ledger.spec().verification.delay_blocks
     tries = 0  # advances sent or refused: a run that never gets there stops
     while True:
-        info, height = ledger.epoch(lists=False), ledger.height()
-        settling = ledger.epoch(info.settling, lists=False) if info.settling is not None else None
+        (info, settling), height = _read_in_flight(ledger), ledger.height()
         move = next_move(info, height, until, settling)
         if move == "done":
             return drive
@@ -133,9 +146,7 @@ def advance_until(ledger: Ledger, key: PrivateKey, until: int, *, wait_timeout: 
                 raise _delay_error(settling.epoch) from None
             _wait(ledger, info, settling, target, wait_timeout, progress)
             continue
-        after = ledger.epoch(lists=False)
-        after_settling = ledger.epoch(after.settling, lists=False) if after.settling is not None else None
-        step = f"{_where(info, settling)} → {_where(after, after_settling)}"
+        step = f"{_where(info, settling)} → {_where(*_read_in_flight(ledger))}"
         drive.steps.append(step)
         progress(f"{step} (height {drive.txs[-1].height})")
 
